@@ -1,0 +1,33 @@
+# lodevem: the two commands a new user needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch. On a machine where pip would pick a CUDA build, set e.g.
+# TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+TORCH_SPEC ?= torch==2.13.0
+TIER ?= tier2
+
+.PHONY: setup docker image test demo clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet $(TORCH_SPEC)
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+docker:                ## install and start the Docker engine if needed (root, Debian/Ubuntu)
+	bash scripts/setup-docker.sh
+
+image: setup docker    ## build the benchmark image (offline base image when no registry)
+	$(BIN)/lodevem build-image
+
+test: setup image      ## the full test suite, against the real Docker engine
+	$(BIN)/python -m pytest -q -rs
+
+demo: setup image      ## zoo models into models/, then the tier2 benchmark
+	bash scripts/demo.sh $(TIER)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

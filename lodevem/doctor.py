@@ -1,0 +1,140 @@
+"""Environment checks behind ``lodevem check``: is what ``start`` needs ready on this host?
+
+Each check returns a record rather than printing, so the CLI formats them and tests assert on
+them. A check never raises: a missing dependency is exactly what it exists to report.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+Status = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of ``lodevem check``."""
+
+    name: str
+    status: Status
+    detail: str
+    hint: str = ""
+    required: bool = True
+
+
+def cgroup_version() -> Optional[int]:
+    """2 for a unified hierarchy, 1 for a v1 memory controller, None when neither is mounted."""
+    root = Path("/sys/fs/cgroup")
+    if (root / "cgroup.controllers").exists():
+        return 2
+    if (root / "memory").is_dir():
+        return 1
+    return None
+
+
+def check_docker() -> Check:
+    hint = (
+        "install and start the engine: apt-get install -y docker.io && "
+        "(dockerd >/tmp/dockerd.log 2>&1 &) - or run scripts/setup-docker.sh"
+    )
+    try:
+        import docker
+    except ImportError:
+        return Check("Docker daemon", "fail", "docker-py not installed", "pip install docker")
+    try:
+        client = docker.from_env(timeout=5)
+        version = client.version()
+    except Exception as exc:  # docker-py raises several types for "no daemon"
+        reason = str(exc).splitlines()[0][:160]
+        return Check("Docker daemon", "fail", f"not reachable ({reason})", hint)
+    finally:
+        try:
+            client.close()
+        except Exception:
+            pass
+    return Check("Docker daemon", "ok", f"reachable, server {version.get('Version', '?')}")
+
+
+def check_image() -> Check:
+    try:
+        from .image import image_status
+    except ImportError:
+        return Check("Benchmark image", "fail", "image support not installed", "reinstall lodevem")
+    try:
+        status = image_status()
+    except Exception as exc:
+        return Check("Benchmark image", "fail", f"cannot query: {str(exc).splitlines()[0][:160]}",
+                     "start the Docker daemon first")
+    if status.present:
+        return Check("Benchmark image", "ok", f"{status.tag} present ({status.short_id})")
+    return Check("Benchmark image", "fail", f"{status.tag} not built", "run: lodevem build-image")
+
+
+def check_cgroups() -> Check:
+    version = cgroup_version()
+    if version is None:
+        return Check("cgroups", "fail", "no cgroup hierarchy mounted at /sys/fs/cgroup",
+                     "memory limits need a Linux host with cgroups")
+    if version == 2:
+        controllers = Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
+        ok = "memory" in controllers
+    else:
+        ok = Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
+    detail = f"v{version}, memory controller {'present' if ok else 'missing'}"
+    return Check("cgroups", "ok" if ok else "fail", detail,
+                 "enable the memory controller (cgroup_enable=memory)")
+
+
+def check_torch() -> Check:
+    if importlib.util.find_spec("torch") is None:
+        return Check("torch", "fail", "not installed", "pip install torch==2.13.0 (CPU wheel)")
+    from importlib.metadata import version
+
+    return Check("torch", "ok", f"{version('torch')} (host side: ONNX export of zoo models)")
+
+
+def check_nnmeter() -> Check:
+    try:
+        from .nnmeter_predictor import describe_data  # type: ignore[attr-defined]
+    except ImportError:
+        describe_data = None
+    try:
+        with warnings.catch_warnings():  # nn_meter imports the deprecated pkg_resources
+            warnings.simplefilter("ignore")
+            import nn_meter  # noqa: F401  (import is what we check)
+    except Exception as exc:
+        return Check("nn-Meter", "fail", f"import failed: {str(exc).splitlines()[0][:160]}",
+                     "pip install nn-meter==2.0 'setuptools<82'")
+    if describe_data is None:
+        return Check("nn-Meter", "ok", "importable")
+    detail, has_data = describe_data()
+    if has_data:
+        return Check("nn-Meter", "ok", f"importable; {detail}")
+    return Check("nn-Meter", "ok",
+                 f"importable; {detail}; latency comes from lodevem's offline estimator",
+                 "lodevem fetch-predictors, or unzip the published predictors into the folder "
+                 "and pass --nnmeter-data")
+
+
+def run_checks(backend: str = "docker") -> list[Check]:
+    """Every check ``lodevem check`` prints, with ``required`` set for the chosen backend."""
+    checks = [check_docker(), check_cgroups(), check_torch(), check_nnmeter()]
+    if checks[0].status == "ok":
+        checks.insert(1, check_image())
+    if backend == "process":
+        checks = [
+            Check(c.name, "warn" if c.status == "fail" else c.status, c.detail, c.hint,
+                  required=False)
+            if c.name in ("Docker daemon", "Benchmark image") else c
+            for c in checks
+        ]
+    if os.geteuid() != 0 and backend == "process":
+        checks.append(Check("process backend", "warn",
+                            "not root: cgroup limits may be unavailable, RLIMIT_AS is the fallback",
+                            required=False))
+    return checks

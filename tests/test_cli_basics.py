@@ -1,0 +1,61 @@
+"""The CLI's foundation: help, version, list, check, and error exits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from lodevem import __version__
+from lodevem.cli import cli
+
+
+def run(*args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+def test_help_lists_commands() -> None:
+    result = run("--help")
+    assert result.exit_code == 0
+    for command in ("list", "check"):
+        assert command in result.output
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+def test_list_all_and_by_tier() -> None:
+    result = run("list")
+    assert result.exit_code == 0
+    assert result.output.count("tier1") >= 6 and "(16)" in result.output
+    result = run("list", "--tier", "tier3")
+    assert result.exit_code == 0 and "(4)" in result.output
+    for pid in ("nokia_8110_4g", "jiophone2", "nokia_2720_flip", "itel_it5626"):
+        assert pid in result.output
+    assert "nokia_c1" not in result.output
+
+
+def test_bad_tier_is_a_usage_error() -> None:
+    result = run("list", "--tier", "tier9")
+    assert result.exit_code == 2
+    assert "tier1" in result.output and "tier3" in result.output
+
+
+def test_malformed_profile_exits_2_with_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: x\nram_mb: -3\n")
+    result = run("list", "--profiles-dir", str(tmp_path))
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and str(bad) in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_check_prints_every_check() -> None:
+    result = run("check")
+    for name in ("Docker daemon", "cgroups", "torch", "nn-Meter"):
+        assert name in result.output
+    assert result.exit_code in (0, 1)
+    assert ("✗" in result.output) == (result.exit_code == 1)
