@@ -1,0 +1,269 @@
+"""Figures for a paper: latency heatmap, latency vs peak RAM, minimum RAM per model.
+
+Figures are built on ``matplotlib.figure.Figure`` directly (Agg canvas) instead of ``pyplot``:
+no global figure registry, no backend switch, nothing left open between calls, and it works on
+a headless machine. Each figure is saved as PNG (for a quick look) and PDF (vector, for LaTeX),
+atomically, with fixed metadata so that identical results give identical files. Sizes are
+chosen for a two-column paper (about 7 in wide at 8 pt) and grow with the number of devices.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+from . import __version__
+from .profiles import TIERS, Profile
+from .reporter import cells, group_by_model, ordered_devices, source_notes
+from .results import PairResult
+
+HEATMAP = "latency_heatmap"
+SCATTER = "latency_vs_ram"
+MIN_RAM = "min_ram"
+# Colour-blind-safe (Okabe-Ito) colours for tiers; models use matplotlib's tab10 cycle.
+TIER_COLOURS = {"tier1": "#009E73", "tier2": "#E69F00", "tier3": "#D55E00"}
+TIER_MARKERS = {"tier1": "o", "tier2": "s", "tier3": "^"}
+_STYLE = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7,
+          "ytick.labelsize": 7, "legend.fontsize": 7, "pdf.fonttype": 42, "svg.hashsalt": "lodevem"}
+
+
+@contextmanager
+def _paper_style() -> Iterator[None]:
+    """Paper-sized fonts for the figures built inside, restored afterwards (rcParams are global)."""
+    with matplotlib.rc_context(_STYLE):
+        yield
+
+
+def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Write ``stem.png`` and ``stem.pdf`` atomically (a temporary file, then ``os.replace``)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for ext, metadata in (("png", {"Software": f"lodevem {__version__}"}),
+                          ("pdf", {"Creator": f"lodevem {__version__}", "CreationDate": None})):
+        final = out_dir / f"{stem}.{ext}"
+        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".{ext}", dir=out_dir)
+        os.close(fd)
+        try:
+            fig.savefig(tmp, format=ext, dpi=200, metadata=metadata)
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(final)
+    return written
+
+
+def _ram_text(mb: float) -> str:
+    return f"{mb / 1024:g} GB" if mb >= 1024 and mb % 512 == 0 else f"{mb:,.0f} MB"
+
+
+def _tier_limits(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None) -> dict[int, list[str]]:
+    """Each distinct device RAM limit with the tiers that have a device of that size."""
+    pairs = {(r.ram_mb, r.tier) for r in rows} | {(p.ram_mb, p.tier) for p in profiles or ()}
+    limits: dict[int, list[str]] = {}
+    for ram, tier in sorted(pairs):
+        limits.setdefault(ram, []).append(tier)
+    return limits
+
+
+def _draw_limits(ax: Axes, limits: dict[int, list[str]]) -> list[Line2D]:
+    """Dashed lines at device RAM sizes, labelled on a top axis; returns the tier legend handles.
+
+    A size shared by several tiers (512 MB: tier2 and tier3) gets one line, coloured by the most
+    constrained of them, and a label naming them all. Call after the x scale is set.
+    """
+    order = list(TIERS)
+
+    def tier_rank(t: str) -> int:
+        return order.index(t) if t in order else len(order)
+
+    colours = []
+    for ram, tiers in limits.items():
+        colours.append(TIER_COLOURS.get(max(tiers, key=tier_rank), "grey"))
+        ax.axvline(ram, color=colours[-1], linestyle="--", linewidth=1, zorder=1)
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(list(limits), [f"{_ram_text(ram)}\n{tiers[0]}{''.join('+' + t.removeprefix('tier') for t in tiers[1:])}"
+                                  for ram, tiers in limits.items()], fontsize=6)
+    top.xaxis.set_minor_locator(NullLocator())
+    top.tick_params(length=2)
+    for label, colour in zip(top.get_xticklabels(), colours):
+        label.set_color(colour)
+    present = sorted({t for tiers in limits.values() for t in tiers}, key=tier_rank)
+    return [Line2D([], [], color=TIER_COLOURS.get(t, "grey"), linestyle="--",
+                   label=f"{t} device RAM ({TIERS.get(t, t)})") for t in present]
+
+
+def _log2_ram_axis(ax: Axes, values: Sequence[float]) -> None:
+    """Log-2 RAM axis with plain MB tick labels at powers of two (256, 512, 1024 ...)."""
+    lo, hi = min(values) / 1.35, max(values) * 1.35
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(lo, hi)
+    ticks = [2.0 ** k for k in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 1)
+             if lo <= 2.0 ** k <= hi]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([f"{t:,.0f}" for t in ticks])
+
+
+def latency_heatmap(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],
+                    out_dir: Path) -> list[Path]:
+    """Model x device heatmap of predicted latency, devices in tier order; returns PNG and PDF.
+
+    Colour is log latency (models and phones span ms to seconds). A pair where the model does
+    not fit in RAM is hatched and says why (``OOM``, ``thrashing``, ``timeout``): its predicted
+    latency is not a latency anyone would observe. Each value carries its predictor's mark.
+    """
+    if not rows:
+        return []
+    devices = ordered_devices(rows, profiles)
+    groups = group_by_model(rows, profiles)
+    col = {d.profile_id: j for j, d in enumerate(devices)}
+    values = np.full((len(groups), len(devices)), np.nan)
+    for i, group in enumerate(groups.values()):
+        for row in group:
+            if cells(row).is_number:
+                values[i, col[row.profile_id]] = row.latency_ms
+    finite = values[np.isfinite(values)]
+    vmin, vmax = (finite.min(), finite.max()) if finite.size else (1.0, 10.0)
+    if vmax <= vmin * 1.01:
+        vmin, vmax = vmin / 1.5, vmax * 1.5
+    norm, cmap = LogNorm(vmin=vmin, vmax=vmax), matplotlib.colormaps["YlOrRd"]
+    with _paper_style():
+        width = min(max(4.5, 0.42 * len(devices) + 2.4), 12.0)
+        fig = Figure(figsize=(width, max(2.4, 0.42 * len(groups) + 2.3)), layout="constrained")
+        ax = fig.add_subplot()
+        image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
+        planned = {(i, col[r.profile_id]) for i, group in enumerate(groups.values()) for r in group}
+        for i, j in np.ndindex(values.shape):
+            if (i, j) not in planned:
+                ax.text(j, i, "\u2014", ha="center", va="center", fontsize=6.5, color="#aaaaaa")
+        for i, group in enumerate(groups.values()):
+            for row in group:
+                j, c = col[row.profile_id], cells(row)
+                if c.is_number:
+                    rgba = cmap(norm(row.latency_ms))
+                    dark = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] < 0.5
+                    text = f"{row.latency_ms:,.0f}" if row.latency_ms >= 100 else f"{row.latency_ms:.1f}"
+                    ax.text(j, i, text + c.mark, ha="center", va="center", fontsize=6.5,
+                            color="white" if dark else "black")
+                    continue
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="#eeeeee",
+                                       hatch="///" if c.fits is False else None,
+                                       edgecolor="#999999", linewidth=0))
+                ax.text(j, i, c.latency, ha="center", va="center", fontsize=6.5 if len(c.latency) < 6 else 5.5,
+                        fontweight="bold",
+                        color="#b2182b" if c.fits is False else "#555555",
+                        bbox={"facecolor": "#eeeeee", "edgecolor": "none", "pad": 0.6})
+        ax.set_yticks(range(len(groups)), list(groups))
+        ax.set_xticks(range(len(devices)), [f"{d.profile_label} \u00b7 {_ram_text(d.ram_mb)}" for d in devices],
+                      rotation=40, ha="right", rotation_mode="anchor")
+        ax.tick_params(length=0)
+        tiers = [d.tier for d in devices]
+        bounds = [j for j in range(1, len(tiers)) if tiers[j] != tiers[j - 1]]
+        for j in bounds:
+            ax.axvline(j - 0.5, color="black", linewidth=1.5)
+        top = ax.secondary_xaxis("top")
+        starts, ends = [0] + bounds, bounds + [len(tiers)]
+        top.set_xticks([(s + e - 1) / 2 for s, e in zip(starts, ends)],
+                       [tiers[s] if e - s < 3 else f"{tiers[s]}: {TIERS.get(tiers[s], '')}"
+                        for s, e in zip(starts, ends)])
+        top.tick_params(length=0)
+        ax.set_title("Predicted latency per device (ms)", loc="left", pad=14)
+        notes = [n.text() for n in source_notes(rows)] + ["hatched: does not fit in the device's RAM"]
+        fig.supxlabel("\n".join(notes), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
+        if finite.size:
+            bar = fig.colorbar(image, ax=ax, label="predicted latency (ms, log scale)", shrink=0.9, pad=0.01)
+            plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")
+            bar.ax.yaxis.set_major_formatter(plain)  # "1,000" reads faster than 10^3 for ms
+            bar.ax.yaxis.set_minor_formatter(plain if vmax / vmin < 10 else NullFormatter())
+        return _save(fig, out_dir, HEATMAP)
+
+
+def latency_vs_ram(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],
+                   out_dir: Path) -> list[Path]:
+    """Peak RAM (x, measured) against predicted latency (y), with every device RAM limit drawn.
+
+    One point per (model, device): colour = model, marker = tier. A pair that ran sits at its
+    measured peak RSS; a pair that did not fit is a cross at the device's limit (it needed more),
+    so a reader sees at a glance which limits each model clears.
+    """
+    if not rows:
+        return []
+    limits = _tier_limits(rows, profiles)
+    colours = matplotlib.colormaps["tab10"].colors
+    xs: list[float] = list(limits)
+    with _paper_style():
+        fig = Figure(figsize=(6.8, 4.6), layout="constrained")
+        ax = fig.add_subplot()
+        model_handles = []
+        for k, (label, group) in enumerate(group_by_model(rows, profiles).items()):
+            colour = colours[k % len(colours)]
+            model_handles.append(Line2D([], [], color=colour, marker="o", linestyle="", label=label))
+            for row in group:
+                if row.latency_ms is None:
+                    continue
+                if row.fits and row.peak_rss_mb is not None:
+                    x, marker, face = row.peak_rss_mb, TIER_MARKERS.get(row.tier, "o"), colour
+                elif row.fits is False:
+                    x, marker, face = float(row.limit_mb), "x", colour
+                else:
+                    continue
+                xs.append(x)
+                ax.scatter([x], [row.latency_ms], marker=marker, s=26, color=face,
+                           edgecolors="black" if marker != "x" else None, linewidths=0.4, zorder=3)
+        _log2_ram_axis(ax, xs)
+        limit_handles = _draw_limits(ax, limits)
+        ax.set_yscale("log")
+        ax.set_xlabel("peak RAM (MB, measured; x = did not fit, drawn at the device's limit)")
+        ax.set_ylabel("predicted latency (ms)")
+        ax.set_title("Latency vs peak RAM per model and device", loc="left")
+        ax.grid(True, which="major", axis="y", linewidth=0.3, alpha=0.6)
+        tier_handles = [Line2D([], [], color="grey", marker=TIER_MARKERS[t], linestyle="", label=t)
+                        for t in TIERS if any(r.tier == t for r in rows)]
+        tier_handles.append(Line2D([], [], color="grey", marker="x", linestyle="", label="did not fit"))
+        fig.legend(handles=model_handles, loc="outside right upper", frameon=False, title="model")
+        fig.legend(handles=tier_handles + limit_handles, loc="outside lower center", frameon=False,
+                   ncols=2)
+        return _save(fig, out_dir, SCATTER)
+
+
+def min_ram_bar(rows: Sequence[PairResult], out_dir: Path) -> list[Path]:
+    """Minimum RAM per model (``--find-floor``) as bars against every device RAM limit.
+
+    Writes nothing and returns ``[]`` when no row has ``min_ram_mb``, so callers need not check.
+    """
+    floors: dict[str, float] = {}
+    for row in rows:
+        if row.min_ram_mb is not None:
+            floors[row.model_label] = max(floors.get(row.model_label, 0.0), row.min_ram_mb)
+    if not floors:
+        return []
+    limits = _tier_limits(rows)
+    with _paper_style():
+        fig = Figure(figsize=(6.8, max(2.2, 0.35 * len(floors) + 1.6)), layout="constrained")
+        ax = fig.add_subplot()
+        labels = list(floors)[::-1]
+        _log2_ram_axis(ax, list(floors.values()) + list(limits))
+        left = ax.get_xlim()[0]  # bars grow from the axis edge: a log axis has no zero
+        bars = ax.barh(labels, [floors[m] - left for m in labels], left=left, color="#4C72B0",
+                       height=0.55, zorder=2)
+        ax.bar_label(bars, labels=[_ram_text(floors[m]) for m in labels], padding=3, fontsize=7)
+        limit_handles = _draw_limits(ax, limits)
+        ax.set_xlabel("minimum RAM the model runs in (MB, measured with --find-floor)")
+        ax.set_title("Minimum RAM per model", loc="left")
+        fig.legend(handles=limit_handles, loc="outside lower center", frameon=False, ncols=2)
+        return _save(fig, out_dir, MIN_RAM)

@@ -1,0 +1,195 @@
+"""The reporter and manifest: formats records it is given, never measures.
+
+Rows are built here from the shipped profiles, covering every cell format the README shows:
+fits, OOM, thrashing, error, and a latency no predictor could give. No Docker, no torch.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from lodevem import __version__
+from lodevem.manifest import collect_manifest
+from lodevem.plots import latency_heatmap, latency_vs_ram, min_ram_bar
+from lodevem.profiles import Profile, load_profiles
+from lodevem.reporter import (
+    csv_columns,
+    latex_escape,
+    latex_table,
+    model_summaries,
+    read_json,
+    results_table,
+    write_all,
+    write_csv,
+    write_json,
+    write_latex,
+)
+from lodevem.results import PairResult
+
+PROFILE_IDS = ("nokia_8110_4g", "tecno_spark8", "nokia_c1")  # deliberately not in tier order
+
+
+@pytest.fixture(scope="module")
+def profiles() -> list[Profile]:
+    by_id = {p.id: p for p in load_profiles()}
+    return [by_id[pid] for pid in PROFILE_IDS]
+
+
+def make_row(profile: Profile, model: str = "cocoa_fp32.pt", verdict: str = "fits",
+             latency: float | None = 123.456, peak: float | None = 241.7, **changes: Any) -> PairResult:
+    cluster = profile.fastest_cluster
+    row = PairResult(
+        model_label=model, model_path=f"models/{model}", model_sha256="ab" * 32, level="fp32",
+        model_format="torchscript", model_file_mb=13.6, params=3_504_872,
+        profile_id=profile.id, profile_label=profile.label, tier=profile.tier,
+        chipset=profile.chipset, ram_mb=profile.ram_mb, core=cluster.core,
+        clock_ghz=cluster.clock_ghz, threads=1, latency_ms=latency,
+        latency_source=f"estimator:v1 ({cluster.core}@{cluster.clock_ghz}GHz)",
+        latency_uncertainty="\u00b125 % (MAPE, leave-one-device-out)", latency_note=None,
+        verdict=verdict, peak_rss_mb=peak, runtime_baseline_mb=217.0, model_increment_mb=24.7,
+        cgroup_peak_mb=250.0, limit_mb=profile.ram_mb, limit_enforcement="cgroup-v1",
+        backend="docker", runtime="torchscript", memory_error=None, memory_cached=False,
+    )
+    return replace(row, **changes)
+
+
+@pytest.fixture(scope="module")
+def rows(profiles: list[Profile]) -> list[PairResult]:
+    kaios, spark, c1 = profiles
+    return [
+        make_row(kaios, verdict="oom", peak=None, latency=2480.0),
+        make_row(spark, latency=1234.5),
+        make_row(c1, latency=None, latency_source="none", latency_note="no predictor for Cortex-A7"),
+        make_row(kaios, model="tiny_cnn.pt", latency=8.25, peak=31.0,
+                 latency_source="nn-meter:cortexA76cpu_tflite21\u2192Cortex-A7@1.1GHz",
+                 host_latency_mean_ms=2.0, host_latency_std_ms=0.5),
+        make_row(spark, model="tiny_cnn.pt", latency=3.1, peak=31.0),
+        make_row(c1, model="tiny_cnn.pt", verdict="error", peak=None,
+                 memory_error="worker crashed: exit code 1"),
+        make_row(kaios, model="big_resnet.pt", verdict="oom", peak=None),
+        make_row(spark, model="big_resnet.pt", verdict="thrashing", peak=None),
+        make_row(c1, model="big_resnet.pt", verdict="oom", peak=None),
+    ]
+
+
+def render(table: Any) -> str:
+    console = Console(record=True, width=140)
+    console.print(table)
+    return console.export_text()
+
+
+def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], profiles: list[Profile]) -> None:
+    text = render(results_table(rows, profiles))
+    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Fits in RAM"):
+        assert column in text
+    cocoa = text[text.index("cocoa_fp32.pt"):text.index("tiny_cnn.pt")].splitlines()
+    oom_line = next(line for line in cocoa if "Nokia 8110" in line)
+    assert re.search(r"\sOOM\s*\W\s*\u2014\s*\W\s*\u2717\s", oom_line), oom_line
+    assert "1,234.5*" in text and "8.2\u2020" in text  # every number says its predictor
+    assert "thrashing" in text and "n/a" in text and "error" in text
+    assert "offline estimator" in text and "\u00b125 %" in text  # the caption explains the marks
+    # devices in tier order (tier1, tier2, tier3) inside each model, whatever the profile order
+    assert ["Spark" in cocoa[0], "Nokia C1" in cocoa[1], "8110" in cocoa[2]] == [True] * 3
+
+
+def test_summaries(rows: list[PairResult]) -> None:
+    cocoa, tiny, big = model_summaries(rows)
+    assert cocoa.startswith("cocoa_fp32.pt: fits on 2 of 3 devices; lowest tier it runs on: tier2")
+    assert "does not fit: OOM on 1" in cocoa
+    assert tiny.startswith("tiny_cnn.pt: fits on 2 of 3 devices; lowest tier it runs on: tier3")
+    assert "host latency unstable (std is 25 % of the mean)" in tiny
+    assert big == "big_resnet.pt: fits nowhere (0 of 3 devices: OOM on 2, thrashing on 1)"
+    everywhere = [r for r in rows if r.model_label == "tiny_cnn.pt" and r.verdict == "fits"]
+    assert "fits on all 2 devices" in model_summaries(everywhere)[0]
+
+
+def test_csv_has_every_field_one_row_per_pair(rows: list[PairResult], tmp_path: Path) -> None:
+    path = write_csv(rows, tmp_path / "r.csv")
+    with path.open(newline="") as handle:
+        records = list(csv.DictReader(handle))
+    assert list(records[0]) == [f.name for f in fields(PairResult)] + ["fits"] == csv_columns()
+    assert len(records) == len(rows)
+    assert records[0]["verdict"] == "oom" and records[0]["latency_ms"] == "2480.0"  # predicted kept
+    assert records[0]["fits"] == "False" and records[2]["latency_ms"] == ""
+    assert records[0]["params"] == "3504872"
+
+
+def test_json_round_trips_with_manifest(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
+    manifest = {"command_line": ["lodevem", "start", "x.pt"], "lodevem": {"version": __version__}}
+    path = write_json(rows, manifest, tmp_path / "r.json")
+    payload = json.loads(path.read_text())
+    assert payload["schema_version"] == 1 and payload["lodevem_version"] == __version__
+    assert payload["environment"] == manifest and len(payload["summary"]) == 3
+    back, env = read_json(path)
+    assert back == list(rows) and env == manifest
+
+
+def test_latex_is_balanced_booktabs(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
+    text = write_latex(rows, tmp_path / "r.tex", profiles).read_text()
+    assert text.count(r"\toprule") == 1 and text.count(r"\bottomrule") == 1
+    assert text.count(r"\midrule") == 1 + 2  # header rule + one between each pair of models
+    assert text.count(r"\begin{tabular}") == text.count(r"\end{tabular}") == 1
+    assert text.index(r"\toprule") < text.index(r"\midrule") < text.index(r"\bottomrule")
+    body = text[text.index(r"\toprule"):text.index(r"\bottomrule")]
+    lines = [line for line in body.splitlines() if line.rstrip().endswith(r"\\")]
+    assert len(lines) == 1 + len(rows)  # header + one row per pair
+    spec = re.search(r"\\begin\{tabular\}\{([a-z]+)\}", text).group(1)
+    assert all(line.count("&") == len(spec) - 1 for line in lines)
+    assert r"cocoa\_fp32.pt" in text and "cocoa_fp32" not in text.replace(r"\_", "")
+    assert r"OOM & -- & no \\" in text and r"\usepackage{booktabs}" in text
+    assert r"1,234.5\textsuperscript{*}" in text and "pifont" not in text
+    ding = latex_table(rows, profiles, marks="ding", notes=True)
+    assert r"\ding{55}" in ding and r"\usepackage{pifont}" in ding and r"\multicolumn{6}" in ding
+    assert latex_escape("a_b&c%d$#{}~^\\") == (r"a\_b\&c\%d\$\#\{\}\textasciitilde{}"
+                                                r"\textasciicircum{}\textbackslash{}")
+    with pytest.raises(ValueError, match="marks"):
+        latex_table(rows, marks="emoji")
+
+
+def test_plots_write_png_and_pdf(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
+    with_floor = [replace(r, min_ram_mb=300.0 if r.model_label == "cocoa_fp32.pt" else 40.0) for r in rows]
+    paths = (latency_heatmap(with_floor, profiles, tmp_path) + latency_vs_ram(with_floor, profiles, tmp_path)
+             + min_ram_bar(with_floor, tmp_path))
+    assert sorted(p.name for p in paths) == sorted(
+        f"{stem}.{ext}" for stem in ("latency_heatmap", "latency_vs_ram", "min_ram") for ext in ("png", "pdf"))
+    for path in paths:
+        head = path.read_bytes()[:8]
+        assert path.stat().st_size > 1000 and head.startswith(b"\x89PNG" if path.suffix == ".png" else b"%PDF")
+    assert min_ram_bar(rows, tmp_path / "none") == []  # no --find-floor, no figure
+    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+
+
+def test_write_all_without_plots(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
+    paths = write_all(rows, profiles, {"command_line": []}, tmp_path / "out", plots=False)
+    assert [p.name for p in paths] == ["benchmark_results.csv", "benchmark_results.json",
+                                       "benchmark_results.tex"]
+    assert all(p.is_file() for p in paths)
+
+
+def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
+    argv = ["lodevem", "start", "models/my model.pt", "--tier", "tier2"]
+    models = [{"label": "my model.pt", "path": "models/my model.pt", "sha256": "cd" * 32}]
+    manifest = collect_manifest(argv, profiles, models, image_id="sha256:1234", backend="process",
+                                extra={"runs": 50, "warmup": 5})
+    for key in ("created_utc", "command_line", "command", "lodevem", "python", "packages", "host",
+                "backend", "profiles", "models", "extra"):
+        assert key in manifest
+    assert manifest["command_line"] == argv and "'models/my model.pt'" in manifest["command"]
+    assert manifest["lodevem"]["version"] == __version__ and "git_commit" in manifest["lodevem"]
+    assert {"torch", "nn-meter", "onnx", "onnxruntime", "docker", "pandas"} <= set(manifest["packages"])
+    for key in ("cpu_model", "cpu_count", "kernel", "os", "cgroup_version"):
+        assert key in manifest["host"]
+    assert manifest["backend"] == {"name": "process", "image_id": "sha256:1234", "docker_server_version": None}
+    assert [p["sha256"] for p in manifest["profiles"]] == [p.sha256 for p in profiles]
+    assert all(len(p["sha256"]) == 64 for p in manifest["profiles"])
+    assert manifest["models"] == models and manifest["extra"]["runs"] == 50
+    assert manifest["created_utc"].endswith("Z")
+    json.dumps(manifest)  # storable as is
