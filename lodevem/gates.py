@@ -1,0 +1,40 @@
+"""CI budget gates: turn results into a pass/fail a pipeline can act on (exit code 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from .results import PairResult
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run must meet: a latency ceiling and/or fitting in RAM, optionally per tier."""
+
+    max_latency_ms: Optional[float] = None
+    fail_on_oom: bool = False
+    tiers: Sequence[str] = ()
+
+
+def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
+    """One line per (model, device) pair that broke the budget; empty when all passed.
+
+    A pair whose latency could not be predicted breaks a latency budget: a gate that passes
+    because a number is missing would hide exactly what it exists to catch.
+    """
+    broken = []
+    for row in rows:
+        if budget.tiers and row.tier not in budget.tiers:
+            continue
+        where = f"{row.model_label} on {row.profile_label} ({row.profile_id}, {row.tier})"
+        if budget.max_latency_ms is not None:
+            if row.latency_ms is None:
+                broken.append(f"{where}: no latency prediction ({row.latency_note or 'unknown reason'})")
+            elif row.latency_ms > budget.max_latency_ms:
+                broken.append(f"{where}: latency {row.latency_ms:,.1f} ms > {budget.max_latency_ms:g} ms")
+        if budget.fail_on_oom and row.verdict != "fits":
+            detail = f": {row.memory_error}" if row.memory_error else ""
+            broken.append(f"{where}: {row.verdict} under {row.limit_mb} MB{detail}")
+    return broken

@@ -1,0 +1,137 @@
+"""The result records of a benchmark run, defined once and shared by runner and reporter.
+
+A ``PairResult`` is one (model x device profile) row: the predicted latency with its source,
+the memory verdict measured under the profile's RAM limit, and enough identity (hashes,
+backend, enforcement) to tell later what produced each number. Rows are flat so that the CSV,
+the JSON and the LaTeX table carry the same fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+RESULTS_SCHEMA_VERSION = 1
+
+# Verdicts of a memory measurement. Only "fits" means the model ran under the limit.
+VERDICTS = ("fits", "oom", "thrashing", "timeout", "error", "not_run")
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One row of the results: a model file on one device profile."""
+
+    # The model
+    model_label: str
+    model_path: str
+    model_sha256: str
+    level: Optional[str]
+    model_format: Optional[str]
+    model_file_mb: float
+    params: Optional[int]
+    # The device
+    profile_id: str
+    profile_label: str
+    tier: str
+    chipset: str
+    ram_mb: int
+    core: str
+    clock_ghz: float
+    threads: int
+    # Latency: predicted for the device's CPU, never measured on it
+    latency_ms: Optional[float]
+    latency_source: str
+    latency_uncertainty: Optional[str]
+    latency_note: Optional[str]
+    # Memory: measured for real under the device's RAM limit
+    verdict: str
+    peak_rss_mb: Optional[float]
+    runtime_baseline_mb: Optional[float]
+    model_increment_mb: Optional[float]
+    cgroup_peak_mb: Optional[float]
+    limit_mb: int
+    limit_enforcement: str
+    backend: str
+    runtime: str
+    memory_error: Optional[str]
+    memory_cached: bool
+    # Host-CPU timings of the measurement run: informational, not the device's latency
+    host_latency_mean_ms: Optional[float] = None
+    host_latency_std_ms: Optional[float] = None
+    host_latency_p50_ms: Optional[float] = None
+    host_latency_p95_ms: Optional[float] = None
+    host_throughput_ips: Optional[float] = None
+    host_latency_unstable: Optional[str] = None
+    # Derived
+    power_w: Optional[float] = None
+    energy_mj: Optional[float] = None
+    min_ram_mb: Optional[float] = None
+
+    @property
+    def fits(self) -> Optional[bool]:
+        """True/False when the measurement decided it; None when it could not run."""
+        if self.verdict == "fits":
+            return True
+        if self.verdict in ("oom", "thrashing", "timeout"):
+            return False
+        return None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.model_label, self.profile_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["fits"] = self.fits
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PairResult":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class RunState:
+    """What an interrupted run has finished, written atomically after every pair."""
+
+    config_key: str
+    rows: list[PairResult] = field(default_factory=list)
+
+    def done(self) -> set[tuple[str, str]]:
+        return {r.key for r in self.rows}
+
+    def save(self, path: Path) -> None:
+        payload = {
+            "schema_version": RESULTS_SCHEMA_VERSION,
+            "config_key": self.config_key,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+        write_atomic(path, json.dumps(payload, indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> Optional["RunState"]:
+        try:
+            payload = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
+            return None
+        return cls(payload["config_key"], [PairResult.from_dict(r) for r in payload["rows"]])
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so that a reader (or a Ctrl-C) never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
