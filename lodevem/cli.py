@@ -127,6 +127,226 @@ def check(backend: str) -> None:
         )
 
 
+@cli.command()
+@click.argument("names", nargs=-1)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write each named model as a whole-module .pt file into this folder.")
+def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
+    """List the reference models, or write some of them as .pt files.
+
+    The zoo's architectures are defined in code (equal to torchvision's) with fixed-seed
+    random weights: enough to benchmark latency and memory, no download needed.
+
+    Example:
+
+        lodevem zoo mobilenet_v2 resnet18 --out models/
+    """
+    from . import zoo as zoo_lib
+    from .reporter import zoo_table
+
+    unknown = [n for n in names if n not in zoo_lib.ZOO]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown model(s) {', '.join(unknown)}; expected any of {', '.join(zoo_lib.names())}",
+            param_hint="NAMES",
+        )
+    if not names:
+        console.print(zoo_table(zoo_lib.describe_all()))
+        return
+    if out_dir is None:
+        console.print(zoo_table(zoo_lib.describe_all(names)))
+        return
+    for name in names:
+        path = zoo_lib.write(name, out_dir)
+        console.print(f"[green]✓[/] wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def _shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, ...]]:
+    if value is None:
+        return None
+    try:
+        dims = tuple(int(v) for v in value.replace("x", ",").split(","))
+    except ValueError:
+        dims = ()
+    if not dims or any(d <= 0 for d in dims):
+        raise click.BadParameter(f"expected comma-separated positive integers like 1,3,224,224, got {value!r}")
+    return dims
+
+
+def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> tuple[str, ...]:
+    from .levels import parse_levels
+
+    if not value:
+        return ()
+    try:
+        return parse_levels(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command()
+@click.argument("models", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--model", "extra_models", multiple=True, type=click.Path(path_type=Path),
+              help="A model file (repeatable); same as a positional MODEL.")
+@click.option("--profile", "profile_ids", multiple=True, metavar="ID",
+              help="Device profile ID (repeatable). Default: every profile.")
+@click.option("--tier", "tiers", multiple=True, type=tier_choice, help="Every profile of a tier (repeatable).")
+@click.option("--warmup", default=5, show_default=True, type=click.IntRange(0, 10_000),
+              help="Untimed passes before the timed ones.")
+@click.option("--runs", default=50, show_default=True, type=click.IntRange(1, 100_000),
+              help="Timed passes in the memory measurement.")
+@click.option("--output", "output", default=Path("results"), show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Folder for CSV, JSON, LaTeX, plots.")
+@click.option("--backend", default="auto", show_default=True, type=click.Choice(["auto", "docker", "process"]),
+              help="Isolation for the memory measurement. auto: Docker when the daemon and image are "
+              "ready, else a child process (with a warning).")
+@click.option("--runtime", default="torch", show_default=True, type=click.Choice(["torch", "onnxruntime"]),
+              help="What runs the model in the measurement: PyTorch, or its ONNX export in onnxruntime.")
+@click.option("--jobs", type=click.IntRange(1, 64), default=None,
+              help="Measurements run at once. Default: CPU cores (each then uses 1 thread).")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
+              help="Threads for the latency prediction (capped by the cluster's cores).")
+@click.option("--predictor", default="auto", show_default=True,
+              type=click.Choice(["auto", "nn-meter", "estimator"]),
+              help="Latency predictor. auto: nn-Meter when its predictor data is present, else the estimator.")
+@click.option("--nnmeter-data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              envvar="LODEVEM_NNMETER_DATA", show_envvar=True,
+              help="Folder holding nn-Meter predictor data (predictor/<name>/*.pkl).")
+@click.option("--input-shape", callback=_shape, default=None, metavar="N,C,H,W",
+              help="Model input shape. Default: recorded in the model, else 1,3,224,224.")
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(1),
+              help="Wall-clock seconds allowed per measurement.")
+@click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
+@click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
+              help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
+@click.option("--no-cache", is_flag=True, help="Measure again even when a cached result matches.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder.")
+@click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS",
+              help="Gate: exit 3 when a predicted latency exceeds MS.")
+@click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not fit a device.")
+@click.option("--on", "gate_tiers", multiple=True, type=tier_choice,
+              help="Apply the gates only to these tiers (repeatable).")
+@click.option("--latex-marks", default="text", show_default=True, type=click.Choice(["text", "ding"]),
+              help="Fits column in the .tex: yes/no, or \\ding{51}/\\ding{55} (needs pifont).")
+@profiles_dir_option
+def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
+          tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],
+          fail_on_oom: bool, gate_tiers: tuple[str, ...], latex_marks: str, **options: Any) -> None:
+    """Benchmark model files on device profiles: predicted latency, measured peak RAM.
+
+    Example:
+
+        lodevem start models/*.pt --tier tier2
+    """
+    from .gates import Budget, check_budget
+    from .reporter import model_summaries, results_table, write_all
+    from .runner import RunConfig, run_benchmark
+    from .progress import RichProgress
+
+    paths = models + extra_models
+    if not paths:
+        raise click.UsageError("no model files given: lodevem start MODEL [MODEL ...] (or --model PATH)")
+    profiles = select_profiles(load_profiles(profiles_dirs), ids=profile_ids, tiers=tiers)
+    config = RunConfig.from_cli(paths, profiles, command_line=sys.argv, **options)
+    with RichProgress(err_console) as progress:
+        outcome = run_benchmark(config, progress)
+    for warning in outcome.warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+    console.print(results_table(outcome.rows, profiles))
+    for line in model_summaries(outcome.rows):
+        console.print(line, markup=False)
+    written = write_all(outcome.rows, profiles, outcome.manifest, config.output, latex_marks=latex_marks)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
+    broken = check_budget(outcome.rows, Budget(max_latency, fail_on_oom, gate_tiers))
+    if broken:
+        for line in broken:
+            err_console.print(f"[red]budget:[/] {line}", highlight=False)
+        raise LodevemClickError(f"{len(broken)} pair(s) broke the budget", 3)
+
+
+@cli.command()
+@click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--levels", callback=_levels, required=True, metavar="LEVELS",
+              help="Variants to write: any of fp16,int8,int8-static,pruned or 'all'.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the variant files (<stem>_<level>.pt).")
+@click.option("--backend", default="auto", show_default=True, type=click.Choice(["auto", "docker", "process"]),
+              help="Sandbox the model file is loaded in.")
+@click.option("--input-shape", callback=_shape, default=None, metavar="N,C,H,W",
+              help="Example input for tracing, calibration and pruning. Default: 1,3,224,224.")
+def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
+           input_shape: Optional[tuple[int, ...]]) -> None:
+    """Write compressed variants of a model as files you own.
+
+    The variants are made inside the sandbox (the model file is code): fp16 = model.half();
+    int8 = dynamic quantization of Linear/LSTM/GRU; int8-static = FX static quantization
+    calibrated on random inputs; pruned = 50 % structured L1 channel pruning, not fine-tuned.
+
+    Example:
+
+        lodevem derive models/mobilenet_v2.pt --levels int8-static,pruned --out models/
+    """
+    from .derive import derive_variants
+    from .measure import default_backend
+
+    chosen, warning = default_backend(backend)
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {warning}")
+    wanted = tuple(level for level in levels if level != "fp32")
+    if not wanted:
+        raise click.BadParameter("fp32 is the file as given: nothing to derive", param_hint="--levels")
+    with console.status(f"deriving {', '.join(wanted)} from {model.name}"):
+        derived = derive_variants(model, wanted, out_dir, chosen, input_shape=input_shape)
+    for item in derived:
+        note = f" [dim]({item.note})[/]" if item.note else ""
+        console.print(f"[green]✓[/] {item.level}: {item.path} ({item.size_bytes / 1e6:.1f} MB, "
+                      f"{item.params:,} params){note}")
+
+
+@cli.command("build-image")
+@click.option("--force", is_flag=True, help="Rebuild even when the image exists.")
+def build_image_cmd(force: bool) -> None:
+    """Build the Docker image the measurements run in (offline base image if needed).
+
+    Example:
+
+        lodevem build-image
+    """
+    from .image import build_image, image_status
+
+    status = image_status()
+    if status.present and not force:
+        console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")
+        return
+    with console.status("building the benchmark image") as spinner:
+        info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"))
+    console.print(f"[green]✓[/] built {info.tag} ({info.short_id})")
+
+
+@cli.command("fetch-predictors")
+@click.option("--name", default="cortexA76cpu_tflite21", show_default=True,
+              help="nn-Meter predictor to download.")
+@click.option("--nnmeter-data", type=click.Path(file_okay=False, path_type=Path), default=None,
+              envvar="LODEVEM_NNMETER_DATA", show_envvar=True,
+              help="Data folder to unpack into. Default: nn-Meter's configured folder (~/.nn_meter/data).")
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds allowed for the whole download.")
+def fetch_predictors_cmd(name: str, nnmeter_data: Optional[Path], timeout_s: float) -> None:
+    """Download nn-Meter's published predictor data (the only command that downloads).
+
+    `start` never downloads; without this data it uses lodevem's offline estimator.
+
+    Example:
+
+        lodevem fetch-predictors --nnmeter-data ~/nnmeter-data
+    """
+    from .nnmeter_predictor import default_data_dir, fetch_predictors
+
+    with console.status(f"downloading nn-Meter predictor {name}"):
+        folder = fetch_predictors(name, default_data_dir(nnmeter_data), timeout_s)
+    console.print(f"[green]✓[/] {name} predictor data in {folder}")
+
+
 def main() -> None:  # pragma: no cover - console entry point alias
     cli(prog_name="lodevem")
 

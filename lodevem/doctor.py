@@ -100,18 +100,14 @@ def check_torch() -> Check:
 
 def check_nnmeter() -> Check:
     try:
-        from .nnmeter_predictor import describe_data  # type: ignore[attr-defined]
-    except ImportError:
-        describe_data = None
-    try:
         with warnings.catch_warnings():  # nn_meter imports the deprecated pkg_resources
             warnings.simplefilter("ignore")
             import nn_meter  # noqa: F401  (import is what we check)
     except Exception as exc:
         return Check("nn-Meter", "fail", f"import failed: {str(exc).splitlines()[0][:160]}",
                      "pip install nn-meter==2.0 'setuptools<82'")
-    if describe_data is None:
-        return Check("nn-Meter", "ok", "importable")
+    from .nnmeter_predictor import describe_data
+
     detail, has_data = describe_data()
     if has_data:
         return Check("nn-Meter", "ok", f"importable; {detail}")

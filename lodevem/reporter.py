@@ -10,6 +10,8 @@ JSON still keep the predicted number for anyone who wants it.
 
 from __future__ import annotations
 
+import re
+
 import csv
 import io
 import json
@@ -41,8 +43,6 @@ _FITS_STYLE = {True: "green", False: "red", None: "yellow"}
 _FITS_SYMBOL = {True: "\u2713", False: "\u2717", None: "?"}
 _LATEX_FITS = {"text": {True: "yes", False: "no", None: "?"},
                "ding": {True: r"\ding{51}", False: r"\ding{55}", None: "?"}}
-# pyperf's rule of thumb: a standard deviation of 10 % of the mean or more is unstable.
-_UNSTABLE_STD_RATIO = 0.10
 
 
 # --------------------------------------------------------------------------- ordering
@@ -199,8 +199,9 @@ def _table_caption(rows: Sequence[PairResult]) -> Text:
     lines = [f"Latency: predicted for {_threads_text(rows)} on the device's fastest core, "
              "not measured on the phone."]
     lines += [f"  {note.text()}" for note in source_notes(rows)]
-    backends = sorted({f"{r.backend} backend, {r.limit_enforcement}" for r in rows})
-    lines.append("Peak RAM: peak RSS measured under the device's RAM limit "
+    # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
+    backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows})
+    lines.append("Peak RAM: peak RSS (VmHWM) measured with the device's RAM as the limit "
                  f"({'; '.join(backends)}); OOM = killed at the limit.")
     return Text("\n".join(lines), style="dim")
 
@@ -255,13 +256,8 @@ def _verdict_counts(rows: Sequence[PairResult]) -> str:
 
 
 def _unstable_reason(row: PairResult) -> Optional[str]:
-    """The runner's own flag, else pyperf's std >= 10 % of the mean rule on the host timings."""
-    if row.host_latency_unstable:
-        return row.host_latency_unstable
-    mean, std = row.host_latency_mean_ms, row.host_latency_std_ms
-    if mean and std is not None and mean > 0 and std / mean >= _UNSTABLE_STD_RATIO:
-        return f"std is {100 * std / mean:.0f} % of the mean"
-    return None
+    """The runner's flag (pyperf's rule, see ``runner.unstable``) on the host timings."""
+    return row.host_latency_unstable
 
 
 # --------------------------------------------------------------------------- files

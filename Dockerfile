@@ -1,0 +1,48 @@
+# lodevem benchmark image: Debian bookworm's python3 (3.11) + torch CPU + onnxruntime + the worker.
+#
+# Build it with `lodevem build-image`, which prepares the build context this file expects:
+#   wheels/                 every wheel, resolved and downloaded ON THE HOST (pip inside build
+#                           containers cannot reach the index here: TLS interception), plus
+#   wheels/requirements.txt the pinned top-level requirements;
+#   lodevem/                the worker package (__init__.py, worker.py, zoo.py).
+# `FROM debian:bookworm` is pulled where a registry is reachable; an air-gapped machine gets the
+# same name from debootstrap + `docker import` (lodevem/image.py does both). Only features of the
+# legacy builder are used (no BuildKit `RUN --mount`): the CLI here has no buildx.
+
+FROM debian:bookworm AS base
+ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
+# python3 only: torch's wheel bundles its own libgomp, and minbase already has libstdc++6.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+
+# A throw-away stage holds the ~270 MB of wheels, so they never become a layer of the final image.
+FROM base AS deps
+COPY wheels /wheels
+# pip runs from its own wheel: no python3-pip (and its recommends) in the image. `--target`
+# sidesteps Debian's PEP 668 guard without --break-system-packages and keeps the packages in one
+# directory the final stage copies. Bytecode is compiled here because the root fs is read-only
+# at run time.
+RUN python3 "$(ls /wheels/pip-*.whl)/pip" install --no-index --find-links /wheels \
+        --no-cache-dir --disable-pip-version-check --root-user-action=ignore \
+        --target /opt/pydeps -r /wheels/requirements.txt \
+ && rm -rf /opt/pydeps/bin
+
+FROM base
+COPY --from=deps /opt/pydeps /opt/pydeps
+# The worker baked in, so the image works on its own; lodevem also bind-mounts the host's package
+# read-only over /opt/lodevem/lodevem at run time, so a changed worker needs no rebuild (the
+# measurement cache key carries the worker version next to the image id).
+COPY lodevem /opt/lodevem/lodevem
+RUN useradd --uid 1000 --user-group --no-create-home --home-dir /tmp --shell /usr/sbin/nologin bench \
+ && python3 -m compileall -q /opt/lodevem
+ENV PYTHONPATH=/opt/lodevem:/opt/pydeps \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    OMP_NUM_THREADS=1
+LABEL org.opencontainers.image.title="lodevem-bench" \
+      org.opencontainers.image.description="lodevem memory/latency worker: python3 + torch CPU + onnxruntime"
+USER 1000:1000
+WORKDIR /tmp
+ENTRYPOINT ["python3", "-m", "lodevem.worker"]

@@ -1,0 +1,319 @@
+"""Docker backend: one locked-down, memory-limited container per worker run.
+
+Why a container and not just a limit: ``mem_limit = memswap_limit`` gives the process exactly the
+phone's RAM and no swap (the README's rule), and the container also keeps an untrusted pickle
+away from the host: no network, read-only root, no capabilities, no new privileges, a pids
+limit, a non-root user, the model mounted read-only.
+
+Every container is labelled ``lodevem=1`` and registered in ``LIVE`` while it exists, so Ctrl-C,
+SIGTERM, a timeout or a crash in lodevem itself all end with it removed (``finally`` here, plus
+``remove_live_containers`` for the signal path, plus ``sweep_stale_containers`` at start).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import image as image_mod
+from ..errors import BackendUnavailable
+from ..worker import WorkerRequest
+from .base import CANCEL, POLL_S, Cancelled, ProgressFn, RunOutcome, ThrashMonitor, parse_result, tail
+
+LABEL = "lodevem"
+CONTAINER_USER = "1000:1000"  # the image's `bench` user
+PKG_IN_IMAGE = "/opt/lodevem/lodevem"
+
+
+class LiveContainers:
+    """Thread-safe registry of containers this process created and has not removed yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, Any] = {}
+
+    def add(self, container: Any) -> None:
+        with self._lock:
+            self._items[container.id] = container
+
+    def discard(self, container: Any) -> None:
+        with self._lock:
+            self._items.pop(container.id, None)
+
+    def ids(self) -> set[str]:
+        with self._lock:
+            return set(self._items)
+
+    def remove_all(self) -> int:
+        """Force-remove every registered container (the Ctrl-C path); returns how many."""
+        with self._lock:
+            items = list(self._items.values())
+            self._items.clear()
+        for container in items:
+            try:
+                container.remove(force=True)
+            except Exception:  # already gone, or the daemon went away: nothing more to do
+                pass
+        return len(items)
+
+
+LIVE = LiveContainers()
+
+
+def _owner_alive(container: Any) -> bool:
+    """True when the lodevem process that created ``container`` still runs on this host."""
+    labels = container.labels or {}
+    if labels.get("lodevem.host") != socket.gethostname():
+        return False
+    try:
+        pid = int(labels.get("lodevem.pid", ""))
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return pid != os.getpid() or container.id in LIVE.ids()
+
+
+def sweep_stale_containers(client: Any = None) -> int:
+    """Remove containers labelled ``lodevem=1`` whose lodevem process is gone (a killed run).
+
+    Containers of another lodevem process still running on this host are left alone: sweeping
+    them would break its measurements.
+    """
+    client = client or image_mod.docker_client(timeout=30)
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        if _owner_alive(container):
+            continue
+        try:
+            container.remove(force=True)
+            removed += 1
+        except Exception:
+            pass
+    return removed
+
+
+def _labels(**extra: str) -> dict[str, str]:
+    return {LABEL: "1", "lodevem.pid": str(os.getpid()), "lodevem.host": socket.gethostname(), **extra}
+
+
+class DockerBackend:
+    """Runs the worker in ``lodevem-bench:<version>``; see the module docstring."""
+
+    name = "docker"
+
+    def __init__(self, image: str = image_mod.IMAGE_TAG, *, mount_host_worker: bool = True) -> None:
+        import docker.errors
+
+        self.client = image_mod.docker_client(timeout=60)
+        try:
+            self.image = self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise BackendUnavailable(f"Docker image {image} not found: build it with `lodevem build-image`") from None
+        self.image_tag = image
+        # The host's lodevem package over the image's copy: a changed worker needs no rebuild.
+        self.host_pkg = Path(__file__).resolve().parent.parent if mount_host_worker else None
+        self._warm_lock = threading.Lock()
+        self._warm = False
+
+    @property
+    def identity(self) -> str:
+        return f"docker:{self.image.id}"
+
+    def prewarm(self) -> None:
+        """Read the image's shared libraries once in a throw-away, unlimited container.
+
+        Their page-cache pages are then charged to that (removed) container's parent, not to the
+        measured ones, whatever ran before: that is what makes verdicts repeatable (measure.py).
+        """
+        with self._warm_lock:
+            if self._warm:
+                return
+            script = ("find /opt/pydeps /usr/lib -name '*.so*' -type f -exec cat {} + >/dev/null 2>&1; "
+                      "python3 -c 'import torch, onnxruntime, numpy'")
+            container = self.client.containers.create(
+                self.image.id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
+                cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER,
+                labels=_labels(**{"lodevem.role": "prewarm"}))
+            LIVE.add(container)
+            try:
+                container.start()
+                container.wait(timeout=300)
+            finally:
+                try:
+                    container.remove(force=True)
+                except Exception:
+                    pass
+                LIVE.discard(container)
+            self._warm = True
+
+    def _mounts(self, request: WorkerRequest, out_dir: Optional[str]) -> tuple[list[Any], WorkerRequest]:
+        """Bind mounts (Mount objects: host paths may contain ':' or ',') and the rewritten request."""
+        from docker.types import Mount
+
+        model = Path(request.model_path).resolve()
+        inside_model = f"/input/{model.name}"
+        mounts = [Mount(inside_model, str(model), type="bind", read_only=True)]
+        if self.host_pkg is not None:
+            mounts.append(Mount(PKG_IN_IMAGE, str(self.host_pkg), type="bind", read_only=True))
+        onnx_inside = None
+        if request.onnx_path:
+            onnx = Path(request.onnx_path)
+            if onnx.exists():
+                onnx_inside = f"/onnx/{onnx.name}"
+                mounts.append(Mount(onnx_inside, str(onnx.resolve()), type="bind", read_only=True))
+            elif out_dir is not None:
+                onnx_inside = f"/output/{onnx.name}"
+                mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        # derive_out (action derive): written into the same scratch /output as a new onnx_path.
+        derive_inside = None
+        if request.derive_out and out_dir is not None:
+            derive_inside = f"/output/{Path(request.derive_out).name}"
+            if not any(m["Target"] == "/output" for m in mounts):
+                mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
+                                           derive_out=derive_inside)
+
+    def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
+            reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
+        if not Path(request.model_path).is_file():
+            raise FileNotFoundError(request.model_path)
+        if not Path(request.model_path).stat().st_mode & 0o004:
+            # The container runs as uid 1000: a file only its owner can read would fail inside.
+            message = (f"{request.model_path} is not readable by the container's user (uid 1000): "
+                       f"make it world-readable (chmod o+r) or use --backend process")
+            return RunOutcome(backend=self.name, exit_code=None, oom_killed=False, timed_out=False, thrashing=False,
+                              thrash_evidence="", wall_s=0.0, result={"ok": False, "error": {"kind": "not_found",
+                                                                                             "message": message}},
+                              stderr_tail="", limit_mb=limit_mb, limit_enforcement="not started")
+        out_dir = None
+        if (request.onnx_path and not Path(request.onnx_path).exists()) or request.derive_out:
+            # A scratch dir the container's uid 1000 can write; the file is moved into place after.
+            out_dir = tempfile.mkdtemp(prefix="lodevem-out-")
+            os.chmod(out_dir, 0o777)
+        try:
+            mounts, inner = self._mounts(request, out_dir)
+            outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress)
+            if out_dir is not None and request.onnx_path:
+                produced = Path(out_dir) / Path(request.onnx_path).name
+                if produced.is_file():
+                    Path(request.onnx_path).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(produced), request.onnx_path)
+            if out_dir is not None and request.derive_out:
+                # Copied, not moved: the user keeps this file, so it must be theirs, not uid 1000's.
+                produced = Path(out_dir) / Path(request.derive_out).name
+                if produced.is_file():
+                    target = Path(request.derive_out)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
+                    shutil.copyfile(produced, tmp)
+                    os.replace(tmp, target)
+            return outcome
+        finally:
+            if out_dir is not None:
+                shutil.rmtree(out_dir, ignore_errors=True)
+
+    def _run_container(self, request: WorkerRequest, mounts: list[Any], limit_mb: Optional[int],
+                       timeout_s: float, reference_s: Optional[float], on_progress: Optional[ProgressFn]) -> RunOutcome:
+        import docker.errors
+
+        threads = str(request.threads)
+        limits: dict[str, Any] = {}
+        if limit_mb is not None:
+            limits = {"mem_limit": f"{limit_mb}m", "memswap_limit": f"{limit_mb}m"}
+        started = time.monotonic()
+        container = self.client.containers.create(
+            self.image.id, ["--request", request.to_json()], **limits,
+            network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], pids_limit=64, user=CONTAINER_USER, mounts=mounts,
+            environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
+            labels=_labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
+        )
+        LIVE.add(container)
+        try:
+            container.start()
+            monitor = ThrashMonitor(limit_mb * 2**20 if limit_mb else None, reference_s)
+            try:
+                exit_code, timed_out, evidence = self._watch(container, monitor, started, timeout_s, on_progress)
+                stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
+                stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
+                container.reload()
+                state = container.attrs.get("State", {})
+            except docker.errors.APIError as exc:
+                if CANCEL.is_set():
+                    raise Cancelled("measurement cancelled") from None
+                # Removed from outside (`docker rm -f`, a daemon restart): an error, not a crash.
+                exit_code, timed_out, evidence, stdout, state = None, False, None, "", {}
+                stderr = f"container {container.short_id} vanished during the run: {exc.explanation or exc}"
+            return RunOutcome(
+                backend=self.name, exit_code=exit_code, oom_killed=bool(state.get("OOMKilled")),
+                timed_out=timed_out, thrashing=evidence is not None, thrash_evidence=evidence or "",
+                wall_s=round(time.monotonic() - started, 3), result=parse_result(stdout),
+                stderr_tail=tail(stderr), limit_mb=limit_mb,
+                limit_enforcement=(f"docker cgroup v{self._cgroup_version()} memory+swap={limit_mb}MB"
+                                   if limit_mb else "none (unconstrained reference)"),
+                observed=monitor.summary())
+        finally:
+            try:
+                container.remove(force=True)
+            except Exception:  # removed by the signal path already
+                pass
+            LIVE.discard(container)
+
+    def _watch(self, container: Any, monitor: ThrashMonitor, started: float, timeout_s: float,
+               on_progress: Optional[ProgressFn]) -> tuple[Optional[int], bool, Optional[str]]:
+        """Block in ``wait`` POLL_S at a time (no busy loop), sampling cgroup stats in between."""
+        import requests
+
+        seen_lines = 0
+        while True:
+            try:
+                return int(container.wait(timeout=POLL_S)["StatusCode"]), False, None
+            except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
+                pass
+            now = time.monotonic()
+            usage, faults = self._sample(container)
+            monitor.add(now, usage, faults)
+            evidence = monitor.check(now)
+            timed_out = now - started > timeout_s
+            if CANCEL.is_set():
+                container.kill()
+                raise Cancelled("measurement cancelled")
+            if on_progress is not None:
+                lines = container.logs(stdout=False, stderr=True).decode(errors="replace").splitlines()
+                for line in lines[seen_lines:]:
+                    on_progress(line)
+                seen_lines = len(lines)
+            if evidence is not None or timed_out:
+                try:
+                    container.kill()
+                except Exception:
+                    pass
+                status = container.wait(timeout=30)
+                return int(status["StatusCode"]), timed_out and evidence is None, evidence
+
+    @staticmethod
+    def _sample(container: Any) -> tuple[Optional[int], Optional[int]]:
+        try:
+            stats = container.stats(stream=False, one_shot=True).get("memory_stats") or {}
+        except Exception:  # exited between wait and stats
+            return None, None
+        inner = stats.get("stats") or {}
+        faults = inner.get("total_pgmajfault", inner.get("pgmajfault"))
+        return stats.get("usage"), faults
+
+    def _cgroup_version(self) -> str:
+        if not hasattr(self, "_cgv"):
+            try:
+                self._cgv = str(self.client.info().get("CgroupVersion", "1"))
+            except Exception:
+                self._cgv = "?"
+        return self._cgv

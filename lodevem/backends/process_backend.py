@@ -1,0 +1,241 @@
+"""Process backend: the worker as a child of the host's python, for machines without Docker.
+
+Limit, best first:
+- a memory cgroup made for the run (v1: ``memory.limit_in_bytes`` + ``memory.memsw.limit_in_bytes``;
+  v2: ``memory.max`` + ``memory.swap.max = 0``), nested under lodevem's own cgroup when that is
+  writable (root, or a delegated v2 subtree). Same kernel mechanism as Docker, same verdicts.
+- else ``RLIMIT_AS``: it limits *virtual* memory, which is far stricter than RSS for torch. Seen
+  here: mobilenet_v2 maps ~780 MB of address space for a 268 MB VmHWM, and at RLIMIT_AS=512 MB
+  ``import torch`` already aborts (OpenBLAS cannot allocate its buffers). Such verdicts are
+  pessimistic and every result says so in ``limit_enforcement``.
+
+The child joins the cgroup / sets the rlimit itself in a tiny launcher before ``exec``ing the
+worker: no ``preexec_fn``, which is unsafe with the thread pool that runs jobs in parallel. It
+gets its own session so a timeout kills the whole group (the worker's ONNX export child too).
+The model file is never opened by this process beyond what the worker reads itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from ..worker import WorkerRequest
+from .base import CANCEL, POLL_S, Cancelled, ProgressFn, RunOutcome, ThrashMonitor, parse_result, tail
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_LAUNCHER = (
+    "import os, resource, sys\n"
+    "procs, rlimit = sys.argv[1], int(sys.argv[2])\n"
+    "if procs:\n"
+    "    with open(procs, 'w') as fh: fh.write(str(os.getpid()))\n"
+    "if rlimit:\n"
+    "    resource.setrlimit(resource.RLIMIT_AS, (rlimit, rlimit))\n"
+    "os.execv(sys.executable, [sys.executable] + sys.argv[3:])\n"
+)
+_counter = itertools.count()
+_OOM_WORDS = ("memoryerror", "can't allocate memory", "cannot allocate memory", "bad_alloc",
+              "failed to map segment", "memory allocation still failed")
+
+
+def _own_cgroup(controller: str) -> Optional[str]:
+    """This process's cgroup path for ``controller`` ("" = the v2 unified line)."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, names, path = line.split(":", 2)
+            if controller in names.split(","):
+                return path.lstrip("/")
+    except OSError:
+        pass
+    return None
+
+
+def find_cgroup_parent() -> Optional[tuple[int, Path]]:
+    """(version, directory) under which lodevem may create memory-limited cgroups, or None."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():  # pure v2
+        own = _own_cgroup("")
+        for cand in ([CGROUP_ROOT / own] if own else []) + [CGROUP_ROOT]:
+            try:
+                enabled = (cand / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                continue
+            if "memory" in enabled and os.access(cand, os.W_OK):
+                return 2, cand
+        return None
+    v1 = CGROUP_ROOT / "memory"
+    if (v1 / "memory.limit_in_bytes").exists():
+        own = _own_cgroup("memory")
+        for cand in ([v1 / own] if own else []) + [v1]:
+            if os.access(cand, os.W_OK):
+                return 1, cand
+    return None
+
+
+class _Cgroup:
+    """A per-run memory cgroup; a context manager that always removes it."""
+
+    def __init__(self, version: int, parent: Path, limit_bytes: int) -> None:
+        self.version = version
+        self.path = parent / f"lodevem-{os.getpid()}-{next(_counter)}"
+        self.path.mkdir()
+        if version == 1:
+            (self.path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+            if (self.path / "memory.memsw.limit_in_bytes").exists():
+                (self.path / "memory.memsw.limit_in_bytes").write_text(str(limit_bytes))
+        else:
+            (self.path / "memory.max").write_text(str(limit_bytes))
+            if (self.path / "memory.swap.max").exists():
+                (self.path / "memory.swap.max").write_text("0")
+
+    def read(self, name: str) -> str:
+        try:
+            return (self.path / name).read_text()
+        except OSError:
+            return ""
+
+    def stat(self, key: str) -> Optional[int]:
+        for line in self.read("memory.stat").splitlines():
+            k, _, v = line.partition(" ")
+            if k == key:
+                return int(v)
+        return None
+
+    def usage_and_faults(self) -> tuple[Optional[int], Optional[int]]:
+        usage = self.read("memory.usage_in_bytes" if self.version == 1 else "memory.current").strip()
+        faults = self.stat("total_pgmajfault" if self.version == 1 else "pgmajfault")
+        return (int(usage) if usage.isdigit() else None), faults
+
+    def peak_bytes(self) -> Optional[int]:
+        text = self.read("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak").strip()
+        return int(text) if text.isdigit() else None
+
+    def oom_kills(self) -> int:
+        text = self.read("memory.oom_control" if self.version == 1 else "memory.events")
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def __enter__(self) -> "_Cgroup":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for _ in range(50):  # the killed task can take a moment to leave the cgroup
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
+class ProcessBackend:
+    """Runs ``python -m lodevem.worker`` as a limited child process; see the module docstring."""
+
+    name = "process"
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+        self.cgroup_parent = find_cgroup_parent()
+        self._warm = False
+
+    def prewarm(self) -> None:
+        """Import the runtimes once so their pages are cached and charged to lodevem's own cgroup."""
+        if not self._warm:
+            subprocess.run([self.python, "-c", "import torch, onnxruntime, numpy"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False, timeout=300)
+            self._warm = True
+
+    @property
+    def identity(self) -> str:
+        return f"process:{self.python}:{sys.version_info[0]}.{sys.version_info[1]}"
+
+    def enforcement(self, limit_mb: Optional[int]) -> str:
+        if limit_mb is None:
+            return "none (unconstrained reference)"
+        if self.cgroup_parent is not None:
+            version, _ = self.cgroup_parent
+            return f"cgroup v{version} " + ("memory+memsw" if version == 1 else "memory.max, swap 0") + f"={limit_mb}MB"
+        return f"RLIMIT_AS={limit_mb}MB (virtual memory: stricter than RSS)"
+
+    def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
+            reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
+        limit_bytes = limit_mb * 2**20 if limit_mb else None
+        cgroup: Optional[_Cgroup] = None
+        if limit_bytes and self.cgroup_parent is not None:
+            cgroup = _Cgroup(self.cgroup_parent[0], self.cgroup_parent[1], limit_bytes)
+        rlimit = limit_bytes if limit_bytes and cgroup is None else 0
+        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+        threads = str(request.threads)
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
+               "PYTHONPATH": os.pathsep.join([pkg_parent] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+        cmd = [self.python, "-c", _LAUNCHER, str(cgroup.path / "cgroup.procs") if cgroup else "", str(rlimit),
+               "-m", "lodevem.worker", "--request", request.to_json()]
+        started = time.monotonic()
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            try:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                        start_new_session=True)
+                monitor = ThrashMonitor(limit_bytes, reference_s)
+                try:
+                    timed_out, evidence = self._watch(proc, cgroup, monitor, started, timeout_s)
+                finally:
+                    if proc.poll() is None:  # KeyboardInterrupt or an error in the watch loop
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                oom_kills = cgroup.oom_kills() if cgroup else 0
+                observed = monitor.summary()
+                if cgroup is not None:
+                    peak = cgroup.peak_bytes()
+                    observed.update(cgroup_peak_mb=round(peak / 2**20, 1) if peak else None, oom_kills=oom_kills)
+            finally:
+                if cgroup is not None:
+                    cgroup.__exit__(None, None, None)
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        if on_progress is not None:
+            for line in stderr.splitlines():
+                on_progress(line)
+        result = parse_result(stdout)
+        code = proc.returncode
+        oom = oom_kills > 0 or (code == -signal.SIGKILL and not timed_out and evidence is None and cgroup is not None)
+        if not oom and cgroup is None and limit_bytes:  # RLIMIT_AS: allocation failures, not kills
+            message = str(((result or {}).get("error") or {}).get("message", "")) + stderr[-2000:]
+            oom = code != 0 and any(word in message.lower() for word in _OOM_WORDS)
+        return RunOutcome(
+            backend=self.name, exit_code=128 - code if code < 0 else code, oom_killed=oom, timed_out=timed_out,
+            thrashing=evidence is not None, thrash_evidence=evidence or "", wall_s=round(time.monotonic() - started, 3),
+            result=result, stderr_tail=tail(stderr), limit_mb=limit_mb, limit_enforcement=self.enforcement(limit_mb),
+            observed=observed)
+
+    @staticmethod
+    def _watch(proc: subprocess.Popen, cgroup: Optional[_Cgroup], monitor: ThrashMonitor, started: float,
+               timeout_s: float) -> tuple[bool, Optional[str]]:
+        """Wait POLL_S at a time (blocking, no busy loop); sample the cgroup; kill on timeout/thrash."""
+        while True:
+            try:
+                proc.wait(timeout=POLL_S)
+                return False, None
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if cgroup is not None:
+                monitor.add(now, *cgroup.usage_and_faults())
+            evidence = monitor.check(now)
+            timed_out = now - started > timeout_s
+            if CANCEL.is_set():
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise Cancelled("measurement cancelled")
+            if evidence is not None or timed_out:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return timed_out and evidence is None, evidence

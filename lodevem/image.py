@@ -1,0 +1,254 @@
+"""Build the benchmark image (``lodevem-bench:<version>``) on machines with or without a registry.
+
+Why it is done this way (see ``Dockerfile``): build containers here can reach Debian's apt over
+HTTP but pip cannot reach the index (TLS interception), and no container registry is reachable.
+So the wheels are resolved and downloaded on the HOST into the build context (cached under
+``~/.cache/lodevem/build`` so a rebuild costs seconds), the base image ``debian:bookworm`` is
+pulled when a registry answers and otherwise made offline with debootstrap + ``docker import``
+under the same name, and the build goes through docker-py's low-level API (legacy builder: the
+CLI has no buildx) with ``forcerm`` so a failed step leaves no container behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, NamedTuple, Optional
+
+from . import __version__
+from .errors import BackendUnavailable, LodevemError
+
+Progress = Callable[[str], None]
+
+IMAGE_REPO = "lodevem-bench"
+IMAGE_TAG = f"{IMAGE_REPO}:{__version__}"
+BASE_IMAGE = "debian:bookworm"
+DEBIAN_MIRROR = os.environ.get("LODEVEM_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+# Pinned to what lodevem is developed against, so the container's onnxruntime/onnx match the
+# host's exporter. torch==2.13.0 resolves to the CPU wheel where pip's find-links has it.
+IMAGE_REQUIREMENTS: tuple[str, ...] = (
+    "torch==2.13.0",
+    "numpy==2.4.6",
+    "onnx==1.23.2",
+    "onnxruntime==1.32.0",
+    "onnxsim==0.8.1",
+    "torch-pruning==1.6.1",
+)
+# The image's python is Debian bookworm's 3.11 on glibc 2.36: accept any manylinux up to that.
+_PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)] + ["manylinux2014_x86_64"]
+_WORKER_FILES = ("__init__.py", "worker.py", "zoo.py")
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """The built (or already present) benchmark image."""
+
+    tag: str
+    id: str
+    size_mb: float
+    build_s: float
+    base_source: str  # "present" | "pulled" | "debootstrap"
+
+    @property
+    def short_id(self) -> str:
+        return self.id.removeprefix("sha256:")[:12]
+
+
+class ImageStatus(NamedTuple):
+    """Unpacks as ``(present, tag, id)``; attributes for ``lodevem check``."""
+
+    present: bool
+    tag: str
+    id: Optional[str]
+
+    @property
+    def short_id(self) -> str:
+        return (self.id or "").removeprefix("sha256:")[:12]
+
+
+def _say(progress: Optional[Progress], line: str) -> None:
+    if progress is not None and line.strip():
+        progress(line.rstrip())
+
+
+def docker_client(timeout: int = 120):  # -> docker.DockerClient
+    """A docker-py client that answered ``ping``; one-line BackendUnavailable otherwise."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except Exception as exc:  # docker-py raises several unrelated types for "no daemon"
+        raise BackendUnavailable(
+            f"no Docker daemon reachable ({type(exc).__name__}); start it with "
+            "`sudo scripts/setup-docker.sh` (or `dockerd >/tmp/dockerd.log 2>&1 &`), or use --backend process"
+        ) from None
+
+
+def build_dir() -> Path:
+    """``$XDG_CACHE_HOME/lodevem/build``: wheels and context survive between builds."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "lodevem" / "build"
+
+
+def image_status() -> ImageStatus:
+    """``(present, tag, image id or None)`` for ``lodevem check``; raises BackendUnavailable."""
+    import docker.errors
+
+    client = docker_client(timeout=10)
+    try:
+        return ImageStatus(True, IMAGE_TAG, client.images.get(IMAGE_TAG).id)
+    except docker.errors.ImageNotFound:
+        return ImageStatus(False, IMAGE_TAG, None)
+
+
+def ensure_base_image(client, progress: Optional[Progress] = None) -> str:
+    """Make ``debian:bookworm`` exist: already there, pulled, or debootstrapped offline."""
+    import docker.errors
+
+    try:
+        client.images.get(BASE_IMAGE)
+        return "present"
+    except docker.errors.ImageNotFound:
+        pass
+    _say(progress, f"base image {BASE_IMAGE} missing: trying docker pull")
+    try:
+        repo, tag = BASE_IMAGE.split(":")
+        client.images.pull(repo, tag=tag)
+        return "pulled"
+    except Exception as exc:  # no registry: DNS/connection errors arrive as APIError
+        _say(progress, f"pull failed ({str(exc).splitlines()[0][:120]}); building it with debootstrap")
+    _debootstrap_import(client, progress)
+    return "debootstrap"
+
+
+def _debootstrap_import(client, progress: Optional[Progress]) -> None:
+    if shutil.which("debootstrap") is None:
+        raise BackendUnavailable(
+            f"cannot pull {BASE_IMAGE} and debootstrap is not installed: `apt-get install -y debootstrap` "
+            "(or run scripts/setup-docker.sh)"
+        )
+    if os.geteuid() != 0:
+        raise BackendUnavailable(f"building {BASE_IMAGE} with debootstrap needs root: run `sudo lodevem build-image`")
+    build_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rootfs-", dir=build_dir()) as tmp:
+        rootfs, tar_path = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
+        cmd = ["debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR]
+        _say(progress, "$ " + " ".join(cmd))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        tail: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail = (tail + [line.rstrip()])[-5:]
+            _say(progress, line)
+        if proc.wait() != 0:
+            raise LodevemError(f"debootstrap failed (exit {proc.returncode}): {tail[-1] if tail else 'no output'}")
+        # The apt caches are ~80 MB the image never needs (the Dockerfile runs apt-get update).
+        for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for entry in (rootfs / sub).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        _say(progress, f"importing the root fs as {BASE_IMAGE}")
+        with tarfile.open(tar_path, "w") as tar:
+            tar.add(rootfs, arcname=".")
+        repo, tag = BASE_IMAGE.split(":")
+        client.api.import_image_from_file(str(tar_path), repository=repo, tag=tag)
+
+
+def download_wheels(dest: Path, progress: Optional[Progress] = None) -> None:
+    """Resolve IMAGE_REQUIREMENTS for cp311/manylinux on the host; skipped when already done."""
+    dest.mkdir(parents=True, exist_ok=True)
+    requirements = "\n".join(IMAGE_REQUIREMENTS) + "\n"  # pip itself is downloaded, not installed
+    stamp = dest / ".complete"
+    if stamp.exists() and stamp.read_text() == requirements and (dest / "requirements.txt").exists():
+        _say(progress, f"wheels cached in {dest}")
+        return
+    cmd = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:",
+           "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
+    for platform in _PLATFORMS:
+        cmd += ["--platform", platform]
+    cmd += list(IMAGE_REQUIREMENTS) + ["pip"]
+    _say(progress, "$ pip download " + " ".join(IMAGE_REQUIREMENTS))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith(("Saved", "File was already")):
+            _say(progress, line)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise LodevemError(f"pip download of the image's wheels failed: {last}")
+    (dest / "requirements.txt").write_text(requirements)
+    stamp.write_text(requirements)
+
+
+def prepare_context(progress: Optional[Progress] = None) -> Path:
+    """The build context: Dockerfile, wheels/ (cached) and the worker package."""
+    repo_dockerfile = Path(__file__).resolve().parent.parent / "Dockerfile"
+    if not repo_dockerfile.is_file():
+        raise LodevemError(f"{repo_dockerfile}: Dockerfile not found; build the image from a lodevem checkout")
+    ctx = build_dir() / "context"
+    download_wheels(ctx / "wheels", progress)
+    shutil.copy2(repo_dockerfile, ctx / "Dockerfile")
+    pkg = ctx / "lodevem"
+    shutil.rmtree(pkg, ignore_errors=True)
+    pkg.mkdir()
+    here = Path(__file__).resolve().parent
+    if not (here / "worker.py").is_file():
+        raise LodevemError(f"{here / 'worker.py'}: the worker module is missing")
+    for name in _WORKER_FILES:
+        if (here / name).is_file():
+            shutil.copy2(here / name, pkg / name)
+    return ctx
+
+
+def context_digest(ctx: Path) -> str:
+    """sha256 over the context's small files (not the wheels): for logs and image labels."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in ctx.rglob("*") if p.is_file() and p.suffix != ".whl"):
+        digest.update(path.relative_to(ctx).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build_image(progress_callback: Optional[Progress] = None, *, force: bool = False) -> ImageInfo:
+    """Ensure the base image, download wheels, build ``IMAGE_TAG``; stream the log to the callback.
+
+    ``force=False`` still rebuilds (the layer cache makes an unchanged rebuild take seconds):
+    that is what picks up a changed worker or Dockerfile.
+    """
+    started = time.monotonic()
+    client = docker_client(timeout=600)
+    base_source = ensure_base_image(client, progress_callback)
+    ctx = prepare_context(progress_callback)
+    previous = image_status().id
+    _say(progress_callback, f"building {IMAGE_TAG} from {ctx}")
+    image_id: Optional[str] = None
+    tail: list[str] = []
+    stream = client.api.build(path=str(ctx), tag=IMAGE_TAG, rm=True, forcerm=True, pull=False,
+                              nocache=force, decode=True, labels={"lodevem.context": context_digest(ctx)})
+    for chunk in stream:
+        if "error" in chunk:
+            raise LodevemError(f"image build failed: {str(chunk['error']).strip().splitlines()[-1]} "
+                               f"(last lines: {' | '.join(tail[-3:])})")
+        text = str(chunk.get("stream", "")).rstrip()
+        if text:
+            tail = (tail + [text])[-20:]
+            _say(progress_callback, text)
+        image_id = (chunk.get("aux") or {}).get("ID", image_id)
+    image = client.images.get(IMAGE_TAG)
+    if image_id is not None and image.id != image_id:
+        raise LodevemError(f"image build finished but {IMAGE_TAG} is {image.id}, not the built {image_id}")
+    if previous is not None and previous != image.id:
+        try:  # the superseded build, now untagged: its unique layers are ~1 MB, but it clutters `docker images`
+            client.images.remove(previous, noprune=False)
+        except Exception:  # still used by a container, or shares a tag: leave it
+            pass
+    return ImageInfo(tag=IMAGE_TAG, id=image.id, size_mb=round(image.attrs.get("Size", 0) / 2**20, 1),
+                     build_s=round(time.monotonic() - started, 1), base_source=base_source)

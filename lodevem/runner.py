@@ -1,0 +1,279 @@
+"""Plan and run every (model x device profile) pair.
+
+The work is arranged so nothing is done twice: each model is exported to ONNX once (in the
+sandbox) and its latency predicted once for all profiles with the predictor loaded once; memory
+does not depend on the CPU, so each model is measured once per distinct RAM limit (16 profiles
+-> 6 limits) and the verdict shared by every profile with that limit. Rows are written to a
+state file atomically after every measurement, so an interrupted run keeps what finished and
+``--resume`` continues it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from . import measure
+from .errors import InputError
+from .levels import LEVELS
+from .manifest import collect_manifest
+from .predict import LatencyPrediction, Predictor
+from .profiles import Profile
+from .progress import NullProgress, ProgressSink
+from .results import PairResult, RunState
+from .worker import WorkerRequest
+
+STATE_FILE = ".lodevem-state.json"
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model to benchmark: a user's file as given, or a variant derived from it (``level``)."""
+
+    path: Path
+    label: str
+    sha256: str
+    size_bytes: int
+    level: Optional[str] = None
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
+    """Check the files exist and give each a row label: its file name, made unambiguous.
+
+    Two files named ``model.pt`` in different folders become ``a/model.pt`` and ``b/model.pt``
+    (the shortest distinguishing parent path). The same file given twice is benchmarked once.
+    With ``levels``, each file yields one model per level, labelled ``<label>@<level>``
+    (``fp32`` is the file as given).
+    """
+    unique: dict[Path, Path] = {}
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"{path}: model file not found")
+        if not path.is_file():
+            raise InputError(f"{path}: not a file (expected a model file such as model.pt)")
+        unique.setdefault(path.resolve(), path)
+    resolved = list(unique)
+    labels = {p: p.name for p in resolved}
+    depth = 1
+    while len(set(labels.values())) < len(labels) and depth < 32:
+        depth += 1
+        clashing = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+        for p in resolved:
+            if labels[p] in clashing:
+                labels[p] = "/".join(p.parts[-depth:])
+    models = []
+    for p in resolved:
+        sha, size = file_sha256(p), p.stat().st_size
+        if not levels:
+            models.append(ModelFile(p, labels[p], sha, size))
+        for level in levels:
+            models.append(ModelFile(p, f"{labels[p]}@{level}", sha, size, None if level == "fp32" else level))
+    return models
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run depends on; built from the CLI's options or directly by library users."""
+
+    models: tuple[Path, ...]
+    profiles: tuple[Profile, ...]
+    warmup: int = 5
+    runs: int = 50
+    output: Path = Path("results")
+    backend: str = "auto"
+    runtime: str = "torch"
+    jobs: Optional[int] = None
+    threads: int = 1
+    predictor: str = "auto"
+    nnmeter_data: Optional[Path] = None
+    input_shape: Optional[tuple[int, ...]] = None
+    timeout_s: float = 600.0
+    find_floor: bool = False
+    levels: tuple[str, ...] = ()
+    no_cache: bool = False
+    resume: bool = False
+    command_line: tuple[str, ...] = ()
+
+    @classmethod
+    def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
+                 **options: Any) -> "RunConfig":
+        return cls(models=tuple(paths), profiles=tuple(profiles), command_line=tuple(command_line), **options)
+
+    def state_key(self, models: Sequence[ModelFile]) -> str:
+        """What must match for ``--resume`` to reuse finished rows (not the profile set)."""
+        key = {
+            "models": [(m.label, m.sha256, m.level) for m in models],
+            "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
+            "predictor": self.predictor, "input_shape": self.input_shape, "backend": self.backend,
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class BenchmarkOutcome:
+    """Rows in (model, tier, profile) order, the manifest, and warnings for the user."""
+
+    rows: list[PairResult]
+    manifest: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def export_onnx(backend: Any, model: ModelFile, config: RunConfig, cache_dir: Path) -> tuple[Optional[Path], str, dict]:
+    """ONNX export in the sandbox (never in this process), cached by sha256 + input shape.
+
+    Returns (path or None, message when it failed, the worker's ``model`` block).
+    """
+    target = measure.onnx_cache_path(cache_dir, model.sha256, config.input_shape, model.level)
+    request = WorkerRequest(action="export-onnx", model_path=str(model.path),
+                            input_shape=list(config.input_shape) if config.input_shape else None,
+                            onnx_path=str(target), level=model.level, warmup=0, runs=1)
+    outcome = backend.run(request, None, config.timeout_s)
+    result = outcome.result or {}
+    if result.get("ok") and target.is_file():
+        return target, "", result.get("model") or {}
+    error = (result.get("error") or {}).get("message") or (
+        f"ONNX export did not finish (exit {outcome.exit_code}): {outcome.stderr_tail.splitlines()[-1:] or ''}")
+    return None, error, result.get("model") or {}
+
+
+def _row(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: "measure.MemoryMeasurement",
+         info: dict, config: RunConfig, floor_mb: Optional[int]) -> PairResult:
+    energy = (latency.latency_ms * profile.power_w
+              if latency.latency_ms is not None and profile.power_w is not None else None)
+    return PairResult(
+        model_label=model.label, model_path=str(model.path), model_sha256=model.sha256, level=model.level,
+        model_format=info.get("format"), model_file_mb=round(model.size_bytes / MB, 3),
+        params=info.get("params"),
+        profile_id=profile.id, profile_label=profile.label, tier=profile.tier, chipset=profile.chipset,
+        ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
+        clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=config.threads,
+        latency_ms=latency.latency_ms, latency_source=latency.latency_source,
+        latency_uncertainty=latency.uncertainty, latency_note=latency.note,
+        verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
+        model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
+        limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
+        runtime=memory.runtime, memory_error=memory.error, memory_cached=memory.cached,
+        host_latency_mean_ms=memory.host_latency_mean_ms, host_latency_std_ms=memory.host_latency_std_ms,
+        host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
+        host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
+        power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
+    )
+
+
+def unstable(memory: "measure.MemoryMeasurement") -> Optional[str]:
+    """pyperf's rule of thumb for the host timings: std >= 10 % of the mean is unstable."""
+    mean, std = memory.host_latency_mean_ms, memory.host_latency_std_ms
+    if not mean or std is None or std < 0.10 * mean:
+        return None
+    return f"std is {100 * std / mean:.0f} % of the mean"
+
+
+def run_benchmark(config: RunConfig, progress: ProgressSink = NullProgress()) -> BenchmarkOutcome:
+    """Predict latency and measure memory for every (model x profile) pair of ``config``."""
+    models = label_models(config.models, config.levels)
+    warnings: list[str] = []
+    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)
+    predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
+    backend, backend_warning = measure.default_backend(config.backend)
+    if backend_warning:
+        warnings.append(backend_warning)
+    if backend.name == "docker":
+        measure.sweep_stale_containers()
+    cache_dir = config.output / ".cache"
+    state_path = config.output / STATE_FILE
+    key = config.state_key(models)
+    state = RunState.load(state_path) if config.resume else None
+    if state is None or state.config_key != key:
+        if config.resume and state is not None:
+            warnings.append("--resume: the previous run used other models or options; starting afresh")
+        state = RunState(key)
+    done = state.done()
+
+    progress.stage("exporting models to ONNX (in the sandbox)")
+    exports: dict[str, tuple[Optional[Path], str, dict]] = {}
+    for model in models:
+        progress.working_on(f"exporting {model.label}")
+        exports[model.label] = export_onnx(backend, model, config, cache_dir / "onnx")
+
+    progress.stage("predicting latency")
+    latencies: dict[str, dict[str, LatencyPrediction]] = {}
+    for model in models:
+        onnx_path, error, _ = exports[model.label]
+        if onnx_path is None:
+            latencies[model.label] = {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {error}", config.threads)
+                                      for p in config.profiles}
+        else:
+            latencies[model.label] = predictor.predict(onnx_path, config.profiles, threads=config.threads,
+                                                       level=model.level)
+    warnings.extend(predictor.warnings)
+
+    by_limit: dict[int, list[Profile]] = {}
+    for profile in config.profiles:
+        by_limit.setdefault(profile.ram_mb, []).append(profile)
+    all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
+    progress.start_pairs(len(all_pairs), len(done & all_pairs))
+    specs = {m.label: measure.ModelSpec(m.path, key=m.label, input_shape=config.input_shape, level=m.level)
+             for m in models}
+    floors: dict[str, Optional[int]] = {}
+    if config.find_floor:
+        for model in models:
+            progress.working_on(f"bisecting the RAM floor of {model.label}")
+            floor = measure.find_floor(specs[model.label], backend=backend, runtime=config.runtime,
+                                       timeout_s=config.timeout_s, cache_dir=cache_dir / "measure",
+                                       use_cache=not config.no_cache)
+            floors[model.label] = floor.floor_mb
+            if floor.floor_mb is None:
+                warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
+    by_label = {m.label: m for m in models}
+
+    def on_result(label: str, limit_mb: int, memory: measure.MemoryMeasurement) -> None:
+        model = by_label[label]
+        info = {**exports[label][2]}
+        info.setdefault("format", memory.model_format)
+        info.setdefault("params", memory.params)
+        for profile in by_limit[limit_mb]:
+            if (label, profile.id) in done:
+                continue
+            state.rows.append(_row(model, profile, latencies[label][profile.id], memory, info, config,
+                                   floors.get(label)))
+            done.add((label, profile.id))
+            progress.pair_done(label, profile.label)
+        state.save(state_path)
+
+    pending_models = [m for m in models if any((m.label, p.id) not in done for p in config.profiles)]
+    pending_limits = sorted({p.ram_mb for m in pending_models for p in config.profiles
+                             if (m.label, p.id) not in done})
+    if pending_models:
+        progress.working_on(f"measuring {len(pending_models)} model(s) under {len(pending_limits)} RAM limit(s)")
+        measure.measure_models([specs[m.label] for m in pending_models], pending_limits, backend=backend,
+                               runtime=config.runtime, warmup=config.warmup, runs=config.runs,
+                               threads=config.threads, jobs=config.jobs, timeout_s=config.timeout_s,
+                               cache_dir=cache_dir / "measure", use_cache=not config.no_cache,
+                               on_result=on_result)
+    order = {p.id: i for i, p in enumerate(config.profiles)}
+    model_order = {m.label: i for i, m in enumerate(models)}
+    rows = sorted((r for r in state.rows if r.profile_id in order and r.model_label in model_order),
+                  key=lambda r: (model_order[r.model_label], order[r.profile_id]))
+    manifest = collect_manifest(
+        list(config.command_line), config.profiles,
+        [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
+        image_id=backend.identity, backend=backend.name,
+        extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
+                          if k not in ("profiles", "models", "command_line")},
+               "predictor": predictor.describe()},
+    )
+    return BenchmarkOutcome(rows, manifest, warnings)
