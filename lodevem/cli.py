@@ -6,7 +6,7 @@ library never prints and never exits, so it stays usable from notebooks and test
 
 from __future__ import annotations
 
-import functools
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -26,7 +26,9 @@ EXIT_CODES = {
     130: "interrupted (Ctrl-C); results finished so far are kept",
 }
 
-console = Console(highlight=False)
+# Rich assumes 80 columns when stdout is not a terminal; results tables piped into a file or a
+# CI log read better wider. $COLUMNS still wins.
+console = Console(highlight=False, width=None if os.environ.get("COLUMNS") or sys.stdout.isatty() else 120)
 err_console = Console(stderr=True, highlight=False)
 
 

@@ -215,6 +215,16 @@ def file_sha256(path: Path) -> str:
     return _SHA_CACHE[key]
 
 
+def failed_measurement(limit_mb: int, error: str, backend: Backend, runtime: str, model_sha256: str,
+                       threads: int) -> MemoryMeasurement:
+    """An ``error`` verdict for a model that could not even be run (export or derivation failed)."""
+    return MemoryMeasurement(
+        verdict="error", limit_mb=limit_mb, peak_rss_mb=None, runtime_baseline_mb=None, model_increment_mb=None,
+        cgroup_peak_mb=None, error=error, phase=None, backend=backend.name, limit_enforcement="",
+        runtime=runtime, wall_s=0.0, image_id=backend.identity, worker_version=WORKER_VERSION,
+        model_sha256=model_sha256, threads=threads)
+
+
 def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]],
                     level: Optional[str] = None) -> Path:
     """Where the ONNX export of a model (variant) at an input shape is cached: one per key."""
@@ -376,11 +386,8 @@ class _Plan:
             return cached
         export_error = self.ensure_onnx(spec, sha)
         if export_error is not None:
-            return MemoryMeasurement(
-                verdict="error", limit_mb=limit, peak_rss_mb=None, runtime_baseline_mb=None, model_increment_mb=None,
-                cgroup_peak_mb=None, error=f"ONNX export failed: {export_error}", phase=None,
-                backend=self.backend.name, limit_enforcement="", runtime=self.runtime, wall_s=0.0,
-                image_id=self.backend.identity, worker_version=WORKER_VERSION, model_sha256=sha, threads=self.threads)
+            return failed_measurement(limit, f"ONNX export failed: {export_error}", self.backend, self.runtime,
+                                      sha, self.threads)
         self.backend.prewarm()
         request = WorkerRequest(action="measure", model_path=str(spec.path), warmup=self.warmup, runs=self.runs,
                                 threads=self.threads, runtime=self.runtime, onnx_path=self.onnx_path(spec, sha),

@@ -55,21 +55,27 @@ class RichProgress:
         self._task: Optional[TaskID] = None
 
     def __enter__(self) -> "RichProgress":
-        self._progress.start()
-        self._task = self._progress.add_task("preparing", total=None)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._progress.stop()
+        if self._task is not None:
+            self._progress.stop()
+
+    def _update(self, **fields: Any) -> None:
+        # Started on first use, so input errors found before any work leave no empty bar behind.
+        if self._task is None:
+            self._progress.start()
+            self._task = self._progress.add_task("preparing", total=None)
+        self._progress.update(self._task, **fields)
 
     def stage(self, text: str) -> None:
-        self._progress.update(self._task, description=text)
+        self._update(description=text)
 
     def start_pairs(self, total: int, done: int) -> None:
-        self._progress.update(self._task, total=total, completed=done, description="measuring")
+        self._update(total=total, completed=done, description="measuring")
 
     def working_on(self, text: str) -> None:
-        self._progress.update(self._task, description=text)
+        self._update(description=text)
 
     def pair_done(self, model_label: str, profile_label: str) -> None:
-        self._progress.update(self._task, advance=1, description=f"{model_label} on {profile_label}")
+        self._update(advance=1, description=f"{model_label} on {profile_label}")

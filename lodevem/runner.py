@@ -10,17 +10,17 @@ state file atomically after every measurement, so an interrupted run keeps what 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from . import measure
-from .errors import InputError
-from .levels import LEVELS
+from .derive import derive_cached
+from .errors import InputError, LodevemError
 from .manifest import collect_manifest
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
@@ -41,14 +41,6 @@ class ModelFile:
     sha256: str
     size_bytes: int
     level: Optional[str] = None
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
@@ -77,7 +69,7 @@ def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[Mode
                 labels[p] = "/".join(p.parts[-depth:])
     models = []
     for p in resolved:
-        sha, size = file_sha256(p), p.stat().st_size
+        sha, size = measure.file_sha256(p), p.stat().st_size
         if not levels:
             models.append(ModelFile(p, labels[p], sha, size))
         for level in levels:
@@ -182,6 +174,31 @@ def unstable(memory: "measure.MemoryMeasurement") -> Optional[str]:
     return f"std is {100 * std / mean:.0f} % of the mean"
 
 
+def _measurement_specs(models: Sequence[ModelFile], backend: Any, config: RunConfig, cache_dir: Path,
+                       progress: ProgressSink) -> tuple[dict[str, "measure.ModelSpec"], dict[str, str]]:
+    """What each model's memory is measured on: the file itself, or for a ``--levels`` variant the
+    file derived once in the sandbox without a limit.
+
+    Measuring the derived file, not a derivation inside the measured run, keeps the original's
+    load and the quantization/pruning machinery out of the variant's peak RAM (+110 MB for
+    int8-static on mobilenet_v2, see ``derive.derive_cached``). Returns (specs, label -> error).
+    """
+    specs: dict[str, measure.ModelSpec] = {}
+    failed: dict[str, str] = {}
+    for model in models:
+        path = model.path
+        if model.level is not None:
+            progress.working_on(f"deriving {model.label} in the sandbox")
+            try:
+                path = derive_cached(model.path, model.level, cache_dir / "derived", backend, config.input_shape,
+                                     config.timeout_s, model.sha256).path
+            except LodevemError as exc:
+                failed[model.label] = f"could not derive {model.level}: {exc}"
+                continue
+        specs[model.label] = measure.ModelSpec(path, key=model.label, input_shape=config.input_shape)
+    return specs, failed
+
+
 def run_benchmark(config: RunConfig, progress: ProgressSink = NullProgress()) -> BenchmarkOutcome:
     """Predict latency and measure memory for every (model x profile) pair of ``config``."""
     models = label_models(config.models, config.levels)
@@ -226,8 +243,9 @@ def run_benchmark(config: RunConfig, progress: ProgressSink = NullProgress()) ->
         by_limit.setdefault(profile.ram_mb, []).append(profile)
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     progress.start_pairs(len(all_pairs), len(done & all_pairs))
-    specs = {m.label: measure.ModelSpec(m.path, key=m.label, input_shape=config.input_shape, level=m.level)
-             for m in models}
+    specs, failed = _measurement_specs(models, backend, config, cache_dir, progress)
+    models = [dataclasses.replace(m, size_bytes=specs[m.label].path.stat().st_size) if m.label in specs else m
+              for m in models]
     floors: dict[str, Optional[int]] = {}
     if config.find_floor:
         for model in models:
@@ -245,22 +263,35 @@ def run_benchmark(config: RunConfig, progress: ProgressSink = NullProgress()) ->
         info = {**exports[label][2]}
         info.setdefault("format", memory.model_format)
         info.setdefault("params", memory.params)
-        for profile in by_limit[limit_mb]:
-            if (label, profile.id) in done:
-                continue
+        finished = [p for p in by_limit[limit_mb] if (label, p.id) not in done]
+        for profile in finished:
             state.rows.append(_row(model, profile, latencies[label][profile.id], memory, info, config,
                                    floors.get(label)))
             done.add((label, profile.id))
+        state.save(state_path)  # before reporting progress: an interrupt from here on loses nothing
+        for profile in finished:
             progress.pair_done(label, profile.label)
-        state.save(state_path)
 
-    pending_models = [m for m in models if any((m.label, p.id) not in done for p in config.profiles)]
+    for label, error in failed.items():
+        for limit in by_limit:
+            on_result(label, limit, measure.failed_measurement(limit, error, backend, config.runtime,
+                                                               by_label[label].sha256, config.threads))
+    pending_models = [m for m in models if m.label in specs
+                      and any((m.label, p.id) not in done for p in config.profiles)]
     pending_limits = sorted({p.ram_mb for m in pending_models for p in config.profiles
                              if (m.label, p.id) not in done})
-    if pending_models:
-        progress.working_on(f"measuring {len(pending_models)} model(s) under {len(pending_limits)} RAM limit(s)")
-        measure.measure_models([specs[m.label] for m in pending_models], pending_limits, backend=backend,
-                               runtime=config.runtime, warmup=config.warmup, runs=config.runs,
+    # An .onnx file has no torch form: it is always run by onnxruntime (and its rows say so).
+    by_runtime: dict[str, list[ModelFile]] = {}
+    for m in pending_models:
+        runtime = "onnxruntime" if m.path.suffix.lower() == ".onnx" else config.runtime
+        by_runtime.setdefault(runtime, []).append(m)
+    if config.runtime == "torch" and by_runtime.get("onnxruntime"):
+        warnings.append(f"{', '.join(m.label for m in by_runtime['onnxruntime'])}: ONNX file(s) measured "
+                        "with onnxruntime (--runtime torch applies to PyTorch files)")
+    for runtime, group in by_runtime.items():
+        progress.working_on(f"measuring {len(group)} model(s) under {len(pending_limits)} RAM limit(s)")
+        measure.measure_models([specs[m.label] for m in group], pending_limits, backend=backend,
+                               runtime=runtime, warmup=config.warmup, runs=config.runs,
                                threads=config.threads, jobs=config.jobs, timeout_s=config.timeout_s,
                                cache_dir=cache_dir / "measure", use_cache=not config.no_cache,
                                on_result=on_result)

@@ -11,11 +11,30 @@ Exactly one JSON object (one line) goes to stdout, progress lines go to stderr p
 ``lodevem-worker: ``. Exit 0 = ok, 3 = clean error (``ok: false`` and ``error`` set), anything
 else = crash or kill. Anything the model itself prints (Python or C++) is diverted to stderr so
 stdout stays parseable.
+
+Compression levels (``level``, names as in ``lodevem.levels``): measure, export-onnx and inspect
+derive the variant here, in the sandbox, right after loading the user's model, and then work on
+the variant; action ``derive`` writes it to ``derive_out`` as a file the user then owns. fp16 is
+``.half()`` with half inputs; int8 is dynamic quantization (Linear/LSTM/GRU only, convolutions stay
+fp32); int8-static is FX graph mode post-training static quantization calibrated on seeded random
+inputs of the request's shape; pruned is structured L1-norm channel pruning at 50 % with
+torch-pruning's dependency graph, channels physically removed, no fine-tuning. The ``model``
+section then describes the variant (params, param_bytes, dtypes; format/sha256/file_bytes stay the
+file's) and ``variant`` holds before/after figures. The ONNX export of fp16/int8/int8-static is the
+fp32 graph of the original (nn-Meter and the estimator model fp32 kernels; the host's predictor
+applies the level's factor), of pruned the pruned graph.
+
+Memory with a level: the variant is derived after ``rss_after_load_kb`` and the original freed
+before warm-up (``rss_after_derive_kb``), but VmHWM cannot be reset, so ``hwm_kb`` also covers
+loading the original and the derivation transient; ``hwm_after_derive_kb`` and ``peak_phase`` say
+whether the peak was set then or during inference. The exact peak of the variant alone comes from
+``lodevem derive`` then measuring the written file.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -32,12 +51,12 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Optional
 
 SCHEMA_VERSION = 1
-WORKER_VERSION = "1"  # bump when measurement semantics change: host caches key on it
+WORKER_VERSION = "2"  # bump when measurement semantics change: host caches key on it
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect")
+ACTIONS = ("measure", "export-onnx", "inspect", "derive")
 RUNTIMES = ("torch", "onnxruntime")
 ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-               "bad_input_shape", "export_failed", "unsupported_format", "internal")
+               "bad_input_shape", "export_failed", "unsupported_format", "level_failed", "internal")
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]
 # Opset 13: nn-Meter's converter knows its op set; opset >= 14 emits HardSwish, which nn-Meter
@@ -50,6 +69,16 @@ HOW_TO_SAVE = ("save the whole module with torch.save(model, path), or "
 CHECKPOINT_KEYS = {"state_dict", "model_state_dict", "model_state", "optimizer", "optimizer_state_dict",
                    "epoch", "global_step", "scheduler", "lr_scheduler", "model", "net", "args", "hyper_parameters"}
 _TORCH_LEGACY_MAGIC = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # pickled magic number of torch.save(legacy)
+# Compression levels: the same names as lodevem.levels.LEVELS (this module imports no lodevem code).
+LEVELS = ("fp32", "fp16", "int8", "int8-static", "pruned")
+PRUNING_RATIO = 0.5
+CALIBRATION_BATCHES, CALIBRATION_SEED = 8, 0
+NOTE_DYNAMIC = "dynamic int8: Linear/LSTM/GRU only, convolutions stay fp32"
+NOTE_PRUNED = "pruned only, not fine-tuned (no --finetune-data)"
+NOTE_PEAK = ("derived in the sandbox: the peak RSS (hwm_kb) also covers loading the original and deriving the "
+             "variant (see hwm_after_derive_kb, peak_phase); for the variant alone run `lodevem derive` and "
+             "benchmark the written file")
+GRAPH_OF_FP32 = "fp32 original (predictor applies the level's factor)"
 
 
 class WorkerError(Exception):
@@ -75,6 +104,7 @@ class WorkerRequest:
     runtime: str = "torch"
     onnx_path: Optional[str] = None
     level: Optional[str] = None
+    derive_out: Optional[str] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -119,7 +149,17 @@ class WorkerRequest:
             (is_int(self.warmup, 0), "warmup must be an integer >= 0"),
             (is_int(self.runs, 1), "runs must be an integer >= 1"),
             (is_int(self.threads, 1), "threads must be an integer >= 1"),
-            (self.level is None, "level is reserved for compression variants: only null is supported yet"),
+            (self.level is None or self.level in LEVELS, f"level must be null or one of {', '.join(LEVELS)}"),
+            (self.derive_out is None or (isinstance(self.derive_out, str) and bool(self.derive_out)),
+             "derive_out must be a non-empty string or null"),
+            (self.action == "derive" or self.derive_out is None, "derive_out is only for action derive"),
+            (self.action != "derive" or self.derive_out is not None, "derive needs derive_out (where to write)"),
+            (self.action != "derive" or self.level not in (None, "fp32"),
+             "derive needs a level other than fp32 (fp32 is the file as given: nothing to derive)"),
+            (self.action != "derive" or self.runtime == "torch", "derive runs with runtime torch"),
+            (self.runtime != "onnxruntime" or self.level in (None, "fp32", "pruned"),
+             f"level {self.level} cannot be measured with runtime onnxruntime: its ONNX export is the fp32 "
+             "original graph; measure it with runtime torch"),
         ]
         for ok, message in checks:
             if not ok:
@@ -141,8 +181,11 @@ class WorkerResult:
     memory: Optional[dict[str, Any]] = None
     onnx: Optional[dict[str, Any]] = None
     runtime: Optional[dict[str, Any]] = None
+    variant: Optional[dict[str, Any]] = None
+    derived: Optional[dict[str, Any]] = None
     timings_s: dict[str, Optional[float]] = field(
-        default_factory=lambda: {"import": None, "load": None, "warmup": None, "measure": None, "export": None})
+        default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
+                                 "export": None})
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -207,15 +250,26 @@ class MemoryPhases:
 
     def __init__(self, rss_start_kb: int) -> None:
         self.kb: dict[str, Optional[int]] = {"rss_start_kb": rss_start_kb, "rss_after_import_kb": None,
-                                             "rss_after_load_kb": None, "rss_after_warmup_kb": None}
+                                             "rss_after_load_kb": None, "rss_after_derive_kb": None,
+                                             "rss_after_warmup_kb": None}
+        self.hwm_after_derive: Optional[int] = None
 
     def mark(self, phase: str) -> None:
-        self.kb[f"rss_{phase}_kb"] = proc_status_kb()["VmRSS"]
+        status = proc_status_kb()
+        self.kb[f"rss_{phase}_kb"] = status["VmRSS"]
+        if phase == "after_derive":
+            self.hwm_after_derive = status["VmHWM"]
 
     def finish(self) -> dict[str, Any]:
+        """``peak_phase`` (with a level only): "derivation" when the high-water mark was already
+        reached by loading the original and deriving the variant, else "inference"."""
         status, usage = proc_status_kb(), resource.getrusage(resource.RUSAGE_SELF)
         base = self.kb["rss_after_import_kb"]
+        derive_hwm = self.hwm_after_derive
         return {**self.kb, "rss_end_kb": status["VmRSS"], "hwm_kb": status["VmHWM"],
+                "hwm_after_derive_kb": derive_hwm,
+                "peak_phase": None if derive_hwm is None else
+                ("derivation" if status["VmHWM"] <= derive_hwm else "inference"),
                 "runtime_baseline_kb": base,
                 "model_increment_kb": status["VmHWM"] - base if base is not None else None,
                 "major_faults": usage.ru_majflt, "minor_faults": usage.ru_minflt, "cgroup": cgroup_memory()}
@@ -411,6 +465,8 @@ def torch_model_info(module: Any, input_shape: list[int]) -> dict[str, Any]:
     import torch
 
     state = _state_tensors(module.state_dict())
+    if isinstance(module, torch.jit.ScriptModule):  # quantized TorchScript keeps weights out of state_dict
+        state += _script_packed_tensors(module)
     # quantized weights live in packed buffers, not parameters: count them too
     params = sum(p.numel() for p in module.parameters()) + sum(t.numel() for t in state if t.is_quantized)
     by_dtype: dict[str, int] = {}
@@ -421,6 +477,22 @@ def torch_model_info(module: Any, input_shape: list[int]) -> dict[str, Any]:
     return {"params": params, "param_bytes": sum(by_dtype.values()),
             "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "float32",
             "input_shape": input_shape, "input_dtype": str(input_dtype).replace("torch.", "")}
+
+
+def _script_packed_tensors(module: Any) -> list[Any]:
+    """(weight, bias) of the packed params of quantized layers in a TorchScript module (e.g. an
+    int8-static file written by ``derive``): they are opaque ScriptObjects, not state_dict entries."""
+    import torch
+
+    out: list[Any] = []
+    for _, sub in module.named_modules():
+        packed = getattr(sub, "_packed_params", None) if hasattr(sub, "_packed_params") else None
+        if isinstance(packed, torch.ScriptObject) and "unpack" in packed._method_names():
+            try:
+                out += [t for t in packed.unpack() if torch.is_tensor(t)]
+            except Exception:  # an unknown packed layout: leave it uncounted
+                pass
+    return out
 
 
 def _state_tensors(values: Any) -> list[Any]:
@@ -444,6 +516,354 @@ def make_torch_input(shape: list[int], dtype_name: str) -> Any:
     if dtype.is_floating_point:
         return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
     return torch.zeros(shape, dtype=dtype)
+
+
+# --- Compression levels (derived in the sandbox; torch, torch_pruning imported lazily) ----------
+
+def derive_variant(module: Any, level: str, example: Any, keep_original: bool
+                   ) -> tuple[Any, list[str], dict[str, Any]]:
+    """``(variant, notes, details)`` of ``level`` for an eval-mode module and an example input.
+
+    With ``keep_original`` False the derivation may reuse (and change) ``module`` in place, so the
+    process never holds two full copies when the original is discarded afterwards (measure,
+    derive); export-onnx of fp16/int8 keeps it, since it exports the original's fp32 graph.
+    Raises ``WorkerError("level_failed")`` with the reason for failures it can name.
+    """
+    import copy
+
+    import torch
+
+    if level == "fp16":
+        variant = (copy.deepcopy(module) if keep_original else module).half()
+        return variant, ["model.half(): weights, buffers and inputs float16; the host CPU's fp16 kernels are often "
+                         "slower than fp32, so its host latency says nothing about a phone's fp16 speed"], {}
+    if level == "int8":
+        from torch.ao.quantization import quantize_dynamic
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch 2.13 deprecates torch.ao quantization (-> torchao)
+            variant = quantize_dynamic(module, {torch.nn.Linear, torch.nn.LSTM, torch.nn.GRU}, dtype=torch.qint8,
+                                       inplace=not keep_original)
+        layers = _quantized_layers(variant, "torch.ao.nn.quantized.dynamic")
+        notes = [NOTE_DYNAMIC + (f" ({layers} layer(s) quantized)" if layers else
+                                 "; this model has none, so the int8 variant computes exactly as fp32")]
+        return variant, notes, {"quantized_layers": layers}
+    if level == "int8-static":
+        return _static_int8(module, example, keep_original)
+    if level == "pruned":
+        return _prune(copy.deepcopy(module) if keep_original else module, example)
+    raise WorkerError("bad_request", f"unknown level {level!r}")
+
+
+def quantization_engine() -> str:
+    """x86 (fbgemm + onednn kernels) on x86 hosts, else qnnpack, the ARM engine phones use."""
+    import torch
+
+    engines = torch.backends.quantized.supported_engines
+    x86_host = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+    return "x86" if x86_host and "x86" in engines else "qnnpack" if "qnnpack" in engines else engines[-1]
+
+
+def _quantized_layers(module: Any, prefix: str) -> int:
+    return sum(1 for m in module.modules() if type(m).__module__.startswith(prefix))
+
+
+def _static_int8(module: Any, example: Any, keep_original: bool) -> tuple[Any, list[str], dict[str, Any]]:
+    """FX graph mode post-training static quantization, calibrated on seeded random inputs."""
+    import copy
+
+    import torch
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    engine = quantization_engine()
+    torch.backends.quantized.engine = engine  # the measurement runs on the same kernels
+    shape = list(example.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecation notices (-> torchao) and observer chatter
+        try:
+            prepared = prepare_fx(copy.deepcopy(module) if keep_original else module,
+                                  get_default_qconfig_mapping(engine), (example,))
+        except Exception as exc:
+            raise WorkerError("level_failed", f"int8-static needs a model torch.fx can trace symbolically, and tracing "
+                                              f"failed ({type(exc).__name__}: {first_line(exc, 200)}); data-dependent "
+                                              f"control flow in forward() is the usual cause; use level int8 "
+                                              f"(dynamic) or quantize the model yourself") from None
+        gen = torch.Generator().manual_seed(CALIBRATION_SEED)
+        with torch.no_grad():
+            for _ in range(CALIBRATION_BATCHES):
+                prepared(torch.randn(shape, generator=gen, dtype=torch.float32).to(example.dtype))
+        variant = convert_fx(prepared)
+    layers = _quantized_layers(variant, "torch.ao.nn.quantized") + _quantized_layers(variant, "torch.ao.nn.intrinsic.quantized")
+    note = (f"static int8 (FX graph mode, {engine} engine): conv/linear weights int8 per channel, activation ranges "
+            f"calibrated on {CALIBRATION_BATCHES} random inputs of shape {shape} (seed {CALIBRATION_SEED}); real "
+            f"data would set other ranges, so accuracy is unknown")
+    return variant, [note], {"engine": engine, "quantized_layers": layers, "calibration_batches": CALIBRATION_BATCHES,
+                             "calibration_seed": CALIBRATION_SEED}
+
+
+def _tensors(obj: Any) -> list[Any]:
+    import torch
+
+    if torch.is_tensor(obj):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return [t for item in obj for t in _tensors(item)]
+    return []
+
+
+def probe_layers(module: Any, example: Any) -> dict[str, Any]:
+    """One forward pass recording, for every Conv/Linear: its output width and MACs; also which
+    of them produce the model's outputs (or ran last), the layers pruning must leave alone."""
+    import torch
+
+    macs, widths, order, produced = 0, {}, [], {}
+
+    def hook(name: str) -> Callable[..., None]:
+        def record(m: Any, _inp: Any, out: Any) -> None:
+            nonlocal macs
+            if isinstance(m, torch.nn.Linear):
+                macs += out.numel() * m.in_features
+                widths[name] = m.out_features
+            else:
+                k = 1
+                for d in m.kernel_size:
+                    k *= d
+                macs += out.numel() * (m.in_channels // m.groups) * k
+                widths[name] = m.out_channels
+            order.append(name)
+            produced[id(out)] = name
+        return record
+
+    layers = {name: m for name, m in module.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.modules.conv._ConvNd))}
+    handles = [m.register_forward_hook(hook(name)) for name, m in layers.items()]
+    try:
+        with torch.no_grad():
+            output = module(example)
+    finally:
+        for h in handles:
+            h.remove()
+    outputs = _tensors(output)
+    final = {produced[id(t)] for t in outputs if id(t) in produced} | ({order[-1]} if order else set())
+    return {"macs": macs, "widths": widths, "final": sorted(final), "layers": layers,
+            "output_shapes": [list(t.shape) for t in outputs]}
+
+
+def _prune(module: Any, example: Any) -> tuple[Any, list[str], dict[str, Any]]:
+    """Structured L1-norm channel pruning with torch-pruning's dependency graph: coupled layers
+    (residual adds, depthwise groups, concatenations) lose the same channels, and the tensors are
+    physically shrunk, so the result is a smaller dense model. The layers producing the output
+    (the classifier) keep their width so the output shape does not change."""
+    import torch
+    import torch_pruning as tp
+
+    before = probe_layers(module, example)
+    ignored = [before["layers"][name] for name in before["final"]]
+    for p in module.parameters():  # the dependency graph is traced through autograd
+        if p.is_floating_point():
+            p.requires_grad_(True)
+    with torch.enable_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            pruner = tp.pruner.MagnitudePruner(module, example, tp.importance.MagnitudeImportance(p=1),
+                                               pruning_ratio=PRUNING_RATIO, ignored_layers=ignored)
+            pruner.step()
+        except Exception as exc:  # the model itself ran (probe_layers): this is torch-pruning's limit
+            where = traceback.extract_tb(exc.__traceback__)[-1].name
+            raise WorkerError("level_failed", f"torch-pruning could not prune this model ({type(exc).__name__} in "
+                                              f"{where}: {first_line(exc, 150)}); reshapes that split the channel "
+                                              f"dimension (e.g. channel shuffle) and custom ops are its known "
+                                              f"limits") from None
+    del pruner
+    for p in module.parameters():
+        p.requires_grad_(False)
+    after = probe_layers(module, example)
+    if after["output_shapes"] != before["output_shapes"]:
+        raise WorkerError("level_failed", f"pruning changed the output shape {before['output_shapes']} -> "
+                                          f"{after['output_shapes']}; the model's output layer was not recognised")
+    removed = {name: 1 - after["widths"][name] / width for name, width in before["widths"].items()
+               if name in after["widths"] and after["widths"][name] < width}
+    if not removed:
+        raise WorkerError("level_failed", "structured pruning found no prunable channels (no Conv/Linear layer "
+                                          "besides the output layer, or all channels are coupled to the output)")
+    fractions = sorted(removed.values())
+    try:
+        from importlib.metadata import version
+
+        tp_version = version("torch-pruning")  # tp.__version__ lags the release (1.6.1 says 1.6.0)
+    except Exception:
+        tp_version = tp.__version__
+    note = (f"L1-norm structured channel pruning at {PRUNING_RATIO:.0%} (torch-pruning {tp_version}): "
+            f"{len(removed)} layer(s) narrowed, output layer(s) {', '.join(before['final'])} kept")
+    return module, [note, NOTE_PRUNED], {
+        "pruning_ratio": PRUNING_RATIO, "layers_pruned": len(removed), "kept_layers": before["final"],
+        "removed_fraction_min": round(fractions[0], 4), "removed_fraction_max": round(fractions[-1], 4),
+        "macs_before": before["macs"], "macs_after": after["macs"], "torch_pruning": tp_version}
+
+
+def _derive(req: WorkerRequest, res: WorkerResult, kind: str, module: Any, example: Any, keep_original: bool
+            ) -> tuple[Any, Any]:
+    """Derive ``req.level``, fill ``res.variant`` and make ``res.model`` describe the variant;
+    returns (variant, its input). The caller drops the original and calls ``_released``."""
+    import torch
+
+    level = req.level
+    assert level is not None
+    fmt = res.model["format"]
+    if fmt == "torchscript" and level != "fp16":
+        raise WorkerError("level_failed", f"level {level} needs a pickled nn.Module (torch.save(model)): a TorchScript "
+                                          f"file's compiled graph cannot be quantized or pruned here (fp16 works)")
+    progress(f"deriving {level}")
+    t0 = time.perf_counter()
+    before = {k: res.model[k] for k in ("params", "param_bytes", "dtype")}
+    try:
+        variant, notes, details = derive_variant(module, level, example, keep_original)
+        info = torch_model_info(variant, res.model["input_shape"])
+        x = make_torch_input(res.model["input_shape"], info["input_dtype"])
+        with torch.inference_mode():
+            variant(x)
+    except WorkerError:
+        raise
+    except Exception as exc:
+        raise _level_failure(req, kind, level, exc, res.model["input_shape"]) from None
+    res.timings_s["derive"] = time.perf_counter() - t0
+    res.model.update(info)
+    res.variant = {"level": level, "params_before": before["params"], "params_after": info["params"],
+                   "param_bytes_before": before["param_bytes"], "param_bytes_after": info["param_bytes"],
+                   "dtype_before": before["dtype"], "dtype_after": info["dtype"],
+                   "serialized_bytes": None, "serialized_format": None, "derive_s": round(res.timings_s["derive"], 3),
+                   "notes": notes, "details": details}
+    progress(f"derived {level} in {res.timings_s['derive']:.2f} s: {before['params']} -> {info['params']} params, "
+             f"{before['param_bytes']} -> {info['param_bytes']} bytes")
+    return variant, x
+
+
+def _level_failure(req: WorkerRequest, kind: str, level: str, exc: BaseException, shape: list[int]
+                   ) -> WorkerError:
+    """Blame the input shape when the original model rejects it too (reloaded: derivation may have
+    changed it in place), else the level, quoting the failing op's message."""
+    import torch
+
+    try:
+        original, _, _ = load_torch_model(req.model_path, kind)
+        x = make_torch_input(shape, torch_model_info(original, shape)["input_dtype"])
+    except Exception:
+        original = None
+    if original is not None:
+        try:
+            with torch.inference_mode():
+                original(x)
+        except Exception as original_exc:
+            return WorkerError("bad_input_shape", f"the model rejected an input of shape {shape}: "
+                                                  f"{first_line(original_exc)}; set input_shape to what the model "
+                                                  f"expects")
+    return WorkerError("level_failed", f"the {level} variant could not be derived or run "
+                                       f"({type(exc).__name__}: {first_line(exc)})")
+
+
+def _released(mem: MemoryPhases) -> None:
+    """After the caller dropped the original: collect it, hand freed heap pages back to the OS
+    (glibc keeps them otherwise, and RSS would still show the derivation), then record RSS and
+    the peak so far."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: RSS may include freed heap
+        pass
+    mem.mark("after_derive")
+
+
+class _ByteCounter:
+    """A write-only sink: torch.save's size without holding the bytes (no RSS of its own)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: Any) -> int:
+        self.n += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def serialized_size(variant: Any, example: Any) -> tuple[int, str]:
+    """(bytes, format) of the variant as ``derive`` would write it: torch.save of the module, or
+    TorchScript (traced) where the module does not pickle (FX-quantized GraphModules)."""
+    import torch
+
+    if isinstance(variant, torch.jit.ScriptModule):
+        return len(variant.save_to_buffer()), "torchscript"
+    try:
+        counter = _ByteCounter()
+        torch.save(variant, counter)
+        return counter.n, "pickled_module"
+    except Exception:
+        return len(_trace(variant, example).save_to_buffer()), "torchscript"
+
+
+def _trace(variant: Any, example: Any) -> Any:
+    import torch
+
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer warnings about constants are expected here
+        return torch.jit.trace(variant, example, check_trace=False)
+
+
+def _fill_size(res: WorkerResult, variant: Any, example: Any) -> None:
+    size, fmt = serialized_size(variant, example)
+    res.variant.update(serialized_bytes=size, serialized_format=fmt)
+
+
+def write_variant(variant: Any, example: Any, out: str) -> dict[str, Any]:
+    """Write the variant atomically as whole-module torch.save, else (does not pickle, or does not
+    load back) traced TorchScript; the file is loaded back and run once before it is moved in place."""
+    import torch
+
+    tmp = f"{out}.tmp{os.getpid()}"
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    reason = None
+    try:
+        fmt = "torchscript" if isinstance(variant, torch.jit.ScriptModule) else "pickled_module"
+        if fmt == "pickled_module":
+            stage = "fails"
+            try:
+                torch.save(variant, tmp)
+                stage = "does not load back"
+                _reload_check(tmp, fmt, example)
+            except Exception as exc:
+                reason = (f"torch.save of the variant {stage} ({type(exc).__name__}: {first_line(exc, 150)}); "
+                          f"written as traced TorchScript")
+                progress(reason)
+                fmt = "torchscript"
+        if fmt == "torchscript":
+            torch.jit.save(variant if isinstance(variant, torch.jit.ScriptModule) else _trace(variant, example), tmp)
+            _reload_check(tmp, fmt, example)
+        os.replace(tmp, out)
+    except WorkerError:
+        raise
+    except Exception as exc:
+        raise WorkerError("level_failed", f"could not write the variant to {out}: {type(exc).__name__}: "
+                                          f"{first_line(exc)}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return {"path": os.path.abspath(out), "format": fmt, "size_bytes": os.path.getsize(out),
+            "sha256": file_sha256(out), "format_reason": reason,
+            "check": "loaded back and ran one forward pass in the sandbox"}
+
+
+def _reload_check(path: str, fmt: str, example: Any) -> None:
+    import torch
+
+    loaded = (torch.jit.load(path, map_location="cpu") if fmt == "torchscript"
+              else torch.load(path, map_location="cpu", weights_only=False))
+    with torch.inference_mode():
+        loaded(example)
 
 
 # --- Timing ------------------------------------------------------------------------------------
@@ -487,8 +907,8 @@ def latency_stats(samples: list[float], batch: int, req: WorkerRequest) -> dict[
 
 # --- ONNX --------------------------------------------------------------------------------------
 
-def export_module(module: Any, example: Any, out_path: str, model_info: Optional[dict[str, Any]] = None
-                  ) -> dict[str, Any]:
+def export_module(module: Any, example: Any, out_path: str, model_info: Optional[dict[str, Any]] = None,
+                  metadata: Optional[dict[str, str]] = None) -> dict[str, Any]:
     """Export to ONNX for nn-Meter and write atomically; returns the ``onnx`` result section.
 
     Legacy (TorchScript-based) exporter first: fast, no onnxscript needed, and nn-Meter handles
@@ -514,6 +934,8 @@ def export_module(module: Any, example: Any, out_path: str, model_info: Optional
     model.metadata_props.add(key="lodevem.exporter", value=exporter)
     if model_info:
         model.metadata_props.add(key="lodevem.model", value=json.dumps(model_info))
+    for key, value in (metadata or {}).items():
+        model.metadata_props.add(key=key, value=value)
     _atomic_onnx_save(model, out_path)
     return onnx_section(model, out_path, exporter, cached=False)
 
@@ -594,9 +1016,24 @@ def _graph_inputs(model: Any) -> list[Any]:
 
 
 def onnx_section(model: Any, path: str, exporter: str, cached: bool) -> dict[str, Any]:
+    """``level``/``graph_of`` say which graph the file holds (recorded at export with a level)."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    meta = _metadata(model)
     return {"path": os.path.abspath(path), "exporter": exporter, "opset": opset, "nodes": len(model.graph.node),
-            "cached": cached}
+            "cached": cached, "level": meta.get("lodevem.level"),
+            "graph_of": meta.get("lodevem.graph_of", "the model as given")}
+
+
+def _metadata(model: Any) -> dict[str, str]:
+    return {p.key: p.value for p in model.metadata_props}
+
+
+def _check_onnx_level(model: Any, path: str, level: Optional[str]) -> None:
+    """An existing export must be of the requested level (the host keys its cache on the level)."""
+    recorded, wanted = _metadata(model).get("lodevem.level"), (None if level == "fp32" else level)
+    if recorded != wanted:
+        raise WorkerError("bad_request", f"{path} is an export of level {recorded or 'fp32'}, not "
+                                         f"{wanted or 'fp32'}: use one ONNX path per level")
 
 
 def load_onnx(path: str) -> Any:
@@ -696,25 +1133,63 @@ def _describe_input(model: dict[str, Any]) -> str:
     return f"shape {model['input_shape']} ({model['input_dtype']})"
 
 
+Late = Optional[Callable[[], None]]  # runs after the memory summary was taken (see main)
+
+
 def action_inspect(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     if kind == "onnx":
         info = onnx_model_info(load_onnx(req.model_path), req.input_shape)
         res.model = {**_file_info(req.model_path, "onnx"), **info}
         return
     _import_torch(req, res, mem)
-    _load_torch(req, res, mem, kind)
+    module, x = _load_torch(req, res, mem, kind)
+    if req.level:
+        module, x = _derive(req, res, kind, module, x, keep_original=False)
+        _released(mem)
+        _fill_size(res, module, x)
 
 
-def action_measure_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_measure_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    """Measure the model, or with a level the variant derived from it (original freed first).
+
+    The variant's serialized size is computed only after the memory summary, as serializing
+    would add its own transient to the peak.
+    """
     if kind == "onnx":
         raise WorkerError("bad_request", f"{req.model_path} is an ONNX model: measure it with runtime 'onnxruntime'")
     torch = _import_torch(req, res, mem)
     module, x = _load_torch(req, res, mem, kind)
+    if req.level:
+        module, x = _derive(req, res, kind, module, x, keep_original=False)  # rebinding drops the original
+        _released(mem)
+        res.variant["notes"].append(NOTE_PEAK)
     with torch.inference_mode():
         _measure(req, res, mem, lambda: module(x))
+    if req.level:
+        return lambda: _fill_size(res, module, x)
+    return None
 
 
-def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_derive(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    """Write the variant to ``derive_out`` (whole-module torch.save, or TorchScript), atomically."""
+    if kind == "onnx":
+        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
+    out = os.path.abspath(req.derive_out or "")
+    if os.path.exists(out) and os.path.samefile(out, req.model_path):
+        raise WorkerError("bad_request", f"derive_out {out} is the input file: lodevem never overwrites it")
+    _import_torch(req, res, mem)
+    module, x = _load_torch(req, res, mem, kind)
+    module, x = _derive(req, res, kind, module, x, keep_original=False)
+    _released(mem)
+    t0 = time.perf_counter()
+    progress(f"writing the {req.level} variant to {out}")
+    res.derived = write_variant(module, x, out)
+    res.timings_s["export"] = time.perf_counter() - t0
+    res.variant.update(serialized_bytes=res.derived["size_bytes"], serialized_format=res.derived["format"])
+    progress(f"wrote {res.derived['format']} {out} ({res.derived['size_bytes']} bytes)")
+
+
+def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
     """Run an .onnx with onnxruntime; torch is never imported, so every RSS phase is ORT's.
 
     A PyTorch model must come with ``onnx_path`` of an existing export (action export-onnx, which
@@ -725,6 +1200,8 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     if onnx_path is None or not os.path.exists(onnx_path):
         raise WorkerError("bad_request", f"runtime 'onnxruntime' with a PyTorch model needs onnx_path of an existing "
                                          f"export (run action export-onnx first); got {onnx_path!r}")
+    if req.level and kind == "onnx":
+        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
     res.model = _file_info(req.model_path, _format_of(kind))
     t0 = time.perf_counter()
     import numpy as np
@@ -755,6 +1232,7 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     progress(f"loaded {onnx_path}, input {shape} {dtype.name}")
     feeds = {first.name: x}
     _measure(req, res, mem, lambda: session.run(None, feeds))
+    return lambda: _late_onnx_info(res, onnx_path, req.level)
 
 
 def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -762,12 +1240,16 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
     if req.onnx_path is None and kind != "onnx":
         raise WorkerError("bad_request", "export-onnx needs onnx_path (where to write the .onnx)")
     out = req.onnx_path or req.model_path
+    if req.level and kind == "onnx":
+        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
     if req.onnx_path and os.path.exists(req.onnx_path):
         res.model = _file_info(req.model_path, _format_of(kind))
         cached = load_onnx(req.onnx_path)
+        _check_onnx_level(cached, req.onnx_path, req.level)
         _fill_from_onnx(res.model, cached)
-        exporter = next((p.value for p in cached.metadata_props if p.key == "lodevem.exporter"), "as-is")
-        res.onnx = onnx_section(cached, out, exporter, cached=True)
+        meta = _metadata(cached)
+        res.variant = json.loads(meta["lodevem.variant"]) if "lodevem.variant" in meta else None
+        res.onnx = onnx_section(cached, out, meta.get("lodevem.exporter", "as-is"), cached=True)
         return
     t0 = time.perf_counter()
     if kind == "onnx":
@@ -783,11 +1265,25 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         t0 = time.perf_counter()
         with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
             timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
+        metadata: dict[str, str] = {}
+        if req.level:
+            # nn-Meter and the estimator model fp32 kernels: fp16/int8 graphs are predicted from the
+            # original's fp32 graph times the level's factor; pruning changes the graph itself.
+            pruned = req.level == "pruned"
+            variant, vx = _derive(req, res, kind, module, x, keep_original=not pruned)
+            _fill_size(res, variant, vx)
+            if pruned:
+                module, x = variant, vx
+            del variant, vx
+            graph_of = "pruned variant (channels removed)" if pruned else GRAPH_OF_FP32
+            metadata = {"lodevem.level": req.level, "lodevem.graph_of": graph_of,
+                        "lodevem.variant": json.dumps(res.variant)}
+            t0 = time.perf_counter()
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
         keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype")
-        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep})
+        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep}, metadata)
     res.timings_s["export"] = time.perf_counter() - t0
     progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")
 
@@ -821,16 +1317,22 @@ def _atomic_onnx_save(model: Any, path: str) -> None:
     os.replace(tmp, path)
 
 
-def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> None:
+def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
+    """Dispatch; returns the step to run once memory was recorded (or None)."""
     kind = sniff_format(req.model_path)
+    if req.level == "fp32":  # the file as given
+        req.level = None
     if req.action == "inspect":
         action_inspect(req, res, mem, kind)
     elif req.action == "export-onnx":
         action_export(req, res, mem, kind)
+    elif req.action == "derive":
+        action_derive(req, res, mem, kind)
     elif req.runtime == "onnxruntime":
-        action_measure_ort(req, res, mem, kind)
+        return action_measure_ort(req, res, mem, kind)
     else:
-        action_measure_torch(req, res, mem, kind)
+        return action_measure_torch(req, res, mem, kind)
+    return None
 
 
 def _fill_from_onnx(model: dict[str, Any], onnx_model: Any) -> None:
@@ -841,13 +1343,23 @@ def _fill_from_onnx(model: dict[str, Any], onnx_model: Any) -> None:
     model.update({k: v for k, v in info.items() if model.get(k) is None})
 
 
-def _late_onnx_info(model: dict[str, Any], path: str) -> None:
+def _late_onnx_info(res: WorkerResult, path: str, level: Optional[str]) -> None:
     """Model info for an onnxruntime run, read only after memory was recorded: parsing the file
-    with the onnx package would otherwise inflate the onnxruntime process's RSS figures."""
+    with the onnx package would otherwise inflate the onnxruntime process's RSS figures. With a
+    level (only pruned reaches here) the export must be of that level: else the run is an error."""
     try:
-        _fill_from_onnx(model, load_onnx(path))
+        model = load_onnx(path)
     except Exception as exc:  # informative only; the measurement stands
+        if level:
+            raise
         progress(f"could not read the model info from {path}: {first_line(exc)}")
+        return
+    if level:
+        _check_onnx_level(model, path, level)
+        meta = _metadata(model)
+        res.variant = json.loads(meta["lodevem.variant"]) if "lodevem.variant" in meta else None
+    if res.model["params"] is None:
+        _fill_from_onnx(res.model, model)
 
 
 # --- Entry point -------------------------------------------------------------------------------
@@ -885,10 +1397,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     mem = MemoryPhases(rss_start)
     res = WorkerResult()
     code = EXIT_OK
+    late: Late = None
     try:
         req = read_request(sys.argv[1:] if argv is None else argv)
         res.action = req.action
-        run(req, res, mem)
+        late = run(req, res, mem)
         res.ok = True
     except WorkerError as exc:
         res.error, code = {"kind": exc.kind, "message": exc.message}, EXIT_ERROR
@@ -896,8 +1409,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         traceback.print_exc(file=sys.stderr)
         res.error, code = {"kind": "internal", "message": first_line(repr(exc))}, EXIT_ERROR
     res.memory = mem.finish()
-    if res.ok and res.model and res.model["params"] is None and req.runtime == "onnxruntime":
-        _late_onnx_info(res.model, req.model_path if res.model["format"] == "onnx" else req.onnx_path)
+    if late is not None:  # after the memory summary: its work must not count as the model's
+        try:
+            late()
+        except WorkerError as exc:
+            res.ok, res.error, code = False, {"kind": exc.kind, "message": exc.message}, EXIT_ERROR
+        except Exception as exc:  # informative only; the measurement stands
+            traceback.print_exc(file=sys.stderr)
+            progress(f"a step after the measurement failed: {first_line(repr(exc))}")
     progress("done" if res.ok else f"error {res.error['kind']}: {res.error['message']}")
     sys.stdout.flush()
     result_out.write(res.to_json() + "\n")

@@ -23,30 +23,8 @@ import torch
 from torch import nn
 
 from lodevem import image, measure, zoo
-from lodevem.errors import BackendUnavailable
 
 pytestmark = pytest.mark.docker
-
-
-def _daemon_reason() -> Optional[str]:
-    try:
-        image.docker_client(timeout=10)
-        return None
-    except BackendUnavailable as exc:
-        return str(exc)
-
-
-@pytest.fixture(scope="session")
-def docker_backend():
-    reason = _daemon_reason()
-    if reason is not None:
-        pytest.skip(f"Docker daemon unreachable: {reason}")
-    if not image.image_status().present:
-        image.build_image()
-    from lodevem.backends.docker_backend import DockerBackend
-
-    measure.sweep_stale_containers()
-    return DockerBackend()
 
 
 @pytest.fixture(scope="session")

@@ -150,7 +150,7 @@ def test_request_round_trip_and_validation() -> None:
     assert worker.WorkerRequest.from_json(req.to_json()) == req
     for bad in ({"action": "measure", "model_path": "m.pt", "colour": "red"},
                 {"action": "measure", "model_path": "m.pt", "schema_version": 2},
-                {"action": "measure", "model_path": "m.pt", "level": "int8"},
+                {"action": "measure", "model_path": "m.pt", "level": "int4"},
                 {"action": "measure", "model_path": "m.pt", "runs": 0},
                 {"action": "measure", "model_path": "m.pt", "input_shape": [1, 0, 3]},
                 {"action": "fly", "model_path": "m.pt"}, {"model_path": "m.pt"}, [1, 2]):
@@ -160,7 +160,7 @@ def test_request_round_trip_and_validation() -> None:
 
 
 @pytest.mark.parametrize("request_text", ['{"action": "measure", "model_path": "m.pt", "colour": "red"}',
-                                          '{"action": "measure", "model_path": "m.pt", "level": "int8"}',
+                                          '{"action": "measure", "model_path": "m.pt", "level": "int4"}',
                                           '{"action": "measure", "model_path": "m.pt", "schema_version": 99}',
                                           "not json"])
 def test_bad_request_is_a_clean_error(request_text: str, scratch: Path) -> None:
