@@ -144,7 +144,7 @@ def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
         detail = source.split(":", 1)[-1].split("\u2192")[0].split(" (")[0].strip()
         details.add(detail if c.mark != _OTHER_MARK else source)
         if row.latency_uncertainty:
-            uncertainties.add(" ".join(row.latency_uncertainty.split()))
+            uncertainties.update(part.strip() for part in row.latency_uncertainty.split(";") if part.strip())
     notes = []
     for mark, (details, uncertainties) in sorted(by_mark.items(), key=lambda kv: kv[0] != "*"):
         what = ", ".join(sorted(d for d in details if d))
@@ -240,10 +240,15 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
         floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
         if floors:
             text += f"; minimum RAM {max(floors):,.0f} MB"
-        unstable = sorted({reason for r in group if (reason := _unstable_reason(r))})
-        if unstable:
-            text += f"; host latency unstable ({'; '.join(unstable[:2])}): host timings are indicative only"
+        missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
+        if missing:
+            text += f"; no latency on {len(missing)} device(s): {missing[0][:160]}"
         lines.append(text)
+    unstable = [r for r in rows if _unstable_reason(r)]
+    if unstable:
+        lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
+                     f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
+                     "device's latency")
     return lines
 
 
