@@ -9,6 +9,8 @@ chosen for a two-column paper (about 7 in wide at 8 pt) and grow with the number
 
 from __future__ import annotations
 
+import textwrap
+
 import os
 import tempfile
 from collections.abc import Sequence
@@ -184,7 +186,8 @@ def latency_heatmap(rows: Sequence[PairResult], profiles: Optional[Sequence[Prof
         top.tick_params(length=0)
         ax.set_title("Predicted latency per device (ms)", loc="left", pad=14)
         notes = [n.text() for n in source_notes(rows)] + ["hatched: does not fit in the device's RAM"]
-        fig.supxlabel("\n".join(notes), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
+        wrapped = [line for note in notes for line in textwrap.wrap(note, width=int(19 * width))]
+        fig.supxlabel("\n".join(wrapped), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
         if finite.size:
             bar = fig.colorbar(image, ax=ax, label="predicted latency (ms, log scale)", shrink=0.9, pad=0.01)
             plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")

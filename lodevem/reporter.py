@@ -154,7 +154,8 @@ def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
             name = f"nn-Meter {what} carried to the device's core" if what else "nn-Meter"
         else:
             name = what or "other predictor"
-        notes.append(SourceNote(mark, name, "; ".join(sorted(uncertainties))))
+        # The error figure first ("±19% (LODO MAPE)"), then qualifications, in a stable order.
+        notes.append(SourceNote(mark, name, "; ".join(sorted(uncertainties, key=lambda u: (not u.startswith("\u00b1"), u)))))
     return notes
 
 
@@ -221,8 +222,10 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
         if not fitting:
             text = f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
         else:
-            head = (f"fits on all {len(group)} devices" if len(fitting) == len(group)
-                    else f"fits on {len(fitting)} of {len(group)} devices")
+            if len(fitting) < len(group):
+                head = f"fits on {len(fitting)} of {len(group)} devices"
+            else:
+                head = "fits on the 1 device" if len(group) == 1 else f"fits on all {len(group)} devices"
             lowest = max({r.tier for r in fitting}, key=lambda t: list(TIERS).index(t) if t in TIERS else -1)
             text = f"{label}: {head}; lowest tier it runs on: {lowest} = {TIERS.get(lowest, lowest)}"
             peaks = [r.peak_rss_mb for r in fitting if r.peak_rss_mb is not None]

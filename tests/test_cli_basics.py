@@ -59,3 +59,16 @@ def test_check_prints_every_check() -> None:
         assert name in result.output
     assert result.exit_code in (0, 1)
     assert ("✗" in result.output) == (result.exit_code == 1)
+
+
+def test_every_command_and_exit_code_is_documented_in_the_readme() -> None:
+    from lodevem.cli import EXIT_CODES
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for name in cli.commands:
+        assert f"### `lodevem {name}`" in readme, f"README lacks a section for `lodevem {name}`"
+    for code in EXIT_CODES:
+        assert f"\n| {code} |" in readme
+    start_options = {opt for param in cli.commands["start"].params for opt in param.opts if opt.startswith("--")}
+    for option in start_options - {"--help"}:
+        assert f"`{option}" in readme, f"README's start options table lacks {option}"
