@@ -57,8 +57,10 @@ class RichProgress:
     def __enter__(self) -> "RichProgress":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if self._task is not None:
+            if exc_type is not None:  # an error message follows: do not leave a half-done bar above it
+                self._progress.live.transient = True
             self._progress.stop()
 
     def _update(self, **fields: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from . import measure
 from .derive import derive_cached
-from .errors import InputError, LodevemError
+from .errors import InputError, LodevemError, ModelFileError
 from .manifest import collect_manifest
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
@@ -124,10 +124,17 @@ class BenchmarkOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
+# Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input, stopped
+# before any measurement with exit code 2, rather than a row of errors.
+UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
+                       "unsupported_format", "bad_input_shape")
+
+
 def export_onnx(backend: Any, model: ModelFile, config: RunConfig, cache_dir: Path) -> tuple[Optional[Path], str, dict]:
     """ONNX export in the sandbox (never in this process), cached by sha256 + input shape.
 
-    Returns (path or None, message when it failed, the worker's ``model`` block).
+    Returns (path or None, message when it failed, the worker's ``model`` block); raises
+    ``ModelFileError`` when the file itself cannot be benchmarked.
     """
     target = measure.onnx_cache_path(cache_dir, model.sha256, config.input_shape, model.level)
     request = WorkerRequest(action="export-onnx", model_path=str(model.path),
@@ -137,9 +144,12 @@ def export_onnx(backend: Any, model: ModelFile, config: RunConfig, cache_dir: Pa
     result = outcome.result or {}
     if result.get("ok") and target.is_file():
         return target, "", result.get("model") or {}
-    error = (result.get("error") or {}).get("message") or (
+    error = result.get("error") or {}
+    if error.get("kind") in UNUSABLE_FILE_KINDS:
+        raise ModelFileError(error["message"])
+    message = error.get("message") or (
         f"ONNX export did not finish (exit {outcome.exit_code}): {outcome.stderr_tail.splitlines()[-1:] or ''}")
-    return None, error, result.get("model") or {}
+    return None, message, result.get("model") or {}
 
 
 def _row(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: "measure.MemoryMeasurement",

@@ -180,3 +180,16 @@ def test_missing_model_file_is_a_one_line_usage_error(tmp_path: Path) -> None:
 def test_no_model_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["start"])
     assert result.exit_code == 2 and "no model files given" in result.output
+
+
+def test_unusable_model_file_stops_with_exit_2_naming_the_host_path(docker_backend, tmp_path: Path) -> None:
+    import torch
+
+    weights = tmp_path / "weights.pt"
+    torch.save(zoo.build("tiny_cnn").state_dict(), weights)
+    result = CliRunner().invoke(cli, ["start", str(weights), "--profile", "nokia_c1", "--output",
+                                      str(tmp_path / "out"), *FAST], catch_exceptions=False)
+    assert result.exit_code == 2
+    error = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert len(error) == 1 and f"{weights} is a state_dict only" in error[0]
+    assert "torch.save(model, path)" in error[0] and "Traceback" not in result.output

@@ -216,7 +216,7 @@ class DockerBackend:
                     tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
                     shutil.copyfile(produced, tmp)
                     os.replace(tmp, target)
-            return outcome
+            return _with_host_path(outcome, inner.model_path, request.model_path)
         finally:
             if out_dir is not None:
                 shutil.rmtree(out_dir, ignore_errors=True)
@@ -317,3 +317,12 @@ class DockerBackend:
             except Exception:
                 self._cgv = "?"
         return self._cgv
+
+
+def _with_host_path(outcome: RunOutcome, inside: str, host: str) -> RunOutcome:
+    """The worker's message names the file as mounted (/input/x.pt); the user knows its own path."""
+    error = (outcome.result or {}).get("error")
+    if not error or inside not in (error.get("message") or ""):
+        return outcome
+    result = {**outcome.result, "error": {**error, "message": error["message"].replace(inside, host)}}
+    return dataclasses.replace(outcome, result=result)
