@@ -221,90 +221,30 @@ def run_benchmark(config: RunConfig, progress: ProgressSink = NullProgress()) ->
     if backend.name == "docker":
         measure.sweep_stale_containers()
     cache_dir = config.output / ".cache"
-    state_path = config.output / STATE_FILE
-    key = config.state_key(models)
-    state = RunState.load(state_path) if config.resume else None
-    if state is None or state.config_key != key:
-        if config.resume and state is not None:
-            warnings.append("--resume: the previous run used other models or options; starting afresh")
-        state = RunState(key)
-    done = state.done()
+    state = _load_state(config, models, warnings)
 
     progress.stage("exporting models to ONNX (in the sandbox)")
-    exports: dict[str, tuple[Optional[Path], str, dict]] = {}
+    exports = {}
     for model in models:
         progress.working_on(f"exporting {model.label}")
         exports[model.label] = export_onnx(backend, model, config, cache_dir / "onnx")
-
     progress.stage("predicting latency")
-    latencies: dict[str, dict[str, LatencyPrediction]] = {}
-    for model in models:
-        onnx_path, error, _ = exports[model.label]
-        if onnx_path is None:
-            latencies[model.label] = {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {error}", config.threads)
-                                      for p in config.profiles}
-        else:
-            latencies[model.label] = predictor.predict(onnx_path, config.profiles, threads=config.threads,
-                                                       level=model.level)
+    latencies = _predict_all(predictor, models, exports, config)
     warnings.extend(predictor.warnings)
 
-    by_limit: dict[int, list[Profile]] = {}
-    for profile in config.profiles:
-        by_limit.setdefault(profile.ram_mb, []).append(profile)
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
-    progress.start_pairs(len(all_pairs), len(done & all_pairs))
+    progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     specs, failed = _measurement_specs(models, backend, config, cache_dir, progress)
     models = [dataclasses.replace(m, size_bytes=specs[m.label].path.stat().st_size) if m.label in specs else m
               for m in models]
-    floors: dict[str, Optional[int]] = {}
-    if config.find_floor:
-        for model in models:
-            progress.working_on(f"bisecting the RAM floor of {model.label}")
-            floor = measure.find_floor(specs[model.label], backend=backend, runtime=config.runtime,
-                                       timeout_s=config.timeout_s, cache_dir=cache_dir / "measure",
-                                       use_cache=not config.no_cache)
-            floors[model.label] = floor.floor_mb
-            if floor.floor_mb is None:
-                warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
-    by_label = {m.label: m for m in models}
-
-    def on_result(label: str, limit_mb: int, memory: measure.MemoryMeasurement) -> None:
-        model = by_label[label]
-        info = {**exports[label][2]}
-        info.setdefault("format", memory.model_format)
-        info.setdefault("params", memory.params)
-        finished = [p for p in by_limit[limit_mb] if (label, p.id) not in done]
-        for profile in finished:
-            state.rows.append(_row(model, profile, latencies[label][profile.id], memory, info, config,
-                                   floors.get(label)))
-            done.add((label, profile.id))
-        state.save(state_path)  # before reporting progress: an interrupt from here on loses nothing
-        for profile in finished:
-            progress.pair_done(label, profile.label)
-
+    floors = _find_floors(models, specs, backend, config, cache_dir, progress, warnings)
+    recorder = _Recorder(config, {m.label: m for m in models}, exports, latencies, floors, state, progress)
     for label, error in failed.items():
-        for limit in by_limit:
-            on_result(label, limit, measure.failed_measurement(limit, error, backend, config.runtime,
-                                                               by_label[label].sha256, config.threads))
-    pending_models = [m for m in models if m.label in specs
-                      and any((m.label, p.id) not in done for p in config.profiles)]
-    pending_limits = sorted({p.ram_mb for m in pending_models for p in config.profiles
-                             if (m.label, p.id) not in done})
-    # An .onnx file has no torch form: it is always run by onnxruntime (and its rows say so).
-    by_runtime: dict[str, list[ModelFile]] = {}
-    for m in pending_models:
-        runtime = "onnxruntime" if m.path.suffix.lower() == ".onnx" else config.runtime
-        by_runtime.setdefault(runtime, []).append(m)
-    if config.runtime == "torch" and by_runtime.get("onnxruntime"):
-        warnings.append(f"{', '.join(m.label for m in by_runtime['onnxruntime'])}: ONNX file(s) measured "
-                        "with onnxruntime (--runtime torch applies to PyTorch files)")
-    for runtime, group in by_runtime.items():
-        progress.working_on(f"measuring {len(group)} model(s) under {len(pending_limits)} RAM limit(s)")
-        measure.measure_models([specs[m.label] for m in group], pending_limits, backend=backend,
-                               runtime=runtime, warmup=config.warmup, runs=config.runs,
-                               threads=config.threads, jobs=config.jobs, timeout_s=config.timeout_s,
-                               cache_dir=cache_dir / "measure", use_cache=not config.no_cache,
-                               on_result=on_result)
+        for limit in recorder.by_limit:
+            recorder(label, limit, measure.failed_measurement(limit, error, backend, config.runtime,
+                                                              recorder.models[label].sha256, config.threads))
+    _measure_pending(models, specs, backend, config, cache_dir, recorder, progress, warnings)
+
     order = {p.id: i for i, p in enumerate(config.profiles)}
     model_order = {m.label: i for i, m in enumerate(models)}
     rows = sorted((r for r in state.rows if r.profile_id in order and r.model_label in model_order),
@@ -318,3 +258,101 @@ def run_benchmark(config: RunConfig, progress: ProgressSink = NullProgress()) ->
                "predictor": predictor.describe()},
     )
     return BenchmarkOutcome(rows, manifest, warnings)
+
+
+def _load_state(config: RunConfig, models: Sequence[ModelFile], warnings: list[str]) -> RunState:
+    """The finished rows to keep: those of an interrupted run with the same key under --resume."""
+    key = config.state_key(models)
+    state = RunState.load(config.output / STATE_FILE) if config.resume else None
+    if state is not None and state.config_key == key:
+        return state
+    if config.resume and state is not None:
+        warnings.append("--resume: the previous run used other models or options; starting afresh")
+    return RunState(key)
+
+
+def _predict_all(predictor: Predictor, models: Sequence[ModelFile], exports: dict[str, tuple], config: RunConfig
+                 ) -> dict[str, dict[str, LatencyPrediction]]:
+    """Latency of every model on every profile; a model without an export gets cells saying why."""
+    latencies = {}
+    for model in models:
+        onnx_path, error, _ = exports[model.label]
+        if onnx_path is None:
+            latencies[model.label] = {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {error}",
+                                                                          config.threads) for p in config.profiles}
+        else:
+            latencies[model.label] = predictor.predict(onnx_path, config.profiles, threads=config.threads,
+                                                       level=model.level)
+    return latencies
+
+
+def _find_floors(models: Sequence[ModelFile], specs: dict[str, "measure.ModelSpec"], backend: Any,
+                 config: RunConfig, cache_dir: Path, progress: ProgressSink, warnings: list[str]
+                 ) -> dict[str, Optional[int]]:
+    """``--find-floor``: the smallest RAM limit (8 MB tolerance) each model completes in."""
+    floors: dict[str, Optional[int]] = {}
+    if not config.find_floor:
+        return floors
+    for model in models:
+        if model.label not in specs:
+            continue
+        progress.working_on(f"bisecting the RAM floor of {model.label}")
+        floor = measure.find_floor(specs[model.label], backend=backend, runtime=config.runtime,
+                                   timeout_s=config.timeout_s, cache_dir=cache_dir / "measure",
+                                   use_cache=not config.no_cache)
+        floors[model.label] = floor.floor_mb
+        if floor.floor_mb is None:
+            warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
+    return floors
+
+
+class _Recorder:
+    """Turns each finished measurement into rows for every profile with that RAM limit, and
+    saves the state atomically before reporting progress (an interrupt then loses nothing)."""
+
+    def __init__(self, config: RunConfig, models: dict[str, ModelFile], exports: dict[str, tuple],
+                 latencies: dict[str, dict[str, LatencyPrediction]], floors: dict[str, Optional[int]],
+                 state: RunState, progress: ProgressSink) -> None:
+        self.config, self.models, self.exports, self.latencies = config, models, exports, latencies
+        self.floors, self.state, self.progress = floors, state, progress
+        self.done = state.done()
+        self.by_limit: dict[int, list[Profile]] = {}
+        for profile in config.profiles:
+            self.by_limit.setdefault(profile.ram_mb, []).append(profile)
+
+    def pending(self, label: str) -> list[Profile]:
+        return [p for p in self.config.profiles if (label, p.id) not in self.done]
+
+    def __call__(self, label: str, limit_mb: int, memory: "measure.MemoryMeasurement") -> None:
+        info = {**self.exports[label][2]}
+        info.setdefault("format", memory.model_format)
+        info.setdefault("params", memory.params)
+        finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
+        for profile in finished:
+            self.state.rows.append(_row(self.models[label], profile, self.latencies[label][profile.id], memory,
+                                        info, self.config, self.floors.get(label)))
+            self.done.add((label, profile.id))
+        self.state.save(self.config.output / STATE_FILE)
+        for profile in finished:
+            self.progress.pair_done(label, profile.label)
+
+
+def _measure_pending(models: Sequence[ModelFile], specs: dict[str, "measure.ModelSpec"], backend: Any,
+                     config: RunConfig, cache_dir: Path, recorder: _Recorder, progress: ProgressSink,
+                     warnings: list[str]) -> None:
+    """Measure each model with unfinished pairs once per RAM limit those pairs need."""
+    pending = [m for m in models if m.label in specs and recorder.pending(m.label)]
+    limits = sorted({p.ram_mb for m in pending for p in recorder.pending(m.label)})
+    # An .onnx file has no torch form: it is always run by onnxruntime (and its rows say so).
+    by_runtime: dict[str, list[ModelFile]] = {}
+    for m in pending:
+        by_runtime.setdefault("onnxruntime" if m.path.suffix.lower() == ".onnx" else config.runtime, []).append(m)
+    if config.runtime == "torch" and by_runtime.get("onnxruntime"):
+        warnings.append(f"{', '.join(m.label for m in by_runtime['onnxruntime'])}: ONNX file(s) measured "
+                        "with onnxruntime (--runtime torch applies to PyTorch files)")
+    for runtime, group in by_runtime.items():
+        progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
+        measure.measure_models([specs[m.label] for m in group], limits, backend=backend, runtime=runtime,
+                               warmup=config.warmup, runs=config.runs, threads=config.threads, jobs=config.jobs,
+                               timeout_s=config.timeout_s, cache_dir=cache_dir / "measure",
+                               use_cache=not config.no_cache, on_result=recorder)
