@@ -9,7 +9,11 @@ What it does, in order (every step is recorded in the params file's ``provenance
    own ``export_module``, so the kernels are exactly what ``lodevem start`` sees) and corrects
    their MACs to the ncnn graphs' where the data README gives them (a per-model scale).
 2. Thread model: per core, the Amdahl parallel fraction from rows measured at 1 and N threads on
-   the same board (median over pairs); cores without pairs get the median of all pairs.
+   the same board (median over pairs); cores without pairs get the median of all pairs. That
+   per-core fraction is what the runtime uses. To bring the fit's multi-thread rows to 1 thread,
+   the fit uses the fraction of the same (core, model) where other boards measured the pair
+   (median), else the per-core one: thread scaling depends on the network (ResNets scale better
+   than depthwise-heavy nets, data README), and a per-core average mis-converts those rows.
 3. Cost model (``lodevem.estimator``): shared cycles-per-unit ``theta`` for 6 work terms plus, per
    core, a compute and a memory scale (reference core Cortex-A53 = 1), fitted by bounded least
    squares on log latency over all non-int8 rows (1- and multi-thread, via step 2; multi-thread
@@ -185,20 +189,37 @@ def amdahl(q: float, n: int) -> float:
     return 1.0 / ((1.0 - q) + q / n)
 
 
-def parallel_fractions(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, int], float]:
-    """Per-core median Amdahl fraction from same-board 1-thread vs N-thread pairs (non-int8)."""
+def _pair_fractions(rows: Sequence[Row]) -> list[tuple[str, str, float]]:
+    """(core, model, Amdahl fraction) of every same-board 1-thread vs N-thread pair (non-int8)."""
     one = {(r.device, r.core, r.model): r.avg_ms for r in rows if r.threads == 1 and r.precision != "int8"}
-    per_core: dict[str, list[float]] = {}
+    out = []
     for r in rows:
         key = (r.device, r.core, r.model)
         if r.threads > 1 and r.precision != "int8" and key in one:
             speedup = one[key] / r.avg_ms
             q = (1 - 1 / speedup) / (1 - 1 / r.threads)
-            per_core.setdefault(r.core, []).append(min(max(q, 0.0), 1.0))
+            out.append((r.core, r.model, min(max(q, 0.0), 1.0)))
+    return out
+
+
+def parallel_fractions(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, int], float]:
+    """Per-core median Amdahl fraction from same-board 1-thread vs N-thread pairs (non-int8)."""
+    per_core: dict[str, list[float]] = {}
+    for core, _, q in _pair_fractions(rows):
+        per_core.setdefault(core, []).append(q)
     all_q = [q for qs in per_core.values() for q in qs]
     overall = statistics.median(all_q) if all_q else 0.0
     return ({c: statistics.median(qs) for c, qs in per_core.items()}, {c: len(qs) for c, qs in per_core.items()},
             overall)
+
+
+def model_parallel_fractions(rows: Sequence[Row]) -> dict[tuple[str, str], float]:
+    """Per (core, model) median Amdahl fraction over the boards that measured the pair; used only
+    to bring multi-thread fit rows to 1 thread (the runtime keeps the per-core fraction)."""
+    per: dict[tuple[str, str], list[float]] = {}
+    for core, model, q in _pair_fractions(rows):
+        per.setdefault((core, model), []).append(q)
+    return {k: statistics.median(v) for k, v in per.items()}
 
 
 @dataclass
@@ -215,6 +236,11 @@ class Fit:
     fp16_only: frozenset[str] = frozenset()
     derived: dict[str, str] = field(default_factory=dict)
     rms_log: float = 0.0
+    q_model: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def fit_q(self, core: str, model: str) -> float:
+        """Parallel fraction used to convert a multi-thread row of ``model`` on ``core`` (fit only)."""
+        return self.q_model.get((core, model), self.q.get(core, self.q_overall))
 
     def predict(self, work: np.ndarray, core: str, clock: float, threads: int = 1, fp16: bool = False) -> float:
         from lodevem.estimator import COMPUTE_TERMS
@@ -238,7 +264,7 @@ def _derive(core: str, scales: dict[str, tuple[float, float]]) -> Optional[tuple
 
 
 def fit(rows: Sequence[Row], works: dict[str, ModelWork], single_scale: bool = False,
-        board_offsets: bool = True, mt_weight: float = MT_WEIGHT) -> Fit:
+        board_offsets: bool = True, mt_weight: float = MT_WEIGHT, per_model_threads: bool = True) -> Fit:
     """Bounded least squares on log latency; see the module docstring for the model.
 
     ``board_offsets``: one log offset per (board, core), averaging to zero per core, so a board
@@ -246,12 +272,15 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], single_scale: bool = F
     a new phone use the typical board (offset 0). ``mt_weight``: multi-thread rows carry the
     Amdahl model's error on top, so they count half. ``single_scale``: one scale per core
     instead of separate compute and memory scales (kept for comparison in the benchmark).
+    ``per_model_threads``: convert multi-thread rows with the (core, model) parallel fraction
+    measured on other boards where there is one (see the module docstring, step 2).
     """
     from scipy.optimize import least_squares
 
     from lodevem.estimator import COMPUTE_TERMS, TERMS
 
     q, q_pairs, q_overall = parallel_fractions(rows)
+    q_model = model_parallel_fractions(rows) if per_model_threads else {}
     obs = [r for r in rows if r.precision != "int8" and r.base_model in works]
     cores_with_rows = sorted({r.core for r in obs})
     fp32_cores = {r.core for r in obs if r.precision == "fp32"}
@@ -268,7 +297,7 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], single_scale: bool = F
     W = np.array([works[r.base_model].work for r in obs])
     y = np.log([r.avg_ms for r in obs])
     clock = np.array([r.clock_ghz for r in obs])
-    thr = np.array([amdahl(q.get(r.core, q_overall), r.threads) for r in obs])
+    thr = np.array([amdahl(q_model.get((r.core, r.base_model), q.get(r.core, q_overall)), r.threads) for r in obs])
     fp16 = np.array([r.precision == "fp16" for r in obs], dtype=float)
     core_idx = {c: i for i, c in enumerate(free)}
     boards = sorted({(r.device, r.core) for r in obs}) if board_offsets else []
@@ -312,7 +341,7 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], single_scale: bool = F
     result = Fit(theta=theta, scales=scales, phi=phi if tied else 1.0, q=dict(q), q_pairs=q_pairs,
                  q_overall=q_overall, rows_per_core={c: sum(r.core == c for r in obs) for c in cores_with_rows},
                  fp16_only=frozenset(c for c in cores_with_rows if c not in fp32_cores),
-                 rms_log=float(np.sqrt(np.mean(sol.fun[:len(obs)] ** 2))))
+                 rms_log=float(np.sqrt(np.mean(sol.fun[:len(obs)] ** 2))), q_model=q_model)
     if tied:
         result.derived[tie_core] = (f"tied: fp32 speed = {tie_src} x {tie_ratio:g} per clock ({FP16_TIE[3]}); "
                                     f"its {result.rows_per_core[tie_core]} fp16 rows fit the fp16 factor")
@@ -382,7 +411,7 @@ def baseline_constants(rows: Sequence[Row], works: dict[str, ModelWork], result:
     for r in rows:
         if r.precision == "int8" or r.base_model not in works:
             continue
-        ms = r.avg_ms * amdahl(result.q.get(r.core, result.q_overall), r.threads)
+        ms = r.avg_ms * amdahl(result.fit_q(r.core, r.base_model), r.threads)
         ms *= result.phi if r.precision == "fp16" else 1.0
         macs = float(works[r.base_model].work[:n_c].sum())  # MMACs
         logs.setdefault(r.core, []).append(math.log(macs / (ms * r.clock_ghz)))  # MACs per cycle
@@ -529,6 +558,13 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, summ
                 "scales_per_core": "compute and memory",
                 "board_offsets": "one log offset per (board, core), zero mean per core; predictions use 0",
                 "multi_thread_row_weight": MT_WEIGHT,
+                "multi_thread_conversion": ("a multi-thread row enters the fit divided by the Amdahl speedup of the "
+                                            "(core, model) parallel fraction measured on the fit's 1- vs N-thread "
+                                            "pairs (median over boards), else of the core's; the runtime uses the "
+                                            "core's (cores[*].parallel_fraction)"),
+                "fit_parallel_fraction_per_core_model": {
+                    core: {model: round(q, 4) for (c, model), q in sorted(result.q_model.items()) if c == core}
+                    for core in sorted({c for c, _ in result.q_model})},
                 "reference_core": REFERENCE_CORE,
             },
             "rows_total": len(rows),

@@ -153,3 +153,30 @@ def test_fit_recovers_known_parameters(fit_module) -> None:
     summary = fe.lodo_summary(fe.lodo(rows, works))
     assert summary["estimator"]["mape_pct"] < 1.0
 
+
+
+def test_fit_converts_multi_thread_rows_per_model(fit_module) -> None:
+    """Networks scale differently with threads (data README): a board measured only at 4 threads
+    is brought to 1 thread with each model's parallel fraction from other boards of its core."""
+    fe = fit_module
+    rng = np.random.RandomState(1)
+    works = {f"m{i}": fe.ModelWork(f"m{i}", np.array(w), 1.0, 1.0) for i, w in enumerate(
+        rng.uniform([0, 50, 0, 0, 10, 20], [1500, 1500, 40, 3, 250, 240], size=(9, len(TERMS))))}
+    q_of = {name: 0.6 + 0.04 * i for i, name in enumerate(works)}  # 0.60 ... 0.92
+    truth = fe.Fit(theta=np.array([0.25, 0.45, 1.2, 0.0, 0.6, 0.3]),
+                   scales={"Cortex-A53": (1.0, 1.0), "Cortex-A72": (0.65, 0.5), "Cortex-A7": (3.0, 2.0)},
+                   phi=1.0, q={}, q_pairs={}, q_overall=0.0, rows_per_core={})
+    rows = []
+    for device, core, clock, threads in [("b1", "Cortex-A53", 1.2, (1, 4)), ("b2", "Cortex-A53", 2.0, (1, 4)),
+                                         ("b3", "Cortex-A53", 1.5, (4,)), ("b4", "Cortex-A72", 1.8, (1, 2)),
+                                         ("b5", "Cortex-A72", 2.0, (1, 2)), ("b6", "Cortex-A7", 1.2, (1, 4))]:
+        for name, mw in works.items():
+            for t in threads:
+                ms = truth.predict(mw.work, core, clock) / fe.amdahl(q_of[name], t)
+                rows.append(fe.Row(device, core, clock, t, name, "fp32", ms))
+    fitted = fe.fit(rows, works)
+    assert fitted.fit_q("Cortex-A53", "m3") == pytest.approx(q_of["m3"], rel=1e-6)
+    assert fitted.fit_q("Cortex-A75", "m3") == fitted.q["Cortex-A75"]  # no pairs: the core's, never missing
+    assert fitted.rms_log < 1e-4  # b3's 4-thread rows convert exactly
+    assert fitted.scales["Cortex-A72"][0] == pytest.approx(0.65, rel=1e-3)
+    assert fe.fit(rows, works, per_model_threads=False).rms_log > 10 * fitted.rms_log
