@@ -154,7 +154,7 @@ def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
             name = f"nn-Meter {what} carried to the device's core" if what else "nn-Meter"
         else:
             name = what or "other predictor"
-        # The error figure first ("±19% (LODO MAPE)"), then qualifications, in a stable order.
+        # The error figure first ("±18% (LODO MAPE)"), then qualifications, in a stable order.
         notes.append(SourceNote(mark, name, "; ".join(sorted(uncertainties, key=lambda u: (not u.startswith("\u00b1"), u)))))
     return notes
 
