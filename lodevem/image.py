@@ -44,7 +44,8 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
 )
 # The image's python is Debian bookworm's 3.11 on glibc 2.36: accept any manylinux up to that.
 _PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)] + ["manylinux2014_x86_64"]
-_WORKER_FILES = ("__init__.py", "worker.py", "zoo.py")
+_WORKER_FILES = ("__init__.py", "zoo.py")  # plus the worker/ package (_WORKER_PACKAGE), copied whole
+_WORKER_PACKAGE = "worker"
 
 
 @dataclass(frozen=True)
@@ -201,11 +202,13 @@ def prepare_context(progress: Optional[Progress] = None) -> Path:
     shutil.rmtree(pkg, ignore_errors=True)
     pkg.mkdir()
     here = Path(__file__).resolve().parent
-    if not (here / "worker.py").is_file():
-        raise LodevemError(f"{here / 'worker.py'}: the worker module is missing")
+    worker = here / _WORKER_PACKAGE
+    if not (worker / "__main__.py").is_file():
+        raise LodevemError(f"{worker}: the worker package is missing")
     for name in _WORKER_FILES:
         if (here / name).is_file():
             shutil.copy2(here / name, pkg / name)
+    shutil.copytree(worker, pkg / _WORKER_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return ctx
 
 

@@ -157,3 +157,14 @@ def test_template_documents_every_field_and_is_valid(tmp_path: Path) -> None:
                   "nnmeter_predictor", "power_w", "sources"):
         assert f"\n{field}:" in text
         assert field in type(profile).model_fields
+
+
+def test_every_package_is_listed_for_non_editable_installs() -> None:
+    """A subpackage missing from pyproject's explicit list would vanish from a wheel install."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    root = Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.parent.relative_to(root).parts) for p in (root / "lodevem").rglob("__init__.py")}
+    assert on_disk <= listed, sorted(on_disk - listed)
+    assert "lodevem._profiles" in listed

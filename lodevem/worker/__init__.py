@@ -1,0 +1,68 @@
+"""The benchmark worker: the only lodevem code that ever loads a user's model file.
+
+Why a separate program: ``.pt`` files are pickles and unpickling runs arbitrary code, so the host
+never loads them; this package runs inside the memory-limited container (or a child process)
+and reports back one JSON line. It therefore imports nothing from other lodevem modules (the
+image has torch/onnx/onnxruntime but not click, pydantic, docker...) and every one of its modules
+imports only the stdlib at module top level, so the host can import the protocol constants
+without paying for ``import torch``.
+
+Protocol: ``python -m lodevem.worker --request '<json>' | --request-file PATH | --request -``.
+Exactly one JSON object (one line) goes to stdout, progress lines go to stderr prefixed
+``lodevem-worker: ``. Exit 0 = ok, 3 = clean error (``ok: false`` and ``error`` set), anything
+else = crash or kill. Anything the model itself prints (Python or C++) is diverted to stderr so
+stdout stays parseable.
+
+Compression levels (``level``, names as in ``lodevem.levels``): measure, export-onnx and inspect
+derive the variant here, in the sandbox, right after loading the user's model, and then work on
+the variant; action ``derive`` writes it to ``derive_out`` as a file the user then owns. fp16 is
+``.half()`` with half inputs; int8 is dynamic quantization (Linear/LSTM/GRU only, convolutions stay
+fp32); int8-static is FX graph mode post-training static quantization calibrated on seeded random
+inputs of the request's shape; pruned is structured L1-norm channel pruning at 50 % with
+torch-pruning's dependency graph, channels physically removed, no fine-tuning. The ``model``
+section then describes the variant (params, param_bytes, dtypes; format/sha256/file_bytes stay the
+file's) and ``variant`` holds before/after figures. The ONNX export of fp16/int8/int8-static is the
+fp32 graph of the original (nn-Meter and the estimator model fp32 kernels; the host's predictor
+applies the level's factor), of pruned the pruned graph.
+
+Memory with a level: the variant is derived after ``rss_after_load_kb`` and the original freed
+before warm-up (``rss_after_derive_kb``), but VmHWM cannot be reset, so ``hwm_kb`` also covers
+loading the original and the derivation transient; ``hwm_after_derive_kb`` and ``peak_phase`` say
+whether the peak was set then or during inference. The exact peak of the variant alone comes from
+``lodevem derive`` then measuring the written file.
+
+Modules: ``protocol`` (constants, WorkerRequest/WorkerResult/WorkerError, progress lines),
+``__main__`` (command line, ``main``), ``formats`` (sniffing and loading model files),
+``memory`` (RSS phases, cgroup counters), ``timing`` (timed passes, latency stats),
+``onnx_export`` (export, nn-Meter cleanup, reading .onnx), ``variants`` (compression levels),
+``actions`` (the actions and ``run``). Their public names are re-exported here.
+"""
+
+from __future__ import annotations
+
+# The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
+from .protocol import (  # noqa: F401
+    SCHEMA_VERSION, WORKER_VERSION, EXIT_OK, EXIT_ERROR, ACTIONS, RUNTIMES, ERROR_KINDS, FORMATS,
+    DEFAULT_INPUT_SHAPE, PROGRESS_PREFIX, LEVELS, WorkerError, WorkerRequest, WorkerResult, progress,
+    first_line,
+)
+from .memory import (  # noqa: F401
+    proc_status_kb, cgroup_memory, MemoryPhases,
+)
+from .formats import (  # noqa: F401
+    HOW_TO_SAVE, CHECKPOINT_KEYS, sniff_format, file_sha256, load_torch_model, torch_model_info,
+    make_torch_input,
+)
+from .timing import (  # noqa: F401
+    timed_passes, percentile, latency_stats,
+)
+from .onnx_export import (  # noqa: F401
+    ONNX_OPSET, export_module, nn_meter_friendly, onnx_section, load_onnx, onnx_model_info, resolve_static,
+)
+from .variants import (  # noqa: F401
+    PRUNING_RATIO, CALIBRATION_BATCHES, CALIBRATION_SEED, NOTE_DYNAMIC, NOTE_PRUNED, NOTE_PEAK, GRAPH_OF_FP32,
+    derive_variant, quantization_engine, probe_layers, serialized_size, write_variant,
+)
+from .actions import (  # noqa: F401
+    Late, action_inspect, action_measure_torch, action_derive, action_measure_ort, action_export, run,
+)

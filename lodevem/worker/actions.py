@@ -1,0 +1,289 @@
+"""The actions: inspect, measure (torch or onnxruntime), export-onnx and derive, and ``run``,
+which dispatches a request to one of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from typing import Any, Callable, Optional
+
+from .formats import _format_of, file_sha256, load_torch_model, make_torch_input, sniff_format, torch_model_info
+from .memory import MemoryPhases, _released
+from .onnx_export import (_atomic_onnx_save, _check_onnx_level, _metadata, export_module, load_onnx, nn_meter_friendly,
+                          onnx_model_info, onnx_section, resolve_static)
+from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .timing import latency_stats, timed_passes
+from .variants import GRAPH_OF_FP32, NOTE_PEAK, _derive, _fill_size, write_variant
+
+
+def _import_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Any:
+    t0 = time.perf_counter()
+    import torch
+
+    torch.set_num_threads(req.threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # only settable once, before any parallel work
+        pass
+    res.timings_s["import"] = time.perf_counter() - t0
+    mem.mark("after_import")
+    res.runtime = {"name": "torch", "version": torch.__version__, "python": platform.python_version(),
+                   "onnxruntime": None}
+    progress(f"imported torch {torch.__version__}")
+    return torch
+
+
+def _file_info(path: str, fmt: Optional[str]) -> dict[str, Any]:
+    return {"format": fmt, "sha256": file_sha256(path), "file_bytes": os.path.getsize(path), "params": None,
+            "param_bytes": None, "dtype": None, "input_shape": None, "input_dtype": None}
+
+
+def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any]:
+    """Load the model and fill ``res.model``; returns (eval-mode module, example input)."""
+    t0 = time.perf_counter()
+    module, fmt, hint = load_torch_model(req.model_path, kind)
+    shape = req.input_shape or hint or list(DEFAULT_INPUT_SHAPE)
+    res.model = {**_file_info(req.model_path, fmt), **torch_model_info(module, shape)}
+    res.timings_s["load"] = time.perf_counter() - t0
+    mem.mark("after_load")
+    progress(f"loaded {fmt}, {res.model['params']} params, input {shape} {res.model['input_dtype']}")
+    return module, make_torch_input(shape, res.model["input_dtype"])
+
+
+def _measure(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, call: Callable[[], Any]) -> None:
+    shape, describe = res.model["input_shape"], _describe_input(res.model)
+    t0 = time.perf_counter()
+    if req.warmup:
+        timed_passes(call, "warmup", req.warmup, describe)
+    res.timings_s["warmup"] = time.perf_counter() - t0
+    mem.mark("after_warmup")
+    t0 = time.perf_counter()
+    samples = timed_passes(call, "run", req.runs, describe)
+    res.timings_s["measure"] = time.perf_counter() - t0
+    res.latency = latency_stats(samples, shape[0] if shape else 1, req)
+
+
+def _describe_input(model: dict[str, Any]) -> str:
+    return f"shape {model['input_shape']} ({model['input_dtype']})"
+
+
+Late = Optional[Callable[[], None]]  # runs after the memory summary was taken (see main)
+
+
+def action_inspect(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    if kind == "onnx":
+        info = onnx_model_info(load_onnx(req.model_path), req.input_shape)
+        res.model = {**_file_info(req.model_path, "onnx"), **info}
+        return
+    _import_torch(req, res, mem)
+    module, x = _load_torch(req, res, mem, kind)
+    if req.level:
+        module, x = _derive(req, res, kind, module, x, keep_original=False)
+        _released(mem)
+        _fill_size(res, module, x)
+
+
+def action_measure_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    """Measure the model, or with a level the variant derived from it (original freed first).
+
+    The variant's serialized size is computed only after the memory summary, as serializing
+    would add its own transient to the peak.
+    """
+    if kind == "onnx":
+        raise WorkerError("bad_request", f"{req.model_path} is an ONNX model: measure it with runtime 'onnxruntime'")
+    torch = _import_torch(req, res, mem)
+    module, x = _load_torch(req, res, mem, kind)
+    if req.level:
+        module, x = _derive(req, res, kind, module, x, keep_original=False)  # rebinding drops the original
+        _released(mem)
+        res.variant["notes"].append(NOTE_PEAK)
+    with torch.inference_mode():
+        _measure(req, res, mem, lambda: module(x))
+    if req.level:
+        return lambda: _fill_size(res, module, x)
+    return None
+
+
+def action_derive(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    """Write the variant to ``derive_out`` (whole-module torch.save, or TorchScript), atomically."""
+    if kind == "onnx":
+        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
+    out = os.path.abspath(req.derive_out or "")
+    if os.path.exists(out) and os.path.samefile(out, req.model_path):
+        raise WorkerError("bad_request", f"derive_out {out} is the input file: lodevem never overwrites it")
+    _import_torch(req, res, mem)
+    module, x = _load_torch(req, res, mem, kind)
+    module, x = _derive(req, res, kind, module, x, keep_original=False)
+    _released(mem)
+    t0 = time.perf_counter()
+    progress(f"writing the {req.level} variant to {out}")
+    res.derived = write_variant(module, x, out)
+    res.timings_s["export"] = time.perf_counter() - t0
+    res.variant.update(serialized_bytes=res.derived["size_bytes"], serialized_format=res.derived["format"])
+    progress(f"wrote {res.derived['format']} {out} ({res.derived['size_bytes']} bytes)")
+
+
+def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    """Run an .onnx with onnxruntime; torch is never imported, so every RSS phase is ORT's.
+
+    A PyTorch model must come with ``onnx_path`` of an existing export (action export-onnx, which
+    the host caches): exporting here, even in a child process, would charge torch's memory to the
+    container cgroup whose peak is the number lodevem reports.
+    """
+    onnx_path = req.model_path if kind == "onnx" else req.onnx_path
+    if onnx_path is None or not os.path.exists(onnx_path):
+        raise WorkerError("bad_request", f"runtime 'onnxruntime' with a PyTorch model needs onnx_path of an existing "
+                                         f"export (run action export-onnx first); got {onnx_path!r}")
+    if req.level and kind == "onnx":
+        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
+    res.model = _file_info(req.model_path, _format_of(kind))
+    t0 = time.perf_counter()
+    import numpy as np
+    import onnxruntime as ort
+
+    res.timings_s["import"] = time.perf_counter() - t0
+    mem.mark("after_import")
+    res.runtime = {"name": "onnxruntime", "version": ort.__version__, "python": platform.python_version(),
+                   "onnxruntime": ort.__version__}
+    progress(f"imported onnxruntime {ort.__version__}")
+    t0 = time.perf_counter()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = req.threads, 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    try:
+        session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
+    first = session.get_inputs()[0]
+    shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
+    ort_type = first.type[len("tensor("):-1]  # e.g. "tensor(float)"
+    dtype = np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
+    res.model.update(input_shape=shape, input_dtype=dtype.name)
+    x = (np.random.default_rng(0).standard_normal(shape).astype(dtype) if dtype.kind == "f"
+         else np.zeros(shape, dtype=dtype))
+    res.timings_s["load"] = time.perf_counter() - t0
+    mem.mark("after_load")
+    progress(f"loaded {onnx_path}, input {shape} {dtype.name}")
+    feeds = {first.name: x}
+    _measure(req, res, mem, lambda: session.run(None, feeds))
+    return lambda: _late_onnx_info(res, onnx_path, req.level)
+
+
+def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    """Export (or validate an .onnx) to onnx_path; an existing onnx_path is a cache hit: no torch."""
+    if req.onnx_path is None and kind != "onnx":
+        raise WorkerError("bad_request", "export-onnx needs onnx_path (where to write the .onnx)")
+    out = req.onnx_path or req.model_path
+    if req.level and kind == "onnx":
+        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
+    if req.onnx_path and os.path.exists(req.onnx_path):
+        res.model = _file_info(req.model_path, _format_of(kind))
+        cached = load_onnx(req.onnx_path)
+        _check_onnx_level(cached, req.onnx_path, req.level)
+        _fill_from_onnx(res.model, cached)
+        meta = _metadata(cached)
+        res.variant = json.loads(meta["lodevem.variant"]) if "lodevem.variant" in meta else None
+        res.onnx = onnx_section(cached, out, meta.get("lodevem.exporter", "as-is"), cached=True)
+        return
+    t0 = time.perf_counter()
+    if kind == "onnx":
+        model = load_onnx(req.model_path)
+        res.model = {**_file_info(req.model_path, "onnx"), **onnx_model_info(model, req.input_shape)}
+        if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
+            model = nn_meter_friendly(model, res.model["input_shape"])
+            _atomic_onnx_save(model, out)
+        res.onnx = onnx_section(model, out, "as-is", cached=False)
+    else:
+        torch = _import_torch(req, res, mem)
+        module, x = _load_torch(req, res, mem, kind)
+        t0 = time.perf_counter()
+        with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
+            timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
+        metadata: dict[str, str] = {}
+        if req.level:
+            # nn-Meter and the estimator model fp32 kernels: fp16/int8 graphs are predicted from the
+            # original's fp32 graph times the level's factor; pruning changes the graph itself.
+            pruned = req.level == "pruned"
+            variant, vx = _derive(req, res, kind, module, x, keep_original=not pruned)
+            _fill_size(res, variant, vx)
+            if pruned:
+                module, x = variant, vx
+            del variant, vx
+            graph_of = "pruned variant (channels removed)" if pruned else GRAPH_OF_FP32
+            metadata = {"lodevem.level": req.level, "lodevem.graph_of": graph_of,
+                        "lodevem.variant": json.dumps(res.variant)}
+            t0 = time.perf_counter()
+        progress("exporting to ONNX")
+        if res.model["format"] == "exported_program":
+            module = _frozen_mode(module)
+        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype")
+        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep}, metadata)
+    res.timings_s["export"] = time.perf_counter() - t0
+    progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")
+
+
+def _frozen_mode(module: Any) -> Any:
+    """Wrap an ExportedProgram's module for the legacy exporter, whose ``train(False)`` call the
+    exported module refuses ("Calling train() is not supported yet"); it runs as captured anyway."""
+    import torch
+
+    class FrozenMode(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+            self.training = False
+
+        def forward(self, x: Any) -> Any:
+            return self.inner(x)
+
+        def train(self, mode: bool = True) -> "FrozenMode":
+            return self
+
+    return FrozenMode(module)
+
+
+def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
+    """Dispatch; returns the step to run once memory was recorded (or None)."""
+    kind = sniff_format(req.model_path)
+    if req.level == "fp32":  # the file as given
+        req.level = None
+    if req.action == "inspect":
+        action_inspect(req, res, mem, kind)
+    elif req.action == "export-onnx":
+        action_export(req, res, mem, kind)
+    elif req.action == "derive":
+        action_derive(req, res, mem, kind)
+    elif req.runtime == "onnxruntime":
+        return action_measure_ort(req, res, mem, kind)
+    else:
+        return action_measure_torch(req, res, mem, kind)
+    return None
+
+
+def _fill_from_onnx(model: dict[str, Any], onnx_model: Any) -> None:
+    """Fill unknown ``model`` fields from an .onnx: the source model's info that export_module
+    recorded in its metadata, else (an .onnx model itself) its initializers and graph input."""
+    recorded = next((p.value for p in onnx_model.metadata_props if p.key == "lodevem.model"), None)
+    info = json.loads(recorded) if recorded else onnx_model_info(onnx_model, model["input_shape"])
+    model.update({k: v for k, v in info.items() if model.get(k) is None})
+
+
+def _late_onnx_info(res: WorkerResult, path: str, level: Optional[str]) -> None:
+    """Model info for an onnxruntime run, read only after memory was recorded: parsing the file
+    with the onnx package would otherwise inflate the onnxruntime process's RSS figures. With a
+    level (only pruned reaches here) the export must be of that level: else the run is an error."""
+    try:
+        model = load_onnx(path)
+    except Exception as exc:  # informative only; the measurement stands
+        if level:
+            raise
+        progress(f"could not read the model info from {path}: {first_line(exc)}")
+        return
+    if level:
+        _check_onnx_level(model, path, level)
+        meta = _metadata(model)
+        res.variant = json.loads(meta["lodevem.variant"]) if "lodevem.variant" in meta else None
+    if res.model["params"] is None:
+        _fill_from_onnx(res.model, model)

@@ -1,0 +1,255 @@
+"""Model files: identify the format from content, load PyTorch files (torch imported lazily),
+describe the loaded module, and the one-line messages for files that are not usable models."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import zipfile
+from typing import Any, Optional
+
+from .protocol import WorkerError, first_line, progress
+
+
+HOW_TO_SAVE = ("save the whole module with torch.save(model, path), or "
+               "torch.jit.save(torch.jit.script(model), path), or "
+               "torch.export.save(torch.export.export(model, (example_input,)), path)")
+CHECKPOINT_KEYS = {"state_dict", "model_state_dict", "model_state", "optimizer", "optimizer_state_dict",
+                   "epoch", "global_step", "scheduler", "lr_scheduler", "model", "net", "args", "hyper_parameters"}
+_TORCH_LEGACY_MAGIC = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"  # pickled magic number of torch.save(legacy)
+
+
+def sniff_format(path: str) -> str:
+    """Identify the file from its content: a format name, ``"pickle"`` (raw/legacy) or an error.
+
+    Content, not extension, because users rename files freely and a wrong guess would either
+    refuse a good model or feed a PNG to the unpickler.
+    """
+    if not os.path.exists(path):
+        raise WorkerError("not_found", f"model file not found: {path}")
+    if os.path.isdir(path):
+        raise WorkerError("not_a_model", f"{path} is a directory, not a model file; {HOW_TO_SAVE}")
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if not head:
+        raise WorkerError("corrupt", f"{path} is empty (0 bytes); {HOW_TO_SAVE}")
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return _sniff_zip(path)
+    if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return "pickle"
+    if head[:1] == b"\x08" or path.lower().endswith(".onnx"):
+        return "onnx"  # ModelProto starts with field 1 (ir_version, varint): tag byte 0x08
+    raise _not_a_model(path, head)
+
+
+def _sniff_zip(path: str) -> str:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n.split("/", 1)[-1] for n in zf.namelist()]
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise WorkerError("corrupt", f"{path} is a truncated or corrupt zip archive ({exc}); "
+                                     f"re-save it: {HOW_TO_SAVE}") from None
+    if any(n.endswith("serialized_exported_program.json") or n == "archive_format"
+           or (n.startswith("models/") and n.endswith(".json")) for n in names):
+        return "exported_program"
+    if "constants.pkl" in names or any(n.startswith("code/") for n in names):
+        return "torchscript"
+    if "data.pkl" in names:
+        return "pickle"
+    shown = ", ".join(names[:4]) or "none"
+    raise WorkerError("not_a_model", f"{path} is a zip archive but not a PyTorch file (members: {shown}); "
+                                     f"{HOW_TO_SAVE}")
+
+
+def _not_a_model(path: str, head: bytes) -> WorkerError:
+    """Name the common non-model files so the user knows what they passed."""
+    known = {b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"GIF8": "a GIF image",
+             b"%PDF": "a PDF document", b"\x1f\x8b": "a gzip archive", b"\x89HDF": "an HDF5 file (Keras .h5?)"}
+    what = next((desc for magic, desc in known.items() if head.startswith(magic)), None)
+    if head[4:8] == b"TFL3":
+        return WorkerError("unsupported_format", f"{path} is a TensorFlow Lite model; lodevem takes PyTorch or ONNX "
+                                                 f"models: {HOW_TO_SAVE}")
+    if len(head) > 9 and head[8:10] == b'{"':
+        return WorkerError("state_dict", f"{path} is a safetensors file: weights only, no architecture; {HOW_TO_SAVE}")
+    if what is None:
+        try:
+            text = head.decode("utf-8")
+            what = f"a text file starting with {text.strip()[:40]!r}" if "\x00" not in text else None
+        except UnicodeDecodeError:
+            pass
+    what = what or f"an unrecognised binary file (first bytes {head[:8].hex()})"
+    return WorkerError("not_a_model", f"{path} is {what}, not a model; {HOW_TO_SAVE}")
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_torch_model(path: str, kind: str) -> tuple[Any, str, Optional[list[int]]]:
+    """Load a model file into an eval-mode module: (module, format, input-shape hint or None)."""
+    import torch
+
+    try:
+        if kind == "torchscript":
+            return _eval(torch.jit.load(path, map_location="cpu")), "torchscript", None
+        if kind == "exported_program":
+            program = torch.export.load(path)
+            return program.module(), "exported_program", _exported_input_shape(program)
+        obj = _unpickle(path)
+    except WorkerError:
+        raise
+    except (ImportError, AttributeError) as exc:  # class not importable where the worker runs
+        raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available here "
+                                                f"({_missing_code(exc)}); save it with torch.jit.save("
+                                                f"torch.jit.script(model), path) or torch.export.save(...), "
+                                                f"which carry their own code") from None
+    except Exception as exc:  # truncated pickle, bad CRC, PytorchStreamReader errors...
+        what = _format_of(kind).replace("_", " ")
+        raise WorkerError("corrupt", f"{path} could not be read as a {what} file, it looks truncated or corrupt "
+                                     f"({type(exc).__name__}: {first_line(exc, 200)}); {HOW_TO_SAVE}") from None
+    return _eval(_module_from_object(path, obj)), "pickled_module", None
+
+
+def _missing_code(exc: BaseException) -> str:
+    """Say which class/module the pickle needs; ``__main__`` means the user's training script."""
+    found = re.search(r"Can't get attribute '([^']+)' on <module '([^']+)'", str(exc))
+    if found and found.group(2) in ("__main__", __package__, f"{__package__}.__main__"):
+        return f"class {found.group(1)!r} was defined in the script that saved it (__main__)"
+    if found:
+        return f"class {found.group(1)!r} not found in module {found.group(2)!r}"
+    if isinstance(exc, ModuleNotFoundError):
+        return f"module {exc.name!r} is not installed in the benchmark environment"
+    return first_line(exc)
+
+
+def _unpickle(path: str) -> Any:
+    """torch.save files (zip or legacy) via torch.load; other pickles via pickle with torch loaded."""
+    import pickle
+
+    import torch
+
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head.startswith(b"PK") or head[2:14] == _TORCH_LEGACY_MAGIC:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
+def _module_from_object(path: str, obj: Any) -> Any:
+    """Accept an nn.Module; explain state_dicts, checkpoints and other pickles in one line."""
+    from collections.abc import Mapping
+
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if isinstance(obj, torch.export.ExportedProgram):
+        return obj.module()
+    if isinstance(obj, Mapping) and obj:
+        keys = [str(k) for k in obj]
+        if all(torch.is_tensor(v) for v in obj.values()):
+            example = ", ".join(repr(k) for k in keys[:2])
+            raise WorkerError("state_dict", f"{path} is a state_dict only ({type(obj).__name__} of {len(keys)} "
+                                            f"tensors, e.g. {example}): weights, no architecture; {HOW_TO_SAVE}")
+        module_keys = [str(k) for k, v in obj.items() if isinstance(v, torch.nn.Module)]
+        if module_keys or CHECKPOINT_KEYS & set(keys):
+            shown = ", ".join(repr(k) for k in keys[:6])
+            hint = (f"; it holds a whole nn.Module under key {module_keys[0]!r}: re-save that with "
+                    f"torch.save(ckpt[{module_keys[0]!r}], path)" if module_keys else "")
+            raise WorkerError("optimizer_checkpoint",
+                              f"{path} is a training checkpoint (dict with keys {shown}){hint}; {HOW_TO_SAVE}")
+    raise WorkerError("not_a_model", f"{path} is a pickled {type(obj).__name__}, not an nn.Module; {HOW_TO_SAVE}")
+
+
+def _eval(module: Any) -> Any:
+    """Benchmark inference behaviour (BN running stats, no dropout) even if saved in train mode."""
+    if getattr(module, "training", False):
+        progress("model was saved in train mode; switching to eval()")
+        try:
+            module.eval()
+        except Exception:  # some exported modules refuse eval(); they run as captured
+            pass
+    return module
+
+
+def _exported_input_shape(program: Any) -> Optional[list[int]]:
+    """The example input shape an ExportedProgram was captured with (its guards require it)."""
+    try:
+        args = program.example_inputs[0] if program.example_inputs else ()
+        if args and hasattr(args[0], "shape"):
+            return [int(d) for d in args[0].shape]
+        user = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+        node = next(n for n in program.graph.nodes if n.op == "placeholder" and n.name == user[0])
+        return [int(d) for d in node.meta["val"].shape]
+    except Exception:  # symbolic dims or no metadata: fall back to the default shape
+        return None
+
+
+def torch_model_info(module: Any, input_shape: list[int]) -> dict[str, Any]:
+    """params = parameter elements; param_bytes = every state tensor (parameters, buffers, packed
+    quantized weights) since that is what occupies RAM; input dtype follows the first float param."""
+    import torch
+
+    state = _state_tensors(module.state_dict())
+    if isinstance(module, torch.jit.ScriptModule):  # quantized TorchScript keeps weights out of state_dict
+        state += _script_packed_tensors(module)
+    # quantized weights live in packed buffers, not parameters: count them too
+    params = sum(p.numel() for p in module.parameters()) + sum(t.numel() for t in state if t.is_quantized)
+    by_dtype: dict[str, int] = {}
+    for tensor in state:
+        name = str(tensor.dtype).replace("torch.", "")
+        by_dtype[name] = by_dtype.get(name, 0) + tensor.numel() * tensor.element_size()
+    input_dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
+    return {"params": params, "param_bytes": sum(by_dtype.values()),
+            "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "float32",
+            "input_shape": input_shape, "input_dtype": str(input_dtype).replace("torch.", "")}
+
+
+def _script_packed_tensors(module: Any) -> list[Any]:
+    """(weight, bias) of the packed params of quantized layers in a TorchScript module (e.g. an
+    int8-static file written by ``derive``): they are opaque ScriptObjects, not state_dict entries."""
+    import torch
+
+    out: list[Any] = []
+    for _, sub in module.named_modules():
+        packed = getattr(sub, "_packed_params", None) if hasattr(sub, "_packed_params") else None
+        if isinstance(packed, torch.ScriptObject) and "unpack" in packed._method_names():
+            try:
+                out += [t for t in packed.unpack() if torch.is_tensor(t)]
+            except Exception:  # an unknown packed layout: leave it uncounted
+                pass
+    return out
+
+
+def _state_tensors(values: Any) -> list[Any]:
+    import torch
+
+    items = values.values() if isinstance(values, dict) else values
+    out: list[Any] = []
+    for v in items:
+        if torch.is_tensor(v):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):  # quantized packed params are (weight, bias) tuples
+            out += _state_tensors(v)
+    return out
+
+
+def make_torch_input(shape: list[int], dtype_name: str) -> Any:
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator().manual_seed(0)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+    return torch.zeros(shape, dtype=dtype)
+
+
+def _format_of(kind: str) -> str:
+    """Format name from the sniffed kind, without loading (a bare pickle is presumed a module)."""
+    return "pickled_module" if kind == "pickle" else kind

@@ -1,0 +1,152 @@
+"""The wire protocol: versions, names, the request/result JSON and the one-line error.
+
+Everything here is what host code needs to talk to the worker; ``lodevem.worker`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Optional
+
+
+
+SCHEMA_VERSION = 1
+WORKER_VERSION = "2"  # bump when measurement semantics change: host caches key on it
+EXIT_OK, EXIT_ERROR = 0, 3
+ACTIONS = ("measure", "export-onnx", "inspect", "derive")
+RUNTIMES = ("torch", "onnxruntime")
+ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
+               "bad_input_shape", "export_failed", "unsupported_format", "level_failed", "internal")
+FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx")
+DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]
+PROGRESS_PREFIX = "lodevem-worker: "
+# Compression levels: the same names as lodevem.levels.LEVELS (this package imports no lodevem code).
+LEVELS = ("fp32", "fp16", "int8", "int8-static", "pruned")
+
+
+class WorkerError(Exception):
+    """A failure the worker can explain in one line; becomes ``error: {kind, message}``, exit 3."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        assert kind in ERROR_KINDS, kind
+        super().__init__(message)
+        self.kind, self.message = kind, " ".join(message.split())
+
+
+@dataclass
+class WorkerRequest:
+    """One job for the worker. Field names and defaults are the wire format."""
+
+    action: str
+    model_path: str
+    schema_version: int = SCHEMA_VERSION
+    input_shape: Optional[list[int]] = None
+    warmup: int = 5
+    runs: int = 50
+    threads: int = 1
+    runtime: str = "torch"
+    onnx_path: Optional[str] = None
+    level: Optional[str] = None
+    derive_out: Optional[str] = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: "str | dict[str, Any]") -> "WorkerRequest":
+        """Parse and validate; every problem is a ``bad_request`` WorkerError, never a traceback."""
+        try:
+            obj = json.loads(data) if isinstance(data, str) else data
+        except ValueError as exc:
+            raise WorkerError("bad_request", f"request is not valid JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise WorkerError("bad_request", "request must be a JSON object")
+        unknown = sorted(set(obj) - {f.name for f in fields(cls)})
+        if unknown:
+            raise WorkerError("bad_request", f"unknown request field(s): {', '.join(unknown)}")
+        missing = [k for k in ("action", "model_path") if k not in obj]
+        if missing:
+            raise WorkerError("bad_request", f"missing request field(s): {', '.join(missing)}")
+        request = cls(**obj)
+        request.validate()
+        return request
+
+    def validate(self) -> None:
+        """Raise a ``bad_request`` WorkerError for the first invalid field.
+
+        Not run at construction: the host builds requests freely (e.g. with a compression level
+        this worker does not know yet) and gets the refusal back as a normal worker result.
+        """
+        def is_int(v: Any, low: int) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+        checks = [
+            (self.schema_version == SCHEMA_VERSION, f"schema_version must be {SCHEMA_VERSION}"),
+            (self.action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}"),
+            (self.runtime in RUNTIMES, f"runtime must be one of {', '.join(RUNTIMES)}"),
+            (isinstance(self.model_path, str) and bool(self.model_path), "model_path must be a non-empty string"),
+            (self.onnx_path is None or isinstance(self.onnx_path, str), "onnx_path must be a string or null"),
+            (self.input_shape is None or (isinstance(self.input_shape, list) and bool(self.input_shape)
+                                          and all(is_int(d, 1) for d in self.input_shape)),
+             "input_shape must be a non-empty list of positive integers or null"),
+            (is_int(self.warmup, 0), "warmup must be an integer >= 0"),
+            (is_int(self.runs, 1), "runs must be an integer >= 1"),
+            (is_int(self.threads, 1), "threads must be an integer >= 1"),
+            (self.level is None or self.level in LEVELS, f"level must be null or one of {', '.join(LEVELS)}"),
+            (self.derive_out is None or (isinstance(self.derive_out, str) and bool(self.derive_out)),
+             "derive_out must be a non-empty string or null"),
+            (self.action == "derive" or self.derive_out is None, "derive_out is only for action derive"),
+            (self.action != "derive" or self.derive_out is not None, "derive needs derive_out (where to write)"),
+            (self.action != "derive" or self.level not in (None, "fp32"),
+             "derive needs a level other than fp32 (fp32 is the file as given: nothing to derive)"),
+            (self.action != "derive" or self.runtime == "torch", "derive runs with runtime torch"),
+            (self.runtime != "onnxruntime" or self.level in (None, "fp32", "pruned"),
+             f"level {self.level} cannot be measured with runtime onnxruntime: its ONNX export is the fp32 "
+             "original graph; measure it with runtime torch"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise WorkerError("bad_request", f"{message} (request: {json.dumps(asdict(self))})")
+
+
+@dataclass
+class WorkerResult:
+    """The one JSON object printed on stdout. Sections stay ``None`` when not applicable
+    (``action`` too, when the request itself could not be read)."""
+
+    action: Optional[str] = None
+    ok: bool = False
+    schema_version: int = SCHEMA_VERSION
+    worker_version: str = WORKER_VERSION
+    error: Optional[dict[str, str]] = None
+    model: Optional[dict[str, Any]] = None
+    latency: Optional[dict[str, Any]] = None
+    memory: Optional[dict[str, Any]] = None
+    onnx: Optional[dict[str, Any]] = None
+    runtime: Optional[dict[str, Any]] = None
+    variant: Optional[dict[str, Any]] = None
+    derived: Optional[dict[str, Any]] = None
+    timings_s: dict[str, Optional[float]] = field(
+        default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
+                                 "export": None})
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+
+def progress(message: str) -> None:
+    """Progress goes to stderr so the host can show liveness without touching the result line."""
+    sys.stderr.write(PROGRESS_PREFIX + message + "\n")
+    sys.stderr.flush()
+
+
+def first_line(exc: "BaseException | str", limit: int = 300) -> str:
+    """The first non-empty line of an exception message, trimmed: enough to quote, never a dump."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("The following operation failed in the TorchScript interpreter"):
+        lines = [ln for ln in lines if re.match(r"^\w*(Error|Exception): ", ln)][-1:] or lines  # the real cause
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,46 @@
+"""Timed passes and their latency summary."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+from .protocol import WorkerError, WorkerRequest, first_line, progress
+
+
+def timed_passes(call: Callable[[], Any], label: str, n: int, describe_input: str) -> list[float]:
+    """Run ``call`` n times, return per-pass ms. Any exception means the model rejected the input."""
+    samples: list[float] = []
+    step, last = max(1, n // 10), time.monotonic()
+    for i in range(1, n + 1):
+        t0 = time.perf_counter_ns()
+        try:
+            call()
+        except Exception as exc:
+            raise WorkerError("bad_input_shape", f"the model rejected an input of {describe_input}: {first_line(exc)}; "
+                                                 f"set input_shape to what the model expects") from None
+        samples.append((time.perf_counter_ns() - t0) / 1e6)
+        if i == n or i % step == 0 or time.monotonic() - last >= 2.0:
+            progress(f"{label} {i}/{n}")
+            last = time.monotonic()
+    return samples
+
+
+def percentile(sorted_xs: list[float], q: float) -> float:
+    """numpy's default (linear interpolation) percentile, q in [0, 100]."""
+    k = (len(sorted_xs) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (k - lo)
+
+
+def latency_stats(samples: list[float], batch: int, req: WorkerRequest) -> dict[str, Any]:
+    """Summary of every timed pass; std is the population std (numpy's default)."""
+    xs, mean = sorted(samples), statistics.fmean(samples)
+    stats: dict[str, Any] = {"samples_ms": samples, "mean_ms": mean, "std_ms": statistics.pstdev(samples),
+                             "min_ms": xs[0], "max_ms": xs[-1]}
+    stats.update({f"p{q}_ms": percentile(xs, q) for q in (50, 90, 95, 99)})
+    stats.update({"throughput_ips": 1000.0 / mean * batch if mean > 0 else None,
+                  "warmup": req.warmup, "runs": req.runs, "threads": req.threads})
+    return stats
