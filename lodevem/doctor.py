@@ -61,10 +61,8 @@ def check_docker() -> Check:
 
 
 def check_image() -> Check:
-    try:
-        from .image import image_status
-    except ImportError:
-        return Check("Benchmark image", "fail", "image support not installed", "reinstall lodevem")
+    from .image import image_status
+
     try:
         status = image_status()
     except Exception as exc:

@@ -209,8 +209,9 @@ def _measurement_specs(models: Sequence[ModelFile], backend: Any, config: RunCon
     return specs, failed
 
 
-def run_benchmark(config: RunConfig, progress: ProgressSink = NullProgress()) -> BenchmarkOutcome:
+def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None) -> BenchmarkOutcome:
     """Predict latency and measure memory for every (model x profile) pair of ``config``."""
+    progress = progress if progress is not None else NullProgress()
     models = label_models(config.models, config.levels)
     warnings: list[str] = []
     predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)

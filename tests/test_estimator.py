@@ -147,7 +147,7 @@ def test_fit_recovers_known_parameters(fit_module) -> None:
     fitted = fe.fit(rows, works)
     assert fitted.phi == pytest.approx(1.2, rel=1e-3)
     assert fitted.q["Cortex-A53"] == pytest.approx(0.8, rel=1e-6)
-    for core, (s, m) in truth.scales.items():
+    for core, (s, _m) in truth.scales.items():
         assert fitted.scales[core][0] == pytest.approx(s, rel=1e-3), core
     assert "Cortex-A75" in fitted.derived  # no rows: documented derivation, never silently missing
     summary = fe.lodo_summary(fe.lodo(rows, works))

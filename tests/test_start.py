@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from lodevem import measure, zoo
 from lodevem.cli import cli
 from lodevem.profiles import load_profiles, select_profiles
-from lodevem.results import PairResult, RunState
+from lodevem.results import RunState
 from lodevem.runner import STATE_FILE, RunConfig, label_models, run_benchmark
 
 pytestmark = pytest.mark.docker
