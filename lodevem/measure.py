@@ -71,7 +71,6 @@ class ModelSpec:
     path: Path
     key: str = ""
     input_shape: Optional[tuple[int, ...]] = None
-    level: Optional[str] = None  # a compression variant the worker derives in the sandbox
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -225,18 +224,17 @@ def failed_measurement(limit_mb: int, error: str, backend: Backend, runtime: str
         model_sha256=model_sha256, threads=threads)
 
 
-def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]],
-                    level: Optional[str] = None) -> Path:
-    """Where the ONNX export of a model (variant) at an input shape is cached: one per key."""
+def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]]) -> Path:
+    """Where the ONNX export of a model file at an input shape is cached: one per key."""
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}{'-' + level if level else ''}.onnx"
+    return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}.onnx"
 
 
 def cache_key(model_sha256: str, limit_mb: int, runtime: str, identity: str, worker_version: str, warmup: int,
-              runs: int, threads: int, input_shape: Optional[Sequence[int]], level: Optional[str] = None) -> str:
+              runs: int, threads: int, input_shape: Optional[Sequence[int]]) -> str:
     """Everything a measurement depends on; ``identity`` is the image id (or the host python)."""
     payload = json.dumps([model_sha256, limit_mb, runtime, identity, worker_version, warmup, runs, threads,
-                          list(input_shape) if input_shape else None] + ([level] if level else []))
+                          list(input_shape) if input_shape else None])
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -356,12 +354,12 @@ class _Plan:
 
     def key(self, sha: str, limit: int, spec: ModelSpec) -> str:
         return cache_key(sha, limit, self.runtime, self.backend.identity, WORKER_VERSION, self.warmup, self.runs,
-                         self.threads, spec.input_shape, spec.level)
+                         self.threads, spec.input_shape)
 
     def onnx_path(self, spec: ModelSpec, sha: str) -> Optional[str]:
         if self.runtime != "onnxruntime" or spec.path.suffix.lower() == ".onnx" or self.onnx_dir is None:
             return None
-        return str(onnx_cache_path(self.onnx_dir, sha, spec.input_shape, spec.level))
+        return str(onnx_cache_path(self.onnx_dir, sha, spec.input_shape))
 
     def ensure_onnx(self, spec: ModelSpec, sha: str) -> Optional[str]:
         """Export once, unconstrained, so the measured runs time onnxruntime and not the export."""
@@ -371,7 +369,7 @@ class _Plan:
         with self.lock:
             if path in self.exported:
                 return self.exported[path]
-        request = WorkerRequest(action="export-onnx", model_path=str(spec.path), onnx_path=path, level=spec.level,
+        request = WorkerRequest(action="export-onnx", model_path=str(spec.path), onnx_path=path,
                                 input_shape=list(spec.input_shape) if spec.input_shape else None)
         outcome = self.backend.run(request, None, max(self.timeout_s, 300.0))
         error = None if outcome.result and outcome.result.get("ok") else classify(outcome)[1]
@@ -391,7 +389,7 @@ class _Plan:
         self.backend.prewarm()
         request = WorkerRequest(action="measure", model_path=str(spec.path), warmup=self.warmup, runs=self.runs,
                                 threads=self.threads, runtime=self.runtime, onnx_path=self.onnx_path(spec, sha),
-                                input_shape=list(spec.input_shape) if spec.input_shape else None, level=spec.level)
+                                input_shape=list(spec.input_shape) if spec.input_shape else None)
         outcome = self.backend.run(request, limit, self.timeout_s, reference_s=reference_s)
         value = to_measurement(outcome, identity=self.backend.identity, model_sha256=sha, runtime=self.runtime,
                                threads=self.threads)
@@ -429,35 +427,35 @@ def measure_models(models: Iterable[Union[ModelSpec, Path, str]], limits_mb: Ite
         import tempfile
 
         plan.onnx_dir = Path(tempfile.mkdtemp(prefix="lodevem-onnx-"))
-    groups: dict[tuple[str, Optional[str]], list[ModelSpec]] = {}  # (sha256, level)
+    groups: dict[str, list[ModelSpec]] = {}  # by content: byte-identical files are measured once
     for spec in specs:
         if not spec.path.is_file():
             raise FileNotFoundError(f"model file not found: {spec.path}")
-        groups.setdefault((file_sha256(spec.path), spec.level), []).append(spec)
+        groups.setdefault(file_sha256(spec.path), []).append(spec)
     results: dict[tuple[str, int], MemoryMeasurement] = {}
     CANCEL.clear()
     with _SigtermAsInterrupt(), ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lodevem-measure") as pool:
-        running: dict[Future, tuple[tuple[str, Optional[str]], int]] = {}
+        running: dict[Future, tuple[str, int]] = {}
 
-        def submit(group: tuple[str, Optional[str]], limit: int, reference_s: Optional[float]) -> None:
-            running[pool.submit(plan.measure, groups[group][0], group[0], limit, reference_s)] = (group, limit)
+        def submit(sha: str, limit: int, reference_s: Optional[float]) -> None:
+            running[pool.submit(plan.measure, groups[sha][0], sha, limit, reference_s)] = (sha, limit)
 
         try:
-            for group in groups:
-                submit(group, limits[0], None)
+            for sha in groups:
+                submit(sha, limits[0], None)
             while running:
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for future in done:
-                    group, limit = running.pop(future)
+                    sha, limit = running.pop(future)
                     value = future.result()
-                    for spec in groups[group]:
+                    for spec in groups[sha]:
                         results[(spec.key, limit)] = value
                         if on_result is not None:
                             on_result(spec.key, limit, value)
                     if limit == limits[0]:
                         reference = value.wall_s if value.verdict == "fits" else None
                         for smaller in limits[1:]:
-                            submit(group, smaller, reference)
+                            submit(sha, smaller, reference)
         except BaseException:
             cancel_all()
             for future in running:

@@ -130,16 +130,16 @@ UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a
                        "unsupported_format", "bad_input_shape")
 
 
-def export_onnx(backend: Any, model: ModelFile, config: RunConfig, cache_dir: Path) -> tuple[Optional[Path], str, dict]:
-    """ONNX export in the sandbox (never in this process), cached by sha256 + input shape.
+def export_onnx(backend: Any, path: Path, config: RunConfig, cache_dir: Path) -> tuple[Optional[Path], str, dict]:
+    """ONNX export of a model file in the sandbox (never in this process), cached by sha256 + shape.
 
     Returns (path or None, message when it failed, the worker's ``model`` block); raises
     ``ModelFileError`` when the file itself cannot be benchmarked.
     """
-    target = measure.onnx_cache_path(cache_dir, model.sha256, config.input_shape, model.level)
-    request = WorkerRequest(action="export-onnx", model_path=str(model.path),
+    target = measure.onnx_cache_path(cache_dir, measure.file_sha256(path), config.input_shape)
+    request = WorkerRequest(action="export-onnx", model_path=str(path),
                             input_shape=list(config.input_shape) if config.input_shape else None,
-                            onnx_path=str(target), level=model.level, warmup=0, runs=1)
+                            onnx_path=str(target), warmup=0, runs=1)
     outcome = backend.run(request, None, config.timeout_s)
     result = outcome.result or {}
     if result.get("ok") and target.is_file():
@@ -147,9 +147,30 @@ def export_onnx(backend: Any, model: ModelFile, config: RunConfig, cache_dir: Pa
     error = result.get("error") or {}
     if error.get("kind") in UNUSABLE_FILE_KINDS:
         raise ModelFileError(error["message"])
-    message = error.get("message") or (
-        f"ONNX export did not finish (exit {outcome.exit_code}): {outcome.stderr_tail.splitlines()[-1:] or ''}")
-    return None, message, result.get("model") or {}
+    return None, error.get("message") or measure.classify(outcome)[1] or "ONNX export failed", result.get("model") or {}
+
+
+def _export_all(models: Sequence[ModelFile], specs: dict[str, "measure.ModelSpec"], failed: dict[str, str],
+                done: dict[Path, tuple], backend: Any, config: RunConfig, cache_dir: Path,
+                progress: ProgressSink) -> dict[str, tuple]:
+    """The ONNX graph each model's latency is predicted from, each distinct file exported once.
+
+    fp16 and int8 levels are predicted from the original's fp32 graph (the predictor applies the
+    level's factor), so they share the original's export; a pruned variant is a smaller dense
+    model and is predicted from its own derived file. ``done`` holds the exports made so far
+    (by file path) and gains the new ones.
+    """
+    exports = {}
+    for model in models:
+        if model.label in failed:
+            exports[model.label] = (None, failed[model.label], {})
+            continue
+        path = specs[model.label].path if model.level == "pruned" else model.path
+        if path not in done:
+            progress.working_on(f"exporting {path.name}")
+            done[path] = export_onnx(backend, path, config, cache_dir / "onnx")
+        exports[model.label] = done[path]
+    return exports
 
 
 def _row(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: "measure.MemoryMeasurement",
@@ -225,17 +246,18 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None) ->
     state = _load_state(config, models, warnings)
 
     progress.stage("exporting models to ONNX (in the sandbox)")
-    exports = {}
-    for model in models:
-        progress.working_on(f"exporting {model.label}")
-        exports[model.label] = export_onnx(backend, model, config, cache_dir / "onnx")
+    exported: dict[Path, tuple] = {}
+    for path in dict.fromkeys(m.path for m in models):  # the user's files first: a bad one stops here
+        progress.working_on(f"exporting {path.name}")
+        exported[path] = export_onnx(backend, path, config, cache_dir / "onnx")
+    specs, failed = _measurement_specs(models, backend, config, cache_dir, progress)
+    exports = _export_all(models, specs, failed, exported, backend, config, cache_dir, progress)
     progress.stage("predicting latency")
     latencies = _predict_all(predictor, models, exports, config)
     warnings.extend(predictor.warnings)
 
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
-    specs, failed = _measurement_specs(models, backend, config, cache_dir, progress)
     models = [dataclasses.replace(m, size_bytes=specs[m.label].path.stat().st_size) if m.label in specs else m
               for m in models]
     floors = _find_floors(models, specs, backend, config, cache_dir, progress, warnings)
@@ -325,9 +347,9 @@ class _Recorder:
         return [p for p in self.config.profiles if (label, p.id) not in self.done]
 
     def __call__(self, label: str, limit_mb: int, memory: "measure.MemoryMeasurement") -> None:
-        info = {**self.exports[label][2]}
-        info.setdefault("format", memory.model_format)
-        info.setdefault("params", memory.params)
+        exported = self.exports[label][2]  # the measured file's own figures win (a variant's, not its original's)
+        info = {"format": memory.model_format or exported.get("format"),
+                "params": memory.params if memory.params is not None else exported.get("params")}
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
         for profile in finished:
             self.state.rows.append(_row(self.models[label], profile, self.latencies[label][profile.id], memory,
