@@ -9,22 +9,22 @@ place, so the file belongs to the user, not to the container's uid.
 Output names are ``<stem>_<level>.pt`` (e.g. ``mobilenet_v2_int8-static.pt``). Formats: a
 whole-module ``torch.save`` (loading it needs the model's classes, like the input file) for fp16,
 int8 and pruned; int8-static FX-quantized modules do not pickle, so they are written as traced
-TorchScript (self-contained). A derived file is benchmarked like any other file, and that is
-the exact measurement of the variant alone: ``start --levels`` derives inside the measured
-sandbox, so its peak RAM also covers loading the original and the derivation.
+TorchScript (self-contained). A derived file is benchmarked like any other file; ``start --levels``
+derives each variant once here (``derive_cached``, no memory limit) and measures the derived file,
+so the variant's peak RAM does not include loading the original or the derivation.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .errors import InputError, LodevemError
 from .levels import LEVELS
-from .measure import file_sha256
+from .measure import classify, file_sha256
+from .results import write_atomic
 from .worker import WORKER_VERSION, WorkerRequest
 
 DERIVABLE = tuple(level for level in LEVELS if level != "fp32")
@@ -111,14 +111,7 @@ def _read_outcome(outcome: Any, level: str, target: Path) -> tuple[Optional[Deri
                            note="; ".join(notes)), ""
     if result.get("ok"):
         return None, f"the worker reported success but {target} was not written"
-    if result.get("error"):
-        return None, str(result["error"].get("message"))
-    if outcome.timed_out:
-        return None, f"no result within the {outcome.wall_s:.0f} s timeout"
-    if outcome.oom_killed:
-        return None, "the sandbox ran out of memory while deriving"
-    last = (outcome.stderr_tail.strip().splitlines() or ["no output"])[-1][:200]
-    return None, f"the worker died with exit code {outcome.exit_code} and no result: {last}"
+    return None, classify(outcome)[1] or "the worker failed without a message"
 
 
 def derive_cached(model: Path, level: str, cache_dir: Path, backend: Any,
@@ -155,9 +148,7 @@ def derive_cached(model: Path, level: str, cache_dir: Path, backend: Any,
     derived, error = _read_outcome(backend.run(request, None, timeout_s), level, file)
     if derived is None:
         raise DeriveFailed(model, {level: error}, [])
-    tmp = sidecar.with_name(f"{sidecar.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps({**asdict(derived), "path": str(file)}))
-    os.replace(tmp, sidecar)
+    write_atomic(sidecar, json.dumps({**asdict(derived), "path": str(file)}))
     return derived
 
 

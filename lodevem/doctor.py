@@ -42,22 +42,18 @@ def check_docker() -> Check:
         "install and start the engine: apt-get install -y docker.io && "
         "(dockerd >/tmp/dockerd.log 2>&1 &) - or run scripts/setup-docker.sh"
     )
+    from .errors import BackendUnavailable
+    from .image import docker_client
+
     try:
-        import docker
-    except ImportError:
-        return Check("Docker daemon", "fail", "docker-py not installed", "pip install docker")
+        client = docker_client(timeout=5)
+    except BackendUnavailable as exc:
+        return Check("Docker daemon", "fail", str(exc), hint)
     try:
-        client = docker.from_env(timeout=5)
-        version = client.version()
-    except Exception as exc:  # docker-py raises several types for "no daemon"
-        reason = str(exc).splitlines()[0][:160]
-        return Check("Docker daemon", "fail", f"not reachable ({reason})", hint)
+        version = client.version().get("Version", "?")
     finally:
-        try:
-            client.close()
-        except Exception:
-            pass
-    return Check("Docker daemon", "ok", f"reachable, server {version.get('Version', '?')}")
+        client.close()
+    return Check("Docker daemon", "ok", f"reachable, server {version}")
 
 
 def check_image() -> Check:

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from . import __version__
 from .errors import BackendUnavailable, LodevemError
@@ -101,15 +101,20 @@ def build_dir() -> Path:
     return root / "lodevem" / "build"
 
 
-def image_status() -> ImageStatus:
-    """``(present, tag, image id or None)`` for ``lodevem check``; raises BackendUnavailable."""
+def image_status(client: Any = None) -> ImageStatus:
+    """``(present, tag, image id or None)`` for ``lodevem check``; raises BackendUnavailable.
+    ``client``: a docker-py client to reuse, else one is opened (and closed)."""
     import docker.errors
 
-    client = docker_client(timeout=10)
+    own = client is None
+    client = client or docker_client(timeout=10)
     try:
         return ImageStatus(True, IMAGE_TAG, client.images.get(IMAGE_TAG).id)
     except docker.errors.ImageNotFound:
         return ImageStatus(False, IMAGE_TAG, None)
+    finally:
+        if own:
+            client.close()
 
 
 def ensure_base_image(client, progress: Optional[Progress] = None) -> str:
@@ -220,22 +225,22 @@ def context_digest(ctx: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_image(progress_callback: Optional[Progress] = None, *, force: bool = False) -> ImageInfo:
+def build_image(progress_callback: Optional[Progress] = None) -> ImageInfo:
     """Ensure the base image, download wheels, build ``IMAGE_TAG``; stream the log to the callback.
 
-    ``force=False`` still rebuilds (the layer cache makes an unchanged rebuild take seconds):
-    that is what picks up a changed worker or Dockerfile.
+    Always builds (the layer cache makes an unchanged rebuild take seconds): that is what picks up
+    a changed worker or Dockerfile.
     """
     started = time.monotonic()
     client = docker_client(timeout=600)
     base_source = ensure_base_image(client, progress_callback)
     ctx = prepare_context(progress_callback)
-    previous = image_status().id
+    previous = image_status(client).id
     _say(progress_callback, f"building {IMAGE_TAG} from {ctx}")
     image_id: Optional[str] = None
     tail: list[str] = []
     stream = client.api.build(path=str(ctx), tag=IMAGE_TAG, rm=True, forcerm=True, pull=False,
-                              nocache=force, decode=True, labels={"lodevem.context": context_digest(ctx)})
+                              nocache=False, decode=True, labels={"lodevem.context": context_digest(ctx)})
     for chunk in stream:
         if "error" in chunk:
             raise LodevemError(f"image build failed: {str(chunk['error']).strip().splitlines()[-1]} "

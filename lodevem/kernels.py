@@ -22,7 +22,6 @@ import hashlib
 import logging
 import math
 import warnings
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -128,10 +127,6 @@ class KernelGraph:
     @property
     def bytes_moved(self) -> int:
         return sum(k.bytes_moved for k in self.kernels)
-
-    def type_counts(self) -> dict[str, int]:
-        """nn-Meter predictor type -> number of kernels, sorted by type for stable messages."""
-        return dict(sorted(Counter(k.nnmeter_type for k in self.kernels).items()))
 
 
 def _prod(values: Sequence[int]) -> int:

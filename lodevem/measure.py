@@ -57,9 +57,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from .backends.base import CANCEL, Backend, Cancelled, RunOutcome
 from .errors import BackendUnavailable
+from .results import write_atomic
 from .worker import WORKER_VERSION, WorkerRequest
 
-VERDICTS = ("fits", "oom", "thrashing", "timeout", "error")
 _PHASES = (("run ", "during inference"), ("warmup ", "during warm-up"), ("loaded", "during warm-up"),
            ("imported", "while loading the model"), ("start", "during runtime import"))
 
@@ -260,10 +260,7 @@ class MeasureCache:
         # or deserve a retry.
         if self.dir is None or value.verdict in ("timeout", "error"):
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp.write_text(json.dumps(value.to_dict(), indent=1))
-        os.replace(tmp, self.dir / f"{key}.json")
+        write_atomic(self.dir / f"{key}.json", json.dumps(value.to_dict(), indent=1))
 
 
 # --- backends, cleanup -------------------------------------------------------------------------
@@ -293,12 +290,13 @@ def default_backend(requested: str = "auto") -> tuple[Backend, Optional[str]]:
     return backend, f"{reason}; falling back to the process backend ({backend.enforcement(1024).replace('=1024MB', '')})"
 
 
-def sweep_stale_containers() -> int:
-    """Remove labelled containers left by a killed lodevem; 0 when no daemon is reachable."""
+def sweep_stale_containers(client: Any = None) -> int:
+    """Remove labelled containers left by a killed lodevem; 0 when no daemon is reachable.
+    ``client``: a docker-py client to reuse (e.g. the backend's), else one is opened."""
     try:
         from .backends.docker_backend import sweep_stale_containers as sweep
 
-        return sweep()
+        return sweep(client)
     except BackendUnavailable:
         return 0
 
@@ -522,5 +520,5 @@ def find_floor(model: Union[ModelSpec, Path, str], *, backend: Optional[Backend]
         raise
 
 
-__all__ = ["VERDICTS", "ModelSpec", "MemoryMeasurement", "FloorResult", "Cancelled", "classify", "cache_key",
+__all__ = ["ModelSpec", "MemoryMeasurement", "FloorResult", "Cancelled", "classify", "cache_key",
            "default_backend", "measure_models", "find_floor", "sweep_stale_containers", "cancel_all", "oom_phase"]

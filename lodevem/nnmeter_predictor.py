@@ -68,10 +68,11 @@ def _nn_meter_configs() -> list[dict[str, Any]]:
 
 
 def _config(name: str) -> dict[str, Any]:
-    for entry in _nn_meter_configs():
+    configs = _nn_meter_configs()
+    for entry in configs:
         if entry.get("name") == name:
             return entry
-    known = ", ".join(e.get("name", "?") for e in _nn_meter_configs())
+    known = ", ".join(e.get("name", "?") for e in configs)
     raise InputError(f"unknown nn-Meter predictor '{name}'; nn-Meter knows: {known}")
 
 
@@ -129,10 +130,6 @@ class KernelPredictions:
     ms: tuple[Optional[float], ...]
     uncovered: dict[str, int]
 
-    @property
-    def total_ms(self) -> float:
-        return sum(m for m in self.ms if m is not None)
-
     def warning(self) -> Optional[str]:
         """One line naming the kernel types nn-Meter skipped, with counts (None if all covered)."""
         if not self.uncovered:
@@ -159,7 +156,7 @@ class NnMeterPredictorSet:
 
         folder = predictor_dir(data_dir, name)
         rules = folder / _FUSION_RULES
-        if not rules.is_file() or not any(folder.glob("*.pkl")):
+        if not is_available(data_dir, name):
             raise InputError(
                 f"no nn-Meter predictor '{name}' in {folder} (need {_FUSION_RULES} and <kernel>.pkl files); "
                 f"run 'lodevem fetch-predictors' or unzip the predictor there, or use --predictor estimator"

@@ -28,7 +28,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from . import __version__
-from .profiles import TIERS, Profile
+from .profiles import TIERS, Profile, tier_rank
 from .reporter import cells, group_by_model, ordered_devices, source_notes
 from .results import PairResult
 
@@ -88,11 +88,6 @@ def _draw_limits(ax: Axes, limits: dict[int, list[str]]) -> list[Line2D]:
     A size shared by several tiers (512 MB: tier2 and tier3) gets one line, coloured by the most
     constrained of them, and a label naming them all. Call after the x scale is set.
     """
-    order = list(TIERS)
-
-    def tier_rank(t: str) -> int:
-        return order.index(t) if t in order else len(order)
-
     colours = []
     for ram, tiers in limits.items():
         colours.append(TIER_COLOURS.get(max(tiers, key=tier_rank), "grey"))

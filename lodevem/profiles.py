@@ -38,6 +38,11 @@ CORE_TYPES: tuple[str, ...] = (
 )
 
 ENV_VAR = "LODEVEM_PROFILES"
+
+
+def tier_rank(tier: str) -> int:
+    """0 for tier1 ... 2 for tier3 (most constrained last); an unknown tier sorts after all."""
+    return list(TIERS).index(tier) if tier in TIERS else len(TIERS)
 _TIER_FOLDER = re.compile(r"^tier\d+$")
 
 
@@ -91,10 +96,6 @@ class Profile(BaseModel):
         """The cluster a single-threaded app is scheduled on: highest clock, then most cores."""
         order = {core: i for i, core in enumerate(CORE_TYPES)}
         return max(self.cpu, key=lambda c: (order[c.core], c.clock_ghz, c.count))
-
-    @property
-    def total_cores(self) -> int:
-        return sum(c.count for c in self.cpu)
 
     @property
     def cores_label(self) -> str:
@@ -190,8 +191,7 @@ def load_profiles(extra_dirs: Sequence[Path | str] = ()) -> list[Profile]:
                     f"{path}: duplicate profile id '{profile.id}' (already defined in {seen[profile.id].path})"
                 )
             seen[profile.id] = profile
-    tier_order = list(TIERS)
-    return sorted(seen.values(), key=lambda p: tier_order.index(p.tier))
+    return sorted(seen.values(), key=lambda p: tier_rank(p.tier))
 
 
 def select_profiles(

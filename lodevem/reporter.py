@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import __version__
-from .profiles import TIERS, Profile
+from .profiles import TIERS, Profile, tier_rank
 from .results import RESULTS_SCHEMA_VERSION, VERDICTS, PairResult, write_atomic
 
 CSV_NAME = "benchmark_results.csv"
@@ -60,8 +60,7 @@ def ordered_devices(rows: Sequence[PairResult],
         first.setdefault(row.profile_id, row)
     given = [p.id for p in profiles or () if p.id in first]
     ids = list(dict.fromkeys(given + list(first)))
-    rank = {tier: i for i, tier in enumerate(TIERS)}
-    ids.sort(key=lambda pid: rank.get(first[pid].tier, len(rank)))  # stable: keeps given order
+    ids.sort(key=lambda pid: tier_rank(first[pid].tier))  # stable: keeps given order
     return [first[pid] for pid in ids]
 
 
@@ -226,7 +225,7 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
                 head = f"fits on {len(fitting)} of {len(group)} devices"
             else:
                 head = "fits on the 1 device" if len(group) == 1 else f"fits on all {len(group)} devices"
-            lowest = max({r.tier for r in fitting}, key=lambda t: list(TIERS).index(t) if t in TIERS else -1)
+            lowest = max({r.tier for r in fitting}, key=tier_rank)
             text = f"{label}: {head}; lowest tier it runs on: {lowest} = {TIERS.get(lowest, lowest)}"
             peaks = [r.peak_rss_mb for r in fitting if r.peak_rss_mb is not None]
             if peaks:
@@ -247,7 +246,7 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
         if missing:
             text += f"; no latency on {len(missing)} device(s): {missing[0][:160]}"
         lines.append(text)
-    unstable = [r for r in rows if _unstable_reason(r)]
+    unstable = [r for r in rows if r.host_latency_unstable]  # pyperf's rule, see runner.unstable
     if unstable:
         lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
                      f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
@@ -261,14 +260,6 @@ def _verdict_counts(rows: Sequence[PairResult]) -> str:
         word = _VERDICT_WORDS.get(row.verdict, row.verdict.replace("_", " "))
         counts[word] = counts.get(word, 0) + 1
     return ", ".join(f"{word} on {n}" for word, n in counts.items())
-
-
-def _unstable_reason(row: PairResult) -> Optional[str]:
-    """The runner's flag (pyperf's rule, see ``runner.unstable``) on the host timings."""
-    return row.host_latency_unstable
-
-
-# --------------------------------------------------------------------------- files
 
 
 def csv_columns() -> list[str]:

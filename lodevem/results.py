@@ -18,7 +18,7 @@ from typing import Any, Optional
 RESULTS_SCHEMA_VERSION = 1
 
 # Verdicts of a memory measurement. Only "fits" means the model ran under the limit.
-VERDICTS = ("fits", "oom", "thrashing", "timeout", "error", "not_run")
+VERDICTS = ("fits", "oom", "thrashing", "timeout", "error")
 
 
 @dataclass(frozen=True)

@@ -241,7 +241,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None) ->
     if backend_warning:
         warnings.append(backend_warning)
     if backend.name == "docker":
-        measure.sweep_stale_containers()
+        measure.sweep_stale_containers(backend.client)
     cache_dir = config.output / ".cache"
     state = _load_state(config, models, warnings)
 

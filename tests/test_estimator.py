@@ -154,7 +154,6 @@ def test_fit_recovers_known_parameters(fit_module) -> None:
     assert summary["estimator"]["mape_pct"] < 1.0
 
 
-
 def test_fit_converts_multi_thread_rows_per_model(fit_module) -> None:
     """Networks scale differently with threads (data README): a board measured only at 4 threads
     is brought to 1 thread with each model's parallel fraction from other boards of its core."""

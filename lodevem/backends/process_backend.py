@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import tempfile
 import time
 from pathlib import Path
@@ -144,14 +145,18 @@ class ProcessBackend:
     def __init__(self, python: str = sys.executable) -> None:
         self.python = python
         self.cgroup_parent = find_cgroup_parent()
+        self._warm_lock = threading.Lock()
         self._warm = False
 
     def prewarm(self) -> None:
-        """Import the runtimes once so their pages are cached and charged to lodevem's own cgroup."""
-        if not self._warm:
-            subprocess.run([self.python, "-c", "import torch, onnxruntime, numpy"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=False, timeout=300)
-            self._warm = True
+        """Import the runtimes once so their pages are cached and charged to lodevem's own cgroup.
+
+        Locked: ``measure_models`` calls it from every job thread at once."""
+        with self._warm_lock:
+            if not self._warm:
+                subprocess.run([self.python, "-c", "import torch, onnxruntime, numpy"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, check=False, timeout=300)
+                self._warm = True
 
     @property
     def identity(self) -> str:

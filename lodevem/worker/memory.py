@@ -10,7 +10,6 @@ import resource
 from typing import Any, Optional
 
 
-
 def proc_status_kb() -> dict[str, int]:
     """VmRSS/VmHWM of this process in kB (the RSS the phone's low-memory killer would see)."""
     out: dict[str, int] = {}

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 
-
 SCHEMA_VERSION = 1
 WORKER_VERSION = "2"  # bump when measurement semantics change: host caches key on it
 EXIT_OK, EXIT_ERROR = 0, 3
