@@ -43,6 +43,8 @@ ENV_VAR = "LODEVEM_PROFILES"
 def tier_rank(tier: str) -> int:
     """0 for tier1 ... 2 for tier3 (most constrained last); an unknown tier sorts after all."""
     return list(TIERS).index(tier) if tier in TIERS else len(TIERS)
+
+
 _TIER_FOLDER = re.compile(r"^tier\d+$")
 
 
