@@ -6,7 +6,7 @@
 #   wheels/requirements.txt the pinned top-level requirements;
 #   lodevem/                the worker: __init__.py, zoo.py and the worker/ package.
 # `FROM debian:bookworm` is pulled where a registry is reachable; an air-gapped machine gets the
-# same name from debootstrap + `docker import` (lodevem/image.py does both). Only features of the
+# same name from debootstrap + `docker import` (lodevem/sandbox/image.py does both). Only features of the
 # legacy builder are used (no BuildKit `RUN --mount`): the CLI here has no buildx.
 
 FROM debian:bookworm AS base

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lodevem import measure, zoo  # noqa: E402
-from lodevem.backends.docker_backend import DockerBackend  # noqa: E402
+from lodevem.sandbox.docker_backend import DockerBackend  # noqa: E402
 from lodevem.profiles import load_profiles  # noqa: E402
 from lodevem.worker import WorkerRequest  # noqa: E402
 

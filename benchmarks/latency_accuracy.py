@@ -95,7 +95,7 @@ def timing(cache: Path) -> None:
         paths[name] = path
     profiles = load_profiles()
     t0 = time.perf_counter()
-    from lodevem import kernels
+    from lodevem.latency import kernels
     from lodevem.predict import Predictor
 
     kernels._import_nn_meter()

@@ -314,7 +314,7 @@ def build_image_cmd(force: bool) -> None:
 
         lodevem build-image
     """
-    from .image import build_image, image_status
+    from .sandbox.image import build_image, image_status
 
     status = image_status()
     if status.present and not force:
@@ -342,7 +342,7 @@ def fetch_predictors_cmd(name: str, nnmeter_data: Optional[Path], timeout_s: flo
 
         lodevem fetch-predictors --nnmeter-data ~/nnmeter-data
     """
-    from .nnmeter_predictor import default_data_dir, fetch_predictors
+    from .latency.nnmeter import default_data_dir, fetch_predictors
 
     with console.status(f"downloading nn-Meter predictor {name}"):
         folder = fetch_predictors(name, default_data_dir(nnmeter_data), timeout_s)

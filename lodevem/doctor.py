@@ -43,7 +43,7 @@ def check_docker() -> Check:
         "(dockerd >/tmp/dockerd.log 2>&1 &) - or run scripts/setup-docker.sh"
     )
     from .errors import BackendUnavailable
-    from .image import docker_client
+    from .sandbox.image import docker_client
 
     try:
         client = docker_client(timeout=5)
@@ -57,7 +57,7 @@ def check_docker() -> Check:
 
 
 def check_image() -> Check:
-    from .image import image_status
+    from .sandbox.image import image_status
 
     try:
         status = image_status()
@@ -100,7 +100,7 @@ def check_nnmeter() -> Check:
     except Exception as exc:
         return Check("nn-Meter", "fail", f"import failed: {str(exc).splitlines()[0][:160]}",
                      "pip install nn-meter==2.0 'setuptools<82'")
-    from .nnmeter_predictor import describe_data
+    from .latency.nnmeter import describe_data
 
     detail, has_data = describe_data()
     if has_data:

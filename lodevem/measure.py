@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from .backends.base import CANCEL, Backend, Cancelled, RunOutcome
+from .sandbox.base import CANCEL, Backend, Cancelled, RunOutcome
 from .errors import BackendUnavailable
 from .results import write_atomic
 from .worker import WORKER_VERSION, WorkerRequest
@@ -271,13 +271,13 @@ def default_backend(requested: str = "auto") -> tuple[Backend, Optional[str]]:
     ``auto`` falls back to the process backend with a warning for the CLI to show; ``docker``
     insists (BackendUnavailable, whose message says how to start dockerd or build the image).
     """
-    from .backends.process_backend import ProcessBackend
+    from .sandbox.process_backend import ProcessBackend
 
     if requested not in ("auto", "docker", "process"):
         raise ValueError(f"backend must be auto, docker or process, got {requested!r}")
     if requested != "process":
         try:
-            from .backends.docker_backend import DockerBackend
+            from .sandbox.docker_backend import DockerBackend
 
             return DockerBackend(), None
         except BackendUnavailable as exc:
@@ -294,7 +294,7 @@ def sweep_stale_containers(client: Any = None) -> int:
     """Remove labelled containers left by a killed lodevem; 0 when no daemon is reachable.
     ``client``: a docker-py client to reuse (e.g. the backend's), else one is opened."""
     try:
-        from .backends.docker_backend import sweep_stale_containers as sweep
+        from .sandbox.docker_backend import sweep_stale_containers as sweep
 
         return sweep(client)
     except BackendUnavailable:
@@ -306,7 +306,7 @@ def cancel_all() -> None:
     registry of live containers is emptied (the Ctrl-C / SIGTERM path)."""
     CANCEL.set()
     try:
-        from .backends.docker_backend import LIVE
+        from .sandbox.docker_backend import LIVE
 
         LIVE.remove_all()
     except ImportError:  # docker-py missing: only process runs existed

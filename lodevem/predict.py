@@ -8,7 +8,7 @@ cluster:
   Cortex-A76 at 2.42 GHz); each kernel is carried to the profile's core and clock with the
   estimator's ratio time(kernel, core, clock) / time(kernel, A76, 2.42 GHz). Both paths therefore
   share the estimator's shape and differ only in the per-kernel base figure.
-* **estimator path** - :mod:`lodevem.estimator` alone.
+* **estimator path** - :mod:`lodevem.latency.estimator` alone.
 
 ``mode="auto"`` takes nn-Meter when the profile's predictor folder exists, else the estimator;
 ``"nn-meter"`` refuses to run without the data (``InputError`` naming the folder looked in);
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Literal, Optional, Sequence
 
 from .errors import InputError
-from .estimator import Estimator, work_vector
-from .kernels import DEFAULT_RULES, KernelGraph, extract_kernels
-from .nnmeter_predictor import (
+from .latency.estimator import Estimator, work_vector
+from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
+from .latency.nnmeter import (
     CPU_PREDICTORS,
     KernelPredictions,
     NnMeterCache,

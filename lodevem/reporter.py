@@ -397,7 +397,7 @@ def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest:
              write_json(rows, manifest, out_dir / JSON_NAME),
              write_latex(rows, out_dir / TEX_NAME, profiles, marks=latex_marks)]
     if plots and rows:
-        from . import plots as figures
+        from .report import plots as figures
 
         paths += figures.latency_heatmap(rows, profiles, out_dir)
         paths += figures.latency_vs_ram(rows, profiles, out_dir)

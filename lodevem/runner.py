@@ -21,7 +21,7 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
-from .manifest import collect_manifest
+from .report.manifest import collect_manifest
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink

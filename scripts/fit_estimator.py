@@ -14,7 +14,7 @@ What it does, in order (every step is recorded in the params file's ``provenance
    the fit uses the fraction of the same (core, model) where other boards measured the pair
    (median), else the per-core one: thread scaling depends on the network (ResNets scale better
    than depthwise-heavy nets, data README), and a per-core average mis-converts those rows.
-3. Cost model (``lodevem.estimator``): shared cycles-per-unit ``theta`` for 6 work terms plus, per
+3. Cost model (``lodevem.latency.estimator``): shared cycles-per-unit ``theta`` for 6 work terms plus, per
    core, a compute and a memory scale (reference core Cortex-A53 = 1), fitted by bounded least
    squares on log latency over all non-int8 rows (1- and multi-thread, via step 2; multi-thread
    rows weigh 0.5), with one log offset per board that averages to zero per core, so the boards
@@ -162,14 +162,14 @@ def export_zoo(cache: Path, reexport: bool = False) -> dict[str, Path]:
 @dataclass(frozen=True)
 class ModelWork:
     name: str
-    work: np.ndarray  # per lodevem.estimator.TERMS, ncnn-corrected MACs
+    work: np.ndarray  # per lodevem.latency.estimator.TERMS, ncnn-corrected MACs
     zoo_mmacs: float
     mac_scale: float
 
 
 def model_work(onnx_paths: dict[str, Path]) -> dict[str, ModelWork]:
-    from lodevem.estimator import sum_work
-    from lodevem.kernels import extract_kernels
+    from lodevem.latency.estimator import sum_work
+    from lodevem.latency.kernels import extract_kernels
 
     out: dict[str, ModelWork] = {}
     for name, path in onnx_paths.items():
@@ -243,7 +243,7 @@ class Fit:
         return self.q_model.get((core, model), self.q.get(core, self.q_overall))
 
     def predict(self, work: np.ndarray, core: str, clock: float, threads: int = 1, fp16: bool = False) -> float:
-        from lodevem.estimator import COMPUTE_TERMS
+        from lodevem.latency.estimator import COMPUTE_TERMS
 
         s, m = self.scales[core]
         n = len(COMPUTE_TERMS)
@@ -277,7 +277,7 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], single_scale: bool = F
     """
     from scipy.optimize import least_squares
 
-    from lodevem.estimator import COMPUTE_TERMS, TERMS
+    from lodevem.latency.estimator import COMPUTE_TERMS, TERMS
 
     q, q_pairs, q_overall = parallel_fractions(rows)
     q_model = model_parallel_fractions(rows) if per_model_threads else {}
@@ -404,7 +404,7 @@ class Scored:
 def baseline_constants(rows: Sequence[Row], works: dict[str, ModelWork], result: Fit) -> dict[str, float]:
     """FLOPs-proportional baseline: one MACs-per-cycle constant per core (geometric mean over the
     core's rows brought to 1-thread fp32 with the same fold's thread and fp16 factors)."""
-    from lodevem.estimator import COMPUTE_TERMS
+    from lodevem.latency.estimator import COMPUTE_TERMS
 
     n_c = len(COMPUTE_TERMS)
     logs: dict[str, list[float]] = {}
@@ -430,7 +430,7 @@ def scored_devices(rows: Sequence[Row]) -> list[str]:
 
 
 def lodo(rows: Sequence[Row], works: dict[str, ModelWork], **fit_options: Any) -> list[Scored]:
-    from lodevem.estimator import COMPUTE_TERMS
+    from lodevem.latency.estimator import COMPUTE_TERMS
 
     n_c = len(COMPUTE_TERMS)
     out: list[Scored] = []
@@ -476,7 +476,7 @@ def lodo_summary(scored: Sequence[Scored]) -> dict[str, Any]:
 
 def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, summary: dict[str, Any],
                  data_path: Path, fit_date: str) -> dict[str, Any]:
-    from lodevem.estimator import TERMS
+    from lodevem.latency.estimator import TERMS
 
     int8, int8_pairs = int8_speedups(rows, result)
     units = {"conv3x3s1_macs": "MAC of dense 3x3 stride-1 convs",

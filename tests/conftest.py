@@ -7,7 +7,8 @@ from typing import Optional
 
 import pytest
 
-from lodevem import image, measure
+from lodevem import measure
+from lodevem.sandbox import image
 from lodevem.errors import BackendUnavailable
 
 
@@ -30,7 +31,7 @@ def docker_backend():
         pytest.skip(f"Docker daemon unreachable: {reason}")
     if not image.image_status().present:
         image.build_image()
-    from lodevem.backends.docker_backend import DockerBackend
+    from lodevem.sandbox.docker_backend import DockerBackend
 
     measure.sweep_stale_containers()
     return DockerBackend()

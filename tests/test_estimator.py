@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from lodevem.errors import InputError
-from lodevem.estimator import DEFAULT_PARAMS, TERMS, Estimator, sum_work, work_vector
-from lodevem.kernels import Kernel
+from lodevem.latency.estimator import DEFAULT_PARAMS, TERMS, Estimator, sum_work, work_vector
+from lodevem.latency.kernels import Kernel
 from lodevem.profiles import CORE_TYPES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from lodevem import levels, worker, zoo
-from lodevem.backends.process_backend import ProcessBackend
+from lodevem.sandbox.process_backend import ProcessBackend
 from lodevem.derive import DERIVABLE, DeriveFailed, derive_cached, derive_variants
 from lodevem.errors import InputError
 
@@ -289,7 +289,7 @@ def test_derive_cached_derives_once(files: dict[str, Path], tmp_path: Path) -> N
 def test_export_pruned_graph_has_fewer_macs_and_passes_nn_meter(files: dict[str, Path], scratch: Path,
                                                                  tmp_path: Path) -> None:
     pytest.importorskip("nn_meter")
-    from lodevem.kernels import extract_kernels
+    from lodevem.latency.kernels import extract_kernels
 
     original = tmp_path / "original.onnx"
     worker.export_module(zoo.build("mobilenet_v2"), torch.randn(SHAPE), str(original))  # trusted zoo model

@@ -22,7 +22,8 @@ import pytest
 import torch
 from torch import nn
 
-from lodevem import image, measure, zoo
+from lodevem import measure, zoo
+from lodevem.sandbox import image
 
 pytestmark = pytest.mark.docker
 
@@ -167,7 +168,7 @@ def test_sigint_removes_running_containers(docker_backend, tiny: Path, tmp_path:
     assert _labelled(proc.pid) == []
     # Nothing labelled is left at all, except containers of other lodevem processes still
     # running on this machine (a concurrent test session).
-    from lodevem.backends.docker_backend import _owner_alive
+    from lodevem.sandbox.docker_backend import _owner_alive
 
     client = image.docker_client()
     assert [c.id for c in client.containers.list(all=True, filters={"label": "lodevem=1"})

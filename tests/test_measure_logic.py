@@ -11,7 +11,7 @@ from typing import Any, Optional
 import pytest
 
 from lodevem import measure
-from lodevem.backends.base import RunOutcome, ThrashMonitor
+from lodevem.sandbox.base import RunOutcome, ThrashMonitor
 from lodevem.measure import MeasureCache, MemoryMeasurement, ModelSpec, cache_key, classify
 
 

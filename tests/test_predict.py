@@ -19,9 +19,9 @@ from sklearn.ensemble import RandomForestRegressor
 
 from lodevem import zoo
 from lodevem.errors import InputError, LodevemError
-from lodevem.estimator import Estimator
-from lodevem.kernels import DEFAULT_RULES, extract_kernels
-from lodevem.nnmeter_predictor import ENV_VAR, default_data_dir, expected_kernels, fetch_predictors
+from lodevem.latency.estimator import Estimator
+from lodevem.latency.kernels import DEFAULT_RULES, extract_kernels
+from lodevem.latency.nnmeter import ENV_VAR, default_data_dir, expected_kernels, fetch_predictors
 from lodevem.predict import LatencyPrediction, Predictor, format_clock
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.worker import export_module
@@ -135,7 +135,7 @@ def test_missing_kernel_types_are_listed_with_counts(onnx_dir: Path, nn_data: Pa
 
 def test_each_predictor_file_loaded_once(onnx_dir: Path, profiles: list[Profile], nn_data: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import lodevem.sklearn_compat as compat
+    import lodevem.latency.sklearn_compat as compat
 
     calls: list[str] = []
     real = compat.load_predictor_file
@@ -273,7 +273,7 @@ def test_levels_warnings_and_unavailable(onnx_dir: Path, nn_data: Path, tmp_path
 
 
 def test_describe_data_for_lodevem_check(nn_data: Path, tmp_path: Path) -> None:
-    from lodevem.nnmeter_predictor import describe_data
+    from lodevem.latency.nnmeter import describe_data
 
     detail, ok = describe_data(nn_data)
     assert ok and f"missing {MISSING}" in detail and str(nn_data) in detail

@@ -17,8 +17,8 @@ import pytest
 from rich.console import Console
 
 from lodevem import __version__
-from lodevem.manifest import collect_manifest
-from lodevem.plots import latency_heatmap, latency_vs_ram, min_ram_bar
+from lodevem.report.manifest import collect_manifest
+from lodevem.report.plots import latency_heatmap, latency_vs_ram, min_ram_bar
 from lodevem.profiles import Profile, load_profiles
 from lodevem.reporter import (
     csv_columns,

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.tree._tree import NODE_DTYPE, Tree
 
-from lodevem.sklearn_compat import LoadInfo, load_legacy_pickle, load_predictor_file
+from lodevem.latency.sklearn_compat import LoadInfo, load_legacy_pickle, load_predictor_file
 
 OLD_NODE_DTYPE = np.dtype(
     [(name, NODE_DTYPE.fields[name][0]) for name in NODE_DTYPE.names if name != "missing_go_to_left"]

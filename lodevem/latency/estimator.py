@@ -3,7 +3,7 @@
 Why a cost model and not a FLOPs ratio: on one Cortex-A53 the same runtime reaches ~3.3 MACs per
 cycle on ResNet-18 but ~1 on EfficientNet-B0 (data README), because dense 3x3, 1x1 and depthwise
 convolutions and memory-bound element-wise kernels run at very different efficiencies. So each
-kernel (from :mod:`lodevem.kernels`) is charged, in millions of cycles on the reference core
+kernel (from :mod:`lodevem.latency.kernels`) is charged, in millions of cycles on the reference core
 (Cortex-A53), ``theta . work`` with the work split into terms:
 
     compute: MACs of 3x3 stride-1 dense convs (Winograd-able) | of 1x1 and other dense convs
@@ -30,7 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from .errors import InputError, LodevemError
+from ..errors import InputError, LodevemError
 from .kernels import Kernel
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "work_vector",
 ]
 
-DEFAULT_PARAMS: Path = Path(__file__).resolve().parent / "data" / "estimator_params.json"
+DEFAULT_PARAMS: Path = Path(__file__).resolve().parent.parent / "data" / "estimator_params.json"
 
 # MAC terms (scaled by a core's compute scale) then memory-side terms (scaled by its memory scale).
 COMPUTE_TERMS: tuple[str, ...] = ("conv3x3s1_macs", "gemm_conv_macs", "depthwise_macs", "fc_macs")

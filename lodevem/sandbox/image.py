@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
 
-from . import __version__
-from .errors import BackendUnavailable, LodevemError
+from .. import __version__
+from ..errors import BackendUnavailable, LodevemError
 
 Progress = Callable[[str], None]
 
@@ -197,7 +197,7 @@ def download_wheels(dest: Path, progress: Optional[Progress] = None) -> None:
 
 def prepare_context(progress: Optional[Progress] = None) -> Path:
     """The build context: Dockerfile, wheels/ (cached) and the worker package."""
-    repo_dockerfile = Path(__file__).resolve().parent.parent / "Dockerfile"
+    repo_dockerfile = Path(__file__).resolve().parent.parent.parent / "Dockerfile"
     if not repo_dockerfile.is_file():
         raise LodevemError(f"{repo_dockerfile}: Dockerfile not found; build the image from a lodevem checkout")
     ctx = build_dir() / "context"
@@ -206,7 +206,7 @@ def prepare_context(progress: Optional[Progress] = None) -> Path:
     pkg = ctx / "lodevem"
     shutil.rmtree(pkg, ignore_errors=True)
     pkg.mkdir()
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the lodevem package
     worker = here / _WORKER_PACKAGE
     if not (worker / "__main__.py").is_file():
         raise LodevemError(f"{worker}: the worker package is missing")

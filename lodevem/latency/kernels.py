@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "CATEGORIES",
@@ -36,7 +36,7 @@ __all__ = [
     "extract_kernels",
 ]
 
-DEFAULT_RULES: Path = Path(__file__).resolve().parent / "data" / "nnmeter_fusion_rules_tflite_cpu.json"
+DEFAULT_RULES: Path = Path(__file__).resolve().parent.parent / "data" / "nnmeter_fusion_rules_tflite_cpu.json"
 
 # Coarse kernel classes the estimator gives their own efficiency: dense, 1x1 and depthwise
 # convolutions reach very different MACs per cycle on the same core (see the data README).

@@ -27,10 +27,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
-from . import __version__
-from .profiles import TIERS, Profile, tier_rank
-from .reporter import cells, group_by_model, ordered_devices, source_notes
-from .results import PairResult
+from .. import __version__
+from ..profiles import TIERS, Profile, tier_rank
+from ..reporter import cells, group_by_model, ordered_devices, source_notes
+from ..results import PairResult
 
 HEATMAP = "latency_heatmap"
 SCATTER = "latency_vs_ram"

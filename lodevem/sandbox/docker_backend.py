@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import image as image_mod
+from . import image as image_mod
 from ..errors import BackendUnavailable
 from ..worker import WorkerRequest
 from .base import CANCEL, POLL_S, Cancelled, ProgressFn, RunOutcome, ThrashMonitor, parse_result, tail

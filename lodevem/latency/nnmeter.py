@@ -4,8 +4,8 @@ nn-Meter's own ``load_latency_predictor`` downloads a zip from GitHub with no ti
 files are missing, and its ``.pkl`` files no longer unpickle on scikit-learn >= 1.3. So lodevem
 reads the same folder layout nn-Meter uses (``<data>/predictor/<name>/<kernel>.pkl`` +
 ``fusion_rules.json``), loads each regressor once per run through
-:func:`lodevem.sklearn_compat.load_predictor_file`, and calls it on the feature vectors nn-Meter's
-own ``get_predict_features`` builds (see :mod:`lodevem.kernels`), grouped by type exactly like
+:func:`lodevem.latency.sklearn_compat.load_predictor_file`, and calls it on the feature vectors nn-Meter's
+own ``get_predict_features`` builds (see :mod:`lodevem.latency.kernels`), grouped by type exactly like
 ``nn_predict``. Doing the per-kernel calls here, instead of ``nnMeterPredictor.predict``, keeps the
 per-kernel figures the transfer to a phone's core needs; the sum is the same (a test checks it).
 
@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 
 import yaml
 
-from .errors import InputError, LodevemError
+from ..errors import InputError, LodevemError
 from .kernels import Kernel
 
 __all__ = [

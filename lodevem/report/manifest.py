@@ -30,9 +30,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional
 
-from . import __version__
-from .doctor import cgroup_version
-from .profiles import Profile
+from .. import __version__
+from ..doctor import cgroup_version
+from ..profiles import Profile
 
 MANIFEST_VERSION = 1
 # Distributions whose versions change the numbers (or their provenance).
@@ -68,7 +68,7 @@ def lodevem_source() -> dict[str, Any]:
     editable install): a wheel installed into some other project's repository must not report
     that project's commit as lodevem's.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent.parent
     commit = dirty = None
     if (root / ".git").exists():
         commit = _git(["rev-parse", "HEAD"], root)
