@@ -17,7 +17,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,141 +26,31 @@ from rich.text import Text
 
 from . import __version__
 from .profiles import TIERS, Profile, tier_rank
+from .report.cells import (
+    OTHER_MARK,
+    VERDICT_WORDS,
+    Cells,
+    SourceNote,
+    cells,
+    group_by_model,
+    latency_mark,
+    ordered_devices,
+    source_kind,
+    source_notes,
+    threads_text,
+)
 from .results import RESULTS_SCHEMA_VERSION, VERDICTS, PairResult, write_atomic
 
 CSV_NAME = "benchmark_results.csv"
 JSON_NAME = "benchmark_results.json"
 TEX_NAME = "benchmark_results.tex"
 
-# Verdicts for which the table shows a word instead of the predicted latency.
-_VERDICT_WORDS = {"oom": "OOM", "thrashing": "thrashing", "timeout": "timeout", "error": "error"}
-# One mark per latency source, so every number says which predictor produced it.
-_MARKS = {"estimator": "*", "nn-meter": "\u2020"}
-_OTHER_MARK = "\u2021"
 _LATEX_MARKS = {"*": r"\textsuperscript{*}", "\u2020": r"\textsuperscript{\dag}",
-                _OTHER_MARK: r"\textsuperscript{\ddag}"}
+                OTHER_MARK: r"\textsuperscript{\ddag}"}
 _FITS_STYLE = {True: "green", False: "red", None: "yellow"}
 _FITS_SYMBOL = {True: "\u2713", False: "\u2717", None: "?"}
 _LATEX_FITS = {"text": {True: "yes", False: "no", None: "?"},
                "ding": {True: r"\ding{51}", False: r"\ding{55}", None: "?"}}
-
-
-# --------------------------------------------------------------------------- ordering
-
-
-def ordered_devices(rows: Sequence[PairResult],
-                    profiles: Optional[Sequence[Profile]] = None) -> list[PairResult]:
-    """One representative row per device present in ``rows``, ordered by tier then profile order.
-
-    The order inside a tier is the order of ``profiles`` when given (the order the user asked
-    for), else the order the rows arrived in; tiers run tier1 -> tier3, like ``lodevem list``.
-    """
-    first: dict[str, PairResult] = {}
-    for row in rows:
-        first.setdefault(row.profile_id, row)
-    given = [p.id for p in profiles or () if p.id in first]
-    ids = list(dict.fromkeys(given + list(first)))
-    ids.sort(key=lambda pid: tier_rank(first[pid].tier))  # stable: keeps given order
-    return [first[pid] for pid in ids]
-
-
-def group_by_model(rows: Sequence[PairResult],
-                   profiles: Optional[Sequence[Profile]] = None) -> dict[str, list[PairResult]]:
-    """Rows keyed by model label (first-seen order), each model's devices in ``ordered_devices`` order."""
-    position = {r.profile_id: i for i, r in enumerate(ordered_devices(rows, profiles))}
-    groups: dict[str, list[PairResult]] = {}
-    for row in rows:
-        groups.setdefault(row.model_label, []).append(row)
-    for group in groups.values():
-        group.sort(key=lambda r: position[r.profile_id])
-    return groups
-
-
-# --------------------------------------------------------------------------- cells
-
-
-def source_kind(source: Optional[str]) -> str:
-    """``estimator`` / ``nn-meter`` / ... : the predictor family named before the first colon."""
-    return (source or "none").split(":", 1)[0].strip().lower()
-
-
-def latency_mark(source: Optional[str]) -> str:
-    """The footnote mark that tells a reader which predictor produced a latency number."""
-    return _MARKS.get(source_kind(source), _OTHER_MARK)
-
-
-@dataclass(frozen=True)
-class Cells:
-    """The display form of one row, shared by the console table, the LaTeX table and the plots."""
-
-    latency: str          # a number ("1,234.5") or a word (OOM, thrashing, timeout, error, n/a)
-    mark: str             # the predictor's mark when ``latency`` is a number, else ""
-    peak_ram: Optional[str]  # None: no usable measurement (drawn as a dash)
-    fits: Optional[bool]
-
-    @property
-    def is_number(self) -> bool:
-        return bool(self.mark)
-
-
-def cells(row: PairResult) -> Cells:
-    """Format one row the way the README shows it (``OOM | — | ✗`` for a model that cannot load)."""
-    word = _VERDICT_WORDS.get(row.verdict)
-    if word is not None:
-        latency, mark = word, ""
-    elif row.latency_ms is None or not math.isfinite(row.latency_ms):
-        latency, mark = "n/a", ""
-    else:
-        latency, mark = f"{row.latency_ms:,.1f}", latency_mark(row.latency_source)
-    ram = None
-    if row.verdict == "fits" and row.peak_rss_mb is not None:
-        ram = f"{row.peak_rss_mb:,.0f}"
-    return Cells(latency, mark, ram, row.fits)
-
-
-@dataclass(frozen=True)
-class SourceNote:
-    """One legend entry: a mark, the predictor it stands for, and its stated uncertainty."""
-
-    mark: str
-    name: str
-    uncertainty: str
-
-    def text(self) -> str:
-        extra = f", uncertainty {self.uncertainty}" if self.uncertainty else ""
-        return f"{self.mark} {self.name}{extra}"
-
-
-def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
-    """The legend for the marks actually shown, in a stable order (estimator first)."""
-    by_mark: dict[str, tuple[set[str], set[str]]] = {}
-    for row in rows:
-        c = cells(row)
-        if not c.is_number:
-            continue
-        details, uncertainties = by_mark.setdefault(c.mark, (set(), set()))
-        source = row.latency_source or ""
-        detail = source.split(":", 1)[-1].split("\u2192")[0].split(" (")[0].strip()
-        details.add(detail if c.mark != _OTHER_MARK else source)
-        if row.latency_uncertainty:
-            uncertainties.update(part.strip() for part in row.latency_uncertainty.split(";") if part.strip())
-    notes = []
-    for mark, (details, uncertainties) in sorted(by_mark.items(), key=lambda kv: kv[0] != "*"):
-        what = ", ".join(sorted(d for d in details if d))
-        if mark == "*":
-            name = f"lodevem's offline estimator ({what})" if what else "lodevem's offline estimator"
-        elif mark == _MARKS["nn-meter"]:
-            name = f"nn-Meter {what} carried to the device's core" if what else "nn-Meter"
-        else:
-            name = what or "other predictor"
-        # The error figure first ("±18% (LODO MAPE)"), then qualifications, in a stable order.
-        notes.append(SourceNote(mark, name, "; ".join(sorted(uncertainties, key=lambda u: (not u.startswith("\u00b1"), u)))))
-    return notes
-
-
-def _threads_text(rows: Sequence[PairResult]) -> str:
-    threads = sorted({r.threads for r in rows})
-    return "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
 
 
 # --------------------------------------------------------------------------- console
@@ -196,7 +86,7 @@ def results_table(rows: Sequence[PairResult],
 
 
 def _table_caption(rows: Sequence[PairResult]) -> Text:
-    lines = [f"Latency: predicted for {_threads_text(rows)} on the device's fastest core, "
+    lines = [f"Latency: predicted for {threads_text(rows)} on the device's fastest core, "
              "not measured on the phone."]
     lines += [f"  {note.text()}" for note in source_notes(rows)]
     # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
@@ -257,7 +147,7 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
 def _verdict_counts(rows: Sequence[PairResult]) -> str:
     counts: dict[str, int] = {}
     for row in sorted(rows, key=lambda r: VERDICTS.index(r.verdict) if r.verdict in VERDICTS else 99):
-        word = _VERDICT_WORDS.get(row.verdict, row.verdict.replace("_", " "))
+        word = VERDICT_WORDS.get(row.verdict, row.verdict.replace("_", " "))
         counts[word] = counts.get(word, 0) + 1
     return ", ".join(f"{word} on {n}" for word, n in counts.items())
 
@@ -344,9 +234,9 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
            r"% requires \usepackage{booktabs}"]
     if marks == "ding":
         out.append(r"% requires \usepackage{pifont}  (\ding{51} = fits, \ding{55} = does not fit)")
-    out.append(f"% Latency: predicted for {_threads_text(rows)} on the device's fastest core; "
+    out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
                "peak RAM: measured peak RSS under the device's RAM limit; OOM = killed at the limit.")
-    out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(_OTHER_MARK, r"\ddag") for n in legend]
+    out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(OTHER_MARK, r"\ddag") for n in legend]
     out += [r"\begin{tabular}{llcrrc}", r"\toprule",
             r"Model & Device & Tier & Latency (ms) & Peak RAM (MB) & Fits \\", r"\midrule"]
     fits_text = _LATEX_FITS[marks]

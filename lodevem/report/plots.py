@@ -29,8 +29,8 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 
 from .. import __version__
 from ..profiles import TIERS, Profile, tier_rank
-from ..reporter import cells, group_by_model, ordered_devices, source_notes
 from ..results import PairResult
+from .cells import cells, group_by_model, ordered_devices, source_notes
 
 HEATMAP = "latency_heatmap"
 SCATTER = "latency_vs_ram"

@@ -1,0 +1,150 @@
+"""The display form of result rows, shared by the console table, the LaTeX table and the plots.
+
+Every output orders devices and formats a cell the same way, so the rules live here once:
+devices run tier1 -> tier3; a latency is a number with its predictor's mark or a word saying why
+there is none (``OOM``, ``thrashing``, ...); peak RAM is shown only for a model that ran under
+the device's limit. This module knows nothing about rich, LaTeX or matplotlib, so each output
+module imports it without pulling in the others.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Optional
+
+from ..profiles import Profile, tier_rank
+from ..results import PairResult
+
+# Verdicts for which the table shows a word instead of the predicted latency.
+VERDICT_WORDS: Mapping[str, str] = MappingProxyType(
+    {"oom": "OOM", "thrashing": "thrashing", "timeout": "timeout", "error": "error"})
+# One mark per latency source, so every number says which predictor produced it.
+MARKS: Mapping[str, str] = MappingProxyType({"estimator": "*", "nn-meter": "\u2020"})
+OTHER_MARK = "\u2021"
+
+
+# --------------------------------------------------------------------------- ordering
+
+
+def ordered_devices(rows: Sequence[PairResult],
+                    profiles: Optional[Sequence[Profile]] = None) -> list[PairResult]:
+    """One representative row per device present in ``rows``, ordered by tier then profile order.
+
+    The order inside a tier is the order of ``profiles`` when given (the order the user asked
+    for), else the order the rows arrived in; tiers run tier1 -> tier3, like ``lodevem list``.
+    """
+    first: dict[str, PairResult] = {}
+    for row in rows:
+        first.setdefault(row.profile_id, row)
+    given = [p.id for p in profiles or () if p.id in first]
+    ids = list(dict.fromkeys(given + list(first)))
+    ids.sort(key=lambda pid: tier_rank(first[pid].tier))  # stable: keeps given order
+    return [first[pid] for pid in ids]
+
+
+def group_by_model(rows: Sequence[PairResult],
+                   profiles: Optional[Sequence[Profile]] = None) -> dict[str, list[PairResult]]:
+    """Rows keyed by model label (first-seen order), each model's devices in ``ordered_devices`` order."""
+    position = {r.profile_id: i for i, r in enumerate(ordered_devices(rows, profiles))}
+    groups: dict[str, list[PairResult]] = {}
+    for row in rows:
+        groups.setdefault(row.model_label, []).append(row)
+    for group in groups.values():
+        group.sort(key=lambda r: position[r.profile_id])
+    return groups
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def source_kind(source: Optional[str]) -> str:
+    """``estimator`` / ``nn-meter`` / ... : the predictor family named before the first colon."""
+    return (source or "none").split(":", 1)[0].strip().lower()
+
+
+def latency_mark(source: Optional[str]) -> str:
+    """The footnote mark that tells a reader which predictor produced a latency number."""
+    return MARKS.get(source_kind(source), OTHER_MARK)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """The display form of one row, shared by the console table, the LaTeX table and the plots."""
+
+    latency: str          # a number ("1,234.5") or a word (OOM, thrashing, timeout, error, n/a)
+    mark: str             # the predictor's mark when ``latency`` is a number, else ""
+    peak_ram: Optional[str]  # None: no usable measurement (drawn as a dash)
+    fits: Optional[bool]
+
+    @property
+    def is_number(self) -> bool:
+        """True when ``latency`` is a predicted number (it then carries a mark), not a word."""
+        return bool(self.mark)
+
+
+def cells(row: PairResult) -> Cells:
+    """Format one row the way the README shows it (``OOM | — | ✗`` for a model that cannot load)."""
+    word = VERDICT_WORDS.get(row.verdict)
+    if word is not None:
+        latency, mark = word, ""
+    elif row.latency_ms is None or not math.isfinite(row.latency_ms):
+        latency, mark = "n/a", ""
+    else:
+        latency, mark = f"{row.latency_ms:,.1f}", latency_mark(row.latency_source)
+    ram = None
+    if row.verdict == "fits" and row.peak_rss_mb is not None:
+        ram = f"{row.peak_rss_mb:,.0f}"
+    return Cells(latency, mark, ram, row.fits)
+
+
+# --------------------------------------------------------------------------- legend
+
+
+@dataclass(frozen=True)
+class SourceNote:
+    """One legend entry: a mark, the predictor it stands for, and its stated uncertainty."""
+
+    mark: str
+    name: str
+    uncertainty: str
+
+    def text(self) -> str:
+        """``mark name, uncertainty ...``: the line a caption, a comment or a figure shows."""
+        extra = f", uncertainty {self.uncertainty}" if self.uncertainty else ""
+        return f"{self.mark} {self.name}{extra}"
+
+
+def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
+    """The legend for the marks actually shown, in a stable order (estimator first)."""
+    by_mark: dict[str, tuple[set[str], set[str]]] = {}
+    for row in rows:
+        c = cells(row)
+        if not c.is_number:
+            continue
+        details, uncertainties = by_mark.setdefault(c.mark, (set(), set()))
+        source = row.latency_source or ""
+        detail = source.split(":", 1)[-1].split("\u2192")[0].split(" (")[0].strip()
+        details.add(detail if c.mark != OTHER_MARK else source)
+        if row.latency_uncertainty:
+            uncertainties.update(part.strip() for part in row.latency_uncertainty.split(";") if part.strip())
+    notes = []
+    for mark, (details, uncertainties) in sorted(by_mark.items(), key=lambda kv: kv[0] != "*"):
+        what = ", ".join(sorted(d for d in details if d))
+        if mark == "*":
+            name = f"lodevem's offline estimator ({what})" if what else "lodevem's offline estimator"
+        elif mark == MARKS["nn-meter"]:
+            name = f"nn-Meter {what} carried to the device's core" if what else "nn-Meter"
+        else:
+            name = what or "other predictor"
+        # The error figure first ("±18% (LODO MAPE)"), then qualifications, in a stable order.
+        notes.append(SourceNote(mark, name, "; ".join(sorted(uncertainties, key=lambda u: (not u.startswith("\u00b1"), u)))))
+    return notes
+
+
+def threads_text(rows: Sequence[PairResult]) -> str:
+    """``1 thread`` or ``1/4 threads``: the thread counts the latencies were predicted for."""
+    threads = sorted({r.threads for r in rows})
+    return "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
