@@ -1,0 +1,158 @@
+"""The console tables and summary lines: what ``lodevem start``, ``list`` and ``zoo`` print.
+
+Everything here returns a rich ``Table`` or plain strings and prints nothing itself, so ``cli.py``
+decides where output goes. User-supplied strings (file names, labels) enter tables as ``Text``,
+never as markup, so a ``[`` in a file name is shown as typed. The cell rules (order, marks,
+words for failures) come from ``cells``, shared with the LaTeX table and the plots.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Optional
+
+from rich.table import Table
+from rich.text import Text
+
+from ..profiles import TIERS, Profile, tier_rank
+from ..results import VERDICTS, PairResult
+from .cells import (
+    VERDICT_WORDS,
+    cells,
+    group_by_model,
+    latency_mark,
+    ordered_devices,
+    source_notes,
+    threads_text,
+)
+
+if TYPE_CHECKING:  # lodevem.zoo imports torch; the table only reads the records' fields
+    from ..zoo import ZooSummary
+
+_FITS_STYLE: Mapping[Optional[bool], str] = MappingProxyType({True: "green", False: "red", None: "yellow"})
+_FITS_SYMBOL: Mapping[Optional[bool], str] = MappingProxyType({True: "\u2713", False: "\u2717", None: "?"})
+
+
+def results_table(rows: Sequence[PairResult],
+                  profiles: Optional[Sequence[Profile]] = None) -> Table:
+    """The results table of ``lodevem start``, one section per model, devices in tier order.
+
+    User-supplied strings (file names, labels) are passed as ``Text`` so that a ``[`` in a file
+    name is never read as rich markup.
+    """
+    groups = group_by_model(rows, profiles)
+    n_devices = len(ordered_devices(rows, profiles))
+    table = Table(title=f"lodevem results: {len(groups)} model(s) \u00d7 {n_devices} device profile(s)",
+                  title_justify="left", caption=_results_caption(rows), caption_justify="left")
+    table.add_column("Model File", no_wrap=True)
+    table.add_column("Device Profile")
+    table.add_column("Latency (ms)", justify="right", no_wrap=True)
+    table.add_column("Peak RAM (MB)", justify="right", no_wrap=True)
+    table.add_column("Fits in RAM", justify="center", no_wrap=True)
+    for label, group in groups.items():
+        for i, row in enumerate(group):
+            c = cells(row)
+            style = _FITS_STYLE[c.fits]
+            failed = not c.is_number and c.latency != "n/a"
+            latency = Text(c.latency + c.mark, style=style if failed else "")
+            ram = Text(c.peak_ram, style="") if c.peak_ram else Text("\u2014", style=style if failed else "dim")
+            table.add_row(Text(label if i == 0 else "", style="bold"), Text(row.profile_label),
+                          latency, ram, Text(_FITS_SYMBOL[c.fits], style=f"bold {style}"),
+                          end_section=i == len(group) - 1)
+    return table
+
+
+def _results_caption(rows: Sequence[PairResult]) -> Text:
+    lines = [f"Latency: predicted for {threads_text(rows)} on the device's fastest core, "
+             "not measured on the phone."]
+    lines += [f"  {note.text()}" for note in source_notes(rows)]
+    # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
+    backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows})
+    lines.append("Peak RAM: peak RSS (VmHWM) measured with the device's RAM as the limit "
+                 f"({'; '.join(backends)}); OOM = killed at the limit.")
+    return Text("\n".join(lines), style="dim")
+
+
+def model_summaries(rows: Sequence[PairResult]) -> list[str]:
+    """One plain-text line per model: how many devices it fits and the most constrained tier.
+
+    "Lowest tier" is the least capable tier (tier3 < tier2 < tier1) holding at least one device
+    the model fits on: the answer to "how cheap a phone can run this?". Lines carry no rich
+    markup, so print them with ``markup=False`` (file names may contain brackets).
+    """
+    lines = []
+    for label, group in group_by_model(rows).items():
+        fitting = [r for r in group if r.fits]
+        failed = [r for r in group if r.fits is False]
+        undecided = [r for r in group if r.fits is None]
+        if not fitting:
+            text = f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
+        else:
+            if len(fitting) < len(group):
+                head = f"fits on {len(fitting)} of {len(group)} devices"
+            else:
+                head = "fits on the 1 device" if len(group) == 1 else f"fits on all {len(group)} devices"
+            lowest = max({r.tier for r in fitting}, key=tier_rank)
+            text = f"{label}: {head}; lowest tier it runs on: {lowest} = {TIERS.get(lowest, lowest)}"
+            peaks = [r.peak_rss_mb for r in fitting if r.peak_rss_mb is not None]
+            if peaks:
+                text += f"; peak RAM {max(peaks):,.0f} MB"
+            shown = [(r.latency_ms, latency_mark(r.latency_source)) for r in fitting if cells(r).is_number]
+            if shown:
+                lo, hi = min(shown), max(shown)
+                span = f"{lo[0]:,.1f}{lo[1]}" + (f"\u2013{hi[0]:,.1f}{hi[1]}" if hi != lo else "")
+                text += f"; predicted latency {span} ms"
+            if failed:
+                text += f"; does not fit: {_verdict_counts(failed)}"
+            if undecided:
+                text += f"; undecided: {_verdict_counts(undecided)}"
+        floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
+        if floors:
+            text += f"; minimum RAM {max(floors):,.0f} MB"
+        missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
+        if missing:
+            text += f"; no latency on {len(missing)} device(s): {missing[0][:160]}"
+        lines.append(text)
+    unstable = [r for r in rows if r.host_latency_unstable]  # pyperf's rule, see runner.unstable
+    if unstable:
+        lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
+                     f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
+                     "device's latency")
+    return lines
+
+
+def _verdict_counts(rows: Sequence[PairResult]) -> str:
+    counts: dict[str, int] = {}
+    for row in sorted(rows, key=lambda r: VERDICTS.index(r.verdict) if r.verdict in VERDICTS else 99):
+        word = VERDICT_WORDS.get(row.verdict, row.verdict.replace("_", " "))
+        counts[word] = counts.get(word, 0) + 1
+    return ", ".join(f"{word} on {n}" for word, n in counts.items())
+
+
+def profiles_table(profiles: Sequence[Profile]) -> Table:
+    """The ``lodevem list`` table: one row per device profile."""
+    tiers = ", ".join(f"{t} = {d}" for t, d in TIERS.items())
+    table = Table(title=f"lodevem device profiles ({len(profiles)})", title_justify="left",
+                  caption=tiers, caption_justify="left")
+    for column, justify in (("ID", "left"), ("Device", "left"), ("Chipset", "left"),
+                            ("Cores", "left"), ("Clock", "right"), ("RAM", "right"),
+                            ("Tier", "left")):
+        table.add_column(column, justify=justify, no_wrap=column in ("ID", "RAM", "Tier"))
+    for p in profiles:
+        table.add_row(p.id, p.label, p.chipset, p.cores_label, p.clock_label, p.ram_label, p.tier)
+    return table
+
+
+def zoo_table(summaries: Sequence[ZooSummary]) -> Table:
+    """The ``lodevem zoo`` table: reference models with parameters and MFLOPs."""
+    table = Table(title="lodevem model zoo (architectures in code, seeded random weights)",
+                  title_justify="left")
+    for column, justify in (("Name", "left"), ("Params", "right"), ("MFLOPs", "right"),
+                            ("Input", "left"), ("Description", "left")):
+        table.add_column(column, justify=justify, no_wrap=column != "Description")
+    for s in summaries:
+        table.add_row(s.name, f"{s.params:,}", f"{s.mflops:,.0f}",
+                      "x".join(map(str, s.input_shape)), s.description)
+    return table
