@@ -1,0 +1,160 @@
+"""The files a run leaves in its output directory: CSV, JSON (with the manifest) and LaTeX.
+
+Each writer takes the rows it is given and writes one file atomically (``write_atomic``: a
+temporary file, then a rename), so an interrupted run never leaves half a table behind. CSV and
+JSON keep every field, including the predicted latency of a model that did not fit; the LaTeX
+table shows the same cells as the console (from ``cells``), for ``\\input{}`` into a paper.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Optional
+
+from .. import __version__
+from ..profiles import Profile
+from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
+from .cells import OTHER_MARK, cells, group_by_model, source_notes, threads_text
+from .console import model_summaries
+
+CSV_NAME = "benchmark_results.csv"
+JSON_NAME = "benchmark_results.json"
+TEX_NAME = "benchmark_results.tex"
+
+# The LaTeX spelling of each latency mark, and of the Fits column per ``marks=`` style.
+_LATEX_MARKS: Mapping[str, str] = MappingProxyType({
+    "*": r"\textsuperscript{*}", "\u2020": r"\textsuperscript{\dag}", OTHER_MARK: r"\textsuperscript{\ddag}"})
+_LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
+    "text": MappingProxyType({True: "yes", False: "no", None: "?"}),
+    "ding": MappingProxyType({True: r"\ding{51}", False: r"\ding{55}", None: "?"})})
+
+
+def csv_columns() -> list[str]:
+    """Every ``PairResult`` field in declaration order, then the derived ``fits``."""
+    return [f.name for f in fields(PairResult)] + ["fits"]
+
+
+def write_csv(rows: Sequence[PairResult], path: Path) -> Path:
+    """One line per (model x device) pair with every field; empty cell = no value.
+
+    The csv module rather than pandas: a pandas column with a missing value turns integers
+    such as ``params`` into floats (``3504872.0``), which a reader then has to undo.
+    """
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.to_dict().items()})
+    write_atomic(Path(path), buffer.getvalue())
+    return Path(path)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; a missing number is null
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json(rows: Sequence[PairResult], manifest: Mapping[str, Any], path: Path) -> Path:
+    """Rows plus the environment they came from, like optimum-benchmark's ``benchmark.json``.
+
+    ``schema_version`` lets a later lodevem refuse or convert an old file instead of misreading
+    it; ``read_json`` is the matching reader.
+    """
+    payload = {
+        "schema_version": RESULTS_SCHEMA_VERSION,
+        "lodevem_version": __version__,
+        "environment": dict(manifest),
+        "summary": model_summaries(rows),
+        "results": [r.to_dict() for r in rows],
+    }
+    text = json.dumps(_json_safe(payload), indent=2, ensure_ascii=False, allow_nan=False, default=str)
+    write_atomic(Path(path), text + "\n")
+    return Path(path)
+
+
+def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
+    """Rows and environment back from ``benchmark_results.json`` (to re-render or compare runs)."""
+    payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    version = payload.get("schema_version")
+    if version != RESULTS_SCHEMA_VERSION:
+        raise ValueError(f"{path}: results schema_version {version!r}, this lodevem reads "
+                         f"{RESULTS_SCHEMA_VERSION}")
+    return [PairResult.from_dict(r) for r in payload["results"]], payload.get("environment", {})
+
+
+_LATEX_SPECIAL: Mapping[int, str] = MappingProxyType(str.maketrans({
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "<": r"\textless{}", ">": r"\textgreater{}",
+}))
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters in one pass (``cocoa_fp32.pt`` -> ``cocoa\\_fp32.pt``)."""
+    return text.translate(_LATEX_SPECIAL)
+
+
+def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None,
+                marks: str = "text", notes: bool = False) -> str:
+    """The text of ``benchmark_results.tex``; see ``write_latex``."""
+    if marks not in _LATEX_FITS:
+        raise ValueError(f"marks must be one of {', '.join(_LATEX_FITS)}, got {marks!r}")
+    legend = source_notes(rows)
+    out = [f"% lodevem {__version__}: {len(rows)} (model x device) pairs. Generated; re-run, do not edit.",
+           r"% requires \usepackage{booktabs}"]
+    if marks == "ding":
+        out.append(r"% requires \usepackage{pifont}  (\ding{51} = fits, \ding{55} = does not fit)")
+    out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
+               "peak RAM: measured peak RSS under the device's RAM limit; OOM = killed at the limit.")
+    out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(OTHER_MARK, r"\ddag") for n in legend]
+    out += [r"\begin{tabular}{llcrrc}", r"\toprule",
+            r"Model & Device & Tier & Latency (ms) & Peak RAM (MB) & Fits \\", r"\midrule"]
+    fits_text = _LATEX_FITS[marks]
+    for g, (label, group) in enumerate(group_by_model(rows, profiles).items()):
+        if g:
+            out.append(r"\midrule")
+        for i, row in enumerate(group):
+            c = cells(row)
+            latency = latex_escape(c.latency) + _LATEX_MARKS.get(c.mark, "")
+            cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
+                    latex_escape(row.tier.removeprefix("tier")), latency, c.peak_ram or "--",
+                    fits_text[c.fits]]
+            out.append(" & ".join(cols) + r" \\")
+    out.append(r"\bottomrule")
+    if notes and legend:
+        for n in legend:  # one line per note: an ``l`` cell never wraps
+            text = _LATEX_MARKS[n.mark] + " " + latex_escape(n.text()[2:])
+            out.append(r"\multicolumn{6}{@{}l}{\footnotesize " + text + r"} \\")
+    out.append(r"\end{tabular}")
+    return "\n".join(out) + "\n"
+
+
+def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Sequence[Profile]] = None,
+                marks: str = "text", notes: bool = False) -> Path:
+    """A booktabs ``tabular`` for ``\\input{}`` inside the user's own ``table`` environment.
+
+    Columns: Model, Device, Tier, Latency (ms), Peak RAM (MB), Fits; one row per pair, the model
+    name on its first row only, a ``\\midrule`` between models. Needs ``\\usepackage{booktabs}``.
+    ``marks="text"`` (default) writes ``yes``/``no``; ``marks="ding"`` writes ``\\ding{51}`` /
+    ``\\ding{55}`` and needs ``\\usepackage{pifont}``. A model that cannot load shows ``OOM`` and
+    ``--``. Latency marks (``*`` estimator, ``\\dag`` nn-Meter) are explained in the comment at the
+    top, for the user's caption; ``notes=True`` adds them as a footnote row under the table.
+    The table is written by hand rather than with ``Styler.to_latex``: Styler cannot put a
+    booktabs ``\\midrule`` between row groups (only ``\\cline``), and the model grouping matters.
+    """
+    write_atomic(Path(path), latex_table(rows, profiles, marks=marks, notes=notes))
+    return Path(path)
