@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 from lodevem import __version__
+from lodevem.errors import InputError
 from lodevem.report.manifest import collect_manifest
 from lodevem.report.plots import latency_heatmap, latency_vs_ram, min_ram_bar
 from lodevem.profiles import Profile, load_profiles
@@ -132,6 +133,9 @@ def test_json_round_trips_with_manifest(rows: list[PairResult], profiles: list[P
     assert payload["environment"] == manifest and len(payload["summary"]) == 4
     back, env = read_json(path)
     assert back == list(rows) and env == manifest
+    path.write_text(path.read_text().replace('"schema_version": 1', '"schema_version": 99'))
+    with pytest.raises(InputError, match=r"r\.json: results schema_version 99, expected 1"):
+        read_json(path)
 
 
 def test_latex_is_balanced_booktabs(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Optional
 
 from .. import __version__
+from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
 from .cells import OTHER_MARK, cells, group_by_model, source_notes, threads_text
@@ -87,12 +88,16 @@ def write_json(rows: Sequence[PairResult], manifest: Mapping[str, Any], path: Pa
 
 
 def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
-    """Rows and environment back from ``benchmark_results.json`` (to re-render or compare runs)."""
+    """Rows and environment back from ``benchmark_results.json`` (to re-render or compare runs).
+
+    A file of another ``schema_version`` is refused with an ``InputError`` rather than misread:
+    its fields may mean something else.
+    """
     payload = json.loads(Path(path).read_text(encoding="utf-8"))
     version = payload.get("schema_version")
     if version != RESULTS_SCHEMA_VERSION:
-        raise ValueError(f"{path}: results schema_version {version!r}, this lodevem reads "
-                         f"{RESULTS_SCHEMA_VERSION}")
+        raise InputError(f"{path}: results schema_version {version!r}, expected {RESULTS_SCHEMA_VERSION} "
+                         "(the version this lodevem reads)")
     return [PairResult.from_dict(r) for r in payload["results"]], payload.get("environment", {})
 
 
