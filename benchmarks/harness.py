@@ -27,28 +27,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lodevem import measure, zoo  # noqa: E402
-from lodevem.sandbox.docker_backend import DockerBackend  # noqa: E402
 from lodevem.profiles import load_profiles  # noqa: E402
-from lodevem.worker import WorkerRequest  # noqa: E402
+from lodevem.results import ModelFile  # noqa: E402
+from lodevem.sandbox.client import MeasureSettings, WorkerClient  # noqa: E402
+from lodevem.sandbox.docker_backend import DockerBackend  # noqa: E402
 
 
-def naive_loop(backend: DockerBackend, models: list[Path], profiles: list, warmup: int, runs: int,
+def naive_loop(client: WorkerClient, models: list[Path], profiles: list, settings: MeasureSettings,
                timeout_s: float) -> dict[tuple[str, str], str]:
     """One container per (model, profile), serial: what lodevem would do without planning."""
     verdicts = {}
     for model in models:
         for profile in profiles:
-            request = WorkerRequest(action="measure", model_path=str(model), warmup=warmup, runs=runs, threads=1)
-            outcome = backend.run(request, profile.ram_mb, timeout_s)
-            verdicts[(model.name, profile.id)] = measure.classify(outcome)[0]
+            run = client.measure(model, profile.ram_mb, settings, timeout_s)
+            verdicts[(model.name, profile.id)] = measure.classify(run)[0]
     return verdicts
 
 
-def repeatability(backend: DockerBackend, model: Path, limit: int, repeat: int, warmup: int, runs: int) -> dict:
+def repeatability(client: WorkerClient, model: Path, limit: int, repeat: int, settings: MeasureSettings) -> dict:
     peaks = []
     for _ in range(repeat):
-        res = measure.measure_models([model], [limit], backend=backend, jobs=1, warmup=warmup, runs=runs,
-                                     use_cache=False)
+        res = measure.measure_models([model], [limit], client=client, settings=settings, jobs=1, use_cache=False)
         peaks.append(res[(str(model), limit)].peak_rss_mb)
     mean = statistics.fmean(peaks)
     return {"model": model.name, "limit_mb": limit, "peaks_mb": peaks,
@@ -67,25 +66,27 @@ def main() -> int:
     args = parser.parse_args()
 
     backend = DockerBackend()
-    measure.sweep_stale_containers()
+    backend.sweep_stale()
+    client = WorkerClient(backend)
+    settings = MeasureSettings(warmup=args.warmup, runs=args.runs)
     profiles = load_profiles()
     limits = [p.ram_mb for p in profiles]
     work = Path(tempfile.mkdtemp(prefix="lodevem-bench-"))
     models = [zoo.write(name, work) for name in args.models.split(",")]
     for model in models:
-        measure.file_sha256(model)  # reads it: same warm page cache for both contenders
+        ModelFile.from_path(model)  # hashing reads it: same warm page cache for both contenders
     backend.prewarm()
     print(f"{len(models)} models x {len(profiles)} profiles = {len(models) * len(profiles)} pairs; "
           f"{len(set(limits))} distinct limits {sorted(set(limits))}; warmup {args.warmup}, runs {args.runs}; "
           f"jobs {args.jobs}; image {backend.image.short_id}", flush=True)
 
     t0 = time.monotonic()
-    design = measure.measure_models(models, limits, backend=backend, jobs=args.jobs, warmup=args.warmup,
-                                    runs=args.runs, timeout_s=args.timeout, use_cache=False)
+    design = measure.measure_models(models, limits, client=client, settings=settings, jobs=args.jobs,
+                                    timeout_s=args.timeout, use_cache=False)
     design_s = time.monotonic() - t0
     print(f"design: {len(design)} measurements in {design_s:.1f} s", flush=True)
     t0 = time.monotonic()
-    naive = naive_loop(backend, models, profiles, args.warmup, args.runs, args.timeout)
+    naive = naive_loop(client, models, profiles, settings, args.timeout)
     naive_s = time.monotonic() - t0
     print(f"naive:  {len(naive)} containers in {naive_s:.1f} s", flush=True)
     disagree = [k for k, v in naive.items()
@@ -94,7 +95,7 @@ def main() -> int:
     print(f"ratio design/naive = {ratio:.3f} (target <= 0.35) {'OK' if ratio <= 0.35 else 'MISSED'}; "
           f"verdicts that differ: {len(disagree)} {disagree[:4]}")
 
-    rep = repeatability(backend, models[min(1, len(models) - 1)], 1024, args.repeat, args.warmup, args.runs)
+    rep = repeatability(client, models[min(1, len(models) - 1)], 1024, args.repeat, settings)
     print(f"VmHWM of {rep['model']} at {rep['limit_mb']} MB over {args.repeat} runs: {rep['peaks_mb']} -> "
           f"CV {rep['cv_percent']:.3f} % (target < 1 %) {'OK' if rep['cv_percent'] < 1 else 'MISSED'}")
 
@@ -102,7 +103,7 @@ def main() -> int:
     for p in profiles:
         by_limit[p.ram_mb].append(p.id)
     for model in models:
-        print(f"\n{model.name} ({measure.file_sha256(model)[:12]}):")
+        print(f"\n{model.name} ({ModelFile.from_path(model).sha256[:12]}):")
         print(f"{'limit MB':>8}  {'profiles':>8}  {'verdict':9}  {'peak RSS':>8}  {'baseline':>8}  {'model +':>7}  "
               f"{'cgroup':>6}  {'wall s':>6}")
         for limit in sorted(by_limit):

@@ -6,16 +6,20 @@ library never prints and never exits, so it stays usable from notebooks and test
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from . import __version__
-from .errors import LodevemError
+from .errors import InputError, LodevemError
 from .profiles import TIERS, load_profiles, select_profiles
 
 EXIT_CODES = {
@@ -45,12 +49,32 @@ class LodevemGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with _sigterm_as_interrupt():
+                return super().invoke(ctx)
         except LodevemError as exc:
             raise LodevemClickError(str(exc), exc.exit_code) from None
         except KeyboardInterrupt:
             err_console.print("[yellow]Interrupted.[/] Results finished so far are kept.")
             ctx.exit(130)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM unwinds like Ctrl-C, so the same cleanup runs (containers
+    removed, partial results kept). Signal handlers belong to the process: only the entry point
+    installs one, and only from the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def profiles_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -182,7 +206,7 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
         return ()
     try:
         return parse_levels(value)
-    except ValueError as exc:
+    except InputError as exc:
         raise click.BadParameter(str(exc)) from None
 
 
@@ -289,20 +313,22 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
         lodevem derive models/mobilenet_v2.pt --levels int8-static,pruned --out models/
     """
     from .derive import derive_variants
-    from .measure import default_backend
+    from .sandbox import open_backend
+    from .sandbox.client import WorkerClient
 
-    chosen, warning = default_backend(backend)
-    if warning:
-        err_console.print(f"[yellow]warning:[/] {warning}")
     wanted = tuple(level for level in levels if level != "fp32")
     if not wanted:
         raise click.BadParameter("fp32 is the file as given: nothing to derive", param_hint="--levels")
+    chosen, warning = open_backend(backend)
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {warning}")
     with console.status(f"deriving {', '.join(wanted)} from {model.name}"):
-        derived = derive_variants(model, wanted, out_dir, chosen, input_shape=input_shape)
+        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen), input_shape=input_shape)
     for item in derived:
-        note = f" [dim]({item.note})[/]" if item.note else ""
-        console.print(f"[green]✓[/] {item.level}: {item.path} ({item.size_bytes / 1e6:.1f} MB, "
-                      f"{item.params:,} params){note}")
+        note = f" [dim]({escape(item.note)})[/]" if item.note else ""
+        params = f"{item.params:,}" if item.params is not None else "?"
+        console.print(f"[green]✓[/] {item.level}: {escape(str(item.variant_path))} ({item.size_bytes / 1e6:.1f} MB, "
+                      f"{params} params){note}")
 
 
 @cli.command("build-image")

@@ -33,3 +33,30 @@ class ModelFileError(InputError):
 
 class BackendUnavailable(LodevemError):
     """The isolation backend asked for (Docker engine, image, cgroup) is not usable."""
+
+
+class SandboxError(LodevemError):
+    """The sandbox answered outside the worker protocol: a worker of another version (an image
+    built from other lodevem code) or a reply that does not parse. Exit code 1; the message says
+    to rebuild the image."""
+
+
+class Cancelled(LodevemError):
+    """A run was stopped because lodevem is shutting down (Ctrl-C / SIGTERM)."""
+
+
+class EstimatorError(LodevemError):
+    """The estimator's parameter file is missing or malformed (a packaging problem, exit code 1)."""
+
+
+class DeriveFailed(LodevemError):
+    """Some compression levels could not be derived; ``written`` holds the variants that were.
+
+    ``failures`` maps each failed level to its one-line reason, so the CLI can show what was
+    written before it reports the error.
+    """
+
+    def __init__(self, model: object, failures: dict[str, str], written: list) -> None:
+        self.failures, self.written = failures, written
+        detail = "; ".join(f"{level}: {message}" for level, message in failures.items())
+        super().__init__(f"{model}: could not derive {', '.join(failures)} ({detail})")

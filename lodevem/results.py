@@ -1,6 +1,8 @@
-"""The result records of a benchmark run, defined once and shared by runner and reporter.
+"""The records of a benchmark run, defined once and shared by runner, measure and reporter.
 
-A ``PairResult`` is one (model x device profile) row: the predicted latency with its source,
+A ``ModelFile`` is one model file from the command line to its rows: the user's path and label,
+and what the run learns about it (the variant file derived for a level, its ONNX export). A
+``PairResult`` is one (model x device profile) row: the predicted latency with its source,
 the memory verdict measured under the profile's RAM limit, and enough identity (hashes,
 backend, enforcement) to tell later what produced each number. Rows are flat so that the CSV,
 the JSON and the LaTeX table carry the same fields.
@@ -15,10 +17,55 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from .worker.formats import file_sha256
+
 RESULTS_SCHEMA_VERSION = 1
 
 # Verdicts of a memory measurement. Only "fits" means the model ran under the limit.
 VERDICTS = ("fits", "oom", "thrashing", "timeout", "error")
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """One model to benchmark: a user's file as given, or a variant derived from it (``level``).
+
+    ``path``/``sha256`` are the user's file (what rows and the manifest name). The run fills the
+    rest as it learns it (``dataclasses.replace``): ``variant_path`` is the file derived in the
+    sandbox for a level (what is measured: the variant alone, not the original's load),
+    ``graph_path`` the ONNX export the latency is predicted from, ``unusable`` why the model
+    cannot be measured at all (a derivation failed). ``size_bytes``, ``format`` and ``params``
+    describe the file that is measured.
+    """
+
+    path: Path
+    label: str
+    sha256: str
+    size_bytes: int
+    level: Optional[str] = None
+    variant_path: Optional[Path] = None
+    variant_sha256: Optional[str] = None
+    note: str = ""
+    graph_path: Optional[Path] = None
+    graph_error: str = ""
+    unusable: Optional[str] = None
+    format: Optional[str] = None
+    params: Optional[int] = None
+
+    @classmethod
+    def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
+        """Hash (never load) the file; reading it also warms its page cache on the host."""
+        path = Path(path)
+        return cls(path, label or str(path), file_sha256(str(path)), path.stat().st_size,
+                   None if level == "fp32" else level)
+
+    @property
+    def measured_path(self) -> Path:
+        """The file the memory measurement loads: the derived variant, else the user's file."""
+        return self.variant_path or self.path
+
+    @property
+    def measured_sha256(self) -> str:
+        return self.variant_sha256 or self.sha256
 
 
 @dataclass(frozen=True)

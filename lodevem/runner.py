@@ -1,11 +1,15 @@
 """Plan and run every (model x device profile) pair.
 
-The work is arranged so nothing is done twice: each model is exported to ONNX once (in the
-sandbox) and its latency predicted once for all profiles with the predictor loaded once; memory
-does not depend on the CPU, so each model is measured once per distinct RAM limit (16 profiles
--> 6 limits) and the verdict shared by every profile with that limit. Rows are written to a
-state file atomically after every measurement, so an interrupted run keeps what finished and
-``--resume`` continues it.
+The work is arranged so nothing is done twice: each distinct file is exported to ONNX once (in
+the sandbox) and its latency predicted once for all profiles with the predictor loaded once;
+memory does not depend on the CPU, so each model is measured once per distinct RAM limit (16
+profiles -> 6 limits) and the verdict shared by every profile with that limit. Rows are written
+to a state file atomically after every measurement, so an interrupted run keeps what finished
+and ``--resume`` continues it.
+
+One ``ModelFile`` record per model travels from the command line to its CSV rows, filled in as
+the run learns about it (its derived variant, its export); one ``RunContext`` holds what every
+step of a run shares.
 """
 
 from __future__ import annotations
@@ -21,26 +25,17 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
-from .report.manifest import collect_manifest
+from .measure import ExportCache, ExportResult, MemoryMeasurement
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
-from .results import PairResult, RunState
-from .worker import WorkerRequest
+from .report.manifest import collect_manifest
+from .results import ModelFile, PairResult, RunState
+from .sandbox import Backend, open_backend
+from .sandbox.client import MeasureSettings, WorkerClient
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ModelFile:
-    """A model to benchmark: a user's file as given, or a variant derived from it (``level``)."""
-
-    path: Path
-    label: str
-    sha256: str
-    size_bytes: int
-    level: Optional[str] = None
 
 
 def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
@@ -69,11 +64,12 @@ def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[Mode
                 labels[p] = "/".join(p.parts[-depth:])
     models = []
     for p in resolved:
-        sha, size = measure.file_sha256(p), p.stat().st_size
+        model = ModelFile.from_path(p, labels[p])
         if not levels:
-            models.append(ModelFile(p, labels[p], sha, size))
+            models.append(model)
         for level in levels:
-            models.append(ModelFile(p, f"{labels[p]}@{level}", sha, size, None if level == "fp32" else level))
+            models.append(dataclasses.replace(model, label=f"{labels[p]}@{level}",
+                                              level=None if level == "fp32" else level))
     return models
 
 
@@ -114,6 +110,10 @@ class RunConfig:
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    def settings(self, runtime: Optional[str] = None) -> MeasureSettings:
+        return MeasureSettings(runtime=runtime or self.runtime, warmup=self.warmup, runs=self.runs,
+                               threads=self.threads, input_shape=self.input_shape)
+
 
 @dataclass
 class BenchmarkOutcome:
@@ -124,149 +124,67 @@ class BenchmarkOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
-# Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input, stopped
-# before any measurement with exit code 2, rather than a row of errors.
-UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-                       "unsupported_format", "bad_input_shape")
+@dataclass
+class RunContext:
+    """What every step of one run shares: settings, the sandbox, caches, progress, warnings."""
+
+    config: RunConfig
+    client: WorkerClient
+    exports: ExportCache
+    progress: ProgressSink
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.config.output / ".cache"
+
+    @property
+    def backend(self) -> Backend:
+        return self.client.backend
 
 
-def export_onnx(backend: Any, path: Path, config: RunConfig, cache_dir: Path) -> tuple[Optional[Path], str, dict]:
-    """ONNX export of a model file in the sandbox (never in this process), cached by sha256 + shape.
+def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
+                  backend: Optional[Backend] = None) -> BenchmarkOutcome:
+    """Predict latency and measure memory for every (model x profile) pair of ``config``.
 
-    Returns (path or None, message when it failed, the worker's ``model`` block); raises
-    ``ModelFileError`` when the file itself cannot be benchmarked.
+    ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
-    target = measure.onnx_cache_path(cache_dir, measure.file_sha256(path), config.input_shape)
-    request = WorkerRequest(action="export-onnx", model_path=str(path),
-                            input_shape=list(config.input_shape) if config.input_shape else None,
-                            onnx_path=str(target), warmup=0, runs=1)
-    outcome = backend.run(request, None, config.timeout_s)
-    result = outcome.result or {}
-    if result.get("ok") and target.is_file():
-        return target, "", result.get("model") or {}
-    error = result.get("error") or {}
-    if error.get("kind") in UNUSABLE_FILE_KINDS:
-        raise ModelFileError(error["message"])
-    return None, error.get("message") or measure.classify(outcome)[1] or "ONNX export failed", result.get("model") or {}
-
-
-def _export_all(models: Sequence[ModelFile], specs: dict[str, "measure.ModelSpec"], failed: dict[str, str],
-                done: dict[Path, tuple], backend: Any, config: RunConfig, cache_dir: Path,
-                progress: ProgressSink) -> dict[str, tuple]:
-    """The ONNX graph each model's latency is predicted from, each distinct file exported once.
-
-    fp16 and int8 levels are predicted from the original's fp32 graph (the predictor applies the
-    level's factor), so they share the original's export; a pruned variant is a smaller dense
-    model and is predicted from its own derived file. ``done`` holds the exports made so far
-    (by file path) and gains the new ones.
-    """
-    exports = {}
-    for model in models:
-        if model.label in failed:
-            exports[model.label] = (None, failed[model.label], {})
-            continue
-        path = specs[model.label].path if model.level == "pruned" else model.path
-        if path not in done:
-            progress.working_on(f"exporting {path.name}")
-            done[path] = export_onnx(backend, path, config, cache_dir / "onnx")
-        exports[model.label] = done[path]
-    return exports
-
-
-def _row(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: "measure.MemoryMeasurement",
-         info: dict, config: RunConfig, floor_mb: Optional[int]) -> PairResult:
-    energy = (latency.latency_ms * profile.power_w
-              if latency.latency_ms is not None and profile.power_w is not None else None)
-    return PairResult(
-        model_label=model.label, model_path=str(model.path), model_sha256=model.sha256, level=model.level,
-        model_format=info.get("format"), model_file_mb=round(model.size_bytes / MB, 3),
-        params=info.get("params"),
-        profile_id=profile.id, profile_label=profile.label, tier=profile.tier, chipset=profile.chipset,
-        ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
-        clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=config.threads,
-        latency_ms=latency.latency_ms, latency_source=latency.latency_source,
-        latency_uncertainty=latency.uncertainty, latency_note=latency.note,
-        verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
-        model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
-        limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
-        runtime=memory.runtime, memory_error=memory.error, memory_cached=memory.cached,
-        host_latency_mean_ms=memory.host_latency_mean_ms, host_latency_std_ms=memory.host_latency_std_ms,
-        host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
-        host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
-        power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
-    )
-
-
-def unstable(memory: "measure.MemoryMeasurement") -> Optional[str]:
-    """pyperf's rule of thumb for the host timings: std >= 10 % of the mean is unstable."""
-    mean, std = memory.host_latency_mean_ms, memory.host_latency_std_ms
-    if not mean or std is None or std < 0.10 * mean:
-        return None
-    return f"std is {100 * std / mean:.0f} % of the mean"
-
-
-def _measurement_specs(models: Sequence[ModelFile], backend: Any, config: RunConfig, cache_dir: Path,
-                       progress: ProgressSink) -> tuple[dict[str, "measure.ModelSpec"], dict[str, str]]:
-    """What each model's memory is measured on: the file itself, or for a ``--levels`` variant the
-    file derived once in the sandbox without a limit.
-
-    Measuring the derived file, not a derivation inside the measured run, keeps the original's
-    load and the quantization/pruning machinery out of the variant's peak RAM (+110 MB for
-    int8-static on mobilenet_v2, see ``derive.derive_cached``). Returns (specs, label -> error).
-    """
-    specs: dict[str, measure.ModelSpec] = {}
-    failed: dict[str, str] = {}
-    for model in models:
-        path = model.path
-        if model.level is not None:
-            progress.working_on(f"deriving {model.label} in the sandbox")
-            try:
-                path = derive_cached(model.path, model.level, cache_dir / "derived", backend, config.input_shape,
-                                     config.timeout_s, model.sha256).path
-            except LodevemError as exc:
-                failed[model.label] = f"could not derive {model.level}: {exc}"
-                continue
-        specs[model.label] = measure.ModelSpec(path, key=model.label, input_shape=config.input_shape)
-    return specs, failed
-
-
-def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None) -> BenchmarkOutcome:
-    """Predict latency and measure memory for every (model x profile) pair of ``config``."""
-    progress = progress if progress is not None else NullProgress()
     models = label_models(config.models, config.levels)
-    warnings: list[str] = []
     predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)
     predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
-    backend, backend_warning = measure.default_backend(config.backend)
-    if backend_warning:
-        warnings.append(backend_warning)
-    if backend.name == "docker":
-        measure.sweep_stale_containers(backend.client)
-    cache_dir = config.output / ".cache"
-    state = _load_state(config, models, warnings)
+    warnings: list[str] = []
+    if backend is None:
+        backend, backend_warning = open_backend(config.backend)
+        if backend_warning:
+            warnings.append(backend_warning)
+    sweep = getattr(backend, "sweep_stale", None)
+    if sweep is not None:
+        sweep()
+    client = WorkerClient(backend)
+    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
+                     progress if progress is not None else NullProgress(), warnings)
+    state = _load_state(ctx, models)
 
-    progress.stage("exporting models to ONNX (in the sandbox)")
-    exported: dict[Path, tuple] = {}
-    for path in dict.fromkeys(m.path for m in models):  # the user's files first: a bad one stops here
-        progress.working_on(f"exporting {path.name}")
-        exported[path] = export_onnx(backend, path, config, cache_dir / "onnx")
-    specs, failed = _measurement_specs(models, backend, config, cache_dir, progress)
-    exports = _export_all(models, specs, failed, exported, backend, config, cache_dir, progress)
-    progress.stage("predicting latency")
-    latencies = _predict_all(predictor, models, exports, config)
-    warnings.extend(predictor.warnings)
+    ctx.progress.stage("exporting models to ONNX (in the sandbox)")
+    for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
+        _export(ctx, model.path, model.sha256)
+    models = [_derive(ctx, m) for m in models]
+    models = [_with_graph(ctx, m) for m in models]
+    ctx.progress.stage("predicting latency")
+    latencies = {m.label: _predict(ctx, predictor, m) for m in models}
+    ctx.warnings.extend(predictor.warnings)
 
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
-    progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
-    models = [dataclasses.replace(m, size_bytes=specs[m.label].path.stat().st_size) if m.label in specs else m
-              for m in models]
-    floors = _find_floors(models, specs, backend, config, cache_dir, progress, warnings)
-    recorder = _Recorder(config, {m.label: m for m in models}, exports, latencies, floors, state, progress)
-    for label, error in failed.items():
-        for limit in recorder.by_limit:
-            recorder(label, limit, measure.failed_measurement(limit, error, backend, config.runtime,
-                                                              recorder.models[label].sha256, config.threads))
-    _measure_pending(models, specs, backend, config, cache_dir, recorder, progress, warnings)
+    ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
+    floors = _find_floors(ctx, models)
+    recorder = _Recorder(ctx, {m.label: m for m in models}, latencies, floors, state)
+    settings = config.settings()
+    for model in models:
+        if model.unusable is not None:
+            for limit in recorder.by_limit:
+                recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client, settings,
+                                                                        model.sha256))
+    _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
 
     order = {p.id: i for i, p in enumerate(config.profiles)}
     model_order = {m.label: i for i, m in enumerate(models)}
@@ -280,102 +198,170 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None) ->
                           if k not in ("profiles", "models", "command_line")},
                "predictor": predictor.describe()},
     )
-    return BenchmarkOutcome(rows, manifest, warnings)
+    return BenchmarkOutcome(rows, manifest, ctx.warnings)
 
 
-def _load_state(config: RunConfig, models: Sequence[ModelFile], warnings: list[str]) -> RunState:
+def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
     """The finished rows to keep: those of an interrupted run with the same key under --resume."""
+    config = ctx.config
     key = config.state_key(models)
     state = RunState.load(config.output / STATE_FILE) if config.resume else None
     if state is not None and state.config_key == key:
         return state
     if config.resume and state is not None:
-        warnings.append("--resume: the previous run used other models or options; starting afresh")
+        ctx.warnings.append("--resume: the previous run used other models or options; starting afresh")
     return RunState(key)
 
 
-def _predict_all(predictor: Predictor, models: Sequence[ModelFile], exports: dict[str, tuple], config: RunConfig
-                 ) -> dict[str, dict[str, LatencyPrediction]]:
-    """Latency of every model on every profile; a model without an export gets cells saying why."""
-    latencies = {}
-    for model in models:
-        onnx_path, error, _ = exports[model.label]
-        if onnx_path is None:
-            latencies[model.label] = {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {error}",
-                                                                          config.threads) for p in config.profiles}
-        else:
-            latencies[model.label] = predictor.predict(onnx_path, config.profiles, threads=config.threads,
-                                                       level=model.level)
-    return latencies
+def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
+    """ONNX export of a file in the sandbox (never in this process), cached by content + shape;
+    raises ``ModelFileError`` when the worker refuses the file itself."""
+    ctx.progress.working_on(f"exporting {path.name}")
+    export = ctx.exports.export(path, sha256, ctx.config.input_shape)
+    if export.unusable:
+        raise ModelFileError(export.error)
+    return export
 
 
-def _find_floors(models: Sequence[ModelFile], specs: dict[str, "measure.ModelSpec"], backend: Any,
-                 config: RunConfig, cache_dir: Path, progress: ProgressSink, warnings: list[str]
-                 ) -> dict[str, Optional[int]]:
+def _derive(ctx: RunContext, model: ModelFile) -> ModelFile:
+    """For a ``--levels`` variant, the file derived once in the sandbox without a limit.
+
+    Measuring the derived file, not a derivation inside the measured run, keeps the original's
+    load and the quantization/pruning machinery out of the variant's peak RAM (+110 MB for
+    int8-static on mobilenet_v2, see ``derive.derive_cached``).
+    """
+    if model.level is None:
+        return model
+    ctx.progress.working_on(f"deriving {model.label} in the sandbox")
+    try:
+        return derive_cached(model, ctx.cache_dir / "derived", ctx.client, ctx.config.input_shape,
+                             ctx.config.timeout_s)
+    except LodevemError as exc:
+        return dataclasses.replace(model, unusable=f"could not derive {model.level}: {exc}")
+
+
+def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
+    """The ONNX graph the model's latency is predicted from, and the measured file's figures.
+
+    fp16 and int8 levels are predicted from the original's fp32 graph (the predictor applies the
+    level's factor), so they share the original's export; a pruned variant is a smaller dense
+    model and is predicted from its own derived file.
+    """
+    if model.unusable is not None:
+        return dataclasses.replace(model, graph_error=model.unusable)
+    pruned = model.level == "pruned"
+    export = _export(ctx, model.measured_path, model.measured_sha256) if pruned else \
+        _export(ctx, model.path, model.sha256)
+    info = export.model if (pruned or model.level is None) else None
+    return dataclasses.replace(model, graph_path=export.path, graph_error=export.error,
+                               format=model.format or (info.format if info else None),
+                               params=model.params if model.params is not None else (info.params if info else None))
+
+
+def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
+    """Latency of one model on every profile; a model without an export gets cells saying why."""
+    config = ctx.config
+    if model.graph_path is None:
+        return {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {model.graph_error}", config.threads)
+                for p in config.profiles}
+    return predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
+
+
+def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Optional[int]]:
     """``--find-floor``: the smallest RAM limit (8 MB tolerance) each model completes in."""
     floors: dict[str, Optional[int]] = {}
+    config = ctx.config
     if not config.find_floor:
         return floors
     for model in models:
-        if model.label not in specs:
+        if model.unusable is not None:
             continue
-        progress.working_on(f"bisecting the RAM floor of {model.label}")
-        floor = measure.find_floor(specs[model.label], backend=backend, runtime=config.runtime,
-                                   timeout_s=config.timeout_s, cache_dir=cache_dir / "measure",
-                                   use_cache=not config.no_cache)
+        ctx.progress.working_on(f"bisecting the RAM floor of {model.label}")
+        floor = measure.find_floor(model, client=ctx.client, settings=MeasureSettings(
+                                       runtime=config.runtime, warmup=1, runs=3, input_shape=config.input_shape),
+                                   timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
+                                   use_cache=not config.no_cache, exports=ctx.exports)
         floors[model.label] = floor.floor_mb
         if floor.floor_mb is None:
-            warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
+            ctx.warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
     return floors
+
+
+def unstable(memory: MemoryMeasurement) -> Optional[str]:
+    """pyperf's rule of thumb for the host timings: std >= 10 % of the mean is unstable."""
+    mean, std = memory.host_latency_mean_ms, memory.host_latency_std_ms
+    if not mean or std is None or std < 0.10 * mean:
+        return None
+    return f"std is {100 * std / mean:.0f} % of the mean"
+
+
+def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: MemoryMeasurement,
+                threads: int, floor_mb: Optional[int]) -> PairResult:
+    """One row: the model record, the profile, its latency cell and the measurement it shares."""
+    energy = (latency.latency_ms * profile.power_w
+              if latency.latency_ms is not None and profile.power_w is not None else None)
+    return PairResult(
+        model_label=model.label, model_path=str(model.path), model_sha256=model.sha256, level=model.level,
+        # the measured file's own figures win (a variant's, not its original's)
+        model_format=memory.model_format or model.format, model_file_mb=round(model.size_bytes / MB, 3),
+        params=memory.params if memory.params is not None else model.params,
+        profile_id=profile.id, profile_label=profile.label, tier=profile.tier, chipset=profile.chipset,
+        ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
+        clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=threads,
+        latency_ms=latency.latency_ms, latency_source=latency.latency_source,
+        latency_uncertainty=latency.uncertainty, latency_note=latency.note,
+        verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
+        model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
+        limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
+        runtime=memory.runtime, memory_error=memory.error, memory_cached=memory.cached,
+        host_latency_mean_ms=memory.host_latency_mean_ms, host_latency_std_ms=memory.host_latency_std_ms,
+        host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
+        host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
+        power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
+    )
 
 
 class _Recorder:
     """Turns each finished measurement into rows for every profile with that RAM limit, and
     saves the state atomically before reporting progress (an interrupt then loses nothing)."""
 
-    def __init__(self, config: RunConfig, models: dict[str, ModelFile], exports: dict[str, tuple],
+    def __init__(self, ctx: RunContext, models: dict[str, ModelFile],
                  latencies: dict[str, dict[str, LatencyPrediction]], floors: dict[str, Optional[int]],
-                 state: RunState, progress: ProgressSink) -> None:
-        self.config, self.models, self.exports, self.latencies = config, models, exports, latencies
-        self.floors, self.state, self.progress = floors, state, progress
+                 state: RunState) -> None:
+        self.ctx, self.models, self.latencies, self.floors, self.state = ctx, models, latencies, floors, state
         self.done = state.done()
         self.by_limit: dict[int, list[Profile]] = {}
-        for profile in config.profiles:
+        for profile in ctx.config.profiles:
             self.by_limit.setdefault(profile.ram_mb, []).append(profile)
 
     def pending(self, label: str) -> list[Profile]:
-        return [p for p in self.config.profiles if (label, p.id) not in self.done]
+        return [p for p in self.ctx.config.profiles if (label, p.id) not in self.done]
 
-    def __call__(self, label: str, limit_mb: int, memory: "measure.MemoryMeasurement") -> None:
-        exported = self.exports[label][2]  # the measured file's own figures win (a variant's, not its original's)
-        info = {"format": memory.model_format or exported.get("format"),
-                "params": memory.params if memory.params is not None else exported.get("params")}
+    def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
         for profile in finished:
-            self.state.rows.append(_row(self.models[label], profile, self.latencies[label][profile.id], memory,
-                                        info, self.config, self.floors.get(label)))
+            self.state.rows.append(pair_result(self.models[label], profile, self.latencies[label][profile.id],
+                                               memory, self.ctx.config.threads, self.floors.get(label)))
             self.done.add((label, profile.id))
-        self.state.save(self.config.output / STATE_FILE)
+        self.state.save(self.ctx.config.output / STATE_FILE)
         for profile in finished:
-            self.progress.pair_done(label, profile.label)
+            self.ctx.progress.pair_done(label, profile.label)
 
 
-def _measure_pending(models: Sequence[ModelFile], specs: dict[str, "measure.ModelSpec"], backend: Any,
-                     config: RunConfig, cache_dir: Path, recorder: _Recorder, progress: ProgressSink,
-                     warnings: list[str]) -> None:
+def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Recorder) -> None:
     """Measure each model with unfinished pairs once per RAM limit those pairs need."""
-    pending = [m for m in models if m.label in specs and recorder.pending(m.label)]
+    config = ctx.config
+    pending = [m for m in models if recorder.pending(m.label)]
     limits = sorted({p.ram_mb for m in pending for p in recorder.pending(m.label)})
     # An .onnx file has no torch form: it is always run by onnxruntime (and its rows say so).
     by_runtime: dict[str, list[ModelFile]] = {}
     for m in pending:
         by_runtime.setdefault("onnxruntime" if m.path.suffix.lower() == ".onnx" else config.runtime, []).append(m)
     if config.runtime == "torch" and by_runtime.get("onnxruntime"):
-        warnings.append(f"{', '.join(m.label for m in by_runtime['onnxruntime'])}: ONNX file(s) measured "
-                        "with onnxruntime (--runtime torch applies to PyTorch files)")
+        ctx.warnings.append(f"{', '.join(m.label for m in by_runtime['onnxruntime'])}: ONNX file(s) measured "
+                            "with onnxruntime (--runtime torch applies to PyTorch files)")
     for runtime, group in by_runtime.items():
-        progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
-        measure.measure_models([specs[m.label] for m in group], limits, backend=backend, runtime=runtime,
-                               warmup=config.warmup, runs=config.runs, threads=config.threads, jobs=config.jobs,
-                               timeout_s=config.timeout_s, cache_dir=cache_dir / "measure",
-                               use_cache=not config.no_cache, on_result=recorder)
+        ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
+        measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
+                               timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
+                               use_cache=not config.no_cache, exports=ctx.exports, on_result=recorder)

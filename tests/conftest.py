@@ -7,7 +7,6 @@ from typing import Optional
 
 import pytest
 
-from lodevem import measure
 from lodevem.sandbox import image
 from lodevem.errors import BackendUnavailable
 
@@ -33,5 +32,6 @@ def docker_backend():
         image.build_image()
     from lodevem.sandbox.docker_backend import DockerBackend
 
-    measure.sweep_stale_containers()
-    return DockerBackend()
+    backend = DockerBackend()
+    backend.sweep_stale()
+    return backend

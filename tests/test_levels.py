@@ -24,8 +24,10 @@ from torch import nn
 
 from lodevem import levels, worker, zoo
 from lodevem.sandbox.process_backend import ProcessBackend
-from lodevem.derive import DERIVABLE, DeriveFailed, derive_cached, derive_variants
-from lodevem.errors import InputError
+from lodevem.derive import DERIVABLE, derive_cached, derive_variants
+from lodevem.errors import DeriveFailed, InputError
+from lodevem.results import ModelFile
+from lodevem.sandbox.client import WorkerClient
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),  # torch.ao quantization, torch.jit
@@ -126,7 +128,7 @@ def files(scratch: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 def derived(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every derivable level of mobilenet_v2, written by the host API through the process backend."""
     out_dir = tmp_path_factory.mktemp("derived")
-    written = derive_variants(files["mobilenet_v2"], DERIVABLE, out_dir, ProcessBackend())
+    written = derive_variants(files["mobilenet_v2"], DERIVABLE, out_dir, WorkerClient(ProcessBackend()))
     return {f.level: f for f in written}
 
 
@@ -135,7 +137,7 @@ def derived(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
 def test_protocol_knows_the_levels() -> None:
     assert worker.LEVELS == tuple(levels.LEVELS)
     assert "level_failed" in worker.ERROR_KINDS and "derive" in worker.ACTIONS
-    assert worker.WORKER_VERSION == "2"
+    assert worker.WORKER_VERSION.startswith(worker.WORKER_RELEASE + "+")
     for level in worker.LEVELS:
         worker.WorkerRequest.from_json({"action": "measure", "model_path": "m.pt", "level": level})
     worker.WorkerRequest.from_json({"action": "derive", "model_path": "m.pt", "level": "int8", "derive_out": "o.pt"})
@@ -221,9 +223,9 @@ def test_derive_writes_loadable_files(derived: dict[str, Any], files: dict[str, 
     assert sorted(derived) == sorted(DERIVABLE)
     original_size = files["mobilenet_v2"].stat().st_size
     for level, f in derived.items():
-        assert f.path.name == f"mobilenet_v2_{level}.pt" and f.path.stat().st_size == f.size_bytes
+        assert f.variant_path.name == f"mobilenet_v2_{level}.pt" and f.variant_path.stat().st_size == f.size_bytes
         assert f.format == ("torchscript" if level == "int8-static" else "pickled_module")
-        model = _load(f.path, f.format)
+        model = _load(f.variant_path, f.format)
         dtype = torch.float16 if level == "fp16" else torch.float32
         with torch.inference_mode():  # a small image: x86 fp16 kernels are slow
             assert tuple(model(torch.randn(1, 3, 96, 96, dtype=dtype)).shape) == (1, 1000), level
@@ -231,19 +233,19 @@ def test_derive_writes_loadable_files(derived: dict[str, Any], files: dict[str, 
     assert derived["int8-static"].size_bytes * 3 <= original_size
     assert "convolutions stay fp32" in derived["int8"].note
     assert "not fine-tuned" in derived["pruned"].note
-    assert not list(derived["fp16"].path.parent.glob("*.tmp*"))
+    assert not list(derived["fp16"].variant_path.parent.glob("*.tmp*"))
 
 
 def test_derived_int8_static_file_reports_its_packed_weights(derived: dict[str, Any], scratch: Path) -> None:
     """Quantized TorchScript keeps its weights in packed ScriptObjects, outside the state_dict."""
-    res = ok(run_worker({"action": "inspect", "model_path": str(derived["int8-static"].path)}, scratch))
+    res = ok(run_worker({"action": "inspect", "model_path": str(derived["int8-static"].variant_path)}, scratch))
     assert res["model"]["format"] == "torchscript" and res["model"]["dtype"] == "qint8"
     assert res["model"]["params"] == derived["int8-static"].params > 3_000_000
 
 
 def test_pruned_file_halves_each_pruned_layer(derived: dict[str, Any], files: dict[str, Path]) -> None:
     original = torch.load(files["mobilenet_v2"], weights_only=False)
-    pruned = _load(derived["pruned"].path, "pickled_module")
+    pruned = _load(derived["pruned"].variant_path, "pickled_module")
     widths = {n: m.out_channels for n, m in original.named_modules() if isinstance(m, nn.Conv2d)}
     after = {n: m.out_channels for n, m in pruned.named_modules() if isinstance(m, nn.Conv2d)}
     assert widths.keys() == after.keys()
@@ -257,11 +259,11 @@ def test_pruned_file_halves_each_pruned_layer(derived: dict[str, Any], files: di
 
 def test_derive_refuses_fp32_and_reports_failures(files: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(InputError, match="nothing to derive"):
-        derive_variants(files["mobilenet_v2"], ["fp32"], tmp_path, ProcessBackend())
+        derive_variants(files["mobilenet_v2"], ["fp32"], tmp_path, WorkerClient(ProcessBackend()))
     with pytest.raises(InputError, match="unknown level"):
-        derive_variants(files["mobilenet_v2"], ["int4"], tmp_path, ProcessBackend())
+        derive_variants(files["mobilenet_v2"], ["int4"], tmp_path, WorkerClient(ProcessBackend()))
     with pytest.raises(DeriveFailed) as info:  # a TorchScript graph cannot be pruned
-        derive_variants(files["tiny_ts"], ["pruned"], tmp_path, ProcessBackend(), input_shape=[1, 3, 64, 64])
+        derive_variants(files["tiny_ts"], ["pruned"], tmp_path, WorkerClient(ProcessBackend()), input_shape=[1, 3, 64, 64])
     assert "pickled nn.Module" in info.value.failures["pruned"] and info.value.written == []
     assert not list(tmp_path.iterdir())
 
@@ -278,9 +280,10 @@ class _CountingBackend(ProcessBackend):
 
 def test_derive_cached_derives_once(files: dict[str, Path], tmp_path: Path) -> None:
     backend = _CountingBackend()
-    first = derive_cached(files["mlp"], "int8", tmp_path, backend, input_shape=[1, 256])
-    again = derive_cached(files["mlp"], "int8", tmp_path, backend, input_shape=[1, 256])
-    assert backend.runs == 1 and again == first and first.path.parent == tmp_path
+    model = ModelFile.from_path(files["mlp"], level="int8")
+    first = derive_cached(model, tmp_path, WorkerClient(backend), input_shape=[1, 256])
+    again = derive_cached(model, tmp_path, WorkerClient(backend), input_shape=[1, 256])
+    assert backend.runs == 1 and again == first and first.variant_path.parent == tmp_path
     assert first.format == "pickled_module" and first.size_bytes < 0.4 * files["mlp"].stat().st_size
 
 

@@ -23,6 +23,8 @@ import torch
 from torch import nn
 
 from lodevem import measure, zoo
+from lodevem.sandbox import open_backend
+from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.sandbox import image
 
 pytestmark = pytest.mark.docker
@@ -67,16 +69,23 @@ class Counting:
     def prewarm(self) -> None:
         self.inner.prewarm()
 
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+    def reset(self) -> None:
+        self.inner.reset()
+
     def run(self, *args: Any, **kwargs: Any):
         self.runs += 1
         return self.inner.run(*args, **kwargs)
 
 
-def _one(model: Path, limit: int, backend: Any, **kw: Any) -> measure.MemoryMeasurement:
-    kw.setdefault("warmup", 1)
-    kw.setdefault("runs", 3)
+def _one(model: Path, limit: int, backend: Any, runtime: str = "torch", warmup: int = 1, runs: int = 3,
+         **kw: Any) -> measure.MemoryMeasurement:
     kw.setdefault("timeout_s", 180)
-    return measure.measure_models([model], [limit], backend=backend, jobs=1, **kw)[(str(model), limit)]
+    settings = MeasureSettings(runtime=runtime, warmup=warmup, runs=runs)
+    return measure.measure_models([model], [limit], client=WorkerClient(backend), settings=settings, jobs=1,
+                                  **kw)[(str(model), limit)]
 
 
 def _labelled(pid: Optional[int] = None) -> list[str]:
@@ -112,7 +121,8 @@ def test_64mb_is_oom_during_runtime_import(docker_backend, tiny: Path) -> None:
 def test_shared_limits_run_once(docker_backend, tiny: Path) -> None:
     counting = Counting(docker_backend)
     profiles_ram = [1024, 1024, 1024, 512, 512, 512, 512]  # e.g. 3 + 4 profiles
-    results = measure.measure_models([tiny], profiles_ram, backend=counting, warmup=1, runs=2, jobs=2)
+    results = measure.measure_models([tiny], profiles_ram, client=WorkerClient(counting),
+                                     settings=MeasureSettings(warmup=1, runs=2), jobs=2)
     assert counting.runs == 2
     assert {k[1] for k in results} == {512, 1024}
     assert all(m.verdict == "fits" for m in results.values())
@@ -147,8 +157,10 @@ def test_sigint_removes_running_containers(docker_backend, tiny: Path, tmp_path:
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
         from lodevem import measure
-        measure.measure_models([{str(tiny)!r}], [1024], runs=100000, warmup=0, jobs=1, timeout_s=300,
-                               backend=measure.default_backend("docker")[0])
+        from lodevem.sandbox import open_backend
+        from lodevem.sandbox.client import MeasureSettings, WorkerClient
+        measure.measure_models([{str(tiny)!r}], [1024], settings=MeasureSettings(runs=100000, warmup=0), jobs=1,
+                               timeout_s=300, client=WorkerClient(open_backend("docker")[0]))
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True)
     try:
@@ -172,11 +184,11 @@ def test_sigint_removes_running_containers(docker_backend, tiny: Path, tmp_path:
 
     client = image.docker_client()
     assert [c.id for c in client.containers.list(all=True, filters={"label": "lodevem=1"})
-            if not _owner_alive(c)] == []
+            if not _owner_alive(c, set())] == []
 
 
 def test_process_backend_agrees_on_clear_cases(tiny: Path) -> None:
-    backend, _ = measure.default_backend("process")
+    backend, _ = open_backend("process")
     fits = _one(tiny, 1024, backend)
     oom = _one(tiny, 64, backend)
     assert fits.verdict == "fits", fits.error

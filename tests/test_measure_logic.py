@@ -3,55 +3,28 @@ classification, the thrashing monitor and the floor bisection, against a fake ba
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
+from fakes import FakeBackend, ok_result, outcome
 from lodevem import measure
-from lodevem.sandbox.base import RunOutcome, ThrashMonitor
-from lodevem.measure import MeasureCache, MemoryMeasurement, ModelSpec, cache_key, classify
+from lodevem.errors import InputError
+from lodevem.measure import MeasureCache, MemoryMeasurement, cache_key, classify
+from lodevem.results import ModelFile
+from lodevem.sandbox import open_backend
+from lodevem.sandbox.base import ThrashMonitor
+from lodevem.sandbox.client import MeasureSettings, SandboxRun, WorkerClient, parse_reply
 
 
-def outcome(limit: Optional[int] = 512, **kw: Any) -> RunOutcome:
-    base = dict(backend="fake", exit_code=0, oom_killed=False, timed_out=False, thrashing=False, thrash_evidence="",
-                wall_s=1.0, result=None, stderr_tail="", limit_mb=limit, limit_enforcement="fake")
-    base.update(kw)
-    return RunOutcome(**base)
+def run_of(o) -> SandboxRun:
+    return SandboxRun(o, parse_reply(o.stdout))
 
 
-def ok_result(hwm_mb: float, base_mb: float = 200.0) -> dict[str, Any]:
-    return {"ok": True, "model": {"format": "pickled_module", "params": 10},
-            "latency": {"mean_ms": 2.0, "std_ms": 0.1, "p50_ms": 2.0, "p95_ms": 2.2, "throughput_ips": 500.0},
-            "memory": {"hwm_kb": int(hwm_mb * 1024), "runtime_baseline_kb": int(base_mb * 1024),
-                       "model_increment_kb": int((hwm_mb - base_mb) * 1024), "major_faults": 0,
-                       "cgroup": {"version": 1, "peak_bytes": int(hwm_mb * 0.6 * 2**20)}}}
-
-
-class FakeBackend:
-    """Fits when limit >= need_mb (peak = need_mb), OOM-killed below; records every run."""
-
-    name = "fake"
-    identity = "fake:1"
-
-    def __init__(self, need_mb: dict[str, float] | float = 250.0) -> None:
-        self.need = need_mb
-        self.calls: list[tuple[str, Optional[int], Optional[float]]] = []
-        self.lock = threading.Lock()
-
-    def prewarm(self) -> None:
-        pass
-
-    def run(self, request: Any, limit_mb: Optional[int], timeout_s: float, *,
-            reference_s: Optional[float] = None, on_progress: Any = None) -> RunOutcome:
-        with self.lock:
-            self.calls.append((Path(request.model_path).name, limit_mb, reference_s))
-        need = self.need[Path(request.model_path).name] if isinstance(self.need, dict) else self.need
-        if limit_mb is not None and limit_mb < need:
-            return outcome(limit_mb, exit_code=137, oom_killed=True, stderr_tail="lodevem-worker: loaded x\n")
-        return outcome(limit_mb, result=ok_result(need), wall_s=2.0)
+def measure_models(models, limits, backend, **kw):
+    return measure.measure_models(models, limits, client=WorkerClient(backend), **kw)
 
 
 @pytest.fixture
@@ -78,7 +51,7 @@ def test_cache_key_depends_on_every_field() -> None:
 def test_distinct_limits_run_once_largest_first(models: list[Path]) -> None:
     fake = FakeBackend()
     limits = [512, 1024, 512, 256, 1024, 2048, 2048]  # 7 profiles, 4 distinct limits
-    results = measure.measure_models(models, limits, backend=fake, jobs=2)
+    results = measure_models(models, limits, fake, jobs=2)
     assert len(fake.calls) == 2 * 4
     for name in ("a.pt", "b.pt"):
         mine = [c for c in fake.calls if c[0] == name]
@@ -95,8 +68,8 @@ def test_identical_files_are_measured_once(tmp_path: Path) -> None:
     a.write_bytes(b"same")
     b.write_bytes(b"same")
     fake = FakeBackend()
-    specs = [ModelSpec(a, key="x"), ModelSpec(b, key="copy/x")]
-    results = measure.measure_models(specs, [512], backend=fake, jobs=1)
+    specs = [ModelFile.from_path(a, "x"), ModelFile.from_path(b, "copy/x")]
+    results = measure_models(specs, [512], fake, jobs=1)
     assert len(fake.calls) == 1
     assert results[("x", 512)] == results[("copy/x", 512)]
 
@@ -104,26 +77,26 @@ def test_identical_files_are_measured_once(tmp_path: Path) -> None:
 def test_cache_hit_and_no_cache(models: list[Path], tmp_path: Path) -> None:
     fake = FakeBackend()
     cache = tmp_path / "out" / ".cache" / "measure"
-    first = measure.measure_models(models[:1], [512, 1024], backend=fake, cache_dir=cache)
+    first = measure_models(models[:1], [512, 1024], fake, cache_dir=cache)
     assert len(fake.calls) == 2 and not any(m.cached for m in first.values())
-    second = measure.measure_models(models[:1], [512, 1024], backend=fake, cache_dir=cache)
+    second = measure_models(models[:1], [512, 1024], fake, cache_dir=cache)
     assert len(fake.calls) == 2 and all(m.cached for m in second.values())
     assert replace(second[(str(models[0]), 512)], cached=False) == first[(str(models[0]), 512)]
-    measure.measure_models(models[:1], [512], backend=fake, cache_dir=cache, use_cache=False)
+    measure_models(models[:1], [512], fake, cache_dir=cache, use_cache=False)
     assert len(fake.calls) == 3  # --no-cache measures again
 
 
 def test_timeouts_are_not_cached(tmp_path: Path) -> None:
     cache = MeasureCache(tmp_path)
-    value = measure.to_measurement(outcome(timed_out=True, exit_code=137), identity="i", model_sha256="s",
-                                   runtime="torch", threads=1)
+    value = measure.to_measurement(run_of(outcome(timed_out=True, exit_code=137)), identity="i", model_sha256="s",
+                                   settings=MeasureSettings(), worker_version="w")
     cache.put("k", value)
     assert cache.get("k") is None
 
 
 def test_measurement_round_trip() -> None:
-    value = measure.to_measurement(outcome(result=ok_result(300.0)), identity="i", model_sha256="s",
-                                   runtime="torch", threads=1)
+    value = measure.to_measurement(run_of(outcome(result=ok_result(300.0))), identity="i", model_sha256="s",
+                                   settings=MeasureSettings(), worker_version="w")
     assert MemoryMeasurement.from_dict(value.to_dict()) == value
     assert value.verdict == "fits" and value.peak_rss_mb == 300.0 and value.runtime_baseline_mb == 200.0
     assert value.model_increment_mb == 100.0 and value.host_latency_mean_ms == 2.0
@@ -142,7 +115,7 @@ def test_measurement_round_trip() -> None:
     (dict(result=ok_result(500.0)), "fits", None),
 ])
 def test_classify(kw: dict[str, Any], verdict: str, needle: Optional[str]) -> None:
-    got, message, _ = classify(outcome(**kw))
+    got, message, _ = classify(run_of(outcome(**kw)))
     assert got == verdict
     if needle is None:
         assert message is None
@@ -168,7 +141,7 @@ def test_thrash_monitor_needs_sustained_faults_at_the_limit() -> None:
 
 def test_find_floor_bisects_to_tolerance(models: list[Path]) -> None:
     fake = FakeBackend(need_mb=300.0)
-    floor = measure.find_floor(models[0], backend=fake, lo_mb=64, hi_mb=4096, tolerance_mb=8)
+    floor = measure.find_floor(models[0], client=WorkerClient(fake), lo_mb=64, hi_mb=4096, tolerance_mb=8)
     assert floor.floor_mb is not None and floor.fails_at_mb is not None
     assert 300 <= floor.floor_mb <= 308 and floor.floor_mb - floor.fails_at_mb <= 8
     assert floor.at_floor is not None and floor.at_floor.verdict == "fits"
@@ -176,12 +149,12 @@ def test_find_floor_bisects_to_tolerance(models: list[Path]) -> None:
 
 
 def test_find_floor_reports_a_model_too_big_for_hi(models: list[Path]) -> None:
-    floor = measure.find_floor(models[0], backend=FakeBackend(need_mb=5000.0), hi_mb=4096)
+    floor = measure.find_floor(models[0], client=WorkerClient(FakeBackend(need_mb=5000.0)), hi_mb=4096)
     assert floor.floor_mb is None and "does not fit even at 4096 MB" in (floor.error or "")
 
 
 def test_default_backend_choices() -> None:
-    backend, warning = measure.default_backend("process")
+    backend, warning = open_backend("process")
     assert backend.name == "process" and warning is None
-    with pytest.raises(ValueError):
-        measure.default_backend("podman")
+    with pytest.raises(InputError, match="--backend must be one of auto, docker, process"):
+        open_backend("podman")

@@ -140,9 +140,9 @@ def test_interrupt_then_resume_does_not_redo_pairs(docker_backend, models: list[
     measured: list[tuple[str, int]] = []
     real = measure.measure_models
 
-    def spy(specs, limits, **kwargs):
-        measured.extend((s.key, limit) for s in specs for limit in limits)
-        return real(specs, limits, **kwargs)
+    def spy(models, limits, **kwargs):
+        measured.extend((m.label, limit) for m in models for limit in limits)
+        return real(models, limits, **kwargs)
 
     monkeypatch.setattr(measure, "measure_models", spy)
     outcome = run_benchmark(RunConfig(**{**config.__dict__, "resume": True}))

@@ -30,7 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from ..errors import InputError, LodevemError
+from ..errors import EstimatorError, InputError
 from .kernels import Kernel
 
 __all__ = [
@@ -110,10 +110,6 @@ class CoreParams:
     source: str
     derived: bool
     fp32_from_fp16: bool
-
-
-class EstimatorError(LodevemError):
-    """The parameters file is missing or malformed (a packaging problem, exit code 1)."""
 
 
 class Estimator:

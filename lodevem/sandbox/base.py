@@ -13,14 +13,11 @@ without a limit.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
-from ..errors import LodevemError
 
 # A run is thrashing when, for SUSTAIN_S seconds in a row, the major-fault rate over the last
 # WINDOW_S seconds stays above FAULT_RATE/s while usage is within NEAR_LIMIT of the limit.
@@ -38,21 +35,16 @@ POLL_S = 0.5
 
 ProgressFn = Callable[[str], None]
 
-# Set by measure.cancel_all() (Ctrl-C, SIGTERM): every watch loop kills its run within POLL_S.
-CANCEL = threading.Event()
-
-
-class Cancelled(LodevemError):
-    """The run was stopped because lodevem is shutting down (Ctrl-C / SIGTERM)."""
-
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What happened to one worker run, before any interpretation into a verdict.
+    """What happened to one worker run, before anything reads the worker's reply.
 
-    ``result`` is the worker's parsed JSON line (or None when it never printed one: killed,
-    crashed). ``observed`` holds the host-side samples' summary (max cgroup usage, failcnt,
-    major faults) since the container's own counters vanish with it.
+    ``stdout`` is the worker's standard output as captured; only ``sandbox.client`` parses it
+    (the one owner of the protocol). ``observed`` holds the host-side samples' summary (max
+    cgroup usage, failcnt, major faults) since the container's own counters vanish with it.
+    ``host_paths`` maps each path the worker saw (``/input/x.pt`` in a container) to the host
+    path the user knows, so messages can name what the user typed.
     """
 
     backend: str
@@ -62,15 +54,20 @@ class RunOutcome:
     thrashing: bool
     thrash_evidence: str
     wall_s: float
-    result: Optional[dict[str, Any]]
+    stdout: str
     stderr_tail: str
     limit_mb: Optional[int]
     limit_enforcement: str
     observed: dict[str, Any] = field(default_factory=dict)
+    host_paths: dict[str, str] = field(default_factory=dict)
 
 
 class Backend(Protocol):
-    """Runs one worker request under a memory limit and reports what happened."""
+    """Runs one worker request under a memory limit and reports what happened.
+
+    ``cancel()`` stops every run of this backend now (the Ctrl-C / SIGTERM path): watch loops
+    kill their child or container within ``POLL_S``; ``reset()`` makes it usable again.
+    """
 
     name: str
 
@@ -88,19 +85,13 @@ class Backend(Protocol):
         """Run ``request`` (a ``worker.WorkerRequest``); never leaves a process or container behind."""
         ...
 
+    def cancel(self) -> None:
+        """Stop every run of this backend now."""
+        ...
 
-def parse_result(stdout: str) -> Optional[dict[str, Any]]:
-    """The worker's protocol line is the last non-empty stdout line that parses as a JSON object."""
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-    return None
+    def reset(self) -> None:
+        """Accept runs again after ``cancel``."""
+        ...
 
 
 def tail(text: str, lines: int = 15) -> str:

@@ -5,9 +5,9 @@ phone's RAM and no swap (the README's rule), and the container also keeps an unt
 away from the host: no network, read-only root, no capabilities, no new privileges, a pids
 limit, a non-root user, the model mounted read-only.
 
-Every container is labelled ``lodevem=1`` and registered in ``LIVE`` while it exists, so Ctrl-C,
-SIGTERM, a timeout or a crash in lodevem itself all end with it removed (``finally`` here, plus
-``remove_live_containers`` for the signal path, plus ``sweep_stale_containers`` at start).
+Every container is labelled ``lodevem=1`` and registered in the backend's ``live`` registry while
+it exists, so Ctrl-C, SIGTERM, a timeout or a crash in lodevem itself all end with it removed
+(``finally`` here, plus ``cancel`` for the signal path, plus ``sweep_stale_containers`` at start).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import image as image_mod
-from ..errors import BackendUnavailable
+from ..errors import BackendUnavailable, Cancelled, ModelFileError
 from ..worker import WorkerRequest
-from .base import CANCEL, POLL_S, Cancelled, ProgressFn, RunOutcome, ThrashMonitor, parse_result, tail
+from .base import POLL_S, ProgressFn, RunOutcome, ThrashMonitor, tail
 
 LABEL = "lodevem"
 CONTAINER_USER = "1000:1000"  # the image's `bench` user
@@ -64,10 +64,7 @@ class LiveContainers:
         return len(items)
 
 
-LIVE = LiveContainers()
-
-
-def _owner_alive(container: Any) -> bool:
+def _owner_alive(container: Any, own: set[str]) -> bool:
     """True when the lodevem process that created ``container`` still runs on this host."""
     labels = container.labels or {}
     if labels.get("lodevem.host") != socket.gethostname():
@@ -79,19 +76,18 @@ def _owner_alive(container: Any) -> bool:
         return False
     except PermissionError:  # alive, owned by another user
         return True
-    return pid != os.getpid() or container.id in LIVE.ids()
+    return pid != os.getpid() or container.id in own
 
 
-def sweep_stale_containers(client: Any = None) -> int:
+def sweep_stale_containers(client: Any, own: set[str] = frozenset()) -> int:  # type: ignore[assignment]
     """Remove containers labelled ``lodevem=1`` whose lodevem process is gone (a killed run).
 
     Containers of another lodevem process still running on this host are left alone: sweeping
-    them would break its measurements.
+    them would break its measurements; ``own`` are this process's live containers.
     """
-    client = client or image_mod.docker_client(timeout=30)
     removed = 0
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        if _owner_alive(container):
+        if _owner_alive(container, set(own)):
             continue
         try:
             container.remove(force=True)
@@ -123,10 +119,24 @@ class DockerBackend:
         self.host_pkg = Path(__file__).resolve().parent.parent if mount_host_worker else None
         self._warm_lock = threading.Lock()
         self._warm = False
+        self.live = LiveContainers()
+        self.cancelled = threading.Event()
 
     @property
     def identity(self) -> str:
         return f"docker:{self.image.id}"
+
+    def cancel(self) -> None:
+        """Stop every run now: watch loops kill their container, and the live ones are removed."""
+        self.cancelled.set()
+        self.live.remove_all()
+
+    def reset(self) -> None:
+        self.cancelled.clear()
+
+    def sweep_stale(self) -> int:
+        """Remove containers left behind by a killed lodevem (see ``sweep_stale_containers``)."""
+        return sweep_stale_containers(self.client, self.live.ids())
 
     def prewarm(self) -> None:
         """Read the image's shared libraries once in a throw-away, unlimited container.
@@ -143,7 +153,7 @@ class DockerBackend:
                 self.image.id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER,
                 labels=_labels(**{"lodevem.role": "prewarm"}))
-            LIVE.add(container)
+            self.live.add(container)
             try:
                 container.start()
                 container.wait(timeout=300)
@@ -152,7 +162,7 @@ class DockerBackend:
                     container.remove(force=True)
                 except Exception:
                     pass
-                LIVE.discard(container)
+                self.live.discard(container)
             self._warm = True
 
     def _mounts(self, request: WorkerRequest, out_dir: Optional[str]) -> tuple[list[Any], WorkerRequest]:
@@ -185,15 +195,11 @@ class DockerBackend:
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
         if not Path(request.model_path).is_file():
-            raise FileNotFoundError(request.model_path)
+            raise ModelFileError(f"{request.model_path}: model file not found")
         if not Path(request.model_path).stat().st_mode & 0o004:
             # The container runs as uid 1000: a file only its owner can read would fail inside.
-            message = (f"{request.model_path} is not readable by the container's user (uid 1000): "
-                       f"make it world-readable (chmod o+r) or use --backend process")
-            return RunOutcome(backend=self.name, exit_code=None, oom_killed=False, timed_out=False, thrashing=False,
-                              thrash_evidence="", wall_s=0.0, result={"ok": False, "error": {"kind": "not_found",
-                                                                                             "message": message}},
-                              stderr_tail="", limit_mb=limit_mb, limit_enforcement="not started")
+            raise ModelFileError(f"{request.model_path} is not readable by the container's user (uid 1000): "
+                                 "make it world-readable (chmod o+r) or use --backend process")
         out_dir = None
         if (request.onnx_path and not Path(request.onnx_path).exists()) or request.derive_out:
             # A scratch dir the container's uid 1000 can write; the file is moved into place after.
@@ -216,7 +222,7 @@ class DockerBackend:
                     tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
                     shutil.copyfile(produced, tmp)
                     os.replace(tmp, target)
-            return _with_host_path(outcome, inner.model_path, request.model_path)
+            return dataclasses.replace(outcome, host_paths={inner.model_path: request.model_path})
         finally:
             if out_dir is not None:
                 shutil.rmtree(out_dir, ignore_errors=True)
@@ -237,7 +243,7 @@ class DockerBackend:
             environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
             labels=_labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
         )
-        LIVE.add(container)
+        self.live.add(container)
         try:
             container.start()
             monitor = ThrashMonitor(limit_mb * 2**20 if limit_mb else None, reference_s)
@@ -248,7 +254,7 @@ class DockerBackend:
                 container.reload()
                 state = container.attrs.get("State", {})
             except docker.errors.APIError as exc:
-                if CANCEL.is_set():
+                if self.cancelled.is_set():
                     raise Cancelled("measurement cancelled") from None
                 # Removed from outside (`docker rm -f`, a daemon restart): an error, not a crash.
                 exit_code, timed_out, evidence, stdout, state = None, False, None, "", {}
@@ -256,7 +262,7 @@ class DockerBackend:
             return RunOutcome(
                 backend=self.name, exit_code=exit_code, oom_killed=bool(state.get("OOMKilled")),
                 timed_out=timed_out, thrashing=evidence is not None, thrash_evidence=evidence or "",
-                wall_s=round(time.monotonic() - started, 3), result=parse_result(stdout),
+                wall_s=round(time.monotonic() - started, 3), stdout=stdout,
                 stderr_tail=tail(stderr), limit_mb=limit_mb,
                 limit_enforcement=(f"docker cgroup v{self._cgroup_version()} memory+swap={limit_mb}MB"
                                    if limit_mb else "none (unconstrained reference)"),
@@ -266,7 +272,7 @@ class DockerBackend:
                 container.remove(force=True)
             except Exception:  # removed by the signal path already
                 pass
-            LIVE.discard(container)
+            self.live.discard(container)
 
     def _watch(self, container: Any, monitor: ThrashMonitor, started: float, timeout_s: float,
                on_progress: Optional[ProgressFn]) -> tuple[Optional[int], bool, Optional[str]]:
@@ -284,7 +290,7 @@ class DockerBackend:
             monitor.add(now, usage, faults)
             evidence = monitor.check(now)
             timed_out = now - started > timeout_s
-            if CANCEL.is_set():
+            if self.cancelled.is_set():
                 container.kill()
                 raise Cancelled("measurement cancelled")
             if on_progress is not None:
@@ -318,11 +324,3 @@ class DockerBackend:
                 self._cgv = "?"
         return self._cgv
 
-
-def _with_host_path(outcome: RunOutcome, inside: str, host: str) -> RunOutcome:
-    """The worker's message names the file as mounted (/input/x.pt); the user knows its own path."""
-    error = (outcome.result or {}).get("error")
-    if not error or inside not in (error.get("message") or ""):
-        return outcome
-    result = {**outcome.result, "error": {**error, "message": error["message"].replace(inside, host)}}
-    return dataclasses.replace(outcome, result=result)

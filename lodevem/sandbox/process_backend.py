@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..errors import Cancelled
 from ..worker import WorkerRequest
-from .base import CANCEL, POLL_S, Cancelled, ProgressFn, RunOutcome, ThrashMonitor, parse_result, tail
+from .base import POLL_S, ProgressFn, RunOutcome, ThrashMonitor, tail
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _LAUNCHER = (
@@ -41,7 +42,6 @@ _LAUNCHER = (
     "    resource.setrlimit(resource.RLIMIT_AS, (rlimit, rlimit))\n"
     "os.execv(sys.executable, [sys.executable] + sys.argv[3:])\n"
 )
-_counter = itertools.count()
 _OOM_WORDS = ("memoryerror", "can't allocate memory", "cannot allocate memory", "bad_alloc",
               "failed to map segment", "memory allocation still failed")
 
@@ -82,9 +82,9 @@ def find_cgroup_parent() -> Optional[tuple[int, Path]]:
 class _Cgroup:
     """A per-run memory cgroup; a context manager that always removes it."""
 
-    def __init__(self, version: int, parent: Path, limit_bytes: int) -> None:
+    def __init__(self, version: int, parent: Path, limit_bytes: int, serial: int) -> None:
         self.version = version
-        self.path = parent / f"lodevem-{os.getpid()}-{next(_counter)}"
+        self.path = parent / f"lodevem-{os.getpid()}-{serial}"
         self.path.mkdir()
         if version == 1:
             (self.path / "memory.limit_in_bytes").write_text(str(limit_bytes))
@@ -147,6 +147,15 @@ class ProcessBackend:
         self.cgroup_parent = find_cgroup_parent()
         self._warm_lock = threading.Lock()
         self._warm = False
+        self._serials = itertools.count()  # names this backend's cgroups apart
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop every run now: each watch loop kills its process group within POLL_S."""
+        self.cancelled.set()
+
+    def reset(self) -> None:
+        self.cancelled.clear()
 
     def prewarm(self) -> None:
         """Import the runtimes once so their pages are cached and charged to lodevem's own cgroup.
@@ -175,7 +184,7 @@ class ProcessBackend:
         limit_bytes = limit_mb * 2**20 if limit_mb else None
         cgroup: Optional[_Cgroup] = None
         if limit_bytes and self.cgroup_parent is not None:
-            cgroup = _Cgroup(self.cgroup_parent[0], self.cgroup_parent[1], limit_bytes)
+            cgroup = _Cgroup(self.cgroup_parent[0], self.cgroup_parent[1], limit_bytes, next(self._serials))
         rlimit = limit_bytes if limit_bytes and cgroup is None else 0
         pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
         threads = str(request.threads)
@@ -209,20 +218,19 @@ class ProcessBackend:
         if on_progress is not None:
             for line in stderr.splitlines():
                 on_progress(line)
-        result = parse_result(stdout)
         code = proc.returncode
         oom = oom_kills > 0 or (code == -signal.SIGKILL and not timed_out and evidence is None and cgroup is not None)
         if not oom and cgroup is None and limit_bytes:  # RLIMIT_AS: allocation failures, not kills
-            message = str(((result or {}).get("error") or {}).get("message", "")) + stderr[-2000:]
-            oom = code != 0 and any(word in message.lower() for word in _OOM_WORDS)
+            # The worker's error message is in its stdout reply and its traceback in stderr.
+            text = (stdout[-2000:] + stderr[-2000:]).lower()
+            oom = code != 0 and any(word in text for word in _OOM_WORDS)
         return RunOutcome(
             backend=self.name, exit_code=128 - code if code < 0 else code, oom_killed=oom, timed_out=timed_out,
             thrashing=evidence is not None, thrash_evidence=evidence or "", wall_s=round(time.monotonic() - started, 3),
-            result=result, stderr_tail=tail(stderr), limit_mb=limit_mb, limit_enforcement=self.enforcement(limit_mb),
+            stdout=stdout, stderr_tail=tail(stderr), limit_mb=limit_mb, limit_enforcement=self.enforcement(limit_mb),
             observed=observed)
 
-    @staticmethod
-    def _watch(proc: subprocess.Popen, cgroup: Optional[_Cgroup], monitor: ThrashMonitor, started: float,
+    def _watch(self, proc: subprocess.Popen, cgroup: Optional[_Cgroup], monitor: ThrashMonitor, started: float,
                timeout_s: float) -> tuple[bool, Optional[str]]:
         """Wait POLL_S at a time (blocking, no busy loop); sample the cgroup; kill on timeout/thrash."""
         while True:
@@ -236,7 +244,7 @@ class ProcessBackend:
                 monitor.add(now, *cgroup.usage_and_faults())
             evidence = monitor.check(now)
             timed_out = now - started > timeout_s
-            if CANCEL.is_set():
+            if self.cancelled.is_set():
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 raise Cancelled("measurement cancelled")

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 # The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
 from .protocol import (  # noqa: F401
-    SCHEMA_VERSION, WORKER_VERSION, EXIT_OK, EXIT_ERROR, ACTIONS, RUNTIMES, ERROR_KINDS, FORMATS,
+    SCHEMA_VERSION, WORKER_RELEASE, WORKER_VERSION, EXIT_OK, EXIT_ERROR, ACTIONS, RUNTIMES, ERROR_KINDS, FORMATS,
     DEFAULT_INPUT_SHAPE, PROGRESS_PREFIX, LEVELS, WorkerError, WorkerRequest, WorkerResult, progress,
     first_line,
 )

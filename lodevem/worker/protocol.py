@@ -5,15 +5,34 @@ Everything here is what host code needs to talk to the worker; ``lodevem.worker`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 
 SCHEMA_VERSION = 1
-WORKER_VERSION = "2"  # bump when measurement semantics change: host caches key on it
+WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
+
+
+def _source_digest() -> str:
+    """A digest of this package's own source files.
+
+    Why: the host keys its caches on the worker version the worker reports, and a worker edit
+    without a manual bump of ``WORKER_RELEASE`` would otherwise reuse results made by the old
+    code. Host and sandbox run this same function over their copy of the package, so an image
+    built from other code reports another version and the host refuses it.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
 EXIT_OK, EXIT_ERROR = 0, 3
 ACTIONS = ("measure", "export-onnx", "inspect", "derive")
 RUNTIMES = ("torch", "onnxruntime")

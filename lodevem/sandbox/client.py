@@ -1,0 +1,291 @@
+"""The host side of the worker protocol: the one module that builds ``WorkerRequest``s and reads
+the worker's replies.
+
+Why one owner: the worker (``lodevem.worker``) runs the user's model file, which is code, so its
+stdout is untrusted text. Everything the host learns from a run passes through ``parse_reply``
+here, which keeps only fields of the expected types and sizes and turns them into typed records
+(``WorkerReply`` and its sections); the rest of lodevem never touches the raw JSON. The client
+also checks that the sandbox speaks this lodevem's protocol: a reply with another
+``schema_version`` or ``worker_version`` (an image built from other code) stops the run with a
+``SandboxError`` that says to rebuild the image, instead of mixing results of two workers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..errors import SandboxError
+from ..worker.protocol import SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
+from .base import Backend, ProgressFn, RunOutcome
+
+# Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
+# stops ``start`` before any measurement with exit code 2, rather than a row of errors.
+UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
+                       "unsupported_format", "bad_input_shape")
+_MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
+
+
+def _text(value: Any, limit: int = _MAX_TEXT) -> Optional[str]:
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _integer(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _section(reply: dict[str, Any], name: str) -> dict[str, Any]:
+    value = reply.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    """What the worker found the file to be (``model`` section)."""
+
+    format: Optional[str] = None
+    params: Optional[int] = None
+    input_shape: Optional[tuple[int, ...]] = None
+    input_dtype: Optional[str] = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> "ModelSection":
+        shape = data.get("input_shape")
+        dims = tuple(shape) if isinstance(shape, list) and all(_integer(d) for d in shape) else None
+        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
+                   input_shape=dims or None, input_dtype=_text(data.get("input_dtype"), 40))
+
+
+@dataclass(frozen=True)
+class MemorySection:
+    """The worker's RSS figures (KiB, from /proc/self/status) and its cgroup's peak (bytes)."""
+
+    hwm_kb: Optional[float] = None
+    runtime_baseline_kb: Optional[float] = None
+    model_increment_kb: Optional[float] = None
+    major_faults: Optional[int] = None
+    cgroup_peak_bytes: Optional[float] = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> Optional["MemorySection"]:
+        if not data:
+            return None
+        cgroup = data.get("cgroup") if isinstance(data.get("cgroup"), dict) else {}
+        return cls(hwm_kb=_number(data.get("hwm_kb")), runtime_baseline_kb=_number(data.get("runtime_baseline_kb")),
+                   model_increment_kb=_number(data.get("model_increment_kb")),
+                   major_faults=_integer(data.get("major_faults")),
+                   cgroup_peak_bytes=_number(cgroup.get("peak_bytes")))
+
+
+@dataclass(frozen=True)
+class HostTimings:
+    """Timed passes on the HOST CPU (informational: not the device's latency)."""
+
+    mean_ms: Optional[float] = None
+    std_ms: Optional[float] = None
+    p50_ms: Optional[float] = None
+    p95_ms: Optional[float] = None
+    throughput_ips: Optional[float] = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> "HostTimings":
+        return cls(**{name: _number(data.get(name)) for name in ("mean_ms", "std_ms", "p50_ms", "p95_ms",
+                                                                  "throughput_ips")})
+
+
+@dataclass(frozen=True)
+class DerivedSection:
+    """A variant the worker wrote (action ``derive``): its format, size and what was done."""
+
+    format: str
+    size_bytes: Optional[int]
+    params_after: Optional[int]
+    notes: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, derived: dict[str, Any], variant: dict[str, Any]) -> Optional["DerivedSection"]:
+        if not derived:
+            return None
+        raw_notes = variant.get("notes") if isinstance(variant.get("notes"), list) else []
+        notes = [n for n in (_text(x, 500) for x in raw_notes) if n]
+        reason = _text(derived.get("format_reason"), 500)
+        if reason:
+            notes.append(reason)
+        return cls(format=_text(derived.get("format"), 40) or "", size_bytes=_integer(derived.get("size_bytes")),
+                   params_after=_integer(variant.get("params_after")), notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """The worker's own one-line explanation (``error`` section)."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class WorkerReply:
+    """The worker's result line, typed; sections the action does not fill stay empty."""
+
+    ok: bool
+    schema_version: Optional[int]
+    worker_version: Optional[str]
+    failure: Optional[WorkerFailure]
+    model: ModelSection
+    memory: Optional[MemorySection]
+    timings: HostTimings
+    derived: Optional[DerivedSection]
+
+
+def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
+    """The last stdout line that is a JSON object, as a ``WorkerReply``; None when there is none.
+
+    Paths the worker saw inside the sandbox (``/input/x.pt``) are replaced by the host paths the
+    user typed, so an error message names the user's own file.
+    """
+    for line in reversed(stdout.strip().splitlines()[-50:]):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return _typed(data, host_paths or {})
+    return None
+
+
+def _typed(data: dict[str, Any], host_paths: dict[str, str]) -> WorkerReply:
+    error = _section(data, "error")
+    failure = None
+    if error or data.get("ok") is not True:
+        message = _text(error.get("message")) or "the worker failed without a message"
+        for inside, host in sorted(host_paths.items(), key=lambda kv: -len(kv[0])):
+            message = message.replace(inside, host)
+        failure = WorkerFailure(_text(error.get("kind"), 40) or "internal", message)
+    return WorkerReply(
+        ok=data.get("ok") is True and failure is None,
+        schema_version=_integer(data.get("schema_version")),
+        worker_version=_text(data.get("worker_version"), 80),
+        failure=failure,
+        model=ModelSection.parse(_section(data, "model")),
+        memory=MemorySection.parse(_section(data, "memory")),
+        timings=HostTimings.parse(_section(data, "latency")),
+        derived=DerivedSection.parse(_section(data, "derived"), _section(data, "variant")),
+    )
+
+
+@dataclass(frozen=True)
+class SandboxRun:
+    """One worker run: what the backend saw and the worker's reply (None when it printed none)."""
+
+    outcome: RunOutcome
+    reply: Optional[WorkerReply]
+
+    @property
+    def ok(self) -> bool:
+        return self.reply is not None and self.reply.ok and not self.problem()
+
+    @property
+    def unusable_file(self) -> bool:
+        """The worker refused the file itself (state_dict only, not a model, a bad shape...)."""
+        failure = self.reply.failure if self.reply is not None else None
+        return failure is not None and failure.kind in UNUSABLE_FILE_KINDS
+
+    def problem(self) -> Optional[tuple[str, str]]:
+        """``(kind, one-line explanation)`` when the run did not succeed, else None.
+
+        Kinds: ``thrashing``, ``timeout``, ``oom`` (killed by the kernel), ``error`` (the
+        worker's own message, or how it died when it said nothing).
+        """
+        out = self.outcome
+        if out.thrashing:
+            return "thrashing", f"stopped as thrashing after {out.wall_s:.0f} s: {out.thrash_evidence}"
+        if out.timed_out:
+            return "timeout", f"no result within the {out.wall_s:.0f} s wall-clock timeout"
+        if out.oom_killed:
+            return "oom", f"out of memory at {out.limit_mb} MB ({out.limit_enforcement})"
+        if self.reply is None:
+            last = (out.stderr_tail.strip().splitlines() or ["no output"])[-1][:200]
+            return "error", f"worker died with exit code {out.exit_code} and no result: {last}"
+        if self.reply.failure is not None:
+            return "error", self.reply.failure.message
+        return None
+
+    def failure_message(self, default: str = "the worker failed without a message") -> str:
+        found = self.problem()
+        return found[1] if found else default
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How a measurement run loads and drives the model; part of every measurement's cache key."""
+
+    runtime: str = "torch"
+    warmup: int = 5
+    runs: int = 50
+    threads: int = 1
+    input_shape: Optional[tuple[int, ...]] = None
+
+
+def _shape(input_shape: Optional[Sequence[int]]) -> Optional[list[int]]:
+    return list(input_shape) if input_shape else None
+
+
+class WorkerClient:
+    """Speaks to the worker through one isolation backend; see the module docstring."""
+
+    def __init__(self, backend: Backend, expected_version: str = WORKER_VERSION) -> None:
+        self.backend = backend
+        self.worker_version = expected_version
+
+    def export_onnx(self, model: Path, target: Path, input_shape: Optional[Sequence[int]],
+                    timeout_s: float) -> SandboxRun:
+        """Export ``model`` to ``target`` (nn-Meter-ready ONNX), unconstrained in memory."""
+        request = WorkerRequest(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
+                                onnx_path=str(target), warmup=0, runs=1)
+        return self.run(request, None, timeout_s)
+
+    def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,
+                onnx_path: Optional[Path] = None, reference_s: Optional[float] = None) -> SandboxRun:
+        """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained)."""
+        request = WorkerRequest(action="measure", model_path=str(model), warmup=settings.warmup, runs=settings.runs,
+                                threads=settings.threads, runtime=settings.runtime,
+                                onnx_path=str(onnx_path) if onnx_path is not None else None,
+                                input_shape=_shape(settings.input_shape))
+        return self.run(request, limit_mb, timeout_s, reference_s=reference_s)
+
+    def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
+               timeout_s: float) -> SandboxRun:
+        """Derive the ``level`` variant of ``model`` and write it to ``out``."""
+        request = WorkerRequest(action="derive", model_path=str(model), level=level, derive_out=str(out),
+                                input_shape=_shape(input_shape))
+        return self.run(request, None, timeout_s)
+
+    def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
+            reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> SandboxRun:
+        outcome = self.backend.run(request, limit_mb, timeout_s, reference_s=reference_s, on_progress=on_progress)
+        reply = parse_reply(outcome.stdout, outcome.host_paths)
+        if reply is not None:
+            self._check_version(reply)
+        return SandboxRun(outcome, reply)
+
+    def _check_version(self, reply: WorkerReply) -> None:
+        if reply.schema_version == SCHEMA_VERSION and reply.worker_version == self.worker_version:
+            return
+        raise SandboxError(
+            f"the {self.backend.name} sandbox runs worker {reply.worker_version} (protocol schema "
+            f"{reply.schema_version}), this lodevem expects worker {self.worker_version} (schema {SCHEMA_VERSION}): "
+            "rebuild the image with `lodevem build-image --force`")

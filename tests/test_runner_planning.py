@@ -1,0 +1,112 @@
+"""The runner's planning without Docker: one measurement per (model, distinct RAM limit), cache
+hits on a second run, ``--resume`` after an interrupt, and rows for a model whose variant cannot
+be derived. The fake backend (tests/fakes.py) answers the worker protocol without loading
+anything, so these tests exercise the real client, scheduler, cache, state file and rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fakes import FakeBackend
+from lodevem.profiles import load_profiles, select_profiles
+from lodevem.results import RunState
+from lodevem.runner import STATE_FILE, RunConfig, run_benchmark
+
+# 256 MB, 512 MB twice, 1 GB twice: five profiles, three distinct limits.
+PROFILES = ("nokia_8110_4g", "jiophone2", "nokia_2720_flip", "nokia_c1", "tecno_pop5_go")
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> list[Path]:
+    paths = []
+    for name in ("small.pt", "big.pt"):
+        path = tmp_path / "models" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(name.encode())  # never loaded: the fake backend only reads the name
+        paths.append(path)
+    return paths
+
+
+def config(files: list[Path], out: Path, **kw) -> RunConfig:
+    profiles = tuple(select_profiles(load_profiles(), ids=PROFILES))
+    return RunConfig(models=tuple(files), profiles=profiles, output=out, jobs=1, **kw)
+
+
+NEED = {"small.pt": 240.0, "big.pt": 600.0}
+
+
+def test_each_model_is_measured_once_per_distinct_limit(files: list[Path], tmp_path: Path) -> None:
+    fake = FakeBackend(NEED)
+    outcome = run_benchmark(config(files, tmp_path / "out"), backend=fake)
+    assert len(fake.calls) == 2 * 3
+    assert sorted(c[1] for c in fake.calls if c[0] == "big.pt") == [256, 512, 1024]
+    assert len(outcome.rows) == 2 * len(PROFILES)
+    verdicts = {(r.model_label, r.profile_id): r.verdict for r in outcome.rows}
+    assert verdicts[("small.pt", "nokia_8110_4g")] == "fits" and verdicts[("big.pt", "jiophone2")] == "oom"
+    assert verdicts[("big.pt", "nokia_c1")] == "fits"
+    # the fake exports nothing: each latency cell says why instead of a number
+    assert all(r.latency_ms is None and "no ONNX export" in (r.latency_note or "") for r in outcome.rows)
+    # one export per distinct file, before any measurement
+    assert fake.actions[:2] == ["export-onnx", "export-onnx"]
+
+
+def test_second_run_is_served_from_the_cache(files: list[Path], tmp_path: Path) -> None:
+    fake = FakeBackend(NEED)
+    first = run_benchmark(config(files, tmp_path / "out"), backend=fake)
+    calls = len(fake.calls)
+    second = run_benchmark(config(files, tmp_path / "out"), backend=fake)
+    assert len(fake.calls) == calls
+    assert all(r.memory_cached for r in second.rows) and not any(r.memory_cached for r in first.rows)
+    assert [r.peak_rss_mb for r in second.rows] == [r.peak_rss_mb for r in first.rows]
+    run_benchmark(config(files, tmp_path / "out", no_cache=True), backend=fake)
+    assert len(fake.calls) == 2 * calls
+
+
+class InterruptAfter:
+    """A progress sink that interrupts the run after ``n`` finished pairs (like Ctrl-C)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def stage(self, text: str) -> None: ...
+    def start_pairs(self, total: int, done: int) -> None: ...
+    def working_on(self, text: str) -> None: ...
+
+    def pair_done(self, model_label: str, profile_label: str) -> None:
+        self.seen += 1
+        if self.seen == self.n:
+            raise KeyboardInterrupt
+
+
+def test_resume_measures_only_what_is_missing(files: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    fake = FakeBackend(NEED)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(config(files, out, no_cache=True), InterruptAfter(3), backend=fake)
+    kept = RunState.load(out / STATE_FILE)
+    assert kept is not None and 3 <= len(kept.rows) < 2 * len(PROFILES)
+    before = len(fake.calls)
+    resumed = run_benchmark(config(files, out, no_cache=True, resume=True), backend=fake)
+    assert len(resumed.rows) == 2 * len(PROFILES)
+    kept_rows = {r.key: r for r in kept.rows}
+    assert all(row == kept_rows[row.key] for row in resumed.rows if row.key in kept_rows)
+    # only (model, limit) pairs that still had a profile without a row were measured again
+    by_id = {p.id: p.ram_mb for p in config(files, out).profiles}
+    needed = {(Path(label).name, by_id[pid]) for label, pid in
+              {(m, p) for m in ("small.pt", "big.pt") for p in PROFILES} - kept.done()}
+    assert {(c[0], c[1]) for c in fake.calls[before:]} == needed
+    # a resume with other options starts afresh, and says so
+    other = run_benchmark(config(files, out, no_cache=True, resume=True, runs=7), backend=fake)
+    assert any("starting afresh" in w for w in other.warnings)
+
+
+def test_a_variant_that_cannot_be_derived_gets_error_rows(files: list[Path], tmp_path: Path) -> None:
+    fake = FakeBackend(NEED)
+    outcome = run_benchmark(config(files[:1], tmp_path / "out", levels=("fp32", "int8")), backend=fake)
+    rows = {(r.model_label, r.profile_id): r for r in outcome.rows}
+    assert rows[("small.pt@fp32", "nokia_c1")].verdict == "fits"
+    failed = rows[("small.pt@int8", "nokia_c1")]
+    assert failed.verdict == "error" and failed.memory_error.startswith("could not derive int8")
+    assert len(fake.calls) == 3  # the fp32 file under three limits; the failed variant is never run
