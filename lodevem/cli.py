@@ -17,6 +17,7 @@ from rich.console import Console
 from . import __version__
 from .errors import LodevemError
 from .profiles import TIERS, load_profiles, select_profiles
+from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
 EXIT_CODES = {
     0: "success (and every budget gate passed)",
@@ -149,6 +150,20 @@ def cli() -> None:
 
     Exit codes: 0 ok, 1 runtime failure, 2 usage/bad input, 3 budget gate broken,
     130 interrupted.
+
+    \b
+    Environment variables:
+      LODEVEM_PROFILES       extra profile folders, ':'-separated
+                             (see --profiles-dir)
+      LODEVEM_NNMETER_DATA   nn-Meter predictor data folder (see --nnmeter-data)
+      LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
+                             (see build-image --debian-mirror)
+      DOCKER_HOST            the Docker daemon (default: the local socket), read
+                             by docker-py with its other DOCKER_* variables
+      XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build
+                             (default ~/.cache/lodevem/build)
+      COLUMNS                width of printed output (default: the terminal's,
+                             or 120 when output is not a terminal)
     """
 
 
@@ -181,7 +196,9 @@ def list_cmd(tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...]) -> None:
 def check(backend: str) -> None:
     """Check that what `start` needs is ready: Docker, cgroups, nn-Meter, torch.
 
-    Exits 0 only when everything required is ready; each ✗ comes with a hint.
+    Exits 0 only when everything required is ready; each ✗ comes with a hint. The Docker
+    daemon is the one $DOCKER_HOST names (default: the local socket); nn-Meter's data is looked
+    for where `start` looks: $LODEVEM_NNMETER_DATA, else nn-Meter's configured folder.
 
     Example:
 
@@ -352,8 +369,15 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
 
 @cli.command("build-image")
 @click.option("--force", is_flag=True, help="Rebuild even when the image exists.")
-def build_image_cmd(force: bool) -> None:
+@click.option("--debian-mirror", default=DEFAULT_DEBIAN_MIRROR, show_default=True, metavar="URL",
+              envvar="LODEVEM_DEBIAN_MIRROR", show_envvar=True,
+              help="Debian mirror debootstrap uses when no registry answers and the debian:bookworm "
+              "base image is made offline (it then also serves the image's apt-get).")
+def build_image_cmd(force: bool, debian_mirror: str) -> None:
     """Build the Docker image the measurements run in (offline base image if needed).
+
+    The Python wheels and the build context are cached in $XDG_CACHE_HOME/lodevem/build
+    (default ~/.cache/lodevem/build), so an unchanged rebuild takes seconds.
 
     Example:
 
@@ -366,7 +390,7 @@ def build_image_cmd(force: bool) -> None:
         console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")
         return
     with console.status("building the benchmark image") as spinner:
-        info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"))
+        info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"), debian_mirror=debian_mirror)
     console.print(f"[green]✓[/] built {info.tag} ({info.short_id})")
 
 
