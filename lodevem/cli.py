@@ -417,9 +417,5 @@ def fetch_predictors_cmd(name: str, nnmeter_data: Optional[Path], timeout_s: flo
     console.print(f"[green]✓[/] {name} predictor data in {folder}")
 
 
-def main() -> None:  # pragma: no cover - console entry point alias
+if __name__ == "__main__":  # pragma: no cover - the console script is lodevem.cli:cli
     cli(prog_name="lodevem")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
