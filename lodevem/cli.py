@@ -21,6 +21,7 @@ from rich.markup import escape
 from . import __version__
 from .errors import InputError, LodevemError
 from .profiles import TIERS, load_profiles, select_profiles
+from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
 EXIT_CODES = {
     0: "success (and every budget gate passed)",
@@ -77,6 +78,35 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, ...]]:
+    if value is None:
+        return None
+    try:
+        dims = tuple(int(v) for v in value.replace("x", ",").split(","))
+    except ValueError:
+        dims = ()
+    if not dims or any(d <= 0 for d in dims):
+        raise click.BadParameter(f"expected comma-separated positive integers like 1,3,224,224, got {value!r}")
+    return dims
+
+
+def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> tuple[str, ...]:
+    from .levels import parse_levels
+
+    if not value:
+        return ()
+    try:
+        return parse_levels(value)
+    except InputError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+# Options more than one command takes are declared once, here, so a flag means the same thing
+# (name, type, default, help) wherever it appears. An option whose meaning differs between
+# commands (check's --backend, fetch-predictors' --timeout) is declared on its command instead,
+# with a help text that says how it differs.
+
+
 def profiles_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--profiles-dir DIR`` (repeatable), shared by every command that reads profiles."""
     return click.option(
@@ -84,8 +114,50 @@ def profiles_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "profiles_dirs",
         multiple=True,
         type=click.Path(path_type=Path),
-        help="Extra folder of profile YAML files (repeatable). Also read from $LODEVEM_PROFILES "
-        "(':'-separated).",
+        help="Extra folder of profile YAML files (repeatable), read after the shipped profiles and "
+        "the folders in $LODEVEM_PROFILES (':'-separated). A profile ID defined twice is an error.",
+    )(fn)
+
+
+def backend_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--backend auto|docker|process``: where a model file is loaded and run (start, derive)."""
+    return click.option(
+        "--backend",
+        default="auto",
+        show_default=True,
+        type=click.Choice(["auto", "docker", "process"]),
+        help="Sandbox the model file is loaded and run in (the file is code). auto: Docker when the "
+        "daemon answers and the benchmark image is built, else a child process under a cgroup "
+        "memory limit (with a warning).",
+    )(fn)
+
+
+def input_shape_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--input-shape N,C,H,W``: the model's example input (start, derive)."""
+    return click.option(
+        "--input-shape",
+        callback=_shape,
+        default=None,
+        metavar="N,C,H,W",
+        help="Model input shape, also the example input for tracing, calibration and pruning when "
+        "deriving levels. Default: recorded in the model, else 1,3,224,224.",
+    )(fn)
+
+
+def nnmeter_data_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--nnmeter-data DIR``: nn-Meter's predictor data folder (start, fetch-predictors).
+
+    ``$LODEVEM_NNMETER_DATA`` is read in one place, ``latency.nnmeter.default_data_dir``, which
+    ``check`` and library callers go through too; so no ``envvar=`` here.
+    """
+    return click.option(
+        "--nnmeter-data",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        metavar="DIR",
+        help="Folder of nn-Meter predictor data: DIR/predictor/<name>/ holds fusion_rules.json "
+        "and one .pkl per kernel type. Default: $LODEVEM_NNMETER_DATA, else nn-Meter's configured "
+        "data_folder, else ~/.nn_meter/data. Loading a .pkl runs its code: use files you trust.",
     )(fn)
 
 
@@ -102,6 +174,20 @@ def cli() -> None:
 
     Exit codes: 0 ok, 1 runtime failure, 2 usage/bad input, 3 budget gate broken,
     130 interrupted.
+
+    \b
+    Environment variables:
+      LODEVEM_PROFILES       extra profile folders, ':'-separated
+                             (see --profiles-dir)
+      LODEVEM_NNMETER_DATA   nn-Meter predictor data folder (see --nnmeter-data)
+      LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
+                             (see build-image --debian-mirror)
+      DOCKER_HOST            the Docker daemon (default: the local socket), read
+                             by docker-py with its other DOCKER_* variables
+      XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build
+                             (default ~/.cache/lodevem/build)
+      COLUMNS                width of printed output (default: the terminal's,
+                             or 120 when output is not a terminal)
     """
 
 
@@ -122,17 +208,21 @@ def list_cmd(tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...]) -> None:
 
 
 @cli.command()
+# Not backend_option: this chooses which readiness checks are required, it runs no model.
 @click.option(
     "--backend",
     type=click.Choice(["docker", "process"]),
     default="docker",
     show_default=True,
-    help="Which isolation backend `start` will use; decides what must be ready.",
+    help="The backend start will run with, which decides what must be ready: with process, "
+    "the Docker daemon and image are reported but not required.",
 )
 def check(backend: str) -> None:
     """Check that what `start` needs is ready: Docker, cgroups, nn-Meter, torch.
 
-    Exits 0 only when everything required is ready; each ✗ comes with a hint.
+    Exits 0 only when everything required is ready; each ✗ comes with a hint. The Docker
+    daemon is the one $DOCKER_HOST names (default: the local socket); nn-Meter's data is looked
+    for where `start` looks: $LODEVEM_NNMETER_DATA, else nn-Meter's configured folder.
 
     Example:
 
@@ -187,29 +277,6 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
         console.print(f"[green]✓[/] wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
-def _shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, ...]]:
-    if value is None:
-        return None
-    try:
-        dims = tuple(int(v) for v in value.replace("x", ",").split(","))
-    except ValueError:
-        dims = ()
-    if not dims or any(d <= 0 for d in dims):
-        raise click.BadParameter(f"expected comma-separated positive integers like 1,3,224,224, got {value!r}")
-    return dims
-
-
-def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> tuple[str, ...]:
-    from .levels import parse_levels
-
-    if not value:
-        return ()
-    try:
-        return parse_levels(value)
-    except InputError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 @cli.command()
 @click.argument("models", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--model", "extra_models", multiple=True, type=click.Path(path_type=Path),
@@ -223,9 +290,7 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
               help="Timed passes in the memory measurement.")
 @click.option("--output", "output", default=Path("results"), show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Folder for CSV, JSON, LaTeX, plots.")
-@click.option("--backend", default="auto", show_default=True, type=click.Choice(["auto", "docker", "process"]),
-              help="Isolation for the memory measurement. auto: Docker when the daemon and image are "
-              "ready, else a child process (with a warning).")
+@backend_option
 @click.option("--runtime", default="torch", show_default=True, type=click.Choice(["torch", "onnxruntime"]),
               help="What runs the model in the measurement: PyTorch, or its ONNX export in onnxruntime.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
@@ -235,13 +300,12 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
 @click.option("--predictor", default="auto", show_default=True,
               type=click.Choice(["auto", "nn-meter", "estimator"]),
               help="Latency predictor. auto: nn-Meter when its predictor data is present, else the estimator.")
-@click.option("--nnmeter-data", type=click.Path(file_okay=False, path_type=Path), default=None,
-              envvar="LODEVEM_NNMETER_DATA", show_envvar=True,
-              help="Folder holding nn-Meter predictor data (predictor/<name>/*.pkl).")
-@click.option("--input-shape", callback=_shape, default=None, metavar="N,C,H,W",
-              help="Model input shape. Default: recorded in the model, else 1,3,224,224.")
+@nnmeter_data_option
+@input_shape_option
+# Per sandbox run; fetch-predictors' --timeout bounds a download instead, so it is declared there.
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(1),
-              help="Wall-clock seconds allowed per measurement.")
+              help="Wall-clock seconds allowed for each sandbox run (an ONNX export, a derivation, one "
+              "measurement), not for the whole benchmark.")
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
@@ -296,10 +360,8 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
               help="Variants to write: any of fp16,int8,int8-static,pruned or 'all'.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for the variant files (<stem>_<level>.pt).")
-@click.option("--backend", default="auto", show_default=True, type=click.Choice(["auto", "docker", "process"]),
-              help="Sandbox the model file is loaded in.")
-@click.option("--input-shape", callback=_shape, default=None, metavar="N,C,H,W",
-              help="Example input for tracing, calibration and pruning. Default: 1,3,224,224.")
+@backend_option
+@input_shape_option
 def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
            input_shape: Optional[tuple[int, ...]]) -> None:
     """Write compressed variants of a model as files you own.
@@ -333,8 +395,15 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
 
 @cli.command("build-image")
 @click.option("--force", is_flag=True, help="Rebuild even when the image exists.")
-def build_image_cmd(force: bool) -> None:
+@click.option("--debian-mirror", default=DEFAULT_DEBIAN_MIRROR, show_default=True, metavar="URL",
+              envvar="LODEVEM_DEBIAN_MIRROR", show_envvar=True,
+              help="Debian mirror debootstrap uses when no registry answers and the debian:bookworm "
+              "base image is made offline (it then also serves the image's apt-get).")
+def build_image_cmd(force: bool, debian_mirror: str) -> None:
     """Build the Docker image the measurements run in (offline base image if needed).
+
+    The Python wheels and the build context are cached in $XDG_CACHE_HOME/lodevem/build
+    (default ~/.cache/lodevem/build), so an unchanged rebuild takes seconds.
 
     Example:
 
@@ -347,18 +416,17 @@ def build_image_cmd(force: bool) -> None:
         console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")
         return
     with console.status("building the benchmark image") as spinner:
-        info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"))
+        info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"), debian_mirror=debian_mirror)
     console.print(f"[green]✓[/] built {info.tag} ({info.short_id})")
 
 
 @cli.command("fetch-predictors")
 @click.option("--name", default="cortexA76cpu_tflite21", show_default=True,
               help="nn-Meter predictor to download.")
-@click.option("--nnmeter-data", type=click.Path(file_okay=False, path_type=Path), default=None,
-              envvar="LODEVEM_NNMETER_DATA", show_envvar=True,
-              help="Data folder to unpack into. Default: nn-Meter's configured folder (~/.nn_meter/data).")
+@nnmeter_data_option
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(1),
-              help="Seconds allowed for the whole download.")
+              help="Seconds allowed for the whole download (connecting, every read, the transfer); "
+              "unlike start's --timeout, not per measurement.")
 def fetch_predictors_cmd(name: str, nnmeter_data: Optional[Path], timeout_s: float) -> None:
     """Download nn-Meter's published predictor data (the only command that downloads).
 
@@ -375,9 +443,5 @@ def fetch_predictors_cmd(name: str, nnmeter_data: Optional[Path], timeout_s: flo
     console.print(f"[green]✓[/] {name} predictor data in {folder}")
 
 
-def main() -> None:  # pragma: no cover - console entry point alias
+if __name__ == "__main__":  # pragma: no cover - the console script is lodevem.cli:cli
     cli(prog_name="lodevem")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

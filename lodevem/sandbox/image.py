@@ -31,7 +31,9 @@ Progress = Callable[[str], None]
 IMAGE_REPO = "lodevem-bench"
 IMAGE_TAG = f"{IMAGE_REPO}:{__version__}"
 BASE_IMAGE = "debian:bookworm"
-DEBIAN_MIRROR = os.environ.get("LODEVEM_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+# Where debootstrap fetches the offline base image from; `lodevem build-image --debian-mirror`
+# (or $LODEVEM_DEBIAN_MIRROR, read by the CLI) passes another one down.
+DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
 # Pinned to what lodevem is developed against, so the container's onnxruntime/onnx match the
 # host's exporter. torch==2.13.0 resolves to the CPU wheel where pip's find-links has it.
 IMAGE_REQUIREMENTS: tuple[str, ...] = (
@@ -117,8 +119,10 @@ def image_status(client: Any = None) -> ImageStatus:
             client.close()
 
 
-def ensure_base_image(client, progress: Optional[Progress] = None) -> str:
-    """Make ``debian:bookworm`` exist: already there, pulled, or debootstrapped offline."""
+def ensure_base_image(client, progress: Optional[Progress] = None,
+                      debian_mirror: str = DEFAULT_DEBIAN_MIRROR) -> str:
+    """Make ``debian:bookworm`` exist: already there, pulled, or debootstrapped offline from
+    ``debian_mirror``."""
     import docker.errors
 
     try:
@@ -133,11 +137,11 @@ def ensure_base_image(client, progress: Optional[Progress] = None) -> str:
         return "pulled"
     except Exception as exc:  # no registry: DNS/connection errors arrive as APIError
         _say(progress, f"pull failed ({str(exc).splitlines()[0][:120]}); building it with debootstrap")
-    _debootstrap_import(client, progress)
+    _debootstrap_import(client, progress, debian_mirror)
     return "debootstrap"
 
 
-def _debootstrap_import(client, progress: Optional[Progress]) -> None:
+def _debootstrap_import(client, progress: Optional[Progress], debian_mirror: str) -> None:
     if shutil.which("debootstrap") is None:
         raise BackendUnavailable(
             f"cannot pull {BASE_IMAGE} and debootstrap is not installed: `apt-get install -y debootstrap` "
@@ -148,7 +152,7 @@ def _debootstrap_import(client, progress: Optional[Progress]) -> None:
     build_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rootfs-", dir=build_dir()) as tmp:
         rootfs, tar_path = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
-        cmd = ["debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR]
+        cmd = ["debootstrap", "--variant=minbase", "bookworm", str(rootfs), debian_mirror]
         _say(progress, "$ " + " ".join(cmd))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         tail: list[str] = []
@@ -225,15 +229,17 @@ def context_digest(ctx: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_image(progress_callback: Optional[Progress] = None) -> ImageInfo:
+def build_image(progress_callback: Optional[Progress] = None,
+                debian_mirror: str = DEFAULT_DEBIAN_MIRROR) -> ImageInfo:
     """Ensure the base image, download wheels, build ``IMAGE_TAG``; stream the log to the callback.
+    ``debian_mirror`` is used only when the base image has to be made with debootstrap.
 
     Always builds (the layer cache makes an unchanged rebuild take seconds): that is what picks up
     a changed worker or Dockerfile.
     """
     started = time.monotonic()
     client = docker_client(timeout=600)
-    base_source = ensure_base_image(client, progress_callback)
+    base_source = ensure_base_image(client, progress_callback, debian_mirror)
     ctx = prepare_context(progress_callback)
     previous = image_status(client).id
     _say(progress_callback, f"building {IMAGE_TAG} from {ctx}")
