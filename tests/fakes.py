@@ -74,3 +74,19 @@ class FakeBackend:
         if limit_mb is not None and limit_mb < need:
             return outcome(limit_mb, exit_code=137, oom_killed=True, stderr_tail="lodevem-worker: loaded x\n")
         return outcome(limit_mb, ok_result(need), wall_s=2.0)
+
+
+class InterruptAfter:
+    """A progress sink that presses Ctrl-C (raises KeyboardInterrupt) after ``n`` finished pairs."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def stage(self, text: str) -> None: ...
+    def start_pairs(self, total: int, done: int) -> None: ...
+    def working_on(self, text: str) -> None: ...
+
+    def pair_done(self, model_label: str, profile_label: str) -> None:
+        self.seen += 1
+        if self.seen == self.n:
+            raise KeyboardInterrupt

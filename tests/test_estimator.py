@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Optional
 from pathlib import Path
 
 import numpy as np
@@ -52,10 +53,21 @@ def test_params_file_has_provenance_and_every_core(est: Estimator) -> None:
     assert est.version == "v1"
 
 
+def latency_ms(est: Estimator, kernels: list[Kernel], core: str, clock_ghz: float, threads: int = 1,
+               cluster_cores: Optional[int] = None) -> float:
+    """Whole-model fp32 latency the way the predictor sums it: kernels, then the thread speedup."""
+    total = sum(est.work_ms(work_vector(k), core, clock_ghz) for k in kernels)
+    return total / est.thread_speedup(core, threads, cluster_cores)
+
+
+def kernel_ms(est: Estimator, kernel: Kernel, core: str, clock_ghz: float) -> float:
+    return est.work_ms(work_vector(kernel), core, clock_ghz)
+
+
 def test_monotone_in_clock(est: Estimator) -> None:
     kernels = [conv(10_000_000), ELTWISE]
     for core in CORE_TYPES:
-        times = [est.latency_ms(kernels, core, f) for f in (0.8, 1.2, 1.6, 2.0, 2.4)]
+        times = [latency_ms(est, kernels, core, f) for f in (0.8, 1.2, 1.6, 2.0, 2.4)]
         assert all(a > b for a, b in zip(times, times[1:])), core
 
 
@@ -64,23 +76,23 @@ def test_monotone_in_work(est: Estimator) -> None:
                                  ("depthwise_conv", 3, 1)):
         small, big = conv(1_000_000, ks, stride, category), conv(8_000_000, ks, stride, category)
         for core in CORE_TYPES:
-            assert est.kernel_ms(big, core, 1.8) > est.kernel_ms(small, core, 1.8), (category, core)
+            assert kernel_ms(est, big, core, 1.8) > kernel_ms(est, small, core, 1.8), (category, core)
     # More kernels = more work = more time.
-    assert est.latency_ms([conv(10**6)] * 3, "Cortex-A53", 2.0) > est.latency_ms([conv(10**6)] * 2, "Cortex-A53", 2.0)
+    assert latency_ms(est, [conv(10**6)] * 3, "Cortex-A53", 2.0) > latency_ms(est, [conv(10**6)] * 2, "Cortex-A53", 2.0)
 
 
 def test_deterministic() -> None:
     kernels = [conv(3_000_000), ELTWISE, conv(9_000_000, 3, 1, "dense_conv")]
-    a = [Estimator.load().latency_ms(kernels, c, 1.5, threads=2, cluster_cores=4) for c in CORE_TYPES]
-    b = [Estimator.load().latency_ms(kernels, c, 1.5, threads=2, cluster_cores=4) for c in CORE_TYPES]
+    a = [latency_ms(Estimator.load(), kernels, c, 1.5, threads=2, cluster_cores=4) for c in CORE_TYPES]
+    b = [latency_ms(Estimator.load(), kernels, c, 1.5, threads=2, cluster_cores=4) for c in CORE_TYPES]
     assert a == b
 
 
 def test_unknown_core_is_a_clear_error(est: Estimator) -> None:
     with pytest.raises(InputError, match=r"no parameters for core 'Cortex-A78'.*Cortex-A53"):
-        est.kernel_ms(conv(10**6), "Cortex-A78", 2.0)
+        kernel_ms(est, conv(10**6), "Cortex-A78", 2.0)
     with pytest.raises(InputError, match="positive"):
-        est.kernel_ms(conv(10**6), "Cortex-A53", 0.0)
+        kernel_ms(est, conv(10**6), "Cortex-A53", 0.0)
 
 
 def test_threads_speed_up_and_are_capped_by_cluster(est: Estimator) -> None:

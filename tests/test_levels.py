@@ -138,34 +138,29 @@ def test_protocol_knows_the_levels() -> None:
     assert worker.LEVELS == tuple(levels.LEVELS)
     assert "level_failed" in worker.ERROR_KINDS and "derive" in worker.ACTIONS
     assert worker.WORKER_VERSION.startswith(worker.WORKER_RELEASE + "+")
-    for level in worker.LEVELS:
-        worker.WorkerRequest.from_json({"action": "measure", "model_path": "m.pt", "level": level})
-    worker.WorkerRequest.from_json({"action": "derive", "model_path": "m.pt", "level": "int8", "derive_out": "o.pt"})
-    worker.WorkerRequest.from_json({"action": "measure", "model_path": "m.pt", "level": "pruned",
-                                    "runtime": "onnxruntime"})  # the pruned graph is what ORT runs
-    for bad in ({"level": "int4"}, {"action": "derive", "level": "int8"}, {"action": "derive", "derive_out": "o.pt"},
-                {"action": "derive", "level": "fp32", "derive_out": "o.pt"}, {"level": "int8", "derive_out": "o.pt"},
-                {"level": "int8", "runtime": "onnxruntime"}, {"level": "fp16", "runtime": "onnxruntime"}):
+    for level in DERIVABLE:
+        worker.WorkerRequest.from_json({"action": "derive", "model_path": "m.pt", "level": level, "derive_out": "o.pt"})
+    for bad in ({"level": "int4", "derive_out": "o.pt"}, {"level": "int8"}, {"derive_out": "o.pt"},
+                {"level": "fp32", "derive_out": "o.pt"}, {"level": "int8", "derive_out": "o.pt", "runtime": "onnxruntime"}):
         with pytest.raises(worker.WorkerError) as info:
-            worker.WorkerRequest.from_json({"action": "measure", "model_path": "m.pt", **bad})
+            worker.WorkerRequest.from_json({"action": "derive", "model_path": "m.pt", **bad})
         assert info.value.kind == "bad_request"
+    for action in ("measure", "export-onnx", "inspect"):  # a level's variant is measured as the file derive wrote
+        with pytest.raises(worker.WorkerError, match="level is only for action derive"):
+            worker.WorkerRequest.from_json({"action": action, "model_path": "m.pt", "level": "int8"})
 
 
 # --- each level in the worker --------------------------------------------------------------------
 
-def _check_memory_phases(result: dict[str, Any]) -> None:
-    mem = result["memory"]
-    assert mem["rss_after_import_kb"] <= mem["rss_after_load_kb"]
-    assert mem["rss_after_derive_kb"] and mem["rss_after_warmup_kb"]
-    assert mem["hwm_after_derive_kb"] <= mem["hwm_kb"]
-    assert mem["peak_phase"] in ("derivation", "inference")
-    assert any("lodevem derive" in note for note in result["variant"]["notes"])  # says how to measure it alone
-    assert result["latency"]["runs"] == FAST["runs"] and result["timings_s"]["derive"] > 0
+def derive(model: Path, level: str, cwd: Path, **extra: Any) -> tuple[int, dict[str, Any]]:
+    """One ``derive`` run of the real worker, writing the variant into ``cwd``."""
+    out = cwd / f"{model.stem}_{level}_{len(list(cwd.glob('*.pt')))}.pt"
+    return run_worker({"action": "derive", "model_path": str(model), "level": level, "derive_out": str(out),
+                       **extra}, cwd)
 
 
 def test_fp16_halves_parameter_bytes(files: dict[str, Path], scratch: Path) -> None:
-    res = ok(run_worker({"action": "measure", "model_path": str(files["tiny_cnn"]), "level": "fp16",
-                         "input_shape": [1, 3, 64, 64], **FAST}, scratch))
+    res = ok(derive(files["tiny_cnn"], "fp16", scratch, input_shape=[1, 3, 64, 64]))
     variant = res["variant"]
     assert variant["level"] == "fp16" and variant["params_after"] == variant["params_before"]
     # every float tensor halves; BN's int64 num_batches_tracked counters stay
@@ -173,42 +168,35 @@ def test_fp16_halves_parameter_bytes(files: dict[str, Path], scratch: Path) -> N
     assert (res["model"]["dtype"], res["model"]["input_dtype"]) == ("float16", "float16")
     assert res["model"]["param_bytes"] == variant["param_bytes_after"]
     assert variant["serialized_bytes"] < 0.6 * res["model"]["file_bytes"]
-    _check_memory_phases(res)
 
 
 def test_int8_dynamic_quantizes_linear_layers(files: dict[str, Path], scratch: Path) -> None:
-    res = ok(run_worker({"action": "measure", "model_path": str(files["mlp"]), "level": "int8",
-                         "input_shape": [1, 256], **FAST}, scratch))
+    res = ok(derive(files["mlp"], "int8", scratch, input_shape=[1, 256]))
     variant = res["variant"]
     assert variant["details"]["quantized_layers"] == 3
     assert worker.NOTE_DYNAMIC in variant["notes"][0]
     assert variant["serialized_bytes"] < 0.4 * res["model"]["file_bytes"]  # int8 weights: ~1/4 of fp32
     assert res["model"]["dtype"] == "qint8" and res["model"]["input_dtype"] == "float32"
-    _check_memory_phases(res)
 
 
 def test_int8_static_shrinks_a_cnn_three_times(files: dict[str, Path], scratch: Path) -> None:
-    res = ok(run_worker({"action": "measure", "model_path": str(files["mobilenet_v2"]), "level": "int8-static",
-                         **FAST}, scratch))
+    res = ok(derive(files["mobilenet_v2"], "int8-static", scratch))
     variant = res["variant"]
     assert variant["serialized_bytes"] * 3 <= res["model"]["file_bytes"], variant
     assert variant["serialized_format"] == "torchscript"  # FX-quantized GraphModules do not pickle
     assert variant["param_bytes_after"] * 3 <= variant["param_bytes_before"]
     assert variant["details"]["quantized_layers"] >= 52 and variant["details"]["calibration_batches"] == 8
     assert res["model"]["dtype"] == "qint8"
-    _check_memory_phases(res)
 
 
 def test_pruned_measure_reports_a_smaller_model(files: dict[str, Path], scratch: Path) -> None:
-    res = ok(run_worker({"action": "measure", "model_path": str(files["mobilenet_v2"]), "level": "pruned",
-                         **FAST}, scratch))
+    res = ok(derive(files["mobilenet_v2"], "pruned", scratch))
     variant = res["variant"]
     details = variant["details"]
     assert variant["params_after"] < 0.5 * variant["params_before"]
     assert details["macs_after"] < 0.5 * details["macs_before"] and details["kept_layers"] == ["classifier.1"]
     assert 0.4 <= details["removed_fraction_min"] <= details["removed_fraction_max"] <= 0.6
     assert worker.NOTE_PRUNED in variant["notes"]
-    _check_memory_phases(res)
 
 
 # --- derived files -------------------------------------------------------------------------------
@@ -289,7 +277,7 @@ def test_derive_cached_derives_once(files: dict[str, Path], tmp_path: Path) -> N
 
 # --- ONNX export with a level ----------------------------------------------------------------------
 
-def test_export_pruned_graph_has_fewer_macs_and_passes_nn_meter(files: dict[str, Path], scratch: Path,
+def test_export_pruned_graph_has_fewer_macs_and_passes_nn_meter(derived: dict[str, Any], scratch: Path,
                                                                  tmp_path: Path) -> None:
     pytest.importorskip("nn_meter")
     from lodevem.latency.kernels import extract_kernels
@@ -297,43 +285,27 @@ def test_export_pruned_graph_has_fewer_macs_and_passes_nn_meter(files: dict[str,
     original = tmp_path / "original.onnx"
     worker.export_module(zoo.build("mobilenet_v2"), torch.randn(SHAPE), str(original))  # trusted zoo model
     pruned = tmp_path / "pruned.onnx"
-    res = ok(run_worker({"action": "export-onnx", "model_path": str(files["mobilenet_v2"]), "level": "pruned",
+    res = ok(run_worker({"action": "export-onnx", "model_path": str(derived["pruned"].variant_path),
                          "onnx_path": str(pruned)}, scratch))
-    assert res["onnx"]["level"] == "pruned" and "pruned" in res["onnx"]["graph_of"]
-    assert res["model"]["params"] == res["variant"]["params_after"]
+    assert res["model"]["params"] == derived["pruned"].params
     full, small = extract_kernels(original), extract_kernels(pruned)  # nn-Meter's converter + kernel detector
     assert len(small.kernels) == len(full.kernels) > 50
     assert small.macs < 0.5 * full.macs
-    # int8: the fp32 graph of the original, labelled so; the predictor applies the level's factor
-    int8 = tmp_path / "int8.onnx"
-    res = ok(run_worker({"action": "export-onnx", "model_path": str(files["mobilenet_v2"]), "level": "int8",
-                         "onnx_path": str(int8)}, scratch))
-    assert res["onnx"]["graph_of"] == worker.GRAPH_OF_FP32 and res["variant"]["level"] == "int8"
-    assert extract_kernels(int8).macs == full.macs
-    # a cached export of another level is refused, not silently reused
-    message = error_of(run_worker({"action": "export-onnx", "model_path": str(files["mobilenet_v2"]),
-                                   "level": "fp16", "onnx_path": str(int8)}, scratch), "bad_request")
-    assert "level int8, not fp16" in message
-    # onnxruntime runs the pruned graph; the export's level is checked after the measurement
-    ort = {"action": "measure", "model_path": str(files["mobilenet_v2"]), "runtime": "onnxruntime",
-           "level": "pruned", "onnx_path": str(pruned), **FAST}
-    res = ok(run_worker(ort, scratch))
-    assert res["variant"]["level"] == "pruned" and res["model"]["params"] == res["variant"]["params_after"]
-    assert "level int8, not pruned" in error_of(run_worker({**ort, "onnx_path": str(int8)}, scratch), "bad_request")
+    # onnxruntime runs the pruned graph
+    res = ok(run_worker({"action": "measure", "model_path": str(derived["pruned"].variant_path),
+                         "runtime": "onnxruntime", "onnx_path": str(pruned), **FAST}, scratch))
+    assert res["model"]["params"] == derived["pruned"].params
 
 
 # --- failures ---------------------------------------------------------------------------------------
 
 def test_untraceable_model_fails_int8_static_in_one_line(files: dict[str, Path], scratch: Path) -> None:
-    message = error_of(run_worker({"action": "measure", "model_path": str(files["branchy"]), "level": "int8-static",
-                                   "input_shape": [1, 3, 16, 16], **FAST}, scratch), "level_failed")
+    message = error_of(derive(files["branchy"], "int8-static", scratch, input_shape=[1, 3, 16, 16]), "level_failed")
     assert "trac" in message and "control flow" in message
 
 
 def test_fp16_op_failure_is_a_level_failure(files: dict[str, Path], scratch: Path) -> None:
-    message = error_of(run_worker({"action": "measure", "model_path": str(files["det"]), "level": "fp16",
-                                   "input_shape": [2, 16], **FAST}, scratch), "level_failed")
+    message = error_of(derive(files["det"], "fp16", scratch, input_shape=[2, 16]), "level_failed")
     assert "Half" in message
     # a shape the original model rejects as well is the input's fault, not the level's
-    error_of(run_worker({"action": "measure", "model_path": str(files["det"]), "level": "fp16",
-                         "input_shape": [2, 15], **FAST}, scratch), "bad_input_shape")
+    error_of(derive(files["det"], "fp16", scratch, input_shape=[2, 15]), "bad_input_shape")

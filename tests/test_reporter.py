@@ -156,7 +156,7 @@ def test_latex_is_balanced_booktabs(rows: list[PairResult], profiles: list[Profi
     assert r"\ding{55}" in ding and r"\usepackage{pifont}" in ding and r"\multicolumn{6}" in ding
     assert latex_escape("a_b&c%d$#{}~^\\") == (r"a\_b\&c\%d\$\#\{\}\textasciitilde{}"
                                                 r"\textasciicircum{}\textbackslash{}")
-    with pytest.raises(ValueError, match="marks"):
+    with pytest.raises(InputError, match="marks"):
         latex_table(rows, marks="emoji")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import FakeBackend
+from fakes import FakeBackend, InterruptAfter
 from lodevem.profiles import load_profiles, select_profiles
 from lodevem.results import RunState
 from lodevem.runner import STATE_FILE, RunConfig, run_benchmark
@@ -62,22 +62,6 @@ def test_second_run_is_served_from_the_cache(files: list[Path], tmp_path: Path) 
     assert [r.peak_rss_mb for r in second.rows] == [r.peak_rss_mb for r in first.rows]
     run_benchmark(config(files, tmp_path / "out", no_cache=True), backend=fake)
     assert len(fake.calls) == 2 * calls
-
-
-class InterruptAfter:
-    """A progress sink that interrupts the run after ``n`` finished pairs (like Ctrl-C)."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.seen = n, 0
-
-    def stage(self, text: str) -> None: ...
-    def start_pairs(self, total: int, done: int) -> None: ...
-    def working_on(self, text: str) -> None: ...
-
-    def pair_done(self, model_label: str, profile_label: str) -> None:
-        self.seen += 1
-        if self.seen == self.n:
-            raise KeyboardInterrupt
 
 
 def test_resume_measures_only_what_is_missing(files: list[Path], tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fakes import InterruptAfter
 from lodevem import measure, zoo
 from lodevem.cli import cli
 from lodevem.profiles import load_profiles, select_profiles
@@ -108,22 +109,6 @@ def test_budget_gates_exit_3(docker_backend, models: list[Path], first_run) -> N
     assert result.exit_code == 0, result.output
     result = start(models, out, "--max-latency", "100000", "--fail-on-oom", "--on", "tier2")
     assert result.exit_code == 0
-
-
-class InterruptAfter:
-    """A progress sink that presses Ctrl-C after ``n`` finished pairs."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.seen = n, 0
-
-    def stage(self, text: str) -> None: ...
-    def start_pairs(self, total: int, done: int) -> None: ...
-    def working_on(self, text: str) -> None: ...
-
-    def pair_done(self, model_label: str, profile_label: str) -> None:
-        self.seen += 1
-        if self.seen == self.n:
-            raise KeyboardInterrupt
 
 
 def test_interrupt_then_resume_does_not_redo_pairs(docker_backend, models: list[Path], tmp_path: Path,

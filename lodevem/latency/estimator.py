@@ -189,10 +189,6 @@ class Estimator:
         cycles = params.compute_scale * compute + params.memory_scale * memory  # in millions of cycles
         return cycles / clock_ghz  # Mcycles / GHz = ms
 
-    def kernel_ms(self, kernel: Kernel, core: str, clock_ghz: float) -> float:
-        """1-thread fp32 milliseconds of one kernel on ``core`` at ``clock_ghz``."""
-        return self.work_ms(work_vector(kernel), core, clock_ghz)
-
     def thread_speedup(self, core: str, threads: int, cluster_cores: Optional[int] = None) -> float:
         """Amdahl speedup of ``threads`` threads, capped by the cluster's core count."""
         if threads < 1:
@@ -200,18 +196,6 @@ class Estimator:
         n = min(threads, cluster_cores) if cluster_cores else threads
         q = self.core(core).parallel_fraction
         return 1.0 / ((1.0 - q) + q / n)
-
-    def latency_ms(
-        self,
-        kernels: Sequence[Kernel],
-        core: str,
-        clock_ghz: float,
-        threads: int = 1,
-        cluster_cores: Optional[int] = None,
-    ) -> float:
-        """Whole-model fp32 latency: kernels summed, then divided by the thread speedup."""
-        total = sum(self.kernel_ms(k, core, clock_ghz) for k in kernels)
-        return total / self.thread_speedup(core, threads, cluster_cores)
 
     def transfer_ratio(
         self, work: Sequence[float], core: str, clock_ghz: float, ref_core: str, ref_clock_ghz: float

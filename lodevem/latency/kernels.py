@@ -92,11 +92,6 @@ class Kernel:
     stride: int
 
     @property
-    def flops(self) -> int:
-        """2 x MACs (one multiply + one add); element-wise work is in ``bytes_moved`` instead."""
-        return 2 * self.macs
-
-    @property
     def bytes_moved(self) -> int:
         """fp32 bytes a kernel must at least touch: input + output activations + weights."""
         return FP32_BYTES * (self.input_elems + self.output_elems + self.params)

@@ -117,7 +117,7 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
                 marks: str = "text", notes: bool = False) -> str:
     """The text of ``benchmark_results.tex``; see ``write_latex``."""
     if marks not in _LATEX_FITS:
-        raise ValueError(f"marks must be one of {', '.join(_LATEX_FITS)}, got {marks!r}")
+        raise InputError(f"marks must be one of {', '.join(_LATEX_FITS)}, got {marks!r}")
     legend = source_notes(rows)
     out = [f"% lodevem {__version__}: {len(rows)} (model x device) pairs. Generated; re-run, do not edit.",
            r"% requires \usepackage{booktabs}"]

@@ -16,6 +16,7 @@ import dataclasses
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import image as image_mod
-from ..errors import BackendUnavailable, Cancelled, ModelFileError
+from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..worker import WorkerRequest
 from .base import POLL_S, ProgressFn, RunOutcome, ThrashMonitor, tail
 
@@ -178,8 +179,10 @@ class DockerBackend:
         if request.onnx_path:
             onnx = Path(request.onnx_path)
             if onnx.exists():
+                if onnx.is_symlink() or not onnx.is_file():  # lodevem writes regular files only
+                    raise SandboxError(f"{onnx}: not a regular file; delete it (lodevem writes its cache itself)")
                 onnx_inside = f"/onnx/{onnx.name}"
-                mounts.append(Mount(onnx_inside, str(onnx.resolve()), type="bind", read_only=True))
+                mounts.append(Mount(onnx_inside, str(onnx), type="bind", read_only=True))
             elif out_dir is not None:
                 onnx_inside = f"/output/{onnx.name}"
                 mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
@@ -202,26 +205,13 @@ class DockerBackend:
                                  "make it world-readable (chmod o+r) or use --backend process")
         out_dir = None
         if (request.onnx_path and not Path(request.onnx_path).exists()) or request.derive_out:
-            # A scratch dir the container's uid 1000 can write; the file is moved into place after.
-            out_dir = tempfile.mkdtemp(prefix="lodevem-out-")
-            os.chmod(out_dir, 0o777)
+            out_dir = _scratch_dir()
         try:
             mounts, inner = self._mounts(request, out_dir)
             outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress)
-            if out_dir is not None and request.onnx_path:
-                produced = Path(out_dir) / Path(request.onnx_path).name
-                if produced.is_file():
-                    Path(request.onnx_path).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.move(str(produced), request.onnx_path)
-            if out_dir is not None and request.derive_out:
-                # Copied, not moved: the user keeps this file, so it must be theirs, not uid 1000's.
-                produced = Path(out_dir) / Path(request.derive_out).name
-                if produced.is_file():
-                    target = Path(request.derive_out)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
-                    shutil.copyfile(produced, tmp)
-                    os.replace(tmp, target)
+            for wanted in (request.onnx_path, request.derive_out):
+                if out_dir is not None and wanted:
+                    _take_output(Path(out_dir), Path(wanted).name, Path(wanted))
             return dataclasses.replace(outcome, host_paths={inner.model_path: request.model_path})
         finally:
             if out_dir is not None:
@@ -324,3 +314,62 @@ class DockerBackend:
                 self._cgv = "?"
         return self._cgv
 
+
+
+# Largest file a sandbox run may hand back (an ONNX export or a derived variant); the scratch
+# folder is the only place the container can write outside its tmpfs.
+MAX_OUTPUT_BYTES = 4 * 2**30
+CONTAINER_UID = 1000
+
+
+def _scratch_dir() -> str:
+    """A fresh scratch folder only this run and the container's user can enter (0700).
+
+    As root the folder is handed to the container's uid; otherwise that uid cannot write a 0700
+    folder of ours, so it stays 0700 and the run fails with the worker's own message.
+    """
+    path = tempfile.mkdtemp(prefix="lodevem-out-")
+    if os.geteuid() == 0:
+        os.chown(path, CONTAINER_UID, CONTAINER_UID)
+    return path
+
+
+def _take_output(scratch: Path, name: str, target: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> None:
+    """Copy the file the container wrote as ``scratch/name`` to ``target``, trusting nothing about it.
+
+    Why: the container (running the user's model, which is code) can replace its output with a
+    symlink to any host file, or a FIFO, or make it huge. So the file is opened with O_NOFOLLOW
+    (a link is refused, never followed), must be a regular file inside the scratch folder, and is
+    copied by descriptor, size-capped, to a temporary name beside ``target`` that lodevem itself
+    creates (O_EXCL) and then renames into place. Nothing there: nothing to take (the reply says why).
+    """
+    try:
+        fd = os.open(scratch / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise SandboxError(f"the sandbox left {name} as something other than a regular file ({exc.strerror}): "
+                           "refused") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SandboxError(f"the sandbox left {name} as something other than a regular file: refused")
+        if info.st_size > max_bytes:
+            raise SandboxError(f"the sandbox wrote {info.st_size} bytes to {name}, over the {max_bytes} byte cap")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            copied = 0
+            with os.fdopen(out, "wb") as sink:
+                while chunk := os.read(fd, 1 << 20):
+                    copied += len(chunk)
+                    if copied > max_bytes:
+                        raise SandboxError(f"the sandbox wrote more than {max_bytes} bytes to {name}")
+                    sink.write(chunk)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    finally:
+        os.close(fd)

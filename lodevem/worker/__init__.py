@@ -13,23 +13,15 @@ Exactly one JSON object (one line) goes to stdout, progress lines go to stderr p
 else = crash or kill. Anything the model itself prints (Python or C++) is diverted to stderr so
 stdout stays parseable.
 
-Compression levels (``level``, names as in ``lodevem.levels``): measure, export-onnx and inspect
-derive the variant here, in the sandbox, right after loading the user's model, and then work on
-the variant; action ``derive`` writes it to ``derive_out`` as a file the user then owns. fp16 is
-``.half()`` with half inputs; int8 is dynamic quantization (Linear/LSTM/GRU only, convolutions stay
-fp32); int8-static is FX graph mode post-training static quantization calibrated on seeded random
-inputs of the request's shape; pruned is structured L1-norm channel pruning at 50 % with
-torch-pruning's dependency graph, channels physically removed, no fine-tuning. The ``model``
-section then describes the variant (params, param_bytes, dtypes; format/sha256/file_bytes stay the
-file's) and ``variant`` holds before/after figures. The ONNX export of fp16/int8/int8-static is the
-fp32 graph of the original (nn-Meter and the estimator model fp32 kernels; the host's predictor
-applies the level's factor), of pruned the pruned graph.
-
-Memory with a level: the variant is derived after ``rss_after_load_kb`` and the original freed
-before warm-up (``rss_after_derive_kb``), but VmHWM cannot be reset, so ``hwm_kb`` also covers
-loading the original and the derivation transient; ``hwm_after_derive_kb`` and ``peak_phase`` say
-whether the peak was set then or during inference. The exact peak of the variant alone comes from
-``lodevem derive`` then measuring the written file.
+Compression levels (``level``, names as in ``lodevem.levels``): only action ``derive`` takes one.
+It loads the user's model, derives the variant here, in the sandbox, and writes it to
+``derive_out`` as a file the user then owns; the host then measures and exports that file like
+any other, so a variant's peak RAM never includes loading the original. fp16 is ``.half()`` with
+half inputs; int8 is dynamic quantization (Linear/LSTM/GRU only, convolutions stay fp32);
+int8-static is FX graph mode post-training static quantization calibrated on seeded random inputs
+of the request's shape; pruned is structured L1-norm channel pruning at 50 % with torch-pruning's
+dependency graph, channels physically removed, no fine-tuning. The ``model`` section then
+describes the variant and ``variant`` holds before/after figures.
 
 Modules: ``protocol`` (constants, WorkerRequest/WorkerResult/WorkerError, progress lines),
 ``__main__`` (command line, ``main``), ``formats`` (sniffing and loading model files),
@@ -60,7 +52,7 @@ from .onnx_export import (  # noqa: F401
     ONNX_OPSET, export_module, nn_meter_friendly, onnx_section, load_onnx, onnx_model_info, resolve_static,
 )
 from .variants import (  # noqa: F401
-    PRUNING_RATIO, CALIBRATION_BATCHES, CALIBRATION_SEED, NOTE_DYNAMIC, NOTE_PRUNED, NOTE_PEAK, GRAPH_OF_FP32,
+    PRUNING_RATIO, CALIBRATION_BATCHES, CALIBRATION_SEED, NOTE_DYNAMIC, NOTE_PRUNED,
     derive_variant, quantization_engine, probe_layers, serialized_size, write_variant,
 )
 from .actions import (  # noqa: F401

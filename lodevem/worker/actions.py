@@ -11,11 +11,11 @@ from typing import Any, Callable, Optional
 
 from .formats import _format_of, file_sha256, load_torch_model, make_torch_input, sniff_format, torch_model_info
 from .memory import MemoryPhases, _released
-from .onnx_export import (_atomic_onnx_save, _check_onnx_level, _metadata, export_module, load_onnx, nn_meter_friendly,
-                          onnx_model_info, onnx_section, resolve_static)
+from .onnx_export import (_atomic_onnx_save, _metadata, export_module, load_onnx, nn_meter_friendly, onnx_model_info,
+                          onnx_section, resolve_static)
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .timing import latency_stats, timed_passes
-from .variants import GRAPH_OF_FP32, NOTE_PEAK, _derive, _fill_size, write_variant
+from .variants import _derive, write_variant
 
 
 def _import_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Any:
@@ -78,31 +78,17 @@ def action_inspect(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kin
         res.model = {**_file_info(req.model_path, "onnx"), **info}
         return
     _import_torch(req, res, mem)
-    module, x = _load_torch(req, res, mem, kind)
-    if req.level:
-        module, x = _derive(req, res, kind, module, x, keep_original=False)
-        _released(mem)
-        _fill_size(res, module, x)
+    _load_torch(req, res, mem, kind)
 
 
 def action_measure_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
-    """Measure the model, or with a level the variant derived from it (original freed first).
-
-    The variant's serialized size is computed only after the memory summary, as serializing
-    would add its own transient to the peak.
-    """
+    """Measure the model file as given (a level's variant is a file ``derive`` wrote first)."""
     if kind == "onnx":
         raise WorkerError("bad_request", f"{req.model_path} is an ONNX model: measure it with runtime 'onnxruntime'")
     torch = _import_torch(req, res, mem)
     module, x = _load_torch(req, res, mem, kind)
-    if req.level:
-        module, x = _derive(req, res, kind, module, x, keep_original=False)  # rebinding drops the original
-        _released(mem)
-        res.variant["notes"].append(NOTE_PEAK)
     with torch.inference_mode():
         _measure(req, res, mem, lambda: module(x))
-    if req.level:
-        return lambda: _fill_size(res, module, x)
     return None
 
 
@@ -136,8 +122,6 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     if onnx_path is None or not os.path.exists(onnx_path):
         raise WorkerError("bad_request", f"runtime 'onnxruntime' with a PyTorch model needs onnx_path of an existing "
                                          f"export (run action export-onnx first); got {onnx_path!r}")
-    if req.level and kind == "onnx":
-        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
     res.model = _file_info(req.model_path, _format_of(kind))
     t0 = time.perf_counter()
     import numpy as np
@@ -168,7 +152,7 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     progress(f"loaded {onnx_path}, input {shape} {dtype.name}")
     feeds = {first.name: x}
     _measure(req, res, mem, lambda: session.run(None, feeds))
-    return lambda: _late_onnx_info(res, onnx_path, req.level)
+    return lambda: _late_onnx_info(res, onnx_path)
 
 
 def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -176,16 +160,11 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
     if req.onnx_path is None and kind != "onnx":
         raise WorkerError("bad_request", "export-onnx needs onnx_path (where to write the .onnx)")
     out = req.onnx_path or req.model_path
-    if req.level and kind == "onnx":
-        raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
     if req.onnx_path and os.path.exists(req.onnx_path):
         res.model = _file_info(req.model_path, _format_of(kind))
         cached = load_onnx(req.onnx_path)
-        _check_onnx_level(cached, req.onnx_path, req.level)
         _fill_from_onnx(res.model, cached)
-        meta = _metadata(cached)
-        res.variant = json.loads(meta["lodevem.variant"]) if "lodevem.variant" in meta else None
-        res.onnx = onnx_section(cached, out, meta.get("lodevem.exporter", "as-is"), cached=True)
+        res.onnx = onnx_section(cached, out, _metadata(cached).get("lodevem.exporter", "as-is"), cached=True)
         return
     t0 = time.perf_counter()
     if kind == "onnx":
@@ -201,25 +180,11 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         t0 = time.perf_counter()
         with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
             timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
-        metadata: dict[str, str] = {}
-        if req.level:
-            # nn-Meter and the estimator model fp32 kernels: fp16/int8 graphs are predicted from the
-            # original's fp32 graph times the level's factor; pruning changes the graph itself.
-            pruned = req.level == "pruned"
-            variant, vx = _derive(req, res, kind, module, x, keep_original=not pruned)
-            _fill_size(res, variant, vx)
-            if pruned:
-                module, x = variant, vx
-            del variant, vx
-            graph_of = "pruned variant (channels removed)" if pruned else GRAPH_OF_FP32
-            metadata = {"lodevem.level": req.level, "lodevem.graph_of": graph_of,
-                        "lodevem.variant": json.dumps(res.variant)}
-            t0 = time.perf_counter()
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
         keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype")
-        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep}, metadata)
+        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep})
     res.timings_s["export"] = time.perf_counter() - t0
     progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")
 
@@ -247,8 +212,6 @@ def _frozen_mode(module: Any) -> Any:
 def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
     """Dispatch; returns the step to run once memory was recorded (or None)."""
     kind = sniff_format(req.model_path)
-    if req.level == "fp32":  # the file as given
-        req.level = None
     if req.action == "inspect":
         action_inspect(req, res, mem, kind)
     elif req.action == "export-onnx":
@@ -270,20 +233,13 @@ def _fill_from_onnx(model: dict[str, Any], onnx_model: Any) -> None:
     model.update({k: v for k, v in info.items() if model.get(k) is None})
 
 
-def _late_onnx_info(res: WorkerResult, path: str, level: Optional[str]) -> None:
+def _late_onnx_info(res: WorkerResult, path: str) -> None:
     """Model info for an onnxruntime run, read only after memory was recorded: parsing the file
-    with the onnx package would otherwise inflate the onnxruntime process's RSS figures. With a
-    level (only pruned reaches here) the export must be of that level: else the run is an error."""
+    with the onnx package would otherwise inflate the onnxruntime process's RSS figures."""
     try:
         model = load_onnx(path)
     except Exception as exc:  # informative only; the measurement stands
-        if level:
-            raise
         progress(f"could not read the model info from {path}: {first_line(exc)}")
         return
-    if level:
-        _check_onnx_level(model, path, level)
-        meta = _metadata(model)
-        res.variant = json.loads(meta["lodevem.variant"]) if "lodevem.variant" in meta else None
     if res.model["params"] is None:
         _fill_from_onnx(res.model, model)

@@ -140,14 +140,6 @@ def _metadata(model: Any) -> dict[str, str]:
     return {p.key: p.value for p in model.metadata_props}
 
 
-def _check_onnx_level(model: Any, path: str, level: Optional[str]) -> None:
-    """An existing export must be of the requested level (the host keys its cache on the level)."""
-    recorded, wanted = _metadata(model).get("lodevem.level"), (None if level == "fp32" else level)
-    if recorded != wanted:
-        raise WorkerError("bad_request", f"{path} is an export of level {recorded or 'fp32'}, not "
-                                         f"{wanted or 'fp32'}: use one ONNX path per level")
-
-
 def load_onnx(path: str) -> Any:
     import onnx
 

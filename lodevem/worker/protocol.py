@@ -117,13 +117,12 @@ class WorkerRequest:
             (self.derive_out is None or (isinstance(self.derive_out, str) and bool(self.derive_out)),
              "derive_out must be a non-empty string or null"),
             (self.action == "derive" or self.derive_out is None, "derive_out is only for action derive"),
+            (self.action == "derive" or self.level in (None, "fp32"),
+             "level is only for action derive: measure or export the variant file derive writes"),
             (self.action != "derive" or self.derive_out is not None, "derive needs derive_out (where to write)"),
             (self.action != "derive" or self.level not in (None, "fp32"),
              "derive needs a level other than fp32 (fp32 is the file as given: nothing to derive)"),
             (self.action != "derive" or self.runtime == "torch", "derive runs with runtime torch"),
-            (self.runtime != "onnxruntime" or self.level in (None, "fp32", "pruned"),
-             f"level {self.level} cannot be measured with runtime onnxruntime: its ONNX export is the fp32 "
-             "original graph; measure it with runtime torch"),
         ]
         for ok, message in checks:
             if not ok:

@@ -19,10 +19,6 @@ PRUNING_RATIO = 0.5
 CALIBRATION_BATCHES, CALIBRATION_SEED = 8, 0
 NOTE_DYNAMIC = "dynamic int8: Linear/LSTM/GRU only, convolutions stay fp32"
 NOTE_PRUNED = "pruned only, not fine-tuned (no --finetune-data)"
-NOTE_PEAK = ("derived in the sandbox: the peak RSS (hwm_kb) also covers loading the original and deriving the "
-             "variant (see hwm_after_derive_kb, peak_phase); for the variant alone run `lodevem derive` and "
-             "benchmark the written file")
-GRAPH_OF_FP32 = "fp32 original (predictor applies the level's factor)"
 
 
 def derive_variant(module: Any, level: str, example: Any, keep_original: bool
@@ -303,11 +299,6 @@ def _trace(variant: Any, example: Any) -> Any:
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about constants are expected here
         return torch.jit.trace(variant, example, check_trace=False)
-
-
-def _fill_size(res: WorkerResult, variant: Any, example: Any) -> None:
-    size, fmt = serialized_size(variant, example)
-    res.variant.update(serialized_bytes=size, serialized_format=fmt)
 
 
 def write_variant(variant: Any, example: Any, out: str) -> dict[str, Any]:

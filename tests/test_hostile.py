@@ -1,0 +1,65 @@
+"""Hostile model files against the real Docker engine: a model file is code, and the host must
+never act on what the container wrote without checking it.
+
+Each case builds a pickle whose loading runs code inside the sandbox (that is what a ``.pt``
+file can do) and asserts what the host did: the exit code, a one-line message, and what is left
+on disk. More cases join this file as the security issue's suite grows.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lodevem.cli import cli
+
+pytestmark = pytest.mark.docker
+
+# Run at the worker's exit (after it wrote its output into the scratch /output folder): replace
+# every output file with a symlink to a host secret, hoping the host follows it.
+_SWAP_FOR_LINKS = (
+    "(__import__('atexit').register(lambda: [(__import__('os').remove('/output/' + n), "
+    "__import__('os').symlink('/etc/shadow', '/output/' + n)) for n in __import__('os').listdir('/output')]), "
+    "__import__('torch').nn.Sequential(__import__('torch').nn.Conv2d(3, 4, 3)).eval())[1]"
+)
+
+
+class _Payload:
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def __reduce__(self):  # unpickling evaluates the code and yields a real model
+        return (eval, (self.code,))
+
+
+def _hostile(path: Path, code: str) -> Path:
+    path.write_bytes(pickle.dumps(_Payload(code), protocol=2))
+    path.chmod(0o644)
+    return path
+
+
+def test_derive_does_not_follow_a_symlink_the_container_made(docker_backend, tmp_path: Path) -> None:
+    model = _hostile(tmp_path / "evil.pt", _SWAP_FOR_LINKS)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["derive", str(model), "--levels", "fp16", "--out", str(out),
+                                      "--backend", "docker", "--input-shape", "1,3,16,16"])
+    assert result.exit_code == 1, result.output
+    assert "not a regular file" in result.output and "Traceback" not in result.output
+    secret = Path("/etc/shadow").read_bytes() if Path("/etc/shadow").exists() else b"\0no-secret"
+    for path in out.rglob("*") if out.exists() else []:
+        assert not path.is_symlink()
+        assert path.is_dir() or path.read_bytes() != secret
+
+
+def test_start_does_not_follow_a_symlink_in_the_export(docker_backend, tmp_path: Path) -> None:
+    model = _hostile(tmp_path / "evil.pt", _SWAP_FOR_LINKS)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(cli, ["start", str(model), "--profile", "nokia_c1", "--output", str(out),
+                                      "--backend", "docker", "--input-shape", "1,3,16,16", "--runs", "1",
+                                      "--warmup", "0"])
+    assert result.exit_code == 1, result.output
+    assert "not a regular file" in result.output and "Traceback" not in result.output
+    assert not [p for p in out.rglob("*") if p.is_symlink()]
