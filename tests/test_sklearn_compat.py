@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.tree._tree import NODE_DTYPE, Tree
 
+from lodevem.errors import InputError
 from lodevem.latency.sklearn_compat import LoadInfo, load_legacy_pickle, load_predictor_file
 
 OLD_NODE_DTYPE = np.dtype(
@@ -149,7 +150,7 @@ def test_fresh_pickle_takes_fast_path(forest, tmp_path):
 )
 def test_unloadable_file_gives_one_line_error(forest, tmp_path, make_bytes):
     path = _write(tmp_path, "fc.pkl", make_bytes(forest[0]))
-    with pytest.raises(ValueError) as excinfo:
+    with pytest.raises(InputError) as excinfo:
         load_predictor_file(path)
     message = str(excinfo.value)
     assert message.startswith(f"{path}: ") and "\n" not in message
