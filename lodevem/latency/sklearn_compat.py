@@ -70,8 +70,6 @@ ALLOWED_GLOBALS: Mapping[tuple[str, str], str] = {
     ("builtins", "object"): "the base class copyreg._reconstructor is given (protocols 0/1)",
     ("_codecs", "encode"): "protocols 0-2 store bytes as _codecs.encode(text, 'latin1'); "
         "handed out as a stand-in that encodes latin-1 only",
-    ("builtins", "bytes"): "protocols 0-2 store an empty bytes as bytes(); handed out as a "
-        "stand-in that takes no argument",
 }
 """Every ``(module, name)`` a predictor pickle may reference, with why it is there.
 
@@ -184,15 +182,9 @@ def _latin1_bytes(text: str, encoding: str) -> bytes:
     return text.encode("latin-1")
 
 
-def _empty_bytes() -> bytes:
-    """``bytes()`` as pickle protocols 0-2 store an empty bytes object."""
-    return b""
-
-
 _STAND_INS: dict[tuple[str, str], Any] = {
     ("sklearn.tree._tree", "Tree"): _CheckedTree,
     ("_codecs", "encode"): _latin1_bytes,
-    ("builtins", "bytes"): _empty_bytes,
 }
 
 
