@@ -47,7 +47,7 @@ __all__ = ["ALLOWED_GLOBALS", "LoadInfo", "load_legacy_pickle", "load_predictor_
 
 PathOrFile = Union[str, "os.PathLike[str]", IO[bytes]]
 
-ALLOWED_GLOBALS: Mapping[tuple[str, str], str] = {
+ALLOWED_GLOBALS: Mapping[tuple[str, str], str] = types.MappingProxyType({
     # scikit-learn: what nn-Meter's builder pickles (nn_meter/builder/kernel_predictor_builder/
     # predictor_builder/predictor_lib.py and nn_meter/predictor/prediction/kernel_predictor.py
     # construct RandomForestRegressor and nothing else, random_state an int, oob_score=True).
@@ -70,13 +70,13 @@ ALLOWED_GLOBALS: Mapping[tuple[str, str], str] = {
     ("builtins", "object"): "the base class copyreg._reconstructor is given (protocols 0/1)",
     ("_codecs", "encode"): "protocols 0-2 store bytes as _codecs.encode(text, 'latin1'); "
         "handed out as a stand-in that encodes latin-1 only",
-}
+})
 """Every ``(module, name)`` a predictor pickle may reference, with why it is there.
 
-Names are in today's spelling; older spellings are mapped by ``_MODULE_RENAMES`` first. Found by
-recording every ``find_class`` call while loading RandomForestRegressor pickles written at every
+Read-only. Names are in today's spelling; ``_MODULE_RENAMES`` maps older spellings first. Found
+by recording every ``find_class`` call while loading RandomForestRegressor pickles written at every
 protocol (0-5) by the installed scikit-learn, and the 0.23-layout pickles the tests build
-(``tests/test_sklearn_compat.py``). Deliberately absent: gradient boosting (needs
+(``tests/test_sklearn_compat.py`` pins the list to exactly that set). Deliberately absent: gradient boosting (needs
 ``numpy.random``'s RandomState constructors, ``sklearn._loss`` and ``sklearn.dummy``), extra
 trees and linear models, which nn-Meter never builds, and joblib's array wrappers (nn-Meter
 writes with ``pickle.dump``)."""
