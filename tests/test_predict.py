@@ -126,6 +126,32 @@ def test_nnmeter_sum_equals_nn_meters_own_predictor(onnx_dir: Path, nn_data: Pat
         assert ours.latency_ms == pytest.approx(theirs, rel=1e-9), name
 
 
+@pytest.mark.parametrize("mode", ["nn-meter", "auto"])
+@pytest.mark.parametrize("content", ["hostile", "truncated"])
+def test_bad_predictor_file_is_refused_with_its_name(onnx_dir: Path, profiles: list[Profile], nn_data: Path,
+                                                     tmp_path: Path, mode: str, content: str) -> None:
+    """A predictor folder in nn-Meter's layout with one bad ``.pkl``: loading the folder (what
+    ``lodevem start`` does up front via ``require``) fails with a one-line InputError naming the
+    file, in auto mode too (a broken file is not missing data), and the payload never runs."""
+    data = tmp_path / "data"
+    shutil.copytree(nn_data, data)
+    canary = tmp_path / "canary"
+    bad = data / "predictor" / PREDICTOR / "conv-bn-relu.pkl"
+    if content == "hostile":
+        bad.write_bytes(f"cos\nsystem\n(S'touch {canary}'\ntR.".encode())
+        expected = f"{bad}: refused to unpickle os.system (predictor files may contain only scikit-learn/numpy objects)"
+    else:
+        bad.write_bytes(bad.read_bytes()[:1000])
+        expected = f"{bad}: not a usable nn-Meter predictor ("
+    predictor = Predictor(mode, data_dir=data)
+    for attempt in (lambda: predictor.require(profiles),
+                    lambda: predictor.predict(onnx_dir / "tiny_cnn.onnx", profiles[:1])):
+        with pytest.raises(InputError) as excinfo:
+            attempt()
+        assert str(excinfo.value).startswith(expected) and "\n" not in str(excinfo.value)
+    assert not canary.exists()
+
+
 def test_missing_kernel_types_are_listed_with_counts(onnx_dir: Path, nn_data: Path) -> None:
     pred = Predictor("nn-meter", data_dir=nn_data).predict(
         onnx_dir / "mobilenet_v3_small.onnx", [custom_profile("Cortex-A55", 1.6)])["custom"]

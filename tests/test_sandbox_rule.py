@@ -1,8 +1,10 @@
 """Model files are code: no host-side module may deserialize one.
 
 ``.pt`` files are pickles and unpickling runs arbitrary code, so only the ``lodevem/worker/``
-package (which runs inside the container or a child process) may call torch's loaders. The one host
-module that unpickles at all is ``sklearn_compat.py``, for nn-Meter's predictor data.
+package (which runs inside the container or a child process) may call torch's loaders. The host
+never calls ``pickle.load``/``loads``, ``joblib.load`` and the like at all: the one host module that
+unpickles, ``sklearn_compat.py`` (nn-Meter's predictor data), does it only through its
+``_RestrictedUnpickler``, whose ``find_class`` admits an allow-list.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 LOADERS = {("torch", "load"), ("jit", "load"), ("export", "load"), ("serialization", "load")}
-PICKLE_OK = {"sklearn_compat.py"}
 WORKER = PACKAGE / "worker"
+# Modules whose load functions unpickle without restriction, and those functions.
+PICKLERS = {"pickle", "_pickle", "dill", "cloudpickle", "joblib", "pickle5"}
+PICKLE_LOADS = {"load", "loads", "_load", "_loads", "Unpickler", "_Unpickler"}
+RESTRICTED = "_RestrictedUnpickler"  # in sklearn_compat.py, the only unpickler the host may run
 
 
 def _calls(tree: ast.AST) -> list[tuple[str, str, int]]:
@@ -35,14 +40,90 @@ def test_only_the_worker_loads_model_files() -> None:
         for owner, attr, line in _calls(tree):
             if (owner, attr) in LOADERS:
                 offenders.append(f"{path.name}:{line} {owner}.{attr}")
-            if owner in ("pickle", "dill", "cloudpickle") and attr in ("load", "loads") and path.name not in PICKLE_OK:
-                offenders.append(f"{path.name}:{line} {owner}.{attr}")
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "torch" and any(
                 a.name == "load" for a in node.names
             ):
                 offenders.append(f"{path.name}:{node.lineno} from torch import load")
+        offenders += _unpickling_offenders(tree, path.name)
     assert offenders == []
+
+
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a Name/Attribute chain, ``""`` for anything else."""
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _unpickling_offenders(tree: ast.AST, filename: str) -> list[str]:
+    """Every way host code could unpickle without the restricted unpickler's allow-list."""
+    compat = filename == "sklearn_compat.py"
+    restricted = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == RESTRICTED]
+    allowed_base = {id(b) for c in restricted for b in c.bases} if compat else set()
+    offenders = []
+    for node in ast.walk(tree):
+        where = f"{filename}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute) and _dotted(node.value) in PICKLERS and node.attr in PICKLE_LOADS:
+            if not (id(node) in allowed_base and node.attr == "Unpickler"):
+                offenders.append(f"{where} {_dotted(node)}")  # called, passed around or subclassed
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PICKLERS:
+            offenders += [f"{where} from {node.module} import {a.name}"
+                          for a in node.names if a.name in PICKLE_LOADS]
+        elif isinstance(node, ast.Import):  # an alias would hide pickle.load from this rule
+            offenders += [f"{where} import {a.name} as {a.asname}"
+                          for a in node.names if a.name in PICKLERS and a.asname]
+        elif isinstance(node, ast.ClassDef) and node.name != RESTRICTED and any(
+                _dotted(b).split(".")[-1] in (RESTRICTED, "Unpickler", "_Unpickler") for b in node.bases):
+            offenders.append(f"{where} class {node.name} subclasses an unpickler")
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name.endswith(("read_pickle", "load_pickle")):
+                offenders.append(f"{where} {name}")
+            if any(k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                   for k in node.keywords):
+                offenders.append(f"{where} {name}(allow_pickle=...)")
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if compat and method in ("load", "loads"):  # there, only _RestrictedUnpickler(...).load()
+                receiver = node.func.value
+                if not (method == "load" and isinstance(receiver, ast.Call) and _dotted(receiver.func) == RESTRICTED):
+                    offenders.append(f"{where} {ast.unparse(node.func)}()")
+    if compat:
+        finds = [f for c in restricted for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "find_class"]
+        if len(restricted) != 1 or len(finds) != 1:
+            offenders.append(f"{filename}: no {RESTRICTED} with its own find_class")
+    return offenders
+
+
+def test_sklearn_compat_unpickles_only_through_the_restricted_unpickler() -> None:
+    path = PACKAGE / "latency" / "sklearn_compat.py"
+    tree = ast.parse(path.read_text(), filename=str(path))
+    assert _unpickling_offenders(tree, path.name) == []
+    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "load" and isinstance(n.func.value, ast.Call)]
+    assert len(loads) == 1  # the one _RestrictedUnpickler(...).load(): the rule has something to check
+
+
+def test_the_rule_catches_plain_unpickling() -> None:
+    def offenders(source: str, filename: str = "elsewhere.py") -> list[str]:
+        return _unpickling_offenders(ast.parse(source), filename)
+
+    ok = f"import pickle\nclass {RESTRICTED}(pickle.Unpickler):\n    def find_class(self, m, n): ...\n"
+    assert offenders(ok + f"x = {RESTRICTED}(f, info).load()\n", "sklearn_compat.py") == []
+    assert offenders(ok)  # the same class anywhere else is an unpickler nobody checks
+    for bad in ("import pickle\npickle.loads(b)\n", "import pickle\npickle.load(f)\n",
+                "import joblib\njoblib.load(p)\n", "import dill\ndill.loads(b)\n",
+                "import pickle\npickle.Unpickler(f).load()\n", "import pickle\nu = pickle.Unpickler\n",
+                "import pickle\nclass U(pickle.Unpickler):\n    pass\n", "from pickle import loads\n",
+                "from joblib import load\n", "import pickle as p\n", "import pandas as pd\npd.read_pickle(p)\n",
+                "import numpy as np\nnp.load(p, allow_pickle=True)\n"):
+        assert offenders(bad), bad
+        assert offenders(ok + bad, "sklearn_compat.py"), bad
+    for bad in ("u = pickle.Unpickler(f)\nu.load()\n", f"u = {RESTRICTED}(f, i)\nu.load()\n",
+                f"class Wider({RESTRICTED}):\n    pass\n", f"{RESTRICTED}(f, i).loads()\n"):
+        assert offenders(ok + bad, "sklearn_compat.py"), bad
+    assert offenders(f"import pickle\nclass {RESTRICTED}(pickle.Unpickler):\n    pass\n", "sklearn_compat.py")
 
 
 def test_the_rule_catches_a_load() -> None:

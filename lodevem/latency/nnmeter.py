@@ -10,7 +10,12 @@ own ``get_predict_features`` builds (see :mod:`lodevem.latency.kernels`), groupe
 per-kernel figures the transfer to a phone's core needs; the sum is the same (a test checks it).
 
 A download happens only in :func:`fetch_predictors` (``lodevem fetch-predictors``).
-Unpickling runs code: only point ``--nnmeter-data`` at predictor files you trust.
+The ``.pkl`` files are unpickled on the host, but only by ``sklearn_compat``'s restricted unpickler:
+a file may name nothing but the scikit-learn/numpy classes a RandomForestRegressor is made of, and
+its trees are checked before use. Anything else (a file that asks for ``os.system``, a truncated or
+garbage file, an array instead of a forest) is an ``InputError`` naming the file, not a traceback.
+A hostile file can still cost memory and time while it loads, but it cannot make the host call
+anything outside that allow-list (``sklearn_compat.ALLOWED_GLOBALS``).
 """
 
 from __future__ import annotations
@@ -151,7 +156,11 @@ class NnMeterPredictorSet:
 
     @classmethod
     def load(cls, name: str, data_dir: Path) -> "NnMeterPredictorSet":
-        """Load every ``<kernel>.pkl`` of the folder; ``InputError`` naming the folder if unusable."""
+        """Load every ``<kernel>.pkl`` of the folder through the restricted unpickler.
+
+        ``InputError`` naming the folder if it holds no predictor, or naming the file if one is
+        unreadable, refused (it references anything but scikit-learn/numpy objects) or unusable.
+        """
         from .sklearn_compat import LoadInfo, load_predictor_file
 
         folder = predictor_dir(data_dir, name)
@@ -165,10 +174,10 @@ class NnMeterPredictorSet:
         legacy: list[str] = []
         for path in sorted(folder.glob("*.pkl")):
             info = LoadInfo()
-            try:
+            try:  # refused or unusable files raise InputError naming the file themselves
                 regressors[path.stem] = load_predictor_file(path, info=info)
-            except (OSError, ValueError) as exc:
-                raise InputError(f"{path}: cannot load nn-Meter predictor ({exc})") from None
+            except OSError as exc:
+                raise InputError(f"{path}: cannot read nn-Meter predictor ({exc.strerror or exc})") from None
             if info.legacy:
                 legacy.append(path.name)
         return cls(name=name, folder=folder, fusion_rules=rules, regressors=regressors, legacy_files=tuple(legacy))
