@@ -7,6 +7,8 @@ never prints and never exits.
 
 from __future__ import annotations
 
+import pickle
+
 
 class LodevemError(Exception):
     """A failure lodevem can explain in one line. Exit code 1 (runtime failure)."""
@@ -60,3 +62,18 @@ class DeriveFailed(LodevemError):
         self.failures, self.written = failures, written
         detail = "; ".join(f"{level}: {message}" for level, message in failures.items())
         super().__init__(f"{model}: could not derive {', '.join(failures)} ({detail})")
+
+
+# Signals inside the predictor-pickle loader (latency/sklearn_compat.py). They never reach the
+# user: the loader turns each into an InputError naming the .pkl file.
+
+class PickleRefused(pickle.UnpicklingError):
+    """A global outside the loader's allow-list; carries the ``module.name`` the file asked for."""
+
+    def __init__(self, qualname: str) -> None:
+        super().__init__(qualname)
+        self.qualname = qualname
+
+
+class UnsoundPredictor(ValueError):
+    """Loaded, but not a sound predictor; the message says what is wrong, in a few words."""

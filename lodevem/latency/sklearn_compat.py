@@ -41,7 +41,7 @@ from sklearn.exceptions import InconsistentVersionWarning
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.tree._tree import NODE_DTYPE, TREE_LEAF, Tree
 
-from ..errors import InputError
+from ..errors import InputError, PickleRefused, UnsoundPredictor
 
 __all__ = ["ALLOWED_GLOBALS", "LoadInfo", "load_legacy_pickle", "load_predictor_file"]
 
@@ -111,18 +111,6 @@ class LoadInfo:
     patched: list[str] = field(default_factory=list)
 
 
-class _Refused(pickle.UnpicklingError):
-    """A global outside ALLOWED_GLOBALS; carries the ``module.name`` the file asked for."""
-
-    def __init__(self, qualname: str) -> None:
-        super().__init__(qualname)
-        self.qualname = qualname
-
-
-class _Unusable(ValueError):
-    """Loaded, but not a sound predictor; the message says what is wrong, in a few words."""
-
-
 class _CheckedTree(Tree):
     """The ``Tree`` the unpickler hands out: checks the node records before scikit-learn copies
     them into C memory, and widens pre-1.3 records (no ``missing_go_to_left``).
@@ -133,7 +121,7 @@ class _CheckedTree(Tree):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         if not isinstance(state, dict) or not isinstance(state.get("nodes"), np.ndarray):
-            raise _Unusable("a tree without a node array")
+            raise UnsoundPredictor("a tree without a node array")
         nodes = state["nodes"]
         if nodes.dtype.names and set(nodes.dtype.names) < set(NODE_DTYPE.names):
             nodes = _widen_nodes(nodes)
@@ -160,19 +148,19 @@ def _check_nodes(nodes: np.ndarray, node_count: Any, n_features: int) -> None:
     """
     n = len(nodes) if nodes.ndim == 1 else -1
     if not isinstance(node_count, (int, np.integer)) or node_count != n or n < 1:
-        raise _Unusable(f"a tree whose node_count {node_count!r} does not match its {n} node records")
+        raise UnsoundPredictor(f"a tree whose node_count {node_count!r} does not match its {n} node records")
     if n_features < 1:
-        raise _Unusable(f"a tree over {n_features} features")
+        raise UnsoundPredictor(f"a tree over {n_features} features")
     left, right = nodes["left_child"].astype(np.int64), nodes["right_child"].astype(np.int64)
     leaf = left == TREE_LEAF
     if not np.array_equal(leaf, right == TREE_LEAF):
-        raise _Unusable("a tree node with only one child")
+        raise UnsoundPredictor("a tree node with only one child")
     idx = np.arange(n)[~leaf]
     left, right, feature = left[~leaf], right[~leaf], nodes["feature"][~leaf].astype(np.int64)
     if not (np.all(left > idx) and np.all(right > idx) and np.all(left < n) and np.all(right < n)):
-        raise _Unusable("a tree node whose child index is out of order or out of range")
+        raise UnsoundPredictor("a tree node whose child index is out of order or out of range")
     if not (np.all(feature >= 0) and np.all(feature < n_features)):
-        raise _Unusable(f"a tree split on a feature outside 0..{n_features - 1}")
+        raise UnsoundPredictor(f"a tree split on a feature outside 0..{n_features - 1}")
 
 
 def _latin1_bytes(text: str, encoding: str) -> bytes:
@@ -227,7 +215,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         current = _MODULE_RENAMES.get(module, module)
         if (current, name) not in ALLOWED_GLOBALS:  # exact pair: no dotted names, no attributes
-            raise _Refused(f"{module}.{name}")
+            raise PickleRefused(f"{module}.{name}")
         if current != module and module.startswith("sklearn."):
             self._info.legacy = True
         found = _STAND_INS.get((current, name)) or _resolve(current, name, module)
@@ -335,23 +323,23 @@ def _check_predictor(obj: Any) -> None:
     as a load error, rather than later in the middle of a run.
     """
     if type(obj) not in _PREDICTOR_TYPES:
-        raise _Unusable(f"holds a {_describe(obj)}, not a RandomForestRegressor")
+        raise UnsoundPredictor(f"holds a {_describe(obj)}, not a RandomForestRegressor")
     d = vars(obj)
     n_features, n_outputs = d.get("n_features_in_"), d.get("n_outputs_")
     for attr, value in (("n_features_in_", n_features), ("n_outputs_", n_outputs)):
         if not isinstance(value, (int, np.integer)) or value < 1:
-            raise _Unusable(f"{type(obj).__name__}.{attr} is {value!r}, not a positive integer")
+            raise UnsoundPredictor(f"{type(obj).__name__}.{attr} is {value!r}, not a positive integer")
     trees = d.get("estimators_") if isinstance(obj, RandomForestRegressor) else [obj]
     if not isinstance(trees, list) or not trees:
-        raise _Unusable(f"{type(obj).__name__}.estimators_ is not a non-empty list of trees")
+        raise UnsoundPredictor(f"{type(obj).__name__}.estimators_ is not a non-empty list of trees")
     for tree in trees:
         if type(tree) is not DecisionTreeRegressor or type(vars(tree).get("tree_")) is not Tree:
-            raise _Unusable(f"{type(obj).__name__}.estimators_ holds a {_describe(tree)} "
+            raise UnsoundPredictor(f"{type(obj).__name__}.estimators_ holds a {_describe(tree)} "
                              f"without a fitted tree")
         t = vars(tree)
         if (t.get("n_features_in_"), t["tree_"].n_features, t.get("n_outputs_"), t["tree_"].n_outputs) != (
                 n_features, n_features, n_outputs, n_outputs):
-            raise _Unusable("a tree whose feature or output count differs from the forest's")
+            raise UnsoundPredictor("a tree whose feature or output count differs from the forest's")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         obj.predict(np.zeros((1, int(n_features))))
@@ -362,7 +350,7 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or "no details"
     if len(text) > limit:
         text = text[: limit - 3] + "..."
-    return text if isinstance(exc, _Unusable) else f"{type(exc).__name__}: {text}"
+    return text if isinstance(exc, UnsoundPredictor) else f"{type(exc).__name__}: {text}"
 
 
 def _load_checked(file: IO[bytes], label: str, info: LoadInfo) -> Any:
@@ -370,7 +358,7 @@ def _load_checked(file: IO[bytes], label: str, info: LoadInfo) -> Any:
     try:
         obj = _upgrade(_unpickle(file, info), info)
         _check_predictor(obj)
-    except _Refused as exc:
+    except PickleRefused as exc:
         raise InputError(f"{label}: {_REFUSED.format(exc.qualname)}") from None
     except Exception as exc:  # noqa: BLE001 - whatever the bytes made go wrong, it is the file's fault
         raise InputError(f"{label}: not a usable nn-Meter predictor ({_one_line(exc)})") from None
