@@ -112,7 +112,8 @@ class Cluster(BaseModel):
         text = value.strip() if isinstance(value, str) else None
         name = text if text is None or text.startswith("Cortex-") else f"Cortex-{text}"
         if name not in CORE_TYPES:
-            raise ValueError(f"expected one of {', '.join(CORE_TYPES)}, got {_quote(value if text is None else text)}")
+            got = _quote(value if text is None else text)
+            raise ValueError(f"expected one of {', '.join(CORE_TYPES)}, got {got}")
         return name
 
     @field_validator("count", "clock_ghz", mode="before")
@@ -238,7 +239,8 @@ class _ProfileYamlLoader(yaml.SafeLoader):
                                    event.start_mark)
             tag = getattr(event, "tag", None)
             if tag is not None and tag not in self._ALLOWED_TAGS:
-                raise self._refuse(f"YAML tag '{_clip(tag.replace('tag:yaml.org,2002:', '!!'))}' is not allowed in a profile "
+                shown = _clip(tag.replace("tag:yaml.org,2002:", "!!"))
+                raise self._refuse(f"YAML tag '{shown}' is not allowed in a profile "
                                    "(only plain values, lists and mappings)", event.start_mark)
             if isinstance(event, CollectionStartEvent) and self._depth > MAX_YAML_DEPTH:
                 raise self._refuse(f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
@@ -283,7 +285,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     if isinstance(exc, yaml.reader.ReaderError):
         if exc.encoding == "unicode":
             return f"control character #x{exc.character:04x} at position {exc.position} is not allowed"
-        return f"not {exc.encoding.upper()} text: {exc.reason} (byte #x{exc.character:02x} at position {exc.position})"
+        return (f"not {exc.encoding.upper()} text: {exc.reason} "
+                f"(byte #x{exc.character:02x} at position {exc.position})")
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f" at line {mark.line + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or type(exc).__name__
@@ -292,13 +295,23 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
-    field = _clip(".".join(str(p) for p in err["loc"])) or "(top level)"
+    field = _clip(".".join(str(p) for p in err["loc"])) if err["loc"] else "(top level)"  # a key may be ""
     message = _clip(err["msg"].removeprefix("Value error, "), 300)
     if err["type"] == "missing":
         return f"field '{field}' is missing"
     if err["type"] == "extra_forbidden":
         return f"unknown field '{field}' (see profiles/custom_template.yaml for the fields)"
     return f"field '{field}': {message} (got {_quote(err.get('input'))})"
+
+
+def _check_regular(path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise ProfileError(f"{_where(path)}: not a regular file ({kind}); a profile must be a plain YAML file")
+    if st.st_size > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{_where(path)}: file is {st.st_size} bytes; a profile may be at most "
+                           f"{MAX_PROFILE_BYTES // 1024} KiB")
 
 
 def _read_regular_file(path: Path) -> bytes:
@@ -309,25 +322,11 @@ def _read_regular_file(path: Path) -> bytes:
     FIFO waits for a writer forever, ``/dev/zero`` never ends. ``stat`` looks without opening, and
     the open is non-blocking and re-checked with ``fstat`` in case the file was swapped between.
     """
-    def refuse(st: os.stat_result) -> Optional[ProfileError]:
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
-            return ProfileError(f"{_where(path)}: not a regular file ({kind}); a profile must be a plain YAML file")
-        if st.st_size > MAX_PROFILE_BYTES:
-            return ProfileError(f"{_where(path)}: file is {st.st_size} bytes; a profile may be at most "
-                                f"{MAX_PROFILE_BYTES // 1024} KiB")
-        return None
-
     try:
-        error = refuse(os.stat(path))
-        if error:
-            raise error
+        _check_regular(path, os.stat(path))
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
         try:
-            error = refuse(os.fstat(fd))
-            if error:
-                raise error
+            _check_regular(path, os.fstat(fd))
             chunks, size = [], 0
             while size <= MAX_PROFILE_BYTES:  # st_size can lie (a file still growing)
                 chunk = os.read(fd, MAX_PROFILE_BYTES + 1 - size)
@@ -340,8 +339,8 @@ def _read_regular_file(path: Path) -> bytes:
     except OSError as exc:
         raise ProfileError(f"{_where(path)}: cannot read: {exc.strerror or exc}") from None
     if size > MAX_PROFILE_BYTES:
-        raise ProfileError(f"{_where(path)}: file is larger than {MAX_PROFILE_BYTES // 1024} KiB, "
-                           "the most a profile may be")
+        raise ProfileError(f"{_where(path)}: file grew past {MAX_PROFILE_BYTES} bytes while read; a profile may "
+                           f"be at most {MAX_PROFILE_BYTES // 1024} KiB")
     return b"".join(chunks)
 
 
