@@ -69,7 +69,8 @@ class WorkerRequest:
         names = {f.name for f in fields(cls)}
         unknown = sorted({first_line(k if isinstance(k, str) else repr(k), 80) for k in obj if k not in names})
         if unknown:
-            raise WorkerError("bad_request", f"unknown request field(s): {', '.join(unknown)}")
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise WorkerError("bad_request", f"unknown request field(s): {', '.join(unknown[:5])}{more}")
         missing = [k for k in ("action", "model_path") if k not in obj]
         if missing:
             raise WorkerError("bad_request", f"missing request field(s): {', '.join(missing)}")
