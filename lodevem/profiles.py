@@ -301,6 +301,8 @@ def _first_error(exc: ValidationError) -> str:
         return f"field '{field}' is missing"
     if err["type"] == "extra_forbidden":
         return f"unknown field '{field}' (see profiles/custom_template.yaml for the fields)"
+    if err["type"] == "value_error":  # lodevem's own validators, which quote the value themselves
+        return f"field '{field}': {message}"
     return f"field '{field}': {message} (got {_quote(err.get('input'))})"
 
 
