@@ -11,12 +11,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import reprlib
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 from .errors import ProfileError
 
@@ -39,6 +43,13 @@ CORE_TYPES: tuple[str, ...] = (
 
 ENV_VAR = "LODEVEM_PROFILES"
 
+# Limits for files from folders anyone can drop a profile into. A real profile is about 1 kB and
+# three levels deep (mapping > cpu list > cluster); these leave plenty of room and keep a hostile
+# file from costing more than a moment. Values quoted in an error are cut to QUOTE_CHARS.
+MAX_PROFILE_BYTES = 1 << 20
+MAX_YAML_DEPTH = 32
+QUOTE_CHARS = 80
+
 
 def tier_rank(tier: str) -> int:
     """0 for tier1 ... 2 for tier3 (most constrained last); an unknown tier sorts after all."""
@@ -46,6 +57,44 @@ def tier_rank(tier: str) -> int:
 
 
 _TIER_FOLDER = re.compile(r"^tier\d+$")
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (a newline in a key or file name) escaped, so an error
+    built from user data stays on one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)
+
+
+def _clip(text: str, limit: int = QUOTE_CHARS) -> str:
+    text = _printable(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _quote(value: object) -> str:
+    """A short repr of a value from a profile file, for an error message.
+
+    ``reprlib`` bounds the work (nested lists and long strings are elided while the repr is built),
+    so even a large value costs little; the result is then cut to ``QUOTE_CHARS``.
+    """
+    shortener = reprlib.Repr()
+    shortener.maxstring = shortener.maxother = QUOTE_CHARS
+    shortener.maxlevel = 3
+    return _clip(shortener.repr(value))
+
+
+def _where(path: Path) -> str:
+    """The file name as the start of an error line."""
+    return _printable(str(path))
+
+
+def _reject_bool(value: object) -> object:
+    """YAML reads ``yes``/``true`` as a boolean, and pydantic would take it as the number 1."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    return value
 
 
 class Cluster(BaseModel):
@@ -60,11 +109,17 @@ class Cluster(BaseModel):
     @field_validator("core", mode="before")
     @classmethod
     def _known_core(cls, value: object) -> str:
-        text = str(value).strip()
-        name = text if text.startswith("Cortex-") else f"Cortex-{text}"
+        text = value.strip() if isinstance(value, str) else None
+        name = text if text is None or text.startswith("Cortex-") else f"Cortex-{text}"
         if name not in CORE_TYPES:
-            raise ValueError(f"expected one of {', '.join(CORE_TYPES)}, got {text!r}")
+            got = _quote(value if text is None else text)
+            raise ValueError(f"expected one of {', '.join(CORE_TYPES)}, got {got}")
         return name
+
+    @field_validator("count", "clock_ghz", mode="before")
+    @classmethod
+    def _not_bool(cls, value: object) -> object:
+        return _reject_bool(value)
 
     @property
     def short(self) -> str:
@@ -92,6 +147,11 @@ class Profile(BaseModel):
     # Set by the loader, not by the YAML file.
     path: Optional[Path] = Field(default=None, exclude=True)
     sha256: Optional[str] = Field(default=None, exclude=True)
+
+    @field_validator("ram_mb", "power_w", mode="before")
+    @classmethod
+    def _not_bool(cls, value: object) -> object:
+        return _reject_bool(value)
 
     @property
     def fastest_cluster(self) -> Cluster:
@@ -125,43 +185,195 @@ def builtin_profiles_dir() -> Path:
     )
 
 
+class _RefusedYaml(yaml.YAMLError):
+    """A YAML construct a profile may not use, found at ``field`` on ``line``."""
+
+    def __init__(self, field: str, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.field, self.problem, self.line = field, problem, mark.line + 1 if mark else None
+
+
+class _ProfileYamlLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that also refuses what a profile never needs and a hostile file abuses.
+
+    - Anchors and aliases: 600 bytes of nested aliases ("billion laughs") expand to gigabytes.
+    - Explicit tags other than the plain core ones (``!!python/...`` is refused by SafeLoader
+      anyway; ``!!binary``, ``!!set``, ``!foo`` have no meaning in a profile).
+    - Merge keys (``<<``): another way to copy values around, and they hide duplicate keys.
+    - Nesting deeper than ``MAX_YAML_DEPTH``: the composer recurses once per level, so
+      ``[[[[...]]]]`` a few thousand deep would end in a RecursionError.
+    - Duplicate keys: YAML keeps the last one silently, which hides a typo-ed second ``ram_mb``.
+
+    Each refusal is a ``yaml.YAMLError`` naming the field (``cpu.0.core`` style) and the line.
+    """
+
+    _ALLOWED_TAGS = frozenset({"!"} | {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null",
+                                                                             "seq", "map")})
+    _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+    def __init__(self, stream: bytes) -> None:
+        super().__init__(stream)
+        self._location: list[str] = []  # field path of the node being composed
+        self._depth = 0  # nodes being composed, keys included (a key can be a nested mapping too)
+        self._fields: dict[int, str] = {}  # id(node) -> its field path, for constructor errors
+
+    def _field(self) -> str:
+        return _clip(".".join(self._location)) if self._location else "(top level)"
+
+    def _refuse(self, problem: str, mark: Any, field: Optional[str] = None) -> _RefusedYaml:
+        return _RefusedYaml(field or self._field(), problem, mark)
+
+    def compose_node(self, parent: Optional[Node], index: object) -> Node:
+        # ``index`` is the key node for a mapping value, the position for a list item, None for a key.
+        part = index.value if isinstance(index, ScalarNode) else str(index) if isinstance(index, int) else None
+        if part is not None:
+            self._location.append(part)
+        self._depth += 1
+        try:
+            event = self.peek_event()
+            if isinstance(event, AliasEvent):
+                raise self._refuse(f"YAML alias '*{_clip(event.anchor)}' is not allowed in a profile "
+                                   "(write the value out)", event.start_mark)
+            if isinstance(event, NodeEvent) and event.anchor is not None:
+                raise self._refuse(f"YAML anchor '&{_clip(event.anchor)}' is not allowed in a profile",
+                                   event.start_mark)
+            tag = getattr(event, "tag", None)
+            if tag is not None and tag not in self._ALLOWED_TAGS:
+                shown = _clip(tag.replace("tag:yaml.org,2002:", "!!"))
+                raise self._refuse(f"YAML tag '{shown}' is not allowed in a profile "
+                                   "(only plain values, lists and mappings)", event.start_mark)
+            if isinstance(event, CollectionStartEvent) and self._depth > MAX_YAML_DEPTH:
+                raise self._refuse(f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
+            node = super().compose_node(parent, index)
+            if node.tag == self._MERGE_TAG:
+                raise self._refuse("YAML merge keys ('<<') are not allowed in a profile", node.start_mark)
+            self._fields[id(node)] = self._field()
+            return node
+        finally:
+            self._depth -= 1
+            if part is not None:
+                self._location.pop()
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:  # a date like 2020-13-45, an int of 5000 digits
+            raise self._refuse(_clip(str(exc), 200), node.start_mark, self._fields.get(id(node))) from None
+
+    def construct_mapping(self, node: Node, deep: bool = False) -> Any:
+        if isinstance(node, MappingNode):
+            first: dict[Any, Node] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    earlier = first.setdefault(key, key_node)
+                except TypeError:  # an unhashable key: SafeConstructor explains it below
+                    break
+                if earlier is not key_node:
+                    parent = self._fields.get(id(node), "(top level)")
+                    name = _clip(str(key) if parent == "(top level)" else f"{parent}.{key}")
+                    raise self._refuse(f"given twice, on lines {earlier.start_mark.line + 1} and "
+                                       f"{key_node.start_mark.line + 1} (YAML would silently keep the last)",
+                                       None, name)
+        return super().construct_mapping(node, deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line for a PyYAML error (its own ``str()`` spans several lines and quotes the input)."""
+    if isinstance(exc, _RefusedYaml):
+        return f"field '{exc.field}': {exc.problem}" + (f" (line {exc.line})" if exc.line else "")
+    if isinstance(exc, yaml.reader.ReaderError):
+        if exc.encoding == "unicode":
+            return f"control character #x{exc.character:04x} at position {exc.position} is not allowed"
+        return (f"not {exc.encoding.upper()} text: {exc.reason} "
+                f"(byte #x{exc.character:02x} at position {exc.position})")
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f" at line {mark.line + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or type(exc).__name__
+    return f"not valid YAML{where}: {_clip(problem, 200)}"
+
+
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    message = err["msg"].removeprefix("Value error, ")
+    err = exc.errors(include_url=False)[0]
+    field = _clip(".".join(str(p) for p in err["loc"])) if err["loc"] else "(top level)"  # a key may be ""
+    message = _clip(err["msg"].removeprefix("Value error, "), 300)
     if err["type"] == "missing":
         return f"field '{field}' is missing"
     if err["type"] == "extra_forbidden":
         return f"unknown field '{field}' (see profiles/custom_template.yaml for the fields)"
-    return f"field '{field}': {message} (got {err.get('input')!r})"
+    if err["type"] == "value_error":  # lodevem's own validators, which quote the value themselves
+        return f"field '{field}': {message}"
+    return f"field '{field}': {message} (got {_quote(err.get('input'))})"
+
+
+def _check_regular(path: Path, st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise ProfileError(f"{_where(path)}: not a regular file ({kind}); a profile must be a plain YAML file")
+    if st.st_size > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{_where(path)}: file is {st.st_size} bytes; a profile may be at most "
+                           f"{MAX_PROFILE_BYTES // 1024} KiB")
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file (or a symlink to one) of at most
+    ``MAX_PROFILE_BYTES``; anything else is a ``ProfileError``.
+
+    A FIFO, socket or device matching ``*.yaml`` must not be opened for a blocking read: opening a
+    FIFO waits for a writer forever, ``/dev/zero`` never ends. ``stat`` looks without opening, and
+    the open is non-blocking and re-checked with ``fstat`` in case the file was swapped between.
+    """
+    try:
+        _check_regular(path, os.stat(path))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            _check_regular(path, os.fstat(fd))
+            chunks, size = [], 0
+            while size <= MAX_PROFILE_BYTES:  # st_size can lie (a file still growing)
+                chunk = os.read(fd, MAX_PROFILE_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ProfileError(f"{_where(path)}: cannot read: {exc.strerror or exc}") from None
+    if size > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{_where(path)}: file grew past {MAX_PROFILE_BYTES} bytes while read; a profile may "
+                           f"be at most {MAX_PROFILE_BYTES // 1024} KiB")
+    return b"".join(chunks)
 
 
 def load_profile_file(path: Path) -> Profile:
     """Parse and validate one YAML file; every failure is a one-line ``ProfileError``."""
+    raw_bytes = _read_regular_file(path)
     try:
-        raw_bytes = path.read_bytes()
-        data = yaml.safe_load(raw_bytes)
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+        loader = _ProfileYamlLoader(raw_bytes)  # already decodes the start of the file
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ProfileError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise ProfileError(f"{_where(path)}: {_yaml_problem(exc)}") from None
     if data is None:
-        raise ProfileError(f"{path}: empty file, expected a mapping of profile fields")
+        raise ProfileError(f"{_where(path)}: empty file, expected a mapping of profile fields")
     if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected a mapping of profile fields, got {type(data).__name__}")
+        raise ProfileError(f"{_where(path)}: expected a mapping of profile fields, got {type(data).__name__}")
     folder = path.parent.name
     if _TIER_FOLDER.match(folder):
         if folder not in TIERS:
-            raise ProfileError(f"{path}: unknown tier folder '{folder}', expected one of {', '.join(TIERS)}")
+            raise ProfileError(f"{_where(path)}: unknown tier folder '{_clip(folder)}', "
+                               f"expected one of {', '.join(TIERS)}")
         data.setdefault("tier", folder)
         if data["tier"] != folder:
-            raise ProfileError(f"{path}: field 'tier' is {data['tier']!r} but the file is in folder '{folder}'")
+            raise ProfileError(f"{_where(path)}: field 'tier' is {_quote(data['tier'])} "
+                               f"but the file is in folder '{folder}'")
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(f"{path}: {_first_error(exc)}") from None
+        raise ProfileError(f"{_where(path)}: {_first_error(exc)}") from None
     return profile.model_copy(update={"path": path, "sha256": hashlib.sha256(raw_bytes).hexdigest()})
 
 
@@ -175,8 +387,19 @@ def profile_dirs(extra_dirs: Sequence[Path | str] = ()) -> list[Path]:
 
 
 def _yaml_files(folder: Path) -> Iterable[Path]:
+    """The profile files under ``folder``. ``rglob`` silently skips a folder it cannot list, so the
+    top folder is listed once here first: a typo or a permission problem is an error, not an empty
+    result."""
+    if not folder.exists():
+        raise ProfileError(f"{_where(folder)}: profiles folder does not exist")
     if not folder.is_dir():
-        raise ProfileError(f"{folder}: profiles folder does not exist or is not a directory")
+        raise ProfileError(f"{_where(folder)}: profiles folder is not a directory (pass the folder that "
+                           "holds the YAML files)")
+    try:
+        with os.scandir(folder):
+            pass
+    except OSError as exc:
+        raise ProfileError(f"{_where(folder)}: cannot read profiles folder: {exc.strerror or exc}") from None
     for path in sorted(folder.rglob("*.y*ml")):
         if path.suffix in (".yaml", ".yml") and "template" not in path.stem:
             yield path

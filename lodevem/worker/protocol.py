@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import reprlib
 import sys
 from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
@@ -79,12 +80,16 @@ class WorkerRequest:
         try:
             obj = json.loads(data) if isinstance(data, str) else data
         except ValueError as exc:
-            raise WorkerError("bad_request", f"request is not valid JSON: {exc}") from None
+            raise WorkerError("bad_request", f"request is not valid JSON: {first_line(exc)}") from None
+        except RecursionError:  # the C decoder's answer to [[[[...]]]] nested a thousand deep
+            raise WorkerError("bad_request", "request is not valid JSON: nested too deeply") from None
         if not isinstance(obj, dict):
             raise WorkerError("bad_request", "request must be a JSON object")
-        unknown = sorted(set(obj) - {f.name for f in fields(cls)})
+        names = {f.name for f in fields(cls)}
+        unknown = sorted({first_line(k if isinstance(k, str) else repr(k), 80) for k in obj if k not in names})
         if unknown:
-            raise WorkerError("bad_request", f"unknown request field(s): {', '.join(unknown)}")
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise WorkerError("bad_request", f"unknown request field(s): {', '.join(unknown[:5])}{more}")
         missing = [k for k in ("action", "model_path") if k not in obj]
         if missing:
             raise WorkerError("bad_request", f"missing request field(s): {', '.join(missing)}")
@@ -102,7 +107,8 @@ class WorkerRequest:
             return isinstance(v, int) and not isinstance(v, bool) and v >= low
 
         checks = [
-            (self.schema_version == SCHEMA_VERSION, f"schema_version must be {SCHEMA_VERSION}"),
+            (is_int(self.schema_version, 0) and self.schema_version == SCHEMA_VERSION,
+             f"schema_version must be {SCHEMA_VERSION}"),
             (self.action in ACTIONS, f"action must be one of {', '.join(ACTIONS)}"),
             (self.runtime in RUNTIMES, f"runtime must be one of {', '.join(RUNTIMES)}"),
             (isinstance(self.model_path, str) and bool(self.model_path), "model_path must be a non-empty string"),
@@ -126,7 +132,16 @@ class WorkerRequest:
         ]
         for ok, message in checks:
             if not ok:
-                raise WorkerError("bad_request", f"{message} (request: {json.dumps(asdict(self))})")
+                raise WorkerError("bad_request", f"{message} (request: {self._quoted()})")
+
+    def _quoted(self, limit: int = 500) -> str:
+        """The request as JSON for an error message, cut to ``limit``: the request may be hostile
+        (a huge or deeply nested value, or a value JSON cannot encode when given as a dict)."""
+        try:
+            text = json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, default=repr)
+        except (ValueError, TypeError, RecursionError):  # circular, unencodable key, too deep
+            text = reprlib.repr(self)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass
