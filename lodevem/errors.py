@@ -77,3 +77,13 @@ class PickleRefused(pickle.UnpicklingError):
 
 class UnsoundPredictor(ValueError):
     """Loaded, but not a sound predictor; the message says what is wrong, in a few words."""
+
+
+class RefusedYaml(Exception):
+    """A YAML construct a profile may not use (alias, tag, merge key, deep nesting, duplicate key),
+    found at ``field`` on ``line``; the profile loader turns it into a ProfileError naming the file."""
+
+    def __init__(self, field: str, problem: str, mark: object) -> None:
+        super().__init__(problem)
+        line = getattr(mark, "line", None)
+        self.field, self.problem, self.line = field, problem, line + 1 if line is not None else None

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from .errors import ProfileError
+from .errors import ProfileError, RefusedYaml
 
 TIERS: dict[str, str] = {
     "tier1": "Budget Android (2-4 GB)",
@@ -185,14 +185,6 @@ def builtin_profiles_dir() -> Path:
     )
 
 
-class _RefusedYaml(yaml.YAMLError):
-    """A YAML construct a profile may not use, found at ``field`` on ``line``."""
-
-    def __init__(self, field: str, problem: str, mark: Any) -> None:
-        super().__init__(problem)
-        self.field, self.problem, self.line = field, problem, mark.line + 1 if mark else None
-
-
 class _ProfileYamlLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that also refuses what a profile never needs and a hostile file abuses.
 
@@ -220,8 +212,8 @@ class _ProfileYamlLoader(yaml.SafeLoader):
     def _field(self) -> str:
         return _clip(".".join(self._location)) if self._location else "(top level)"
 
-    def _refuse(self, problem: str, mark: Any, field: Optional[str] = None) -> _RefusedYaml:
-        return _RefusedYaml(field or self._field(), problem, mark)
+    def _refuse(self, problem: str, mark: Any, field: Optional[str] = None) -> RefusedYaml:
+        return RefusedYaml(field or self._field(), problem, mark)
 
     def compose_node(self, parent: Optional[Node], index: object) -> Node:
         # ``index`` is the key node for a mapping value, the position for a list item, None for a key.
@@ -278,9 +270,9 @@ class _ProfileYamlLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
+def _yaml_problem(exc: "yaml.YAMLError | RefusedYaml") -> str:
     """One line for a PyYAML error (its own ``str()`` spans several lines and quotes the input)."""
-    if isinstance(exc, _RefusedYaml):
+    if isinstance(exc, RefusedYaml):
         return f"field '{exc.field}': {exc.problem}" + (f" (line {exc.line})" if exc.line else "")
     if isinstance(exc, yaml.reader.ReaderError):
         if exc.encoding == "unicode":
@@ -355,7 +347,7 @@ def load_profile_file(path: Path) -> Profile:
             data = loader.get_single_data()
         finally:
             loader.dispose()
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RefusedYaml) as exc:
         raise ProfileError(f"{_where(path)}: {_yaml_problem(exc)}") from None
     if data is None:
         raise ProfileError(f"{_where(path)}: empty file, expected a mapping of profile fields")
