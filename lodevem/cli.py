@@ -157,7 +157,8 @@ def nnmeter_data_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         metavar="DIR",
         help="Folder of nn-Meter predictor data: DIR/predictor/<name>/ holds fusion_rules.json "
         "and one .pkl per kernel type. Default: $LODEVEM_NNMETER_DATA, else nn-Meter's configured "
-        "data_folder, else ~/.nn_meter/data. Loading a .pkl runs its code: use files you trust.",
+        "data_folder, else ~/.nn_meter/data. The .pkl files are loaded through an allow-list of "
+        "scikit-learn/numpy classes; anything else is refused.",
     )(fn)
 
 

@@ -157,9 +157,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         backend, backend_warning = open_backend(config.backend)
         if backend_warning:
             warnings.append(backend_warning)
-    sweep = getattr(backend, "sweep_stale", None)
-    if sweep is not None:
-        sweep()
+    backend.sweep_stale()
     client = WorkerClient(backend)
     ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
                      progress if progress is not None else NullProgress(), warnings)

@@ -61,6 +61,9 @@ class FakeBackend:
     def reset(self) -> None:
         self.cancelled.clear()
 
+    def sweep_stale(self) -> int:
+        return 0
+
     def run(self, request: Any, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Any = None) -> RunOutcome:
         with self.lock:

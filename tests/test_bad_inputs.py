@@ -28,6 +28,7 @@ from lodevem.cli import cli
 from lodevem.errors import ProfileError
 from lodevem.profiles import MAX_PROFILE_BYTES, Profile, load_profile_file
 from lodevem.worker.protocol import WorkerError, WorkerRequest
+from test_profiles import VALID
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,16 +57,7 @@ def assert_one_line_error(result: "Result | subprocess.CompletedProcess[str]", n
 # A profile folder is whatever the user (or a colleague's shared drive) points --profiles-dir at, so
 # every file in it is untrusted: it must not hang the loader, blow up memory, run code or traceback.
 
-VALID_PROFILE = {
-    "id": "my_phone",
-    "name": "My Phone",
-    "label": "My Phone (Go)",
-    "tier": "tier2",
-    "chipset": "Some SoC",
-    "cpu": [{"core": "Cortex-A53", "count": 4, "clock_ghz": 1.8}],
-    "ram_mb": 1024,
-    "sources": ["vendor page"],
-}
+VALID_PROFILE = VALID  # the same minimal valid profile tests/test_profiles.py uses
 
 
 def profile(**changes: Any) -> str:
@@ -211,18 +203,8 @@ def test_file_just_under_the_cap_still_loads(tmp_path: Path) -> None:
     assert run_list(tmp_path).exit_code == 0
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file anyway")
-def test_unreadable_file(tmp_path: Path) -> None:
-    path = write_profile(tmp_path, profile())
-    path.chmod(0)
-    try:
-        assert_one_line_error(run_list(tmp_path), f"{path}: ", "cannot read: Permission denied")
-    finally:
-        path.chmod(0o644)
-
-
 def test_permission_denied_on_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same as ``test_unreadable_file`` where the tests run as root: EACCES from ``open``."""
+    """An unreadable profile file (EACCES from ``open``; faked, since root could read a chmod 000 file)."""
     path = write_profile(tmp_path, profile())
     real_open = os.open
 
@@ -244,20 +226,8 @@ def test_profiles_dir_that_is_a_file(tmp_path: Path) -> None:
     assert_one_line_error(run_list(path), f"{path}: ", "profiles folder is not a directory")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root lists a chmod 000 folder anyway")
-def test_profiles_dir_that_is_unreadable(tmp_path: Path) -> None:
-    folder = tmp_path / "locked"
-    write_profile(folder, profile())
-    folder.chmod(0)
-    try:
-        assert_one_line_error(run_list(folder), f"{folder}: ", "cannot read profiles folder")
-    finally:
-        folder.chmod(0o755)
-
-
-
 def test_permission_denied_listing_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same as ``test_profiles_dir_that_is_unreadable`` where the tests run as root."""
+    """An unreadable profiles folder (EACCES from listing it; faked, since root lists a chmod 000 folder)."""
     folder = tmp_path / "locked"
     write_profile(folder, profile())
     real_scandir = os.scandir

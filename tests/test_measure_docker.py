@@ -75,6 +75,9 @@ class Counting:
     def reset(self) -> None:
         self.inner.reset()
 
+    def sweep_stale(self) -> int:
+        return self.inner.sweep_stale()
+
     def run(self, *args: Any, **kwargs: Any):
         self.runs += 1
         return self.inner.run(*args, **kwargs)

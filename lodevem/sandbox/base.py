@@ -93,6 +93,10 @@ class Backend(Protocol):
         """Accept runs again after ``cancel``."""
         ...
 
+    def sweep_stale(self) -> int:
+        """Remove what a killed lodevem left behind (containers); returns how many."""
+        ...
+
 
 def tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])

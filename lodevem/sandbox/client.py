@@ -56,15 +56,10 @@ class ModelSection:
 
     format: Optional[str] = None
     params: Optional[int] = None
-    input_shape: Optional[tuple[int, ...]] = None
-    input_dtype: Optional[str] = None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
-        shape = data.get("input_shape")
-        dims = tuple(shape) if isinstance(shape, list) and all(_integer(d) for d in shape) else None
-        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
-                   input_shape=dims or None, input_dtype=_text(data.get("input_dtype"), 40))
+        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")))
 
 
 @dataclass(frozen=True)
@@ -106,10 +101,10 @@ class HostTimings:
 
 @dataclass(frozen=True)
 class DerivedSection:
-    """A variant the worker wrote (action ``derive``): its format, size and what was done."""
+    """A variant the worker wrote (action ``derive``): its format, parameters and what was done.
+    Its size is read from the file the host took, not from the reply."""
 
     format: str
-    size_bytes: Optional[int]
     params_after: Optional[int]
     notes: tuple[str, ...]
 
@@ -122,8 +117,8 @@ class DerivedSection:
         reason = _text(derived.get("format_reason"), 500)
         if reason:
             notes.append(reason)
-        return cls(format=_text(derived.get("format"), 40) or "", size_bytes=_integer(derived.get("size_bytes")),
-                   params_after=_integer(variant.get("params_after")), notes=tuple(notes))
+        return cls(format=_text(derived.get("format"), 40) or "", params_after=_integer(variant.get("params_after")),
+                   notes=tuple(notes))
 
 
 @dataclass(frozen=True)

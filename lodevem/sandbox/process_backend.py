@@ -157,6 +157,10 @@ class ProcessBackend:
     def reset(self) -> None:
         self.cancelled.clear()
 
+    def sweep_stale(self) -> int:
+        """Nothing outlives a run: each child dies with its session and its cgroup is removed."""
+        return 0
+
     def prewarm(self) -> None:
         """Import the runtimes once so their pages are cached and charged to lodevem's own cgroup.
 
