@@ -126,9 +126,9 @@ def backend_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         default="auto",
         show_default=True,
         type=click.Choice(["auto", "docker", "process"]),
-        help="Sandbox the model file is loaded and run in (the file is code). auto: Docker when the "
-        "daemon answers and the benchmark image is built, else a child process under a cgroup "
-        "memory limit (with a warning).",
+        help="Sandbox the model file is loaded and run in (the file is code). auto and docker: a "
+        "locked-down container (auto never falls back to an unsandboxed process); process: a child "
+        "process under a memory limit only, no filesystem or network sandbox (with a warning).",
     )(fn)
 
 

@@ -248,12 +248,12 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     if model.unusable is not None:
         return dataclasses.replace(model, graph_error=model.unusable)
     pruned = model.level == "pruned"
-    export = _export(ctx, model.measured_path, model.measured_sha256) if pruned else \
-        _export(ctx, model.path, model.sha256)
-    info = export.model if (pruned or model.level is None) else None
-    return dataclasses.replace(model, graph_path=export.path, graph_error=export.error,
-                               format=model.format or (info.format if info else None),
-                               params=model.params if model.params is not None else (info.params if info else None))
+    export = (_export(ctx, model.measured_path, model.measured_sha256) if pruned
+              else _export(ctx, model.path, model.sha256))
+    model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error)
+    if model.level is None:  # a variant's format and params come from its derivation
+        model = dataclasses.replace(model, format=export.model.format, params=export.model.params)
+    return model
 
 
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:

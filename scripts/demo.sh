@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 TIER="${1:-tier2}"
 BIN=.venv/bin
 
-$BIN/lodevem check || echo "(some checks failed: lodevem falls back to the process backend where it can)"
+$BIN/lodevem check || echo "(some checks failed: the runs below need the Docker daemon and image; see the hints above)"
 $BIN/lodevem zoo mobilenet_v2 mobilenet_v3_small resnet18 --out models/
 # A pruned sibling of mobilenet_v2, derived in the sandbox, written as a file you own.
 $BIN/lodevem derive models/mobilenet_v2.pt --levels pruned --out models/

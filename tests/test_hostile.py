@@ -63,3 +63,22 @@ def test_start_does_not_follow_a_symlink_in_the_export(docker_backend, tmp_path:
     assert result.exit_code == 1, result.output
     assert "other than a regular file" in result.output and "Traceback" not in result.output
     assert not [p for p in out.rglob("*") if p.is_symlink()]
+
+
+_CANARY = "(__import__('pathlib').Path({path!r}).write_text('ran'), __import__('torch').nn.Identity())[1]"
+
+
+def test_auto_backend_never_runs_a_model_outside_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unreachable daemon (a mistyped DOCKER_HOST) must stop the run, not unpickle the file
+    as a child of this process."""
+    canary = tmp_path / "canary"
+    model = _hostile(tmp_path / "evil.pt", _CANARY.format(path=str(canary)))
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+    for args in (["start", str(model), "--profile", "nokia_c1", "--output", str(tmp_path / "out")],
+                 ["derive", str(model), "--levels", "fp16", "--out", str(tmp_path / "variants")]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 1, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "DOCKER_HOST=tcp://127.0.0.1:1" in lines[0], result.output
+        assert "does not fall back" in lines[0] and "Traceback" not in result.output
+    assert not canary.exists()

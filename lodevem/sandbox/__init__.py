@@ -19,26 +19,36 @@ BACKENDS = ("auto", "docker", "process")
 __all__ = ["BACKENDS", "Backend", "RunOutcome", "ThrashMonitor", "open_backend"]
 
 
+# Why ``auto`` never falls back to the process backend: a model file is code, and the process
+# backend runs it as a child of this machine's user (often root) with no filesystem or network
+# sandbox. Running it that way must be a choice the user typed, not a consequence of a stopped
+# daemon or a mistyped DOCKER_HOST.
+NO_FALLBACK = ("; lodevem does not fall back to running model files outside a container (--backend process "
+               "runs them as child processes of this machine: memory limit only, no filesystem or network "
+               "sandbox)")
+
+
 def open_backend(requested: str = "auto") -> tuple[Backend, Optional[str]]:
-    """``(backend, warning or None)``: docker when the daemon answers and the image is built.
+    """``(backend, warning or None)`` for ``--backend``.
 
-    ``auto`` falls back to the process backend with a warning for the CLI to show; ``docker``
-    insists (BackendUnavailable, whose message says how to start dockerd or build the image).
+    ``auto`` and ``docker`` mean the Docker backend, or ``BackendUnavailable`` saying how to start
+    the daemon or build the image (and, for ``auto``, why there is no fallback). ``process`` is
+    the process backend, with a warning that says what it does not isolate.
     """
-    from .process_backend import ProcessBackend
-
     if requested not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
-    if requested != "process":
-        try:
-            from .docker_backend import DockerBackend
-
-            return DockerBackend(), None
-        except BackendUnavailable as exc:
-            if requested == "docker":
-                raise
-            reason = str(exc)
-    backend = ProcessBackend()
     if requested == "process":
-        return backend, None
-    return backend, f"{reason}; falling back to the process backend ({backend.enforcement(1024).replace('=1024MB', '')})"
+        from .process_backend import ProcessBackend
+
+        backend = ProcessBackend()
+        return backend, (f"--backend process: model files run as child processes of this machine under "
+                         f"{backend.enforcement(1024).replace('=1024MB', '')}, without a filesystem or "
+                         "network sandbox")
+    from .docker_backend import DockerBackend
+
+    try:
+        return DockerBackend(), None
+    except BackendUnavailable as exc:
+        if requested == "docker":
+            raise
+        raise BackendUnavailable(f"{exc}{NO_FALLBACK}") from None

@@ -91,9 +91,11 @@ def docker_client(timeout: int = 120):  # -> docker.DockerClient
         client.ping()
         return client
     except Exception as exc:  # docker-py raises several unrelated types for "no daemon"
+        where = (f"DOCKER_HOST={os.environ['DOCKER_HOST']}" if os.environ.get("DOCKER_HOST")
+                 else "unix:///var/run/docker.sock (DOCKER_HOST is not set)")
         raise BackendUnavailable(
-            f"no Docker daemon reachable ({type(exc).__name__}); start it with "
-            "`sudo scripts/setup-docker.sh` (or `dockerd >/tmp/dockerd.log 2>&1 &`), or use --backend process"
+            f"no Docker daemon reachable at {where} ({type(exc).__name__}); start it with "
+            "`sudo scripts/setup-docker.sh` (or `dockerd >/tmp/dockerd.log 2>&1 &`)"
         ) from None
 
 
