@@ -144,6 +144,19 @@ def input_shape_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def timeout_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--timeout S`` per sandbox run (start, derive); fetch-predictors' bounds a download instead."""
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        default=600.0,
+        show_default=True,
+        type=click.FloatRange(1),
+        help="Wall-clock seconds allowed for each sandbox run (an ONNX export, a derivation, one "
+        "measurement), not for the whole command.",
+    )(fn)
+
+
 def nnmeter_data_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--nnmeter-data DIR``: nn-Meter's predictor data folder (start, fetch-predictors).
 
@@ -303,10 +316,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
               help="Latency predictor. auto: nn-Meter when its predictor data is present, else the estimator.")
 @nnmeter_data_option
 @input_shape_option
-# Per sandbox run; fetch-predictors' --timeout bounds a download instead, so it is declared there.
-@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(1),
-              help="Wall-clock seconds allowed for each sandbox run (an ONNX export, a derivation, one "
-              "measurement), not for the whole benchmark.")
+@timeout_option
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
@@ -363,8 +373,9 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
               help="Folder for the variant files (<stem>_<level>.pt).")
 @backend_option
 @input_shape_option
+@timeout_option
 def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
-           input_shape: Optional[tuple[int, ...]]) -> None:
+           input_shape: Optional[tuple[int, ...]], timeout_s: float) -> None:
     """Write compressed variants of a model as files you own.
 
     The variants are made inside the sandbox (the model file is code): fp16 = model.half();
@@ -386,7 +397,8 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
     if warning:
         err_console.print(f"[yellow]warning:[/] {warning}")
     with console.status(f"deriving {', '.join(wanted)} from {model.name}"):
-        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen), input_shape=input_shape)
+        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen), input_shape=input_shape,
+                                  timeout_s=timeout_s)
     for item in derived:
         note = f" [dim]({escape(item.note)})[/]" if item.note else ""
         params = f"{item.params:,}" if item.params is not None else "?"

@@ -15,6 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from lodevem.cli import cli
+from lodevem.sandbox.client import WorkerClient
+from lodevem.sandbox.docker_backend import DockerBackend
 
 pytestmark = pytest.mark.docker
 
@@ -82,3 +84,29 @@ def test_auto_backend_never_runs_a_model_outside_the_sandbox(tmp_path: Path, mon
         assert len(lines) == 1 and "DOCKER_HOST=tcp://127.0.0.1:1" in lines[0], result.output
         assert "does not fall back" in lines[0] and "Traceback" not in result.output
     assert not canary.exists()
+
+
+_MEMORY_BOMB = "(bytearray(1536 * 2**20), __import__('torch').nn.Identity())[1]"
+# Write 64 MB into the output folder, then stall so the backend's watch sees it.
+_DISK_FILLER = ("(__import__('pathlib').Path('/output/junk').write_bytes(bytes(64 * 2**20)), "
+                "__import__('time').sleep(30), __import__('torch').nn.Identity())[2]")
+
+
+def test_an_export_runs_under_the_work_memory_limit(docker_backend, tmp_path: Path) -> None:
+    model = _hostile(tmp_path / "bomb.pt", _MEMORY_BOMB)
+    client = WorkerClient(docker_backend, work_limit=512)
+    run = client.export_onnx(model, tmp_path / "bomb.onnx", (1, 3, 8, 8), timeout_s=120)
+    assert run.problem() is not None and run.problem()[0] == "oom", run.problem()
+    assert "memory+swap=512MB" in run.outcome.limit_enforcement
+    assert not (tmp_path / "bomb.onnx").exists()
+
+
+def test_a_sandbox_that_fills_its_output_folder_is_stopped(docker_backend, tmp_path: Path) -> None:
+    backend = DockerBackend()
+    backend.max_output_bytes = 16 * 2**20
+    model = _hostile(tmp_path / "filler.pt", _DISK_FILLER)
+    run = WorkerClient(backend).export_onnx(model, tmp_path / "filler.onnx", (1, 3, 8, 8), timeout_s=120)
+    problem = run.problem()
+    assert problem is not None and "over the 16 MB cap" in problem[1], problem
+    assert run.outcome.wall_s < 25  # killed while it stalled, not after
+    assert not (tmp_path / "filler.onnx").exists()

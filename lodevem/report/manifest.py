@@ -33,6 +33,7 @@ from typing import Any, Optional
 from .. import __version__
 from ..doctor import cgroup_version
 from ..profiles import Profile
+from ..sandbox.base import host_memory_mb
 
 MANIFEST_VERSION = 1
 # Distributions whose versions change the numbers (or their provenance).
@@ -108,16 +109,6 @@ def _cpuinfo() -> Optional[str]:
     return platform.processor() or None
 
 
-def _meminfo_mb() -> Optional[int]:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def _os_name() -> str:
     try:
         for line in Path("/etc/os-release").read_text().splitlines():
@@ -136,7 +127,7 @@ def host_info() -> dict[str, Any]:
         "cpu_model": _cpuinfo(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(affinity(0)) if affinity else None,
-        "mem_total_mb": _meminfo_mb(),
+        "mem_total_mb": host_memory_mb(),
         "machine": platform.machine(),
         "kernel": platform.release(),
         "os": _os_name(),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
 
@@ -34,6 +35,28 @@ SLOW_GRACE_S = 15.0
 POLL_S = 0.5
 
 ProgressFn = Callable[[str], None]
+# Runs that model no device (ONNX export, derivation, the page-cache prewarm) still get a memory
+# limit: half the host's RAM, at most WORK_LIMIT_CAP_MB, so a memory bomb in a model file is
+# killed in its cgroup instead of taking the host (seen: 10.1 GiB of host RAM during an export).
+WORK_LIMIT_CAP_MB = 8192
+PIDS_LIMIT = 64  # every sandboxed run; a fork bomb stops there
+
+
+def host_memory_mb() -> Optional[int]:
+    """MemTotal of this machine in MiB (None when /proc/meminfo cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def work_limit_mb() -> int:
+    """The memory limit of sandbox runs that model no device; see ``WORK_LIMIT_CAP_MB``."""
+    total = host_memory_mb()
+    return min(WORK_LIMIT_CAP_MB, total // 2) if total else WORK_LIMIT_CAP_MB
 
 
 @dataclass(frozen=True)
@@ -43,7 +66,8 @@ class RunOutcome:
     ``stdout`` is the worker's standard output as captured; only ``sandbox.client`` parses it
     (the one owner of the protocol). ``observed`` holds the host-side samples' summary (max
     cgroup usage, failcnt, major faults) since the container's own counters vanish with it.
-    ``host_paths`` maps each path the worker saw (``/input/x.pt`` in a container) to the host
+    ``limit_breach`` says why the backend killed a run for another limit than memory (the
+    scratch folder's size). ``host_paths`` maps each path the worker saw (``/input/x.pt`` in a container) to the host
     path the user knows, so messages can name what the user typed.
     """
 
@@ -60,6 +84,7 @@ class RunOutcome:
     limit_enforcement: str
     observed: dict[str, Any] = field(default_factory=dict)
     host_paths: dict[str, str] = field(default_factory=dict)
+    limit_breach: str = ""  # a sandbox limit other than memory that stopped the run (disk)
 
 
 class Backend(Protocol):

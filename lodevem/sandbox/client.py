@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import SandboxError
 from ..worker.protocol import SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
-from .base import Backend, ProgressFn, RunOutcome
+from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 
 # Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
@@ -206,6 +206,8 @@ class SandboxRun:
         worker's own message, or how it died when it said nothing).
         """
         out = self.outcome
+        if out.limit_breach:
+            return "error", out.limit_breach
         if out.thrashing:
             return "thrashing", f"stopped as thrashing after {out.wall_s:.0f} s: {out.thrash_evidence}"
         if out.timed_out:
@@ -242,16 +244,19 @@ def _shape(input_shape: Optional[Sequence[int]]) -> Optional[list[int]]:
 class WorkerClient:
     """Speaks to the worker through one isolation backend; see the module docstring."""
 
-    def __init__(self, backend: Backend, expected_version: str = WORKER_VERSION) -> None:
+    def __init__(self, backend: Backend, expected_version: str = WORKER_VERSION,
+                 work_limit: Optional[int] = None) -> None:
         self.backend = backend
         self.worker_version = expected_version
+        # Exports and derivations model no device, but still run under a memory limit.
+        self.work_limit_mb = work_limit if work_limit is not None else work_limit_mb()
 
     def export_onnx(self, model: Path, target: Path, input_shape: Optional[Sequence[int]],
                     timeout_s: float) -> SandboxRun:
-        """Export ``model`` to ``target`` (nn-Meter-ready ONNX), unconstrained in memory."""
+        """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's."""
         request = WorkerRequest(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
                                 onnx_path=str(target), warmup=0, runs=1)
-        return self.run(request, None, timeout_s)
+        return self.run(request, self.work_limit_mb, timeout_s)
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,
                 onnx_path: Optional[Path] = None, reference_s: Optional[float] = None) -> SandboxRun:
@@ -264,10 +269,10 @@ class WorkerClient:
 
     def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
                timeout_s: float) -> SandboxRun:
-        """Derive the ``level`` variant of ``model`` and write it to ``out``."""
+        """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit."""
         request = WorkerRequest(action="derive", model_path=str(model), level=level, derive_out=str(out),
                                 input_shape=_shape(input_shape))
-        return self.run(request, None, timeout_s)
+        return self.run(request, self.work_limit_mb, timeout_s)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> SandboxRun:

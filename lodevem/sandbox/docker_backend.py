@@ -26,7 +26,7 @@ from typing import Any, Optional
 from . import image as image_mod
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..worker import WorkerRequest
-from .base import POLL_S, ProgressFn, RunOutcome, ThrashMonitor, tail
+from .base import PIDS_LIMIT, POLL_S, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
 
 LABEL = "lodevem"
 CONTAINER_USER = "1000:1000"  # the image's `bench` user
@@ -122,6 +122,7 @@ class DockerBackend:
         self._warm = False
         self.live = LiveContainers()
         self.cancelled = threading.Event()
+        self.max_output_bytes = MAX_OUTPUT_BYTES  # the scratch folder's cap, per run
 
     @property
     def identity(self) -> str:
@@ -152,7 +153,8 @@ class DockerBackend:
                       "python3 -c 'import torch, onnxruntime, numpy'")
             container = self.client.containers.create(
                 self.image.id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
-                cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER,
+                cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER, pids_limit=PIDS_LIMIT,
+                mem_limit=f"{work_limit_mb()}m", memswap_limit=f"{work_limit_mb()}m",
                 labels=_labels(**{"lodevem.role": "prewarm"}))
             self.live.add(container)
             try:
@@ -208,17 +210,19 @@ class DockerBackend:
             out_dir = _scratch_dir()
         try:
             mounts, inner = self._mounts(request, out_dir)
-            outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress)
+            outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress,
+                                          Path(out_dir) if out_dir is not None else None)
             for wanted in (request.onnx_path, request.derive_out):
                 if out_dir is not None and wanted:
-                    _take_output(Path(out_dir), Path(wanted).name, Path(wanted))
+                    _take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
             return dataclasses.replace(outcome, host_paths={inner.model_path: request.model_path})
         finally:
             if out_dir is not None:
                 shutil.rmtree(out_dir, ignore_errors=True)
 
     def _run_container(self, request: WorkerRequest, mounts: list[Any], limit_mb: Optional[int],
-                       timeout_s: float, reference_s: Optional[float], on_progress: Optional[ProgressFn]) -> RunOutcome:
+                       timeout_s: float, reference_s: Optional[float], on_progress: Optional[ProgressFn],
+                       scratch: Optional[Path]) -> RunOutcome:
         import docker.errors
 
         threads = str(request.threads)
@@ -229,7 +233,7 @@ class DockerBackend:
         container = self.client.containers.create(
             self.image.id, ["--request", request.to_json()], **limits,
             network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], pids_limit=64, user=CONTAINER_USER, mounts=mounts,
+            security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
             environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
             labels=_labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
         )
@@ -238,7 +242,8 @@ class DockerBackend:
             container.start()
             monitor = ThrashMonitor(limit_mb * 2**20 if limit_mb else None, reference_s)
             try:
-                exit_code, timed_out, evidence = self._watch(container, monitor, started, timeout_s, on_progress)
+                exit_code, timed_out, evidence, breach = self._watch(container, monitor, started, timeout_s,
+                                                                     on_progress, scratch)
                 stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
                 stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
                 container.reload()
@@ -247,7 +252,7 @@ class DockerBackend:
                 if self.cancelled.is_set():
                     raise Cancelled("measurement cancelled") from None
                 # Removed from outside (`docker rm -f`, a daemon restart): an error, not a crash.
-                exit_code, timed_out, evidence, stdout, state = None, False, None, "", {}
+                exit_code, timed_out, evidence, breach, stdout, state = None, False, None, "", "", {}
                 stderr = f"container {container.short_id} vanished during the run: {exc.explanation or exc}"
             return RunOutcome(
                 backend=self.name, exit_code=exit_code, oom_killed=bool(state.get("OOMKilled")),
@@ -256,7 +261,7 @@ class DockerBackend:
                 stderr_tail=tail(stderr), limit_mb=limit_mb,
                 limit_enforcement=(f"docker cgroup v{self._cgroup_version()} memory+swap={limit_mb}MB"
                                    if limit_mb else "none (unconstrained reference)"),
-                observed=monitor.summary())
+                observed=monitor.summary(), limit_breach=breach)
         finally:
             try:
                 container.remove(force=True)
@@ -265,14 +270,16 @@ class DockerBackend:
             self.live.discard(container)
 
     def _watch(self, container: Any, monitor: ThrashMonitor, started: float, timeout_s: float,
-               on_progress: Optional[ProgressFn]) -> tuple[Optional[int], bool, Optional[str]]:
-        """Block in ``wait`` POLL_S at a time (no busy loop), sampling cgroup stats in between."""
+               on_progress: Optional[ProgressFn], scratch: Optional[Path]
+               ) -> tuple[Optional[int], bool, Optional[str], str]:
+        """Block in ``wait`` POLL_S at a time (no busy loop), sampling cgroup stats and the scratch
+        folder's size in between. Returns (exit code, timed out, thrashing evidence, disk breach)."""
         import requests
 
         seen_lines = 0
         while True:
             try:
-                return int(container.wait(timeout=POLL_S)["StatusCode"]), False, None
+                return int(container.wait(timeout=POLL_S)["StatusCode"]), False, None, ""
             except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
                 pass
             now = time.monotonic()
@@ -288,13 +295,16 @@ class DockerBackend:
                 for line in lines[seen_lines:]:
                     on_progress(line)
                 seen_lines = len(lines)
-            if evidence is not None or timed_out:
+            written = _tree_bytes(scratch) if scratch is not None else 0
+            breach = (f"stopped: the sandbox wrote {written / 2**20:.0f} MB into its output folder, over the "
+                      f"{self.max_output_bytes // 2**20} MB cap") if written > self.max_output_bytes else ""
+            if evidence is not None or timed_out or breach:
                 try:
                     container.kill()
                 except Exception:
                     pass
                 status = container.wait(timeout=30)
-                return int(status["StatusCode"]), timed_out and evidence is None, evidence
+                return int(status["StatusCode"]), timed_out and evidence is None and not breach, evidence, breach
 
     @staticmethod
     def _sample(container: Any) -> tuple[Optional[int], Optional[int]]:
@@ -320,6 +330,22 @@ class DockerBackend:
 # folder is the only place the container can write outside its tmpfs.
 MAX_OUTPUT_BYTES = 4 * 2**30
 CONTAINER_UID = 1000
+
+
+def _tree_bytes(folder: Path) -> int:
+    """Bytes of the regular files under ``folder``, links not followed (what the sandbox wrote)."""
+    total, stack = 0, [folder]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+    return total
 
 
 def _scratch_dir() -> str:
