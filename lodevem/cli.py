@@ -7,6 +7,7 @@ library never prints and never exits, so it stays usable from notebooks and test
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import __version__
-from .errors import InputError, LodevemError
+from .errors import InputError, Interrupted, LodevemError
 from .profiles import TIERS, load_profiles, select_profiles
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
@@ -29,6 +30,7 @@ EXIT_CODES = {
     2: "usage error or bad input (option, profile file, model file)",
     3: "a budget gate broke (--max-latency / --fail-on-oom)",
     130: "interrupted (Ctrl-C); results finished so far are kept",
+    143: "terminated (SIGTERM); results finished so far are kept",
 }
 
 # Rich assumes 80 columns when stdout is not a terminal; results tables piped into a file or a
@@ -50,32 +52,40 @@ class LodevemGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with _sigterm_as_interrupt():
+            with _signals_unwind():
                 return super().invoke(ctx)
         except LodevemError as exc:
             raise LodevemClickError(str(exc), exc.exit_code) from None
-        except KeyboardInterrupt:
+        except OSError as exc:  # the file system said no (read-only, full, permissions): name the path
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise LodevemClickError(f"{where}{exc.strerror or exc}", 1) from None
+        except KeyboardInterrupt as exc:
             err_console.print("[yellow]Interrupted.[/] Results finished so far are kept.")
-            ctx.exit(130)
+            ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM unwinds like Ctrl-C, so the same cleanup runs (containers
-    removed, partial results kept). Signal handlers belong to the process: only the entry point
-    installs one, and only from the main thread."""
+def _signals_unwind() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM unwind as ``Interrupted``, so the same cleanup runs
+    (containers removed, scratch folders deleted, partial results kept); any later signal is
+    ignored until the block is left, so a second Ctrl-C cannot cut the cleanup short. Signal
+    handlers belong to the process: only the entry point installs them, from the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    caught = (signal.SIGINT, signal.SIGTERM)
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        for other in caught:
+            signal.signal(other, signal.SIG_IGN)
+        raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {signum: signal.signal(signum, interrupt) for signum in caught}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, ...]]:
@@ -88,6 +98,12 @@ def _shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> 
     if not dims or any(d <= 0 for d in dims):
         raise click.BadParameter(f"expected comma-separated positive integers like 1,3,224,224, got {value!r}")
     return dims
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: Optional[float]) -> Optional[float]:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number of milliseconds, got {value}")
+    return value
 
 
 def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> tuple[str, ...]:
@@ -186,8 +202,8 @@ def cli() -> None:
     Predicts single-thread CPU latency for each device profile and measures real peak RAM
     inside a container limited to the device's memory.
 
-    Exit codes: 0 ok, 1 runtime failure, 2 usage/bad input, 3 budget gate broken,
-    130 interrupted.
+    Exit codes: 0 ok, 1 runtime failure (or no pair produced any figure), 2 usage/bad
+    input, 3 budget gate broken, 130 interrupted, 143 terminated.
 
     \b
     Environment variables:
@@ -322,7 +338,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
 @click.option("--no-cache", is_flag=True, help="Measure again even when a cached result matches.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder.")
-@click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS",
+@click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS", callback=_finite,
               help="Gate: exit 3 when a predicted latency exceeds MS.")
 @click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not fit a device.")
 @click.option("--on", "gate_tiers", multiple=True, type=tier_choice,
@@ -339,7 +355,8 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 
         lodevem start models/*.pt --tier tier2
     """
-    from .gates import Budget, check_budget
+    from .gates import Budget, check_budget, no_figures
+    from .results import OutputClaim
     from .reporter import model_summaries, results_table, write_all
     from .runner import RunConfig, run_benchmark
     from .progress import RichProgress
@@ -349,15 +366,19 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
         raise click.UsageError("no model files given: lodevem start MODEL [MODEL ...] (or --model PATH)")
     profiles = select_profiles(load_profiles(profiles_dirs), ids=profile_ids, tiers=tiers)
     config = RunConfig.from_cli(paths, profiles, command_line=sys.argv, **options)
-    with RichProgress(err_console) as progress:
-        outcome = run_benchmark(config, progress)
-    for warning in outcome.warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
-    console.print(results_table(outcome.rows, profiles))
-    for line in model_summaries(outcome.rows):
-        console.print(line, markup=False)
-    written = write_all(outcome.rows, profiles, outcome.manifest, config.output, latex_marks=latex_marks)
+    with OutputClaim(config.output):
+        with RichProgress(err_console) as progress:
+            outcome = run_benchmark(config, progress)
+        for warning in outcome.warnings:
+            err_console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+        console.print(results_table(outcome.rows, profiles))
+        for line in model_summaries(outcome.rows):
+            console.print(line, markup=False)
+        written = write_all(outcome.rows, profiles, outcome.manifest, config.output, latex_marks=latex_marks)
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
+    nothing = no_figures(outcome.rows)
+    if nothing:
+        raise LodevemClickError(nothing, 1)
     broken = check_budget(outcome.rows, Budget(max_latency, fail_on_oom, gate_tiers))
     if broken:
         for line in broken:

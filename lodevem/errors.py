@@ -43,6 +43,15 @@ class SandboxError(LodevemError):
     to rebuild the image."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; unwinds like Ctrl-C (cleanup runs) and carries the signal, so
+    the exit code can be 128 + its number (130 for Ctrl-C, 143 for SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
 class Cancelled(LodevemError):
     """A run was stopped because lodevem is shutting down (Ctrl-C / SIGTERM)."""
 

@@ -38,3 +38,12 @@ def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
             detail = f": {row.memory_error}" if row.memory_error else ""
             broken.append(f"{where}: {row.verdict} under {row.limit_mb} MB{detail}")
     return broken
+
+
+def no_figures(rows: Sequence[PairResult]) -> Optional[str]:
+    """A one-line failure when no pair produced any figure (no latency, and every measurement an
+    error): such a run is not a result, whatever was written, so it must not exit 0."""
+    if not rows or any(r.latency_ms is not None or r.verdict != "error" for r in rows):
+        return None
+    first = next((r.memory_error or r.latency_note for r in rows if r.memory_error or r.latency_note), "")
+    return f"no pair produced a latency or a memory figure ({len(rows)} pairs); the first reason: {first[:300]}"

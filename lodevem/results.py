@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
+from .errors import InputError
 from .worker.formats import file_sha256
 
 RESULTS_SCHEMA_VERSION = 1
@@ -162,13 +163,26 @@ class RunState:
 
     @classmethod
     def load(cls, path: Path) -> Optional["RunState"]:
+        """The saved state; None when there is none. A file that is not a state lodevem wrote
+        (garbage, another schema, a row missing fields) raises ``InputError`` saying what."""
         try:
-            payload = json.loads(path.read_text())
-        except (OSError, ValueError):
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return None
-        if payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
-            return None
-        return cls(payload["config_key"], [PairResult.from_dict(r) for r in payload["rows"]])
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
+        except OSError as exc:
+            raise InputError(f"{path}: unreadable run state ({exc.strerror or exc})") from None
+        try:
+            payload = json.loads(text)
+            if not isinstance(payload, dict) or payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
+                raise ValueError(f"not a schema {RESULTS_SCHEMA_VERSION} run state")
+            rows = payload["rows"]
+            if not isinstance(payload["config_key"], str) or not isinstance(rows, list):
+                raise ValueError("config_key or rows of the wrong type")
+            return cls(payload["config_key"], [PairResult.from_dict(r) for r in rows])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"{path}: not a run state lodevem wrote ({str(exc)[:120]})") from None
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -176,9 +190,53 @@ def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600: results are meant to be shared
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class OutputClaim:
+    """Exclusive use of a results folder for one run: checked writable, then locked.
+
+    Why: two runs writing the same ``--output`` both used to finish with exit 0 while the last
+    one silently replaced the other's rows, and a read-only or full folder was only found after
+    every measurement. The lock is an ``flock`` on ``.lodevem.lock`` (released by the kernel
+    even when lodevem is killed); a second run refuses at once, naming the folder.
+    """
+
+    LOCK_NAME = ".lodevem.lock"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self._fd: Optional[int] = None
+
+    def __enter__(self) -> "OutputClaim":
+        import fcntl
+
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=self.folder, prefix=".lodevem-probe-")
+            probe.write(b"x" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+            probe.close()
+            self._fd = os.open(self.folder / self.LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise InputError(f"--output {self.folder}: cannot write there ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            raise InputError(f"--output {self.folder}: another lodevem run is writing there; wait for it to "
+                             "finish or choose another --output") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the flock
+            self._fd = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from .measure import ExportCache, ExportResult, MemoryMeasurement
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
+from .report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from .report.manifest import collect_manifest
 from .results import ModelFile, PairResult, RunState
 from .sandbox import Backend, open_backend
@@ -172,22 +174,6 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     latencies = {m.label: _predict(ctx, predictor, m) for m in models}
     ctx.warnings.extend(predictor.warnings)
 
-    all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
-    ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
-    floors = _find_floors(ctx, models)
-    recorder = _Recorder(ctx, {m.label: m for m in models}, latencies, floors, state)
-    settings = config.settings()
-    for model in models:
-        if model.unusable is not None:
-            for limit in recorder.by_limit:
-                recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client, settings,
-                                                                        model.sha256))
-    _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
-
-    order = {p.id: i for i, p in enumerate(config.profiles)}
-    model_order = {m.label: i for i, m in enumerate(models)}
-    rows = sorted((r for r in state.rows if r.profile_id in order and r.model_label in model_order),
-                  key=lambda r: (model_order[r.model_label], order[r.profile_id]))
     manifest = collect_manifest(
         list(config.command_line), config.profiles,
         [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
@@ -196,19 +182,45 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                           if k not in ("profiles", "models", "command_line")},
                "predictor": predictor.describe()},
     )
-    return BenchmarkOutcome(rows, manifest, ctx.warnings)
+    all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
+    ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
+    floors = _find_floors(ctx, models)
+    recorder = _Recorder(ctx, models, latencies, floors, state, manifest)
+    settings = config.settings()
+    for model in models:
+        if model.unusable is not None:
+            for limit in recorder.by_limit:
+                recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client, settings,
+                                                                        model.sha256))
+    _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
+
+    return BenchmarkOutcome(recorder.rows(), manifest, ctx.warnings)
 
 
 def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
-    """The finished rows to keep: those of an interrupted run with the same key under --resume."""
+    """The finished rows to keep: those of an interrupted run with the same key under --resume.
+
+    ``--resume`` over a run of other models or options refuses (resuming would overwrite its
+    rows); a state file lodevem cannot read is set aside under a new name, with a warning, and the
+    run starts afresh.
+    """
     config = ctx.config
     key = config.state_key(models)
-    state = RunState.load(config.output / STATE_FILE) if config.resume else None
-    if state is not None and state.config_key == key:
-        return state
-    if config.resume and state is not None:
-        ctx.warnings.append("--resume: the previous run used other models or options; starting afresh")
-    return RunState(key)
+    if not config.resume:
+        return RunState(key)
+    path = config.output / STATE_FILE
+    try:
+        state = RunState.load(path)
+    except InputError as exc:
+        aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
+        path.rename(aside)
+        ctx.warnings.append(f"--resume: {exc}; kept it as {aside.name} and started afresh")
+        return RunState(key)
+    if state is None or state.config_key == key:
+        return state or RunState(key)
+    raise InputError(f"--resume: {config.output} holds an interrupted run of other models or options; "
+                     "resume it with the same command, run without --resume to start afresh, or choose "
+                     "another --output")
 
 
 def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
@@ -320,20 +332,29 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
 
 
 class _Recorder:
-    """Turns each finished measurement into rows for every profile with that RAM limit, and
-    saves the state atomically before reporting progress (an interrupt then loses nothing)."""
+    """Turns each finished measurement into rows for every profile with that RAM limit, then saves
+    the state and rewrites the CSV and JSON atomically, before reporting progress: an interrupt
+    loses nothing and leaves a valid partial table."""
 
-    def __init__(self, ctx: RunContext, models: dict[str, ModelFile],
+    def __init__(self, ctx: RunContext, models: Sequence[ModelFile],
                  latencies: dict[str, dict[str, LatencyPrediction]], floors: dict[str, Optional[int]],
-                 state: RunState) -> None:
-        self.ctx, self.models, self.latencies, self.floors, self.state = ctx, models, latencies, floors, state
+                 state: RunState, manifest: dict[str, Any]) -> None:
+        self.ctx, self.latencies, self.floors, self.state, self.manifest = ctx, latencies, floors, state, manifest
+        self.models = {m.label: m for m in models}
         self.done = state.done()
         self.by_limit: dict[int, list[Profile]] = {}
         for profile in ctx.config.profiles:
             self.by_limit.setdefault(profile.ram_mb, []).append(profile)
+        self._order = {p.id: i for i, p in enumerate(ctx.config.profiles)}
+        self._model_order = {m.label: i for i, m in enumerate(models)}
 
     def pending(self, label: str) -> list[Profile]:
         return [p for p in self.ctx.config.profiles if (label, p.id) not in self.done]
+
+    def rows(self) -> list[PairResult]:
+        """This run's rows in (model, profile) order; rows of other profiles in the state are left out."""
+        return sorted((r for r in self.state.rows if r.profile_id in self._order and r.model_label in self._model_order),
+                      key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
 
     def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
@@ -341,24 +362,35 @@ class _Recorder:
             self.state.rows.append(pair_result(self.models[label], profile, self.latencies[label][profile.id],
                                                memory, self.ctx.config.threads, self.floors.get(label)))
             self.done.add((label, profile.id))
-        self.state.save(self.ctx.config.output / STATE_FILE)
+        output = self.ctx.config.output
+        self.state.save(output / STATE_FILE)
+        rows = self.rows()
+        write_csv(rows, output / CSV_NAME)
+        write_json(rows, self.manifest, output / JSON_NAME)
         for profile in finished:
             self.ctx.progress.pair_done(label, profile.label)
 
 
 def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Recorder) -> None:
-    """Measure each model with unfinished pairs once per RAM limit those pairs need."""
+    """Measure each model with unfinished pairs once per RAM limit those pairs need.
+
+    Models are grouped by runtime and by the limits they still need, so a resumed run measures
+    no (model, limit) whose rows are all kept, even when another model needs that limit. In a
+    fresh run every model needs every limit: one group, run ``--jobs`` at a time.
+    """
     config = ctx.config
-    pending = [m for m in models if recorder.pending(m.label)]
-    limits = sorted({p.ram_mb for m in pending for p in recorder.pending(m.label)})
-    # An .onnx file has no torch form: it is always run by onnxruntime (and its rows say so).
-    by_runtime: dict[str, list[ModelFile]] = {}
-    for m in pending:
-        by_runtime.setdefault("onnxruntime" if m.path.suffix.lower() == ".onnx" else config.runtime, []).append(m)
-    if config.runtime == "torch" and by_runtime.get("onnxruntime"):
-        ctx.warnings.append(f"{', '.join(m.label for m in by_runtime['onnxruntime'])}: ONNX file(s) measured "
-                            "with onnxruntime (--runtime torch applies to PyTorch files)")
-    for runtime, group in by_runtime.items():
+    groups: dict[tuple[str, tuple[int, ...]], list[ModelFile]] = {}
+    for m in models:
+        limits = tuple(sorted({p.ram_mb for p in recorder.pending(m.label)}))
+        if limits:
+            # An .onnx file has no torch form: it is always run by onnxruntime (and its rows say so).
+            runtime = "onnxruntime" if m.path.suffix.lower() == ".onnx" else config.runtime
+            groups.setdefault((runtime, limits), []).append(m)
+    onnx_files = [m.label for (runtime, _), group in groups.items() for m in group if runtime != config.runtime]
+    if onnx_files:
+        ctx.warnings.append(f"{', '.join(onnx_files)}: ONNX file(s) measured with onnxruntime (--runtime torch "
+                            "applies to PyTorch files)")
+    for (runtime, limits), group in groups.items():
         ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
         measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
                                timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",

@@ -16,6 +16,7 @@ stochastic depth that is an identity in eval mode.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -852,7 +853,23 @@ def write(name: str, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.pt"
-    torch.save(build(name), path)
+    tmp = out_dir / f".{name}.pt.tmp{os.getpid()}"
+    try:
+        # Through a Python file object, so a full or read-only disk is an OSError naming the file
+        # (torch's own writer reports it as an opaque RuntimeError), and never a truncated .pt.
+        with open(tmp, "wb") as handle:
+            torch.save(build(name), handle)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:
+        tmp.unlink(missing_ok=True)
+        # torch's zip writer turns the disk's OSError into a RuntimeError of its own on the way out
+        cause = exc if isinstance(exc, OSError) else exc.__context__
+        if isinstance(cause, OSError):
+            raise OSError(cause.errno, cause.strerror, str(path)) from None
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

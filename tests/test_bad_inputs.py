@@ -394,3 +394,98 @@ def test_hostile_requests_are_bad_request(data: "str | dict[Any, Any]") -> None:
         WorkerRequest.from_json(data)
     assert info.value.kind == "bad_request"
     assert len(info.value.message) <= 1000
+
+
+# ==== outputs and options ========================================================================
+# A folder the results cannot be written to is found before any work, a full disk mid-write is a
+# one-line error naming the file (and leaves no truncated file), and a second run on the same
+# --output refuses instead of silently replacing the first run's rows.
+
+
+def _tmpfs(path: Path, options: str) -> Path:
+    """A tiny tmpfs (read-only or 1 MB) at ``path``; the caller unmounts it."""
+    path.mkdir(parents=True)
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    if result.returncode != 0:  # not root / no CAP_SYS_ADMIN: the case cannot be built here
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    return path
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):
+    path = _tmpfs(tmp_path / "full", "size=1m")
+    yield path
+    subprocess.run(["umount", str(path)], check=False)
+
+
+@pytest.fixture
+def read_only(tmp_path: Path):
+    path = _tmpfs(tmp_path / "ro", "ro,size=1m")
+    yield path
+    subprocess.run(["umount", str(path)], check=False)
+
+
+def one_line_failure(result: Result, code: int, fragment: str) -> str:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit), result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("Error: ") and fragment in lines[-1], result.output
+    return lines[-1]
+
+
+def test_a_read_only_output_folder_is_refused_before_any_work(read_only: Path, tmp_path: Path) -> None:
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"never loaded: the folder is checked first")
+    result = CliRunner().invoke(cli, ["start", str(model), "--profile", "nokia_c1", "--output", str(read_only / "out")])
+    line = one_line_failure(result, 2, "cannot write there (Read-only file system)")
+    assert str(read_only / "out") in line and len(result.output.strip().splitlines()) == 1
+
+
+def test_derive_into_a_read_only_folder_is_one_line(read_only: Path, tmp_path: Path) -> None:
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["derive", str(model), "--levels", "fp16", "--out", str(read_only / "v"),
+                                      "--backend", "process"])
+    one_line_failure(result, 1, f"{read_only / 'v'}: Read-only file system")
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_partial_file(full_disk: Path) -> None:
+    result = CliRunner().invoke(cli, ["zoo", "mobilenet_v2", "--out", str(full_disk)])
+    one_line_failure(result, 1, f"{full_disk / 'mobilenet_v2.pt'}: No space left on device")
+    assert list(full_disk.iterdir()) == []
+
+
+def test_a_second_run_on_the_same_output_refuses(tmp_path: Path) -> None:
+    from lodevem.results import OutputClaim
+
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    out = tmp_path / "out"
+    with OutputClaim(out):  # the first run, still writing
+        result = CliRunner().invoke(cli, ["start", str(model), "--profile", "nokia_c1", "--output", str(out)])
+    one_line_failure(result, 2, "another lodevem run is writing there")
+    with OutputClaim(out):  # released with the first run
+        pass
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "0"])
+def test_max_latency_must_be_a_positive_finite_number(value: str, tmp_path: Path) -> None:
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["start", str(model), "--max-latency", value, "--output", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "--max-latency" in result.output and "Traceback" not in result.output
+
+
+def test_a_run_without_any_figure_does_not_pass() -> None:
+    from lodevem.gates import no_figures
+    from lodevem.profiles import load_profiles
+    from test_reporter import make_row
+
+    profile = load_profiles()[0]
+    failed = [make_row(profile, verdict="error", latency=None, peak=None, memory_error="worker died"),
+              make_row(profile, verdict="error", latency=None, peak=None)]
+    assert "no pair produced a latency or a memory figure (2 pairs)" in no_figures(failed)
+    assert "worker died" in no_figures(failed)
+    assert no_figures([make_row(profile, verdict="error", latency=12.0)]) is None  # a latency is a figure
+    assert no_figures([make_row(profile, verdict="oom", latency=None)]) is None  # so is an OOM verdict
+    assert no_figures([]) is None

@@ -110,3 +110,55 @@ def test_a_sandbox_that_fills_its_output_folder_is_stopped(docker_backend, tmp_p
     assert problem is not None and "over the 16 MB cap" in problem[1], problem
     assert run.outcome.wall_s < 25  # killed while it stalled, not after
     assert not (tmp_path / "filler.onnx").exists()
+
+
+# ---- interrupts: any point, any signal, a second one too -------------------------------------------
+
+def _labelled_by(pid: int) -> list[str]:
+    import subprocess
+
+    return subprocess.run(["docker", "ps", "-aq", "--filter", "label=lodevem=1", "--filter", f"label=lodevem.pid={pid}"],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+@pytest.mark.parametrize("signals, wait_for, code", [
+    (("SIGTERM",), "exporting", 143),           # the first seconds: the export container
+    (("SIGINT", "SIGINT"), "measuring", 130),   # mid-measurement, and a second Ctrl-C during cleanup
+])
+def test_a_signal_at_any_point_cleans_up(docker_backend, tmp_path: Path, signals: tuple[str, ...], wait_for: str,
+                                         code: int) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from lodevem import zoo
+
+    model = zoo.write("mobilenet_v2", tmp_path)
+    out = tmp_path / "out"
+    scratch_before = set(Path("/tmp").glob("lodevem-out-*"))
+    proc = subprocess.Popen([sys.executable, "-m", "lodevem.cli", "start", str(model), "--profile", "nokia_c1",
+                             "--output", str(out), "--backend", "docker", "--runs", "100000", "--warmup", "0",
+                             "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    try:
+        deadline = time.monotonic() + 180
+        while True:  # until the stage we want has a container of this process running
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be signalled"
+            exporting = not (out / ".cache" / "onnx").exists() or not list((out / ".cache" / "onnx").glob("*.onnx"))
+            if _labelled_by(proc.pid) and (exporting if wait_for == "exporting" else not exporting):
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        for name in signals:
+            proc.send_signal(getattr(signal, name))
+            time.sleep(0.3)
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, output
+    assert "Interrupted." in output and "Traceback" not in output, output
+    assert _labelled_by(proc.pid) == []
+    assert set(Path("/tmp").glob("lodevem-out-*")) <= scratch_before  # every scratch folder removed

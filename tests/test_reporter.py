@@ -125,6 +125,15 @@ def test_csv_has_every_field_one_row_per_pair(rows: list[PairResult], tmp_path: 
     assert records[0]["params"] == "3504872"
 
 
+def test_csv_cells_a_spreadsheet_would_run_are_text(profiles: list[Profile], tmp_path: Path) -> None:
+    hostile = [make_row(profiles[0], model=name) for name in ("=HYPERLINK(\"http://x\")", "+1.pt", "@SUM(A1).pt",
+                                                             "-2.pt", "plain.pt")]
+    with write_csv(hostile, tmp_path / "r.csv").open(newline="") as handle:
+        labels = [r["model_label"] for r in csv.DictReader(handle)]
+    assert labels == ["'=HYPERLINK(\"http://x\")", "'+1.pt", "'@SUM(A1).pt", "'-2.pt", "plain.pt"]
+    assert (tmp_path / "r.csv").stat().st_mode & 0o777 == 0o644  # shareable, not mkstemp's 0600
+
+
 def test_json_round_trips_with_manifest(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
     manifest = {"command_line": ["lodevem", "start", "x.pt"], "lodevem": {"version": __version__}}
     path = write_json(rows, manifest, tmp_path / "r.json")

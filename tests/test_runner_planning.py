@@ -5,11 +5,14 @@ anything, so these tests exercise the real client, scheduler, cache, state file 
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import pytest
 
 from fakes import FakeBackend, InterruptAfter
+from lodevem.errors import InputError
 from lodevem.profiles import load_profiles, select_profiles
 from lodevem.results import RunState
 from lodevem.runner import STATE_FILE, RunConfig, run_benchmark
@@ -81,9 +84,36 @@ def test_resume_measures_only_what_is_missing(files: list[Path], tmp_path: Path)
     needed = {(Path(label).name, by_id[pid]) for label, pid in
               {(m, p) for m in ("small.pt", "big.pt") for p in PROFILES} - kept.done()}
     assert {(c[0], c[1]) for c in fake.calls[before:]} == needed
-    # a resume with other options starts afresh, and says so
-    other = run_benchmark(config(files, out, no_cache=True, resume=True, runs=7), backend=fake)
-    assert any("starting afresh" in w for w in other.warnings)
+    resumed_state_rows = RunState.load(out / STATE_FILE).rows
+    # a resume with other options would overwrite those rows: it refuses, and keeps them
+    with pytest.raises(InputError, match="holds an interrupted run of other models or options"):
+        run_benchmark(config(files, out, no_cache=True, resume=True, runs=7), backend=fake)
+    assert RunState.load(out / STATE_FILE).rows == resumed_state_rows
+
+
+def test_an_interrupt_leaves_a_valid_partial_table(files: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(config(files, out, no_cache=True), InterruptAfter(3), backend=FakeBackend(NEED))
+    with (out / "benchmark_results.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    kept = RunState.load(out / STATE_FILE)
+    assert 3 <= len(rows) == len(kept.rows) < 2 * len(PROFILES)
+    payload = json.loads((out / "benchmark_results.json").read_text())
+    assert len(payload["results"]) == len(rows) and payload["environment"]["command_line"] == []
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\xffnot json", b"[1, 2, 3]", b'{"schema_version": 1, "config_key": "k", '
+                                     b'"rows": [{"model_label": "half a row"}]}'])
+def test_a_state_file_lodevem_cannot_read_is_set_aside(files: list[Path], tmp_path: Path, garbage: bytes) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / STATE_FILE).write_bytes(garbage)
+    outcome = run_benchmark(config(files, out, resume=True), backend=FakeBackend(NEED))
+    assert len(outcome.rows) == 2 * len(PROFILES)
+    assert any("not a run state lodevem wrote" in w and "started afresh" in w for w in outcome.warnings)
+    aside = list(out.glob(f"{STATE_FILE}.unreadable-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == garbage
 
 
 def test_a_variant_that_cannot_be_derived_gets_error_rows(files: list[Path], tmp_path: Path) -> None:

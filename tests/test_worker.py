@@ -79,6 +79,27 @@ class _Chatty(nn.Module):
         return self.fc(x.flatten(1))
 
 
+class _Raises(nn.Module):
+    """Its forward fails for a reason of its own, whatever the input."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.numel() > 0:
+            raise ValueError("weights not calibrated")
+        return x
+
+
+class _TwoInputs(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x * mask
+
+
+class _BadState:
+    """A pickle whose own code raises while it is loaded (not a damaged file)."""
+
+    def __reduce__(self):
+        return (int, ("not a number",))
+
+
 class _FFT(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.fft.rfft(x).real
@@ -110,6 +131,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     torch.jit.save(torch.jit.script(_Chatty()), out["chatty_ts"])
     out["fft_ts"] = d / "fft_ts.pt"
     torch.jit.save(torch.jit.script(_FFT()), out["fft_ts"])
+    out["raises_ts"] = d / "raises_ts.pt"
+    torch.jit.save(torch.jit.script(_Raises()), out["raises_ts"])
+    out["two_inputs_ts"] = d / "two_inputs_ts.pt"
+    torch.jit.save(torch.jit.script(_TwoInputs()), out["two_inputs_ts"])
+    out["bad_state.pt"] = d / "bad_state.pt"
+    torch.save(_BadState(), out["bad_state.pt"])
     out.update(_bad_files(d, tiny))
     return out
 
@@ -257,7 +284,21 @@ def test_bad_input_shape_quotes_the_model(files: dict[str, Path], scratch: Path)
     # TorchScript wraps the cause in an interpreter banner; the message quotes the cause.
     request = {"action": "measure", "model_path": str(files["chatty_ts"]), **FAST}
     message = assert_clean_error(*run_worker(request, scratch), "bad_input_shape")
-    assert "mat1 and mat2 shapes cannot be multiplied" in message
+    assert "mat1 and mat2 shapes cannot be multiplied" in message and "--input-shape" in message
+
+
+@pytest.mark.parametrize("name, kind, fragments", [
+    ("raises_ts", "model_failed", ["forward failed", "ValueError: weights not calibrated"]),
+    ("two_inputs_ts", "bad_input_shape", ["more than one input", "wrapper module"]),
+    ("bad_state.pt", "model_failed", ["ran code from the file", "ValueError", "not a number"]),
+])
+def test_a_model_that_fails_is_not_blamed_on_the_shape(name: str, kind: str, fragments: list[str],
+                                                        files: dict[str, Path], scratch: Path) -> None:
+    request = {"action": "measure", "model_path": str(files[name]), **FAST}
+    message = assert_clean_error(*run_worker(request, scratch), kind)
+    for fragment in fragments:
+        assert fragment in message, message
+    assert "truncated" not in message and ("set input_shape" not in message)
 
 
 def test_model_prints_do_not_corrupt_stdout(files: dict[str, Path], scratch: Path) -> None:
@@ -414,3 +455,10 @@ def test_every_zoo_model_passes_nn_meter(fusion_rules: Path, tmp_path: Path,
         rows.append(f"{name:20s} nodes {section['nodes']:4d} kernels {len(kernels):4d} export {export_s:5.2f} s")
     with capsys.disabled():
         print("\n" + "\n".join(rows))
+
+
+def test_an_absurd_input_shape_is_refused_before_it_is_allocated(files: dict[str, Path], scratch: Path) -> None:
+    request = {"action": "export-onnx", "model_path": str(files["pickled_module"]), "onnx_path": str(scratch / "x.onnx"),
+               "input_shape": [1, 3, 100000, 100000]}
+    message = assert_clean_error(*run_worker(request, scratch), "bad_input_shape")
+    assert "111.8 GiB" in message and "--input-shape" in message

@@ -130,13 +130,17 @@ def _prod(values: Sequence[int]) -> int:
 
 def _import_nn_meter() -> Any:
     """Import nn-Meter's pieces quietly (its pkg_resources deprecation warning is noise here)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from nn_meter.ir_converter.utils import onnx_model_to_graph
-        from nn_meter.kernel_detector import KernelDetector
-        from nn_meter.predictor.prediction.extract_feature import get_predict_features
-        from nn_meter.predictor.prediction.predict_by_kernel import merge_conv_kernels
-        from nn_meter.predictor.prediction.utils import get_kernel_name
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from nn_meter.ir_converter.utils import onnx_model_to_graph
+            from nn_meter.kernel_detector import KernelDetector
+            from nn_meter.predictor.prediction.extract_feature import get_predict_features
+            from nn_meter.predictor.prediction.predict_by_kernel import merge_conv_kernels
+            from nn_meter.predictor.prediction.utils import get_kernel_name
+    except OSError as exc:  # importing nn_meter creates ~/.nn_meter/config
+        raise InputError(f"{exc.filename or '~/.nn_meter'}: nn-Meter cannot create its config folder there "
+                         f"({exc.strerror or exc}); set HOME to a writable folder") from None
     return onnx_model_to_graph, KernelDetector, get_predict_features, merge_conv_kernels, get_kernel_name
 
 

@@ -42,6 +42,16 @@ def csv_columns() -> list[str]:
     return [f.name for f in fields(PairResult)] + ["fits"]
 
 
+def _cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet shows as text: labels and paths come from file names, and
+    one starting with ``= + - @`` (or a tab/CR) would be read as a formula (CSV injection)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def write_csv(rows: Sequence[PairResult], path: Path) -> Path:
     """One line per (model x device) pair with every field; empty cell = no value.
 
@@ -52,7 +62,7 @@ def write_csv(rows: Sequence[PairResult], path: Path) -> Path:
     writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else v for k, v in row.to_dict().items()})
+        writer.writerow({k: _cell(v) for k, v in row.to_dict().items()})
     write_atomic(Path(path), buffer.getvalue())
     return Path(path)
 

@@ -25,7 +25,7 @@ from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 # Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
 UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-                       "unsupported_format", "bad_input_shape")
+                       "unsupported_format", "bad_input_shape", "model_failed")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 

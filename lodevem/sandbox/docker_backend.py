@@ -215,7 +215,11 @@ class DockerBackend:
             for wanted in (request.onnx_path, request.derive_out):
                 if out_dir is not None and wanted:
                     _take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
-            return dataclasses.replace(outcome, host_paths={inner.model_path: request.model_path})
+            # Messages name what the user knows: each path the worker saw, mapped back to the host's.
+            host_paths = {inside: host for inside, host in ((inner.model_path, request.model_path),
+                                                           (inner.onnx_path, request.onnx_path),
+                                                           (inner.derive_out, request.derive_out)) if inside and host}
+            return dataclasses.replace(outcome, host_paths=host_paths)
         finally:
             if out_dir is not None:
                 shutil.rmtree(out_dir, ignore_errors=True)
@@ -393,6 +397,10 @@ def _take_output(scratch: Path, name: str, target: Path, max_bytes: int = MAX_OU
                     if copied > max_bytes:
                         raise SandboxError(f"the sandbox wrote more than {max_bytes} bytes to {name}")
                     sink.write(chunk)
+                sink.flush()
+                os.fsync(sink.fileno())
+            if copied != info.st_size:  # validated before it takes the final name
+                raise SandboxError(f"{name} changed while it was copied ({copied} of {info.st_size} bytes)")
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -108,11 +108,28 @@ def load_torch_model(path: str, kind: str) -> tuple[Any, str, Optional[list[int]
                                                 f"({_missing_code(exc)}); save it with torch.jit.save("
                                                 f"torch.jit.script(model), path) or torch.export.save(...), "
                                                 f"which carry their own code") from None
-    except Exception as exc:  # truncated pickle, bad CRC, PytorchStreamReader errors...
+    except Exception as exc:
         what = _format_of(kind).replace("_", " ")
+        if kind == "pickle" and not _looks_damaged(exc):
+            # The pickle's own code ran and raised: the file is readable, its code failed.
+            raise WorkerError("model_failed", f"loading {path} ran code from the file that raised "
+                                              f"{type(exc).__name__}: {first_line(exc, 200)}") from None
         raise WorkerError("corrupt", f"{path} could not be read as a {what} file, it looks truncated or corrupt "
                                      f"({type(exc).__name__}: {first_line(exc, 200)}); {HOW_TO_SAVE}") from None
     return _eval(_module_from_object(path, obj)), "pickled_module", None
+
+
+def _looks_damaged(exc: BaseException) -> bool:
+    """Whether a failed load is the file's bytes (truncated zip or pickle stream, bad CRC) rather
+    than code inside the pickle raising."""
+    import pickle
+    import zipfile
+
+    if isinstance(exc, (EOFError, pickle.UnpicklingError, zipfile.BadZipFile, UnicodeDecodeError)):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(word in text for word in (
+        "PytorchStreamReader", "zip archive", "central directory", "CRC", "unexpected EOF", "Invalid magic number"))
 
 
 def _missing_code(exc: BaseException) -> str:
@@ -240,10 +257,21 @@ def _state_tensors(values: Any) -> list[Any]:
     return out
 
 
+# An example input larger than this is a mistyped --input-shape, not a phone workload: refused
+# before it is allocated (1,3,100000,100000 would be 120 GB of float32).
+MAX_INPUT_BYTES = 2**30
+
+
 def make_torch_input(shape: list[int], dtype_name: str) -> Any:
     import torch
 
     dtype = getattr(torch, dtype_name)
+    elements = 1
+    for dim in shape:
+        elements *= dim
+    if elements * 4 > MAX_INPUT_BYTES:
+        raise WorkerError("bad_input_shape", f"an input of shape {shape} would take {elements * 4 / 2**30:,.1f} GiB "
+                                             f"(the cap is {MAX_INPUT_BYTES // 2**30} GiB): check --input-shape")
     gen = torch.Generator().manual_seed(0)
     if dtype.is_floating_point:
         return torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)

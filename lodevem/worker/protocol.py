@@ -38,7 +38,7 @@ EXIT_OK, EXIT_ERROR = 0, 3
 ACTIONS = ("measure", "export-onnx", "inspect", "derive")
 RUNTIMES = ("torch", "onnxruntime")
 ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-               "bad_input_shape", "export_failed", "unsupported_format", "level_failed", "internal")
+               "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed", "internal")
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]
 PROGRESS_PREFIX = "lodevem-worker: "
@@ -179,6 +179,6 @@ def first_line(exc: "BaseException | str", limit: int = 300) -> str:
     """The first non-empty line of an exception message, trimmed: enough to quote, never a dump."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     if lines and lines[0].startswith("The following operation failed in the TorchScript interpreter"):
-        lines = [ln for ln in lines if re.match(r"^\w*(Error|Exception): ", ln)][-1:] or lines  # the real cause
+        lines = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception): ", ln)][-1:] or lines  # the real cause
     text = lines[0] if lines else type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

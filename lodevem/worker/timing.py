@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from typing import Any, Callable
@@ -9,8 +10,29 @@ from typing import Any, Callable
 from .protocol import WorkerError, WorkerRequest, first_line, progress
 
 
+# What a forward pass that fails says when the input is the problem (as torch phrases it).
+_SHAPE_WORDS = re.compile(r"shape|size|dimension|channels|mat1|mat2|expected input|expected .*input", re.I)
+_MORE_INPUTS = re.compile(r"required positional argument|missing value for argument|expected \d+ arguments", re.I)
+
+
+def forward_failure(exc: BaseException, describe_input: str) -> WorkerError:
+    """Why a forward pass failed, in the words that help: a model needing more than one input, an
+    input of the wrong shape, or the model's own code raising (quoted, not blamed on the shape)."""
+    text = first_line(exc)
+    if _MORE_INPUTS.search(text):
+        return WorkerError("bad_input_shape", f"the model's forward takes more than one input ({text}); lodevem feeds "
+                                              f"it one tensor of {describe_input}: save a wrapper module whose "
+                                              "forward takes one tensor")
+    if _SHAPE_WORDS.search(text):
+        return WorkerError("bad_input_shape", f"the model rejected an input of {describe_input}: {text}; pass "
+                                              "--input-shape with the shape the model expects")
+    if not re.match(r"^[\w.]*(Error|Exception): ", text):
+        text = f"{type(exc).__name__}: {text}"
+    return WorkerError("model_failed", f"the model's forward failed on an input of {describe_input}: {text}")
+
+
 def timed_passes(call: Callable[[], Any], label: str, n: int, describe_input: str) -> list[float]:
-    """Run ``call`` n times, return per-pass ms. Any exception means the model rejected the input."""
+    """Run ``call`` n times, return per-pass ms; a failing pass becomes ``forward_failure``."""
     samples: list[float] = []
     step, last = max(1, n // 10), time.monotonic()
     for i in range(1, n + 1):
@@ -18,8 +40,7 @@ def timed_passes(call: Callable[[], Any], label: str, n: int, describe_input: st
         try:
             call()
         except Exception as exc:
-            raise WorkerError("bad_input_shape", f"the model rejected an input of {describe_input}: {first_line(exc)}; "
-                                                 f"set input_shape to what the model expects") from None
+            raise forward_failure(exc, describe_input) from None
         samples.append((time.perf_counter_ns() - t0) / 1e6)
         if i == n or i % step == 0 or time.monotonic() - last >= 2.0:
             progress(f"{label} {i}/{n}")
