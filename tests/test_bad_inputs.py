@@ -10,6 +10,7 @@ Grouped by the input under attack, one heading each; add new groups at the end.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -489,3 +490,108 @@ def test_a_run_without_any_figure_does_not_pass() -> None:
     assert no_figures([make_row(profile, verdict="error", latency=12.0)]) is None  # a latency is a figure
     assert no_figures([make_row(profile, verdict="oom", latency=None)]) is None  # so is an OOM verdict
     assert no_figures([]) is None
+
+
+# ==== model files and options through `lodevem start` =============================================
+# Every unusable file stops before any measurement with exit 2 and one line naming the path the
+# user typed; nothing is left behind in Docker. Option values are refused by the CLI itself.
+
+BAD_MODELS = {
+    "empty.pt": (b"", "empty"),
+    "random.pt": (bytes(range(256)) * 40, ""),
+    "image.png": (b"\x89PNG\r\n\x1a\n" + bytes(200), "PNG image"),
+    "notes.pt": (b"epochs: 90\nlr: 0.1\n", "text file"),
+}
+
+
+def _start(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["start", *args, "--profile", "nokia_c1", "--runs", "1", "--warmup", "0"])
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", sorted(BAD_MODELS))
+def test_an_unusable_model_file_stops_start_naming_it(docker_backend, name: str, tmp_path: Path) -> None:
+    content, fragment = BAD_MODELS[name]
+    path = tmp_path / name
+    path.write_bytes(content)
+    path.chmod(0o644)
+    result = _start(str(path), "--output", str(tmp_path / "out"), "--backend", "docker")
+    line = one_line_failure(result, 2, fragment)
+    assert str(path) in line and "/input/" not in line
+    assert not (tmp_path / "out" / "benchmark_results.csv").exists()
+
+
+@pytest.mark.docker
+def test_checkpoints_and_state_dicts_say_how_to_save_a_model(docker_backend, tmp_path: Path) -> None:
+    import torch
+
+    from lodevem import zoo
+
+    net = zoo.build("tiny_cnn")
+    for name, obj, fragment in (("weights.pt", net.state_dict(), "state_dict only"),
+                                ("ckpt.pt", {"epoch": 3, "model_state_dict": net.state_dict(), "optimizer": {}},
+                                 "checkpoint")):
+        path = tmp_path / name
+        torch.save(obj, path)
+        path.chmod(0o644)
+        line = one_line_failure(_start(str(path), "--output", str(tmp_path / "out"), "--backend", "docker"), 2, fragment)
+        assert str(path) in line
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", ["with space.pt", "[brackets].pt", "ünïcode.pt", "-dash.pt", "a:colon,comma.pt"])
+def test_odd_file_names_are_benchmarked_and_named_as_given(docker_backend, name: str, tmp_path: Path) -> None:
+    from lodevem import zoo
+
+    path = tmp_path / name
+    path.write_bytes(zoo.write("tiny_cnn", tmp_path / "src").read_bytes())
+    path.chmod(0o644)
+    out = tmp_path / "out"
+    result = _start("--model", str(path), "--output", str(out), "--backend", "docker", "--input-shape", "1,3,32,32")
+    assert result.exit_code == 0, result.output
+    with (out / "benchmark_results.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["model_path"].lstrip("'") == str(path) and row["verdict"] == "fits"
+
+
+@pytest.mark.docker
+def test_a_model_only_its_owner_can_read_is_refused_naming_it(docker_backend, tmp_path: Path) -> None:
+    from lodevem import zoo
+
+    path = zoo.write("tiny_cnn", tmp_path)
+    path.chmod(0o600)
+    line = one_line_failure(_start(str(path), "--output", str(tmp_path / "out"), "--backend", "docker"), 2,
+                            "not readable by the container's user")
+    assert str(path) in line
+
+
+@pytest.mark.parametrize("option, value", [("--runs", "0"), ("--warmup", "-1"), ("--jobs", "0"), ("--threads", "0"),
+                                           ("--timeout", "0"), ("--tier", "tier9"), ("--input-shape", "0,3"),
+                                           ("--runtime", "tensorflow"), ("--backend", "podman"),
+                                           ("--predictor", "magic"), ("--latex-marks", "emoji")])
+def test_bad_option_values_are_usage_errors(option: str, value: str, tmp_path: Path) -> None:
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["start", str(model), option, value, "--output", str(tmp_path / "o")])
+    assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "o").exists()  # refused before any work
+
+
+def test_an_unknown_profile_id_is_one_line(tmp_path: Path) -> None:
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["start", str(model), "--profile", "nokia_9999", "--output", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "nokia_9999" in result.output and "Traceback" not in result.output
+
+
+def test_a_cached_export_is_never_left_truncated_on_a_full_disk(full_disk: Path, tmp_path: Path) -> None:
+    """What the sandbox wrote is copied under a temporary name and renamed only when complete."""
+    from lodevem.sandbox.docker_backend import _take_output
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "m.onnx").write_bytes(bytes(3 * 2**20))
+    with pytest.raises(OSError) as info:
+        _take_output(scratch, "m.onnx", full_disk / "cache" / "m.onnx")
+    assert info.value.errno == 28  # ENOSPC
+    assert list((full_disk / "cache").iterdir()) == []  # neither the final name nor the temporary one

@@ -8,6 +8,7 @@ on disk. More cases join this file as the security issue's suite grows.
 
 from __future__ import annotations
 
+import csv
 import pickle
 from pathlib import Path
 
@@ -121,12 +122,23 @@ def _labelled_by(pid: int) -> list[str]:
                           capture_output=True, text=True, check=True).stdout.split()
 
 
-@pytest.mark.parametrize("signals, wait_for, code", [
-    (("SIGTERM",), "exporting", 143),           # the first seconds: the export container
-    (("SIGINT", "SIGINT"), "measuring", 130),   # mid-measurement, and a second Ctrl-C during cleanup
+def _stage(out: Path) -> str:
+    """Which stage a run writing into ``out`` is in, from what it has written so far."""
+    if not list((out / ".cache" / "onnx").glob("*.onnx")):
+        return "exporting"
+    if (out / ".cache").exists() and not list((out / ".cache" / "derived").glob("*.pt")) and \
+            (out / ".cache" / "derived").exists():
+        return "deriving"
+    return "measuring"
+
+
+@pytest.mark.parametrize("signals, wait_for, runs, levels, code", [
+    (("SIGTERM",), "exporting", "3", (), 143),                    # the first seconds: the export container
+    (("SIGTERM",), "deriving", "3", ("--levels", "fp32,fp16"), 143),  # a derivation in the sandbox
+    (("SIGINT", "SIGINT"), "measuring", "100000", (), 130),       # mid-measurement, a second Ctrl-C in cleanup
 ])
 def test_a_signal_at_any_point_cleans_up(docker_backend, tmp_path: Path, signals: tuple[str, ...], wait_for: str,
-                                         code: int) -> None:
+                                         runs: str, levels: tuple[str, ...], code: int) -> None:
     import os
     import signal
     import subprocess
@@ -137,17 +149,17 @@ def test_a_signal_at_any_point_cleans_up(docker_backend, tmp_path: Path, signals
 
     model = zoo.write("mobilenet_v2", tmp_path)
     out = tmp_path / "out"
+    command = [sys.executable, "-m", "lodevem.cli", "start", str(model), "--profile", "nokia_c1", "--output", str(out),
+               "--backend", "docker", "--runs", runs, "--warmup", "0", *levels]
     scratch_before = set(Path("/tmp").glob("lodevem-out-*"))
-    proc = subprocess.Popen([sys.executable, "-m", "lodevem.cli", "start", str(model), "--profile", "nokia_c1",
-                             "--output", str(out), "--backend", "docker", "--runs", "100000", "--warmup", "0",
-                             "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "COLUMNS": "200"})
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen([*command, "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
     try:
         deadline = time.monotonic() + 180
         while True:  # until the stage we want has a container of this process running
             assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it could be signalled"
-            exporting = not (out / ".cache" / "onnx").exists() or not list((out / ".cache" / "onnx").glob("*.onnx"))
-            if _labelled_by(proc.pid) and (exporting if wait_for == "exporting" else not exporting):
+            if _labelled_by(proc.pid) and _stage(out) == wait_for:
                 break
             time.sleep(0.2)
         time.sleep(1.0)
@@ -162,3 +174,10 @@ def test_a_signal_at_any_point_cleans_up(docker_backend, tmp_path: Path, signals
     assert "Interrupted." in output and "Traceback" not in output, output
     assert _labelled_by(proc.pid) == []
     assert set(Path("/tmp").glob("lodevem-out-*")) <= scratch_before  # every scratch folder removed
+    if runs != "100000":  # then --resume finishes what the interrupted run started
+        resumed = subprocess.run([*command, "--no-cache", "--resume"], capture_output=True, text=True, env=env,
+                                 timeout=300)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        with (out / "benchmark_results.csv").open() as handle:
+            rows = list(csv.DictReader(handle))
+        assert len(rows) == max(1, len(levels and levels[1].split(",")))
