@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from lodevem.sandbox.base import RunOutcome
+from lodevem.sandbox.base import Cancellable, RunOutcome
 from lodevem.worker.protocol import SCHEMA_VERSION, WORKER_VERSION
 
 
@@ -34,7 +34,7 @@ def ok_result(hwm_mb: float, base_mb: float = 200.0) -> dict[str, Any]:
                        "cgroup": {"version": 1, "peak_bytes": int(hwm_mb * 0.6 * 2**20)}}}
 
 
-class FakeBackend:
+class FakeBackend(Cancellable):
     """Fits when limit >= need_mb (peak = need_mb), OOM-killed below; records every run.
 
     ``export-onnx`` and ``derive`` requests fail with the worker's usual error reply (it writes
@@ -46,23 +46,14 @@ class FakeBackend:
     identity = "fake:1"
 
     def __init__(self, need_mb: Union[dict[str, float], float] = 250.0) -> None:
+        super().__init__()
         self.need = need_mb
         self.calls: list[tuple[str, Optional[int], Optional[float]]] = []
         self.actions: list[str] = []
         self.lock = threading.Lock()
-        self.cancelled = threading.Event()
 
     def prewarm(self) -> None:
         pass
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-
-    def reset(self) -> None:
-        self.cancelled.clear()
-
-    def sweep_stale(self) -> int:
-        return 0
 
     def run(self, request: Any, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Any = None) -> RunOutcome:

@@ -13,6 +13,7 @@ without a limit.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -121,6 +122,24 @@ class Backend(Protocol):
     def sweep_stale(self) -> int:
         """Remove what a killed lodevem left behind (containers); returns how many."""
         ...
+
+
+class Cancellable:
+    """The cancel state every backend shares: ``cancel`` sets ``cancelled``, which each watch loop
+    checks every ``POLL_S`` to kill its run; ``reset`` clears it. ``sweep_stale`` has nothing to
+    sweep here; a backend whose runs can outlive lodevem (containers) overrides it."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def reset(self) -> None:
+        self.cancelled.clear()
+
+    def sweep_stale(self) -> int:
+        return 0
 
 
 def tail(text: str, lines: int = 15) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Optional
 from . import image as image_mod
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..worker import WorkerRequest
-from .base import PIDS_LIMIT, POLL_S, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
+from .base import PIDS_LIMIT, POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
 
 LABEL = "lodevem"
 CONTAINER_USER = "1000:1000"  # the image's `bench` user
@@ -102,7 +102,7 @@ def _labels(**extra: str) -> dict[str, str]:
     return {LABEL: "1", "lodevem.pid": str(os.getpid()), "lodevem.host": socket.gethostname(), **extra}
 
 
-class DockerBackend:
+class DockerBackend(Cancellable):
     """Runs the worker in ``lodevem-bench:<version>``; see the module docstring."""
 
     name = "docker"
@@ -120,8 +120,8 @@ class DockerBackend:
         self.host_pkg = Path(__file__).resolve().parent.parent if mount_host_worker else None
         self._warm_lock = threading.Lock()
         self._warm = False
+        super().__init__()
         self.live = LiveContainers()
-        self.cancelled = threading.Event()
         self.max_output_bytes = MAX_OUTPUT_BYTES  # the scratch folder's cap, per run
 
     @property
@@ -130,11 +130,8 @@ class DockerBackend:
 
     def cancel(self) -> None:
         """Stop every run now: watch loops kill their container, and the live ones are removed."""
-        self.cancelled.set()
+        super().cancel()
         self.live.remove_all()
-
-    def reset(self) -> None:
-        self.cancelled.clear()
 
     def sweep_stale(self) -> int:
         """Remove containers left behind by a killed lodevem (see ``sweep_stale_containers``)."""

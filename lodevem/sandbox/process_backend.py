@@ -30,7 +30,7 @@ from typing import Optional
 
 from ..errors import Cancelled
 from ..worker import WorkerRequest
-from .base import POLL_S, ProgressFn, RunOutcome, ThrashMonitor, tail
+from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _LAUNCHER = (
@@ -137,29 +137,20 @@ class _Cgroup:
                 time.sleep(0.02)
 
 
-class ProcessBackend:
+class ProcessBackend(Cancellable):
     """Runs ``python -m lodevem.worker`` as a limited child process; see the module docstring."""
 
     name = "process"
 
     def __init__(self, python: str = sys.executable) -> None:
+        super().__init__()
         self.python = python
         self.cgroup_parent = find_cgroup_parent()
         self._warm_lock = threading.Lock()
         self._warm = False
         self._serials = itertools.count()  # names this backend's cgroups apart
-        self.cancelled = threading.Event()
-
-    def cancel(self) -> None:
-        """Stop every run now: each watch loop kills its process group within POLL_S."""
-        self.cancelled.set()
-
-    def reset(self) -> None:
-        self.cancelled.clear()
-
-    def sweep_stale(self) -> int:
-        """Nothing outlives a run: each child dies with its session and its cgroup is removed."""
-        return 0
+        # Nothing outlives a run (each child dies with its session, its cgroup is removed), so the
+        # inherited sweep_stale has nothing to do.
 
     def prewarm(self) -> None:
         """Import the runtimes once so their pages are cached and charged to lodevem's own cgroup.
