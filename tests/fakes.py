@@ -50,6 +50,7 @@ class FakeBackend(Cancellable):
         self.need = need_mb
         self.calls: list[tuple[str, Optional[int], Optional[float]]] = []
         self.actions: list[str] = []
+        self.timeouts: list[tuple[str, float]] = []  # (action, timeout_s) of every request
         self.lock = threading.Lock()
 
     def prewarm(self) -> None:
@@ -59,6 +60,7 @@ class FakeBackend(Cancellable):
             reference_s: Optional[float] = None, on_progress: Any = None) -> RunOutcome:
         with self.lock:
             self.actions.append(request.action)
+            self.timeouts.append((request.action, timeout_s))
             if request.action in ("export-onnx", "derive"):
                 kind = "export_failed" if request.action == "export-onnx" else "level_failed"
                 return outcome(None, {"ok": False, "error": {"kind": kind, "message": "the fake backend writes no file"}},

@@ -595,3 +595,15 @@ def test_a_cached_export_is_never_left_truncated_on_a_full_disk(full_disk: Path,
         _take_output(scratch, "m.onnx", full_disk / "cache" / "m.onnx")
     assert info.value.errno == 28  # ENOSPC
     assert list((full_disk / "cache").iterdir()) == []  # neither the final name nor the temporary one
+
+
+def test_an_unwritable_home_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Importing nn_meter creates ~/.nn_meter; a HOME it cannot write becomes a one-line reason
+    (shown as the latency cell's note) instead of a traceback. In a child: nn_meter is imported
+    once per process."""
+    code = ("from lodevem.errors import InputError\nfrom lodevem.latency.kernels import _import_nn_meter\n"
+            "try:\n    _import_nn_meter()\nexcept InputError as exc:\n    print('InputError:', exc)\n")
+    env = {**os.environ, "HOME": "/proc", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "InputError: /proc/.nn_meter: nn-Meter cannot create its config folder there" in result.stdout, result
+    assert "set HOME to a writable folder" in result.stdout and "Traceback" not in result.stderr

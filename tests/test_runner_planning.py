@@ -124,3 +124,12 @@ def test_a_variant_that_cannot_be_derived_gets_error_rows(files: list[Path], tmp
     failed = rows[("small.pt@int8", "nokia_c1")]
     assert failed.verdict == "error" and failed.memory_error.startswith("could not derive int8")
     assert len(fake.calls) == 3  # the fp32 file under three limits; the failed variant is never run
+
+
+def test_every_sandbox_run_gets_the_timeout_asked_for(files: list[Path], tmp_path: Path) -> None:
+    """--timeout bounds exports and derivations too (onnxruntime exports once had a 300 s floor)."""
+    fake = FakeBackend(NEED)
+    run_benchmark(config(files, tmp_path / "out", runtime="onnxruntime", timeout_s=20.0, levels=("fp32", "fp16")),
+                  backend=fake)
+    assert {action for action, _ in fake.timeouts} >= {"export-onnx", "derive"}
+    assert {timeout for _, timeout in fake.timeouts} == {20.0}
