@@ -1,4 +1,7 @@
-# lodevem benchmark image: Debian bookworm's python3 (3.11) + torch CPU + onnxruntime + the worker.
+# lodevem's images: Debian bookworm's python3 (3.11) + the pinned wheels of one image + the worker.
+# One file for all of them (lodevem/sandbox/image.py IMAGES): bench (torch CPU + onnxruntime),
+# litert and ncnn (numpy + that runtime only) and convert (torch + litert-torch + pnnx); the
+# context's wheels/ decides which, the build args IMAGE_TITLE/IMAGE_DESCRIPTION label it.
 #
 # Build it with `lodevem build-image`, which prepares the build context this file expects:
 #   wheels/                 every wheel, resolved and downloaded ON THE HOST (pip inside build
@@ -41,8 +44,10 @@ ENV PYTHONPATH=/opt/lodevem:/opt/pydeps \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp \
     OMP_NUM_THREADS=1
-LABEL org.opencontainers.image.title="lodevem-bench" \
-      org.opencontainers.image.description="lodevem memory/latency worker: python3 + torch CPU + onnxruntime"
+ARG IMAGE_TITLE=lodevem-bench
+ARG IMAGE_DESCRIPTION="python3 + torch CPU + onnxruntime"
+LABEL org.opencontainers.image.title="${IMAGE_TITLE}" \
+      org.opencontainers.image.description="lodevem worker: ${IMAGE_DESCRIPTION}"
 USER 1000:1000
 WORKDIR /tmp
 ENTRYPOINT ["python3", "-m", "lodevem.worker"]

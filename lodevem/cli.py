@@ -117,6 +117,19 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
         raise click.BadParameter(str(exc)) from None
 
 
+RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
+
+
+def _runtimes(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A runtime or a comma list of them, normalized (``"torch, tflite"`` -> ``"torch,tflite"``)."""
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in RUNTIMES]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(unknown) or repr(value)}: expected one of {', '.join(RUNTIMES)} "
+                                 "or a comma list of them")
+    return ",".join(dict.fromkeys(names))
+
+
 # Options more than one command takes are declared once, here, so a flag means the same thing
 # (name, type, default, help) wherever it appears. An option whose meaning differs between
 # commands (check's --backend, fetch-predictors' --timeout) is declared on its command instead,
@@ -145,6 +158,20 @@ def backend_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="Sandbox the model file is loaded and run in (the file is code). auto and docker: a "
         "locked-down container (auto never falls back to an unsandboxed process); process: a child "
         "process under a memory limit only, no filesystem or network sandbox (with a warning).",
+    )(fn)
+
+
+def runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--runtime torch|onnxruntime|tflite|ncnn`` or a comma list (start, build-image)."""
+    return click.option(
+        "--runtime",
+        default="torch",
+        show_default=True,
+        callback=_runtimes,
+        metavar="RUNTIMES",
+        help="What runs the model in the measurement: torch, onnxruntime (its ONNX export), tflite "
+        "(LiteRT, converted with litert-torch) or ncnn (converted with pnnx), or a comma list: one "
+        "row per runtime. Conversions run in the sandbox's converter image and are cached.",
     )(fn)
 
 
@@ -321,8 +348,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--output", "output", default=Path("results"), show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Folder for CSV, JSON, LaTeX, plots.")
 @backend_option
-@click.option("--runtime", default="torch", show_default=True, type=click.Choice(["torch", "onnxruntime"]),
-              help="What runs the model in the measurement: PyTorch, or its ONNX export in onnxruntime.")
+@runtime_option
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
               help="Measurements run at once. Default: CPU cores (each then uses 1 thread).")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
@@ -428,30 +454,36 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
 
 
 @cli.command("build-image")
+@runtime_option
 @click.option("--force", is_flag=True, help="Rebuild even when the image exists.")
 @click.option("--debian-mirror", default=DEFAULT_DEBIAN_MIRROR, show_default=True, metavar="URL",
               envvar="LODEVEM_DEBIAN_MIRROR", show_envvar=True,
               help="Debian mirror debootstrap uses when no registry answers and the debian:bookworm "
               "base image is made offline (it then also serves the image's apt-get).")
-def build_image_cmd(force: bool, debian_mirror: str) -> None:
-    """Build the Docker image the measurements run in (offline base image if needed).
+def build_image_cmd(runtime: str, force: bool, debian_mirror: str) -> None:
+    """Build the Docker images the measurements of --runtime run in (offline base image if needed).
 
-    The Python wheels and the build context are cached in $XDG_CACHE_HOME/lodevem/build
-    (default ~/.cache/lodevem/build), so an unchanged rebuild takes seconds.
+    Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
+    lodevem-litert (LiteRT only) and the converter image lodevem-convert (torch, litert-torch,
+    pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image. The Python wheels and the
+    build contexts are cached in $XDG_CACHE_HOME/lodevem/build (default ~/.cache/lodevem/build),
+    so an unchanged rebuild takes seconds.
 
     Example:
 
-        lodevem build-image
+        lodevem build-image --runtime torch,tflite,ncnn
     """
-    from .sandbox.image import build_image, image_status
+    from .sandbox.image import build_image, image_status, specs_for_runtimes
 
-    status = image_status()
-    if status.present and not force:
-        console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")
-        return
-    with console.status("building the benchmark image") as spinner:
-        info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"), debian_mirror=debian_mirror)
-    console.print(f"[green]✓[/] built {info.tag} ({info.short_id})")
+    for spec in specs_for_runtimes(runtime.split(",")):
+        status = image_status(spec=spec)
+        if status.present and not force:
+            console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")
+            continue
+        with console.status(f"building {spec.tag}") as spinner:
+            info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"), debian_mirror=debian_mirror,
+                               spec=spec)
+        console.print(f"[green]✓[/] built {info.tag} ({info.short_id}, {info.size_mb:,.0f} MB, {info.build_s:.0f} s)")
 
 
 @cli.command("fetch-predictors")

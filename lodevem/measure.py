@@ -61,6 +61,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from .errors import InputError
 from .results import ModelFile, write_atomic
 from .sandbox.client import MeasureSettings, ModelSection, SandboxRun, WorkerClient
+from .sandbox.image import CONVERTERS
+from .worker.protocol import artifact_files
 
 _PHASES = (("run ", "during inference"), ("warmup ", "during warm-up"), ("loaded", "during warm-up"),
            ("imported", "while loading the model"), ("start", "during runtime import"))
@@ -210,6 +212,57 @@ def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Seq
     return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}.onnx"
 
 
+@dataclass(frozen=True)
+class ConversionResult:
+    """A model converted for an on-device runtime (tflite: the ``.tflite``; ncnn: the ``.param``,
+    its ``.bin`` beside it), or the converter's reason why not. ``seconds`` is the conversion's
+    own time (None on a cache hit: nothing ran)."""
+
+    path: Optional[Path]
+    error: str
+    input_shape: Optional[tuple[int, ...]]
+    seconds: Optional[float] = None
+    cached: bool = False
+
+
+def converted_cache_path(converted_dir: Path, model_sha256: str, runtime: str,
+                         input_shape: Optional[Sequence[int]]) -> Path:
+    """Where a conversion is cached: one per (file content, input shape, converter and version)."""
+    converter, version = CONVERTERS[runtime]
+    shape = "x".join(map(str, input_shape)) if input_shape else "auto"
+    suffix = ".tflite" if runtime == "tflite" else ".ncnn.param"
+    return Path(converted_dir) / f"{model_sha256[:32]}-{shape}-{converter}-{version}{suffix}"
+
+
+class ConvertCache:
+    """Conversions to tflite / ncnn made in the sandbox (converter image, work limit), cached on
+    disk by content + input shape + converter version; a failure is remembered for the run (one
+    error row per runtime, not one conversion attempt per RAM limit). Thread-safe."""
+
+    def __init__(self, client: WorkerClient, converted_dir: Path, timeout_s: float) -> None:
+        self.client, self.dir, self.timeout_s = client, Path(converted_dir), timeout_s
+        self._lock = threading.Lock()
+        self._done: dict[Path, ConversionResult] = {}
+
+    def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]]) -> ConversionResult:
+        shape = tuple(input_shape) if input_shape else None
+        target = converted_cache_path(self.dir, sha256, runtime, shape)
+        with self._lock:
+            if target in self._done:
+                return self._done[target]
+            if all(Path(f).is_file() for f in artifact_files(str(target))):
+                result = ConversionResult(target, "", shape, cached=True)
+            else:
+                run = self.client.convert(path, runtime, target, shape, self.timeout_s)
+                converted = run.reply.converted if run.reply is not None else None
+                if run.ok and all(Path(f).is_file() for f in artifact_files(str(target))):
+                    result = ConversionResult(target, "", shape, converted.seconds if converted else None)
+                else:
+                    result = ConversionResult(None, run.failure_message(f"{runtime} conversion failed"), shape)
+            self._done[target] = result
+            return result
+
+
 class ExportCache:
     """ONNX exports made in the sandbox, one per (file content, input shape), shared by the
     latency stage (the graph to predict from) and onnxruntime measurements (the file to run).
@@ -284,11 +337,31 @@ class _Plan:
     timeout_s: float
     cache: MeasureCache
     exports: Optional[ExportCache]
+    converts: Optional[ConvertCache] = None
+
+    @property
+    def identity(self) -> str:
+        """The measuring image (tflite and ncnn have their own) and, for a converted file, its converter."""
+        runtime = self.settings.runtime
+        identity = self.client.backend.identity_for(runtime)
+        return f"{identity}|{'=='.join(CONVERTERS[runtime])}" if runtime in CONVERTERS else identity
 
     def key(self, model: ModelFile, limit: int) -> str:
         s = self.settings
-        return cache_key(model.measured_sha256, limit, s.runtime, self.client.backend.identity,
+        return cache_key(model.measured_sha256, limit, s.runtime, self.identity,
                          self.client.worker_version, s.warmup, s.runs, s.threads, s.input_shape)
+
+    def converted(self, model: ModelFile) -> tuple[Optional[ConversionResult], str]:
+        """The conversion a tflite/ncnn run measures, at the shape the ONNX export found when
+        ``--input-shape`` was not given (ncnn files do not record their input shape)."""
+        assert self.converts is not None
+        shape = self.settings.input_shape
+        if shape is None and self.exports is not None:
+            shape = self.exports.export(model.measured_path, model.measured_sha256, None).model.input_shape
+        result = self.converts.convert(model.measured_path, model.measured_sha256, self.settings.runtime, shape)
+        if result.path is None:
+            return None, f"{self.settings.runtime} conversion failed: {result.error}"
+        return result, ""
 
     def measure(self, model: ModelFile, limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
         key = self.key(model, limit)
@@ -304,10 +377,17 @@ class _Plan:
                 return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, self.settings,
                                           model.measured_sha256)
             onnx_path = export.path
-        self.client.backend.prewarm()
-        run = self.client.measure(model.measured_path, limit, self.settings, self.timeout_s, onnx_path=onnx_path,
-                                  reference_s=reference_s)
-        value = to_measurement(run, identity=self.client.backend.identity, model_sha256=model.measured_sha256,
+        settings, converted_path = self.settings, None
+        if settings.runtime in CONVERTERS:
+            conversion, error = self.converted(model)
+            if conversion is None:
+                return failed_measurement(limit, error, self.client, settings, model.measured_sha256)
+            converted_path = conversion.path
+            settings = replace(settings, input_shape=conversion.input_shape)
+        self.client.backend.prewarm(settings.runtime)
+        run = self.client.measure(model.measured_path, limit, settings, self.timeout_s, onnx_path=onnx_path,
+                                  reference_s=reference_s, converted_path=converted_path)
+        value = to_measurement(run, identity=self.identity, model_sha256=model.measured_sha256,
                                settings=self.settings, worker_version=self.client.worker_version)
         self.cache.put(key, value)
         return value
@@ -323,18 +403,22 @@ def _as_model(model: Union[ModelFile, Path, str]) -> ModelFile:
 
 
 def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cache_dir: Optional[Path],
-          use_cache: bool, exports: Optional[ExportCache]) -> _Plan:
-    if exports is None and settings.runtime == "onnxruntime":
+          use_cache: bool, exports: Optional[ExportCache], converts: Optional[ConvertCache] = None) -> _Plan:
+    if exports is None and settings.runtime in ("onnxruntime", *CONVERTERS):
         if cache_dir is None:
-            raise InputError("runtime onnxruntime needs a cache folder for the ONNX exports (cache_dir)")
+            raise InputError(f"runtime {settings.runtime} needs a cache folder for its exports (cache_dir)")
         exports = ExportCache(client, Path(cache_dir).parent / "onnx", timeout_s)
-    return _Plan(client, settings, timeout_s, MeasureCache(cache_dir, enabled=use_cache), exports)
+    if converts is None and settings.runtime in CONVERTERS:
+        assert cache_dir is not None
+        converts = ConvertCache(client, Path(cache_dir).parent / "converted", timeout_s)
+    return _Plan(client, settings, timeout_s, MeasureCache(cache_dir, enabled=use_cache), exports, converts)
 
 
 def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Iterable[int], *, client: WorkerClient,
                    settings: MeasureSettings = MeasureSettings(), jobs: Optional[int] = None, timeout_s: float = 300.0,
                    cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
-                   on_result: Optional[ResultFn] = None) -> dict[tuple[str, int], MemoryMeasurement]:
+                   on_result: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None,
+                   ) -> dict[tuple[str, int], MemoryMeasurement]:
     """Measure every model under every DISTINCT limit, ``jobs`` runs at a time; results are keyed
     by (model label, limit).
 
@@ -350,7 +434,7 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
     jobs = max(1, jobs or os.cpu_count() or 1)
     if jobs > 1:
         settings = replace(settings, threads=1)
-    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports)
+    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts)
     groups: dict[str, list[ModelFile]] = {}  # by content: byte-identical files are measured once
     for model in targets:
         groups.setdefault(model.measured_sha256, []).append(model)
@@ -391,7 +475,7 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
 def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, settings: MeasureSettings = MeasureSettings(
                warmup=1, runs=3), timeout_s: float = 300.0, lo_mb: int = 64, hi_mb: int = 4096, tolerance_mb: int = 8,
                cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
-               on_probe: Optional[ResultFn] = None) -> FloorResult:
+               on_probe: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None) -> FloorResult:
     """Bisect the limit for the smallest one at which the model completes and fits.
 
     "At what point does the model break?": fits at ``floor_mb``, fails at ``fails_at_mb``, and the
@@ -399,7 +483,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
     error stops the search (it would fail at any limit).
     """
     target = _as_model(model)
-    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports)
+    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts)
     probes: list[tuple[int, str]] = []
     client.backend.reset()
 
@@ -443,5 +527,6 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
         raise
 
 
-__all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ExportCache", "classify", "cache_key",
+__all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ExportCache", "ConvertCache", "ConversionResult",
+           "converted_cache_path", "classify", "cache_key",
            "measure_models", "find_floor", "oom_phase", "onnx_cache_path"]

@@ -51,6 +51,7 @@ class ModelFile:
     unusable: Optional[str] = None
     format: Optional[str] = None
     params: Optional[int] = None
+    runtime: Optional[str] = None  # what measures it (with several --runtime values: one model per runtime)
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":

@@ -26,7 +26,7 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
-from .measure import ExportCache, ExportResult, MemoryMeasurement
+from .measure import ConvertCache, ExportCache, ExportResult, MemoryMeasurement
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
@@ -112,6 +112,11 @@ class RunConfig:
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    @property
+    def runtimes(self) -> tuple[str, ...]:
+        """``runtime`` as a list: ``"torch,tflite"`` measures every model under each, one row each."""
+        return tuple(dict.fromkeys(r.strip() for r in self.runtime.split(",") if r.strip())) or ("torch",)
+
     def settings(self, runtime: Optional[str] = None) -> MeasureSettings:
         return MeasureSettings(runtime=runtime or self.runtime, warmup=self.warmup, runs=self.runs,
                                threads=self.threads, input_shape=self.input_shape)
@@ -135,6 +140,7 @@ class RunContext:
     exports: ExportCache
     progress: ProgressSink
     warnings: list[str] = field(default_factory=list)
+    converts: Optional[ConvertCache] = None
 
     @property
     def cache_dir(self) -> Path:
@@ -160,16 +166,20 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         if backend_warning:
             warnings.append(backend_warning)
     backend.sweep_stale()
+    for runtime in config.runtimes:  # a missing runtime or converter image stops the run before any work
+        backend.identity_for(runtime)
     client = WorkerClient(backend)
     ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
-                     progress if progress is not None else NullProgress(), warnings)
-    state = _load_state(ctx, models)
+                     progress if progress is not None else NullProgress(), warnings,
+                     ConvertCache(client, config.output / ".cache" / "converted", config.timeout_s))
+    state = _load_state(ctx, [m for base in models for m in _per_runtime(base, config.runtimes)])
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
         _export(ctx, model.path, model.sha256)
     models = [_derive(ctx, m) for m in models]
     models = [_with_graph(ctx, m) for m in models]
+    models = [m for base in models for m in _per_runtime(base, config.runtimes)]
     ctx.progress.stage("predicting latency")
     latencies = {m.label: _predict(ctx, predictor, m) for m in models}
     ctx.warnings.extend(predictor.warnings)
@@ -178,6 +188,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         list(config.command_line), config.profiles,
         [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
         image_id=backend.identity, backend=backend.name,
+        runtimes={r: backend.identity_for(r) for r in config.runtimes},
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line")},
                "predictor": predictor.describe()},
@@ -186,15 +197,40 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     floors = _find_floors(ctx, models)
     recorder = _Recorder(ctx, models, latencies, floors, state, manifest)
-    settings = config.settings()
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
-                recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client, settings,
+                recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client,
+                                                                        config.settings(_runtime(ctx, model)),
                                                                         model.sha256))
     _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
 
     return BenchmarkOutcome(recorder.rows(), manifest, ctx.warnings)
+
+
+def _per_runtime(model: ModelFile, runtimes: Sequence[str]) -> list[ModelFile]:
+    """One model per runtime: with several, each gets its own rows, labelled ``<label> [<runtime>]``."""
+    if len(runtimes) == 1:
+        return [dataclasses.replace(model, runtime=runtimes[0])]
+    return [dataclasses.replace(model, label=f"{model.label} [{r}]", runtime=r) for r in runtimes]
+
+
+def _runtime(ctx: RunContext, model: ModelFile) -> str:
+    """What measures ``model``: its runtime; an .onnx file has no torch form, so under ``torch``
+    it is run by onnxruntime (its rows say so)."""
+    runtime = model.runtime or ctx.config.runtimes[0]
+    return "onnxruntime" if runtime == "torch" and model.path.suffix.lower() == ".onnx" else runtime
+
+
+def latency_runtime(measurement_runtime: str) -> Optional[str]:
+    """THE ONE PLACE where the runtime a row is measured under maps to the runtime its latency is
+    predicted for: a tflite or ncnn row should show the latency the runtime-aware estimator
+    (``--latency-runtime``, labels ``tflite`` / ``ncnn``) predicts for that runtime; torch and
+    onnxruntime rows keep the estimator's default. The Predictor on this branch takes no
+    ``runtime=`` argument yet, so ``_predict`` cannot pass it: every row's latency is the
+    default estimator's, and the table caption says so. When the Predictor accepts
+    ``runtime=``, pass this value in ``_predict``."""
+    return measurement_runtime if measurement_runtime in ("tflite", "ncnn") else None
 
 
 def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
@@ -288,9 +324,9 @@ def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Opti
             continue
         ctx.progress.working_on(f"bisecting the RAM floor of {model.label}")
         floor = measure.find_floor(model, client=ctx.client, settings=MeasureSettings(
-                                       runtime=config.runtime, warmup=1, runs=3, input_shape=config.input_shape),
+                                       runtime=_runtime(ctx, model), warmup=1, runs=3, input_shape=config.input_shape),
                                    timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
-                                   use_cache=not config.no_cache, exports=ctx.exports)
+                                   use_cache=not config.no_cache, exports=ctx.exports, converts=ctx.converts)
         floors[model.label] = floor.floor_mb
         if floor.floor_mb is None:
             ctx.warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
@@ -383,10 +419,9 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Re
     for m in models:
         limits = tuple(sorted({p.ram_mb for p in recorder.pending(m.label)}))
         if limits:
-            # An .onnx file has no torch form: it is always run by onnxruntime (and its rows say so).
-            runtime = "onnxruntime" if m.path.suffix.lower() == ".onnx" else config.runtime
-            groups.setdefault((runtime, limits), []).append(m)
-    onnx_files = [m.label for (runtime, _), group in groups.items() for m in group if runtime != config.runtime]
+            groups.setdefault((_runtime(ctx, m), limits), []).append(m)
+    onnx_files = [m.label for (runtime, _), group in groups.items() for m in group
+                  if runtime != (m.runtime or config.runtimes[0])]
     if onnx_files:
         ctx.warnings.append(f"{', '.join(onnx_files)}: ONNX file(s) measured with onnxruntime (--runtime torch "
                             "applies to PyTorch files)")
@@ -394,4 +429,5 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Re
         ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
         measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
                                timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
-                               use_cache=not config.no_cache, exports=ctx.exports, on_result=recorder)
+                               use_cache=not config.no_cache, exports=ctx.exports, on_result=recorder,
+                               converts=ctx.converts)

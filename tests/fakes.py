@@ -53,15 +53,18 @@ class FakeBackend(Cancellable):
         self.timeouts: list[tuple[str, float]] = []  # (action, timeout_s) of every request
         self.lock = threading.Lock()
 
-    def prewarm(self) -> None:
+    def prewarm(self, runtime: str = "torch") -> None:
         pass
+
+    def identity_for(self, runtime: str) -> str:
+        return self.identity
 
     def run(self, request: Any, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Any = None) -> RunOutcome:
         with self.lock:
             self.actions.append(request.action)
             self.timeouts.append((request.action, timeout_s))
-            if request.action in ("export-onnx", "derive"):
+            if request.action in ("export-onnx", "derive", "export-tflite", "export-ncnn"):
                 kind = "export_failed" if request.action == "export-onnx" else "level_failed"
                 return outcome(None, {"ok": False, "error": {"kind": kind, "message": "the fake backend writes no file"}},
                                exit_code=3)

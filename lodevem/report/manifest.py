@@ -38,7 +38,7 @@ from ..sandbox.base import host_memory_mb
 MANIFEST_VERSION = 1
 # Distributions whose versions change the numbers (or their provenance).
 PACKAGES = ("torch", "nn-meter", "onnx", "onnxsim", "onnxruntime", "docker", "pandas", "numpy",
-            "scikit-learn", "torch-pruning", "matplotlib")
+            "scikit-learn", "torch-pruning", "matplotlib", "ai-edge-litert", "ncnn", "pnnx", "litert-torch")
 _PROBE_TIMEOUT_S = 2.0
 
 
@@ -135,10 +135,26 @@ def host_info() -> dict[str, Any]:
     }
 
 
+def runtime_versions(runtime: str) -> dict[str, Optional[str]]:
+    """The runtime's package and version in its image, and its converter's (tflite, ncnn), as
+    pinned in ``sandbox.image`` (the process backend runs the host's: see ``packages``)."""
+    from ..sandbox.image import CONVERTERS, IMAGES, RUNTIME_IMAGES
+
+    package = {"torch": "torch", "onnxruntime": "onnxruntime", "tflite": "ai-edge-litert", "ncnn": "ncnn"}.get(runtime)
+    pins = dict(r.split("==", 1) for name in RUNTIME_IMAGES.get(runtime, ()) for r in IMAGES[name].requirements)
+    converter, converter_version = CONVERTERS.get(runtime, (None, None))
+    return {"package": package, "version": pins.get(package or ""), "converter": converter,
+            "converter_version": converter_version}
+
+
 def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
                      models: Sequence[Mapping[str, Any]], image_id: Optional[str], backend: str,
-                     extra: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+                     extra: Optional[Mapping[str, Any]] = None,
+                     runtimes: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """The ``environment`` block of a results file (see the module docstring for reproducing).
+
+    ``runtimes``: each measured runtime and the identity of what measured it (image id); the
+    block names the runtime's and its converter's pinned versions (``runtime_versions``).
 
     ``models`` are dicts with at least ``label``, ``path`` and ``sha256``; ``extra`` holds the
     run's settings (warm-up, runs, threads, predictor and its data, ...) and is stored as given.
@@ -163,5 +179,7 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
         "profiles": [{"id": p.id, "tier": p.tier, "ram_mb": p.ram_mb,
                       "path": str(p.path) if p.path else None, "sha256": p.sha256} for p in profiles],
         "models": [dict(m) for m in models],
+        "runtimes": {name: {**runtime_versions(name), "measured_in": identity}
+                     for name, identity in (runtimes or {}).items()},
         "extra": dict(extra or {}),
     }

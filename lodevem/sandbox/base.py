@@ -102,8 +102,13 @@ class Backend(Protocol):
         """What the results depend on besides the request (image id, python): for cache keys."""
         ...
 
-    def prewarm(self) -> None:
-        """Bring the runtime's files into the page cache, charged outside any measured cgroup."""
+    def identity_for(self, runtime: str) -> str:
+        """The identity of what measures under ``runtime`` (tflite and ncnn run in their own
+        images); raises ``BackendUnavailable`` when something that runtime needs is missing."""
+        ...
+
+    def prewarm(self, runtime: str = "torch") -> None:
+        """Bring ``runtime``'s files into the page cache, charged outside any measured cgroup."""
         ...
 
     def run(self, request: Any, limit_mb: Optional[int], timeout_s: float, *,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import SandboxError
-from ..worker.protocol import SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
+from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 
 # Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
@@ -56,10 +56,39 @@ class ModelSection:
 
     format: Optional[str] = None
     params: Optional[int] = None
+    input_shape: Optional[tuple[int, ...]] = None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
-        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")))
+        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
+                   input_shape=_dims(data.get("input_shape")))
+
+
+def _dims(value: Any) -> Optional[tuple[int, ...]]:
+    """A shape of 1-8 positive integers, else None (the reply is untrusted)."""
+    if not isinstance(value, list) or not 1 <= len(value) <= 8:
+        return None
+    dims = [_integer(v) for v in value]
+    return tuple(d for d in dims if d is not None) if all(d is not None and 0 < d < 2**20 for d in dims) else None
+
+
+@dataclass(frozen=True)
+class ConvertedSection:
+    """What a conversion (export-tflite / export-ncnn) wrote: its converter and the time it took.
+    The file itself is what the host took from the sandbox, not anything the reply says."""
+
+    format: str
+    converter: str
+    converter_version: str
+    seconds: Optional[float]
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> Optional["ConvertedSection"]:
+        if not data:
+            return None
+        return cls(format=_text(data.get("format"), 20) or "", converter=_text(data.get("converter"), 40) or "",
+                   converter_version=_text(data.get("converter_version"), 40) or "",
+                   seconds=_number(data.get("seconds")))
 
 
 @dataclass(frozen=True)
@@ -141,6 +170,8 @@ class WorkerReply:
     memory: Optional[MemorySection]
     timings: HostTimings
     derived: Optional[DerivedSection]
+    converted: Optional[ConvertedSection] = None
+    runtime_version: Optional[str] = None  # the runtime section's version (e.g. "ai-edge-litert 2.3.0")
 
 
 def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
@@ -179,6 +210,8 @@ def _typed(data: dict[str, Any], host_paths: dict[str, str]) -> WorkerReply:
         memory=MemorySection.parse(_section(data, "memory")),
         timings=HostTimings.parse(_section(data, "latency")),
         derived=DerivedSection.parse(_section(data, "derived"), _section(data, "variant")),
+        converted=ConvertedSection.parse(_section(data, "converted")),
+        runtime_version=_text(_section(data, "runtime").get("version"), 80),
     )
 
 
@@ -258,12 +291,23 @@ class WorkerClient:
                                 onnx_path=str(target), warmup=0, runs=1)
         return self.run(request, self.work_limit_mb, timeout_s)
 
+    def convert(self, model: Path, runtime: str, target: Path, input_shape: Optional[Sequence[int]],
+                timeout_s: float) -> SandboxRun:
+        """Convert ``model`` for ``runtime`` (tflite, ncnn) to ``target`` under the work limit; an
+        ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it."""
+        request = WorkerRequest(action=CONVERT_ACTIONS[runtime], model_path=str(model), runtime=runtime,
+                                input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1)
+        return self.run(request, self.work_limit_mb, timeout_s)
+
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,
-                onnx_path: Optional[Path] = None, reference_s: Optional[float] = None) -> SandboxRun:
-        """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained)."""
+                onnx_path: Optional[Path] = None, reference_s: Optional[float] = None,
+                converted_path: Optional[Path] = None) -> SandboxRun:
+        """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained);
+        ``converted_path``: the conversion a tflite/ncnn measurement runs."""
         request = WorkerRequest(action="measure", model_path=str(model), warmup=settings.warmup, runs=settings.runs,
                                 threads=settings.threads, runtime=settings.runtime,
                                 onnx_path=str(onnx_path) if onnx_path is not None else None,
+                                converted_path=str(converted_path) if converted_path is not None else None,
                                 input_shape=_shape(settings.input_shape))
         return self.run(request, limit_mb, timeout_s, reference_s=reference_s)
 

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from . import image as image_mod
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
-from ..worker import WorkerRequest
+from ..worker import WorkerRequest, artifact_files
 from .base import PIDS_LIMIT, POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
 
 LABEL = "lodevem"
@@ -103,7 +103,9 @@ def _labels(**extra: str) -> dict[str, str]:
 
 
 class DockerBackend(Cancellable):
-    """Runs the worker in ``lodevem-bench:<version>``; see the module docstring."""
+    """Runs the worker in ``lodevem-bench:<version>``, or in the image of the request's runtime
+    or converter (``image.spec_for``: ``lodevem-litert``, ``lodevem-ncnn``, ``lodevem-convert``);
+    see the module docstring."""
 
     name = "docker"
 
@@ -116,10 +118,12 @@ class DockerBackend(Cancellable):
         except docker.errors.ImageNotFound:
             raise BackendUnavailable(f"Docker image {image} not found: build it with `lodevem build-image`") from None
         self.image_tag = image
+        self._images: dict[str, Any] = {image_mod.BENCH.name: self.image}  # spec name -> docker image
+        self._images_lock = threading.Lock()
         # The host's lodevem package over the image's copy: a changed worker needs no rebuild.
         self.host_pkg = Path(__file__).resolve().parent.parent if mount_host_worker else None
         self._warm_lock = threading.Lock()
-        self._warm = False
+        self._warm: set[str] = set()  # spec names prewarmed
         super().__init__()
         self.live = LiveContainers()
         self.max_output_bytes = MAX_OUTPUT_BYTES  # the scratch folder's cap, per run
@@ -127,6 +131,28 @@ class DockerBackend(Cancellable):
     @property
     def identity(self) -> str:
         return f"docker:{self.image.id}"
+
+    def identity_for(self, runtime: str) -> str:
+        """The measurement image's id for ``runtime``; also checks that its converter image is
+        there (tflite, ncnn), so a missing image stops the run before any work."""
+        for name in image_mod.RUNTIME_IMAGES.get(runtime, ("bench",)):
+            self._image(image_mod.IMAGES[name], runtime)
+        return f"docker:{self._image(image_mod.spec_for('measure', runtime), runtime).id}"
+
+    def _image(self, spec: "image_mod.ImageSpec", runtime: str) -> Any:
+        import docker.errors
+
+        with self._images_lock:
+            if spec.name not in self._images:
+                try:
+                    self._images[spec.name] = self.client.images.get(spec.tag)
+                except docker.errors.ImageNotFound:
+                    raise BackendUnavailable(f"Docker image {spec.tag} ({spec.description}) not found: build it with "
+                                             f"`lodevem build-image --runtime {runtime}`") from None
+            return self._images[spec.name]
+
+    def _image_for(self, request: WorkerRequest) -> Any:
+        return self._image(image_mod.spec_for(request.action, request.runtime), request.runtime)
 
     def cancel(self) -> None:
         """Stop every run now: watch loops kill their container, and the live ones are removed."""
@@ -137,19 +163,20 @@ class DockerBackend(Cancellable):
         """Remove containers left behind by a killed lodevem (see ``sweep_stale_containers``)."""
         return sweep_stale_containers(self.client, self.live.ids())
 
-    def prewarm(self) -> None:
-        """Read the image's shared libraries once in a throw-away, unlimited container.
+    def prewarm(self, runtime: str = "torch") -> None:
+        """Read the shared libraries of ``runtime``'s image once in a throw-away, unlimited container.
 
         Their page-cache pages are then charged to that (removed) container's parent, not to the
         measured ones, whatever ran before: that is what makes verdicts repeatable (measure.py).
         """
+        spec = image_mod.spec_for("measure", runtime)
         with self._warm_lock:
-            if self._warm:
+            if spec.name in self._warm:
                 return
             script = ("find /opt/pydeps /usr/lib -name '*.so*' -type f -exec cat {} + >/dev/null 2>&1; "
-                      "python3 -c 'import torch, onnxruntime, numpy'")
+                      f"python3 -c 'import {spec.warm_imports}'")
             container = self.client.containers.create(
-                self.image.id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
+                self._image(spec, runtime).id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER, pids_limit=PIDS_LIMIT,
                 mem_limit=f"{work_limit_mb()}m", memswap_limit=f"{work_limit_mb()}m",
                 labels=_labels(**{"lodevem.role": "prewarm"}))
@@ -163,7 +190,7 @@ class DockerBackend(Cancellable):
                 except Exception:
                     pass
                 self.live.discard(container)
-            self._warm = True
+            self._warm.add(spec.name)
 
     def _mounts(self, request: WorkerRequest, out_dir: Optional[str]) -> tuple[list[Any], WorkerRequest]:
         """Bind mounts (Mount objects: host paths may contain ':' or ',') and the rewritten request."""
@@ -185,6 +212,22 @@ class DockerBackend(Cancellable):
             elif out_dir is not None:
                 onnx_inside = f"/output/{onnx.name}"
                 mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        # converted_path (a .tflite, or an ncnn .param with its .bin): mounted read-only when it
+        # exists (a measurement), else written into the scratch /output (a conversion).
+        converted_inside = None
+        if request.converted_path:
+            converted = Path(request.converted_path)
+            files = [Path(f) for f in artifact_files(str(converted))]
+            if converted.exists():
+                for file in files:
+                    if file.is_symlink() or not file.is_file():
+                        raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
+                    mounts.append(Mount(f"/converted/{file.name}", str(file), type="bind", read_only=True))
+                converted_inside = f"/converted/{converted.name}"
+            elif out_dir is not None:
+                converted_inside = f"/output/{converted.name}"
+                if not any(m["Target"] == "/output" for m in mounts):
+                    mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
         # derive_out (action derive): written into the same scratch /output as a new onnx_path.
         derive_inside = None
         if request.derive_out and out_dir is not None:
@@ -192,7 +235,7 @@ class DockerBackend(Cancellable):
             if not any(m["Target"] == "/output" for m in mounts):
                 mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
         return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
-                                           derive_out=derive_inside)
+                                           derive_out=derive_inside, converted_path=converted_inside)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
@@ -203,18 +246,23 @@ class DockerBackend(Cancellable):
             raise ModelFileError(f"{request.model_path} is not readable by the container's user (uid 1000): "
                                  "make it world-readable (chmod o+r) or use --backend process")
         out_dir = None
-        if (request.onnx_path and not Path(request.onnx_path).exists()) or request.derive_out:
+        if ((request.onnx_path and not Path(request.onnx_path).exists()) or request.derive_out
+                or (request.converted_path and not Path(request.converted_path).exists())):
             out_dir = _scratch_dir()
         try:
             mounts, inner = self._mounts(request, out_dir)
             outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress,
                                           Path(out_dir) if out_dir is not None else None)
-            for wanted in (request.onnx_path, request.derive_out):
+            # A conversion's files in artifact_files order reversed: an ncnn .bin before the .param
+            # that marks the conversion done (the host cache's test for a hit).
+            converted = artifact_files(request.converted_path)[::-1] if request.converted_path else []
+            for wanted in (request.onnx_path, request.derive_out, *converted):
                 if out_dir is not None and wanted:
                     _take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
             # Messages name what the user knows: each path the worker saw, mapped back to the host's.
             host_paths = {inside: host for inside, host in ((inner.model_path, request.model_path),
                                                            (inner.onnx_path, request.onnx_path),
+                                                           (inner.converted_path, request.converted_path),
                                                            (inner.derive_out, request.derive_out)) if inside and host}
             return dataclasses.replace(outcome, host_paths=host_paths)
         finally:
@@ -232,7 +280,7 @@ class DockerBackend(Cancellable):
             limits = {"mem_limit": f"{limit_mb}m", "memswap_limit": f"{limit_mb}m"}
         started = time.monotonic()
         container = self.client.containers.create(
-            self.image.id, ["--request", request.to_json()], **limits,
+            self._image_for(request).id, ["--request", request.to_json()], **limits,
             network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
             security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
             environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},

@@ -1,4 +1,12 @@
-"""Build the benchmark image (``lodevem-bench:<version>``) on machines with or without a registry.
+"""Build lodevem's images (``lodevem-bench:<version>`` and one per on-device runtime) on machines
+with or without a registry.
+
+Images (``IMAGES``): ``bench`` (torch + onnxruntime: inspect, ONNX export, derive, and the torch
+and onnxruntime measurements), ``litert`` and ``ncnn`` (python3 + numpy + that runtime only, so
+a tflite/ncnn measurement's baseline is that runtime's, as in an app that ships it) and
+``convert`` (torch + litert-torch + pnnx, ~2 GB installed: built on demand, only for the
+conversions, never measured). All are built from the same ``Dockerfile``; the context differs by
+its wheels.
 
 Why it is done this way (see ``Dockerfile``): build containers here can reach Debian's apt over
 HTTP but pip cannot reach the index (TLS interception), and no container registry is reachable.
@@ -44,6 +52,64 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "onnxsim==0.8.1",
     "torch-pruning==1.6.1",
 )
+
+# The on-device runtimes and their converters, pinned (the notes in docs/toolchain-notes say why
+# these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
+LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
+NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
+CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6", "litert-torch==0.10.0", "pnnx==20261020")
+# (package, version) of the converter that makes each runtime's file from a PyTorch model: part
+# of the conversion cache key and of the manifest.
+CONVERTERS: dict[str, tuple[str, str]] = {"tflite": ("litert-torch", "0.10.0"), "ncnn": ("pnnx", "20261020")}
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One image lodevem builds: its name, pinned requirements and what its prewarm imports."""
+
+    name: str
+    repo: str
+    requirements: tuple[str, ...]
+    description: str
+    warm_imports: str
+
+    @property
+    def tag(self) -> str:
+        return f"{self.repo}:{__version__}"
+
+
+BENCH = ImageSpec("bench", IMAGE_REPO, IMAGE_REQUIREMENTS, "python3 + torch CPU + onnxruntime",
+                  "torch, onnxruntime, numpy")
+LITERT = ImageSpec("litert", "lodevem-litert", LITERT_REQUIREMENTS, "python3 + numpy + LiteRT (ai-edge-litert)",
+                   "ai_edge_litert.interpreter, numpy")
+NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + ncnn", "ncnn, numpy")
+CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
+                    "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn)", "torch")
+IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT)}
+# What each --runtime needs: its measurement image, and the converter image for its file.
+RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {"torch": ("bench",), "onnxruntime": ("bench",),
+                                              "tflite": ("litert", "convert"), "ncnn": ("ncnn", "convert")}
+_MEASURE_IMAGES = {"tflite": "litert", "ncnn": "ncnn"}
+_CONVERT_ACTIONS = ("export-tflite", "export-ncnn")
+
+
+def spec_for(action: str, runtime: str) -> ImageSpec:
+    """The image a worker request runs in: conversions in ``convert``, tflite/ncnn measurements
+    in their runtime's image, everything else (inspect, ONNX export, derive, torch/onnxruntime) in
+    ``bench``."""
+    if action in _CONVERT_ACTIONS:
+        return CONVERT
+    if action == "measure" and runtime in _MEASURE_IMAGES:
+        return IMAGES[_MEASURE_IMAGES[runtime]]
+    return BENCH
+
+
+def specs_for_runtimes(runtimes: "tuple[str, ...] | list[str]") -> list[ImageSpec]:
+    """The images the given runtimes need, bench first (every run exports to ONNX in it)."""
+    names = ["bench"] + [n for r in runtimes for n in RUNTIME_IMAGES.get(r, ())]
+    return [IMAGES[n] for n in dict.fromkeys(names)]
+
+
 # The image's python is Debian bookworm's 3.11 on glibc 2.36: accept any manylinux up to that.
 _PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)] + ["manylinux2014_x86_64"]
 _WORKER_FILES = ("__init__.py", "zoo.py")  # plus the worker/ package (_WORKER_PACKAGE), copied whole
@@ -105,17 +171,19 @@ def build_dir() -> Path:
     return root / "lodevem" / "build"
 
 
-def image_status(client: Any = None) -> ImageStatus:
-    """``(present, tag, image id or None)`` for ``lodevem check``; raises BackendUnavailable.
-    ``client``: a docker-py client to reuse, else one is opened (and closed)."""
+def image_status(client: Any = None, spec: Optional[ImageSpec] = None) -> ImageStatus:
+    """``(present, tag, image id or None)`` of ``spec`` (default: the bench image) for ``lodevem
+    check``; raises BackendUnavailable. ``client``: a docker-py client to reuse, else one is
+    opened (and closed)."""
     import docker.errors
 
+    tag = (spec or BENCH).tag
     own = client is None
     client = client or docker_client(timeout=10)
     try:
-        return ImageStatus(True, IMAGE_TAG, client.images.get(IMAGE_TAG).id)
+        return ImageStatus(True, tag, client.images.get(tag).id)
     except docker.errors.ImageNotFound:
-        return ImageStatus(False, IMAGE_TAG, None)
+        return ImageStatus(False, tag, None)
     finally:
         if own:
             client.close()
@@ -176,10 +244,11 @@ def _debootstrap_import(client, progress: Optional[Progress], debian_mirror: str
         client.api.import_image_from_file(str(tar_path), repository=repo, tag=tag)
 
 
-def download_wheels(dest: Path, progress: Optional[Progress] = None) -> None:
-    """Resolve IMAGE_REQUIREMENTS for cp311/manylinux on the host; skipped when already done."""
+def download_wheels(dest: Path, progress: Optional[Progress] = None,
+                    requirements_list: tuple[str, ...] = IMAGE_REQUIREMENTS) -> None:
+    """Resolve ``requirements_list`` for cp311/manylinux on the host; skipped when already done."""
     dest.mkdir(parents=True, exist_ok=True)
-    requirements = "\n".join(IMAGE_REQUIREMENTS) + "\n"  # pip itself is downloaded, not installed
+    requirements = "\n".join(requirements_list) + "\n"  # pip itself is downloaded, not installed
     stamp = dest / ".complete"
     if stamp.exists() and stamp.read_text() == requirements and (dest / "requirements.txt").exists():
         _say(progress, f"wheels cached in {dest}")
@@ -188,8 +257,8 @@ def download_wheels(dest: Path, progress: Optional[Progress] = None) -> None:
            "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
     for platform in _PLATFORMS:
         cmd += ["--platform", platform]
-    cmd += list(IMAGE_REQUIREMENTS) + ["pip"]
-    _say(progress, "$ pip download " + " ".join(IMAGE_REQUIREMENTS))
+    cmd += list(requirements_list) + ["pip"]
+    _say(progress, "$ pip download " + " ".join(requirements_list))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     for line in proc.stdout.splitlines():
         if line.startswith(("Saved", "File was already")):
@@ -201,13 +270,14 @@ def download_wheels(dest: Path, progress: Optional[Progress] = None) -> None:
     stamp.write_text(requirements)
 
 
-def prepare_context(progress: Optional[Progress] = None) -> Path:
-    """The build context: Dockerfile, wheels/ (cached) and the worker package."""
+def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpec] = None) -> Path:
+    """The build context of ``spec`` (default bench): Dockerfile, wheels/ (cached) and the worker."""
+    spec = spec or BENCH
     repo_dockerfile = Path(__file__).resolve().parent.parent.parent / "Dockerfile"
     if not repo_dockerfile.is_file():
         raise LodevemError(f"{repo_dockerfile}: Dockerfile not found; build the image from a lodevem checkout")
-    ctx = build_dir() / "context"
-    download_wheels(ctx / "wheels", progress)
+    ctx = build_dir() / ("context" if spec is BENCH else f"context-{spec.name}")
+    download_wheels(ctx / "wheels", progress, spec.requirements)
     shutil.copy2(repo_dockerfile, ctx / "Dockerfile")
     pkg = ctx / "lodevem"
     shutil.rmtree(pkg, ignore_errors=True)
@@ -232,8 +302,9 @@ def context_digest(ctx: Path) -> str:
 
 
 def build_image(progress_callback: Optional[Progress] = None,
-                debian_mirror: str = DEFAULT_DEBIAN_MIRROR) -> ImageInfo:
-    """Ensure the base image, download wheels, build ``IMAGE_TAG``; stream the log to the callback.
+                debian_mirror: str = DEFAULT_DEBIAN_MIRROR, spec: Optional[ImageSpec] = None) -> ImageInfo:
+    """Ensure the base image, download wheels, build ``spec``'s image (default: the bench image);
+    stream the log to the callback.
     ``debian_mirror`` is used only when the base image has to be made with debootstrap.
 
     Always builds (the layer cache makes an unchanged rebuild take seconds): that is what picks up
@@ -242,13 +313,15 @@ def build_image(progress_callback: Optional[Progress] = None,
     started = time.monotonic()
     client = docker_client(timeout=600)
     base_source = ensure_base_image(client, progress_callback, debian_mirror)
-    ctx = prepare_context(progress_callback)
-    previous = image_status(client).id
-    _say(progress_callback, f"building {IMAGE_TAG} from {ctx}")
+    spec = spec or BENCH
+    ctx = prepare_context(progress_callback, spec)
+    previous = image_status(client, spec).id
+    _say(progress_callback, f"building {spec.tag} from {ctx}")
     image_id: Optional[str] = None
     tail: list[str] = []
-    stream = client.api.build(path=str(ctx), tag=IMAGE_TAG, rm=True, forcerm=True, pull=False,
-                              nocache=False, decode=True, labels={"lodevem.context": context_digest(ctx)})
+    stream = client.api.build(path=str(ctx), tag=spec.tag, rm=True, forcerm=True, pull=False,
+                              nocache=False, decode=True, labels={"lodevem.context": context_digest(ctx)},
+                              buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description})
     for chunk in stream:
         if "error" in chunk:
             raise LodevemError(f"image build failed: {str(chunk['error']).strip().splitlines()[-1]} "
@@ -258,13 +331,13 @@ def build_image(progress_callback: Optional[Progress] = None,
             tail = (tail + [text])[-20:]
             _say(progress_callback, text)
         image_id = (chunk.get("aux") or {}).get("ID", image_id)
-    image = client.images.get(IMAGE_TAG)
+    image = client.images.get(spec.tag)
     if image_id is not None and image.id != image_id:
-        raise LodevemError(f"image build finished but {IMAGE_TAG} is {image.id}, not the built {image_id}")
+        raise LodevemError(f"image build finished but {spec.tag} is {image.id}, not the built {image_id}")
     if previous is not None and previous != image.id:
         try:  # the superseded build, now untagged: its unique layers are ~1 MB, but it clutters `docker images`
             client.images.remove(previous, noprune=False)
         except Exception:  # still used by a container, or shares a tag: leave it
             pass
-    return ImageInfo(tag=IMAGE_TAG, id=image.id, size_mb=round(image.attrs.get("Size", 0) / 2**20, 1),
+    return ImageInfo(tag=spec.tag, id=image.id, size_mb=round(image.attrs.get("Size", 0) / 2**20, 1),
                      build_s=round(time.monotonic() - started, 1), base_source=base_source)

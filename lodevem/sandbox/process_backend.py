@@ -137,6 +137,11 @@ class _Cgroup:
                 time.sleep(0.02)
 
 
+# What prewarm imports per runtime (the process backend runs the host's python for all of them).
+_WARM_IMPORTS = {"torch": "torch, onnxruntime, numpy", "onnxruntime": "torch, onnxruntime, numpy",
+                 "tflite": "numpy, ai_edge_litert.interpreter", "ncnn": "numpy, ncnn"}
+
+
 class ProcessBackend(Cancellable):
     """Runs ``python -m lodevem.worker`` as a limited child process; see the module docstring."""
 
@@ -147,20 +152,24 @@ class ProcessBackend(Cancellable):
         self.python = python
         self.cgroup_parent = find_cgroup_parent()
         self._warm_lock = threading.Lock()
-        self._warm = False
+        self._warm: set[str] = set()
         self._serials = itertools.count()  # names this backend's cgroups apart
         # Nothing outlives a run (each child dies with its session, its cgroup is removed), so the
         # inherited sweep_stale has nothing to do.
 
-    def prewarm(self) -> None:
-        """Import the runtimes once so their pages are cached and charged to lodevem's own cgroup.
+    def prewarm(self, runtime: str = "torch") -> None:
+        """Import the runtime once so its pages are cached and charged to lodevem's own cgroup.
 
         Locked: ``measure_models`` calls it from every job thread at once."""
         with self._warm_lock:
-            if not self._warm:
-                subprocess.run([self.python, "-c", "import torch, onnxruntime, numpy"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, check=False, timeout=300)
-                self._warm = True
+            if runtime not in self._warm:
+                subprocess.run([self.python, "-c", f"import {_WARM_IMPORTS.get(runtime, 'numpy')}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=300)
+                self._warm.add(runtime)
+
+    def identity_for(self, runtime: str) -> str:
+        """The same python for every runtime (it must have that runtime installed)."""
+        return self.identity
 
     @property
     def identity(self) -> str:

@@ -27,7 +27,9 @@ Modules: ``protocol`` (constants, WorkerRequest/WorkerResult/WorkerError, progre
 ``__main__`` (command line, ``main``), ``formats`` (sniffing and loading model files),
 ``memory`` (RSS phases, cgroup counters), ``timing`` (timed passes, latency stats),
 ``onnx_export`` (export, nn-Meter cleanup, reading .onnx), ``variants`` (compression levels),
-``actions`` (the actions and ``run``). Their public names are re-exported here.
+``runtimes`` (measurement under LiteRT and ncnn: no torch), ``convert`` (PyTorch to .tflite with
+litert-torch, to ncnn with pnnx), ``actions`` (the actions and ``run``). Their public names are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from __future__ import annotations
 # The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
 from .protocol import (  # noqa: F401
     SCHEMA_VERSION, WORKER_RELEASE, WORKER_VERSION, EXIT_OK, EXIT_ERROR, ACTIONS, RUNTIMES, ERROR_KINDS, FORMATS,
-    DEFAULT_INPUT_SHAPE, PROGRESS_PREFIX, LEVELS, WorkerError, WorkerRequest, WorkerResult, progress,
-    first_line,
+    DEFAULT_INPUT_SHAPE, PROGRESS_PREFIX, LEVELS, CONVERT_ACTIONS, WorkerError, WorkerRequest, WorkerResult,
+    artifact_files, progress, first_line,
 )
 from .memory import (  # noqa: F401
     proc_status_kb, cgroup_memory, MemoryPhases,

@@ -35,8 +35,10 @@ def _source_digest() -> str:
 
 WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect", "derive")
-RUNTIMES = ("torch", "onnxruntime")
+ACTIONS = ("measure", "export-onnx", "inspect", "derive", "export-tflite", "export-ncnn")
+RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
+# The runtimes that measure a converted file (``converted_path``) and the action that makes it.
+CONVERT_ACTIONS = {"tflite": "export-tflite", "ncnn": "export-ncnn"}
 ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
                "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed", "internal")
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx")
@@ -70,6 +72,7 @@ class WorkerRequest:
     onnx_path: Optional[str] = None
     level: Optional[str] = None
     derive_out: Optional[str] = None
+    converted_path: Optional[str] = None  # a .tflite or ncnn .param (its .bin beside it): see artifact_files
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -129,6 +132,13 @@ class WorkerRequest:
             (self.action != "derive" or self.level not in (None, "fp32"),
              "derive needs a level other than fp32 (fp32 is the file as given: nothing to derive)"),
             (self.action != "derive" or self.runtime == "torch", "derive runs with runtime torch"),
+            (self.converted_path is None or (isinstance(self.converted_path, str) and bool(self.converted_path)),
+             "converted_path must be a non-empty string or null"),
+            (self.converted_path is None or self.action in CONVERT_ACTIONS.values()
+             or (self.action == "measure" and self.runtime in CONVERT_ACTIONS),
+             "converted_path is only for export-tflite, export-ncnn and measure with runtime tflite or ncnn"),
+            (self.action not in CONVERT_ACTIONS.values() or self.converted_path is not None,
+             f"{self.action} needs converted_path (where to write)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -161,12 +171,22 @@ class WorkerResult:
     runtime: Optional[dict[str, Any]] = None
     variant: Optional[dict[str, Any]] = None
     derived: Optional[dict[str, Any]] = None
+    converted: Optional[dict[str, Any]] = None  # export-tflite / export-ncnn: what was written
     timings_s: dict[str, Optional[float]] = field(
         default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
                                  "export": None})
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
+
+
+def artifact_files(converted_path: str) -> list[str]:
+    """Every file of a converted model: a ``.tflite`` is one file; an ncnn model is its
+    ``.param`` (the graph, named by ``converted_path``) and the ``.bin`` beside it (the weights).
+    The host and the sandbox both move and mount exactly these."""
+    if converted_path.endswith(".param"):
+        return [converted_path, converted_path[: -len(".param")] + ".bin"]
+    return [converted_path]
 
 
 def progress(message: str) -> None:
