@@ -20,8 +20,11 @@ $(VENV)/.installed: pyproject.toml
 docker:                ## install and start the Docker engine if needed (root, Debian/Ubuntu)
 	bash scripts/setup-docker.sh
 
-image: setup docker    ## build the benchmark image (offline base image when no registry)
-	$(BIN)/lodevem build-image
+# Every runtime's image: the tests measure under all four (the converter image is ~2.3 GB).
+RUNTIMES ?= torch,onnxruntime,tflite,ncnn
+
+image: setup docker    ## build the images of $(RUNTIMES) (offline base image when no registry)
+	$(BIN)/lodevem build-image --runtime $(RUNTIMES)
 
 test: setup image      ## the full test suite, against the real Docker engine
 	$(BIN)/python -m pytest -q -rs

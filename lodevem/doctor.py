@@ -69,6 +69,29 @@ def check_image() -> Check:
     return Check("Benchmark image", "fail", f"{status.tag} not built", "run: lodevem build-image")
 
 
+def check_runtime_images() -> list[Check]:
+    """One line per on-device runtime's images (optional: only ``--runtime tflite`` / ``ncnn``
+    need them, and ``lodevem build-image --runtime ...`` builds them)."""
+    from .sandbox.image import IMAGES, RUNTIME_IMAGES, image_status
+
+    checks = []
+    for runtime in ("tflite", "ncnn"):
+        parts, missing = [], []
+        for name in RUNTIME_IMAGES[runtime]:
+            try:
+                status = image_status(spec=IMAGES[name])
+            except Exception as exc:
+                return [Check("Runtime images", "warn", f"cannot query: {str(exc).splitlines()[0][:160]}",
+                              required=False)]
+            parts.append(f"{status.tag} {'present (' + status.short_id + ')' if status.present else 'not built'}")
+            if not status.present:
+                missing.append(status.tag)
+        checks.append(Check(f"{runtime} images", "warn" if missing else "ok", "; ".join(parts),
+                            f"for --runtime {runtime}: lodevem build-image --runtime {runtime}" if missing else "",
+                            required=False))
+    return checks
+
+
 def check_cgroups() -> Check:
     version = cgroup_version()
     if version is None:
@@ -115,7 +138,7 @@ def run_checks(backend: str = "docker") -> list[Check]:
     """Every check ``lodevem check`` prints, with ``required`` set for the chosen backend."""
     checks = [check_docker(), check_cgroups(), check_torch(), check_nnmeter()]
     if checks[0].status == "ok":
-        checks.insert(1, check_image())
+        checks[1:1] = [check_image(), *check_runtime_images()]
     if backend == "process":
         checks = [
             Check(c.name, "warn" if c.status == "fail" else c.status, c.detail, c.hint,

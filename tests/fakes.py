@@ -89,3 +89,31 @@ class InterruptAfter:
         self.seen += 1
         if self.seen == self.n:
             raise KeyboardInterrupt
+
+
+class Counting:
+    """Wraps a backend to count worker runs (prewarm is not a worker run)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.identity, self.runs = inner, inner.name, inner.identity, 0
+        self.actions: list[str] = []  # the action of every worker run
+
+    def prewarm(self, runtime: str = "torch") -> None:
+        self.inner.prewarm(runtime)
+
+    def identity_for(self, runtime: str) -> str:
+        return self.inner.identity_for(runtime)
+
+    def cancel(self) -> None:
+        self.inner.cancel()
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def sweep_stale(self) -> int:
+        return self.inner.sweep_stale()
+
+    def run(self, request: Any, *args: Any, **kwargs: Any):
+        self.runs += 1
+        self.actions.append(request.action)
+        return self.inner.run(request, *args, **kwargs)

@@ -27,6 +27,8 @@ from lodevem.sandbox import open_backend
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.sandbox import image
 
+from fakes import Counting
+
 pytestmark = pytest.mark.docker
 
 
@@ -58,29 +60,6 @@ def hog600(model_dir: Path) -> Path:
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.jit.save(torch.jit.script(Hog(600)), str(path))
     return path
-
-
-class Counting:
-    """Wraps a backend to count worker runs (prewarm is not a worker run)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.name, self.identity, self.runs = inner, inner.name, inner.identity, 0
-
-    def prewarm(self) -> None:
-        self.inner.prewarm()
-
-    def cancel(self) -> None:
-        self.inner.cancel()
-
-    def reset(self) -> None:
-        self.inner.reset()
-
-    def sweep_stale(self) -> int:
-        return self.inner.sweep_stale()
-
-    def run(self, *args: Any, **kwargs: Any):
-        self.runs += 1
-        return self.inner.run(*args, **kwargs)
 
 
 def _one(model: Path, limit: int, backend: Any, runtime: str = "torch", warmup: int = 1, runs: int = 3,

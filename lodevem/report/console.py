@@ -72,6 +72,14 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
     backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows})
     lines.append("Peak RAM: peak RSS (VmHWM) measured with the device's RAM as the limit "
                  f"({'; '.join(backends)}); OOM = killed at the limit.")
+    runtimes = list(dict.fromkeys(r.runtime for r in rows))
+    if runtimes != ["torch"]:
+        line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."
+        if any(r in ("tflite", "ncnn") for r in runtimes):
+            # runner.latency_runtime is where a tflite/ncnn row would get its runtime's latency.
+            line += (" Latency is the same prediction for every runtime of a model: no runtime-specific "
+                     "(tflite/ncnn) latency model is wired in yet.")
+        lines.append(line)
     return Text("\n".join(lines), style="dim")
 
 

@@ -302,9 +302,11 @@ def context_digest(ctx: Path) -> str:
 
 
 def build_image(progress_callback: Optional[Progress] = None,
-                debian_mirror: str = DEFAULT_DEBIAN_MIRROR, spec: Optional[ImageSpec] = None) -> ImageInfo:
+                debian_mirror: str = DEFAULT_DEBIAN_MIRROR, spec: Optional[ImageSpec] = None, *,
+                tag: Optional[str] = None, nocache: bool = False) -> ImageInfo:
     """Ensure the base image, download wheels, build ``spec``'s image (default: the bench image);
-    stream the log to the callback.
+    stream the log to the callback. ``tag`` (default ``spec.tag``) and ``nocache`` (every layer
+    rebuilt, as on a fresh machine) are for timing builds (benchmarks/runtime_memory.py).
     ``debian_mirror`` is used only when the base image has to be made with debootstrap.
 
     Always builds (the layer cache makes an unchanged rebuild take seconds): that is what picks up
@@ -314,13 +316,14 @@ def build_image(progress_callback: Optional[Progress] = None,
     client = docker_client(timeout=600)
     base_source = ensure_base_image(client, progress_callback, debian_mirror)
     spec = spec or BENCH
+    tag = tag or spec.tag
     ctx = prepare_context(progress_callback, spec)
-    previous = image_status(client, spec).id
-    _say(progress_callback, f"building {spec.tag} from {ctx}")
+    previous = image_status(client, spec).id if tag == spec.tag else None
+    _say(progress_callback, f"building {tag} from {ctx}")
     image_id: Optional[str] = None
     tail: list[str] = []
-    stream = client.api.build(path=str(ctx), tag=spec.tag, rm=True, forcerm=True, pull=False,
-                              nocache=False, decode=True, labels={"lodevem.context": context_digest(ctx)},
+    stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False,
+                              nocache=nocache, decode=True, labels={"lodevem.context": context_digest(ctx)},
                               buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description})
     for chunk in stream:
         if "error" in chunk:
@@ -331,13 +334,13 @@ def build_image(progress_callback: Optional[Progress] = None,
             tail = (tail + [text])[-20:]
             _say(progress_callback, text)
         image_id = (chunk.get("aux") or {}).get("ID", image_id)
-    image = client.images.get(spec.tag)
+    image = client.images.get(tag)
     if image_id is not None and image.id != image_id:
-        raise LodevemError(f"image build finished but {spec.tag} is {image.id}, not the built {image_id}")
+        raise LodevemError(f"image build finished but {tag} is {image.id}, not the built {image_id}")
     if previous is not None and previous != image.id:
         try:  # the superseded build, now untagged: its unique layers are ~1 MB, but it clutters `docker images`
             client.images.remove(previous, noprune=False)
         except Exception:  # still used by a container, or shares a tag: leave it
             pass
-    return ImageInfo(tag=spec.tag, id=image.id, size_mb=round(image.attrs.get("Size", 0) / 2**20, 1),
+    return ImageInfo(tag=tag, id=image.id, size_mb=round(image.attrs.get("Size", 0) / 2**20, 1),
                      build_s=round(time.monotonic() - started, 1), base_source=base_source)

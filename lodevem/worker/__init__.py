@@ -28,7 +28,8 @@ Modules: ``protocol`` (constants, WorkerRequest/WorkerResult/WorkerError, progre
 ``memory`` (RSS phases, cgroup counters), ``timing`` (timed passes, latency stats),
 ``onnx_export`` (export, nn-Meter cleanup, reading .onnx), ``variants`` (compression levels),
 ``runtimes`` (measurement under LiteRT and ncnn: no torch), ``convert`` (PyTorch to .tflite with
-litert-torch, to ncnn with pnnx), ``actions`` (the actions and ``run``). Their public names are
+litert-torch, to ncnn with pnnx), ``actions`` (the torch/onnxruntime actions), ``dispatch``
+(``run``: any request to its action). Their public names are
 re-exported here.
 """
 
@@ -58,5 +59,6 @@ from .variants import (  # noqa: F401
     derive_variant, quantization_engine, probe_layers, serialized_size, write_variant,
 )
 from .actions import (  # noqa: F401
-    Late, action_inspect, action_measure_torch, action_derive, action_measure_ort, action_export, run,
+    Late, action_inspect, action_measure_torch, action_derive, action_measure_ort, action_export,
 )
+from .dispatch import run  # noqa: F401  (every action, the tflite/ncnn ones included)

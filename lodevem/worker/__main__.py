@@ -11,7 +11,8 @@ import sys
 import traceback
 from typing import Optional
 
-from .actions import Late, run
+from .actions import Late
+from .dispatch import run
 from .memory import MemoryPhases, proc_status_kb
 from .protocol import EXIT_ERROR, EXIT_OK, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 

@@ -1,6 +1,5 @@
 """The actions: inspect, measure (torch or onnxruntime), export-onnx and derive, and ``run``,
-which dispatches a request to one of them (or to ``runtimes`` for tflite/ncnn measurements and
-``convert`` for export-tflite/export-ncnn)."""
+which dispatches a request to one of them."""
 
 from __future__ import annotations
 
@@ -219,14 +218,6 @@ def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
         action_export(req, res, mem, kind)
     elif req.action == "derive":
         action_derive(req, res, mem, kind)
-    elif req.action in ("export-tflite", "export-ncnn"):  # PyTorch/ONNX -> an on-device runtime's format
-        from .convert import action_export_ncnn, action_export_tflite
-
-        (action_export_tflite if req.action == "export-tflite" else action_export_ncnn)(req, res, mem, kind)
-    elif req.runtime in ("tflite", "ncnn"):  # torch is never imported: every RSS phase is the runtime's
-        from .runtimes import action_measure_ncnn, action_measure_tflite
-
-        return (action_measure_tflite if req.runtime == "tflite" else action_measure_ncnn)(req, res, mem, kind)
     elif req.runtime == "onnxruntime":
         return action_measure_ort(req, res, mem, kind)
     else:

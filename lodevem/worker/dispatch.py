@@ -1,0 +1,30 @@
+"""``run``: the request's action, dispatched to its module.
+
+Why a module of its own: ``runtimes`` (tflite/ncnn measurements) and ``convert`` (export-tflite,
+export-ncnn) reuse the helpers of ``actions`` (loading, timed passes, file info), so ``actions``
+cannot import them back without a cycle; the dispatcher sits above all three.
+"""
+
+from __future__ import annotations
+
+from .actions import Late
+from .actions import run as run_torch_or_onnx
+from .formats import sniff_format
+from .memory import MemoryPhases
+from .protocol import WorkerRequest, WorkerResult
+
+
+def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
+    """Dispatch; returns the step to run once memory was recorded (or None)."""
+    if req.action in ("export-tflite", "export-ncnn"):  # PyTorch/ONNX -> an on-device runtime's format
+        from .convert import action_export_ncnn, action_export_tflite
+
+        kind = sniff_format(req.model_path)
+        (action_export_tflite if req.action == "export-tflite" else action_export_ncnn)(req, res, mem, kind)
+        return None
+    if req.action == "measure" and req.runtime in ("tflite", "ncnn"):  # torch is never imported
+        from .runtimes import action_measure_ncnn, action_measure_tflite
+
+        kind = sniff_format(req.model_path)
+        return (action_measure_tflite if req.runtime == "tflite" else action_measure_ncnn)(req, res, mem, kind)
+    return run_torch_or_onnx(req, res, mem)

@@ -1,0 +1,150 @@
+"""Peak RAM under every runtime (torch, onnxruntime, LiteRT, ncnn) against the REAL Docker engine.
+
+The conversions (litert-torch, pnnx) run in the real converter image, the tflite and ncnn
+measurements in their own lean images (built here once per session when missing: ~2.5 min for
+the converter image with cached wheels). Model files are the zoo's; a model with custom code is
+a TorchScript file, which carries its code, so nothing of this module is imported in the sandbox.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from fakes import Counting
+from lodevem import measure, zoo
+from lodevem.profiles import load_profiles, select_profiles
+from lodevem.runner import RunConfig, run_benchmark
+from lodevem.sandbox import image
+from lodevem.sandbox.client import MeasureSettings, WorkerClient
+
+pytestmark = pytest.mark.docker
+
+RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
+
+
+@pytest.fixture(scope="session")
+def runtime_backend(docker_backend):
+    """The session's DockerBackend, with the litert, ncnn and converter images built if missing."""
+    for spec in image.specs_for_runtimes(["tflite", "ncnn"]):
+        if not image.image_status(spec=spec).present:
+            image.build_image(spec=spec)
+    return docker_backend
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("rt-models")
+    for name in ("tiny_cnn", "mobilenet_v2"):
+        zoo.write(name, folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One measurement cache folder (its sibling ``converted/`` holds the conversions) for the
+    tests that do not test caching: each model is converted once per session."""
+    return tmp_path_factory.mktemp("rt-cache") / "measure"
+
+
+def _measure(model: Path, limit: int, backend, runtime: str, cache_dir: Path, use_cache: bool = False,
+             warmup: int = 1, runs: int = 3) -> measure.MemoryMeasurement:
+    settings = MeasureSettings(runtime=runtime, warmup=warmup, runs=runs)
+    return measure.measure_models([model], [limit], client=WorkerClient(backend), settings=settings, jobs=1,
+                                  timeout_s=300, cache_dir=cache_dir, use_cache=use_cache)[(str(model), limit)]
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_each_runtime_is_measured(runtime_backend, models: Path, shared_cache: Path, runtime: str) -> None:
+    m = _measure(models / "mobilenet_v2.pt", 1024, runtime_backend, runtime, shared_cache)
+    assert m.verdict == "fits", m.error
+    assert m.runtime == runtime
+    assert m.peak_rss_mb is not None and m.runtime_baseline_mb is not None and m.model_increment_mb is not None
+    # mobilenet_v2's fp32 weights are 13.5 MB: every runtime's increment holds at least those
+    assert m.model_increment_mb > 10 and m.peak_rss_mb > m.runtime_baseline_mb
+    assert m.host_latency_mean_ms is not None and m.host_latency_mean_ms > 0
+    if runtime in ("tflite", "ncnn"):  # torch never imported: import torch alone is ~218 MB
+        assert m.runtime_baseline_mb < 100, m
+        converter = {"tflite": "litert-torch==0.10.0", "ncnn": "pnnx==20261020"}[runtime]
+        assert m.image_id == f"{runtime_backend.identity_for(runtime)}|{converter}"  # the lean image, not bench
+        assert runtime_backend.identity_for(runtime) != runtime_backend.identity
+    else:
+        assert m.image_id == runtime_backend.identity
+
+
+def test_lean_runtimes_need_less_than_torch(runtime_backend, models: Path, shared_cache: Path) -> None:
+    peaks = {r: _measure(models / "mobilenet_v2.pt", 1024, runtime_backend, r, shared_cache).peak_rss_mb
+             for r in RUNTIMES}
+    assert all(p is not None for p in peaks.values()), peaks
+    assert max(peaks["tflite"], peaks["ncnn"]) < peaks["onnxruntime"] < peaks["torch"], peaks
+
+
+@pytest.mark.parametrize("runtime, limit", [("torch", 150), ("onnxruntime", 64), ("tflite", 56), ("ncnn", 56)])
+def test_tight_limit_is_oom_under_each_runtime(runtime_backend, models: Path, shared_cache: Path, runtime: str,
+                                               limit: int) -> None:
+    """Below mobilenet_v2's peak under that runtime (torch ~293, onnxruntime ~103, LiteRT ~80,
+    ncnn ~72 MB) but above the runtime alone for the lean ones: killed, or over the limit."""
+    m = _measure(models / "mobilenet_v2.pt", limit, runtime_backend, runtime, shared_cache)
+    assert m.verdict == "oom", (m.verdict, m.error)
+    assert m.limit_mb == limit and m.runtime == runtime
+
+
+class DataDependent(nn.Module):
+    """Scripted (the file carries its code); litert-torch converts through torch.export, which
+    cannot take a ScriptModule: a real converter failure on a model torch runs fine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        if bool(y.sum() > 0):
+            return y.relu()
+        return -y
+
+
+@pytest.fixture(scope="session")
+def unconvertible(models: Path) -> Path:
+    path = models / "data_dependent.pt"
+    torch.jit.script(DataDependent().eval()).save(str(path))
+    return path
+
+
+def test_conversion_failure_is_an_error_row_and_the_run_goes_on(runtime_backend, unconvertible: Path,
+                                                                tmp_path: Path) -> None:
+    profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
+    config = RunConfig(models=(unconvertible,), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
+                       backend="docker", runtime="torch,tflite", jobs=1, predictor="estimator", timeout_s=300)
+    rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
+    assert set(rows) == {"torch", "tflite"}
+    assert rows["torch"].verdict == "fits" and rows["torch"].model_label == "data_dependent.pt [torch]"
+    tflite = rows["tflite"]
+    assert tflite.verdict == "error" and tflite.model_label == "data_dependent.pt [tflite]"
+    assert tflite.memory_error.startswith("tflite conversion failed: litert-torch cannot convert")
+    assert str(unconvertible) in tflite.memory_error  # names the user's file, not the sandbox's path
+    assert "\n" not in tflite.memory_error and len(tflite.memory_error) < 600
+    assert not list((tmp_path / "out" / ".cache" / "converted").glob("*.tflite"))  # nothing half-written kept
+
+
+@pytest.mark.parametrize("runtime", ["tflite", "ncnn"])
+def test_second_run_hits_the_caches(runtime_backend, models: Path, tmp_path: Path, runtime: str) -> None:
+    cache = tmp_path / "measure"
+    first = Counting(runtime_backend)
+    value = _measure(models / "tiny_cnn.pt", 512, first, runtime, cache, use_cache=True)
+    assert value.verdict == "fits" and not value.cached
+    assert first.actions.count(f"export-{runtime}") == 1 and first.actions.count("measure") == 1
+    converted = sorted(p.name for p in (tmp_path / "converted").iterdir())
+    assert converted and all("-1x3x224x224-" in name for name in converted)
+
+    again = Counting(runtime_backend)  # a new run: the conversion is read from disk, not redone
+    remeasured = _measure(models / "tiny_cnn.pt", 512, again, runtime, cache, use_cache=False)
+    assert remeasured.verdict == "fits"
+    assert f"export-{runtime}" not in again.actions and again.actions.count("measure") == 1
+
+    cached = Counting(runtime_backend)
+    hit = _measure(models / "tiny_cnn.pt", 512, cached, runtime, cache, use_cache=True)
+    assert hit.cached and hit.peak_rss_mb == remeasured.peak_rss_mb and cached.runs == 0
