@@ -8,6 +8,7 @@ a TorchScript file, which carries its code, so nothing of this module is importe
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,9 @@ class DataDependent(nn.Module):
 @pytest.fixture(scope="session")
 def unconvertible(models: Path) -> Path:
     path = models / "data_dependent.pt"
-    torch.jit.script(DataDependent().eval()).save(str(path))
+    with warnings.catch_warnings():  # "torch.jit.script is deprecated": still what carries the code
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(DataDependent().eval()).save(str(path))
     return path
 
 

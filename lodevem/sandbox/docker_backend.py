@@ -208,7 +208,8 @@ class DockerBackend(Cancellable):
                 if onnx.is_symlink() or not onnx.is_file():  # lodevem writes regular files only
                     raise SandboxError(f"{onnx}: not a regular file; delete it (lodevem writes its cache itself)")
                 onnx_inside = f"/onnx/{onnx.name}"
-                mounts.append(Mount(onnx_inside, str(onnx), type="bind", read_only=True))
+                # absolute: the engine refuses a relative bind source (a relative --output)
+                mounts.append(Mount(onnx_inside, os.path.abspath(onnx), type="bind", read_only=True))
             elif out_dir is not None:
                 onnx_inside = f"/output/{onnx.name}"
                 mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
@@ -222,7 +223,8 @@ class DockerBackend(Cancellable):
                 for file in files:
                     if file.is_symlink() or not file.is_file():
                         raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
-                    mounts.append(Mount(f"/converted/{file.name}", str(file), type="bind", read_only=True))
+                    mounts.append(Mount(f"/converted/{file.name}", os.path.abspath(file), type="bind",
+                                        read_only=True))
                 converted_inside = f"/converted/{converted.name}"
             elif out_dir is not None:
                 converted_inside = f"/output/{converted.name}"
