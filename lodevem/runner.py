@@ -225,11 +225,13 @@ def _runtime(ctx: RunContext, model: ModelFile) -> str:
 def latency_runtime(measurement_runtime: str) -> Optional[str]:
     """THE ONE PLACE where the runtime a row is measured under maps to the runtime its latency is
     predicted for: a tflite or ncnn row should show the latency the runtime-aware estimator
-    (``--latency-runtime``, labels ``tflite`` / ``ncnn``) predicts for that runtime; torch and
-    onnxruntime rows keep the estimator's default. The Predictor on this branch takes no
-    ``runtime=`` argument yet, so ``_predict`` cannot pass it: every row's latency is the
-    default estimator's, and the table caption says so. When the Predictor accepts
-    ``runtime=``, pass this value in ``_predict``."""
+    (issue 13's ``--latency-runtime``, labels ``tflite`` / ``ncnn``) predicts for that runtime;
+    torch and onnxruntime rows keep the estimator's default (None).
+
+    Not wired yet: the Predictor on this branch takes no runtime. On issue 13's branch it is a
+    constructor argument (``Predictor(mode, data_dir, runtime=...)``), so the merge should keep
+    one Predictor per distinct value of this function and use it in ``_predict``. Until then every
+    row's latency is the default estimator's, and the table caption says so."""
     return measurement_runtime if measurement_runtime in ("tflite", "ncnn") else None
 
 
@@ -305,7 +307,10 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
 
 
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
-    """Latency of one model on every profile; a model without an export gets cells saying why."""
+    """Latency of one model on every profile; a model without an export gets cells saying why.
+
+    Latency pairing: ``latency_runtime(model.runtime)`` is the runtime this model's rows should be
+    predicted for, once the Predictor takes one (see ``latency_runtime``)."""
     config = ctx.config
     if model.graph_path is None:
         return {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {model.graph_error}", config.threads)
