@@ -151,3 +151,20 @@ def test_second_run_hits_the_caches(runtime_backend, models: Path, tmp_path: Pat
     cached = Counting(runtime_backend)
     hit = _measure(models / "tiny_cnn.pt", 512, cached, runtime, cache, use_cache=True)
     assert hit.cached and hit.peak_rss_mb == remeasured.peak_rss_mb and cached.runs == 0
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx(models: Path) -> Path:
+    path = models / "tiny_cnn.onnx"
+    torch.onnx.export(zoo.build("tiny_cnn").eval(), (torch.randn(1, 3, 224, 224),), str(path), dynamo=False)
+    return path
+
+
+def test_onnx_file_converts_to_ncnn_and_says_why_not_to_tflite(runtime_backend, tiny_onnx: Path,
+                                                                shared_cache: Path) -> None:
+    ncnn = _measure(tiny_onnx, 512, runtime_backend, "ncnn", shared_cache)
+    assert ncnn.verdict == "fits" and ncnn.runtime_baseline_mb is not None and ncnn.runtime_baseline_mb < 100, ncnn
+    tflite = _measure(tiny_onnx, 512, runtime_backend, "tflite", shared_cache)
+    assert tflite.verdict == "error"
+    assert tflite.error == ("tflite conversion failed: no ONNX to TFLite converter: litert-torch converts PyTorch "
+                            "modules (measure an .onnx with runtime onnxruntime or ncnn)")

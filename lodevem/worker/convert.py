@@ -26,7 +26,6 @@ from typing import Any
 
 from .actions import _describe_input, _import_torch, _load_torch
 from .memory import MemoryPhases
-from .onnx_export import load_onnx, onnx_model_info
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
 from .timing import timed_passes
 
@@ -88,7 +87,9 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
 
 def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     """pnnx's converter binary on a TorchScript file (a pickled module or an ExportedProgram is
-    traced first; a TorchScript file or an ``.onnx`` is given to pnnx as it is), fp32 weights."""
+    traced first; a TorchScript file or an ``.onnx`` is given to pnnx as it is, copied into the
+    work folder because pnnx writes beside its input), fp32 weights. The host passes the input
+    shape for an ``.onnx`` (the ONNX export found it), so this image needs no onnx package."""
     param = req.converted_path or ""
     weights = artifact_files(param)[1]
     try:
@@ -98,16 +99,18 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
                                            "`lodevem build-image --runtime ncnn`") from None
     work = tempfile.mkdtemp(prefix=".pnnx-", dir=os.path.dirname(os.path.abspath(param)))
     try:
-        if kind == "onnx":
-            info = onnx_model_info(load_onnx(req.model_path), req.input_shape)
-            res.model = {"format": "onnx", **info}
-            source, shape = req.model_path, list(info["input_shape"] or req.input_shape or DEFAULT_INPUT_SHAPE)
+        if kind == "onnx":  # the converter image has no onnx package: pnnx reads the file, the host gives the shape
+            shape = list(req.input_shape or DEFAULT_INPUT_SHAPE)
+            res.model = {"format": "onnx", "input_shape": shape, "input_dtype": "float32"}
+            source = os.path.join(work, "model.onnx")  # pnnx writes its simplified copy beside its input:
+            shutil.copyfile(req.model_path, source)    # the input folder is read-only in the sandbox
         else:
             torch, module, x = _loaded_and_checked(req, res, mem, kind)
             shape = list(res.model["input_shape"])
-            source = req.model_path
-            if res.model["format"] != "torchscript":
-                source = os.path.join(work, "traced.pt")
+            source = os.path.join(work, "traced.pt")  # inside work, like an .onnx: pnnx may write beside it
+            if res.model["format"] == "torchscript":
+                shutil.copyfile(req.model_path, source)
+            else:
                 progress("tracing to TorchScript for pnnx")
                 try:
                     with torch.no_grad():
@@ -117,7 +120,7 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
                                                        f"{req.model_path}: {first_line(exc)}") from None
         t0 = time.perf_counter()
         progress(f"converting to ncnn with pnnx {_version('pnnx')}")
-        _run_pnnx(pnnx.EXEC_PATH, source, shape, work)
+        _run_pnnx(pnnx.EXEC_PATH, source, shape, work, req.model_path)
         produced = [os.path.join(work, "model.ncnn.param"), os.path.join(work, "model.ncnn.bin")]
         if not all(os.path.isfile(p) and os.path.getsize(p) > 0 for p in produced):
             raise WorkerError("export_failed", f"pnnx wrote no ncnn model for {req.model_path}")
@@ -130,8 +133,9 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     progress(f"wrote {param} and {weights} ({res.converted['size_bytes']} bytes, {res.converted['seconds']:.1f} s)")
 
 
-def _run_pnnx(exe: str, source: str, shape: list[int], work: str) -> None:
-    """The pnnx binary with every output named inside ``work``; its last error line on failure."""
+def _run_pnnx(exe: str, source: str, shape: list[int], work: str, model_path: str) -> None:
+    """The pnnx binary with every output named inside ``work``; its last error line on failure,
+    naming ``model_path`` (the user's file) rather than the work copy."""
     names = {"pnnxparam": "model.pnnx.param", "pnnxbin": "model.pnnx.bin", "pnnxpy": "model_pnnx.py",
              "pnnxonnx": "model.pnnx.onnx", "ncnnparam": "model.ncnn.param", "ncnnbin": "model.ncnn.bin",
              "ncnnpy": "model_ncnn.py"}
@@ -145,7 +149,7 @@ def _run_pnnx(exe: str, source: str, shape: list[int], work: str) -> None:
         lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
         errors = [ln for ln in lines if "error" in ln.lower() or "fail" in ln.lower() or "not support" in ln.lower()]
         reason = (errors or lines or [f"exit code {proc.returncode}"])[-1]
-        raise WorkerError("export_failed", f"pnnx cannot convert {os.path.basename(source)}: {first_line(reason)}")
+        raise WorkerError("export_failed", f"pnnx cannot convert {model_path}: {first_line(reason)}")
 
 
 def _temporary_beside(path: str) -> str:
