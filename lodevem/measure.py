@@ -253,6 +253,7 @@ class ConvertCache:
             if all(Path(f).is_file() for f in artifact_files(str(target))):
                 result = ConversionResult(target, "", shape, cached=True)
             else:
+                self.dir.mkdir(parents=True, exist_ok=True)  # the process backend's worker writes into it
                 run = self.client.convert(path, runtime, target, shape, self.timeout_s)
                 converted = run.reply.converted if run.reply is not None else None
                 if run.ok and all(Path(f).is_file() for f in artifact_files(str(target))):

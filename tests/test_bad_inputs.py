@@ -328,11 +328,12 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st
 REQUEST_FIELDS = [f.name for f in fields(WorkerRequest)]
 # Plausible values too, so examples get past the first checks into the cross-field ones.
 plausible = {
-    "action": st.sampled_from(["measure", "export-onnx", "inspect", "derive", "fly"]),
+    "action": st.sampled_from(["measure", "export-onnx", "inspect", "derive", "export-tflite", "export-ncnn", "fly"]),
     "model_path": st.sampled_from(["m.pt", ""]),
     "schema_version": st.sampled_from([1, 2, 1.0, True]),
     "input_shape": st.one_of(st.none(), st.lists(st.integers(-1, 4), max_size=4)),
-    "runtime": st.sampled_from(["torch", "onnxruntime"]),
+    "runtime": st.sampled_from(["torch", "onnxruntime", "tflite", "ncnn", "tensorflow"]),
+    "converted_path": st.sampled_from([None, "", "m.tflite", "m.ncnn.param"]),
     "level": st.sampled_from([None, "fp32", "fp16", "int8", "int8-static", "pruned", "int4"]),
     "derive_out": st.sampled_from([None, "", "out.pt"]),
 }

@@ -153,6 +153,21 @@ def test_second_run_hits_the_caches(runtime_backend, models: Path, tmp_path: Pat
     assert hit.cached and hit.peak_rss_mb == remeasured.peak_rss_mb and cached.runs == 0
 
 
+def test_runtime_option_takes_a_comma_list_and_names_what_is_wrong(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from lodevem.cli import cli
+
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["start", str(model), "--runtime", "torch, tflite,mnn", "--output",
+                                      str(tmp_path / "o")])
+    assert result.exit_code == 2 and "mnn: expected one of torch, onnxruntime, tflite, ncnn" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "o").exists()
+    help_text = CliRunner().invoke(cli, ["build-image", "--help"]).output
+    assert "--runtime" in help_text and "lodevem-convert" in help_text
+
+
 @pytest.fixture(scope="session")
 def tiny_onnx(models: Path) -> Path:
     path = models / "tiny_cnn.onnx"

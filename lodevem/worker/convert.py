@@ -67,8 +67,9 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
     try:
         import litert_torch
     except ImportError as exc:
-        raise WorkerError("export_failed", f"litert-torch is not installed here ({first_line(exc)}): run "
-                                           "`lodevem build-image --runtime tflite`") from None
+        raise WorkerError("export_failed", f"litert-torch is not installed in this sandbox's python ({first_line(exc)}): "
+                                           "the Docker backend's converter image has it (`lodevem build-image "
+                                           "--runtime tflite`)") from None
     tmp = _temporary_beside(out)
     try:
         litert_torch.convert(module, (x,)).export(tmp)
@@ -95,8 +96,9 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     try:
         import pnnx  # imports torch too: the converter image has it
     except ImportError as exc:
-        raise WorkerError("export_failed", f"pnnx is not installed here ({first_line(exc)}): run "
-                                           "`lodevem build-image --runtime ncnn`") from None
+        raise WorkerError("export_failed", f"pnnx is not installed in this sandbox's python ({first_line(exc)}): "
+                                           "the Docker backend's converter image has it (`lodevem build-image "
+                                           "--runtime ncnn`)") from None
     work = tempfile.mkdtemp(prefix=".pnnx-", dir=os.path.dirname(os.path.abspath(param)))
     try:
         if kind == "onnx":  # the converter image has no onnx package: pnnx reads the file, the host gives the shape
