@@ -459,6 +459,45 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
                       f"{params} params){note}")
 
 
+@cli.command("inspect")
+@click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
+@backend_option
+@input_shape_option
+@timeout_option
+@model_code_options
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of text.")
+def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tuple[int, ...]], timeout_s: float,
+                loading: Any, as_json: bool) -> None:
+    """What a model file is: format, class, parameters, MACs, input, precision, sparsity, kernels.
+
+    The file is loaded and exported in the sandbox, like every load; run it first on a file
+    lodevem did not write.
+
+    Example:
+
+        lodevem inspect models/cocoa_int8.pt --code cocoa/
+    """
+    import json
+
+    from .inspection import inspect_models
+    from .reporter import inspection_lines
+    from .sandbox import open_backend
+    from .sandbox.client import WorkerClient
+
+    chosen, warning = open_backend(backend)
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {warning}")
+    with err_console.status(f"inspecting {len(models)} file(s) in the sandbox"):
+        found = inspect_models(list(models), WorkerClient(chosen, loading=loading), input_shape=input_shape,
+                               timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps([item.to_dict() for item in found], indent=1))
+        return
+    for item in found:
+        for line in inspection_lines(item):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 @cli.command("build-image")
 @click.option("--force", is_flag=True, help="Rebuild even when the image exists.")
 @click.option("--debian-mirror", default=DEFAULT_DEBIAN_MIRROR, show_default=True, metavar="URL",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rich.table import Table
 from rich.text import Text
@@ -156,3 +156,44 @@ def zoo_table(summaries: Sequence[ZooSummary]) -> Table:
         table.add_row(s.name, f"{s.params:,}", f"{s.mflops:,.0f}",
                       "x".join(map(str, s.input_shape)), s.description)
     return table
+
+
+def inspection_lines(found: Any) -> list[str]:
+    """``lodevem inspect`` for one file (a ``ModelInspection``): one fact per line, plain text."""
+    model = found.model
+    lines = [f"{found.path}  ({found.size_bytes / 1e6:.2f} MB, sha256 {found.sha256[:12]})"]
+
+    def fact(name: str, value: str) -> None:
+        lines.append(f"  {name:<13}{value}")
+
+    fact("format", f"{model.format or '?'}" + (f" ({model.class_name})" if model.class_name else ""))
+    if model.params is not None:
+        size = f", {model.param_bytes / 1e6:.2f} MB of tensors" if model.param_bytes is not None else ""
+        fact("parameters", f"{model.params:,}{size}")
+    if model.input_shape:
+        fact("input", "x".join(map(str, model.input_shape)) + (f" {model.input_dtype}" if model.input_dtype else ""))
+    precision = getattr(model, "precision", None)
+    quantization = getattr(model, "quantization", None)
+    if precision or found.precision_by_class:
+        by_class = ", ".join(f"{cls} {prec} ×{n}" for cls, prec, n in found.precision_by_class)
+        head = precision or "fp32"
+        if quantization:
+            head += f" ({quantization})"
+        fact("precision", head + (f": {by_class}" if by_class else ""))
+    if found.kernels:
+        fact("MACs", f"{found.macs / 1e6:,.1f} M" if found.macs is not None else "?")
+        fact("kernels", f"{found.kernel_count}: " + ", ".join(f"{name} ×{n}" for name, n in found.kernels))
+    elif found.graph_error:
+        fact("kernels", f"not available: {found.graph_error}")
+    sparsity = model.sparsity
+    if sparsity is not None:
+        text = f"{sparsity.zero_fraction:.1%} of the Conv/Linear weights are zero"
+        if sparsity.zero_channels:
+            text += f"; {sparsity.zero_channels} of {sparsity.channels} output channels entirely zero"
+        if sparsity.masked_layers:
+            text += f"; prune masks attached on {sparsity.masked_layers} layer(s)"
+        fact("sparsity", text)
+        for layer in sparsity.layers[:5] if sparsity.pruned else ():
+            fact("", f"{layer.name}: {layer.zero_fraction:.0%} zero, {layer.zero_channels}/{layer.channels} "
+                     f"channels zero")
+    return lines

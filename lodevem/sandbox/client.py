@@ -106,11 +106,18 @@ class ModelSection:
     params: Optional[int] = None
     class_name: Optional[str] = None
     sparsity: Optional[SparsitySection] = None
+    input_shape: Optional[tuple[int, ...]] = None
+    input_dtype: Optional[str] = None
+    param_bytes: Optional[int] = None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
+        shape = data.get("input_shape")
+        dims = tuple(d for d in shape if _integer(d) is not None and d > 0) if isinstance(shape, list) else ()
         return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
-                   class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")))
+                   class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
+                   input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
+                   input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")))
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,10 @@ def _module_from_weights(path: str, obj: Any, options: LoadOptions) -> Any:
     """Build ``--arch`` and load the file's weights into it (state_dict or checkpoint)."""
     assert options.arch is not None
     state, where = weights_of(path, obj)
-    module = build_arch(options.arch, options.arch_kwargs)
+    try:
+        module = build_arch(options.arch, options.arch_kwargs)
+    except WorkerError as exc:  # name the file the architecture was wanted for
+        raise WorkerError(exc.kind, f"{path}: {exc.message}") from None
     load_into(path, options.arch, module, state)
     progress(f"built {options.arch} and loaded {len(state)} tensors from {where}")
     return module
