@@ -108,6 +108,13 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
                 text += f"; does not fit: {_verdict_counts(failed)}"
             if undecided:
                 text += f"; undecided: {_verdict_counts(undecided)}"
+        sparse = [r for r in group if r.sparsity is not None and (r.sparsity >= 0.01 or r.zero_channels)]
+        if sparse:
+            text += f"; {sparse[0].sparsity:.0%} of its weights are zero, run at the dense speed"
+            removed = [r.latency_if_channels_removed_ms for r in sparse if r.latency_if_channels_removed_ms is not None]
+            if removed:
+                text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
+                                                     else "") + " ms with its all-zero channels removed)")
         floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
         if floors:
             text += f"; minimum RAM {max(floors):,.0f} MB"
