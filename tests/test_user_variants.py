@@ -57,8 +57,10 @@ class CocoaNet(nn.Module):
 '''
 
 TRAIN = '''
+import copy
 import sys
 import torch
+from torch.ao.quantization import DeQuantStub, QuantStub
 import torch.nn.utils.prune as prune
 from torch import nn
 from cocoa.model import CocoaNet
@@ -74,6 +76,58 @@ class ScriptNet(nn.Module):
 
     def forward(self, x):
         return self.fc(self.conv(x).mean((2, 3)))
+
+
+class QuantCocoa(nn.Module):
+    """Eager-mode static quantization wraps the float model between QuantStub and DeQuantStub."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.quant, self.net, self.dequant = QuantStub(), net, DeQuantStub()
+
+    def forward(self, x):
+        return self.dequant(self.net(self.quant(x)))
+
+
+def calibrate(model):
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(1, 3, 224, 224))
+
+
+def save_compressed(model, out):
+    """The compression mechanisms the README's Compression Levels table names, as users apply them."""
+    example = torch.randn(1, 3, 224, 224)
+    torch.save(copy.deepcopy(model).half(), f"{out}/cocoa_fp16.pt")
+    dynamic = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8)
+    torch.save(dynamic, f"{out}/cocoa_int8_dynamic.pt")
+    eager = QuantCocoa(copy.deepcopy(model)).eval()
+    for block in eager.net.features:
+        torch.ao.quantization.fuse_modules(block, [["0", "1", "2"]], inplace=True)
+    eager.qconfig = torch.ao.quantization.get_default_qconfig("fbgemm")
+    torch.ao.quantization.prepare(eager, inplace=True)
+    calibrate(eager)
+    torch.ao.quantization.convert(eager, inplace=True)
+    torch.save(eager, f"{out}/cocoa_int8_static.pt")
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+    prepared = prepare_fx(copy.deepcopy(model), get_default_qconfig_mapping("fbgemm"), (example,))
+    calibrate(prepared)
+    fx = convert_fx(prepared)
+    torch.jit.save(torch.jit.trace(fx, example), f"{out}/cocoa_int8_fx.pt")
+    torch.onnx.export(copy.deepcopy(model), (example,), f"{out}/cocoa_fp32.onnx", dynamo=False, opset_version=13,
+                      input_names=["input"])
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"input": torch.randn(1, 3, 224, 224).numpy()} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    for fmt, name in ((QuantFormat.QDQ, "qdq"), (QuantFormat.QOperator, "qop")):
+        quantize_static(f"{out}/cocoa_fp32.onnx", f"{out}/cocoa_int8_{name}.onnx", Reader(), quant_format=fmt)
 
 
 if __name__ == "__main__":
@@ -95,6 +149,7 @@ if __name__ == "__main__":
         if isinstance(sub, nn.Conv2d):
             prune.remove(sub, "weight")
     torch.save(masked, f"{out}/cocoa_pruned.pt")
+    save_compressed(model, out)
     raise SystemExit("the training script's main block ran")  # never in the sandbox
 '''
 
@@ -254,3 +309,65 @@ def test_inspect_describes_a_file_lodevem_did_not_write(docker_backend, project:
     assert record["input_shape"] == [1, 3, 224, 224] and record["sparsity"]["zero_fraction"] == 0.0
     refused = CliRunner().invoke(cli, ["inspect", str(models / "cocoa_fp32.pt"), "--backend", "docker"])
     assert refused.exit_code == 2 and "--code" in refused.output and "Traceback" not in refused.output
+
+
+TIER2_CORES = {"itel_a23_pro": "Cortex-A53", "itel_p37": "Cortex-A55", "nokia_c1": "Cortex-A7",
+               "redmi_a1": "Cortex-A53", "samsung_a03_core": "Cortex-A55", "tecno_pop5_go": "Cortex-A53"}
+
+
+def by_pair(out: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with (out / "benchmark_results.csv").open() as handle:
+        return {(r["model_label"], r["profile_id"]): r for r in csv.DictReader(handle)}
+
+
+def test_acceptance_every_variant_of_cocoa_on_tier2(docker_backend, project: Path, tmp_path: Path) -> None:
+    """The issue's scenario in one command: `lodevem start models/*.pt --code cocoa/ --tier tier2`
+    (plus --arch for the checkpoint): every row has a latency and a peak RAM; static int8 differs
+    from fp32 by the fitted factor on every core; the fp16 file equals `--levels fp16`; the pruned
+    file carries its sparsity note and the removed-channel latency."""
+    from lodevem.latency.estimator import Estimator
+
+    files = sorted(str(p) for p in (project / "models").glob("*.pt") if p.name != "cocoa_weights.pt")
+    result = CliRunner().invoke(cli, ["start", *files, "--code", str(project / "cocoa"), "--code",
+                                      str(project / "train.py"), "--arch", "cocoa.model:CocoaNet", "--tier", "tier2",
+                                      "--output", str(tmp_path / "all"), *FAST], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    found = by_pair(tmp_path / "all")
+    assert len(found) == len(files) * len(TIER2_CORES)
+    for key, row in found.items():
+        assert row["latency_ms"] and float(row["latency_ms"]) > 0, (key, row["latency_note"])
+        assert row["peak_rss_mb"] and float(row["peak_rss_mb"]) > 0, (key, row["memory_error"])
+    estimator = Estimator.load()
+    for pid, core in TIER2_CORES.items():
+        fp32 = float(found[("cocoa_fp32.pt", pid)]["latency_ms"])
+        for label in ("cocoa_int8_static.pt", "cocoa_int8_fx.pt"):
+            row = found[(label, pid)]
+            assert row["precision"] == "int8-static", (label, row["precision"])
+            ratio = fp32 / float(row["latency_ms"])
+            assert abs(ratio / estimator.int8_speedup(core) - 1) < 0.02, (label, pid, ratio)
+        dynamic = found[("cocoa_int8_dynamic.pt", pid)]
+        assert dynamic["precision"] == "int8-dynamic"
+        assert fp32 > float(dynamic["latency_ms"]) > 0.9 * fp32  # only the small fc head is int8
+        assert found[("cocoa_fp16.pt", pid)]["precision"] == "fp16"
+        pruned = found[("cocoa_pruned.pt", pid)]
+        assert float(pruned["latency_if_channels_removed_ms"]) < 0.6 * fp32 and "dense runtime" in pruned["latency_note"]
+    levels = CliRunner().invoke(cli, ["start", files[files.index(str(project / "models" / "cocoa_fp32.pt"))],
+                                      "--code", str(project / "cocoa"), "--levels", "fp16", "--tier", "tier2",
+                                      "--output", str(tmp_path / "levels"), *FAST], catch_exceptions=False)
+    assert levels.exit_code == 0, levels.output
+    derived = by_pair(tmp_path / "levels")
+    for pid in TIER2_CORES:
+        assert found[("cocoa_fp16.pt", pid)]["latency_ms"] == derived[("cocoa_fp32.pt@fp16", pid)]["latency_ms"], pid
+
+
+def test_onnxruntime_quantized_files_are_predicted_as_int8(docker_backend, project: Path, tmp_path: Path) -> None:
+    models = project / "models"
+    result = CliRunner().invoke(cli, ["start", *(str(models / f"cocoa_{n}.onnx") for n in ("fp32", "int8_qdq", "int8_qop")),
+                                      "--runtime", "onnxruntime", "--profile", "itel_p37", "--output", str(tmp_path),
+                                      *FAST], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    found = rows(tmp_path)
+    fp32 = float(found["cocoa_fp32.onnx"]["latency_ms"])
+    for label in ("cocoa_int8_qdq.onnx", "cocoa_int8_qop.onnx"):
+        row = found[label]
+        assert row["precision"] == "int8-static" and float(row["latency_ms"]) < fp32 and row["verdict"] == "fits", row
