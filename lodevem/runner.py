@@ -27,6 +27,7 @@ from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
 from .measure import ExportCache, ExportResult, MemoryMeasurement
+from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
@@ -89,6 +90,7 @@ class RunConfig:
     jobs: Optional[int] = None
     threads: int = 1
     predictor: str = "auto"
+    latency_runtime: str = DEFAULT_RUNTIME
     nnmeter_data: Optional[Path] = None
     input_shape: Optional[tuple[int, ...]] = None
     timeout_s: float = 600.0
@@ -108,7 +110,7 @@ class RunConfig:
         key = {
             "models": [(m.label, m.sha256, m.level) for m in models],
             "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
-            "predictor": self.predictor, "input_shape": self.input_shape, "backend": self.backend,
+            "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape, "backend": self.backend,
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -152,7 +154,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)
+    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime)
     predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
     warnings: list[str] = []
     if backend is None:
