@@ -141,9 +141,12 @@ FP32_TIES: tuple[tuple[str, str, float, str], ...] = (
     ("Cortex-A76", "Cortex-A75", 2.0, f"{ARM_A76}: Cortex-A76 = 2x Cortex-A75 SIMD throughput"),
 )
 TIE_SIGMA = 0.1
+# int8 tensors are a quarter of fp32 ones: the bytes side gains at most 4x; requantisation passes
+# between layers can cost as much again, so the fitted divisor is bounded to [1/4, 4].
+INT8_BYTES_MAX = 4.0
 XNNPACK_NO_WINOGRAD = ("XNNPACK has no Winograd convolution: dense 3x3 stride-1 convs run as indirect GEMM "
                        "(google/XNNPACK src/operators/convolution-nhwc.c), so TFLite charges their MACs at the GEMM rate")
-TERM_MAPS: dict[str, dict[str, str]] = {"ncnn": {}, "tflite": {"conv3x3s1_macs": "gemm_conv_macs"}}
+TERM_MAPS: dict[str, dict[str, str]] = {"ncnn": {}, "tflite": {"conv3x3s1_macs": "gemm_conv_macs", "winograd_io": ""}}
 REFERENCE_RUNTIME = "ncnn"
 DEPTHWISE_SCALE = False
 
@@ -335,7 +338,9 @@ class Fit:
                                            f"{c} = {src} x {ratio:g} ({cite})" for c, src, ratio, cite in FP32_TIES
                                            if any(t.startswith(c + " ") for t in self.ties)))},
                           "int8": {"memory_speedup": self.mu8,
-                                   "source": f"fit: {self.int8_rows} int8 rows (ncnn), one factor for all cores"}},
+                                   "source": (f"fit: {self.int8_rows} int8 rows (ncnn), one factor for all cores, "
+                                              f"bounded to [1/{INT8_BYTES_MAX:g}, {INT8_BYTES_MAX:g}] (int8 tensors "
+                                              "are 1/4 of fp32; requantisation passes cost extra)")}},
         }
 
     @cached_property
@@ -410,7 +415,9 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
     for i, r in enumerate(obs):
         w = works[r.graph_key].work
         for j, term in enumerate(COMPUTE_TERMS):
-            Wc[i, COMPUTE_TERMS.index(TERM_MAPS[r.runtime].get(term, term))] += w[j]
+            target = TERM_MAPS[r.runtime].get(term, term)
+            if target:
+                Wc[i, COMPUTE_TERMS.index(target)] += w[j]
     Wb = np.array([works[r.graph_key].work[n_c] for r in obs])
     Wk = np.array([works[r.graph_key].work[n_c + 1] for r in obs])
     y = np.log([r.avg_ms for r in obs])
@@ -489,6 +496,7 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
     lower[layout["theta"]] = 0.0
     lower[layout["q"]], upper[layout["q"]] = 0.0, 1.0
     lower[layout["phi"]], upper[layout["phi"]] = 0.0, math.log(FP16_MAX)
+    lower[layout["mu8"]], upper[layout["mu8"]] = -math.log(INT8_BYTES_MAX), math.log(INT8_BYTES_MAX)
     sol = least_squares(residuals, x0, bounds=(lower, upper), method="trf", x_scale="jac", max_nfev=20000)
     p = split(sol.x)
     theta = np.where(p["theta"] < 1e-9, 0.0, p["theta"])  # a bound-active term is exactly zero
@@ -727,7 +735,8 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, summ
     units = {"conv3x3s1_macs": "MAC of dense 3x3 stride-1 convs",
              "gemm_conv_macs": "MAC of 1x1 and other dense convs (GEMM / im2col+GEMM)",
              "depthwise_macs": "MAC of depthwise convs",
-             "fc_macs": "MAC of fully connected layers", "bytes": "fp32 byte moved (in+out activations+weights)",
+             "fc_macs": "MAC of fully connected layers",
+             "winograd_io": "activation (in + out) of dense 3x3 stride-1 convs: Winograd tile transforms", "bytes": "fp32 byte moved (in+out activations+weights)",
              "kernels": "kernel (fixed per-kernel overhead)"}
     params = result.estimator_params()
     theta = dict(zip(TERMS, result.theta))
