@@ -75,6 +75,9 @@ DEFAULT_RUNTIME = "tflite"
 _RUNTIME_ALIASES = {"tflite": "tflite", "tflite-xnnpack": "tflite", "xnnpack": "tflite", "litert": "tflite",
                     "ncnn": "ncnn"}
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
+# Fewest LODO rows of a cell kind whose MAPE is stated as that kind's uncertainty (4 rows of one
+# board would state that board's luck, not the estimator's error).
+MIN_KIND_ROWS = 8
 # Work units: MACs and bytes in millions so the fitted cycles-per-unit stay readable.
 _MEGA = 1e6
 
@@ -395,13 +398,15 @@ class Estimator:
                            precision: str = "fp32") -> Optional[UncertaintyFigure]:
         """The LODO figure of this cell's own kind (core x threads x precision x runtime); where
         the dev data has no rows of that kind, the closest pooled kind (same threads, precision and
-        runtime over all cores, then same threads and precision over all runtimes)."""
+        runtime over all cores, then same threads and precision over all runtimes). A kind with
+        fewer than ``MIN_KIND_ROWS`` rows is too few to state an error from and falls back too."""
         self.core(core)
         name = self.runtime(runtime).name
         kind = "1" if threads == 1 else "multi"
         for want in ((core, name), (None, name), (None, None)):
             for fig in self.kinds:
-                if (fig.core, fig.runtime) == want and fig.threads == kind and fig.precision == precision:
+                if ((fig.core, fig.runtime) == want and fig.threads == kind and fig.precision == precision
+                        and fig.rows >= MIN_KIND_ROWS):
                     return fig
         return None
 
@@ -416,7 +421,9 @@ class Estimator:
             text = f"±{fig.mape_pct:.0f}% (LODO MAPE, {fig.rows} {what} rows on {core})"
         else:
             pooled = "all cores" if fig.runtime is not None else "all cores and runtimes"
-            text = f"±{fig.mape_pct:.0f}% (LODO MAPE of {fig.rows} {what.replace(' ' + name, '') if fig.runtime is None else what} rows, {pooled}: none of this kind on {core})"
+            pooled_what = what if fig.runtime is not None else what.removesuffix(" " + name)
+            text = (f"±{fig.mape_pct:.0f}% (LODO MAPE of {fig.rows} {pooled_what} rows, {pooled}: "
+                    f"fewer than {MIN_KIND_ROWS} of this kind on {core})")
         if params.derived:
             text += f"; {core} not measured: derived from published per-clock figures"
         elif name not in params.measured_runtimes:
