@@ -295,7 +295,7 @@ class Fit:
     kappa: dict[str, float]  # core -> int8 compute speedup
     dw: dict[str, float]  # core -> depthwise efficiency relative to its compute scale (1: shared)
     mu8: float  # int8 bytes speedup
-    phi: float  # fp16 compute speedup on FP16 cores
+    phi: dict[str, float]  # FP16 core -> fp16 compute speedup
     ties: list[str]
     rows_per_core: dict[str, int]
     runtimes_per_core: dict[str, tuple[str, ...]]
@@ -330,7 +330,8 @@ class Fit:
                               "source": ("reference runtime" if rt == REFERENCE_RUNTIME else
                                          f"fit: {XNNPACK_NO_WINOGRAD}" if rt == "tflite" else "fit")}
                          for rt, f in self.runtime_factors.items()},
-            "precision": {"fp16": {"compute_speedup": self.phi, "memory_speedup": FP16_MEMORY,
+            "precision": {"fp16": {"compute_speedup": statistics.mean(self.phi.values()), "memory_speedup": FP16_MEMORY,
+                                   "per_core_compute_speedup": dict(self.phi),
                                    "cores": list(FP16_CORES), "source": FP16_SOURCE,
                                    "compute_speedup_source": (
                                        f"fit, bounded to [1, {FP16_MAX:g}] (lane count); identified by soft fp32 ties "
@@ -432,9 +433,13 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
     dw_cores = free if depthwise_scale else []
     ties = [(c, src, ratio) for c, src, ratio, _ in FP32_TIES if c in cores and src in cores]
     has_fp16 = bool(fp16.any())
-    if has_fp16 and not ties:
+    # Per-core fp16 speedup where a tie pins that core's fp32 speed; other fp16 cores take the mean.
+    phi_cores = sorted({r.core for r in obs if r.precision == "fp16" and r.core in FP16_CORES}
+                       & {c for c, _, _ in ties})
+    if has_fp16 and not phi_cores:
         raise ValueError("fp16 rows but no fp32 tie between cores: the fp16 speedup cannot be identified")
-    for name, size in (("theta", n_t), ("scales", 2 * len(free)), ("dw", len(dw_cores)), ("phi", int(has_fp16)), ("rt", 2 * len(free_rt)),
+    phi_idx = np.array([phi_cores.index(c) if c in phi_cores else -1 for c in core_of])
+    for name, size in (("theta", n_t), ("scales", 2 * len(free)), ("dw", len(dw_cores)), ("phi", len(phi_cores)), ("rt", 2 * len(free_rt)),
                        ("q", 2 * len(mt_cores)), ("kappa", len(i8_cores)), ("mu8", 1 if i8_cores else 0),
                        ("offsets", len(boards))):
         layout[name] = slice(pos, pos + size)
@@ -463,8 +468,9 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
         C = s * rc * (Wc @ theta[:n_c] + (d - 1.0) * Wc[:, DW] * theta[DW])
         B = m * rm * theta[n_c] * Wb
         K = m * rm * theta[n_c + 1] * Wk
-        phi = math.exp(p["phi"][0]) if has_fp16 else 1.0
-        C = np.where(fp16, C / phi, C)
+        if has_fp16:
+            phis = np.exp(p["phi"])
+            C = np.where(fp16, C / np.where(phi_idx >= 0, phis[np.maximum(phi_idx, 0)], phis.mean()), C)
         B = np.where(fp16, B / FP16_MEMORY, B)
         if i8_cores:
             kap = np.exp(p["kappa"])
@@ -488,7 +494,7 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
         return np.concatenate([pred - y, center, tie_res])
 
     x0 = np.concatenate([np.full(n_c, 0.5), [0.5, 0.05], np.zeros(2 * len(free) + len(dw_cores)),
-                         [0.3] if has_fp16 else [], np.zeros(2 * len(free_rt)),
+                         np.full(len(phi_cores), 0.3), np.zeros(2 * len(free_rt)),
                          np.tile([0.85, 0.6], len(mt_cores)), np.full(len(i8_cores), 0.5),
                          [0.5] if i8_cores else [], np.zeros(len(boards))])
     lower = np.full(len(x0), -np.inf)
@@ -503,7 +509,10 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
     sc = np.exp(p["scales"]).reshape(-1, 2)
     scales = {REFERENCE_CORE: (1.0, 1.0), **{c: (float(sc[i, 0]), float(sc[i, 1])) for i, c in enumerate(free)}}
     dws = {c: float(math.exp(v)) for c, v in zip(dw_cores, p["dw"])}
-    phi = float(math.exp(p["phi"][0])) if has_fp16 else 1.0
+    phi = {c: float(math.exp(v)) for c, v in zip(phi_cores, p["phi"])}
+    mean_phi = float(np.exp(p["phi"]).mean()) if phi_cores else 1.0
+    for c in FP16_CORES:
+        phi.setdefault(c, mean_phi)
     rtf = np.exp(p["rt"]).reshape(-1, 2)
     rt_factors = {REFERENCE_RUNTIME: (1.0, 1.0),
                   **{rt: (float(rtf[i, 0]), float(rtf[i, 1])) for i, rt in enumerate(free_rt)}}

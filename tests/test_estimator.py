@@ -192,7 +192,8 @@ def _truth(fe):
     return fe.Fit(theta=np.array([0.25, 0.45, 1.2, 0.0, 20.0, 0.6, 0.3]), scales=scales,
                   runtime_factors={"ncnn": (1.0, 1.0), "tflite": (1.3, 0.5)},
                   q={c: (0.9 - 0.02 * i, 0.6 + 0.03 * i) for i, c in enumerate(scales)},
-                  kappa={c: 1.5 + 0.1 * i for i, c in enumerate(scales)}, dw={}, mu8=0.7, phi=1.4, ties=[],
+                  kappa={c: 1.5 + 0.1 * i for i, c in enumerate(scales)}, dw={}, mu8=0.7,
+                  phi={"Cortex-A55": 1.3, "Cortex-A76": 1.6, "Cortex-A75": 1.45}, ties=[],
                   rows_per_core={c: 1 for c in scales}, runtimes_per_core={c: ("ncnn",) for c in scales},
                   precisions_per_runtime={"ncnn": ("fp32", "fp16", "int8"), "tflite": ("fp32",)})
 
@@ -223,7 +224,8 @@ def test_fit_recovers_known_parameters(fit_module) -> None:
                                        truth.predict_row(row, works), runtime))
     fitted = fe.fit(rows, works)
     assert fitted.rms_log < 1e-4
-    assert fitted.phi == pytest.approx(1.4, rel=1e-3)
+    assert fitted.phi["Cortex-A55"] == pytest.approx(1.3, rel=1e-3)  # per core, pinned by the ties
+    assert fitted.phi["Cortex-A76"] == pytest.approx(1.6, rel=1e-3)
     assert fitted.mu8 == pytest.approx(0.7, rel=1e-3)
     assert fitted.runtime_factors["tflite"][0] == pytest.approx(1.3, rel=1e-3)
     for core, (s, _m) in truth.scales.items():

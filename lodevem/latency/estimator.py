@@ -162,6 +162,7 @@ class CoreParams:
     parallel_memory: float
     int8_compute_speedup: float
     fp16_arithmetic: bool
+    fp16_compute_speedup: float
     source: str
     derived: bool
     measured_runtimes: tuple[str, ...]
@@ -211,6 +212,8 @@ class Estimator:
                     parallel_memory=float(c["parallel_fraction_memory"]),
                     int8_compute_speedup=float(c["int8_compute_speedup"]),
                     fp16_arithmetic=bool(c["fp16_arithmetic"]),
+                    fp16_compute_speedup=float(params["precision"]["fp16"].get("per_core_compute_speedup", {}).get(
+                        name, params["precision"]["fp16"]["compute_speedup"])),
                     source=str(c["source"]),
                     derived=bool(c["derived"]),
                     measured_runtimes=tuple(c["measured_runtimes"]),
@@ -316,7 +319,7 @@ class Estimator:
         bytes_ = theta["bytes"] * work[n_c] * params.memory_scale * rt.memory_factor
         overhead = theta["kernels"] * work[n_c + 1] * params.memory_scale * rt.memory_factor
         if precision == "fp16" and params.fp16_arithmetic:
-            compute, bytes_ = compute / self.fp16_compute, bytes_ / self.fp16_memory
+            compute, bytes_ = compute / params.fp16_compute_speedup, bytes_ / self.fp16_memory
         elif precision == "int8":
             compute, bytes_ = compute / params.int8_compute_speedup, bytes_ / self.int8_memory
         return compute, bytes_ + overhead
@@ -374,10 +377,12 @@ class Estimator:
         return self.core(core).int8_compute_speedup
 
     def fp16_speedup(self, core: str, runtime: str = DEFAULT_RUNTIME) -> float:
-        """fp32 / fp16 time of the compute side on ``core``: 2 (8 fp16 lanes per NEON op instead
-        of 4 fp32) on ARMv8.2 cores with FP16 arithmetic, 1 elsewhere (fp16 runs in fp32)."""
+        """fp32 / fp16 time of the compute side on ``core``: fitted per core, at most 2 (8 fp16
+        lanes per NEON op instead of 4 fp32), on ARMv8.2 cores with FP16 arithmetic; 1 elsewhere
+        (fp16 runs in fp32)."""
         self.runtime(runtime)
-        return self.fp16_compute if self.core(core).fp16_arithmetic else 1.0
+        params = self.core(core)
+        return params.fp16_compute_speedup if params.fp16_arithmetic else 1.0
 
     def precision_note(self, core: str, precision: str, runtime: str = DEFAULT_RUNTIME) -> Optional[str]:
         """What was assumed for ``precision`` on ``core`` / ``runtime`` where the data is silent."""
