@@ -15,8 +15,8 @@ What it does, in order (every step is recorded in the params file's ``provenance
    per runtime a compute and a memory factor (ncnn = 1; XNNPACK has no Winograd, so TFLite charges
    3x3 MACs at the GEMM rate); per core Amdahl fractions of the compute and of the memory side,
    fitted where a board measured 1 and N threads (else the mean of those cores); per core an int8
-   compute speedup and one int8 bytes speedup; the fp16 compute speedup, bounded to [1, 2] (8 vs 4
-   NEON lanes), with fp16 bytes halved. The fp16-only cores (A55, A76) cannot separate fp32 speed
+   compute speedup and one int8 bytes speedup; per fp16 core the fp16 speedups of dense compute
+   and of depthwise convs, bounded to [1, 2] (8 vs 4 NEON lanes), with fp16 bytes halved. The fp16-only cores (A55, A76) cannot separate fp32 speed
    from fp16 gain, so soft ties from Arm's per-clock figures (A55 = 1.38x A53, A76 = 2x A75) make
    the fp16 speedup identifiable. One log offset per board, zero mean per (core, runtime), so the
    boards of one core (which differ up to 1.8x, data README) pull the shared costs equally.
@@ -295,7 +295,7 @@ class Fit:
     kappa: dict[str, float]  # core -> int8 compute speedup
     dw: dict[str, float]  # core -> depthwise efficiency relative to its compute scale (1: shared)
     mu8: float  # int8 bytes speedup
-    phi: dict[str, float]  # FP16 core -> fp16 compute speedup
+    phi: dict[str, tuple[float, float]]  # FP16 core -> fp16 speedup of (dense compute, depthwise)
     ties: list[str]
     rows_per_core: dict[str, int]
     runtimes_per_core: dict[str, tuple[str, ...]]
@@ -330,8 +330,10 @@ class Fit:
                               "source": ("reference runtime" if rt == REFERENCE_RUNTIME else
                                          f"fit: {XNNPACK_NO_WINOGRAD}" if rt == "tflite" else "fit")}
                          for rt, f in self.runtime_factors.items()},
-            "precision": {"fp16": {"compute_speedup": statistics.mean(self.phi.values()), "memory_speedup": FP16_MEMORY,
-                                   "per_core_compute_speedup": dict(self.phi),
+            "precision": {"fp16": {"compute_speedup": statistics.mean(v[0] for v in self.phi.values()),
+                                   "memory_speedup": FP16_MEMORY,
+                                   "per_core_compute_speedup": {c: v[0] for c, v in self.phi.items()},
+                                   "per_core_depthwise_speedup": {c: v[1] for c, v in self.phi.items()},
                                    "cores": list(FP16_CORES), "source": FP16_SOURCE,
                                    "compute_speedup_source": (
                                        f"fit, bounded to [1, {FP16_MAX:g}] (lane count); identified by soft fp32 ties "
@@ -439,7 +441,7 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
     if has_fp16 and not phi_cores:
         raise ValueError("fp16 rows but no fp32 tie between cores: the fp16 speedup cannot be identified")
     phi_idx = np.array([phi_cores.index(c) if c in phi_cores else -1 for c in core_of])
-    for name, size in (("theta", n_t), ("scales", 2 * len(free)), ("dw", len(dw_cores)), ("phi", len(phi_cores)), ("rt", 2 * len(free_rt)),
+    for name, size in (("theta", n_t), ("scales", 2 * len(free)), ("dw", len(dw_cores)), ("phi", 2 * len(phi_cores)), ("rt", 2 * len(free_rt)),
                        ("q", 2 * len(mt_cores)), ("kappa", len(i8_cores)), ("mu8", 1 if i8_cores else 0),
                        ("offsets", len(boards))):
         layout[name] = slice(pos, pos + size)
@@ -468,9 +470,13 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
         C = s * rc * (Wc @ theta[:n_c] + (d - 1.0) * Wc[:, DW] * theta[DW])
         B = m * rm * theta[n_c] * Wb
         K = m * rm * theta[n_c + 1] * Wk
-        if has_fp16:
-            phis = np.exp(p["phi"])
-            C = np.where(fp16, C / np.where(phi_idx >= 0, phis[np.maximum(phi_idx, 0)], phis.mean()), C)
+        if has_fp16:  # fp16 speedups per core: dense compute (column 0) and depthwise (column 1)
+            phis = np.exp(p["phi"]).reshape(-1, 2)
+            mean = phis.mean(axis=0)
+            ph_d = np.where(phi_idx >= 0, phis[np.maximum(phi_idx, 0), 0], mean[0])
+            ph_w = np.where(phi_idx >= 0, phis[np.maximum(phi_idx, 0), 1], mean[1])
+            C_dw = s * rc * Wc[:, DW] * theta[DW]
+            C = np.where(fp16, (C - C_dw) / ph_d + C_dw / ph_w, C)
         B = np.where(fp16, B / FP16_MEMORY, B)
         if i8_cores:
             kap = np.exp(p["kappa"])
@@ -494,7 +500,7 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
         return np.concatenate([pred - y, center, tie_res])
 
     x0 = np.concatenate([np.full(n_c, 0.5), [0.5, 0.05], np.zeros(2 * len(free) + len(dw_cores)),
-                         np.full(len(phi_cores), 0.3), np.zeros(2 * len(free_rt)),
+                         np.full(2 * len(phi_cores), 0.3), np.zeros(2 * len(free_rt)),
                          np.tile([0.85, 0.6], len(mt_cores)), np.full(len(i8_cores), 0.5),
                          [0.5] if i8_cores else [], np.zeros(len(boards))])
     lower = np.full(len(x0), -np.inf)
@@ -509,8 +515,9 @@ def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = 
     sc = np.exp(p["scales"]).reshape(-1, 2)
     scales = {REFERENCE_CORE: (1.0, 1.0), **{c: (float(sc[i, 0]), float(sc[i, 1])) for i, c in enumerate(free)}}
     dws = {c: float(math.exp(v)) for c, v in zip(dw_cores, p["dw"])}
-    phi = {c: float(math.exp(v)) for c, v in zip(phi_cores, p["phi"])}
-    mean_phi = float(np.exp(p["phi"]).mean()) if phi_cores else 1.0
+    phis = np.exp(p["phi"]).reshape(-1, 2)
+    phi = {c: (float(phis[i, 0]), float(phis[i, 1])) for i, c in enumerate(phi_cores)}
+    mean_phi = tuple(float(v) for v in phis.mean(axis=0)) if phi_cores else (1.0, 1.0)
     for c in FP16_CORES:
         phi.setdefault(c, mean_phi)
     rtf = np.exp(p["rt"]).reshape(-1, 2)

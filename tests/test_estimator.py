@@ -193,7 +193,7 @@ def _truth(fe):
                   runtime_factors={"ncnn": (1.0, 1.0), "tflite": (1.3, 0.5)},
                   q={c: (0.9 - 0.02 * i, 0.6 + 0.03 * i) for i, c in enumerate(scales)},
                   kappa={c: 1.5 + 0.1 * i for i, c in enumerate(scales)}, dw={}, mu8=0.7,
-                  phi={"Cortex-A55": 1.3, "Cortex-A76": 1.6, "Cortex-A75": 1.45}, ties=[],
+                  phi={"Cortex-A55": (1.3, 1.1), "Cortex-A76": (1.6, 1.2), "Cortex-A75": (1.45, 1.15)}, ties=[],
                   rows_per_core={c: 1 for c in scales}, runtimes_per_core={c: ("ncnn",) for c in scales},
                   precisions_per_runtime={"ncnn": ("fp32", "fp16", "int8"), "tflite": ("fp32",)})
 
@@ -224,8 +224,9 @@ def test_fit_recovers_known_parameters(fit_module) -> None:
                                        truth.predict_row(row, works), runtime))
     fitted = fe.fit(rows, works)
     assert fitted.rms_log < 1e-4
-    assert fitted.phi["Cortex-A55"] == pytest.approx(1.3, rel=1e-3)  # per core, pinned by the ties
-    assert fitted.phi["Cortex-A76"] == pytest.approx(1.6, rel=1e-3)
+    # fp16 speedups per core (pinned by the ties) and per class (dense compute, depthwise)
+    assert fitted.phi["Cortex-A55"] == pytest.approx((1.3, 1.1), rel=1e-3)
+    assert fitted.phi["Cortex-A76"] == pytest.approx((1.6, 1.2), rel=1e-3)
     assert fitted.mu8 == pytest.approx(0.7, rel=1e-3)
     assert fitted.runtime_factors["tflite"][0] == pytest.approx(1.3, rel=1e-3)
     for core, (s, _m) in truth.scales.items():

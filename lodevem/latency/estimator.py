@@ -23,9 +23,10 @@ and on another core at ``f`` GHz, for a named runtime ``rt``, precision ``p`` an
 * **Threads**: Amdahl per core and per work class: compute parallelises almost fully, memory
   traffic and per-kernel overhead share the cluster's bandwidth and sync, so they scale less.
   That is why ResNets scale better than depthwise-heavy nets (data README).
-* **fp16** on ARMv8.2 cores (FP16 arithmetic): a 128-bit NEON op holds 8 fp16 lanes instead of 4
-  fp32 ones and fp16 tensors are half the bytes, so both compute and bytes are divided by 2 (the
-  fixed per-kernel overhead is not). Cores without FP16 arithmetic run fp16 models in fp32.
+* **fp16** on ARMv8.2 cores (FP16 arithmetic): fp16 tensors are half the bytes (bytes / 2); the
+  compute side gains a fitted per-core factor for dense work and one for depthwise convs, each at
+  most 2 (8 fp16 lanes per 128-bit NEON op instead of 4 fp32). The fixed per-kernel overhead does
+  not change. Cores without FP16 arithmetic run fp16 models in fp32.
 * **int8**: per core a fitted compute divisor (dot-product cores differ from older ones) and one
   fitted divisor for the bytes (int8 tensors are a quarter of fp32 ones, plus requantisation).
 
@@ -163,6 +164,7 @@ class CoreParams:
     int8_compute_speedup: float
     fp16_arithmetic: bool
     fp16_compute_speedup: float
+    fp16_depthwise_speedup: float
     source: str
     derived: bool
     measured_runtimes: tuple[str, ...]
@@ -213,6 +215,8 @@ class Estimator:
                     int8_compute_speedup=float(c["int8_compute_speedup"]),
                     fp16_arithmetic=bool(c["fp16_arithmetic"]),
                     fp16_compute_speedup=float(params["precision"]["fp16"].get("per_core_compute_speedup", {}).get(
+                        name, params["precision"]["fp16"]["compute_speedup"])),
+                    fp16_depthwise_speedup=float(params["precision"]["fp16"].get("per_core_depthwise_speedup", {}).get(
                         name, params["precision"]["fp16"]["compute_speedup"])),
                     source=str(c["source"]),
                     derived=bool(c["derived"]),
@@ -315,14 +319,18 @@ class Estimator:
                 mapped[target] += w
         theta = dict(zip(TERMS, self.theta))
         mapped["depthwise_macs"] *= params.depthwise_scale
-        compute = sum(theta[t] * mapped[t] for t in COMPUTE_TERMS) * params.compute_scale * rt.compute_factor
+        scale = params.compute_scale * rt.compute_factor
+        depthwise = theta["depthwise_macs"] * mapped["depthwise_macs"] * scale
+        compute = sum(theta[t] * mapped[t] for t in COMPUTE_TERMS) * scale - depthwise
         bytes_ = theta["bytes"] * work[n_c] * params.memory_scale * rt.memory_factor
         overhead = theta["kernels"] * work[n_c + 1] * params.memory_scale * rt.memory_factor
         if precision == "fp16" and params.fp16_arithmetic:
-            compute, bytes_ = compute / params.fp16_compute_speedup, bytes_ / self.fp16_memory
+            compute, depthwise = compute / params.fp16_compute_speedup, depthwise / params.fp16_depthwise_speedup
+            bytes_ = bytes_ / self.fp16_memory
         elif precision == "int8":
-            compute, bytes_ = compute / params.int8_compute_speedup, bytes_ / self.int8_memory
-        return compute, bytes_ + overhead
+            compute, depthwise = compute / params.int8_compute_speedup, depthwise / params.int8_compute_speedup
+            bytes_ = bytes_ / self.int8_memory
+        return compute + depthwise, bytes_ + overhead
 
     def latency_ms(self, work: Sequence[float], core: str, clock_ghz: float, runtime: str = DEFAULT_RUNTIME,
                    precision: str = "fp32", threads: int = 1, cluster_cores: Optional[int] = None) -> float:
