@@ -85,10 +85,10 @@ class LatencyPrediction:
     kernels: tuple[KernelLatency, ...] = ()
 
     @classmethod
-    def unavailable(cls, profile: Profile, reason: str, threads: int = 1) -> "LatencyPrediction":
+    def unavailable(cls, profile: Profile, reason: str, threads: int = 1, runtime: str = "") -> "LatencyPrediction":
         """A cell with no number and the reason (e.g. the model could not be exported)."""
         cluster = profile.fastest_cluster
-        return cls(None, "unavailable", threads, cluster.core, cluster.clock_ghz, note=f"no latency: {reason}")
+        return cls(None, "unavailable", threads, cluster.core, cluster.clock_ghz, runtime, note=f"no latency: {reason}")
 
 
 class Predictor:

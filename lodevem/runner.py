@@ -274,7 +274,8 @@ def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[st
     """Latency of one model on every profile; a model without an export gets cells saying why."""
     config = ctx.config
     if model.graph_path is None:
-        return {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {model.graph_error}", config.threads)
+        reason = f"no ONNX export: {model.graph_error}"
+        return {p.id: LatencyPrediction.unavailable(p, reason, config.threads, config.latency_runtime)
                 for p in config.profiles}
     return predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
 
