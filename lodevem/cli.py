@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
+from .latency.estimator import DEFAULT_RUNTIME, RUNTIMES
 from .profiles import TIERS, load_profiles, select_profiles
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
@@ -224,6 +225,23 @@ def model_code_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 tier_choice = click.Choice(list(TIERS))
 
 
+def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--latency-runtime``: the runtime latencies are predicted for (start, predict).
+
+    The default is TFLite (with XNNPACK): nn-Meter's predictors are TFLite 2.1, so with the default
+    both latency paths of a table describe one runtime; ncnn goes through the estimator only.
+    """
+    return click.option(
+        "--latency-runtime",
+        "latency_runtime",
+        default=DEFAULT_RUNTIME,
+        show_default=True,
+        type=click.Choice(list(RUNTIMES)),
+        help="Runtime the predicted latencies stand for: tflite (TFLite with XNNPACK, what nn-Meter "
+        "models) or ncnn (estimator only). Every latency source names it.",
+    )(fn)
+
+
 @click.group(cls=LodevemGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="lodevem")
 def cli() -> None:
@@ -360,6 +378,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--predictor", default="auto", show_default=True,
               type=click.Choice(["auto", "nn-meter", "estimator"]),
               help="Latency predictor. auto: nn-Meter when its predictor data is present, else the estimator.")
+@latency_runtime_option
 @nnmeter_data_option
 @input_shape_option
 @timeout_option

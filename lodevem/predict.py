@@ -1,19 +1,20 @@
 """Per-profile latency: nn-Meter where its data exists, the calibrated estimator everywhere.
 
 One :class:`Predictor` per run. For each model it extracts nn-Meter's kernels once, then for each
-profile predicts single-thread (or ``--threads N``) fp32 latency on the profile's fastest
-cluster:
+profile predicts single-thread (or ``--threads N``) latency on the profile's fastest cluster,
+for one named runtime (``--latency-runtime``: ``tflite`` = TFLite + XNNPACK, or ``ncnn``):
 
-* **nn-Meter path** - nn-Meter's regressor gives each kernel's time on its own reference (Pixel 4
-  Cortex-A76 at 2.42 GHz); each kernel is carried to the profile's core and clock with the
-  estimator's ratio time(kernel, core, clock) / time(kernel, A76, 2.42 GHz). Both paths therefore
-  share the estimator's shape and differ only in the per-kernel base figure.
-* **estimator path** - :mod:`lodevem.latency.estimator` alone.
+* **nn-Meter path** - nn-Meter's regressor gives each kernel's time on its own reference (TFLite
+  2.1 on a Pixel 4 Cortex-A76 at 2.42 GHz); each kernel is carried to the profile's core, clock
+  and thread count with the estimator's *TFLite* ratio time(kernel, core, clock, threads) /
+  time(kernel, A76, 2.42 GHz, 1 thread). It is TFLite by construction, so it serves only the
+  ``tflite`` runtime: with ``ncnn``, ``auto`` takes the estimator and ``nn-meter`` refuses.
+* **estimator path** - :mod:`lodevem.latency.estimator` alone, for the chosen runtime.
 
 ``mode="auto"`` takes nn-Meter when the profile's predictor folder exists, else the estimator;
 ``"nn-meter"`` refuses to run without the data (``InputError`` naming the folder looked in);
 ``"estimator"`` never looks for nn-Meter data. A latency that cannot be estimated is ``None``
-with the reason, never a made-up number.
+with the reason, never a made-up number. Every ``latency_source`` names the runtime.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Literal, Optional, Sequence
 
 from .errors import InputError
-from .latency.estimator import Estimator, work_vector
+from .latency.estimator import DEFAULT_RUNTIME, Estimator, canonical_runtime, work_vector
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
 from .latency.nnmeter import (
     CPU_PREDICTORS,
@@ -43,6 +44,14 @@ MODES: tuple[str, ...] = ("auto", "nn-meter", "estimator")
 # Compression levels (lodevem.levels) whose speed differs from the fp32 graph's, see _level().
 _FP32_LEVELS = (None, "fp32", "pruned")  # pruned: its own (smaller) exported graph, fp32 arithmetic
 _INT8_LEVELS = ("int8", "int8-static")
+_NNMETER_RUNTIME = "tflite"  # nn-Meter's CPU predictors model TFLite 2.1
+
+
+def level_precision(level: Optional[str]) -> str:
+    """The arithmetic a compression level runs in (``pruned`` is an fp32 graph)."""
+    if level in _INT8_LEVELS:
+        return "int8"
+    return "fp16" if level == "fp16" else "fp32"
 
 
 def format_clock(clock_ghz: float) -> str:
@@ -70,15 +79,16 @@ class LatencyPrediction:
     threads: int
     core: str
     clock_ghz: float
+    runtime: str = ""  # the runtime the number stands for (tflite, ncnn); "" when there is none
     uncertainty: Optional[str] = None
     note: Optional[str] = None
     kernels: tuple[KernelLatency, ...] = ()
 
     @classmethod
-    def unavailable(cls, profile: Profile, reason: str, threads: int = 1) -> "LatencyPrediction":
+    def unavailable(cls, profile: Profile, reason: str, threads: int = 1, runtime: str = "") -> "LatencyPrediction":
         """A cell with no number and the reason (e.g. the model could not be exported)."""
         cluster = profile.fastest_cluster
-        return cls(None, "unavailable", threads, cluster.core, cluster.clock_ghz, note=f"no latency: {reason}")
+        return cls(None, "unavailable", threads, cluster.core, cluster.clock_ghz, runtime, note=f"no latency: {reason}")
 
 
 class Predictor:
@@ -87,7 +97,8 @@ class Predictor:
     ``data_dir``: the nn-Meter data folder (``--nnmeter-data``); ``None`` means
     ``$LODEVEM_NNMETER_DATA``, else nn-Meter's own configured folder (``~/.nn_meter/data``).
     ``breakdown=True`` keeps per-kernel figures in each prediction. ``warnings`` collects
-    run-level messages (fallbacks, kernels nn-Meter skipped), each once.
+    run-level messages (fallbacks, kernels nn-Meter skipped), each once. ``runtime``: the runtime
+    the latencies stand for (``tflite`` or ``ncnn``, aliases such as ``tflite-xnnpack`` accepted).
     """
 
     def __init__(
@@ -96,12 +107,18 @@ class Predictor:
         data_dir: Optional[Path | str] = None,
         estimator: Optional[Estimator] = None,
         breakdown: bool = False,
+        runtime: str = DEFAULT_RUNTIME,
     ) -> None:
         if mode not in MODES:
             raise InputError(f"unknown latency predictor '{mode}', expected one of {', '.join(MODES)}")
+        self.runtime = canonical_runtime(runtime)
+        if mode == "nn-meter" and self.runtime != _NNMETER_RUNTIME:
+            raise InputError(f"--predictor nn-meter predicts TFLite 2.1 latencies, not {self.runtime}: use "
+                             f"--latency-runtime tflite, or --predictor estimator / auto for {self.runtime}")
         self.mode = mode
         self.data_dir = default_data_dir(data_dir)
         self.estimator = estimator if estimator is not None else Estimator.load()
+        self.estimator.runtime(self.runtime)  # a runtime the params do not cover: InputError now
         self.breakdown = breakdown
         self.nnmeter = NnMeterCache(self.data_dir)
         self.warnings: list[str] = []
@@ -114,7 +131,7 @@ class Predictor:
 
     def uses_nnmeter(self, profile: Profile) -> bool:
         """Whether ``profile`` goes through nn-Meter in this run's mode."""
-        if self.mode == "estimator":
+        if self.mode == "estimator" or self.runtime != _NNMETER_RUNTIME:
             return False
         name = profile.nnmeter_predictor
         usable = name in CPU_PREDICTORS and self.nnmeter.available(name)
@@ -133,6 +150,7 @@ class Predictor:
         params = self.estimator.params.get("provenance", {})
         return {
             "mode": self.mode,
+            "latency_runtime": self.runtime,
             "nnmeter_data": str(self.data_dir),
             "nnmeter_predictors": {
                 s.name: {"folder": str(s.folder), "kernels": sorted(s.regressors), "legacy_pickles": list(s.legacy_files)}
@@ -150,7 +168,8 @@ class Predictor:
         """Latency of one exported model on every profile, keyed by profile id.
 
         ``level`` is the compression variant the file is (``lodevem.levels``): ``fp16`` and the
-        ``int8`` levels are predicted as the fp32 graph divided by the fitted per-core factors.
+        ``int8`` levels are predicted as the fp32 graph divided by per-kernel factors of the core
+        and runtime (``Estimator.precision_divisor``).
         """
         if threads < 1:
             raise InputError(f"--threads must be >= 1, got {threads}")
@@ -165,14 +184,15 @@ class Predictor:
         pset = self._predictor_set(profile) if use_nn else None
         rules = pset.fusion_rules if pset is not None else DEFAULT_RULES
         graph = self._graph(onnx_path, rules)
+        runtime = _NNMETER_RUNTIME if use_nn else self.runtime
         if isinstance(graph, InputError):
-            source = f"nn-meter:{profile.nnmeter_predictor}" if use_nn else self.estimator.label
-            return LatencyPrediction(None, source, threads, core, clock, note=f"no latency: {graph}")
-        speedup = self.estimator.thread_speedup(core, threads, cluster.count)
-        factors, level_note = self._level(graph, core, level)
+            source = (f"nn-meter:{profile.nnmeter_predictor} {runtime}" if use_nn
+                      else f"{self.estimator.label} {runtime}")
+            return LatencyPrediction(None, source, threads, core, clock, runtime, note=f"no latency: {graph}")
+        factors, level_note = self._level(graph, core, level, runtime, threads, cluster.count)
         if pset is None:
-            return self._estimate(graph, profile, threads, speedup, factors, level_note)
-        return self._nnmeter(graph, pset.name, profile, threads, speedup, factors, level_note)
+            return self._estimate(graph, profile, threads, factors, level_note, level_precision(level))
+        return self._nnmeter(graph, pset.name, profile, threads, factors, level_note, level_precision(level))
 
     def _cluster(self, profile: Profile) -> Cluster:
         """The fastest cluster, after checking the estimator knows every core of the profile
@@ -184,49 +204,65 @@ class Predictor:
                 raise InputError(f"profile '{profile.id}': {exc}") from None
         return profile.fastest_cluster
 
-    def _level(self, graph: KernelGraph, core: str, level: Optional[str]) -> tuple[list[float], Optional[str]]:
-        """Per-kernel time divisor for a compression level, and the note saying what was assumed."""
+    def _level(self, graph: KernelGraph, core: str, level: Optional[str], runtime: str = DEFAULT_RUNTIME,
+               threads: int = 1, cluster_cores: Optional[int] = None) -> tuple[list[float], Optional[str]]:
+        """Per-kernel time divisor for a compression level, and the note saying what was assumed.
+
+        A kernel's divisor is ``Estimator.precision_divisor`` of its own work: a function of
+        (core, runtime, kernel category via its work terms, precision, threads)."""
         n = len(graph.kernels)
         if level in _FP32_LEVELS:
             return [1.0] * n, None
-        if level == "fp16":
-            factor = self.estimator.fp16_speedup(core)
-            if factor == 1.0:
-                return [1.0] * n, f"fp16 variant: {core} has no fp16 arithmetic, fp32 speed assumed"
-            return [factor] * n, f"fp16 variant: fp32 estimate / {factor:.2f} (ncnn fp16 speed-up, fitted)"
-        ratio = self.estimator.int8_speedup(core)
-        if level == "int8":  # dynamic quantization: only Linear layers run in int8
-            return [ratio if k.category == "fc" else 1.0 for k in graph.kernels], (
-                f"int8 (dynamic) variant: fc kernels / {ratio:.2f} (fp32/int8 ratio of {core}, ncnn), convs fp32")
-        return [ratio] * n, f"int8 variant: fp32 estimate / {ratio:.2f} (fp32/int8 ratio of {core}, ncnn)"
+        precision = level_precision(level)
+        works = self._work(graph)
+        # Dynamic int8 quantization: only Linear layers run in int8, convs stay fp32.
+        in_precision = [k.category == "fc" if level == "int8" else True for k in graph.kernels]
+        divisors = [self.estimator.precision_divisor(w, core, precision, runtime, threads, cluster_cores) if on else 1.0
+                    for w, on in zip(works, in_precision)]
+        assumed = self.estimator.precision_note(core, precision, runtime)
+        if precision == "fp16":
+            what = "fp16 variant: per-kernel fp16 factors (compute and bytes)"
+        elif level == "int8":
+            what = "int8 (dynamic) variant: fc kernels at int8 factors, convs fp32"
+        else:
+            what = "int8 variant: per-kernel int8 factors (ncnn int8 rows)"
+        return divisors, "; ".join(x for x in (what, assumed) if x)
 
-    def _estimate(self, graph: KernelGraph, profile: Profile, threads: int, speedup: float,
-                  factors: Sequence[float], level_note: Optional[str]) -> LatencyPrediction:
+    def _estimate(self, graph: KernelGraph, profile: Profile, threads: int, factors: Sequence[float],
+                  level_note: Optional[str], precision: str = "fp32") -> LatencyPrediction:
         cluster = profile.fastest_cluster
         core, clock = cluster.core, cluster.clock_ghz
-        per_kernel = [self.estimator.work_ms(w, core, clock) / speedup / f for w, f in zip(self._work(graph), factors)]
+        runtime = self.runtime
+        per_kernel = [self.estimator.latency_ms(w, core, clock, runtime, "fp32", threads, cluster.count) / f
+                      for w, f in zip(self._work(graph), factors)]
         notes = [level_note]
         if self.mode == "auto":
             name = profile.nnmeter_predictor
-            reason = (f"no nn-Meter data in {predictor_dir(self.data_dir, name)}" if name in CPU_PREDICTORS
-                      else f"nn-Meter predictor '{name}' is not a CPU predictor")
+            if runtime != _NNMETER_RUNTIME:
+                reason = f"nn-Meter predicts TFLite 2.1, not {runtime}"
+            elif name in CPU_PREDICTORS:
+                reason = f"no nn-Meter data in {predictor_dir(self.data_dir, name)}"
+            else:
+                reason = f"nn-Meter predictor '{name}' is not a CPU predictor"
             notes.append(f"{reason}: offline estimator")
             self._warn(f"{reason}: latencies come from the offline estimator")
         return LatencyPrediction(
             latency_ms=sum(per_kernel),
-            latency_source=f"{self.estimator.label} ({core}@{format_clock(clock)}GHz)",
+            latency_source=self.estimator.source_label(runtime, core, format_clock(clock)),
             threads=threads,
             core=core,
             clock_ghz=clock,
-            uncertainty=self.estimator.uncertainty(core),
+            runtime=runtime,
+            uncertainty=self.estimator.uncertainty(core, runtime, threads, precision),
             note=_join(notes),
             kernels=self._breakdown(graph, per_kernel),
         )
 
-    def _nnmeter(self, graph: KernelGraph, name: str, profile: Profile, threads: int, speedup: float,
-                 factors: Sequence[float], level_note: Optional[str]) -> LatencyPrediction:
+    def _nnmeter(self, graph: KernelGraph, name: str, profile: Profile, threads: int, factors: Sequence[float],
+                 level_note: Optional[str], precision: str = "fp32") -> LatencyPrediction:
         cluster = profile.fastest_cluster
         core, clock = cluster.core, cluster.clock_ghz
+        runtime = _NNMETER_RUNTIME
         ref_core, ref_clock = CPU_PREDICTORS[name]
         base = self._nn_base(graph, name)
         works = self._work(graph)
@@ -235,18 +271,19 @@ class Predictor:
             if ms is None:
                 per_kernel.append(None)
                 continue
-            ratio = self.estimator.transfer_ratio(work, core, clock, ref_core, ref_clock)
-            per_kernel.append(ms * ratio / speedup / factor)
-        source = f"nn-meter:{name}→{core}@{format_clock(clock)}GHz"
+            ratio = self.estimator.transfer_ratio(work, core, clock, ref_core, ref_clock, runtime, threads, cluster.count)
+            per_kernel.append(ms * ratio / factor)
+        source = f"nn-meter:{name} {runtime}→{core}@{format_clock(clock)}GHz"
         covered = [m for m in per_kernel if m is not None]
         skipped_note = base.warning()
         if skipped_note:
             skipped = [(w, f) for w, m, f in zip(works, base.ms, factors) if m is None]
-            est_ms = sum(self.estimator.work_ms(w, core, clock) / f for w, f in skipped) / speedup
+            est_ms = sum(self.estimator.latency_ms(w, core, clock, runtime, "fp32", threads, cluster.count) / f
+                         for w, f in skipped)
             self._warn(f"{Path(graph.source).name}: {skipped_note}")
             skipped_note += f" (the estimator puts them at {est_ms:.1f} ms)"
         if not covered:
-            return LatencyPrediction(None, source, threads, core, clock,
+            return LatencyPrediction(None, source, threads, core, clock, runtime,
                                      note=f"no latency: {skipped_note or 'nn-Meter covers no kernel of this model'}")
         return LatencyPrediction(
             latency_ms=sum(covered),
@@ -254,7 +291,9 @@ class Predictor:
             threads=threads,
             core=core,
             clock_ghz=clock,
-            uncertainty=f"nn-Meter's own error on {ref_core}, then transfer {self.estimator.uncertainty(core)}",
+            runtime=runtime,
+            uncertainty=(f"nn-Meter's own error on {ref_core}, then transfer "
+                         f"{self.estimator.uncertainty(core, runtime, threads, precision)}"),
             note=_join([level_note, skipped_note]),
             kernels=self._breakdown(graph, per_kernel),
         )

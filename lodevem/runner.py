@@ -27,6 +27,7 @@ from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
 from .measure import ExportCache, ExportResult, MemoryMeasurement
+from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
@@ -90,6 +91,7 @@ class RunConfig:
     jobs: Optional[int] = None
     threads: int = 1
     predictor: str = "auto"
+    latency_runtime: str = DEFAULT_RUNTIME
     nnmeter_data: Optional[Path] = None
     input_shape: Optional[tuple[int, ...]] = None
     timeout_s: float = 600.0
@@ -110,8 +112,8 @@ class RunConfig:
         key = {
             "models": [(m.label, m.sha256, m.level) for m in models],
             "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
-            "predictor": self.predictor, "input_shape": self.input_shape, "backend": self.backend,
-            "loading": self.loading.key,
+            "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
+            "backend": self.backend, "loading": self.loading.key,
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -155,7 +157,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)
+    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime)
     predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
     warnings: list[str] = []
     if backend is None:
@@ -279,7 +281,8 @@ def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[st
     """Latency of one model on every profile; a model without an export gets cells saying why."""
     config = ctx.config
     if model.graph_path is None:
-        return {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {model.graph_error}", config.threads)
+        reason = f"no ONNX export: {model.graph_error}"
+        return {p.id: LatencyPrediction.unavailable(p, reason, config.threads, config.latency_runtime)
                 for p in config.profiles}
     return predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
 
