@@ -167,7 +167,7 @@ class SlurmBackend(Cancellable):
             return "none (unconstrained reference)"
         if not enforced:
             return f"slurm --mem={limit_mb}M NOT enforced (no memory cgroup limit seen in the job)"
-        return f"slurm job cgroup --mem={limit_mb}M, swap 0 (covers the job's wrapper too)"
+        return f"slurm job cgroup --mem={limit_mb}M, swap 0"
 
     # --- the cancel path -----------------------------------------------------------------------
 
