@@ -50,6 +50,7 @@ from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_
 
 MAX_OUTPUT_BYTES = 4 * 2**30  # as the Docker backend: the largest export or variant taken back
 STATE_POLL_S = 2.0  # how often sacct is asked about a job that has not reported (submitit caches)
+CANCEL_WAIT_S = 30.0  # longest wait for a cancelled job to leave the queue (KillWait and cleanup)
 _READ_CAP = 1 << 20  # bytes of a job's text files read back
 
 
@@ -175,13 +176,23 @@ class SlurmBackend(Cancellable):
         super().cancel()
         with self._lock:
             ids = list(self._live)
-        self._scancel(ids)
+        self._scancel(ids, CANCEL_WAIT_S)
 
     @staticmethod
-    def _scancel(ids: list[str]) -> None:
-        if ids:
-            subprocess.run(["scancel", *ids], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                           timeout=60)
+    def _scancel(ids: list[str], wait_s: float = 0.0) -> None:
+        """scancel ``ids``; with ``wait_s``, wait until the queue no longer lists them (a cancelled
+        job stays COMPLETING while slurmd kills its processes), so none outlives lodevem's exit."""
+        if not ids:
+            return
+        subprocess.run(["scancel", *ids], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                       timeout=60)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            out = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"], capture_output=True, text=True,
+                                 check=False, timeout=60)
+            if out.returncode != 0 or not out.stdout.strip():
+                return
+            time.sleep(POLL_S)
 
     def sweep_stale(self) -> int:
         """Cancel the jobs of runs whose lodevem died without cleaning up (unless ``reattach``:
@@ -342,7 +353,7 @@ class SlurmBackend(Cancellable):
             return dataclasses.replace(outcome, host_paths=host_paths)
         except BaseException:
             # Cancelled, interrupted or broken: the job must not outlive this run.
-            self._scancel([job_id])
+            self._scancel([job_id], CANCEL_WAIT_S)
             shutil.rmtree(run_dir, ignore_errors=True)
             raise
         finally:
@@ -357,7 +368,7 @@ class SlurmBackend(Cancellable):
         submitted = time.monotonic()
         while True:
             if self.cancelled.is_set():
-                self._scancel([job_id])
+                self._scancel([job_id], CANCEL_WAIT_S)
                 raise Cancelled("measurement cancelled")
             report = _report(run_dir / slurm_job.REPORT) if (run_dir / slurm_job.REPORT).exists() else None
             if report is not None:
