@@ -40,6 +40,7 @@ def slurm_conf() -> str:
         if os.environ.get("CI"):
             pytest.fail("CI must run as root to bring the Slurm cluster up")
         pytest.skip("the single-node Slurm cluster needs root (scripts/slurm-cluster.sh up)")
+    was_up = subprocess.run(["bash", str(SCRIPT), "status"], capture_output=True, timeout=120).returncode == 0
     up = subprocess.run(["bash", str(SCRIPT), "up"], capture_output=True, text=True, timeout=600)
     assert up.returncode == 0, up.stderr
     conf = up.stdout.strip().rpartition("SLURM_CONF=")[2]
@@ -50,6 +51,8 @@ def slurm_conf() -> str:
         os.environ.pop("SLURM_CONF", None)
     else:
         os.environ["SLURM_CONF"] = previous
+    if not was_up:  # leave the machine as the session found it
+        subprocess.run(["bash", str(SCRIPT), "down"], capture_output=True, timeout=300)
 
 
 @pytest.fixture(scope="session")
