@@ -322,6 +322,7 @@ class SlurmBackend(Cancellable):
         key = self._run_key(request, limit_mb, timeout_s)
         run_dir = self.workdir / "runs" / key
         job = None
+        inner = self._inner(request, run_dir)  # deterministic: the same paths an adopted job was given
         info = self._job_info(run_dir)
         if info is not None and self.settings.reattach and (
                 (run_dir / slurm_job.REPORT).exists() or self._job_alive(info["job_id"])):
@@ -331,12 +332,10 @@ class SlurmBackend(Cancellable):
                 self._scancel([info["job_id"]])
             shutil.rmtree(run_dir, ignore_errors=True)
             (run_dir / "out").mkdir(parents=True)
-            inner = self._inner(request, run_dir)
             (run_dir / slurm_job.REQUEST).write_text(inner.to_json())
             job = self._submit(run_dir, limit_mb or work_limit_mb(), request.threads, timeout_s, reference_s)
         job_id = str(job.job_id)
         self._set_state(job_id, "queued")
-        inner = WorkerRequest.from_json((run_dir / slurm_job.REQUEST).read_text())
         try:
             outcome = self._wait(job, run_dir, limit_mb, timeout_s)
             if on_progress is not None:
