@@ -118,6 +118,7 @@ def test_verdicts_and_peaks_equal_dockers(slurm_conf: str, docker_backend, model
     assert by_limit[150] == {"oom"} and by_limit[1024] == {"fits"}
     assert all("--mem=150M" in m.limit_enforcement for (_, lim), m in got_slurm.items() if lim == 150)
     assert not _queue()
+    assert list((tmp_path / "workdir" / "submitit").iterdir()) == []  # nothing left but the copies
 
 
 def test_over_the_limit_job_is_out_of_memory(slurm_conf: str, models: list[Path], tmp_path: Path) -> None:
@@ -198,7 +199,7 @@ def test_resume_reattaches_to_a_job_still_running(slurm_conf: str, models: list[
     """lodevem killed outright (SIGKILL: no cleanup) leaves its job running; --resume adopts that
     job instead of submitting the same measurement again, and records its result."""
     output = tmp_path / "out"
-    runs = 5000  # tiny_cnn: ~15 s per job here, long enough to be killed mid-run
+    runs = 2500  # tiny_cnn: ~3 ms a pass here, so a job runs long enough to be killed mid-run
     first = _start(models[1:], output, runs)
     try:
         job_id = _running_measurement(output / ".slurm", first)

@@ -357,6 +357,8 @@ class SlurmBackend(Cancellable):
             raise
         finally:
             self._set_state(job_id, None)
+            # submitit's own files of this job (its pickles and logs); what lodevem needed is read.
+            shutil.rmtree(self.workdir / "submitit" / job_id, ignore_errors=True)
 
     def _wait(self, job: Any, run_dir: Path, limit_mb: Optional[int], timeout_s: float) -> RunOutcome:
         """Poll the run folder every POLL_S (and sacct every STATE_POLL_S through submitit's cached
