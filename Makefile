@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TIER ?= tier2
 
-.PHONY: setup docker image test demo clean
+.PHONY: setup docker image slurm test demo clean
 
 setup: $(VENV)/.installed
 
@@ -23,7 +23,11 @@ docker:                ## install and start the Docker engine if needed (root, D
 image: setup docker    ## build the benchmark image (offline base image when no registry)
 	$(BIN)/lodevem build-image
 
-test: setup image      ## the full test suite, against the real Docker engine
+slurm:                 ## a single-node Slurm cluster (root; installs Slurm when missing)
+	bash scripts/slurm-cluster.sh up
+
+# tests/test_slurm.py brings the Slurm cluster up itself (scripts/slurm-cluster.sh) when run as root.
+test: setup image      ## the full test suite, against the real Docker engine and a real Slurm cluster
 	$(BIN)/python -m pytest -q -rs
 
 demo: setup image      ## zoo models into models/, then the tier2 benchmark

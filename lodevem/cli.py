@@ -143,11 +143,32 @@ def backend_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "--backend",
         default="auto",
         show_default=True,
-        type=click.Choice(["auto", "docker", "process"]),
+        type=click.Choice(["auto", "docker", "process", "slurm"]),
         help="Sandbox the model file is loaded and run in (the file is code). auto and docker: a "
         "locked-down container (auto never falls back to an unsandboxed process); process: a child "
-        "process under a memory limit only, no filesystem or network sandbox (with a warning).",
+        "process under a memory limit only, no filesystem or network sandbox (with a warning); "
+        "slurm: one Slurm job per run, limited by the job's memory cgroup only (see --slurm-workdir).",
     )(fn)
+
+
+def slurm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--slurm-*``: where ``--backend slurm`` submits its jobs (start)."""
+    for option in reversed([
+        click.option("--slurm-partition", default=None, metavar="NAME",
+                     help="--backend slurm: partition to submit to (default: the cluster's default)."),
+        click.option("--slurm-account", default=None, metavar="NAME",
+                     help="--backend slurm: account to charge the jobs to."),
+        click.option("--slurm-time", type=click.IntRange(1), default=None, metavar="MINUTES",
+                     help="--backend slurm: each job's time limit (default: --timeout plus 2 minutes)."),
+        click.option("--slurm-workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     metavar="DIR",
+                     help="--backend slurm: folder every node sees (shared file system) for the model "
+                     "copies, requests, results and submitit logs. Default: OUTPUT/.slurm. The nodes "
+                     "need the same lodevem install and python path as this machine. Slurm's client "
+                     "commands read $SLURM_CONF (default /etc/slurm/slurm.conf)."),
+    ]):
+        fn = option(fn)
+    return fn
 
 
 def input_shape_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -262,6 +283,8 @@ def cli() -> None:
                              (see build-image --debian-mirror)
       DOCKER_HOST            the Docker daemon (default: the local socket), read
                              by docker-py with its other DOCKER_* variables
+      SLURM_CONF             the Slurm cluster of --backend slurm, read by
+                             sbatch/sacct/scancel (default /etc/slurm/slurm.conf)
       XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build
                              (default ~/.cache/lodevem/build)
       COLUMNS                width of printed output (default: the terminal's,
@@ -372,7 +395,8 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--runtime", default="torch", show_default=True, type=click.Choice(["torch", "onnxruntime"]),
               help="What runs the model in the measurement: PyTorch, or its ONNX export in onnxruntime.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
-              help="Measurements run at once. Default: CPU cores (each then uses 1 thread).")
+              help="Measurements run at once (with --backend slurm: jobs in flight). Default: CPU "
+              "cores (each then uses 1 thread).")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
               help="Threads for the latency prediction (capped by the cluster's cores).")
 @click.option("--predictor", default="auto", show_default=True,
@@ -387,7 +411,8 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
 @click.option("--no-cache", is_flag=True, help="Measure again even when a cached result matches.")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder "
+              "(with --backend slurm: reattach to its jobs still running and collect finished ones).")
 @click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS", callback=_finite,
               help="Gate: exit 3 when a predicted latency exceeds MS.")
 @click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not fit a device.")
@@ -395,6 +420,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
               help="Apply the gates only to these tiers (repeatable).")
 @click.option("--latex-marks", default="text", show_default=True, type=click.Choice(["text", "ding"]),
               help="Fits column in the .tex: yes/no, or \\ding{51}/\\ding{55} (needs pifont).")
+@slurm_options
 @profiles_dir_option
 def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
           tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],

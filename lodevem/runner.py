@@ -101,6 +101,11 @@ class RunConfig:
     resume: bool = False
     command_line: tuple[str, ...] = ()
     loading: ModelLoading = field(default_factory=ModelLoading)  # --code, --arch
+    # --backend slurm only (see sandbox.slurm_backend.SlurmSettings); the workdir defaults to <output>/.slurm
+    slurm_partition: Optional[str] = None
+    slurm_account: Optional[str] = None
+    slurm_time: Optional[int] = None
+    slurm_workdir: Optional[Path] = None
 
     @classmethod
     def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
@@ -161,7 +166,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
     warnings: list[str] = []
     if backend is None:
-        backend, backend_warning = open_backend(config.backend)
+        backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
+                                                on_status=progress.working_on if progress is not None else None)
         if backend_warning:
             warnings.append(backend_warning)
     backend.sweep_stale()
@@ -202,6 +208,16 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
 
     return BenchmarkOutcome(recorder.rows(), manifest, ctx.warnings)
+
+
+def _slurm_settings(config: RunConfig) -> Optional[Any]:
+    """Where ``--backend slurm`` submits; ``--resume`` also reattaches to its still-running jobs."""
+    if config.backend != "slurm":
+        return None
+    from .sandbox.slurm_backend import SlurmSettings
+
+    return SlurmSettings(workdir=config.slurm_workdir or config.output / ".slurm", partition=config.slurm_partition,
+                         account=config.slurm_account, time_min=config.slurm_time, reattach=config.resume)
 
 
 def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
