@@ -266,7 +266,12 @@ class SlurmBackend(Cancellable):
                     raise SandboxError(f"{given}: not a regular file; delete it (lodevem writes its cache itself)")
                 onnx = str(self._share(given))
         derive_out = str(run_dir / "out" / Path(request.derive_out).name) if request.derive_out else None
-        return dataclasses.replace(request, model_path=str(self._share(model)), onnx_path=onnx, derive_out=derive_out)
+        removed = (str(run_dir / "out" / Path(request.channels_removed_path).name)
+                   if request.channels_removed_path else None)
+        # --code: read in place, so it must be on a filesystem the nodes share (as lodevem's install).
+        code = [str(Path(p).resolve()) for p in request.code_paths]
+        return dataclasses.replace(request, model_path=str(self._share(model)), onnx_path=onnx, derive_out=derive_out,
+                                   channels_removed_path=removed, code_paths=code)
 
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
         payload = json.dumps([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
@@ -341,7 +346,8 @@ class SlurmBackend(Cancellable):
             if on_progress is not None:
                 for line in outcome.stderr_tail.splitlines():
                     on_progress(line)
-            for wanted, inside in ((request.onnx_path, inner.onnx_path), (request.derive_out, inner.derive_out)):
+            for wanted, inside in ((request.onnx_path, inner.onnx_path), (request.derive_out, inner.derive_out),
+                                   (request.channels_removed_path, inner.channels_removed_path)):
                 if wanted and inside and Path(inside).parent == run_dir / "out":
                     from .docker_backend import _take_output  # the same distrustful copy as Docker's
 
