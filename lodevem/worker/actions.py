@@ -13,6 +13,7 @@ from .formats import _format_of, file_sha256, load_torch_model, make_torch_input
 from .memory import MemoryPhases, _released
 from .onnx_export import (_atomic_onnx_save, _metadata, export_module, load_onnx, nn_meter_friendly, onnx_model_info,
                           onnx_section, resolve_static)
+from .quantized import finish_twin, float_twin_module, read_precision, torch_quantization
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .timing import latency_stats, timed_passes
 from .variants import _derive, write_variant
@@ -172,6 +173,8 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         res.model = {**_file_info(req.model_path, "onnx"), **onnx_model_info(model, req.input_shape)}
         if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
             model = nn_meter_friendly(model, res.model["input_shape"])
+            model, found = finish_twin(model, nn_meter_friendly)  # quantized / fp16: its float twin
+            res.model.update(found)
             _atomic_onnx_save(model, out)
         res.onnx = onnx_section(model, out, "as-is", cached=False)
     else:
@@ -183,10 +186,32 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
+        module, x, precision = _twin_inputs(module, x, res.model)
         keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype")
-        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep})
+        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep}, precision=precision)
+        res.model.update(precision=res.onnx.pop("precision"), quantization=res.onnx.pop("quantization"))
     res.timings_s["export"] = time.perf_counter() - t0
     progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")
+
+
+def _twin_inputs(module: Any, x: Any, model: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """What to export for a quantized or fp16 module (in place: the module is discarded after the
+    export): dynamic int8 Linear layers as float Linear, a half() model as float; with what the
+    swap knew about precision. Static int8 layers export as QDQ and are rewritten on the ONNX side."""
+    quantization = torch_quantization(module)
+    modules: dict[str, str] = {}
+    if quantization and "dynamic" in quantization["scheme"] and not isinstance(module, _script_module_type()):
+        module, modules = float_twin_module(module)
+    if model.get("dtype") == "float16" or model.get("input_dtype") == "float16":
+        progress("fp16 model: exporting its float twin, kernels predicted at fp16 speed")
+        return module.float(), x.float(), {"default": "fp16", "modules": modules, "quantization": quantization}
+    return module, x, {"default": "fp32", "modules": modules, "quantization": quantization}
+
+
+def _script_module_type() -> Any:
+    import torch
+
+    return torch.jit.ScriptModule
 
 
 def _frozen_mode(module: Any) -> Any:
@@ -231,6 +256,9 @@ def _fill_from_onnx(model: dict[str, Any], onnx_model: Any) -> None:
     recorded = next((p.value for p in onnx_model.metadata_props if p.key == "lodevem.model"), None)
     info = json.loads(recorded) if recorded else onnx_model_info(onnx_model, model["input_shape"])
     model.update({k: v for k, v in info.items() if model.get(k) is None})
+    precision = read_precision(onnx_model) or {}
+    model.setdefault("precision", precision.get("precision"))
+    model.setdefault("quantization", precision.get("quantization"))
 
 
 def _late_onnx_info(res: WorkerResult, path: str) -> None:

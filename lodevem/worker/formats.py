@@ -10,6 +10,7 @@ import zipfile
 from typing import Any, Optional
 
 from .protocol import WorkerError, first_line, progress
+from .quantized import FX_PICKLE_HINT, quantized_conv_unpickling
 
 
 HOW_TO_SAVE = ("save the whole module with torch.save(model, path), or "
@@ -100,10 +101,19 @@ def load_torch_model(path: str, kind: str) -> tuple[Any, str, Optional[list[int]
         if kind == "exported_program":
             program = torch.export.load(path)
             return program.module(), "exported_program", _exported_input_shape(program)
-        obj = _unpickle(path)
+        with quantized_conv_unpickling():
+            obj = _unpickle(path)
     except WorkerError:
         raise
-    except (ImportError, AttributeError) as exc:  # class not importable where the worker runs
+    except AttributeError as exc:
+        if "no attribute '_modules'" in str(exc):  # torch's own quantized modules, not missing code
+            raise WorkerError("unsupported_format", f"{path} could not be reloaded by torch itself "
+                                                    f"({first_line(exc, 120)}): {FX_PICKLE_HINT}") from None
+        raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available here "
+                                                f"({_missing_code(exc)}); save it with torch.jit.save("
+                                                f"torch.jit.script(model), path) or torch.export.save(...), "
+                                                f"which carry their own code") from None
+    except ImportError as exc:  # class not importable where the worker runs
         raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available here "
                                                 f"({_missing_code(exc)}); save it with torch.jit.save("
                                                 f"torch.jit.script(model), path) or torch.export.save(...), "
