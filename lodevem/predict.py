@@ -185,8 +185,15 @@ class Predictor:
         return profile.fastest_cluster
 
     def _level(self, graph: KernelGraph, core: str, level: Optional[str]) -> tuple[list[float], Optional[str]]:
-        """Per-kernel time divisor for a compression level, and the note saying what was assumed."""
+        """Per-kernel time divisor for a compression level, and the note saying what was assumed.
+
+        A file that is itself quantized or fp16 (``level`` None, kernels with their own precision
+        from the worker's float twin) gets the same factors kernel by kernel: the int8 factor on
+        int8 kernels only, the fp16 factor on fp16 kernels (1 on cores without fp16 arithmetic).
+        """
         n = len(graph.kernels)
+        if level is None and any(k.precision != "fp32" for k in graph.kernels):
+            return self._file_precision(graph, core)
         if level in _FP32_LEVELS:
             return [1.0] * n, None
         if level == "fp16":
@@ -199,6 +206,23 @@ class Predictor:
             return [ratio if k.category == "fc" else 1.0 for k in graph.kernels], (
                 f"int8 (dynamic) variant: fc kernels / {ratio:.2f} (fp32/int8 ratio of {core}, ncnn), convs fp32")
         return [ratio] * n, f"int8 variant: fp32 estimate / {ratio:.2f} (fp32/int8 ratio of {core}, ncnn)"
+
+    def _file_precision(self, graph: KernelGraph, core: str) -> tuple[list[float], Optional[str]]:
+        """Divisors from each kernel's own precision (a quantized or fp16 file as given)."""
+        by_precision = {"fp32": 1.0, "int8": self.estimator.int8_speedup(core),
+                        "fp16": self.estimator.fp16_speedup(core)}
+        factors = [by_precision.get(k.precision, 1.0) for k in graph.kernels]
+        counts = {p: sum(1 for k in graph.kernels if k.precision == p) for p in ("int8", "fp16")}
+        parts = []
+        if counts["int8"]:
+            parts.append(f"{counts['int8']}/{len(factors)} kernels int8: / {by_precision['int8']:.2f} "
+                         f"(fp32/int8 ratio of {core}, ncnn)")
+        if counts["fp16"]:
+            parts.append(f"{counts['fp16']}/{len(factors)} kernels fp16: " + (
+                f"/ {by_precision['fp16']:.2f} (ncnn fp16 speed-up, fitted)" if by_precision["fp16"] != 1.0
+                else f"{core} has no fp16 arithmetic, fp32 speed assumed"))
+        scheme = f" ({graph.quantization})" if graph.quantization else ""
+        return factors, f"{graph.precision} file{scheme}: " + "; ".join(parts)
 
     def _estimate(self, graph: KernelGraph, profile: Profile, threads: int, speedup: float,
                   factors: Sequence[float], level_note: Optional[str]) -> LatencyPrediction:

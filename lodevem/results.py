@@ -51,6 +51,8 @@ class ModelFile:
     unusable: Optional[str] = None
     format: Optional[str] = None
     params: Optional[int] = None
+    precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed (the worker's twin)
+    quantization: Optional[str] = None  # "scheme, backend", e.g. "static, onnxruntime QDQ"
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -118,6 +120,9 @@ class PairResult:
     power_w: Optional[float] = None
     energy_mj: Optional[float] = None
     min_ram_mb: Optional[float] = None
+    # What the file computes in, detected in the sandbox (a --levels variant: its level's)
+    precision: Optional[str] = None
+    quantization: Optional[str] = None
 
     @property
     def fits(self) -> Optional[bool]:

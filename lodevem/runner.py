@@ -264,8 +264,14 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
               else _export(ctx, model.path, model.sha256))
     model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error)
     if model.level is None:  # a variant's format and params come from its derivation
-        model = dataclasses.replace(model, format=export.model.format, params=export.model.params)
+        model = dataclasses.replace(model, format=export.model.format, params=export.model.params,
+                                    precision=export.model.precision, quantization=export.model.quantization)
+    else:  # a variant computes in its level's precision (predicted from the original's graph)
+        model = dataclasses.replace(model, precision=_LEVEL_PRECISION.get(model.level, export.model.precision))
     return model
+
+
+_LEVEL_PRECISION = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 
 
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
@@ -328,6 +334,7 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
         host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
         power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
+        precision=model.precision, quantization=model.quantization,
     )
 
 

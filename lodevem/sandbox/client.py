@@ -26,6 +26,7 @@ from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
 UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
                        "unsupported_format", "bad_input_shape", "model_failed")
+PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
@@ -56,10 +57,17 @@ class ModelSection:
 
     format: Optional[str] = None
     params: Optional[int] = None
+    precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed
+    quantization: Optional[str] = None  # "scheme, backend"
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
-        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")))
+        precision = _text(data.get("precision"), 20)
+        quant = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
+        scheme, backend = _text(quant.get("scheme"), 40), _text(quant.get("backend"), 80)
+        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
+                   precision=precision if precision in PRECISIONS else None,
+                   quantization=f"{scheme}, {backend}" if scheme and backend else None)
 
 
 @dataclass(frozen=True)
