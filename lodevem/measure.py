@@ -223,11 +223,23 @@ class ExportCache:
         self._done: dict[Path, ExportResult] = {}
 
     def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
+        """The graph latency is predicted from: a quantized or fp16 model's float twin."""
+        return self._export(path, onnx_cache_path(self.dir, sha256, input_shape), input_shape, twin=True)
+
+    def runtime_export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
+        """The graph onnxruntime measures: the prediction export when the model is fp32, else the
+        export as torch writes it (the float twin would hold fp32 weights)."""
+        predicted = self.export(path, sha256, input_shape)
+        if predicted.model.precision in (None, "fp32") or predicted.unusable:
+            return predicted
         target = onnx_cache_path(self.dir, sha256, input_shape)
+        return self._export(path, target.with_name(f"{target.stem}-runtime.onnx"), input_shape, twin=False)
+
+    def _export(self, path: Path, target: Path, input_shape: Optional[Sequence[int]], twin: bool) -> ExportResult:
         with self._lock:
             if target in self._done:
                 return self._done[target]
-            run = self.client.export_onnx(path, target, input_shape, self.timeout_s)
+            run = self.client.export_onnx(path, target, input_shape, self.timeout_s, twin=twin)
             model = run.reply.model if run.reply is not None else ModelSection()
             if run.ok and target.is_file():
                 result = ExportResult(target, "", model)
@@ -299,7 +311,7 @@ class _Plan:
         if self.settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
             # Exported once, unconstrained, so the measured runs time onnxruntime and not the export.
             assert self.exports is not None
-            export = self.exports.export(model.measured_path, model.measured_sha256, self.settings.input_shape)
+            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, self.settings.input_shape)
             if export.path is None:
                 return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, self.settings,
                                           model.measured_sha256)

@@ -284,3 +284,43 @@ def test_dynamic_onnx_is_refused_in_one_line(models: dict[str, Path], tmp_path: 
         _export(target, tmp_path / "twin.onnx")
     assert info.value.kind == "export_failed" and "quantize_static" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.docker
+def test_start_predicts_quantized_and_half_files_as_what_they_are(docker_backend, models: dict[str, Path],
+                                                                 tmp_path: Path) -> None:
+    """End to end through the Docker sandbox: every row has a latency and a peak RAM, the CSV says
+    what each file computes in, static int8 = fp32 / the fitted factor and the half() file equals
+    ``--levels fp16`` of the fp32 file on a core with fp16 arithmetic (A55) and one without (A7)."""
+    import csv
+
+    from click.testing import CliRunner
+
+    from lodevem.cli import cli
+
+    files = [models[n] for n in ("fp32.pt", "half.pt", "static.pt", "dynamic.pt", "qdq.onnx")]
+    common = ["--runs", "2", "--warmup", "1", "--backend", "docker", "--predictor", "estimator",
+              "--profile", "itel_a70", "--profile", "nokia_c1", "--input-shape", ",".join(map(str, SHAPE))]
+
+    def rows(out: Path, *args: str) -> dict[tuple[str, str], dict[str, str]]:
+        result = CliRunner().invoke(cli, ["start", *args, "--output", str(out), *common], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        with (out / "benchmark_results.csv").open() as handle:
+            return {(Path(r["model_label"]).name, r["profile_id"]): r for r in csv.DictReader(handle)}
+
+    got = rows(tmp_path / "files", *map(str, files))
+    levels = rows(tmp_path / "levels", str(models["fp32.pt"]), "--levels", "fp32,fp16")
+    est = Estimator.load()
+    for (label, pid), row in got.items():
+        assert float(row["latency_ms"]) > 0 and float(row["peak_rss_mb"]) > 0, row
+    expected = {"fp32.pt": ("fp32", ""), "half.pt": ("fp16", ""), "static.pt": ("int8-static", "static, torch.ao eager"),
+                "dynamic.pt": ("int8-dynamic", "dynamic, torch.ao eager"), "qdq.onnx": ("int8-static", "static, onnxruntime QDQ")}
+    for (label, pid), row in got.items():
+        assert row["precision"] == expected[label][0], row
+        assert row["quantization"].startswith(expected[label][1]) and bool(row["quantization"]) == bool(expected[label][1])
+    for pid, core in (("itel_a70", "Cortex-A55"), ("nokia_c1", "Cortex-A7")):
+        fp32 = float(got[("fp32.pt", pid)]["latency_ms"])
+        assert float(got[("static.pt", pid)]["latency_ms"]) == pytest.approx(fp32 / est.int8_speedup(core), rel=1e-3)
+        fp16_level = next(r for (label, p), r in levels.items() if p == pid and label.endswith("@fp16"))
+        assert fp16_level["precision"] == "fp16"
+        assert float(got[("half.pt", pid)]["latency_ms"]) == pytest.approx(float(fp16_level["latency_ms"]), rel=1e-3)

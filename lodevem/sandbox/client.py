@@ -260,10 +260,11 @@ class WorkerClient:
         self.work_limit_mb = work_limit if work_limit is not None else work_limit_mb()
 
     def export_onnx(self, model: Path, target: Path, input_shape: Optional[Sequence[int]],
-                    timeout_s: float) -> SandboxRun:
-        """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's."""
+                    timeout_s: float, twin: bool = True) -> SandboxRun:
+        """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's;
+        ``twin=False``: the export as torch writes it (an int8/fp16 model's own ops, for onnxruntime)."""
         request = WorkerRequest(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
-                                onnx_path=str(target), warmup=0, runs=1)
+                                onnx_path=str(target), warmup=0, runs=1, twin=twin)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,

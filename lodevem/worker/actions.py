@@ -13,7 +13,7 @@ from .formats import _format_of, file_sha256, load_torch_model, make_torch_input
 from .memory import MemoryPhases, _released
 from .onnx_export import (_atomic_onnx_save, _metadata, export_module, load_onnx, nn_meter_friendly, onnx_model_info,
                           onnx_section, resolve_static)
-from .quantized import finish_twin, float_twin_module, read_precision, torch_quantization
+from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .timing import latency_stats, timed_passes
 from .variants import _derive, write_variant
@@ -141,6 +141,7 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
         session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
+    _refuse_twin(session, req.model_path, kind)
     first = session.get_inputs()[0]
     shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
     ort_type = first.type[len("tensor("):-1]  # e.g. "tensor(float)"
@@ -154,6 +155,20 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     feeds = {first.name: x}
     _measure(req, res, mem, lambda: session.run(None, feeds))
     return lambda: _late_onnx_info(res, onnx_path)
+
+
+def _refuse_twin(session: Any, model_path: str, kind: str) -> None:
+    """An export of an int8 or fp16 PyTorch model is its float twin (for the kernel detector):
+    onnxruntime would measure fp32 weights, not the user's model. Read from the session's own
+    metadata, so the onnx package (and its RSS) stays out of the measured process."""
+    if kind == "onnx":
+        return
+    recorded = session.get_modelmeta().custom_metadata_map.get(PRECISION_KEY)
+    precision = json.loads(recorded).get("precision") if recorded else "fp32"
+    if precision != "fp32":
+        raise WorkerError("bad_request", f"{model_path} is a {precision} model; its ONNX export is a float twin for "
+                                         f"latency prediction, so onnxruntime would measure fp32 weights: measure it "
+                                         f"with runtime 'torch', or give an .onnx quantized with onnxruntime")
 
 
 def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -173,8 +188,9 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         res.model = {**_file_info(req.model_path, "onnx"), **onnx_model_info(model, req.input_shape)}
         if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
             model = nn_meter_friendly(model, res.model["input_shape"])
-            model, found = finish_twin(model, nn_meter_friendly)  # quantized / fp16: its float twin
-            res.model.update(found)
+            if req.twin:  # quantized / fp16: its float twin
+                model, found = finish_twin(model, nn_meter_friendly)
+                res.model.update(found)
             _atomic_onnx_save(model, out)
         res.onnx = onnx_section(model, out, "as-is", cached=False)
     else:
@@ -186,9 +202,9 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
-        module, x, precision = _twin_inputs(module, x, res.model)
+        module, x, precision = _twin_inputs(module, x, res.model) if req.twin else (module, x, None)
         keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype")
-        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep}, precision=precision)
+        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep}, precision=precision, twin=req.twin)
         res.model.update(precision=res.onnx.pop("precision"), quantization=res.onnx.pop("quantization"))
     res.timings_s["export"] = time.perf_counter() - t0
     progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")

@@ -20,14 +20,15 @@ ONNX_OPSET = 13
 
 
 def export_module(module: Any, example: Any, out_path: str, model_info: Optional[dict[str, Any]] = None,
-                  metadata: Optional[dict[str, str]] = None, precision: Optional[dict[str, Any]] = None
-                  ) -> dict[str, Any]:
+                  metadata: Optional[dict[str, str]] = None, precision: Optional[dict[str, Any]] = None,
+                  twin: bool = True) -> dict[str, Any]:
     """Export to ONNX for nn-Meter and write atomically; returns the ``onnx`` result section.
 
     Legacy (TorchScript-based) exporter first: fast, no onnxscript needed, and nn-Meter handles
     its output once simplified; the dynamo exporter only when onnxscript exists and legacy fails.
     ``precision`` (``finish_twin``'s default/modules/quantization from the torch side) makes the
     file the float twin of a quantized or fp16 model; the section then says its precision.
+    ``twin=False`` writes the export as torch made it (what onnxruntime measures).
     """
     import onnx
 
@@ -45,8 +46,10 @@ def export_module(module: Any, example: Any, out_path: str, model_info: Optional
                 raise WorkerError("export_failed", _export_message(legacy_exc)) from None
         model = nn_meter_friendly(onnx.load(tmp))
         given = precision or {}
-        model, found = finish_twin(model, nn_meter_friendly, given.get("default", "fp32"),
-                                   nodes_of_modules(model, given.get("modules") or {}), given.get("quantization"))
+        found: dict[str, Any] = {"precision": None, "quantization": None}
+        if twin:
+            model, found = finish_twin(model, nn_meter_friendly, given.get("default", "fp32"),
+                                       nodes_of_modules(model, given.get("modules") or {}), given.get("quantization"))
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -70,6 +70,7 @@ class WorkerRequest:
     onnx_path: Optional[str] = None
     level: Optional[str] = None
     derive_out: Optional[str] = None
+    twin: bool = True  # export-onnx: the float twin of an int8/fp16 model (for prediction) or the plain export
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -122,6 +123,7 @@ class WorkerRequest:
             (self.level is None or self.level in LEVELS, f"level must be null or one of {', '.join(LEVELS)}"),
             (self.derive_out is None or (isinstance(self.derive_out, str) and bool(self.derive_out)),
              "derive_out must be a non-empty string or null"),
+            (isinstance(self.twin, bool), "twin must be true or false"),
             (self.action == "derive" or self.derive_out is None, "derive_out is only for action derive"),
             (self.action == "derive" or self.level in (None, "fp32"),
              "level is only for action derive: measure or export the variant file derive writes"),
