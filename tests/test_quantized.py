@@ -324,3 +324,33 @@ def test_start_predicts_quantized_and_half_files_as_what_they_are(docker_backend
         fp16_level = next(r for (label, p), r in levels.items() if p == pid and label.endswith("@fp16"))
         assert fp16_level["precision"] == "fp16"
         assert float(got[("half.pt", pid)]["latency_ms"]) == pytest.approx(float(fp16_level["latency_ms"]), rel=1e-3)
+
+
+def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[str, Path],
+                                                                  exported: dict[str, Any], tmp_path: Path) -> None:
+    """--runtime onnxruntime on an int8 or fp16 PyTorch file: the twin (fp32 weights) is refused in
+    one line; the plain export (twin=false) keeps the model's QDQ ops / fp16 weights and runs."""
+    for name, marker in (("static.pt", "QuantizeLinear"), ("half.pt", None)):
+        runtime = tmp_path / f"{name}-runtime.onnx"
+        req = protocol.WorkerRequest(action="export-onnx", model_path=str(models[name]), onnx_path=str(runtime),
+                                     input_shape=list(SHAPE), warmup=0, runs=1, twin=False)
+        res = protocol.WorkerResult()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            actions.run(req, res, MemoryPhases(0))
+        exported_model = onnx.load(str(runtime))
+        assert not any(p.key == PRECISION_KEY for p in exported_model.metadata_props)
+        if marker:
+            assert marker in {n.op_type for n in exported_model.graph.node}
+        else:
+            assert any(i.data_type == onnx.TensorProto.FLOAT16 for i in exported_model.graph.initializer)
+        for onnx_path, ok in ((runtime, True), (exported[name][0], False)):
+            measure = protocol.WorkerRequest(action="measure", model_path=str(models[name]), runtime="onnxruntime",
+                                             onnx_path=str(onnx_path), input_shape=list(SHAPE), warmup=0, runs=1)
+            res = protocol.WorkerResult()
+            if ok:
+                actions.run(measure, res, MemoryPhases(0))
+                assert res.latency is not None
+            else:
+                with pytest.raises(protocol.WorkerError, match="float twin"):
+                    actions.run(measure, res, MemoryPhases(0))
