@@ -36,7 +36,9 @@ _INTEGER_OPS = ("ConvInteger", "MatMulInteger", "DynamicQuantizeLinear")
 # Ops that run on int8 data as they find it (a runtime executes them in int8 on an int8 tensor).
 _PASS_THROUGH = {"MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Relu", "Clip", "Concat",
                  "Slice", "Split", "Pad", "Resize", "Identity", "GlobalMaxPool"}
-_FUSABLE_TAIL = {"Relu", "Clip"}  # conv -> relu -> Q: the conv runs int8 with the relu fused
+# Elementwise ops between an int8 op and its Quantize (conv -> relu -> Q, x * hardsigmoid(x) -> Q
+# for a quantized hardswish): they run in the int8 kernel, so they are int8 too.
+_FUSABLE_TAIL = {"Relu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Mul", "Add", "LeakyRelu", "Tanh"}
 
 
 def precision_metadata(precision: str, quantization: Optional[dict[str, str]], default: str,
@@ -256,12 +258,13 @@ def onnx_float_twin(model: Any) -> tuple[Any, dict[str, str]]:
             consumers.setdefault(t, []).append(node)
     q_inputs = {n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
 
-    def quantized_after(tensor: str) -> bool:
-        """The tensor is quantized again, directly or after a fusable relu/clip."""
+    def quantized_after(tensor: str, depth: int = 0) -> bool:
+        """The tensor is quantized again, directly or after fusable elementwise ops only."""
         if tensor in q_inputs:
             return True
         users = consumers.get(tensor, [])
-        return len(users) == 1 and users[0].op_type in _FUSABLE_TAIL and quantized_after(users[0].output[0])
+        return depth < 4 and bool(users) and all(u.op_type in _FUSABLE_TAIL and quantized_after(u.output[0], depth + 1)
+                                                 for u in users)
 
     keep: list[Any] = []
     precision: dict[str, str] = {}
