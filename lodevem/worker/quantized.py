@@ -24,13 +24,12 @@ FX_PICKLE_HINT = ("torch itself cannot reload a pickled quantized FX GraphModule
                   "conv module; save it with torch.jit.save(torch.jit.trace(model, example_input), path) or "
                   "torch.jit.save(torch.jit.script(model), path)")
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
-# QOperator ops (onnx and com.microsoft) and the float op each stands for; (input indices of the
-# float operands, scale/zero-point pairs of those operands).
+# QOperator ops (onnx domain and com.microsoft) and the float op each one computes.
 _QOPS: dict[str, str] = {
     "QLinearConv": "Conv", "QLinearMatMul": "MatMul", "QGemm": "Gemm", "QLinearAdd": "Add", "QLinearMul": "Mul",
     "QLinearGlobalAveragePool": "GlobalAveragePool", "QLinearAveragePool": "AveragePool",
     "QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu", "QLinearConcat": "Concat",
-    "QLinearSoftmax": "Softmax", "ConvInteger": "Conv", "MatMulInteger": "MatMul",
+    "QLinearSoftmax": "Softmax",
 }
 _INTEGER_OPS = ("ConvInteger", "MatMulInteger", "DynamicQuantizeLinear")
 # Ops that run on int8 data as they find it (a runtime executes them in int8 on an int8 tensor).
@@ -171,7 +170,7 @@ def onnx_quantization(model: Any) -> Optional[str]:
     ops = {n.op_type for n in model.graph.node}
     if ops & set(_INTEGER_OPS):
         return "integer"
-    if ops & (set(_QOPS) - set(_INTEGER_OPS)):
+    if ops & set(_QOPS):
         return "QOperator"
     if ops & set(_QDQ):
         return "QDQ"
@@ -218,10 +217,6 @@ def onnx_float_twin(model: Any) -> tuple[Any, dict[str, str]]:
     from onnx import numpy_helper
 
     graph = model.graph
-    if {n.op_type for n in graph.node} & {"DynamicQuantizeLinear"}:
-        raise WorkerError("export_failed", "dynamically quantized ONNX (DynamicQuantizeLinear, ConvInteger, "
-                                           "MatMulInteger) has no float twin here; quantize with "
-                                           "onnxruntime.quantization.quantize_static (QDQ or QOperator) instead")
     consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     for i, node in enumerate(graph.node):
         if not node.name:
@@ -338,10 +333,10 @@ def _float_op(node: Any, float_op: str, resolve: Any, dequant: Any, const: Any, 
     op, ins = node.op_type, list(node.input)
     attrs = [a for a in node.attribute if a.name not in ("channels_last",)]
 
-    def operand(value: str, scale: Optional[str], zero: Optional[str], axis: int) -> str:
+    def operand(value: str, scale: str, zero: Optional[str], axis: int) -> str:
+        """A constant operand dequantized to a float initializer; an activation: its float tensor."""
         if value in consts:
-            return const(f"{value}_lodevem_float", dequant(value, scale, zero, axis)) if scale else \
-                const(f"{value}_lodevem_float", consts[value].astype("float32"))
+            return const(f"{value}_lodevem_float", dequant(value, scale, zero, axis))
         return resolve(value)
 
     if op == "QLinearConv":
@@ -361,8 +356,6 @@ def _float_op(node: Any, float_op: str, resolve: Any, dequant: Any, const: Any, 
         inputs = [operand(ins[0], ins[1], ins[2], 1), operand(ins[3], ins[4], ins[5], 1)]
     elif op == "QLinearConcat":  # Y_scale, Y_zp, then (X, scale, zp) triples
         inputs = [operand(ins[i], ins[i + 1], ins[i + 2], 1) for i in range(2, len(ins), 3)]
-    elif op in ("ConvInteger", "MatMulInteger"):
-        inputs = [resolve(ins[0]), operand(ins[1], None, None, 0)]
     else:  # unary: X, X_scale, X_zp, (alpha...) Y_scale, Y_zp
         inputs = [operand(ins[0], ins[1], ins[2], 1)]
     if op == "QGemm":
@@ -413,7 +406,3 @@ def _overall(model: Any, default: str, nodes: dict[str, str], quantization: Opti
     if "int8" in kinds and quantization and quantization.get("scheme") == "dynamic":
         return "int8-dynamic"
     return kinds.pop() if len(kinds) == 1 else "mixed"
-
-
-def describe_quantization(quantization: Optional[dict[str, str]]) -> Optional[str]:
-    return f"{quantization['scheme']}, {quantization['backend']}" if quantization else None
