@@ -354,3 +354,25 @@ def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[st
             else:
                 with pytest.raises(protocol.WorkerError, match="float twin"):
                     actions.run(measure, res, MemoryPhases(0))
+
+
+def test_reply_precision_is_checked_by_the_host() -> None:
+    """The host keeps only known precisions and a two-part quantization from the untrusted reply."""
+    good = ModelSection.parse({"precision": "int8-static", "quantization": {"scheme": "static", "backend": "onnxruntime QDQ"}})
+    assert (good.precision, good.quantization) == ("int8-static", "static, onnxruntime QDQ")
+    bad = ModelSection.parse({"precision": "int3", "quantization": {"scheme": ["x"], "backend": "y"}})
+    assert (bad.precision, bad.quantization) == (None, None)
+    assert ModelSection.parse({"precision": 8, "quantization": "static"}) == ModelSection()
+
+
+def test_unknown_precision_metadata_is_refused(exported: dict[str, Any], tmp_path: Path) -> None:
+    """The twin is written by the sandbox: the host checks its metadata instead of trusting it."""
+    from lodevem.errors import InputError
+
+    for value in ('{"precision": "int8-static", "default": "int4", "nodes": {}}', "not json"):
+        model = onnx.load(str(exported["static.pt"][0]))
+        next(p for p in model.metadata_props if p.key == PRECISION_KEY).value = value
+        path = tmp_path / "tampered.onnx"
+        onnx.save(model, str(path))
+        with pytest.raises(InputError, match=PRECISION_KEY):
+            extract_kernels(path)
