@@ -376,3 +376,53 @@ def test_unknown_precision_metadata_is_refused(exported: dict[str, Any], tmp_pat
         onnx.save(model, str(path))
         with pytest.raises(InputError, match=PRECISION_KEY):
             extract_kernels(path)
+
+
+def test_real_network_twins_keep_every_kernel(tmp_path: Path) -> None:
+    """mobilenet_v2 (residual adds, depthwise convs) quantized two ways users do it: FX static
+    int8 written as traced TorchScript (what ``derive --levels int8-static`` writes) and an
+    onnxruntime QDQ file. The twin has the fp32 graph's 64 kernels and MACs, all of them int8."""
+    import onnxsim
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    from lodevem import zoo
+    from lodevem.worker.variants import derive_variant, write_variant
+
+    x = torch.randn(1, 3, 224, 224)
+    module = zoo.build("mobilenet_v2").eval()
+    torch.save(module, tmp_path / "fp32.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        variant, _, _ = derive_variant(module, "int8-static", x, keep_original=True)
+        write_variant(variant, x, str(tmp_path / "fx_int8.pt"))
+        torch.onnx.export(module, (x,), str(tmp_path / "fp32.onnx"), opset_version=13, input_names=["input"],
+                          output_names=["output"], dynamo=False)
+    simplified, _ = onnxsim.simplify(onnx.load(str(tmp_path / "fp32.onnx")))
+    onnx.save(simplified, str(tmp_path / "fp32.onnx"))
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter([{"input": np.random.default_rng(0).standard_normal((1, 3, 224, 224), np.float32)}])
+
+        def get_next(self) -> Any:
+            return next(self.batches, None)
+
+    quantize_static(str(tmp_path / "fp32.onnx"), str(tmp_path / "qdq.onnx"), Calibration(),
+                    quant_format=QuantFormat.QDQ)
+    reference = extract_kernels(_export_to(tmp_path, "fp32.pt"))
+    assert len(reference.kernels) == 64
+    for name in ("fx_int8.pt", "qdq.onnx"):
+        graph = extract_kernels(_export_to(tmp_path, name))
+        assert graph.precision == "int8-static"
+        assert len(graph.kernels) == 64 and graph.macs == reference.macs, name
+        assert {k.precision for k in graph.kernels} == {"int8"}, name
+
+
+def _export_to(folder: Path, name: str) -> Path:
+    out = folder / f"{name}.twin.onnx"
+    req = protocol.WorkerRequest(action="export-onnx", model_path=str(folder / name), onnx_path=str(out),
+                                 warmup=0, runs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actions.run(req, protocol.WorkerResult(), MemoryPhases(0))
+    return out
