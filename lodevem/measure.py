@@ -205,9 +205,10 @@ def failed_measurement(limit_mb: int, error: str, client: WorkerClient, settings
 # --- caches ------------------------------------------------------------------------------------
 
 def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]]) -> Path:
-    """Where the ONNX export of a model file at an input shape is cached: one per key."""
+    """Where the ONNX export of a model file at an input shape is cached: one per key. ``-p``:
+    exports carrying ``lodevem.precision`` (an older cache's fp16 or QDQ export is not reused)."""
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}.onnx"
+    return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}-p.onnx"
 
 
 class ExportCache:
