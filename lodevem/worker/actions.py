@@ -214,20 +214,16 @@ def _twin_inputs(module: Any, x: Any, model: dict[str, Any]) -> tuple[Any, Any, 
     """What to export for a quantized or fp16 module (in place: the module is discarded after the
     export): dynamic int8 Linear layers as float Linear, a half() model as float; with what the
     swap knew about precision. Static int8 layers export as QDQ and are rewritten on the ONNX side."""
+    import torch
+
     quantization = torch_quantization(module)
     modules: dict[str, str] = {}
-    if quantization and "dynamic" in quantization["scheme"] and not isinstance(module, _script_module_type()):
+    if quantization and "dynamic" in quantization["scheme"] and not isinstance(module, torch.jit.ScriptModule):
         module, modules = float_twin_module(module)
     if model.get("dtype") == "float16" or model.get("input_dtype") == "float16":
         progress("fp16 model: exporting its float twin, kernels predicted at fp16 speed")
         return module.float(), x.float(), {"default": "fp16", "modules": modules, "quantization": quantization}
     return module, x, {"default": "fp32", "modules": modules, "quantization": quantization}
-
-
-def _script_module_type() -> Any:
-    import torch
-
-    return torch.jit.ScriptModule
 
 
 def _frozen_mode(module: Any) -> Any:

@@ -105,15 +105,10 @@ def load_torch_model(path: str, kind: str) -> tuple[Any, str, Optional[list[int]
             obj = _unpickle(path)
     except WorkerError:
         raise
-    except AttributeError as exc:
+    except (ImportError, AttributeError) as exc:  # class not importable where the worker runs
         if "no attribute '_modules'" in str(exc):  # torch's own quantized modules, not missing code
             raise WorkerError("unsupported_format", f"{path} could not be reloaded by torch itself "
                                                     f"({first_line(exc, 120)}): {FX_PICKLE_HINT}") from None
-        raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available here "
-                                                f"({_missing_code(exc)}); save it with torch.jit.save("
-                                                f"torch.jit.script(model), path) or torch.export.save(...), "
-                                                f"which carry their own code") from None
-    except ImportError as exc:  # class not importable where the worker runs
         raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available here "
                                                 f"({_missing_code(exc)}); save it with torch.jit.save("
                                                 f"torch.jit.script(model), path) or torch.export.save(...), "
