@@ -213,9 +213,10 @@ def loading_sha256(model_sha256: str, loading_key: str) -> str:
 
 def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]],
                     loading_key: str = "") -> Path:
-    """Where the ONNX export of a model file at an input shape is cached: one per key."""
+    """Where the ONNX export of a model file at an input shape is cached: one per key. ``-p``:
+    exports carrying ``lodevem.precision`` (an older cache's fp16 or QDQ export is not reused)."""
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    return Path(onnx_dir) / f"{loading_sha256(model_sha256, loading_key)[:32]}-{shape}.onnx"
+    return Path(onnx_dir) / f"{loading_sha256(model_sha256, loading_key)[:32]}-{shape}-p.onnx"
 
 
 class ExportCache:
@@ -231,15 +232,31 @@ class ExportCache:
         self._done: dict[Path, ExportResult] = {}
 
     def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
+        """The graph latency is predicted from: a quantized or fp16 model's float twin."""
         target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
-        removed = target.with_name(target.stem + ".channels-removed.onnx")
+        return self._export(path, target, input_shape, twin=True)
+
+    def runtime_export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
+        """The graph onnxruntime measures: the prediction export when the model is fp32, else the
+        export as torch writes it (the float twin would hold fp32 weights)."""
+        predicted = self.export(path, sha256, input_shape)
+        if predicted.model.precision in (None, "fp32") or predicted.unusable:
+            return predicted
+        target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
+        return self._export(path, target.with_name(f"{target.stem}-runtime.onnx"), input_shape, twin=False)
+
+    def _export(self, path: Path, target: Path, input_shape: Optional[Sequence[int]], twin: bool) -> ExportResult:
+        # the prediction export of a file with all-zero channels also gets the graph without them
+        removed = target.with_name(target.stem + ".channels-removed.onnx") if twin else None
         with self._lock:
             if target in self._done:
                 return self._done[target]
-            run = self.client.export_onnx(path, target, input_shape, self.timeout_s, channels_removed=removed)
+            run = self.client.export_onnx(path, target, input_shape, self.timeout_s, twin=twin,
+                                          channels_removed=removed)
             model = run.reply.model if run.reply is not None else ModelSection()
             if run.ok and target.is_file():
-                result = ExportResult(target, "", model, channels_removed_path=removed if removed.is_file() else None)
+                result = ExportResult(target, "", model,
+                                      channels_removed_path=removed if removed and removed.is_file() else None)
             else:
                 result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result
@@ -308,7 +325,7 @@ class _Plan:
         if self.settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
             # Exported once, unconstrained, so the measured runs time onnxruntime and not the export.
             assert self.exports is not None
-            export = self.exports.export(model.measured_path, model.measured_sha256, self.settings.input_shape)
+            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, self.settings.input_shape)
             if export.path is None:
                 return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, self.settings,
                                           model.measured_sha256)

@@ -54,6 +54,13 @@ def level_precision(level: Optional[str]) -> str:
     return "fp16" if level == "fp16" else "fp32"
 
 
+def _file_arithmetic(graph: KernelGraph) -> str:
+    """The precision whose error figures a file's cell carries: int8 when any kernel is int8,
+    else fp16 when any is fp16, else fp32."""
+    found = {k.precision for k in graph.kernels}
+    return "int8" if "int8" in found else "fp16" if "fp16" in found else "fp32"
+
+
 def format_clock(clock_ghz: float) -> str:
     """``2.0`` -> ``2.0``, ``2.42`` -> ``2.42``: one decimal at least, no float noise."""
     text = f"{clock_ghz:.2f}".rstrip("0")
@@ -190,9 +197,10 @@ class Predictor:
                       else f"{self.estimator.label} {runtime}")
             return LatencyPrediction(None, source, threads, core, clock, runtime, note=f"no latency: {graph}")
         factors, level_note = self._level(graph, core, level, runtime, threads, cluster.count)
+        precision = level_precision(level) if level is not None else _file_arithmetic(graph)
         if pset is None:
-            return self._estimate(graph, profile, threads, factors, level_note, level_precision(level))
-        return self._nnmeter(graph, pset.name, profile, threads, factors, level_note, level_precision(level))
+            return self._estimate(graph, profile, threads, factors, level_note, precision)
+        return self._nnmeter(graph, pset.name, profile, threads, factors, level_note, precision)
 
     def _cluster(self, profile: Profile) -> Cluster:
         """The fastest cluster, after checking the estimator knows every core of the profile
@@ -209,8 +217,13 @@ class Predictor:
         """Per-kernel time divisor for a compression level, and the note saying what was assumed.
 
         A kernel's divisor is ``Estimator.precision_divisor`` of its own work: a function of
-        (core, runtime, kernel category via its work terms, precision, threads)."""
+        (core, runtime, kernel category via its work terms, precision, threads). A file that is
+        itself quantized or fp16 (``level`` None, kernels with their own precision from the
+        worker's float twin) gets the same divisors kernel by kernel: int8 kernels only, fp16
+        kernels (fp32 speed on cores without fp16 arithmetic), so it equals ``--levels``."""
         n = len(graph.kernels)
+        if level is None and any(k.precision != "fp32" for k in graph.kernels):
+            return self._file_precision(graph, core, runtime, threads, cluster_cores)
         if level in _FP32_LEVELS:
             return [1.0] * n, None
         precision = level_precision(level)
@@ -227,6 +240,19 @@ class Predictor:
         else:
             what = "int8 variant: per-kernel int8 factors (ncnn int8 rows)"
         return divisors, "; ".join(x for x in (what, assumed) if x)
+
+    def _file_precision(self, graph: KernelGraph, core: str, runtime: str, threads: int,
+                        cluster_cores: Optional[int]) -> tuple[list[float], Optional[str]]:
+        """Divisors from each kernel's own precision (a quantized or fp16 file as given)."""
+        divisors = [self.estimator.precision_divisor(w, core, k.precision, runtime, threads, cluster_cores)
+                    if k.precision in ("int8", "fp16") else 1.0 for w, k in zip(self._work(graph), graph.kernels)]
+        counts = {p: sum(1 for k in graph.kernels if k.precision == p) for p in ("int8", "fp16")}
+        parts = [f"{counts[p]}/{len(divisors)} kernels {p} at per-kernel {p} factors" for p in ("int8", "fp16")
+                 if counts[p]]
+        parts += [n for n in (self.estimator.precision_note(core, p, runtime) for p in ("int8", "fp16") if counts[p])
+                  if n]
+        scheme = f" ({graph.quantization})" if graph.quantization else ""
+        return divisors, f"{graph.precision} file{scheme}: " + "; ".join(parts)
 
     def _estimate(self, graph: KernelGraph, profile: Profile, threads: int, factors: Sequence[float],
                   level_note: Optional[str], precision: str = "fp32") -> LatencyPrediction:

@@ -55,6 +55,8 @@ class ModelFile:
     class_name: Optional[str] = None
     sparsity: Optional[SparsitySection] = None  # zeros in the Conv/Linear weights (pruned files)
     channels_removed_graph: Optional[Path] = None  # the export with the all-zero channels removed
+    precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed (the worker's twin)
+    quantization: Optional[str] = None  # "scheme, backend", e.g. "static, onnxruntime QDQ"
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -128,6 +130,9 @@ class PairResult:
     sparsity: Optional[float] = None
     zero_channels: Optional[int] = None
     latency_if_channels_removed_ms: Optional[float] = None
+    # What the file computes in, detected in the sandbox (a --levels variant: its level's)
+    precision: Optional[str] = None
+    quantization: Optional[str] = None
 
     @property
     def fits(self) -> Optional[bool]:

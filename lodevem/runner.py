@@ -289,8 +289,14 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     if model.level is None:  # a variant's format and params come from its derivation
         model = dataclasses.replace(model, format=export.model.format, params=export.model.params,
                                     class_name=export.model.class_name, sparsity=export.model.sparsity,
-                                    channels_removed_graph=export.channels_removed_path)
+                                    channels_removed_graph=export.channels_removed_path,
+                                    precision=export.model.precision, quantization=export.model.quantization)
+    else:  # a variant computes in its level's precision (predicted from the original's graph)
+        model = dataclasses.replace(model, precision=_LEVEL_PRECISION.get(model.level, export.model.precision))
     return model
+
+
+_LEVEL_PRECISION = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 
 
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
@@ -386,6 +392,7 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         model_class=model.class_name, sparsity=model.sparsity.zero_fraction if model.sparsity else None,
         zero_channels=model.sparsity.zero_channels if model.sparsity else None,
         latency_if_channels_removed_ms=channels_removed_ms,
+        precision=model.precision, quantization=model.quantization,
     )
 
 

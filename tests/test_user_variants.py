@@ -325,8 +325,6 @@ def test_acceptance_every_variant_of_cocoa_on_tier2(docker_backend, project: Pat
     (plus --arch for the checkpoint): every row has a latency and a peak RAM; static int8 differs
     from fp32 by the fitted factor on every core; the fp16 file equals `--levels fp16`; the pruned
     file carries its sparsity note and the removed-channel latency."""
-    from lodevem.latency.estimator import Estimator
-
     files = sorted(str(p) for p in (project / "models").glob("*.pt") if p.name != "cocoa_weights.pt")
     result = CliRunner().invoke(cli, ["start", *files, "--code", str(project / "cocoa"), "--code",
                                       str(project / "train.py"), "--arch", "cocoa.model:CocoaNet", "--tier", "tier2",
@@ -337,37 +335,40 @@ def test_acceptance_every_variant_of_cocoa_on_tier2(docker_backend, project: Pat
     for key, row in found.items():
         assert row["latency_ms"] and float(row["latency_ms"]) > 0, (key, row["latency_note"])
         assert row["peak_rss_mb"] and float(row["peak_rss_mb"]) > 0, (key, row["memory_error"])
-    estimator = Estimator.load()
-    for pid, core in TIER2_CORES.items():
-        fp32 = float(found[("cocoa_fp32.pt", pid)]["latency_ms"])
-        for label in ("cocoa_int8_static.pt", "cocoa_int8_fx.pt"):
-            row = found[(label, pid)]
-            assert row["precision"] == "int8-static", (label, row["precision"])
-            ratio = fp32 / float(row["latency_ms"])
-            assert abs(ratio / estimator.int8_speedup(core) - 1) < 0.02, (label, pid, ratio)
-        dynamic = found[("cocoa_int8_dynamic.pt", pid)]
-        assert dynamic["precision"] == "int8-dynamic"
-        assert fp32 > float(dynamic["latency_ms"]) > 0.9 * fp32  # only the small fc head is int8
-        assert found[("cocoa_fp16.pt", pid)]["precision"] == "fp16"
-        pruned = found[("cocoa_pruned.pt", pid)]
-        assert float(pruned["latency_if_channels_removed_ms"]) < 0.6 * fp32 and "dense runtime" in pruned["latency_note"]
-    levels = CliRunner().invoke(cli, ["start", files[files.index(str(project / "models" / "cocoa_fp32.pt"))],
-                                      "--code", str(project / "cocoa"), "--levels", "fp16", "--tier", "tier2",
+    levels = CliRunner().invoke(cli, ["start", str(project / "models" / "cocoa_fp32.pt"), "--code",
+                                      str(project / "cocoa"), "--levels", "fp16,int8,int8-static", "--tier", "tier2",
                                       "--output", str(tmp_path / "levels"), *FAST], catch_exceptions=False)
     assert levels.exit_code == 0, levels.output
     derived = by_pair(tmp_path / "levels")
-    for pid in TIER2_CORES:
+    for pid, core in TIER2_CORES.items():
+        fp32 = float(found[("cocoa_fp32.pt", pid)]["latency_ms"])
+        # int8 files: the fitted per-core int8 factors, the same as --levels on the fp32 file
+        static = float(derived[("cocoa_fp32.pt@int8-static", pid)]["latency_ms"])
+        assert abs(static / fp32 - 1) > 0.02, (pid, core)  # the factor is not 1 on any of these cores
+        for label in ("cocoa_int8_static.pt", "cocoa_int8_fx.pt"):
+            row = found[(label, pid)]
+            assert row["precision"] == "int8-static", (label, row["precision"])
+            assert abs(float(row["latency_ms"]) / static - 1) < 0.005, (label, pid, row["latency_ms"], static)
+        dynamic = found[("cocoa_int8_dynamic.pt", pid)]
+        assert dynamic["precision"] == "int8-dynamic"
+        assert abs(float(dynamic["latency_ms"]) / float(derived[("cocoa_fp32.pt@int8", pid)]["latency_ms"]) - 1) < 0.005
+        # the fp16 file: exactly the number --levels fp16 gives for the fp32 model
+        assert found[("cocoa_fp16.pt", pid)]["precision"] == "fp16"
         assert found[("cocoa_fp16.pt", pid)]["latency_ms"] == derived[("cocoa_fp32.pt@fp16", pid)]["latency_ms"], pid
+        pruned = found[("cocoa_pruned.pt", pid)]
+        assert float(pruned["latency_if_channels_removed_ms"]) < 0.6 * fp32 and "dense runtime" in pruned["latency_note"]
+        assert found[("cocoa_ckpt.pt", pid)]["latency_ms"] == found[("cocoa_fp32.pt", pid)]["latency_ms"]
 
 
 def test_onnxruntime_quantized_files_are_predicted_as_int8(docker_backend, project: Path, tmp_path: Path) -> None:
     models = project / "models"
     result = CliRunner().invoke(cli, ["start", *(str(models / f"cocoa_{n}.onnx") for n in ("fp32", "int8_qdq", "int8_qop")),
-                                      "--runtime", "onnxruntime", "--profile", "itel_p37", "--output", str(tmp_path),
+                                      "--runtime", "onnxruntime", "--profile", "nokia_c1", "--output", str(tmp_path),
                                       *FAST], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     found = rows(tmp_path)
     fp32 = float(found["cocoa_fp32.onnx"]["latency_ms"])
     for label in ("cocoa_int8_qdq.onnx", "cocoa_int8_qop.onnx"):
         row = found[label]
-        assert row["precision"] == "int8-static" and float(row["latency_ms"]) < fp32 and row["verdict"] == "fits", row
+        # Cortex-A7: the fitted int8 factor is well above 1
+        assert row["precision"] == "int8-static" and float(row["latency_ms"]) < 0.9 * fp32 and row["verdict"] == "fits", row

@@ -27,6 +27,7 @@ from .usercode import ModelLoading
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
 UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
                        "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
+PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
@@ -109,15 +110,22 @@ class ModelSection:
     input_shape: Optional[tuple[int, ...]] = None
     input_dtype: Optional[str] = None
     param_bytes: Optional[int] = None
+    precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed
+    quantization: Optional[str] = None  # "scheme, backend"
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
         shape = data.get("input_shape")
         dims = tuple(d for d in shape if _integer(d) is not None and d > 0) if isinstance(shape, list) else ()
+        precision = _text(data.get("precision"), 20)
+        quant = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
+        scheme, backend = _text(quant.get("scheme"), 40), _text(quant.get("backend"), 80)
         return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
                    class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
                    input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
-                   input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")))
+                   input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
+                   precision=precision if precision in PRECISIONS else None,
+                   quantization=f"{scheme}, {backend}" if scheme and backend else None)
 
 
 @dataclass(frozen=True)
@@ -312,11 +320,12 @@ class WorkerClient:
         self.work_limit_mb = work_limit if work_limit is not None else work_limit_mb()
 
     def export_onnx(self, model: Path, target: Path, input_shape: Optional[Sequence[int]],
-                    timeout_s: float, channels_removed: Optional[Path] = None) -> SandboxRun:
+                    timeout_s: float, twin: bool = True, channels_removed: Optional[Path] = None) -> SandboxRun:
         """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's;
+        ``twin=False``: the export as torch writes it (an int8/fp16 model's own ops, for onnxruntime);
         a file with all-zero output channels also gets that graph without them at ``channels_removed``."""
         request = self._request(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
-                                onnx_path=str(target), warmup=0, runs=1,
+                                onnx_path=str(target), warmup=0, runs=1, twin=twin,
                                 channels_removed_path=str(channels_removed) if channels_removed else None)
         return self.run(request, self.work_limit_mb, timeout_s)
 

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from .protocol import WorkerError, first_line, progress
 from .usercode import UserCode, build_arch, load_into, weights_of
+from .quantized import FX_PICKLE_HINT, quantized_conv_unpickling
 
 
 HOW_TO_SAVE = ("save the whole module with torch.save(model, path), or "
@@ -121,10 +122,14 @@ def load_torch_model(path: str, kind: str, options: Optional[LoadOptions] = None
         if kind == "exported_program":
             program = torch.export.load(path)
             return program.module(), "exported_program", _exported_input_shape(program)
-        obj = _unpickle(path, options.code)
+        with quantized_conv_unpickling():
+            obj = _unpickle(path, options.code)
     except WorkerError:
         raise
     except (ImportError, AttributeError) as exc:  # class not importable where the worker runs
+        if "no attribute '_modules'" in str(exc):  # torch's own quantized modules, not missing code
+            raise WorkerError("unsupported_format", f"{path} could not be reloaded by torch itself "
+                                                    f"({first_line(exc, 120)}): {FX_PICKLE_HINT}") from None
         raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available in the "
                                                 f"sandbox: {_missing_code(exc, options.code)}") from None
     except Exception as exc:

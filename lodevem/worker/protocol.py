@@ -80,6 +80,7 @@ class WorkerRequest:
     channels_removed_path: Optional[str] = None
     arch: Optional[str] = None
     arch_kwargs: Optional[dict[str, Any]] = None
+    twin: bool = True  # export-onnx: the float twin of an int8/fp16 model (for prediction) or the plain export
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -132,6 +133,7 @@ class WorkerRequest:
             (self.level is None or self.level in LEVELS, f"level must be null or one of {', '.join(LEVELS)}"),
             (self.derive_out is None or (isinstance(self.derive_out, str) and bool(self.derive_out)),
              "derive_out must be a non-empty string or null"),
+            (isinstance(self.twin, bool), "twin must be true or false"),
             (self.action == "derive" or self.derive_out is None, "derive_out is only for action derive"),
             (self.action == "derive" or self.level in (None, "fp32"),
              "level is only for action derive: measure or export the variant file derive writes"),
