@@ -214,25 +214,51 @@ class ExportCache:
     """ONNX exports made in the sandbox, one per (file content, input shape), shared by the
     latency stage (the graph to predict from) and onnxruntime measurements (the file to run).
 
-    Thread-safe: parallel measurement jobs of one model export it once.
+    An export is kept across runs: beside ``<key>.onnx`` a ``<key>.onnx.json`` records what made
+    it (the worker version and the sandbox's identity: another image may export another graph)
+    and the worker's model section. A later run with the same maker reuses the file without
+    starting a sandbox; any difference, a missing or unreadable record, or ``use_cache=False``
+    exports again. Thread-safe: parallel measurement jobs of one model export it once.
     """
 
-    def __init__(self, client: WorkerClient, onnx_dir: Path, timeout_s: float) -> None:
-        self.client, self.dir, self.timeout_s = client, Path(onnx_dir), timeout_s
+    def __init__(self, client: WorkerClient, onnx_dir: Path, timeout_s: float, use_cache: bool = True) -> None:
+        self.client, self.dir, self.timeout_s, self.use_cache = client, Path(onnx_dir), timeout_s, use_cache
         self._lock = threading.Lock()
         self._done: dict[Path, ExportResult] = {}
+
+    def _maker(self, sha256: str, input_shape: Optional[Sequence[int]]) -> dict[str, Any]:
+        return {"model_sha256": sha256, "input_shape": list(input_shape) if input_shape else None,
+                "worker_version": self.client.worker_version, "identity": self.client.backend.identity}
+
+    def _kept(self, target: Path, maker: dict[str, Any]) -> Optional[ExportResult]:
+        if not self.use_cache or not target.is_file():
+            return None
+        try:
+            record = json.loads(target.with_name(target.name + ".json").read_text(encoding="utf-8"))
+            if record["maker"] != maker:
+                return None
+            model = ModelSection(format=record["model"].get("format"), params=record["model"].get("params"))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return ExportResult(target, "", model)
 
     def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
         target = onnx_cache_path(self.dir, sha256, input_shape)
         with self._lock:
             if target in self._done:
                 return self._done[target]
-            run = self.client.export_onnx(path, target, input_shape, self.timeout_s)
-            model = run.reply.model if run.reply is not None else ModelSection()
-            if run.ok and target.is_file():
-                result = ExportResult(target, "", model)
-            else:
-                result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
+            maker = self._maker(sha256, input_shape)
+            result = self._kept(target, maker)
+            if result is None:
+                record = target.with_name(target.name + ".json")
+                record.unlink(missing_ok=True)  # the record is written only after a good export
+                run = self.client.export_onnx(path, target, input_shape, self.timeout_s)
+                model = run.reply.model if run.reply is not None else ModelSection()
+                if run.ok and target.is_file():
+                    result = ExportResult(target, "", model)
+                    write_atomic(record, json.dumps({"maker": maker, "model": asdict(model)}, indent=1))
+                else:
+                    result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result
             return result
 

@@ -57,16 +57,16 @@ def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest:
               out_dir: Path, plots: bool = True, latex_marks: str = "text") -> list[Path]:
     """Write CSV, JSON, LaTeX and (unless ``plots=False``) the figures; return every path written.
 
-    matplotlib is imported only here, so ``lodevem list`` and table-only uses stay fast.
+    matplotlib is imported only when a figure must be drawn: a figure whose inputs did not change
+    since it was last written to ``out_dir`` is kept (``report.figure_cache``), so a fully cached
+    rerun draws nothing.
     """
     out_dir = Path(out_dir)
     paths = [write_csv(rows, out_dir / CSV_NAME),
              write_json(rows, manifest, out_dir / JSON_NAME),
              write_latex(rows, out_dir / TEX_NAME, profiles, marks=latex_marks)]
     if plots and rows:
-        from .report import plots as figures
+        from .report.figure_cache import write_figures
 
-        paths += figures.latency_heatmap(rows, profiles, out_dir)
-        paths += figures.latency_vs_ram(rows, profiles, out_dir)
-        paths += figures.min_ram_bar(rows, out_dir)
+        paths += [p for figure in write_figures(rows, profiles, out_dir) for p in figure.paths]
     return paths

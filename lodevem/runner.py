@@ -152,7 +152,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)
+    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data,
+                          cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
     predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
     warnings: list[str] = []
     if backend is None:
@@ -161,7 +162,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
             warnings.append(backend_warning)
     backend.sweep_stale()
     client = WorkerClient(backend)
-    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
+    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s,
+                                                 use_cache=not config.no_cache),
                      progress if progress is not None else NullProgress(), warnings)
     state = _load_state(ctx, models)
 
