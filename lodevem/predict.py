@@ -152,17 +152,18 @@ class Predictor:
         usable = name in CPU_PREDICTORS and self.nnmeter.available(name)
         return usable or self.mode == "nn-meter"
 
-    def require(self, profiles: Sequence[Profile]) -> None:
+    def require(self, profiles: Sequence[Profile], load: bool = True) -> None:
         """Fail fast, before any benchmark runs, if ``nn-meter`` mode lacks data or a profile's
-        core has no estimator parameters. Checks that the predictor folders hold a set; the
-        regressors themselves are loaded on the first prediction the cache does not hold."""
+        core has no estimator parameters. ``load=True`` also loads the predictor sets (once), so
+        a refused or broken regressor file is reported here; ``load=False`` (the runner) only
+        checks that the folders hold a set and leaves loading to the first prediction the cache
+        does not hold: a fully cached rerun then reads no pickle at all."""
         for profile in profiles:
             self._cluster(profile)
             if self.uses_nnmeter(profile):
-                name = profile.nnmeter_predictor
                 self._check_cpu_predictor(profile)
-                if not self.nnmeter.available(name):
-                    self.nnmeter.get(name)  # raises the InputError naming the folder
+                if load or not self.nnmeter.available(profile.nnmeter_predictor):
+                    self.nnmeter.get(profile.nnmeter_predictor)  # raises the InputError naming the folder/file
 
     def describe(self) -> dict[str, object]:
         """What the run used, for the manifest (and the paper kit: ``report.methodology``)."""

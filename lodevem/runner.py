@@ -154,7 +154,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = label_models(config.models, config.levels)
     predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data,
                           cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
-    predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
+    # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
+    predictor.require(config.profiles, load=False)
     warnings: list[str] = []
     if backend is None:
         backend, backend_warning = open_backend(config.backend)

@@ -23,10 +23,8 @@ from .. import __version__
 from ..latency.cache import digest, file_digest
 from ..profiles import Profile
 from ..results import PairResult, write_atomic
+from .cells import HEATMAP, MIN_RAM, SCATTER
 
-HEATMAP = "latency_heatmap"
-SCATTER = "latency_vs_ram"
-MIN_RAM = "min_ram"
 EXTENSIONS = ("png", "pdf")
 _HERE = Path(__file__).resolve().parent
 _DRAWING_CODE = (_HERE / "plots.py", _HERE / "cells.py")
