@@ -331,6 +331,7 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
         host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
         power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
+        latency_calibrations=latency.calibrations,
     )
 
 
