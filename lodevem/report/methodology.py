@@ -133,10 +133,11 @@ def _get(mapping: Any, *path: str) -> Any:
 
 def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFacts:
     """Gather what the run used from its rows (per pair) and its manifest (per run)."""
-    sources = _distinct([r.latency_source for r in rows if r.latency_source != "unavailable"])
+    sources = _distinct([r.latency_source for r in rows if r.latency_ms is not None])
     predictor = _get(manifest, "extra", "predictor") or {}
     est = predictor.get("estimator") if isinstance(predictor, Mapping) else None
-    estimator_profiles = _distinct([r.profile_id for r in rows if r.latency_source.startswith("estimator:")])
+    estimator_profiles = _distinct([r.profile_id for r in rows
+                                    if r.latency_ms is not None and r.latency_source.startswith("estimator:")])
     estimator = None
     if isinstance(est, Mapping) and (estimator_profiles or any(s.startswith("nn-meter:") for s in sources)):
         estimator = EstimatorFacts(
@@ -151,10 +152,12 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
     for name in _distinct([s.split(":", 1)[1].split("\u2192", 1)[0] for s in sources if s.startswith("nn-meter:")]):
         ref = _get(described, name, "reference") or {}
         nn.append(NnMeterFacts(name, ref.get("core"), ref.get("clock_ghz"),
-                               _distinct([r.profile_id for r in rows if r.latency_source.startswith(f"nn-meter:{name}")])))
+                               _distinct([r.profile_id for r in rows if r.latency_ms is not None
+                                          and r.latency_source.startswith(f"nn-meter:{name}")])))
     tokens = [t.lower() for s in sources for t in re.split(r"[\s()\u2192,;]+", s)]
     runtimes_named = _distinct([_RUNTIME_TOKENS[t] for t in tokens if t in _RUNTIME_TOKENS])
-    derived = _distinct([r.core for r in rows if r.latency_uncertainty and "not measured: derived" in r.latency_uncertainty])
+    derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty
+                         and "not measured: derived" in r.latency_uncertainty])
     ran = [r.runtime_baseline_mb for r in rows if r.runtime_baseline_mb is not None]
     config = _get(manifest, "extra", "config") or {}
     return RunFacts(
