@@ -195,7 +195,10 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
             for limit in recorder.by_limit:
                 recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client, settings,
                                                                         model.sha256))
-    _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
+    try:
+        _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
+    finally:
+        recorder.flush()
 
     return BenchmarkOutcome(recorder.rows(), manifest, ctx.warnings)
 
@@ -349,6 +352,7 @@ class _Recorder:
         self.by_limit: dict[int, list[Profile]] = {}
         for profile in ctx.config.profiles:
             self.by_limit.setdefault(profile.ram_mb, []).append(profile)
+        self._unsaved = False
         self._order = {p.id: i for i, p in enumerate(ctx.config.profiles)}
         self._model_order = {m.label: i for i, m in enumerate(models)}
 
@@ -366,13 +370,25 @@ class _Recorder:
             self.state.rows.append(pair_result(self.models[label], profile, self.latencies[label][profile.id],
                                                memory, self.ctx.config.threads, self.floors.get(label)))
             self.done.add((label, profile.id))
+        # A measurement served from the cache is not lost by an interrupt (the cache has it), so
+        # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes
+        # the files once instead of once per measurement.
+        self._unsaved = True
+        if not memory.cached:
+            self.flush()
+        for profile in finished:
+            self.ctx.progress.pair_done(label, profile.label)
+
+    def flush(self) -> None:
+        """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
+        if not self._unsaved:
+            return
         output = self.ctx.config.output
         self.state.save(output / STATE_FILE)
         rows = self.rows()
         write_csv(rows, output / CSV_NAME)
         write_json(rows, self.manifest, output / JSON_NAME)
-        for profile in finished:
-            self.ctx.progress.pair_done(label, profile.label)
+        self._unsaved = False
 
 
 def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Recorder) -> None:

@@ -312,17 +312,24 @@ def _limitations(f: RunFacts) -> list[str]:
         span = f"{lo:g} MB" if lo == hi else f"{lo:g}-{hi:g} MB"
         items.append(f"Peak RAM includes the measurement runtime's own footprint ({span} before the model was "
                      "loaded); an on-device runtime such as TFLite or ncnn has a baseline of its own.")
+    if f.backends:
+        items.append("Device RAM is not all available to an app (the OS reserves a share), so fitting is necessary, "
+                     "not sufficient; the phone's OS is not emulated (no low-memory killer, thermal throttling or "
+                     "background apps).")
     e = f.estimator
     if f.estimator_profiles and e is not None:
-        spread = f": {e.same_core_spread}" if e.same_core_spread else ""
-        items.append(f"The estimator's error is an average: {_pct(e.lodo_mape_pct)} MAPE leave-one-device-out over "
-                     f"{e.lodo_rows} rows; a single device can be further off{spread}.")
+        spread = f"; {e.same_core_spread}" if e.same_core_spread else "; a single device can be further off"
+        items.append(f"The estimator's error is an average ({_pct(e.lodo_mape_pct)} MAPE leave-one-device-out over "
+                     f"{e.lodo_rows} rows){spread}.")
     if f.derived_cores:
         items.append(f"{_and(list(f.derived_cores))}: no latency data in the estimator's fit; the core's speed is "
                      "derived from Arm's published per-clock figures.")
     if f.nnmeter:
         items.append("nn-Meter's regressors model one device and runtime; carrying them to other cores relies on the "
                      "estimator's ratios, so the estimator's error applies to the transfer.")
+    if any(level in ("int8", "int8-static") for level in f.levels):
+        items.append("int8 latency is the fp32 kernel graph scaled by fitted factors; real int8 speed depends on "
+                     "the runtime's int8 kernels.")
     if "pruned" in f.levels:
         items.append("Pruned variants are 50 % structured L1-norm channel pruning without fine-tuning: their "
                      "accuracy is not assessed, only their speed and memory {cite:depgraph}.")
