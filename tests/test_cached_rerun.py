@@ -167,3 +167,24 @@ def test_a_cached_rerun_imports_nothing_heavy(tmp_path: Path) -> None:
     assert all(r["memory_cached"] for r in payload["results"])
     assert payload["environment"]["extra"]["predictor"]["latency_cache"] == {"hits": 2, "misses": 0}
     assert (out / "methodology.md").is_file() and (out / "latency_heatmap.png").is_file()
+
+
+@pytest.mark.docker
+def test_the_engine_socket_answers_as_docker_py_does(docker_backend) -> None:
+    """The stdlib questions a cached rerun asks instead of importing docker-py."""
+    import docker
+
+    from lodevem.sandbox.engine import EngineAPI
+    from lodevem.sandbox.image import IMAGE_TAG
+
+    engine = EngineAPI.from_env()
+    assert engine is not None
+    client = docker.from_env()
+    try:
+        assert engine.image_id(IMAGE_TAG) == client.images.get(IMAGE_TAG).id == docker_backend.image_id
+        assert engine.image_id("lodevem-no-such-image:0") is None
+        assert engine.version() == client.version()["Version"]
+        listed = {c.id for c in engine.containers("lodevem=1")}
+        assert listed == {c.id for c in client.containers.list(all=True, filters={"label": "lodevem=1"})}
+    finally:
+        client.close()
