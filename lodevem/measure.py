@@ -235,8 +235,9 @@ class ExportCache:
             return None
         try:
             record = json.loads(target.with_name(target.name + ".json").read_text(encoding="utf-8"))
-            if record["maker"] != maker:
-                return None
+            stat = target.stat()
+            if record["maker"] != maker or record["file"] != [stat.st_size, stat.st_mtime_ns]:
+                return None  # made by another image/worker, or the file changed since
             model = ModelSection(format=record["model"].get("format"), params=record["model"].get("params"))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -256,7 +257,9 @@ class ExportCache:
                 model = run.reply.model if run.reply is not None else ModelSection()
                 if run.ok and target.is_file():
                     result = ExportResult(target, "", model)
-                    write_atomic(record, json.dumps({"maker": maker, "model": asdict(model)}, indent=1))
+                    stat = target.stat()
+                    write_atomic(record, json.dumps({"maker": maker, "model": asdict(model),
+                                                     "file": [stat.st_size, stat.st_mtime_ns]}, indent=1))
                 else:
                     result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result

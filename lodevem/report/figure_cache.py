@@ -27,7 +27,7 @@ from .cells import HEATMAP, MIN_RAM, SCATTER
 
 EXTENSIONS = ("png", "pdf")
 _HERE = Path(__file__).resolve().parent
-_DRAWING_CODE = (_HERE / "plots.py", _HERE / "cells.py")
+_DRAWING_CODE = (_HERE / "plots.py", _HERE / "cells.py", _HERE.parent / "profiles.py")  # TIERS' captions
 
 
 @dataclass(frozen=True)
