@@ -12,7 +12,8 @@ each time, so import time counts):
   rows say ``memory_cached`` and that the predictor reports no latency-cache miss).
 
 Prints the first run's wall time, each rerun's and their median, the ratio rerun/first, and
-which heavy modules a rerun imported (``-X importtime``; target: none of torch, nn_meter,
+the CPU seconds of the lodevem process (user + system: what the machine's load does not
+inflate; a container's CPU is not counted), which heavy modules a rerun imported (``-X importtime``; target: none of torch, nn_meter,
 matplotlib, onnx, sklearn). Target: rerun <= 1 s. The machine's load average is printed too:
 on a shared 2-core machine the rerun's time moves with it.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,14 +41,23 @@ from lodevem import zoo  # noqa: E402
 HEAVY = ("torch", "nn_meter", "matplotlib", "onnx", "sklearn", "scipy", "numpy", "pandas")
 
 
-def run_start(models: list[Path], tier: str, backend: str, output: Path, importtime: bool = False) -> tuple[float, str]:
-    """Wall seconds of one ``lodevem start`` in a new interpreter, and its stderr."""
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_start(models: list[Path], tier: str, backend: str, output: Path, importtime: bool = False,
+              cpu: list[float] | None = None) -> tuple[float, str]:
+    """Wall seconds of one ``lodevem start`` in a new interpreter, and its stderr; its CPU
+    seconds (user + system, the figure the machine's load does not inflate) go into ``cpu``."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "lodevem.cli", "start",
            *map(str, models), "--tier", tier, "--backend", backend, "--output", str(output)]
-    started = time.perf_counter()
+    cpu_before, started = _children_cpu_s(), time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    if cpu is not None:
+        cpu.append(_children_cpu_s() - cpu_before)
     if done.returncode != 0:
         raise SystemExit(f"lodevem start exited {done.returncode}:\n{done.stderr[-2000:]}")
     return wall, done.stderr
@@ -75,8 +86,10 @@ def main() -> int:
         folder = Path(tmp)
         models = [zoo.write(name, folder / "models") for name in args.models.split(",")]
         output = folder / "results"
-        first, _ = run_start(models, args.tier, args.backend, output)
-        reruns = [run_start(models, args.tier, args.backend, output)[0] for _ in range(args.reruns)]
+        first_cpu: list[float] = []
+        first, _ = run_start(models, args.tier, args.backend, output, cpu=first_cpu)
+        rerun_cpu: list[float] = []
+        reruns = [run_start(models, args.tier, args.backend, output, cpu=rerun_cpu)[0] for _ in range(args.reruns)]
         _, imported = run_start(models, args.tier, args.backend, output, importtime=True)
         payload = json.loads((output / "benchmark_results.json").read_text())
         cached = all(r["memory_cached"] for r in payload["results"])
@@ -86,6 +99,7 @@ def main() -> int:
         "models": args.models.split(","), "tier": args.tier, "backend": args.backend,
         "pairs": len(payload["results"]), "first_s": round(first, 3), "reruns_s": [round(r, 3) for r in reruns],
         "rerun_median_s": round(rerun, 3), "ratio": round(rerun / first, 4),
+        "first_cpu_s": round(first_cpu[0], 3), "rerun_cpu_median_s": round(statistics.median(rerun_cpu), 3),
         "rerun_all_memory_cached": cached, "rerun_latency_cache": latency_cache,
         "rerun_heavy_imports": heavy_imports(imported), "load_average": os.getloadavg(),
     }
@@ -93,6 +107,8 @@ def main() -> int:
     print(f"first run        {first:7.2f} s")
     print(f"cached reruns    {', '.join(f'{r:.2f}' for r in reruns)} s (median {rerun:.2f} s; target <= 1 s)")
     print(f"rerun / first    {rerun / first:7.3f}")
+    print(f"CPU (user+sys)   first {first_cpu[0]:.2f} s of lodevem itself (containers not counted), "
+          f"rerun median {statistics.median(rerun_cpu):.2f} s")
     print(f"rerun: every measurement cached: {cached}; latency cache {latency_cache}")
     print(f"rerun imported heavy modules: {', '.join(result['rerun_heavy_imports']) or 'none'}")
     print(f"load average     {', '.join(f'{v:.2f}' for v in result['load_average'])} (shared machine)")
