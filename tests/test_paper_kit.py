@@ -95,6 +95,8 @@ def test_estimator_docker_torch_run_names_what_it_used_and_nothing_else(profiles
                    "pruning", "cortexA76cpu_tflite21", "Amdahl", "calibrated by"):
         assert unused not in md, unused
     assert "No prediction was calibrated against a measurement on a physical device." in md
+    assert all(f"{p.label} ({p.chipset}" in md for p in profiles)  # the devices used, and no other
+    assert not any(p.label in md for p in load_profiles() if p.id not in PROFILE_IDS)
     assert f"lodevem {__version__}" in md and f"Version {__version__}" in bib
 
 

@@ -90,6 +90,7 @@ class RunFacts:
     git_dirty: Optional[bool]
     models: tuple[str, ...]
     profiles: tuple[str, ...]
+    devices: tuple[str, ...]  # "label (chipset, fastest core @ clock, RAM)" per profile
     tiers: tuple[str, ...]
     latency_sources: tuple[str, ...]
     estimator_profiles: tuple[str, ...]
@@ -166,6 +167,8 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
         git_dirty=_get(manifest, "lodevem", "git_dirty"),
         models=_distinct([r.model_label for r in rows]),
         profiles=_distinct([r.profile_id for r in rows]),
+        devices=_distinct([f"{r.profile_label} ({r.chipset}, {r.core} @ {r.clock_ghz:g} GHz, {r.ram_mb} MB)"
+                           for r in rows]),
         tiers=_distinct([r.tier for r in rows]),
         latency_sources=sources,
         estimator_profiles=estimator_profiles,
@@ -346,7 +349,7 @@ def _paragraphs(f: RunFacts) -> tuple[str, str, list[str], str]:
              + (f" (commit {{code:{f.git_commit[:12]}}}" + (" with local changes" if f.git_dirty else "") + ")"
                 if f.git_commit else "")
              + f" for {len(f.models)} model{'s' if len(f.models) != 1 else ''} on {len(f.profiles)} device profile"
-             + ("s" if len(f.profiles) != 1 else "") + f" ({_and(list(f.tiers))}).")
+             + ("s" if len(f.profiles) != 1 else "") + f" ({_and(list(f.tiers))}): {'; '.join(f.devices)}.")
     provenance = ("Each device profile cites the sources of its specifications, and the run's manifest "
                   "({code:benchmark_results.json}, {code:environment}) records the command, package versions, "
                   "the sandbox image and the sha256 of every model and profile.")
