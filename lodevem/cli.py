@@ -7,6 +7,7 @@ library never prints and never exits, so it stays usable from notebooks and test
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -191,6 +192,35 @@ def nnmeter_data_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def model_code_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--code``, ``--arch``, ``--arch-kwargs``: how the sandbox loads the user's own variants
+    (start, derive, inspect). The command receives them as one ``loading`` (``ModelLoading``)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, code: tuple[Path, ...], arch: Optional[str], arch_kwargs: Optional[str],
+                **kwargs: Any) -> Any:
+        from .sandbox.usercode import ModelLoading
+
+        from_env = [p for p in os.environ.get("LODEVEM_CODE", "").split(os.pathsep) if p]
+        return fn(*args, loading=ModelLoading.from_options([*code, *from_env], arch, arch_kwargs), **kwargs)
+
+    wrapper = click.option(
+        "--arch-kwargs", default=None, metavar="JSON",
+        help="Keyword arguments for --arch as a JSON object, e.g. '{\"width\": 32}'.")(wrapper)
+    wrapper = click.option(
+        "--arch", default=None, metavar="MODULE:CALLABLE",
+        help="For files that hold only weights (a state_dict or a training checkpoint: state_dict, "
+        "model_state_dict, model, net, ema... keys; a DataParallel 'module.' prefix is removed): "
+        "the callable that builds the module, from --code (cocoa.model:CocoaNet) or zoo:NAME. "
+        "Files holding a whole module ignore it.")(wrapper)
+    return click.option(
+        "--code", multiple=True, type=click.Path(path_type=Path), metavar="PATH",
+        help="Your model's code: a package folder or a .py file (repeatable; also $LODEVEM_CODE, "
+        "':'-separated). Mounted read-only into the sandbox and put on sys.path before the model "
+        "is loaded; classes pickled from __main__ are looked up in the given scripts, imported under "
+        "their own names (their __main__ block does not run). The host never imports it.")(wrapper)
+
+
 tier_choice = click.Choice(list(TIERS))
 
 
@@ -333,6 +363,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @nnmeter_data_option
 @input_shape_option
 @timeout_option
+@model_code_options
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
@@ -396,8 +427,9 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 @backend_option
 @input_shape_option
 @timeout_option
+@model_code_options
 def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
-           input_shape: Optional[tuple[int, ...]], timeout_s: float) -> None:
+           input_shape: Optional[tuple[int, ...]], timeout_s: float, loading: Any) -> None:
     """Write compressed variants of a model as files you own.
 
     The variants are made inside the sandbox (the model file is code): fp16 = model.half();
@@ -419,13 +451,52 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
     if warning:
         err_console.print(f"[yellow]warning:[/] {warning}")
     with console.status(f"deriving {', '.join(wanted)} from {model.name}"):
-        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen), input_shape=input_shape,
+        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen, loading=loading), input_shape=input_shape,
                                   timeout_s=timeout_s)
     for item in derived:
         note = f" [dim]({escape(item.note)})[/]" if item.note else ""
         params = f"{item.params:,}" if item.params is not None else "?"
         console.print(f"[green]✓[/] {item.level}: {escape(str(item.variant_path))} ({item.size_bytes / 1e6:.1f} MB, "
                       f"{params} params){note}")
+
+
+@cli.command("inspect")
+@click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
+@backend_option
+@input_shape_option
+@timeout_option
+@model_code_options
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of text.")
+def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tuple[int, ...]], timeout_s: float,
+                loading: Any, as_json: bool) -> None:
+    """What a model file is: format, class, parameters, MACs, input, precision, sparsity, kernels.
+
+    The file is loaded and exported in the sandbox, like every load; run it first on a file
+    lodevem did not write.
+
+    Example:
+
+        lodevem inspect models/cocoa_int8.pt --code cocoa/
+    """
+    import json
+
+    from .inspection import inspect_models
+    from .reporter import inspection_lines
+    from .sandbox import open_backend
+    from .sandbox.client import WorkerClient
+
+    chosen, warning = open_backend(backend)
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {warning}")
+    with err_console.status(f"inspecting {len(models)} file(s) in the sandbox"):
+        found = inspect_models(list(models), WorkerClient(chosen, loading=loading), input_shape=input_shape,
+                               timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps([item.to_dict() for item in found], indent=1))
+        return
+    for item in found:
+        for line in inspection_lines(item):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.command("build-image")

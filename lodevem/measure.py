@@ -47,8 +47,6 @@ and mobilenet_v2's at 276 MiB (8 MiB tolerance), just above their VmHWM.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import hashlib
 import json
 import os
@@ -132,6 +130,7 @@ class ExportResult:
     error: str
     model: ModelSection
     unusable: bool = False
+    channels_removed_path: Optional[Path] = None  # the graph without its all-zero channels
 
 
 # --- verdicts ----------------------------------------------------------------------------------
@@ -204,10 +203,19 @@ def failed_measurement(limit_mb: int, error: str, client: WorkerClient, settings
 
 # --- caches ------------------------------------------------------------------------------------
 
-def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]]) -> Path:
+def loading_sha256(model_sha256: str, loading_key: str) -> str:
+    """The file's digest, combined with the run's ``--code``/``--arch`` when given: the same
+    weights built by other code are another model to export, derive and measure."""
+    if not loading_key:
+        return model_sha256
+    return hashlib.sha256(f"{model_sha256}\0{loading_key}".encode()).hexdigest()
+
+
+def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]],
+                    loading_key: str = "") -> Path:
     """Where the ONNX export of a model file at an input shape is cached: one per key."""
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}.onnx"
+    return Path(onnx_dir) / f"{loading_sha256(model_sha256, loading_key)[:32]}-{shape}.onnx"
 
 
 class ExportCache:
@@ -228,38 +236,52 @@ class ExportCache:
 
     def _maker(self, sha256: str, input_shape: Optional[Sequence[int]]) -> dict[str, Any]:
         return {"model_sha256": sha256, "input_shape": list(input_shape) if input_shape else None,
-                "worker_version": self.client.worker_version, "identity": self.client.backend.identity}
+                "worker_version": self.client.worker_version, "identity": self.client.backend.identity,
+                "loading": self.client.cache_key}
 
-    def _kept(self, target: Path, maker: dict[str, Any]) -> Optional[ExportResult]:
+    @staticmethod
+    def _stats(*paths: Path) -> list[Optional[list[int]]]:
+        """Size and modification time of each file (None: absent), to notice a file changed since."""
+        stats: list[Optional[list[int]]] = []
+        for path in paths:
+            try:
+                stat = path.stat()
+                stats.append([stat.st_size, stat.st_mtime_ns])
+            except FileNotFoundError:
+                stats.append(None)
+        return stats
+
+    def _kept(self, target: Path, removed: Path, maker: dict[str, Any]) -> Optional[ExportResult]:
         if not self.use_cache or not target.is_file():
             return None
         try:
             record = json.loads(target.with_name(target.name + ".json").read_text(encoding="utf-8"))
-            stat = target.stat()
-            if record["maker"] != maker or record["file"] != [stat.st_size, stat.st_mtime_ns]:
-                return None  # made by another image/worker, or the file changed since
-            model = ModelSection(format=record["model"].get("format"), params=record["model"].get("params"))
+            if record["maker"] != maker or record["files"] != self._stats(target, removed):
+                return None  # made by another image/worker/loading, or a file changed since
+            model = ModelSection.parse(record["model"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        return ExportResult(target, "", model)
+        return ExportResult(target, "", model, channels_removed_path=removed if removed.is_file() else None)
 
     def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
-        target = onnx_cache_path(self.dir, sha256, input_shape)
+        target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
+        removed = target.with_name(target.stem + ".channels-removed.onnx")
         with self._lock:
             if target in self._done:
                 return self._done[target]
             maker = self._maker(sha256, input_shape)
-            result = self._kept(target, maker)
+            result = self._kept(target, removed, maker)
             if result is None:
                 record = target.with_name(target.name + ".json")
                 record.unlink(missing_ok=True)  # the record is written only after a good export
-                run = self.client.export_onnx(path, target, input_shape, self.timeout_s)
+                removed.unlink(missing_ok=True)  # a stale one must not pass for this export's
+                run = self.client.export_onnx(path, target, input_shape, self.timeout_s, channels_removed=removed)
                 model = run.reply.model if run.reply is not None else ModelSection()
                 if run.ok and target.is_file():
-                    result = ExportResult(target, "", model)
-                    stat = target.stat()
+                    result = ExportResult(target, "", model,
+                                          channels_removed_path=removed if removed.is_file() else None)
                     write_atomic(record, json.dumps({"maker": maker, "model": asdict(model),
-                                                     "file": [stat.st_size, stat.st_mtime_ns]}, indent=1))
+                                                     "files": self._stats(target, removed)}, indent=1))
                 else:
                     result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result
@@ -316,7 +338,7 @@ class _Plan:
 
     def key(self, model: ModelFile, limit: int) -> str:
         s = self.settings
-        return cache_key(model.measured_sha256, limit, s.runtime, self.client.backend.identity,
+        return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime, self.client.backend.identity,
                          self.client.worker_version, s.warmup, s.runs, s.threads, s.input_shape)
 
     def measure(self, model: ModelFile, limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
@@ -473,4 +495,4 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
 
 
 __all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ExportCache", "classify", "cache_key",
-           "measure_models", "find_floor", "oom_phase", "onnx_cache_path"]
+           "measure_models", "find_floor", "oom_phase", "onnx_cache_path", "loading_sha256"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rich.table import Table
 from rich.text import Text
@@ -108,6 +108,13 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
                 text += f"; does not fit: {_verdict_counts(failed)}"
             if undecided:
                 text += f"; undecided: {_verdict_counts(undecided)}"
+        sparse = [r for r in group if r.sparsity is not None and (r.sparsity >= 0.01 or r.zero_channels)]
+        if sparse:
+            text += f"; {sparse[0].sparsity:.0%} of its weights are zero, run at the dense speed"
+            removed = [r.latency_if_channels_removed_ms for r in sparse if r.latency_if_channels_removed_ms is not None]
+            if removed:
+                text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
+                                                     else "") + " ms with its all-zero channels removed)")
         floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
         if floors:
             text += f"; minimum RAM {max(floors):,.0f} MB"
@@ -156,3 +163,44 @@ def zoo_table(summaries: Sequence[ZooSummary]) -> Table:
         table.add_row(s.name, f"{s.params:,}", f"{s.mflops:,.0f}",
                       "x".join(map(str, s.input_shape)), s.description)
     return table
+
+
+def inspection_lines(found: Any) -> list[str]:
+    """``lodevem inspect`` for one file (a ``ModelInspection``): one fact per line, plain text."""
+    model = found.model
+    lines = [f"{found.path}  ({found.size_bytes / 1e6:.2f} MB, sha256 {found.sha256[:12]})"]
+
+    def fact(name: str, value: str) -> None:
+        lines.append(f"  {name:<13}{value}")
+
+    fact("format", f"{model.format or '?'}" + (f" ({model.class_name})" if model.class_name else ""))
+    if model.params is not None:
+        size = f", {model.param_bytes / 1e6:.2f} MB of tensors" if model.param_bytes is not None else ""
+        fact("parameters", f"{model.params:,}{size}")
+    if model.input_shape:
+        fact("input", "x".join(map(str, model.input_shape)) + (f" {model.input_dtype}" if model.input_dtype else ""))
+    precision = getattr(model, "precision", None)
+    quantization = getattr(model, "quantization", None)
+    if precision or found.precision_by_class:
+        by_class = ", ".join(f"{cls} {prec} ×{n}" for cls, prec, n in found.precision_by_class)
+        head = precision or "fp32"
+        if quantization:
+            head += f" ({quantization})"
+        fact("precision", head + (f": {by_class}" if by_class else ""))
+    if found.kernels:
+        fact("MACs", f"{found.macs / 1e6:,.1f} M" if found.macs is not None else "?")
+        fact("kernels", f"{found.kernel_count}: " + ", ".join(f"{name} ×{n}" for name, n in found.kernels))
+    elif found.graph_error:
+        fact("kernels", f"not available: {found.graph_error}")
+    sparsity = model.sparsity
+    if sparsity is not None:
+        text = f"{sparsity.zero_fraction:.1%} of the Conv/Linear weights are zero"
+        if sparsity.zero_channels:
+            text += f"; {sparsity.zero_channels} of {sparsity.channels} output channels entirely zero"
+        if sparsity.masked_layers:
+            text += f"; prune masks attached on {sparsity.masked_layers} layer(s)"
+        fact("sparsity", text)
+        for layer in sparsity.layers[:5] if sparsity.pruned else ():
+            fact("", f"{layer.name}: {layer.zero_fraction:.0%} zero, {layer.zero_channels}/{layer.channels} "
+                     f"channels zero")
+    return lines
