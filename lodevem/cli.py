@@ -410,7 +410,8 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
-@click.option("--no-cache", is_flag=True, help="Measure again even when a cached result matches.")
+@click.option("--no-cache", is_flag=True, help="Export, predict and measure again even when a cached result "
+              "matches (the caches in --output/.cache are refreshed).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder "
               "(with --backend slurm: reattach to its jobs still running and collect finished ones).")
 @click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS", callback=_finite,

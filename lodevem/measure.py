@@ -223,18 +223,54 @@ class ExportCache:
     """ONNX exports made in the sandbox, one per (file content, input shape), shared by the
     latency stage (the graph to predict from) and onnxruntime measurements (the file to run).
 
-    Thread-safe: parallel measurement jobs of one model export it once.
+    An export is kept across runs: beside ``<key>.onnx`` a ``<key>.onnx.json`` records what made
+    it (the worker version and the sandbox's identity: another image may export another graph)
+    and the worker's model section. A later run with the same maker reuses the file without
+    starting a sandbox; any difference, a missing or unreadable record, or ``use_cache=False``
+    exports again. Thread-safe: parallel measurement jobs of one model export it once.
     """
 
-    def __init__(self, client: WorkerClient, onnx_dir: Path, timeout_s: float) -> None:
-        self.client, self.dir, self.timeout_s = client, Path(onnx_dir), timeout_s
+    def __init__(self, client: WorkerClient, onnx_dir: Path, timeout_s: float, use_cache: bool = True) -> None:
+        self.client, self.dir, self.timeout_s, self.use_cache = client, Path(onnx_dir), timeout_s, use_cache
         self._lock = threading.Lock()
         self._done: dict[Path, ExportResult] = {}
+
+    def _maker(self, sha256: str, input_shape: Optional[Sequence[int]]) -> dict[str, Any]:
+        return {"model_sha256": sha256, "input_shape": list(input_shape) if input_shape else None,
+                "worker_version": self.client.worker_version, "identity": self.client.backend.identity,
+                "loading": self.client.cache_key}
+
+    @staticmethod
+    def _stats(*paths: Optional[Path]) -> list[Optional[list[int]]]:
+        """Size and modification time of each file (None: absent), to notice a file changed since."""
+        stats: list[Optional[list[int]]] = []
+        for path in paths:
+            if path is None:
+                stats.append(None)
+                continue
+            try:
+                stat = path.stat()
+                stats.append([stat.st_size, stat.st_mtime_ns])
+            except FileNotFoundError:
+                stats.append(None)
+        return stats
+
+    def _kept(self, target: Path, removed: Optional[Path], maker: dict[str, Any]) -> Optional[ExportResult]:
+        if not self.use_cache or not target.is_file():
+            return None
+        try:
+            record = json.loads(target.with_name(target.name + ".json").read_text(encoding="utf-8"))
+            if record["maker"] != maker or record["files"] != self._stats(target, removed):
+                return None  # made by another image/worker/loading, or a file changed since
+            model = ModelSection.parse(record["model"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return ExportResult(target, "", model, channels_removed_path=removed if removed and removed.is_file() else None)
 
     def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
         """The graph latency is predicted from: a quantized or fp16 model's float twin."""
         target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
-        return self._export(path, target, input_shape, twin=True)
+        return self._export(path, sha256, target, input_shape, twin=True)
 
     def runtime_export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
         """The graph onnxruntime measures: the prediction export when the model is fp32, else the
@@ -243,22 +279,32 @@ class ExportCache:
         if predicted.model.precision in (None, "fp32") or predicted.unusable:
             return predicted
         target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
-        return self._export(path, target.with_name(f"{target.stem}-runtime.onnx"), input_shape, twin=False)
+        return self._export(path, sha256, target.with_name(f"{target.stem}-runtime.onnx"), input_shape, twin=False)
 
-    def _export(self, path: Path, target: Path, input_shape: Optional[Sequence[int]], twin: bool) -> ExportResult:
+    def _export(self, path: Path, sha256: str, target: Path, input_shape: Optional[Sequence[int]],
+                twin: bool) -> ExportResult:
         # the prediction export of a file with all-zero channels also gets the graph without them
         removed = target.with_name(target.stem + ".channels-removed.onnx") if twin else None
         with self._lock:
             if target in self._done:
                 return self._done[target]
-            run = self.client.export_onnx(path, target, input_shape, self.timeout_s, twin=twin,
-                                          channels_removed=removed)
-            model = run.reply.model if run.reply is not None else ModelSection()
-            if run.ok and target.is_file():
-                result = ExportResult(target, "", model,
-                                      channels_removed_path=removed if removed and removed.is_file() else None)
-            else:
-                result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
+            maker = {**self._maker(sha256, input_shape), "twin": twin}
+            result = self._kept(target, removed, maker)
+            if result is None:
+                record = target.with_name(target.name + ".json")
+                record.unlink(missing_ok=True)  # the record is written only after a good export
+                if removed is not None:
+                    removed.unlink(missing_ok=True)  # a stale one must not pass for this export's
+                run = self.client.export_onnx(path, target, input_shape, self.timeout_s, twin=twin,
+                                              channels_removed=removed)
+                model = run.reply.model if run.reply is not None else ModelSection()
+                if run.ok and target.is_file():
+                    result = ExportResult(target, "", model,
+                                          channels_removed_path=removed if removed and removed.is_file() else None)
+                    write_atomic(record, json.dumps({"maker": maker, "model": asdict(model),
+                                                     "files": self._stats(target, removed)}, indent=1))
+                else:
+                    result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result
             return result
 

@@ -20,13 +20,15 @@ with the reason, never a made-up number. Every ``latency_source`` names the runt
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
+from . import __version__
 from .errors import InputError
+from .latency.cache import JsonCache, digest, file_digest
 from .latency.estimator import DEFAULT_RUNTIME, Estimator, canonical_runtime, work_vector
-from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
+from .latency.kernels import DEFAULT_RULES, Kernel, KernelGraph, extract_kernels
 from .latency.nnmeter import (
     CPU_PREDICTORS,
     KernelPredictions,
@@ -52,6 +54,12 @@ def level_precision(level: Optional[str]) -> str:
     if level in _INT8_LEVELS:
         return "int8"
     return "fp16" if level == "fp16" else "fp32"
+
+
+def _prediction_sources() -> list[Path]:
+    """The source files a prediction's number comes from (this module and the latency wing)."""
+    here = Path(__file__).resolve()
+    return [here, *sorted((here.parent / "latency").glob("*.py"))]
 
 
 def _file_arithmetic(graph: KernelGraph) -> str:
@@ -90,6 +98,21 @@ class LatencyPrediction:
     uncertainty: Optional[str] = None
     note: Optional[str] = None
     kernels: tuple[KernelLatency, ...] = ()
+    # What scaled this number after prediction, one line each (e.g. a one-shot calibration on
+    # the real device); empty when nothing did. The paper kit lists them.
+    calibrations: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (the latency cache stores it)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LatencyPrediction":
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        values["kernels"] = tuple(KernelLatency(**k) for k in values.get("kernels") or ())
+        values["calibrations"] = tuple(values.get("calibrations") or ())
+        return cls(**values)
 
     @classmethod
     def unavailable(cls, profile: Profile, reason: str, threads: int = 1, runtime: str = "") -> "LatencyPrediction":
@@ -106,6 +129,11 @@ class Predictor:
     ``breakdown=True`` keeps per-kernel figures in each prediction. ``warnings`` collects
     run-level messages (fallbacks, kernels nn-Meter skipped), each once. ``runtime``: the runtime
     the latencies stand for (``tflite`` or ``ncnn``, aliases such as ``tflite-xnnpack`` accepted).
+
+    ``cache_dir``: where finished predictions are kept as JSON (``<output>/.cache/latency``),
+    keyed by everything that determines them (``cache_identity``), so a rerun of unchanged inputs
+    needs neither nn-Meter nor onnx; ``use_cache=False`` recomputes (and refreshes the cache).
+    nn-Meter's regressors are loaded only when a prediction is not in the cache.
     """
 
     def __init__(
@@ -115,6 +143,8 @@ class Predictor:
         estimator: Optional[Estimator] = None,
         breakdown: bool = False,
         runtime: str = DEFAULT_RUNTIME,
+        cache_dir: Optional[Path | str] = None,
+        use_cache: bool = True,
     ) -> None:
         if mode not in MODES:
             raise InputError(f"unknown latency predictor '{mode}', expected one of {', '.join(MODES)}")
@@ -128,11 +158,21 @@ class Predictor:
         self.estimator.runtime(self.runtime)  # a runtime the params do not cover: InputError now
         self.breakdown = breakdown
         self.nnmeter = NnMeterCache(self.data_dir)
+        self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)
         self.warnings: list[str] = []
+        self.cache_hits = 0
+        self.cache_misses = 0
         self._graphs: dict[tuple[str, str], KernelGraph | InputError] = {}
         self._nn_cache: dict[tuple[str, str], KernelPredictions] = {}
         self._digests: dict[Path, str] = {}
         self._works: dict[str, tuple[tuple[float, ...], ...]] = {}
+        self._file_digests: dict[Path, str] = {}
+        self._set_identities: dict[str, dict[str, Any]] = {}
+        self._nnmeter_used: dict[str, Optional[list[str]]] = {}  # name -> legacy pickles (None: unknown)
+        self._collected: Optional[list[str]] = None
+        self._params_digest = digest(self.estimator.params)
+        # the prediction code itself: an edited cost model must not be served from the cache
+        self._code_digest = digest([p.read_text() for p in _prediction_sources()])
 
     # -- what the run will use ------------------------------------------------------------------
 
@@ -144,28 +184,73 @@ class Predictor:
         usable = name in CPU_PREDICTORS and self.nnmeter.available(name)
         return usable or self.mode == "nn-meter"
 
-    def require(self, profiles: Sequence[Profile]) -> None:
+    def require(self, profiles: Sequence[Profile], load: bool = True) -> None:
         """Fail fast, before any benchmark runs, if ``nn-meter`` mode lacks data or a profile's
-        core has no estimator parameters. Loads the predictor sets (once) as a side effect."""
+        core has no estimator parameters. ``load=True`` also loads the predictor sets (once), so
+        a refused or broken regressor file is reported here; ``load=False`` (the runner) only
+        checks that the folders hold a set and leaves loading to the first prediction the cache
+        does not hold: a fully cached rerun then reads no pickle at all."""
         for profile in profiles:
             self._cluster(profile)
             if self.uses_nnmeter(profile):
-                self._predictor_set(profile)
+                self._check_cpu_predictor(profile)
+                if load or not self.nnmeter.available(profile.nnmeter_predictor):
+                    self.nnmeter.get(profile.nnmeter_predictor)  # raises the InputError naming the folder/file
 
     def describe(self) -> dict[str, object]:
-        """What the run used, for the manifest."""
+        """What the run used, for the manifest (and the paper kit: ``report.methodology``)."""
         params = self.estimator.params.get("provenance", {})
+        unc = self.estimator.params.get("uncertainty", {})
+        loaded = {s.name: s for s in self.nnmeter.loaded()}
+        nn_predictors: dict[str, object] = {}
+        for name in sorted(set(self._nnmeter_used) | set(loaded)):
+            folder = predictor_dir(self.data_dir, name)
+            legacy = list(loaded[name].legacy_files) if name in loaded else self._nnmeter_used.get(name)
+            nn_predictors[name] = {"folder": str(folder), "kernels": sorted(p.stem for p in folder.glob("*.pkl")),
+                                   "legacy_pickles": legacy,
+                                   "reference": dict(zip(("core", "clock_ghz"), CPU_PREDICTORS.get(name, ())))}
         return {
             "mode": self.mode,
             "latency_runtime": self.runtime,
             "nnmeter_data": str(self.data_dir),
-            "nnmeter_predictors": {
-                s.name: {"folder": str(s.folder), "kernels": sorted(s.regressors), "legacy_pickles": list(s.legacy_files)}
-                for s in self.nnmeter.loaded()
-            },
+            "nnmeter_predictors": nn_predictors,
             "estimator": {"version": self.estimator.version, "params": str(self.estimator.path),
-                          "fit_date": params.get("fit_date"), "lodo_mape_pct": self.estimator.lodo_mape_pct},
+                          "params_sha256": self._params_digest,
+                          "fit_date": params.get("fit_date"), "lodo_mape_pct": self.estimator.lodo_mape_pct,
+                          "lodo_within_10_pct": unc.get("lodo_within_10_pct"),
+                          "lodo_within_25_pct": unc.get("lodo_within_25_pct"), "lodo_rows": unc.get("lodo_rows"),
+                          "baseline_lodo_mape_pct": unc.get("baseline_lodo_mape_pct"),
+                          "data_sources": list(params.get("data_sources") or ()),
+                          "data_sha256": params.get("data_sha256"),
+                          "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread")},
+            "latency_cache": {"hits": self.cache_hits, "misses": self.cache_misses},
         }
+
+    def cache_identity(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str]) -> dict[str, Any]:
+        """Everything one cached prediction depends on. Whoever adds an input to a prediction
+        (a calibration, a latency runtime, a kernel field) must add it here: the record layouts
+        are part of the key (their field names), and so are the params file's content and the
+        lodevem version, so a code or data change never serves a stale number."""
+        use_nn = self.uses_nnmeter(profile)
+        name = profile.nnmeter_predictor
+        identity: dict[str, Any] = {
+            "lodevem": __version__,
+            "records": [[f.name for f in fields(c)] for c in (LatencyPrediction, KernelLatency, Kernel)],
+            "onnx_sha256": self._file_digest(onnx_path),
+            "profile": profile.model_dump(mode="json", exclude={"path", "sha256"}),
+            "threads": threads,
+            "level": level,
+            "mode": self.mode,
+            "runtime": self.runtime,
+            "code_sha256": self._code_digest,
+            "breakdown": self.breakdown,
+            "estimator_params_sha256": self._params_digest,
+            "nnmeter": self._set_identity(name) if use_nn else None,
+            "rules_sha256": self._rules_digest(self._rules_path(profile, use_nn)),
+        }
+        if self.mode == "auto" and not use_nn:  # the note names the folder that was looked in
+            identity["nnmeter_data"] = str(self.data_dir)
+        return identity
 
     # -- prediction -------------------------------------------------------------------------------
 
@@ -185,9 +270,45 @@ class Predictor:
         return {p.id: self._predict_one(Path(onnx_path), p, threads, level) for p in profiles}
 
     def _predict_one(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str]) -> LatencyPrediction:
+        self._cluster(profile)
+        use_nn = self.uses_nnmeter(profile)
+        if use_nn:
+            self._check_cpu_predictor(profile)
+        key = digest(self.cache_identity(onnx_path, profile, threads, level)) if self.cache.dir else None
+        entry = self.cache.get(key) if key else None
+        if entry is not None:
+            try:
+                prediction = LatencyPrediction.from_dict(entry["prediction"])
+            except (KeyError, TypeError, ValueError):
+                prediction = None
+            if prediction is not None:
+                self.cache_hits += 1
+                for message in entry.get("warnings") or ():
+                    self._warn(str(message))
+                if use_nn:
+                    self._nnmeter_used.setdefault(profile.nnmeter_predictor, entry.get("nnmeter_legacy_pickles"))
+                return prediction
+        self.cache_misses += 1
+        self._collected = []
+        try:
+            prediction = self._compute_one(onnx_path, profile, threads, level, use_nn)
+            collected = list(self._collected)
+        finally:
+            self._collected = None
+        legacy = None
+        if use_nn:
+            loaded = {s.name: s for s in self.nnmeter.loaded()}.get(profile.nnmeter_predictor)
+            legacy = list(loaded.legacy_files) if loaded is not None else None
+            self._nnmeter_used[profile.nnmeter_predictor] = legacy
+        if key:
+            self.cache.put(key, {"prediction": prediction.to_dict(), "warnings": collected,
+                                 "nnmeter_legacy_pickles": legacy})
+        return prediction
+
+    def _compute_one(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str],
+                     use_nn: bool) -> LatencyPrediction:
         cluster = self._cluster(profile)
         core, clock = cluster.core, cluster.clock_ghz
-        use_nn = self.uses_nnmeter(profile)
         pset = self._predictor_set(profile) if use_nn else None
         rules = pset.fusion_rules if pset is not None else DEFAULT_RULES
         graph = self._graph(onnx_path, rules)
@@ -327,17 +448,46 @@ class Predictor:
     # -- caches ---------------------------------------------------------------------------------
 
     def _warn(self, message: str) -> None:
+        if self._collected is not None and message not in self._collected:
+            self._collected.append(message)  # kept with the cached prediction, replayed on a hit
         if message not in self.warnings:
             self.warnings.append(message)
 
-    def _predictor_set(self, profile: Profile) -> NnMeterPredictorSet:
+    def _check_cpu_predictor(self, profile: Profile) -> None:
         name = profile.nnmeter_predictor
         if name not in CPU_PREDICTORS:
             raise InputError(
                 f"profile '{profile.id}': nn-Meter predictor '{name}' does not model a phone CPU core; lodevem "
                 f"can carry only {', '.join(CPU_PREDICTORS)} to a profile's core (use --predictor auto or estimator)"
             )
-        return self.nnmeter.get(name)
+
+    def _predictor_set(self, profile: Profile) -> NnMeterPredictorSet:
+        self._check_cpu_predictor(profile)
+        return self.nnmeter.get(profile.nnmeter_predictor)
+
+    def _rules_path(self, profile: Profile, use_nn: bool) -> Path:
+        """The fusion rules a prediction uses, known without loading any regressor."""
+        if not use_nn:
+            return DEFAULT_RULES
+        return predictor_dir(self.data_dir, profile.nnmeter_predictor) / "fusion_rules.json"
+
+    def _set_identity(self, name: str) -> dict[str, Any]:
+        """An nn-Meter predictor folder as the cache key sees it: every regressor file's name,
+        size and modification time (hashing 500 MB of pickles per run would defeat the cache)."""
+        if name not in self._set_identities:
+            folder = predictor_dir(self.data_dir, name)
+            files = []
+            for path in sorted(folder.glob("*.pkl")):
+                stat = path.stat()
+                files.append([path.name, stat.st_size, stat.st_mtime_ns])
+            self._set_identities[name] = {"name": name, "folder": str(folder), "files": files}
+        return self._set_identities[name]
+
+    def _file_digest(self, path: Path) -> str:
+        key = Path(path).resolve()
+        if key not in self._file_digests:
+            self._file_digests[key] = file_digest(key)
+        return self._file_digests[key]
 
     def _graph(self, onnx_path: Path, rules: Path) -> KernelGraph | InputError:
         key = (str(onnx_path.resolve()), self._rules_digest(rules))

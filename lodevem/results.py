@@ -133,6 +133,10 @@ class PairResult:
     # What the file computes in, detected in the sandbox (a --levels variant: its level's)
     precision: Optional[str] = None
     quantization: Optional[str] = None
+    # What scaled the predicted latency afterwards (e.g. a calibration against one measurement
+    # on the real device), one description each; empty: the prediction as the predictor made it.
+    # The paper kit (report.methodology) names every one used.
+    latency_calibrations: tuple[str, ...] = ()
 
     @property
     def fits(self) -> Optional[bool]:
@@ -155,7 +159,11 @@ class PairResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PairResult":
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        if "latency_calibrations" in values:  # a JSON list, or the CSV's "; "-joined text
+            raw = values["latency_calibrations"] or ()
+            values["latency_calibrations"] = tuple(raw.split("; ") if isinstance(raw, str) else raw)
+        return cls(**values)
 
 
 @dataclass

@@ -162,8 +162,10 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime)
-    predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
+    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
+                          cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
+    # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
+    predictor.require(config.profiles, load=False)
     warnings: list[str] = []
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
@@ -172,7 +174,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
             warnings.append(backend_warning)
     backend.sweep_stale()
     client = WorkerClient(backend, loading=config.loading)
-    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
+    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s,
+                                                 use_cache=not config.no_cache),
                      progress if progress is not None else NullProgress(), warnings)
     state = _load_state(ctx, models)
 
@@ -205,7 +208,10 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
             for limit in recorder.by_limit:
                 recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client, settings,
                                                                         model.sha256))
-    _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
+    try:
+        _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
+    finally:
+        recorder.flush()
 
     return BenchmarkOutcome(recorder.rows(), manifest, ctx.warnings)
 
@@ -393,6 +399,7 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         zero_channels=model.sparsity.zero_channels if model.sparsity else None,
         latency_if_channels_removed_ms=channels_removed_ms,
         precision=model.precision, quantization=model.quantization,
+        latency_calibrations=latency.calibrations,
     )
 
 
@@ -412,6 +419,7 @@ class _Recorder:
         self.by_limit: dict[int, list[Profile]] = {}
         for profile in ctx.config.profiles:
             self.by_limit.setdefault(profile.ram_mb, []).append(profile)
+        self._unsaved = False
         self._order = {p.id: i for i, p in enumerate(ctx.config.profiles)}
         self._model_order = {m.label: i for i, m in enumerate(models)}
 
@@ -430,13 +438,25 @@ class _Recorder:
                                                memory, self.ctx.config.threads, self.floors.get(label),
                                                self.channels_removed.get(label, {}).get(profile.id)))
             self.done.add((label, profile.id))
+        # A measurement served from the cache is not lost by an interrupt (the cache has it), so
+        # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes
+        # the files once instead of once per measurement.
+        self._unsaved = True
+        if not memory.cached:
+            self.flush()
+        for profile in finished:
+            self.ctx.progress.pair_done(label, profile.label)
+
+    def flush(self) -> None:
+        """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
+        if not self._unsaved:
+            return
         output = self.ctx.config.output
         self.state.save(output / STATE_FILE)
         rows = self.rows()
         write_csv(rows, output / CSV_NAME)
         write_json(rows, self.manifest, output / JSON_NAME)
-        for profile in finished:
-            self.ctx.progress.pair_done(label, profile.label)
+        self._unsaved = False
 
 
 def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Recorder) -> None:

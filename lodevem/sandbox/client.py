@@ -120,6 +120,8 @@ class ModelSection:
         precision = _text(data.get("precision"), 20)
         quant = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
         scheme, backend = _text(quant.get("scheme"), 40), _text(quant.get("backend"), 80)
+        if isinstance(data.get("quantization"), str):  # a record lodevem wrote from this section
+            scheme, _, backend = (_text(data["quantization"], 122) or "").partition(", ")
         return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
                    class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
                    input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,

@@ -26,6 +26,7 @@ from typing import Any, Optional
 from . import image as image_mod
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..worker import WorkerRequest
+from .engine import EngineAPI
 from .base import PIDS_LIMIT, POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
 
 LABEL = "lodevem"
@@ -108,13 +109,26 @@ class DockerBackend(Cancellable):
     name = "docker"
 
     def __init__(self, image: str = image_mod.IMAGE_TAG, *, mount_host_worker: bool = True) -> None:
-        import docker.errors
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self.engine = EngineAPI.from_env(timeout=60)
+        image_id: Optional[str]
+        if self.engine is not None:  # the local socket: no docker-py until a container is needed
+            try:
+                image_id = self.engine.image_id(image)
+            except OSError:
+                image_mod.docker_client(timeout=60)  # raises the one-line BackendUnavailable
+                raise
+        else:
+            import docker.errors
 
-        self.client = image_mod.docker_client(timeout=60)
-        try:
-            self.image = self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise BackendUnavailable(f"Docker image {image} not found: build it with `lodevem build-image`") from None
+            try:
+                image_id = self.client.images.get(image).id
+            except docker.errors.ImageNotFound:
+                image_id = None
+        if image_id is None:
+            raise BackendUnavailable(f"Docker image {image} not found: build it with `lodevem build-image`")
+        self.image_id: str = image_id
         self.image_tag = image
         # The host's lodevem package over the image's copy: a changed worker needs no rebuild.
         self.host_pkg = Path(__file__).resolve().parent.parent if mount_host_worker else None
@@ -125,8 +139,26 @@ class DockerBackend(Cancellable):
         self.max_output_bytes = MAX_OUTPUT_BYTES  # the scratch folder's cap, per run
 
     @property
+    def client(self) -> Any:
+        """The docker-py client, opened (and docker-py imported) on first use: a run whose every
+        measurement is cached creates no container and never needs it."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = image_mod.docker_client(timeout=60)
+            return self._client
+
+    @property
     def identity(self) -> str:
-        return f"docker:{self.image.id}"
+        return f"docker:{self.image_id}"
+
+    def server_version(self) -> Optional[str]:
+        """The engine's version for the manifest; None when it does not answer."""
+        if self.engine is None:
+            return None
+        try:
+            return self.engine.version()
+        except OSError:
+            return None
 
     def cancel(self) -> None:
         """Stop every run now: watch loops kill their container, and the live ones are removed."""
@@ -134,7 +166,15 @@ class DockerBackend(Cancellable):
         self.live.remove_all()
 
     def sweep_stale(self) -> int:
-        """Remove containers left behind by a killed lodevem (see ``sweep_stale_containers``)."""
+        """Remove containers left behind by a killed lodevem (see ``sweep_stale_containers``).
+        Listing goes through the socket; docker-py is opened only when something must go."""
+        if self.engine is not None:
+            try:
+                listed = self.engine.containers(f"{LABEL}=1")
+            except OSError:
+                listed = None
+            if listed is not None and all(_owner_alive(c, self.live.ids()) for c in listed):
+                return 0
         return sweep_stale_containers(self.client, self.live.ids())
 
     def prewarm(self) -> None:
@@ -149,7 +189,7 @@ class DockerBackend(Cancellable):
             script = ("find /opt/pydeps /usr/lib -name '*.so*' -type f -exec cat {} + >/dev/null 2>&1; "
                       "python3 -c 'import torch, onnxruntime, numpy'")
             container = self.client.containers.create(
-                self.image.id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
+                self.image_id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER, pids_limit=PIDS_LIMIT,
                 mem_limit=f"{work_limit_mb()}m", memswap_limit=f"{work_limit_mb()}m",
                 labels=_labels(**{"lodevem.role": "prewarm"}))
@@ -244,7 +284,7 @@ class DockerBackend(Cancellable):
             limits = {"mem_limit": f"{limit_mb}m", "memswap_limit": f"{limit_mb}m"}
         started = time.monotonic()
         container = self.client.containers.create(
-            self.image.id, ["--request", request.to_json()], **limits,
+            self.image_id, ["--request", request.to_json()], **limits,
             network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
             security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
             environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
