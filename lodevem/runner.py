@@ -26,6 +26,7 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
+from .latency.calibration import CalibrationSet
 from .measure import ExportCache, ExportResult, MemoryMeasurement
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
@@ -96,6 +97,8 @@ class RunConfig:
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
+    calibrations: Optional[Path] = None
+    uncalibrated: bool = False
     command_line: tuple[str, ...] = ()
 
     @classmethod
@@ -154,6 +157,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = label_models(config.models, config.levels)
     predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)
     predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
+    calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
+    calibrations.check()  # and on a calibration record that does not read
     warnings: list[str] = []
     if backend is None:
         backend, backend_warning = open_backend(config.backend)
@@ -171,7 +176,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_derive(ctx, m) for m in models]
     models = [_with_graph(ctx, m) for m in models]
     ctx.progress.stage("predicting latency")
-    latencies = {m.label: _predict(ctx, predictor, m) for m in models}
+    latencies = {m.label: _predict(ctx, predictor, m, calibrations) for m in models}
     ctx.warnings.extend(predictor.warnings)
 
     manifest = collect_manifest(
@@ -180,7 +185,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         image_id=backend.identity, backend=backend.name,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line")},
-               "predictor": predictor.describe()},
+               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
@@ -268,13 +273,18 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     return model
 
 
-def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
-    """Latency of one model on every profile; a model without an export gets cells saying why."""
+def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
+             calibrations: CalibrationSet) -> dict[str, LatencyPrediction]:
+    """Latency of one model on every profile, scaled by each profile's calibration (a step after
+    the prediction); a model without an export gets cells saying why."""
     config = ctx.config
     if model.graph_path is None:
         return {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {model.graph_error}", config.threads)
                 for p in config.profiles}
-    return predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
+    predicted = predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
+    by_id = {p.id: p for p in config.profiles}
+    return {pid: calibrations.apply(predictor, model.graph_path, by_id[pid], prediction)
+            for pid, prediction in predicted.items()}
 
 
 def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Optional[int]]:
