@@ -479,7 +479,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
     from .reporter import latency_table
 
     if not models:
-        raise click.UsageError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
+        raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
     session = LatencyPredictor(threads=threads, runtime=latency_runtime, input_shape=input_shape,
                                predictor=predictor, nnmeter_data=nnmeter_data, calibrations=calibrations,
                                use_calibrations=not uncalibrated, profiles_dir=profiles_dirs, backend=backend,
@@ -551,32 +551,30 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
                                profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s)
     if list_only:
         if measurements:
-            raise click.UsageError("--list takes at most a PROFILE_ID, no MODEL=MS")
+            raise InputError("--list takes at most a PROFILE_ID, no MODEL=MS")
         if profile_id is not None:
             session.profile(profile_id)
         _print_calibrations(session, profile_id)
         return
     if profile_id is None:
-        raise click.UsageError("no profile given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...]")
+        raise InputError("no profile given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...]")
     profile = session.profile(profile_id)
     session.calibrations.check()
     log_threads = None
     if log_file is not None:
         log = parse_benchmark_log(log_file.read_text(encoding="utf-8", errors="replace"), str(log_file))
         if runtime is not None and runtime != log.runtime:
-            raise click.BadParameter(f"{log_file} is a {log.tool} log ({log.runtime}), not {runtime}",
-                                     param_hint="--runtime")
+            raise InputError(f"--runtime {runtime}: {log_file} is a {log.tool} log ({log.runtime})")
         runtime, log_threads = log.runtime, log.threads
         found = measurements_from_log(measurements, log, str(log_file),
                                       session.core.estimator.params.get("provenance", {}).get("model_map", {}))
     else:
         if runtime is None:
-            raise click.BadParameter("say which runtime the measurement was made with (tflite, ncnn or other)",
-                                     param_hint="--runtime")
+            raise InputError("--runtime is required without --from-log: the runtime the measurement was "
+                             "made with (tflite, ncnn or other)")
         found = measurements_from_args(measurements)
     if threads is not None and log_threads is not None and threads != log_threads:
-        raise click.BadParameter(f"{threads}, but {log_file} says the benchmark ran {log_threads} threads",
-                                 param_hint="--threads")
+        raise InputError(f"--threads {threads}, but {log_file} says the benchmark ran {log_threads} thread(s)")
     threads = threads or log_threads or 1
     with session:
         with err_console.status(f"exporting and predicting {len(found)} model(s) on {profile.id}"):
