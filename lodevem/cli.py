@@ -476,7 +476,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
     import json
 
     from .latency.api import LatencyPredictor
-    from .reporter import latency_table
+    from .reporter import latency_legend, latency_table
 
     if not models:
         raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
@@ -502,6 +502,8 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
         } for i in items], indent=1))
     else:
         console.print(latency_table(items))
+        for line in latency_legend(items):
+            console.print(line, markup=False, style="dim")
     if all(i.latency.latency_ms is None for i in items):
         raise LodevemClickError("no latency could be predicted for any (model, profile) pair", 1)
 
@@ -602,13 +604,13 @@ def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
         console.print(f"no calibration records in {escape(str(folder))}"
                       + (f" for {escape(profile_id)}" if profile_id else ""))
         return
-    table = Table(title=f"lodevem calibrations ({len(records)}) in {folder}", title_justify="left")
-    for column in ("Profile", "Model", "Measured ms", "Predicted ms", "Factor", "Runtime", "Threads", "Date",
-                   "Note", "File"):
-        table.add_column(column, justify="right" if column.endswith(("ms", "Factor", "Threads")) else "left")
-    for path, r in records:
+    table = Table(title=f"lodevem calibrations ({len(records)}) in {folder}; times in ms", title_justify="left")
+    for column in ("Profile", "Model", "Measured", "Predicted", "Factor", "Runtime", "Date", "Note"):
+        table.add_column(column, justify="right" if column in ("Measured", "Predicted", "Factor") else "left",
+                         no_wrap=column != "Note")
+    for _, r in records:
         table.add_row(Text(r.profile_id), Text(r.model_label), f"{r.measured_ms:.4g}", f"{r.predicted_ms:.4g}",
-                      f"x{r.ratio:.3f}", r.runtime, str(r.threads), r.date[:10], Text(r.note), Text(path.name))
+                      f"x{r.ratio:.3f}", f"{r.runtime}, {r.threads}t", r.date[:10], Text(r.note))
     console.print(table)
 
 

@@ -71,7 +71,7 @@ def latency_table(items: Sequence["ModelLatency"]) -> Table:
     labels = list(dict.fromkeys(i.model.label for i in items))
     profiles = list(dict.fromkeys(i.profile.id for i in items))
     table = Table(title=f"lodevem latency: {len(labels)} model(s) \u00d7 {len(profiles)} device profile(s)",
-                  title_justify="left", caption=_latency_caption(items), caption_justify="left")
+                  title_justify="left")
     table.add_column("Model", no_wrap=True)
     table.add_column("Device Profile")
     table.add_column("Latency (ms)", justify="right", no_wrap=True)
@@ -88,7 +88,10 @@ def latency_table(items: Sequence["ModelLatency"]) -> Table:
     return table
 
 
-def _latency_caption(items: Sequence["ModelLatency"]) -> Text:
+def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
+    """The lines under ``latency_table``: what the numbers are, each source's mark and stated
+    uncertainty, and each distinct note once with the pairs it applies to. Plain text (no
+    markup): print with ``markup=False``."""
     threads = sorted({i.latency.threads for i in items})
     what = "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
     lines = [f"Latency: predicted for {what} on the device's fastest core, not measured on the phone."]
@@ -109,9 +112,10 @@ def _latency_caption(items: Sequence["ModelLatency"]) -> Text:
             if part:
                 notes.setdefault(part, []).append(f"{item.model.label} on {item.profile.id}")
     for note, pairs in notes.items():
-        where = pairs[0] if len(pairs) == 1 else ("all pairs" if len(pairs) == len(items) else f"{len(pairs)} pairs")
+        where = ("all pairs" if len(pairs) == len(items) and len(items) > 1
+                 else ", ".join(pairs) if len(pairs) <= 3 else f"{len(pairs)} pairs")
         lines.append(f"  note ({where}): {note}")
-    return Text("\n".join(lines), style="dim")
+    return lines
 
 
 def _results_caption(rows: Sequence[PairResult]) -> Text:
