@@ -177,6 +177,18 @@ def test_round_trip_own_model_reproduces_its_measurement_another_moves_by_the_sa
     assert listing.exit_code == 0 and "jiophone2" in listing.output and "round trip" in listing.output
 
 
+def test_calibrate_from_a_benchmark_model_log(env) -> None:
+    log = LOGS / "benchmark_model_xnnpack.txt"
+    result = run(env, "calibrate", PROFILE, "mobilenet_v2", "--from-log", str(log), "--note", "xnnpack")
+    assert result.exit_code == 0, result.output
+    (path,) = Path(env["LODEVEM_CALIBRATIONS"]).glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["measured_ms"] == pytest.approx(411.187) and (record["runtime"], record["threads"]) == ("tflite", 1)
+    assert "benchmark_model log" in record["measured_by"] and "mobilenet_v2_1.0_224" in record["measured_by"]
+    row = predict_json(env, "mobilenet_v2", "--profile", PROFILE, "--latency-runtime", "tflite")[("mobilenet_v2", PROFILE)]
+    assert row["latency_ms"] == pytest.approx(411.187, rel=0.01) and "applied anyway" not in row["latency_note"]
+
+
 def test_other_threads_are_applied_with_a_note(env) -> None:
     assert run(env, "calibrate", PROFILE, "mobilenet_v2=300", "--runtime", "ncnn", "--threads", "4").exit_code == 0
     row = predict_json(env, "mobilenet_v2", "--profile", PROFILE)[("mobilenet_v2", PROFILE)]
@@ -219,6 +231,9 @@ def test_errors_are_one_line_with_exit_2(env) -> None:
     one_line_error(run(env, "calibrate", PROFILE, "no_such_model=12", "--runtime", "tflite"),
                    "no_such_model", "zoo model name")
     one_line_error(run(env, "predict", "mobilenet_v2", "--profile", "no_such_phone"), "unknown profile")
+    one_line_error(run(env, "calibrate", PROFILE, "mobilenet_v2", "--from-log", str(LOGS / "benchncnn.txt"),
+                       "--runtime", "tflite"), "--runtime tflite", "benchncnn log")
+    one_line_error(run(env, "calibrate", PROFILE, "mobilenet_v2=12"), "--runtime is required")
     one_line_error(run(env, "calibrate", PROFILE, "resnet18", "--from-log", str(LOGS / "benchmark_model_xnnpack.txt"),
                        "--threads", "4"), "--threads 4", "1 thread(s)")
     assert not Path(env["LODEVEM_CALIBRATIONS"]).exists()  # nothing was written by a failed calibrate
