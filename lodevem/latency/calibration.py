@@ -34,11 +34,15 @@ import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
 from .estimator import COMPUTE_TERMS, Estimator, sum_work
 from .kernels import KernelGraph
+
+if TYPE_CHECKING:  # the records this step reads and returns; predict.py does not import this module
+    from ..predict import LatencyPrediction, Predictor
+    from ..profiles import Profile
 
 __all__ = [
     "CALIBRATIONS_ENV",
@@ -476,8 +480,9 @@ def _predictor_base(source: str) -> str:
     return source.rpartition(" (")[0] if " (" in source else source.split("\u2192")[0]
 
 
-def apply_calibration(prediction: Any, fit: Optional[CalibrationFit], share: float, estimator: Estimator,
-                      graph_sha256: Optional[str] = None, mismatch: Optional[str] = None) -> Any:
+def apply_calibration(prediction: "LatencyPrediction", fit: Optional[CalibrationFit], share: float,
+                      estimator: Estimator, graph_sha256: Optional[str] = None,
+                      mismatch: Optional[str] = None) -> "LatencyPrediction":
     """``prediction`` (a ``LatencyPrediction``) scaled by the profile's fit, with its source,
     uncertainty and note saying so; unchanged when there is no fit or no number.
 
@@ -546,8 +551,8 @@ class CalibrationSet:
         """Forget the fits, so records added since are read (after ``lodevem calibrate``)."""
         self._fits.clear()
 
-    def apply(self, predictor: Any, onnx_path: Path | str, profile: Any, prediction: Any,
-              runtime: Optional[str] = None) -> Any:
+    def apply(self, predictor: "Predictor", onnx_path: Path | str, profile: "Profile",
+              prediction: "LatencyPrediction", runtime: Optional[str] = None) -> "LatencyPrediction":
         """``prediction`` of the model at ``onnx_path`` on ``profile``, scaled by the profile's
         calibration (``predictor``: the ``lodevem.predict.Predictor`` that made it).
 
