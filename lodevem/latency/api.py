@@ -224,10 +224,18 @@ class LatencyPredictor:
 
         first = next(iter(module.parameters()), None)
         example = torch.zeros(shape, dtype=first.dtype if first is not None else torch.float32)
+        # The trace runs one real forward pass, and torch's intra-op threads spin against each
+        # other on a busy machine: mobilenet_v2's export took 7.6 s with 2 threads and 1.35 s
+        # with 1 on this 2-core host under load (benchmarks/predict_api.py). The setting is the
+        # process's, so the caller's own value is restored afterwards.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         try:
             export_module(module, example, str(target))
         except WorkerError as exc:
             raise LodevemError(f"{type(module).__name__}: ONNX export failed: {exc}") from None
+        finally:
+            torch.set_num_threads(threads)
 
     # -- predictions --------------------------------------------------------------------------------
 
