@@ -7,6 +7,7 @@ library never prints and never exits, so it stays usable from notebooks and test
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -244,6 +245,35 @@ def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def model_code_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--code``, ``--arch``, ``--arch-kwargs``: how the sandbox loads the user's own variants
+    (start, derive, predict, calibrate). The command receives them as one ``loading`` (``ModelLoading``)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, code: tuple[Path, ...], arch: Optional[str], arch_kwargs: Optional[str],
+                **kwargs: Any) -> Any:
+        from .sandbox.usercode import ModelLoading
+
+        from_env = [p for p in os.environ.get("LODEVEM_CODE", "").split(os.pathsep) if p]
+        return fn(*args, loading=ModelLoading.from_options([*code, *from_env], arch, arch_kwargs), **kwargs)
+
+    wrapper = click.option(
+        "--arch-kwargs", default=None, metavar="JSON",
+        help="Keyword arguments for --arch as a JSON object, e.g. '{\"width\": 32}'.")(wrapper)
+    wrapper = click.option(
+        "--arch", default=None, metavar="MODULE:CALLABLE",
+        help="For files that hold only weights (a state_dict or a training checkpoint: state_dict, "
+        "model_state_dict, model, net, ema... keys; a DataParallel 'module.' prefix is removed): "
+        "the callable that builds the module, from --code (cocoa.model:CocoaNet) or zoo:NAME. "
+        "Files holding a whole module ignore it.")(wrapper)
+    return click.option(
+        "--code", multiple=True, type=click.Path(path_type=Path), metavar="PATH",
+        help="Your model's code: a package folder or a .py file (repeatable; also $LODEVEM_CODE, "
+        "':'-separated). Mounted read-only into the sandbox and put on sys.path before the model "
+        "is loaded; classes pickled from __main__ are looked up in the given scripts, imported under "
+        "their own names (their __main__ block does not run). The host never imports it.")(wrapper)
+
+
 tier_choice = click.Choice(list(TIERS))
 
 
@@ -388,6 +418,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @nnmeter_data_option
 @input_shape_option
 @timeout_option
+@model_code_options
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
@@ -455,6 +486,7 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 @input_shape_option
 @backend_option
 @timeout_option
+@model_code_options
 @calibrations_option
 @uncalibrated_option
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON instead of a table.")
@@ -462,7 +494,7 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[str, ...], threads: int,
             latency_runtime: Optional[str], predictor: str, nnmeter_data: Optional[Path],
             input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float, calibrations: Optional[Path],
-            uncalibrated: bool, as_json: bool, profiles_dirs: tuple[Path, ...]) -> None:
+            uncalibrated: bool, as_json: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
     """Predict latency only: no memory run, no results folder.
 
     MODEL is a model file (exported to ONNX in the sandbox, like start; the export is cached in
@@ -483,7 +515,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
     session = LatencyPredictor(threads=threads, runtime=latency_runtime, input_shape=input_shape,
                                predictor=predictor, nnmeter_data=nnmeter_data, calibrations=calibrations,
                                use_calibrations=not uncalibrated, profiles_dir=profiles_dirs, backend=backend,
-                               timeout_s=timeout_s)
+                               timeout_s=timeout_s, loading=loading)
     with session:
         profiles = session.profiles(ids=profile_ids, tiers=tiers)
         session.calibrations.check()
@@ -525,11 +557,12 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 @input_shape_option
 @backend_option
 @timeout_option
+@model_code_options
 @profiles_dir_option
 def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime: Optional[str],
               threads: Optional[int], log_file: Optional[Path], note: str, list_only: bool,
               calibrations: Optional[Path], input_shape: Optional[tuple[int, ...]], backend: str,
-              timeout_s: float, profiles_dirs: tuple[Path, ...]) -> None:
+              timeout_s: float, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
     """Make a profile yours: record a model's latency measured on the real device.
 
     MODEL is a model file (its sha256 is recorded; exported in the sandbox) or a zoo model name;
@@ -550,7 +583,7 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
     from .latency.calibration import measurements_from_args, measurements_from_log, parse_benchmark_log
 
     session = LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,
-                               profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s)
+                               profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
     if list_only:
         if measurements:
             raise InputError("--list takes at most a PROFILE_ID, no MODEL=MS")
@@ -623,8 +656,9 @@ def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
 @backend_option
 @input_shape_option
 @timeout_option
+@model_code_options
 def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
-           input_shape: Optional[tuple[int, ...]], timeout_s: float) -> None:
+           input_shape: Optional[tuple[int, ...]], timeout_s: float, loading: Any) -> None:
     """Write compressed variants of a model as files you own.
 
     The variants are made inside the sandbox (the model file is code): fp16 = model.half();
@@ -646,7 +680,7 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
     if warning:
         err_console.print(f"[yellow]warning:[/] {warning}")
     with console.status(f"deriving {', '.join(wanted)} from {model.name}"):
-        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen), input_shape=input_shape,
+        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen, loading=loading), input_shape=input_shape,
                                   timeout_s=timeout_s)
     for item in derived:
         note = f" [dim]({escape(item.note)})[/]" if item.note else ""

@@ -47,8 +47,6 @@ and mobilenet_v2's at 276 MiB (8 MiB tolerance), just above their VmHWM.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import hashlib
 import json
 import os
@@ -132,6 +130,7 @@ class ExportResult:
     error: str
     model: ModelSection
     unusable: bool = False
+    channels_removed_path: Optional[Path] = None  # the graph without its all-zero channels
 
 
 # --- verdicts ----------------------------------------------------------------------------------
@@ -204,10 +203,19 @@ def failed_measurement(limit_mb: int, error: str, client: WorkerClient, settings
 
 # --- caches ------------------------------------------------------------------------------------
 
-def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]]) -> Path:
+def loading_sha256(model_sha256: str, loading_key: str) -> str:
+    """The file's digest, combined with the run's ``--code``/``--arch`` when given: the same
+    weights built by other code are another model to export, derive and measure."""
+    if not loading_key:
+        return model_sha256
+    return hashlib.sha256(f"{model_sha256}\0{loading_key}".encode()).hexdigest()
+
+
+def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]],
+                    loading_key: str = "") -> Path:
     """Where the ONNX export of a model file at an input shape is cached: one per key."""
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}.onnx"
+    return Path(onnx_dir) / f"{loading_sha256(model_sha256, loading_key)[:32]}-{shape}.onnx"
 
 
 class ExportCache:
@@ -223,14 +231,15 @@ class ExportCache:
         self._done: dict[Path, ExportResult] = {}
 
     def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
-        target = onnx_cache_path(self.dir, sha256, input_shape)
+        target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
+        removed = target.with_name(target.stem + ".channels-removed.onnx")
         with self._lock:
             if target in self._done:
                 return self._done[target]
-            run = self.client.export_onnx(path, target, input_shape, self.timeout_s)
+            run = self.client.export_onnx(path, target, input_shape, self.timeout_s, channels_removed=removed)
             model = run.reply.model if run.reply is not None else ModelSection()
             if run.ok and target.is_file():
-                result = ExportResult(target, "", model)
+                result = ExportResult(target, "", model, channels_removed_path=removed if removed.is_file() else None)
             else:
                 result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result
@@ -287,7 +296,7 @@ class _Plan:
 
     def key(self, model: ModelFile, limit: int) -> str:
         s = self.settings
-        return cache_key(model.measured_sha256, limit, s.runtime, self.client.backend.identity,
+        return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime, self.client.backend.identity,
                          self.client.worker_version, s.warmup, s.runs, s.threads, s.input_shape)
 
     def measure(self, model: ModelFile, limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
@@ -444,4 +453,4 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
 
 
 __all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ExportCache", "classify", "cache_key",
-           "measure_models", "find_floor", "oom_phase", "onnx_cache_path"]
+           "measure_models", "find_floor", "oom_phase", "onnx_cache_path", "loading_sha256"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import InputError
+from .sandbox.client import SparsitySection
 from .worker.formats import file_sha256
 
 RESULTS_SCHEMA_VERSION = 1
@@ -51,6 +52,9 @@ class ModelFile:
     unusable: Optional[str] = None
     format: Optional[str] = None
     params: Optional[int] = None
+    class_name: Optional[str] = None
+    sparsity: Optional[SparsitySection] = None  # zeros in the Conv/Linear weights (pruned files)
+    channels_removed_graph: Optional[Path] = None  # the export with the all-zero channels removed
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -118,6 +122,12 @@ class PairResult:
     power_w: Optional[float] = None
     energy_mj: Optional[float] = None
     min_ram_mb: Optional[float] = None
+    # What the file is (detected in the sandbox): zeros left by pruning, and the latency of the same
+    # graph with its all-zero output channels physically removed
+    model_class: Optional[str] = None
+    sparsity: Optional[float] = None
+    zero_channels: Optional[int] = None
+    latency_if_channels_removed_ms: Optional[float] = None
 
     @property
     def fits(self) -> Optional[bool]:

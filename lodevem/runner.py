@@ -36,6 +36,7 @@ from .report.manifest import collect_manifest
 from .results import ModelFile, PairResult, RunState
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
+from .sandbox.usercode import ModelLoading
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
@@ -100,6 +101,7 @@ class RunConfig:
     calibrations: Optional[Path] = None
     uncalibrated: bool = False
     command_line: tuple[str, ...] = ()
+    loading: ModelLoading = field(default_factory=ModelLoading)  # --code, --arch
 
     @classmethod
     def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
@@ -112,6 +114,7 @@ class RunConfig:
             "models": [(m.label, m.sha256, m.level) for m in models],
             "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
             "predictor": self.predictor, "input_shape": self.input_shape, "backend": self.backend,
+            "loading": self.loading.key,
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -165,7 +168,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         if backend_warning:
             warnings.append(backend_warning)
     backend.sweep_stale()
-    client = WorkerClient(backend)
+    client = WorkerClient(backend, loading=config.loading)
     ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
                      progress if progress is not None else NullProgress(), warnings)
     state = _load_state(ctx, models)
@@ -177,6 +180,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_with_graph(ctx, m) for m in models]
     ctx.progress.stage("predicting latency")
     latencies = {m.label: _predict(ctx, predictor, m, calibrations) for m in models}
+    removed = {m.label: _predict_channels_removed(ctx, predictor, m, calibrations) for m in models}
     ctx.warnings.extend(predictor.warnings)
 
     manifest = collect_manifest(
@@ -184,13 +188,14 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
         image_id=backend.identity, backend=backend.name,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
-                          if k not in ("profiles", "models", "command_line")},
+                          if k not in ("profiles", "models", "command_line", "loading")},
+               "model_code": config.loading.describe(),
                "predictor": predictor.describe(), "calibrations": calibrations.describe()},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     floors = _find_floors(ctx, models)
-    recorder = _Recorder(ctx, models, latencies, floors, state, manifest)
+    recorder = _Recorder(ctx, models, latencies, floors, state, manifest, removed)
     settings = config.settings()
     for model in models:
         if model.unusable is not None:
@@ -269,7 +274,9 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
               else _export(ctx, model.path, model.sha256))
     model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error)
     if model.level is None:  # a variant's format and params come from its derivation
-        model = dataclasses.replace(model, format=export.model.format, params=export.model.params)
+        model = dataclasses.replace(model, format=export.model.format, params=export.model.params,
+                                    class_name=export.model.class_name, sparsity=export.model.sparsity,
+                                    channels_removed_graph=export.channels_removed_path)
     return model
 
 
@@ -285,6 +292,37 @@ def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
     by_id = {p.id: p for p in config.profiles}
     return {pid: calibrations.apply(predictor, model.graph_path, by_id[pid], prediction)
             for pid, prediction in predicted.items()}
+
+
+def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,
+                              calibrations: CalibrationSet) -> dict[str, Optional[float]]:
+    """For a file with all-zero output channels: the latency of its graph with them removed
+    (calibrated like the row's own latency, so the two compare)."""
+    if model.channels_removed_graph is None:
+        return {}
+    predicted = predictor.predict(model.channels_removed_graph, ctx.config.profiles, threads=ctx.config.threads)
+    by_id = {p.id: p for p in ctx.config.profiles}
+    return {pid: calibrations.apply(predictor, model.channels_removed_graph, by_id[pid], cell).latency_ms
+            for pid, cell in predicted.items()}
+
+
+def sparsity_note(model: ModelFile) -> Optional[str]:
+    """What the zeros of a pruned file mean for its latency, or None for a dense file."""
+    found = model.sparsity
+    if found is None or not found.pruned:
+        return None
+    parts = [f"{found.zero_fraction:.0%} of the Conv/Linear weights are zero"]
+    if found.masked_layers:
+        parts.append(f"prune masks attached on {found.masked_layers} layer(s)")
+    if found.zero_channels:
+        parts.append(f"{found.zero_channels} of {found.channels} output channels entirely zero")
+    text = (f"{'; '.join(parts)}: a dense runtime multiplies zeros like any other weight, so this is the dense "
+            f"model's latency; `lodevem derive --levels pruned` removes channels physically")
+    if model.channels_removed_graph is not None:
+        text += "; latency_if_channels_removed_ms: the same graph with the all-zero channels removed"
+    elif found.zero_channels and found.channels_removed:
+        text += f"; no channels-removed figure ({found.channels_removed})"
+    return text
 
 
 def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Optional[int]]:
@@ -316,7 +354,7 @@ def unstable(memory: MemoryMeasurement) -> Optional[str]:
 
 
 def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: MemoryMeasurement,
-                threads: int, floor_mb: Optional[int]) -> PairResult:
+                threads: int, floor_mb: Optional[int], channels_removed_ms: Optional[float] = None) -> PairResult:
     """One row: the model record, the profile, its latency cell and the measurement it shares."""
     energy = (latency.latency_ms * profile.power_w
               if latency.latency_ms is not None and profile.power_w is not None else None)
@@ -329,7 +367,8 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
         clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=threads,
         latency_ms=latency.latency_ms, latency_source=latency.latency_source,
-        latency_uncertainty=latency.uncertainty, latency_note=latency.note,
+        latency_uncertainty=latency.uncertainty,
+        latency_note="; ".join(n for n in (latency.note, sparsity_note(model)) if n) or None,
         verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
         model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
         limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
@@ -338,6 +377,9 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
         host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
         power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
+        model_class=model.class_name, sparsity=model.sparsity.zero_fraction if model.sparsity else None,
+        zero_channels=model.sparsity.zero_channels if model.sparsity else None,
+        latency_if_channels_removed_ms=channels_removed_ms,
     )
 
 
@@ -348,8 +390,10 @@ class _Recorder:
 
     def __init__(self, ctx: RunContext, models: Sequence[ModelFile],
                  latencies: dict[str, dict[str, LatencyPrediction]], floors: dict[str, Optional[int]],
-                 state: RunState, manifest: dict[str, Any]) -> None:
+                 state: RunState, manifest: dict[str, Any],
+                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
         self.ctx, self.latencies, self.floors, self.state, self.manifest = ctx, latencies, floors, state, manifest
+        self.channels_removed = channels_removed or {}
         self.models = {m.label: m for m in models}
         self.done = state.done()
         self.by_limit: dict[int, list[Profile]] = {}
@@ -370,7 +414,8 @@ class _Recorder:
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
         for profile in finished:
             self.state.rows.append(pair_result(self.models[label], profile, self.latencies[label][profile.id],
-                                               memory, self.ctx.config.threads, self.floors.get(label)))
+                                               memory, self.ctx.config.threads, self.floors.get(label),
+                                               self.channels_removed.get(label, {}).get(profile.id)))
             self.done.add((label, profile.id))
         output = self.ctx.config.output
         self.state.save(output / STATE_FILE)

@@ -82,20 +82,22 @@ class LatencyPredictor:
     ``auto`` | ``nn-meter`` | ``estimator`` (as ``lodevem start --predictor``). ``calibrations``:
     the calibrations folder (None: ``$LODEVEM_CALIBRATIONS``, else the user's config folder);
     ``use_calibrations=False`` predicts uncalibrated. ``backend``: the sandbox model *files* are
-    exported in (``auto``/``docker``/``process``), opened on the first file.
+    exported in (``auto``/``docker``/``process``), opened on the first file; ``loading``: how the
+    sandbox loads them (``sandbox.usercode.ModelLoading``: ``--code``, ``--arch``).
     """
 
     def __init__(self, profile: Optional[str | Profile] = None, *, threads: int = 1, runtime: Optional[str] = None,
                  input_shape: Optional[Sequence[int]] = None, predictor: str = "auto",
                  nnmeter_data: Optional[Path | str] = None, calibrations: Optional[Path | str] = None,
                  use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (), backend: str = "auto",
-                 timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None) -> None:
+                 timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
         self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data)
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
         self.threads, self.runtime = threads, runtime
         self.input_shape = tuple(input_shape) if input_shape else None
         self.profiles_dir = tuple(profiles_dir)
         self.backend_name, self.timeout_s = backend, timeout_s
+        self.loading = loading  # sandbox.usercode.ModelLoading (--code, --arch) for model files
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.warnings: list[str] = []
         self._profiles: Optional[dict[str, Profile]] = None
@@ -188,7 +190,8 @@ class LatencyPredictor:
             backend, warning = open_backend(self.backend_name)
             if warning:
                 self.warnings.append(warning)
-            self._exports = ExportCache(WorkerClient(backend), self.cache_dir / "onnx", self.timeout_s)
+            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.cache_dir / "onnx",
+                                        self.timeout_s)
         return self._exports
 
     def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:

@@ -21,11 +21,12 @@ from typing import Any, Optional, Sequence
 from ..errors import SandboxError
 from ..worker.protocol import SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
+from .usercode import ModelLoading
 
 # Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
 UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-                       "unsupported_format", "bad_input_shape", "model_failed")
+                       "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
@@ -51,15 +52,65 @@ def _section(reply: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class LayerSparsity:
+    """One Conv/Linear layer's zeros."""
+
+    name: str
+    zero_fraction: float
+    zero_channels: int
+    channels: int
+
+
+@dataclass(frozen=True)
+class SparsitySection:
+    """How much of a file's Conv/Linear weights is zero (``model.sparsity``): pruning that a dense
+    runtime does not skip. ``channels_removed``: what removing the all-zero channels did."""
+
+    zero_fraction: float
+    zero_channels: int
+    channels: int
+    masked_layers: int
+    layers: tuple[LayerSparsity, ...] = ()
+    channels_removed: Optional[str] = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Optional["SparsitySection"]:
+        if not isinstance(data, dict):
+            return None
+        fraction = _number(data.get("zero_fraction"))
+        if fraction is None or not 0 <= fraction <= 1:
+            return None
+        layers = []
+        for item in (data.get("layers") if isinstance(data.get("layers"), list) else [])[:50]:
+            if not isinstance(item, dict):
+                continue
+            name, zf = _text(item.get("name"), 200), _number(item.get("zero_fraction"))
+            zc, ch = _integer(item.get("zero_channels")), _integer(item.get("channels"))
+            if name is not None and zf is not None and zc is not None and ch is not None:
+                layers.append(LayerSparsity(name, zf, zc, ch))
+        return cls(zero_fraction=fraction, zero_channels=_integer(data.get("zero_channels")) or 0,
+                   channels=_integer(data.get("channels")) or 0, masked_layers=_integer(data.get("masked_layers")) or 0,
+                   layers=tuple(layers), channels_removed=_text(data.get("channels_removed"), 300))
+
+    @property
+    def pruned(self) -> bool:
+        """Zeros worth a word: at least 1 % of the weights, whole channels, or attached masks."""
+        return self.zero_fraction >= 0.01 or self.zero_channels > 0 or self.masked_layers > 0
+
+
+@dataclass(frozen=True)
 class ModelSection:
     """What the worker found the file to be (``model`` section)."""
 
     format: Optional[str] = None
     params: Optional[int] = None
+    class_name: Optional[str] = None
+    sparsity: Optional[SparsitySection] = None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
-        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")))
+        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
+                   class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")))
 
 
 @dataclass(frozen=True)
@@ -245,23 +296,27 @@ class WorkerClient:
     """Speaks to the worker through one isolation backend; see the module docstring."""
 
     def __init__(self, backend: Backend, expected_version: str = WORKER_VERSION,
-                 work_limit: Optional[int] = None) -> None:
+                 work_limit: Optional[int] = None, loading: Optional[ModelLoading] = None) -> None:
         self.backend = backend
         self.worker_version = expected_version
+        # --code / --arch: sent with every request, part of every cache key (``cache_key``).
+        self.loading = loading or ModelLoading()
         # Exports and derivations model no device, but still run under a memory limit.
         self.work_limit_mb = work_limit if work_limit is not None else work_limit_mb()
 
     def export_onnx(self, model: Path, target: Path, input_shape: Optional[Sequence[int]],
-                    timeout_s: float) -> SandboxRun:
-        """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's."""
-        request = WorkerRequest(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
-                                onnx_path=str(target), warmup=0, runs=1)
+                    timeout_s: float, channels_removed: Optional[Path] = None) -> SandboxRun:
+        """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's;
+        a file with all-zero output channels also gets that graph without them at ``channels_removed``."""
+        request = self._request(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
+                                onnx_path=str(target), warmup=0, runs=1,
+                                channels_removed_path=str(channels_removed) if channels_removed else None)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,
                 onnx_path: Optional[Path] = None, reference_s: Optional[float] = None) -> SandboxRun:
         """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained)."""
-        request = WorkerRequest(action="measure", model_path=str(model), warmup=settings.warmup, runs=settings.runs,
+        request = self._request(action="measure", model_path=str(model), warmup=settings.warmup, runs=settings.runs,
                                 threads=settings.threads, runtime=settings.runtime,
                                 onnx_path=str(onnx_path) if onnx_path is not None else None,
                                 input_shape=_shape(settings.input_shape))
@@ -270,9 +325,19 @@ class WorkerClient:
     def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
                timeout_s: float) -> SandboxRun:
         """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit."""
-        request = WorkerRequest(action="derive", model_path=str(model), level=level, derive_out=str(out),
+        request = self._request(action="derive", model_path=str(model), level=level, derive_out=str(out),
                                 input_shape=_shape(input_shape))
         return self.run(request, self.work_limit_mb, timeout_s)
+
+    @property
+    def cache_key(self) -> str:
+        """What the loading adds to cache keys of a file's exports, variants and measurements."""
+        return self.loading.key
+
+    def _request(self, **fields: Any) -> WorkerRequest:
+        loading = self.loading
+        return WorkerRequest(**fields, code_paths=[str(p) for p in loading.code], arch=loading.arch,
+                             arch_kwargs=loading.arch_kwargs)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> SandboxRun:

@@ -185,14 +185,26 @@ class DockerBackend(Cancellable):
             elif out_dir is not None:
                 onnx_inside = f"/output/{onnx.name}"
                 mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-        # derive_out (action derive): written into the same scratch /output as a new onnx_path.
-        derive_inside = None
+        # derive_out (action derive) and the channels-removed graph (export-onnx): written into the
+        # same scratch /output as a new onnx_path.
+        derive_inside = removed_inside = None
         if request.derive_out and out_dir is not None:
             derive_inside = f"/output/{Path(request.derive_out).name}"
-            if not any(m["Target"] == "/output" for m in mounts):
-                mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        if request.channels_removed_path and out_dir is not None:
+            removed_inside = f"/output/{Path(request.channels_removed_path).name}"
+        if (derive_inside or removed_inside) and not any(m["Target"] == "/output" for m in mounts):
+            mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        # --code: each package folder or script read-only under its own /code/<n>/, whose folder the
+        # worker puts on sys.path (so `import cocoa` finds /code/0/cocoa).
+        code_inside = []
+        for index, host_code in enumerate(request.code_paths):
+            code = Path(host_code).resolve()
+            inside = f"/code/{index}/{code.name}"
+            mounts.append(Mount(inside, str(code), type="bind", read_only=True))
+            code_inside.append(inside)
         return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
-                                           derive_out=derive_inside)
+                                           derive_out=derive_inside, code_paths=code_inside,
+                                           channels_removed_path=removed_inside)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
@@ -209,13 +221,13 @@ class DockerBackend(Cancellable):
             mounts, inner = self._mounts(request, out_dir)
             outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress,
                                           Path(out_dir) if out_dir is not None else None)
-            for wanted in (request.onnx_path, request.derive_out):
+            for wanted in (request.onnx_path, request.derive_out, request.channels_removed_path):
                 if out_dir is not None and wanted:
                     _take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
             # Messages name what the user knows: each path the worker saw, mapped back to the host's.
-            host_paths = {inside: host for inside, host in ((inner.model_path, request.model_path),
-                                                           (inner.onnx_path, request.onnx_path),
-                                                           (inner.derive_out, request.derive_out)) if inside and host}
+            pairs = [(inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
+                     (inner.derive_out, request.derive_out), *zip(inner.code_paths, request.code_paths)]
+            host_paths = {inside: host for inside, host in pairs if inside and host}
             return dataclasses.replace(outcome, host_paths=host_paths)
         finally:
             if out_dir is not None:

@@ -9,11 +9,13 @@ import platform
 import time
 from typing import Any, Callable, Optional
 
-from .formats import _format_of, file_sha256, load_torch_model, make_torch_input, sniff_format, torch_model_info
+from .formats import (_format_of, file_sha256, load_options, load_torch_model, make_torch_input, sniff_format,
+                      torch_model_info)
 from .memory import MemoryPhases, _released
 from .onnx_export import (_atomic_onnx_save, _metadata, export_module, load_onnx, nn_meter_friendly, onnx_model_info,
                           onnx_section, resolve_static)
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .sparsity import remove_zero_channels, sparsity_report
 from .timing import latency_stats, timed_passes
 from .variants import _derive, write_variant
 
@@ -43,7 +45,7 @@ def _file_info(path: str, fmt: Optional[str]) -> dict[str, Any]:
 def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any]:
     """Load the model and fill ``res.model``; returns (eval-mode module, example input)."""
     t0 = time.perf_counter()
-    module, fmt, hint = load_torch_model(req.model_path, kind)
+    module, fmt, hint = load_torch_model(req.model_path, kind, load_options(req))
     shape = req.input_shape or hint or list(DEFAULT_INPUT_SHAPE)
     res.model = {**_file_info(req.model_path, fmt), **torch_model_info(module, shape)}
     res.timings_s["load"] = time.perf_counter() - t0
@@ -183,10 +185,31 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
-        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype")
-        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep})
+        sparsity = sparsity_report(module)
+        res.model["sparsity"] = sparsity
+        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name", "sparsity")
+        res.onnx = export_module(module, x, out, {k: res.model.get(k) for k in keep})
+        if req.channels_removed_path and sparsity and sparsity["zero_channels"]:
+            _export_channels_removed(module, x, req.channels_removed_path, sparsity)
     res.timings_s["export"] = time.perf_counter() - t0
     progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")
+
+
+def _export_channels_removed(module: Any, x: Any, path: str, sparsity: dict[str, Any]) -> None:
+    """The graph with the all-zero output channels physically removed (after the dense export:
+    removal edits the module in place); the reason is recorded when it cannot be done."""
+    import torch
+
+    progress("removing all-zero output channels for the channels-removed graph")
+    pruned, note = remove_zero_channels(module, x)
+    sparsity["channels_removed"] = note
+    if pruned is None:
+        progress(f"no channels-removed graph: {note}")
+        return
+    with torch.inference_mode():
+        pruned(x)
+    export_module(pruned, x, path, metadata={"lodevem.graph_of": "the model with its all-zero channels removed"})
+    progress(f"exported the channels-removed graph ({note})")
 
 
 def _frozen_mode(module: Any) -> Any:

@@ -38,8 +38,10 @@ EXIT_OK, EXIT_ERROR = 0, 3
 ACTIONS = ("measure", "export-onnx", "inspect", "derive")
 RUNTIMES = ("torch", "onnxruntime")
 ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-               "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed", "internal")
-FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx")
+               "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed",
+               "weights_mismatch", "internal")
+# state_dict: weights (a state_dict or a training checkpoint) loaded into the module --arch built.
+FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx", "state_dict")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]
 PROGRESS_PREFIX = "lodevem-worker: "
 # Compression levels: the same names as lodevem.levels.LEVELS (this package imports no lodevem code).
@@ -70,6 +72,14 @@ class WorkerRequest:
     onnx_path: Optional[str] = None
     level: Optional[str] = None
     derive_out: Optional[str] = None
+    # The user's code (--code: package folders and .py scripts, paths as the worker sees them) and,
+    # for weights-only files, the architecture to build (--arch MODULE:CALLABLE or zoo:NAME).
+    code_paths: list[str] = field(default_factory=list)
+    # export-onnx of a file with all-zero output channels: where to write its graph with those
+    # channels removed (the latency the user's pruning would buy once physical).
+    channels_removed_path: Optional[str] = None
+    arch: Optional[str] = None
+    arch_kwargs: Optional[dict[str, Any]] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -129,6 +139,17 @@ class WorkerRequest:
             (self.action != "derive" or self.level not in (None, "fp32"),
              "derive needs a level other than fp32 (fp32 is the file as given: nothing to derive)"),
             (self.action != "derive" or self.runtime == "torch", "derive runs with runtime torch"),
+            (self.channels_removed_path is None or (self.action == "export-onnx"
+                                                    and isinstance(self.channels_removed_path, str)),
+             "channels_removed_path must be null or a string, and only for action export-onnx"),
+            (isinstance(self.code_paths, list) and all(isinstance(p, str) and p for p in self.code_paths),
+             "code_paths must be a list of non-empty strings"),
+            (self.arch is None or (isinstance(self.arch, str) and (
+                self.arch.startswith("zoo:") or re.fullmatch(r"[\w.]+:[\w.]+", self.arch) is not None)),
+             "arch must be null, MODULE:CALLABLE or zoo:NAME"),
+            (self.arch_kwargs is None or (isinstance(self.arch_kwargs, dict)
+                                          and all(isinstance(k, str) for k in self.arch_kwargs)),
+             "arch_kwargs must be null or a JSON object"),
         ]
         for ok, message in checks:
             if not ok:
