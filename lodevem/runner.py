@@ -108,9 +108,11 @@ class RunConfig:
                  **options: Any) -> "RunConfig":
         return cls(models=tuple(paths), profiles=tuple(profiles), command_line=tuple(command_line), **options)
 
-    def state_key(self, models: Sequence[ModelFile]) -> str:
-        """What must match for ``--resume`` to reuse finished rows (not the profile set)."""
+    def state_key(self, models: Sequence[ModelFile], calibrations: str = "") -> str:
+        """What must match for ``--resume`` to reuse finished rows (not the profile set).
+        ``calibrations``: the digest of the calibration records in force (they change latencies)."""
         key = {
+            "calibrations": calibrations,
             "models": [(m.label, m.sha256, m.level) for m in models],
             "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
             "predictor": self.predictor, "input_shape": self.input_shape, "backend": self.backend,
@@ -171,7 +173,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     client = WorkerClient(backend, loading=config.loading)
     ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
                      progress if progress is not None else NullProgress(), warnings)
-    state = _load_state(ctx, models)
+    state = _load_state(ctx, models, calibrations.digest())
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
@@ -207,7 +209,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     return BenchmarkOutcome(recorder.rows(), manifest, ctx.warnings)
 
 
-def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
+def _load_state(ctx: RunContext, models: Sequence[ModelFile], calibrations: str = "") -> RunState:
     """The finished rows to keep: those of an interrupted run with the same key under --resume.
 
     ``--resume`` over a run of other models or options refuses (resuming would overwrite its
@@ -215,7 +217,7 @@ def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
     run starts afresh.
     """
     config = ctx.config
-    key = config.state_key(models)
+    key = config.state_key(models, calibrations)
     if not config.resume:
         return RunState(key)
     path = config.output / STATE_FILE

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,21 @@ def test_import_lodevem_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(Path(lodevem.__file__).parent.parent)})
     assert out.stdout.strip() == "[]"
+
+
+def test_resume_after_a_new_calibration_refuses(setup, tmp_path: Path) -> None:
+    """Rows scaled with the old factor must not be mixed with rows scaled with a new one."""
+    shared, model, _ = setup
+    env = {**shared, "LODEVEM_CALIBRATIONS": str(tmp_path / "calibrations")}  # a copy: the others' stay as they are
+    shutil.copytree(shared["LODEVEM_CALIBRATIONS"], env["LODEVEM_CALIBRATIONS"])
+    out = tmp_path / "results"
+    args = ["start", str(model), "--output", str(out), "--runs", "1", "--warmup", "0", "--backend", "process",
+            "--profile", "jiophone2"]
+    assert CliRunner().invoke(cli, args, env=env, catch_exceptions=False).exit_code == 0
+    again = CliRunner().invoke(cli, [*args, "--resume"], env=env, catch_exceptions=False)
+    assert again.exit_code == 0, again.output  # same records: resumes (nothing left to do)
+    recalibrated = CliRunner().invoke(cli, ["calibrate", "jiophone2", "resnet18=1500", "--runtime", "tflite"], env=env,
+                                      catch_exceptions=False)
+    assert recalibrated.exit_code == 0, recalibrated.output
+    refused = CliRunner().invoke(cli, [*args, "--resume"], env=env, catch_exceptions=False)
+    assert refused.exit_code == 2 and "other models or options" in refused.output, refused.output

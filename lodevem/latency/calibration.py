@@ -547,6 +547,14 @@ class CalibrationSet:
         if self.enabled:
             self.store.records()
 
+    def digest(self) -> str:
+        """A digest of the records in force ("" when disabled or none): a run resumed after a new
+        calibration must not mix rows scaled with the old and the new factors."""
+        if not self.enabled:
+            return ""
+        records = sorted(json.dumps(r.to_dict(), sort_keys=True) for _, r in self.store.records())
+        return hashlib.sha256("\n".join(records).encode()).hexdigest()[:16] if records else ""
+
     def reload(self) -> None:
         """Forget the fits, so records added since are read (after ``lodevem calibrate``)."""
         self._fits.clear()
