@@ -214,9 +214,46 @@ def nnmeter_data_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--threads N`` the latency is predicted for (start, predict)."""
+    return click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
+                        help="Threads for the latency prediction (capped by the cluster's cores).")(fn)
+
+
+def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--predictor auto|nn-meter|estimator`` (start, predict)."""
+    return click.option("--predictor", default="auto", show_default=True,
+                        type=click.Choice(["auto", "nn-meter", "estimator"]),
+                        help="Latency predictor. auto: nn-Meter when its predictor data is present, else the "
+                        "estimator.")(fn)
+
+
+def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--calibrations DIR`` (start, predict, calibrate).
+
+    ``$LODEVEM_CALIBRATIONS`` is read in one place, ``latency.calibration.default_calibrations_dir``,
+    which library callers go through too; so no ``envvar=`` here.
+    """
+    return click.option(
+        "--calibrations",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        metavar="DIR",
+        help="Folder of calibration records (lodevem calibrate): a profile with records has its "
+        "predicted latencies scaled to the device's measurements. Default: $LODEVEM_CALIBRATIONS, "
+        "else $XDG_CONFIG_HOME/lodevem/calibrations (default ~/.config/lodevem/calibrations).",
+    )(fn)
+
+
+def uncalibrated_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--uncalibrated`` (start, predict)."""
+    return click.option("--uncalibrated", is_flag=True,
+                        help="Ignore the calibration records: the predictor's own figures.")(fn)
+
+
 def model_code_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--code``, ``--arch``, ``--arch-kwargs``: how the sandbox loads the user's own variants
-    (start, derive, inspect). The command receives them as one ``loading`` (``ModelLoading``)."""
+    (start, derive, predict, calibrate). The command receives them as one ``loading`` (``ModelLoading``)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, code: tuple[Path, ...], arch: Optional[str], arch_kwargs: Optional[str],
@@ -279,14 +316,19 @@ def cli() -> None:
       LODEVEM_PROFILES       extra profile folders, ':'-separated
                              (see --profiles-dir)
       LODEVEM_NNMETER_DATA   nn-Meter predictor data folder (see --nnmeter-data)
+      LODEVEM_CALIBRATIONS   calibration records folder (see --calibrations)
+      XDG_CONFIG_HOME        default calibrations folder is
+                             $XDG_CONFIG_HOME/lodevem/calibrations
+                             (default ~/.config/lodevem/calibrations)
       LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
                              (see build-image --debian-mirror)
       DOCKER_HOST            the Docker daemon (default: the local socket), read
                              by docker-py with its other DOCKER_* variables
       SLURM_CONF             the Slurm cluster of --backend slurm, read by
                              sbatch/sacct/scancel (default /etc/slurm/slurm.conf)
-      XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build
-                             (default ~/.cache/lodevem/build)
+      XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build,
+                             predict's exports $XDG_CACHE_HOME/lodevem/onnx and
+                             /zoo (default ~/.cache/lodevem)
       COLUMNS                width of printed output (default: the terminal's,
                              or 120 when output is not a terminal)
     """
@@ -397,11 +439,8 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
               help="Measurements run at once (with --backend slurm: jobs in flight). Default: CPU "
               "cores (each then uses 1 thread).")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
-              help="Threads for the latency prediction (capped by the cluster's cores).")
-@click.option("--predictor", default="auto", show_default=True,
-              type=click.Choice(["auto", "nn-meter", "estimator"]),
-              help="Latency predictor. auto: nn-Meter when its predictor data is present, else the estimator.")
+@threads_option
+@predictor_option
 @latency_runtime_option
 @nnmeter_data_option
 @input_shape_option
@@ -419,6 +458,8 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not fit a device.")
 @click.option("--on", "gate_tiers", multiple=True, type=tier_choice,
               help="Apply the gates only to these tiers (repeatable).")
+@calibrations_option
+@uncalibrated_option
 @click.option("--latex-marks", default="text", show_default=True, type=click.Choice(["text", "ding"]),
               help="Fits column in the .tex: yes/no, or \\ding{51}/\\ding{55} (needs pifont).")
 @slurm_options
@@ -461,6 +502,179 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
         for line in broken:
             err_console.print(f"[red]budget:[/] {line}", highlight=False)
         raise LodevemClickError(f"{len(broken)} pair(s) broke the budget", 3)
+
+
+@cli.command()
+@click.argument("models", nargs=-1, metavar="MODEL...")
+@click.option("--profile", "profile_ids", multiple=True, metavar="ID",
+              help="Device profile ID (repeatable). Default: every profile.")
+@click.option("--tier", "tiers", multiple=True, type=tier_choice, help="Every profile of a tier (repeatable).")
+@threads_option
+@latency_runtime_option
+@predictor_option
+@nnmeter_data_option
+@input_shape_option
+@backend_option
+@timeout_option
+@model_code_options
+@calibrations_option
+@uncalibrated_option
+@click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON instead of a table.")
+@profiles_dir_option
+def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[str, ...], threads: int,
+            latency_runtime: Optional[str], predictor: str, nnmeter_data: Optional[Path],
+            input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float, calibrations: Optional[Path],
+            uncalibrated: bool, as_json: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+    """Predict latency only: no memory run, no results folder.
+
+    MODEL is a model file (exported to ONNX in the sandbox, like start; the export is cached in
+    $XDG_CACHE_HOME/lodevem/onnx) or a zoo model name (see `lodevem zoo`). Latencies of a
+    profile with calibration records (lodevem calibrate) are scaled to the device.
+
+    Example:
+
+        lodevem predict models/mobilenet_v2.pt resnet18 --tier tier3
+    """
+    import json
+
+    from .latency.api import LatencyPredictor
+    from .reporter import latency_legend, latency_table
+
+    if not models:
+        raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
+    session = LatencyPredictor(threads=threads, runtime=latency_runtime, input_shape=input_shape,
+                               predictor=predictor, nnmeter_data=nnmeter_data, calibrations=calibrations,
+                               use_calibrations=not uncalibrated, profiles_dir=profiles_dirs, backend=backend,
+                               timeout_s=timeout_s, loading=loading)
+    with session:
+        profiles = session.profiles(ids=profile_ids, tiers=tiers)
+        session.calibrations.check()
+        with err_console.status("exporting and predicting"):
+            items = session.predict_all(list(models), profiles)
+    for warning in session.warnings + session.core.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if as_json:
+        click.echo(json.dumps([{
+            "model": i.model.label, "model_kind": i.model.kind, "model_sha256": i.model.sha256,
+            "profile_id": i.profile.id, "profile_label": i.profile.label, "tier": i.profile.tier,
+            "latency_ms": i.latency.latency_ms, "latency_source": i.latency.latency_source,
+            "latency_uncertainty": i.latency.uncertainty, "latency_note": i.latency.note,
+            "runtime": getattr(i.latency, "runtime", None) or latency_runtime,
+            "threads": i.latency.threads, "core": i.latency.core, "clock_ghz": i.latency.clock_ghz,
+        } for i in items], indent=1))
+    else:
+        console.print(latency_table(items))
+        for line in latency_legend(items):
+            console.print(line, markup=False, style="dim")
+    if all(i.latency.latency_ms is None for i in items):
+        raise LodevemClickError("no latency could be predicted for any (model, profile) pair", 1)
+
+
+@cli.command()
+@click.argument("profile_id", required=False)
+@click.argument("measurements", nargs=-1, metavar="MODEL=MS...")
+@click.option("--runtime", type=click.Choice(["tflite", "ncnn", "other"]), default=None,
+              help="Runtime the device measurement was made with. Default: the log's tool (--from-log); "
+              "required without a log.")
+@click.option("--threads", type=click.IntRange(1, 16), default=None,
+              help="Threads the device measurement used. Default: the log's (num_threads), else 1.")
+@click.option("--from-log", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              metavar="FILE", help="Read the measured times from a TFLite/LiteRT benchmark_model log "
+              "(Inference (avg)) or an ncnn benchncnn log (avg per model); MODEL args then need no =MS.")
+@click.option("--note", default="", help="Free-text note kept in the record (board, firmware, governor...).")
+@click.option("--list", "list_only", is_flag=True, help="Show the calibration records (of PROFILE_ID, if given).")
+@calibrations_option
+@input_shape_option
+@backend_option
+@timeout_option
+@model_code_options
+@profiles_dir_option
+def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime: Optional[str],
+              threads: Optional[int], log_file: Optional[Path], note: str, list_only: bool,
+              calibrations: Optional[Path], input_shape: Optional[tuple[int, ...]], backend: str,
+              timeout_s: float, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+    """Make a profile yours: record a model's latency measured on the real device.
+
+    MODEL is a model file (its sha256 is recorded; exported in the sandbox) or a zoo model name;
+    MS its measured milliseconds. From then on start and predict scale that profile's latencies:
+    one measurement gives one factor (measured / predicted), three or more separate factors for
+    the compute- and the memory-bound parts of each prediction. Works for custom profiles
+    (--profiles-dir): copy the template, measure one model on your phone, calibrate.
+
+    Example:
+
+        lodevem calibrate jiophone2 mobilenet_v2=412.5 --runtime tflite --note "stock governor"
+
+        lodevem calibrate my_phone --from-log benchncnn.txt --profiles-dir my_profiles/
+
+        lodevem calibrate --list
+    """
+    from .latency.api import LatencyPredictor
+    from .latency.calibration import measurements_from_args, measurements_from_log, parse_benchmark_log
+
+    session = LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,
+                               profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
+    if list_only:
+        if measurements:
+            raise InputError("--list takes at most a PROFILE_ID, no MODEL=MS")
+        if profile_id is not None:
+            session.profile(profile_id)
+        _print_calibrations(session, profile_id)
+        return
+    if profile_id is None:
+        raise InputError("no profile given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...]")
+    profile = session.profile(profile_id)
+    session.calibrations.check()
+    log_threads = None
+    if log_file is not None:
+        log = parse_benchmark_log(log_file.read_text(encoding="utf-8", errors="replace"), str(log_file))
+        if runtime is not None and runtime != log.runtime:
+            raise InputError(f"--runtime {runtime}: {log_file} is a {log.tool} log ({log.runtime})")
+        runtime, log_threads = log.runtime, log.threads
+        found = measurements_from_log(measurements, log, str(log_file),
+                                      session.core.estimator.params.get("provenance", {}).get("model_map", {}))
+    else:
+        if runtime is None:
+            raise InputError("--runtime is required without --from-log: the runtime the measurement was "
+                             "made with (tflite, ncnn or other)")
+        found = measurements_from_args(measurements)
+    if threads is not None and log_threads is not None and threads != log_threads:
+        raise InputError(f"--threads {threads}, but {log_file} says the benchmark ran {log_threads} thread(s)")
+    threads = threads or log_threads or 1
+    with session:
+        with err_console.status(f"exporting and predicting {len(found)} model(s) on {profile.id}"):
+            written = session.calibrate(profile, found, runtime=runtime, threads=threads, note=note)
+    for warning in session.warnings + session.core.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    for path, record in written:
+        console.print(f"[green]✓[/] {escape(profile.id)}: {escape(record.model_label)} measured "
+                      f"{record.measured_ms:.4g} ms ({record.runtime}, {record.threads} thread(s)), predicted "
+                      f"{record.predicted_ms:.4g} ms by {escape(record.predictor)}: x{record.ratio:.3f}; "
+                      f"[dim]{escape(str(path))}[/]")
+    fit, mismatch = session.calibrations.fit_for(profile.id, runtime, threads)
+    if fit is not None:
+        console.print(f"{escape(profile.id)} is now calibrated for {runtime}, {threads} thread(s): "
+                      f"{escape(fit.describe())}" + (f" [yellow]({escape(mismatch)})[/]" if mismatch else ""))
+
+
+def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    records = session.calibrations.store.records(profile_id)
+    folder = session.calibrations.folder
+    if not records:
+        console.print(f"no calibration records in {escape(str(folder))}"
+                      + (f" for {escape(profile_id)}" if profile_id else ""))
+        return
+    table = Table(title=f"lodevem calibrations ({len(records)}) in {folder}; times in ms", title_justify="left")
+    for column in ("Profile", "Model", "Measured", "Predicted", "Factor", "Runtime", "Date", "Note"):
+        table.add_column(column, justify="right" if column in ("Measured", "Predicted", "Factor") else "left",
+                         no_wrap=column != "Note")
+    for _, r in records:
+        table.add_row(Text(r.profile_id), Text(r.model_label), f"{r.measured_ms:.4g}", f"{r.predicted_ms:.4g}",
+                      f"x{r.ratio:.3f}", f"{r.runtime}, {r.threads}t", r.date[:10], Text(r.note))
+    console.print(table)
 
 
 @cli.command()

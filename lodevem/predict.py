@@ -445,6 +445,12 @@ class Predictor:
             kernels=self._breakdown(graph, per_kernel),
         )
 
+    def kernel_graph(self, onnx_path: Path | str, profile: Profile) -> KernelGraph | InputError:
+        """The (cached) kernel graph ``profile``'s prediction of ``onnx_path`` is made from, for
+        steps after prediction such as calibration (``lodevem.latency.calibration``)."""
+        pset = self._predictor_set(profile) if self.uses_nnmeter(profile) else None
+        return self._graph(Path(onnx_path), pset.fusion_rules if pset is not None else DEFAULT_RULES)
+
     # -- caches ---------------------------------------------------------------------------------
 
     def _warn(self, message: str) -> None:

@@ -30,7 +30,8 @@ from .report.cells import (
     source_kind,
     source_notes,
 )
-from .report.console import inspection_lines, model_summaries, profiles_table, results_table, zoo_table
+from .report.console import (inspection_lines, latency_legend, latency_table, model_summaries, profiles_table,
+                             results_table, zoo_table)
 from .report.files import (
     CSV_NAME,
     JSON_NAME,
@@ -48,7 +49,8 @@ from .results import PairResult
 
 __all__ = [
     "CSV_NAME", "JSON_NAME", "TEX_NAME", "Cells", "SourceNote", "cells", "csv_columns",
-    "group_by_model", "inspection_lines", "latency_mark", "latex_escape", "latex_table", "model_summaries",
+    "group_by_model", "inspection_lines", "latency_legend", "latency_mark", "latency_table", "latex_escape",
+    "latex_table", "model_summaries",
     "ordered_devices", "profiles_table", "read_json", "results_table", "source_kind",
     "source_notes", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit", "zoo_table",
 ]

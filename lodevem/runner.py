@@ -26,6 +26,7 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
+from .latency.calibration import CalibrationSet
 from .measure import ExportCache, ExportResult, MemoryMeasurement
 from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor
@@ -99,6 +100,8 @@ class RunConfig:
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
+    calibrations: Optional[Path] = None
+    uncalibrated: bool = False
     command_line: tuple[str, ...] = ()
     loading: ModelLoading = field(default_factory=ModelLoading)  # --code, --arch
     # --backend slurm only (see sandbox.slurm_backend.SlurmSettings); the workdir defaults to <output>/.slurm
@@ -112,9 +115,11 @@ class RunConfig:
                  **options: Any) -> "RunConfig":
         return cls(models=tuple(paths), profiles=tuple(profiles), command_line=tuple(command_line), **options)
 
-    def state_key(self, models: Sequence[ModelFile]) -> str:
-        """What must match for ``--resume`` to reuse finished rows (not the profile set)."""
+    def state_key(self, models: Sequence[ModelFile], calibrations: str = "") -> str:
+        """What must match for ``--resume`` to reuse finished rows (not the profile set).
+        ``calibrations``: the digest of the calibration records in force (they change latencies)."""
         key = {
+            "calibrations": calibrations,
             "models": [(m.label, m.sha256, m.level) for m in models],
             "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
             "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
@@ -166,6 +171,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                           cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
+    calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
+    calibrations.check()  # and on a calibration record that does not read
     warnings: list[str] = []
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
@@ -177,7 +184,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s,
                                                  use_cache=not config.no_cache),
                      progress if progress is not None else NullProgress(), warnings)
-    state = _load_state(ctx, models)
+    state = _load_state(ctx, models, calibrations.digest())
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
@@ -185,8 +192,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_derive(ctx, m) for m in models]
     models = [_with_graph(ctx, m) for m in models]
     ctx.progress.stage("predicting latency")
-    latencies = {m.label: _predict(ctx, predictor, m) for m in models}
-    removed = {m.label: _predict_channels_removed(ctx, predictor, m) for m in models}
+    latencies = {m.label: _predict(ctx, predictor, m, calibrations) for m in models}
+    removed = {m.label: _predict_channels_removed(ctx, predictor, m, calibrations) for m in models}
     ctx.warnings.extend(predictor.warnings)
 
     manifest = collect_manifest(
@@ -196,7 +203,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
-               "predictor": predictor.describe()},
+               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
@@ -226,7 +233,7 @@ def _slurm_settings(config: RunConfig) -> Optional[Any]:
                          account=config.slurm_account, time_min=config.slurm_time, reattach=config.resume)
 
 
-def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
+def _load_state(ctx: RunContext, models: Sequence[ModelFile], calibrations: str = "") -> RunState:
     """The finished rows to keep: those of an interrupted run with the same key under --resume.
 
     ``--resume`` over a run of other models or options refuses (resuming would overwrite its
@@ -234,7 +241,7 @@ def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
     run starts afresh.
     """
     config = ctx.config
-    key = config.state_key(models)
+    key = config.state_key(models, calibrations)
     if not config.resume:
         return RunState(key)
     path = config.output / STATE_FILE
@@ -305,23 +312,31 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
 _LEVEL_PRECISION = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 
 
-def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
-    """Latency of one model on every profile; a model without an export gets cells saying why."""
+def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
+             calibrations: CalibrationSet) -> dict[str, LatencyPrediction]:
+    """Latency of one model on every profile, scaled by each profile's calibration (a step after
+    the prediction); a model without an export gets cells saying why."""
     config = ctx.config
     if model.graph_path is None:
         reason = f"no ONNX export: {model.graph_error}"
         return {p.id: LatencyPrediction.unavailable(p, reason, config.threads, config.latency_runtime)
                 for p in config.profiles}
-    return predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
+    predicted = predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
+    by_id = {p.id: p for p in config.profiles}
+    return {pid: calibrations.apply(predictor, model.graph_path, by_id[pid], prediction)
+            for pid, prediction in predicted.items()}
 
 
-def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile
-                              ) -> dict[str, Optional[float]]:
-    """For a file with all-zero output channels: the latency of its graph with them removed."""
+def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,
+                              calibrations: CalibrationSet) -> dict[str, Optional[float]]:
+    """For a file with all-zero output channels: the latency of its graph with them removed
+    (calibrated like the row's own latency, so the two compare)."""
     if model.channels_removed_graph is None:
         return {}
     predicted = predictor.predict(model.channels_removed_graph, ctx.config.profiles, threads=ctx.config.threads)
-    return {pid: cell.latency_ms for pid, cell in predicted.items()}
+    by_id = {p.id: p for p in ctx.config.profiles}
+    return {pid: calibrations.apply(predictor, model.channels_removed_graph, by_id[pid], cell).latency_ms
+            for pid, cell in predicted.items()}
 
 
 def sparsity_note(model: ModelFile) -> Optional[str]:

@@ -29,6 +29,7 @@ from .cells import (
 )
 
 if TYPE_CHECKING:  # lodevem.zoo imports torch; the table only reads the records' fields
+    from ..latency.api import ModelLatency
     from ..zoo import ZooSummary
 
 _FITS_STYLE: Mapping[Optional[bool], str] = MappingProxyType({True: "green", False: "red", None: "yellow"})
@@ -62,6 +63,59 @@ def results_table(rows: Sequence[PairResult],
                           latency, ram, Text(_FITS_SYMBOL[c.fits], style=f"bold {style}"),
                           end_section=i == len(group) - 1)
     return table
+
+
+def latency_table(items: Sequence["ModelLatency"]) -> Table:
+    """The table of ``lodevem predict``: ``start``'s columns without the memory ones (Model,
+    Device Profile, Latency), the predictor's mark on each number, the legend as caption."""
+    labels = list(dict.fromkeys(i.model.label for i in items))
+    profiles = list(dict.fromkeys(i.profile.id for i in items))
+    table = Table(title=f"lodevem latency: {len(labels)} model(s) \u00d7 {len(profiles)} device profile(s)",
+                  title_justify="left")
+    table.add_column("Model", no_wrap=True)
+    table.add_column("Device Profile")
+    table.add_column("Latency (ms)", justify="right", no_wrap=True)
+    ordered = sorted(items, key=lambda i: (labels.index(i.model.label), tier_rank(i.profile.tier),
+                                           profiles.index(i.profile.id)))
+    for n, item in enumerate(ordered):
+        first = n == 0 or ordered[n - 1].model.label != item.model.label
+        last = n == len(ordered) - 1 or ordered[n + 1].model.label != item.model.label
+        ms = item.latency.latency_ms
+        cell = Text(f"{ms:,.1f}{latency_mark(item.latency.latency_source)}") if ms is not None else Text(
+            "n/a", style="yellow")
+        table.add_row(Text(item.model.label if first else "", style="bold"), Text(item.profile.label), cell,
+                      end_section=last)
+    return table
+
+
+def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
+    """The lines under ``latency_table``: what the numbers are, each source's mark and stated
+    uncertainty, and each distinct note once with the pairs it applies to. Plain text (no
+    markup): print with ``markup=False``."""
+    threads = sorted({i.latency.threads for i in items})
+    what = "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
+    lines = [f"Latency: predicted for {what} on the device's fastest core, not measured on the phone."]
+    legend: dict[str, set[str]] = {}
+    for item in items:
+        if item.latency.latency_ms is None:
+            continue
+        key = f"{latency_mark(item.latency.latency_source)} {item.latency.latency_source.split(' (')[0]}"
+        if item.latency.uncertainty:
+            legend.setdefault(key, set()).add(item.latency.uncertainty)
+        else:
+            legend.setdefault(key, set())
+    for key, uncertainties in legend.items():
+        lines.append(f"  {key}" + (f", uncertainty {'; '.join(sorted(uncertainties))}" if uncertainties else ""))
+    notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
+    for item in items:
+        for part in (item.latency.note or "").split("; "):
+            if part:
+                notes.setdefault(part, []).append(f"{item.model.label} on {item.profile.id}")
+    for note, pairs in notes.items():
+        where = ("all pairs" if len(pairs) == len(items) and len(items) > 1
+                 else ", ".join(pairs) if len(pairs) <= 3 else f"{len(pairs)} pairs")
+        lines.append(f"  note ({where}): {note}")
+    return lines
 
 
 def _results_caption(rows: Sequence[PairResult]) -> Text:
