@@ -34,6 +34,7 @@ from ..profiles import Profile, load_profiles, select_profiles
 from ..worker.formats import file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from .calibration import CalibrationRecord, CalibrationSet, Measurement, compute_share, now_iso
+from .estimator import canonical_runtime
 
 __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
 
@@ -91,7 +92,10 @@ class LatencyPredictor:
                  nnmeter_data: Optional[Path | str] = None, calibrations: Optional[Path | str] = None,
                  use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (), backend: str = "auto",
                  timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
-        self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data)
+        self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data,
+                                  **({"runtime": runtime} if runtime is not None else {}))
+        self._cores = {self.core.runtime: self.core}  # one core predictor per latency runtime asked for
+        self._core_options = {"mode": predictor, "data_dir": nnmeter_data}
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
         self.threads, self.runtime = threads, runtime
         self.input_shape = tuple(input_shape) if input_shape else None
@@ -263,9 +267,14 @@ class LatencyPredictor:
 
     def _predict_core(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str],
                       runtime: Optional[str]) -> LatencyPrediction:
-        """The predictor's own figure. ``runtime`` is not passed on yet: this predictor has no
-        runtime-specific model (issue 13 adds one; pass it here when it lands)."""
-        return self.core.predict(onnx_path, [profile], threads=threads, level=level)[profile.id]
+        """The predictor's own figure for ``runtime`` (None: this predictor's default)."""
+        core = self.core
+        if runtime is not None:
+            key = canonical_runtime(runtime)
+            if key not in self._cores:
+                self._cores[key] = CorePredictor(**self._core_options, runtime=key)
+            core = self._cores[key]
+        return core.predict(onnx_path, [profile], threads=threads, level=level)[profile.id]
 
     def predict_all(self, models: Sequence[Any], profiles: Sequence[Profile], *, threads: Optional[int] = None,
                     runtime: Optional[str] = None) -> list[ModelLatency]:
