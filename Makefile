@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TIER ?= tier2
 
-.PHONY: setup docker image test demo clean
+.PHONY: setup docker image slurm test demo clean
 
 setup: $(VENV)/.installed
 
@@ -26,7 +26,11 @@ RUNTIMES ?= torch,onnxruntime,tflite,ncnn
 image: setup docker    ## build the images of $(RUNTIMES) (offline base image when no registry)
 	$(BIN)/lodevem build-image --runtime $(RUNTIMES)
 
-test: setup image      ## the full test suite, against the real Docker engine
+slurm:                 ## a single-node Slurm cluster (root; installs Slurm when missing)
+	bash scripts/slurm-cluster.sh up
+
+# tests/test_slurm.py brings the Slurm cluster up itself (scripts/slurm-cluster.sh) when run as root.
+test: setup image      ## the full test suite, against the real Docker engine and a real Slurm cluster
 	$(BIN)/python -m pytest -q -rs
 
 demo: setup image      ## zoo models into models/, then the tier2 benchmark

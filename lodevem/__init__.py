@@ -1,3 +1,58 @@
-"""lodevem: Low-resource Device Virtual Emulator."""
+"""lodevem: Low-resource Device Virtual Emulator.
+
+The Python API predicts latency without a memory run::
+
+    import lodevem
+    lodevem.predict_latency("mobilenet_v2", "jiophone2").latency_ms        # a zoo model
+    lodevem.predict_latency(my_module, "jiophone2", input_shape=(1, 3, 160, 160))
+
+    predictor = lodevem.Predictor("jiophone2")          # reusable: keeps profiles and kernel graphs
+    for candidate in search_space:
+        ms = predictor.predict(candidate).latency_ms
+
+``import lodevem`` stays light: torch, nn-Meter and the sandbox are imported on first use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 __version__ = "0.1.0"
+__all__ = ["LatencyPrediction", "Predictor", "__version__", "predict_latency"]
+
+if TYPE_CHECKING:
+    from .latency.api import LatencyPredictor as Predictor
+    from .predict import LatencyPrediction
+    from .profiles import Profile
+
+
+def predict_latency(model: Any, profile: "str | Profile", input_shape: Optional[Sequence[int]] = None,
+                    threads: int = 1, runtime: Optional[str] = None, *, predictor: str = "auto",
+                    calibrations: Optional[Path | str] = None, use_calibrations: bool = True,
+                    profiles_dir: Sequence[Path | str] = (), backend: str = "auto") -> "LatencyPrediction":
+    """Predicted latency of ``model`` on ``profile`` (an id or a ``Profile``).
+
+    ``model``: an ``nn.Module`` of this process (exported here: it is your object, not a file to
+    unpickle), a zoo model name, or a model file path (exported in the sandbox, ``backend``).
+    ``runtime`` (``ncnn``/``tflite``) selects matching calibrations of the profile. For loops,
+    make one ``Predictor`` and call its ``predict``: this function builds a new one each call.
+    """
+    from .latency.api import LatencyPredictor
+
+    with LatencyPredictor(predictor=predictor, calibrations=calibrations, use_calibrations=use_calibrations,
+                          profiles_dir=profiles_dir, backend=backend) as session:
+        return session.predict(model, profile, input_shape=input_shape, threads=threads, runtime=runtime)
+
+
+def __getattr__(name: str) -> Any:
+    """``lodevem.Predictor`` and ``lodevem.LatencyPrediction``, imported on first use (PEP 562)."""
+    if name == "Predictor":
+        from .latency.api import LatencyPredictor
+
+        return LatencyPredictor
+    if name == "LatencyPrediction":
+        from .predict import LatencyPrediction
+
+        return LatencyPrediction
+    raise AttributeError(f"module 'lodevem' has no attribute {name!r}")

@@ -7,6 +7,7 @@ library never prints and never exits, so it stays usable from notebooks and test
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -21,6 +22,7 @@ from rich.markup import escape
 
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
+from .latency.estimator import DEFAULT_RUNTIME, RUNTIMES
 from .profiles import TIERS, load_profiles, select_profiles
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
@@ -154,10 +156,11 @@ def backend_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "--backend",
         default="auto",
         show_default=True,
-        type=click.Choice(["auto", "docker", "process"]),
+        type=click.Choice(["auto", "docker", "process", "slurm"]),
         help="Sandbox the model file is loaded and run in (the file is code). auto and docker: a "
         "locked-down container (auto never falls back to an unsandboxed process); process: a child "
-        "process under a memory limit only, no filesystem or network sandbox (with a warning).",
+        "process under a memory limit only, no filesystem or network sandbox (with a warning); "
+        "slurm: one Slurm job per run, limited by the job's memory cgroup only (see --slurm-workdir).",
     )(fn)
 
 
@@ -173,6 +176,24 @@ def runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "(LiteRT, converted with litert-torch) or ncnn (converted with pnnx), or a comma list: one "
         "row per runtime. Conversions run in the sandbox's converter image and are cached.",
     )(fn)
+def slurm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--slurm-*``: where ``--backend slurm`` submits its jobs (start)."""
+    for option in reversed([
+        click.option("--slurm-partition", default=None, metavar="NAME",
+                     help="--backend slurm: partition to submit to (default: the cluster's default)."),
+        click.option("--slurm-account", default=None, metavar="NAME",
+                     help="--backend slurm: account to charge the jobs to."),
+        click.option("--slurm-time", type=click.IntRange(1), default=None, metavar="MINUTES",
+                     help="--backend slurm: each job's time limit (default: --timeout plus 2 minutes)."),
+        click.option("--slurm-workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     metavar="DIR",
+                     help="--backend slurm: folder every node sees (shared file system) for the model "
+                     "copies, requests, results and submitit logs. Default: OUTPUT/.slurm. The nodes "
+                     "need the same lodevem install and python path as this machine. Slurm's client "
+                     "commands read $SLURM_CONF (default /etc/slurm/slurm.conf)."),
+    ]):
+        fn = option(fn)
+    return fn
 
 
 def input_shape_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -218,7 +239,90 @@ def nnmeter_data_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )(fn)
 
 
+def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--threads N`` the latency is predicted for (start, predict)."""
+    return click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
+                        help="Threads for the latency prediction (capped by the cluster's cores).")(fn)
+
+
+def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--predictor auto|nn-meter|estimator`` (start, predict)."""
+    return click.option("--predictor", default="auto", show_default=True,
+                        type=click.Choice(["auto", "nn-meter", "estimator"]),
+                        help="Latency predictor. auto: nn-Meter when its predictor data is present, else the "
+                        "estimator.")(fn)
+
+
+def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--calibrations DIR`` (start, predict, calibrate).
+
+    ``$LODEVEM_CALIBRATIONS`` is read in one place, ``latency.calibration.default_calibrations_dir``,
+    which library callers go through too; so no ``envvar=`` here.
+    """
+    return click.option(
+        "--calibrations",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        metavar="DIR",
+        help="Folder of calibration records (lodevem calibrate): a profile with records has its "
+        "predicted latencies scaled to the device's measurements. Default: $LODEVEM_CALIBRATIONS, "
+        "else $XDG_CONFIG_HOME/lodevem/calibrations (default ~/.config/lodevem/calibrations).",
+    )(fn)
+
+
+def uncalibrated_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--uncalibrated`` (start, predict)."""
+    return click.option("--uncalibrated", is_flag=True,
+                        help="Ignore the calibration records: the predictor's own figures.")(fn)
+
+
+def model_code_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--code``, ``--arch``, ``--arch-kwargs``: how the sandbox loads the user's own variants
+    (start, derive, predict, calibrate). The command receives them as one ``loading`` (``ModelLoading``)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, code: tuple[Path, ...], arch: Optional[str], arch_kwargs: Optional[str],
+                **kwargs: Any) -> Any:
+        from .sandbox.usercode import ModelLoading
+
+        from_env = [p for p in os.environ.get("LODEVEM_CODE", "").split(os.pathsep) if p]
+        return fn(*args, loading=ModelLoading.from_options([*code, *from_env], arch, arch_kwargs), **kwargs)
+
+    wrapper = click.option(
+        "--arch-kwargs", default=None, metavar="JSON",
+        help="Keyword arguments for --arch as a JSON object, e.g. '{\"width\": 32}'.")(wrapper)
+    wrapper = click.option(
+        "--arch", default=None, metavar="MODULE:CALLABLE",
+        help="For files that hold only weights (a state_dict or a training checkpoint: state_dict, "
+        "model_state_dict, model, net, ema... keys; a DataParallel 'module.' prefix is removed): "
+        "the callable that builds the module, from --code (cocoa.model:CocoaNet) or zoo:NAME. "
+        "Files holding a whole module ignore it.")(wrapper)
+    return click.option(
+        "--code", multiple=True, type=click.Path(path_type=Path), metavar="PATH",
+        help="Your model's code: a package folder or a .py file (repeatable; also $LODEVEM_CODE, "
+        "':'-separated). Mounted read-only into the sandbox and put on sys.path before the model "
+        "is loaded; classes pickled from __main__ are looked up in the given scripts, imported under "
+        "their own names (their __main__ block does not run). The host never imports it.")(wrapper)
+
+
 tier_choice = click.Choice(list(TIERS))
+
+
+def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--latency-runtime``: the runtime latencies are predicted for (start, predict).
+
+    The default is TFLite (with XNNPACK): nn-Meter's predictors are TFLite 2.1, so with the default
+    both latency paths of a table describe one runtime; ncnn goes through the estimator only.
+    """
+    return click.option(
+        "--latency-runtime",
+        "latency_runtime",
+        default=DEFAULT_RUNTIME,
+        show_default=True,
+        type=click.Choice(list(RUNTIMES)),
+        help="Runtime the predicted latencies stand for: tflite (TFLite with XNNPACK, what nn-Meter "
+        "models) or ncnn (estimator only). Every latency source names it.",
+    )(fn)
 
 
 @click.group(cls=LodevemGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -237,12 +341,19 @@ def cli() -> None:
       LODEVEM_PROFILES       extra profile folders, ':'-separated
                              (see --profiles-dir)
       LODEVEM_NNMETER_DATA   nn-Meter predictor data folder (see --nnmeter-data)
+      LODEVEM_CALIBRATIONS   calibration records folder (see --calibrations)
+      XDG_CONFIG_HOME        default calibrations folder is
+                             $XDG_CONFIG_HOME/lodevem/calibrations
+                             (default ~/.config/lodevem/calibrations)
       LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
                              (see build-image --debian-mirror)
       DOCKER_HOST            the Docker daemon (default: the local socket), read
                              by docker-py with its other DOCKER_* variables
-      XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build
-                             (default ~/.cache/lodevem/build)
+      SLURM_CONF             the Slurm cluster of --backend slurm, read by
+                             sbatch/sacct/scancel (default /etc/slurm/slurm.conf)
+      XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build,
+                             predict's exports $XDG_CACHE_HOME/lodevem/onnx and
+                             /zoo (default ~/.cache/lodevem)
       COLUMNS                width of printed output (default: the terminal's,
                              or 120 when output is not a terminal)
     """
@@ -350,27 +461,32 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @backend_option
 @runtime_option
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
-              help="Measurements run at once. Default: CPU cores (each then uses 1 thread).")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
-              help="Threads for the latency prediction (capped by the cluster's cores).")
-@click.option("--predictor", default="auto", show_default=True,
-              type=click.Choice(["auto", "nn-meter", "estimator"]),
-              help="Latency predictor. auto: nn-Meter when its predictor data is present, else the estimator.")
+              help="Measurements run at once (with --backend slurm: jobs in flight). Default: CPU "
+              "cores (each then uses 1 thread).")
+@threads_option
+@predictor_option
+@latency_runtime_option
 @nnmeter_data_option
 @input_shape_option
 @timeout_option
+@model_code_options
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
-@click.option("--no-cache", is_flag=True, help="Measure again even when a cached result matches.")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder.")
+@click.option("--no-cache", is_flag=True, help="Export, predict and measure again even when a cached result "
+              "matches (the caches in --output/.cache are refreshed).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder "
+              "(with --backend slurm: reattach to its jobs still running and collect finished ones).")
 @click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS", callback=_finite,
               help="Gate: exit 3 when a predicted latency exceeds MS.")
 @click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not fit a device.")
 @click.option("--on", "gate_tiers", multiple=True, type=tier_choice,
               help="Apply the gates only to these tiers (repeatable).")
+@calibrations_option
+@uncalibrated_option
 @click.option("--latex-marks", default="text", show_default=True, type=click.Choice(["text", "ding"]),
               help="Fits column in the .tex: yes/no, or \\ding{51}/\\ding{55} (needs pifont).")
+@slurm_options
 @profiles_dir_option
 def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
           tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],
@@ -413,6 +529,179 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 
 
 @cli.command()
+@click.argument("models", nargs=-1, metavar="MODEL...")
+@click.option("--profile", "profile_ids", multiple=True, metavar="ID",
+              help="Device profile ID (repeatable). Default: every profile.")
+@click.option("--tier", "tiers", multiple=True, type=tier_choice, help="Every profile of a tier (repeatable).")
+@threads_option
+@latency_runtime_option
+@predictor_option
+@nnmeter_data_option
+@input_shape_option
+@backend_option
+@timeout_option
+@model_code_options
+@calibrations_option
+@uncalibrated_option
+@click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON instead of a table.")
+@profiles_dir_option
+def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[str, ...], threads: int,
+            latency_runtime: Optional[str], predictor: str, nnmeter_data: Optional[Path],
+            input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float, calibrations: Optional[Path],
+            uncalibrated: bool, as_json: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+    """Predict latency only: no memory run, no results folder.
+
+    MODEL is a model file (exported to ONNX in the sandbox, like start; the export is cached in
+    $XDG_CACHE_HOME/lodevem/onnx) or a zoo model name (see `lodevem zoo`). Latencies of a
+    profile with calibration records (lodevem calibrate) are scaled to the device.
+
+    Example:
+
+        lodevem predict models/mobilenet_v2.pt resnet18 --tier tier3
+    """
+    import json
+
+    from .latency.api import LatencyPredictor
+    from .reporter import latency_legend, latency_table
+
+    if not models:
+        raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
+    session = LatencyPredictor(threads=threads, runtime=latency_runtime, input_shape=input_shape,
+                               predictor=predictor, nnmeter_data=nnmeter_data, calibrations=calibrations,
+                               use_calibrations=not uncalibrated, profiles_dir=profiles_dirs, backend=backend,
+                               timeout_s=timeout_s, loading=loading)
+    with session:
+        profiles = session.profiles(ids=profile_ids, tiers=tiers)
+        session.calibrations.check()
+        with err_console.status("exporting and predicting"):
+            items = session.predict_all(list(models), profiles)
+    for warning in session.warnings + session.core.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if as_json:
+        click.echo(json.dumps([{
+            "model": i.model.label, "model_kind": i.model.kind, "model_sha256": i.model.sha256,
+            "profile_id": i.profile.id, "profile_label": i.profile.label, "tier": i.profile.tier,
+            "latency_ms": i.latency.latency_ms, "latency_source": i.latency.latency_source,
+            "latency_uncertainty": i.latency.uncertainty, "latency_note": i.latency.note,
+            "runtime": getattr(i.latency, "runtime", None) or latency_runtime,
+            "threads": i.latency.threads, "core": i.latency.core, "clock_ghz": i.latency.clock_ghz,
+        } for i in items], indent=1))
+    else:
+        console.print(latency_table(items))
+        for line in latency_legend(items):
+            console.print(line, markup=False, style="dim")
+    if all(i.latency.latency_ms is None for i in items):
+        raise LodevemClickError("no latency could be predicted for any (model, profile) pair", 1)
+
+
+@cli.command()
+@click.argument("profile_id", required=False)
+@click.argument("measurements", nargs=-1, metavar="MODEL=MS...")
+@click.option("--runtime", type=click.Choice(["tflite", "ncnn", "other"]), default=None,
+              help="Runtime the device measurement was made with. Default: the log's tool (--from-log); "
+              "required without a log.")
+@click.option("--threads", type=click.IntRange(1, 16), default=None,
+              help="Threads the device measurement used. Default: the log's (num_threads), else 1.")
+@click.option("--from-log", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              metavar="FILE", help="Read the measured times from a TFLite/LiteRT benchmark_model log "
+              "(Inference (avg)) or an ncnn benchncnn log (avg per model); MODEL args then need no =MS.")
+@click.option("--note", default="", help="Free-text note kept in the record (board, firmware, governor...).")
+@click.option("--list", "list_only", is_flag=True, help="Show the calibration records (of PROFILE_ID, if given).")
+@calibrations_option
+@input_shape_option
+@backend_option
+@timeout_option
+@model_code_options
+@profiles_dir_option
+def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime: Optional[str],
+              threads: Optional[int], log_file: Optional[Path], note: str, list_only: bool,
+              calibrations: Optional[Path], input_shape: Optional[tuple[int, ...]], backend: str,
+              timeout_s: float, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+    """Make a profile yours: record a model's latency measured on the real device.
+
+    MODEL is a model file (its sha256 is recorded; exported in the sandbox) or a zoo model name;
+    MS its measured milliseconds. From then on start and predict scale that profile's latencies:
+    one measurement gives one factor (measured / predicted), three or more separate factors for
+    the compute- and the memory-bound parts of each prediction. Works for custom profiles
+    (--profiles-dir): copy the template, measure one model on your phone, calibrate.
+
+    Example:
+
+        lodevem calibrate jiophone2 mobilenet_v2=412.5 --runtime tflite --note "stock governor"
+
+        lodevem calibrate my_phone --from-log benchncnn.txt --profiles-dir my_profiles/
+
+        lodevem calibrate --list
+    """
+    from .latency.api import LatencyPredictor
+    from .latency.calibration import measurements_from_args, measurements_from_log, parse_benchmark_log
+
+    session = LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,
+                               profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
+    if list_only:
+        if measurements:
+            raise InputError("--list takes at most a PROFILE_ID, no MODEL=MS")
+        if profile_id is not None:
+            session.profile(profile_id)
+        _print_calibrations(session, profile_id)
+        return
+    if profile_id is None:
+        raise InputError("no profile given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...]")
+    profile = session.profile(profile_id)
+    session.calibrations.check()
+    log_threads = None
+    if log_file is not None:
+        log = parse_benchmark_log(log_file.read_text(encoding="utf-8", errors="replace"), str(log_file))
+        if runtime is not None and runtime != log.runtime:
+            raise InputError(f"--runtime {runtime}: {log_file} is a {log.tool} log ({log.runtime})")
+        runtime, log_threads = log.runtime, log.threads
+        found = measurements_from_log(measurements, log, str(log_file),
+                                      session.core.estimator.params.get("provenance", {}).get("model_map", {}))
+    else:
+        if runtime is None:
+            raise InputError("--runtime is required without --from-log: the runtime the measurement was "
+                             "made with (tflite, ncnn or other)")
+        found = measurements_from_args(measurements)
+    if threads is not None and log_threads is not None and threads != log_threads:
+        raise InputError(f"--threads {threads}, but {log_file} says the benchmark ran {log_threads} thread(s)")
+    threads = threads or log_threads or 1
+    with session:
+        with err_console.status(f"exporting and predicting {len(found)} model(s) on {profile.id}"):
+            written = session.calibrate(profile, found, runtime=runtime, threads=threads, note=note)
+    for warning in session.warnings + session.core.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    for path, record in written:
+        console.print(f"[green]✓[/] {escape(profile.id)}: {escape(record.model_label)} measured "
+                      f"{record.measured_ms:.4g} ms ({record.runtime}, {record.threads} thread(s)), predicted "
+                      f"{record.predicted_ms:.4g} ms by {escape(record.predictor)}: x{record.ratio:.3f}; "
+                      f"[dim]{escape(str(path))}[/]")
+    fit, mismatch = session.calibrations.fit_for(profile.id, runtime, threads)
+    if fit is not None:
+        console.print(f"{escape(profile.id)} is now calibrated for {runtime}, {threads} thread(s): "
+                      f"{escape(fit.describe())}" + (f" [yellow]({escape(mismatch)})[/]" if mismatch else ""))
+
+
+def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    records = session.calibrations.store.records(profile_id)
+    folder = session.calibrations.folder
+    if not records:
+        console.print(f"no calibration records in {escape(str(folder))}"
+                      + (f" for {escape(profile_id)}" if profile_id else ""))
+        return
+    table = Table(title=f"lodevem calibrations ({len(records)}) in {folder}; times in ms", title_justify="left")
+    for column in ("Profile", "Model", "Measured", "Predicted", "Factor", "Runtime", "Date", "Note"):
+        table.add_column(column, justify="right" if column in ("Measured", "Predicted", "Factor") else "left",
+                         no_wrap=column != "Note")
+    for _, r in records:
+        table.add_row(Text(r.profile_id), Text(r.model_label), f"{r.measured_ms:.4g}", f"{r.predicted_ms:.4g}",
+                      f"x{r.ratio:.3f}", f"{r.runtime}, {r.threads}t", r.date[:10], Text(r.note))
+    console.print(table)
+
+
+@cli.command()
 @click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--levels", callback=_levels, required=True, metavar="LEVELS",
               help="Variants to write: any of fp16,int8,int8-static,pruned or 'all'.")
@@ -421,8 +710,9 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 @backend_option
 @input_shape_option
 @timeout_option
+@model_code_options
 def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
-           input_shape: Optional[tuple[int, ...]], timeout_s: float) -> None:
+           input_shape: Optional[tuple[int, ...]], timeout_s: float, loading: Any) -> None:
     """Write compressed variants of a model as files you own.
 
     The variants are made inside the sandbox (the model file is code): fp16 = model.half();
@@ -444,13 +734,52 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
     if warning:
         err_console.print(f"[yellow]warning:[/] {warning}")
     with console.status(f"deriving {', '.join(wanted)} from {model.name}"):
-        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen), input_shape=input_shape,
+        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen, loading=loading), input_shape=input_shape,
                                   timeout_s=timeout_s)
     for item in derived:
         note = f" [dim]({escape(item.note)})[/]" if item.note else ""
         params = f"{item.params:,}" if item.params is not None else "?"
         console.print(f"[green]✓[/] {item.level}: {escape(str(item.variant_path))} ({item.size_bytes / 1e6:.1f} MB, "
                       f"{params} params){note}")
+
+
+@cli.command("inspect")
+@click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
+@backend_option
+@input_shape_option
+@timeout_option
+@model_code_options
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of text.")
+def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tuple[int, ...]], timeout_s: float,
+                loading: Any, as_json: bool) -> None:
+    """What a model file is: format, class, parameters, MACs, input, precision, sparsity, kernels.
+
+    The file is loaded and exported in the sandbox, like every load; run it first on a file
+    lodevem did not write.
+
+    Example:
+
+        lodevem inspect models/cocoa_int8.pt --code cocoa/
+    """
+    import json
+
+    from .inspection import inspect_models
+    from .reporter import inspection_lines
+    from .sandbox import open_backend
+    from .sandbox.client import WorkerClient
+
+    chosen, warning = open_backend(backend)
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {warning}")
+    with err_console.status(f"inspecting {len(models)} file(s) in the sandbox"):
+        found = inspect_models(list(models), WorkerClient(chosen, loading=loading), input_shape=input_shape,
+                               timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps([item.to_dict() for item in found], indent=1))
+        return
+    for item in found:
+        for line in inspection_lines(item):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @cli.command("build-image")

@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
+from .measure import loading_sha256
 from .results import ModelFile, write_atomic
 from .sandbox.client import SandboxRun, WorkerClient
 from .worker.formats import file_sha256
@@ -111,7 +112,7 @@ def derive_cached(model: ModelFile, cache_dir: Path, client: WorkerClient,
     if level not in DERIVABLE:
         raise InputError(f"level {level!r} cannot be derived; derivable levels: {', '.join(DERIVABLE)}")
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    stem = f"{model.sha256[:24]}-{shape}-{level}-w{client.worker_version}"
+    stem = f"{loading_sha256(model.sha256, client.cache_key)[:24]}-{shape}-{level}-w{client.worker_version}"
     cache_dir = Path(cache_dir)
     file, sidecar = cache_dir / f"{stem}.pt", cache_dir / f"{stem}.json"
     try:

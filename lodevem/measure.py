@@ -47,8 +47,6 @@ and mobilenet_v2's at 276 MiB (8 MiB tolerance), just above their VmHWM.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import hashlib
 import json
 import os
@@ -134,6 +132,7 @@ class ExportResult:
     error: str
     model: ModelSection
     unusable: bool = False
+    channels_removed_path: Optional[Path] = None  # the graph without its all-zero channels
 
 
 # --- verdicts ----------------------------------------------------------------------------------
@@ -206,10 +205,20 @@ def failed_measurement(limit_mb: int, error: str, client: WorkerClient, settings
 
 # --- caches ------------------------------------------------------------------------------------
 
-def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]]) -> Path:
-    """Where the ONNX export of a model file at an input shape is cached: one per key."""
+def loading_sha256(model_sha256: str, loading_key: str) -> str:
+    """The file's digest, combined with the run's ``--code``/``--arch`` when given: the same
+    weights built by other code are another model to export, derive and measure."""
+    if not loading_key:
+        return model_sha256
+    return hashlib.sha256(f"{model_sha256}\0{loading_key}".encode()).hexdigest()
+
+
+def onnx_cache_path(onnx_dir: Path, model_sha256: str, input_shape: Optional[Sequence[int]],
+                    loading_key: str = "") -> Path:
+    """Where the ONNX export of a model file at an input shape is cached: one per key. ``-p``:
+    exports carrying ``lodevem.precision`` (an older cache's fp16 or QDQ export is not reused)."""
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    return Path(onnx_dir) / f"{model_sha256[:32]}-{shape}.onnx"
+    return Path(onnx_dir) / f"{loading_sha256(model_sha256, loading_key)[:32]}-{shape}-p.onnx"
 
 
 @dataclass(frozen=True)
@@ -246,7 +255,7 @@ class ConvertCache:
 
     def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]]) -> ConversionResult:
         shape = tuple(input_shape) if input_shape else None
-        target = converted_cache_path(self.dir, sha256, runtime, shape)
+        target = converted_cache_path(self.dir, loading_sha256(sha256, self.client.cache_key), runtime, shape)
         with self._lock:
             if target in self._done:
                 return self._done[target]
@@ -268,25 +277,88 @@ class ExportCache:
     """ONNX exports made in the sandbox, one per (file content, input shape), shared by the
     latency stage (the graph to predict from) and onnxruntime measurements (the file to run).
 
-    Thread-safe: parallel measurement jobs of one model export it once.
+    An export is kept across runs: beside ``<key>.onnx`` a ``<key>.onnx.json`` records what made
+    it (the worker version and the sandbox's identity: another image may export another graph)
+    and the worker's model section. A later run with the same maker reuses the file without
+    starting a sandbox; any difference, a missing or unreadable record, or ``use_cache=False``
+    exports again. Thread-safe: parallel measurement jobs of one model export it once.
     """
 
-    def __init__(self, client: WorkerClient, onnx_dir: Path, timeout_s: float) -> None:
-        self.client, self.dir, self.timeout_s = client, Path(onnx_dir), timeout_s
+    def __init__(self, client: WorkerClient, onnx_dir: Path, timeout_s: float, use_cache: bool = True) -> None:
+        self.client, self.dir, self.timeout_s, self.use_cache = client, Path(onnx_dir), timeout_s, use_cache
         self._lock = threading.Lock()
         self._done: dict[Path, ExportResult] = {}
 
+    def _maker(self, sha256: str, input_shape: Optional[Sequence[int]]) -> dict[str, Any]:
+        return {"model_sha256": sha256, "input_shape": list(input_shape) if input_shape else None,
+                "worker_version": self.client.worker_version, "identity": self.client.backend.identity,
+                "loading": self.client.cache_key}
+
+    @staticmethod
+    def _stats(*paths: Optional[Path]) -> list[Optional[list[int]]]:
+        """Size and modification time of each file (None: absent), to notice a file changed since."""
+        stats: list[Optional[list[int]]] = []
+        for path in paths:
+            if path is None:
+                stats.append(None)
+                continue
+            try:
+                stat = path.stat()
+                stats.append([stat.st_size, stat.st_mtime_ns])
+            except FileNotFoundError:
+                stats.append(None)
+        return stats
+
+    def _kept(self, target: Path, removed: Optional[Path], maker: dict[str, Any]) -> Optional[ExportResult]:
+        if not self.use_cache or not target.is_file():
+            return None
+        try:
+            record = json.loads(target.with_name(target.name + ".json").read_text(encoding="utf-8"))
+            if record["maker"] != maker or record["files"] != self._stats(target, removed):
+                return None  # made by another image/worker/loading, or a file changed since
+            model = ModelSection.parse(record["model"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return ExportResult(target, "", model, channels_removed_path=removed if removed and removed.is_file() else None)
+
     def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
-        target = onnx_cache_path(self.dir, sha256, input_shape)
+        """The graph latency is predicted from: a quantized or fp16 model's float twin."""
+        target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
+        return self._export(path, sha256, target, input_shape, twin=True)
+
+    def runtime_export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
+        """The graph onnxruntime measures: the prediction export when the model is fp32, else the
+        export as torch writes it (the float twin would hold fp32 weights)."""
+        predicted = self.export(path, sha256, input_shape)
+        if predicted.model.precision in (None, "fp32") or predicted.unusable:
+            return predicted
+        target = onnx_cache_path(self.dir, sha256, input_shape, self.client.cache_key)
+        return self._export(path, sha256, target.with_name(f"{target.stem}-runtime.onnx"), input_shape, twin=False)
+
+    def _export(self, path: Path, sha256: str, target: Path, input_shape: Optional[Sequence[int]],
+                twin: bool) -> ExportResult:
+        # the prediction export of a file with all-zero channels also gets the graph without them
+        removed = target.with_name(target.stem + ".channels-removed.onnx") if twin else None
         with self._lock:
             if target in self._done:
                 return self._done[target]
-            run = self.client.export_onnx(path, target, input_shape, self.timeout_s)
-            model = run.reply.model if run.reply is not None else ModelSection()
-            if run.ok and target.is_file():
-                result = ExportResult(target, "", model)
-            else:
-                result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
+            maker = {**self._maker(sha256, input_shape), "twin": twin}
+            result = self._kept(target, removed, maker)
+            if result is None:
+                record = target.with_name(target.name + ".json")
+                record.unlink(missing_ok=True)  # the record is written only after a good export
+                if removed is not None:
+                    removed.unlink(missing_ok=True)  # a stale one must not pass for this export's
+                run = self.client.export_onnx(path, target, input_shape, self.timeout_s, twin=twin,
+                                              channels_removed=removed)
+                model = run.reply.model if run.reply is not None else ModelSection()
+                if run.ok and target.is_file():
+                    result = ExportResult(target, "", model,
+                                          channels_removed_path=removed if removed and removed.is_file() else None)
+                    write_atomic(record, json.dumps({"maker": maker, "model": asdict(model),
+                                                     "files": self._stats(target, removed)}, indent=1))
+                else:
+                    result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result
             return result
 
@@ -349,7 +421,7 @@ class _Plan:
 
     def key(self, model: ModelFile, limit: int) -> str:
         s = self.settings
-        return cache_key(model.measured_sha256, limit, s.runtime, self.identity,
+        return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime, self.identity,
                          self.client.worker_version, s.warmup, s.runs, s.threads, s.input_shape)
 
     def converted(self, model: ModelFile) -> tuple[Optional[ConversionResult], str]:
@@ -373,7 +445,7 @@ class _Plan:
         if self.settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
             # Exported once, unconstrained, so the measured runs time onnxruntime and not the export.
             assert self.exports is not None
-            export = self.exports.export(model.measured_path, model.measured_sha256, self.settings.input_shape)
+            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, self.settings.input_shape)
             if export.path is None:
                 return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, self.settings,
                                           model.measured_sha256)
@@ -530,4 +602,4 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
 
 __all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ExportCache", "ConvertCache", "ConversionResult",
            "converted_cache_path", "classify", "cache_key",
-           "measure_models", "find_floor", "oom_phase", "onnx_cache_path"]
+           "measure_models", "find_floor", "oom_phase", "onnx_cache_path", "loading_sha256"]

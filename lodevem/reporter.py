@@ -30,7 +30,8 @@ from .report.cells import (
     source_kind,
     source_notes,
 )
-from .report.console import model_summaries, profiles_table, results_table, zoo_table
+from .report.console import (inspection_lines, latency_legend, latency_table, model_summaries, profiles_table,
+                             results_table, zoo_table)
 from .report.files import (
     CSV_NAME,
     JSON_NAME,
@@ -43,30 +44,34 @@ from .report.files import (
     write_json,
     write_latex,
 )
+from .report.methodology import write_paper_kit
 from .results import PairResult
 
 __all__ = [
     "CSV_NAME", "JSON_NAME", "TEX_NAME", "Cells", "SourceNote", "cells", "csv_columns",
-    "group_by_model", "latency_mark", "latex_escape", "latex_table", "model_summaries",
+    "group_by_model", "inspection_lines", "latency_legend", "latency_mark", "latency_table", "latex_escape",
+    "latex_table", "model_summaries",
     "ordered_devices", "profiles_table", "read_json", "results_table", "source_kind",
-    "source_notes", "write_all", "write_csv", "write_json", "write_latex", "zoo_table",
+    "source_notes", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit", "zoo_table",
 ]
 
 
 def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest: Mapping[str, Any],
               out_dir: Path, plots: bool = True, latex_marks: str = "text") -> list[Path]:
-    """Write CSV, JSON, LaTeX and (unless ``plots=False``) the figures; return every path written.
+    """Write CSV, JSON, LaTeX, the paper kit (methodology.md/.tex, references.bib) and (unless
+    ``plots=False``) the figures; return every path written.
 
-    matplotlib is imported only here, so ``lodevem list`` and table-only uses stay fast.
+    matplotlib is imported only when a figure must be drawn: a figure whose inputs did not change
+    since it was last written to ``out_dir`` is kept (``report.figure_cache``), so a fully cached
+    rerun draws nothing.
     """
     out_dir = Path(out_dir)
     paths = [write_csv(rows, out_dir / CSV_NAME),
              write_json(rows, manifest, out_dir / JSON_NAME),
-             write_latex(rows, out_dir / TEX_NAME, profiles, marks=latex_marks)]
+             write_latex(rows, out_dir / TEX_NAME, profiles, marks=latex_marks),
+             *write_paper_kit(rows, manifest, out_dir)]
     if plots and rows:
-        from .report import plots as figures
+        from .report.figure_cache import write_figures
 
-        paths += figures.latency_heatmap(rows, profiles, out_dir)
-        paths += figures.latency_vs_ram(rows, profiles, out_dir)
-        paths += figures.min_ram_bar(rows, out_dir)
+        paths += [p for figure in write_figures(rows, profiles, out_dir) for p in figure.paths]
     return paths

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import InputError
+from .sandbox.client import SparsitySection
 from .worker.formats import file_sha256
 
 RESULTS_SCHEMA_VERSION = 1
@@ -52,6 +53,11 @@ class ModelFile:
     format: Optional[str] = None
     params: Optional[int] = None
     runtime: Optional[str] = None  # what measures it (with several --runtime values: one model per runtime)
+    class_name: Optional[str] = None
+    sparsity: Optional[SparsitySection] = None  # zeros in the Conv/Linear weights (pruned files)
+    channels_removed_graph: Optional[Path] = None  # the export with the all-zero channels removed
+    precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed (the worker's twin)
+    quantization: Optional[str] = None  # "scheme, backend", e.g. "static, onnxruntime QDQ"
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -119,6 +125,19 @@ class PairResult:
     power_w: Optional[float] = None
     energy_mj: Optional[float] = None
     min_ram_mb: Optional[float] = None
+    # What the file is (detected in the sandbox): zeros left by pruning, and the latency of the same
+    # graph with its all-zero output channels physically removed
+    model_class: Optional[str] = None
+    sparsity: Optional[float] = None
+    zero_channels: Optional[int] = None
+    latency_if_channels_removed_ms: Optional[float] = None
+    # What the file computes in, detected in the sandbox (a --levels variant: its level's)
+    precision: Optional[str] = None
+    quantization: Optional[str] = None
+    # What scaled the predicted latency afterwards (e.g. a calibration against one measurement
+    # on the real device), one description each; empty: the prediction as the predictor made it.
+    # The paper kit (report.methodology) names every one used.
+    latency_calibrations: tuple[str, ...] = ()
 
     @property
     def fits(self) -> Optional[bool]:
@@ -141,7 +160,11 @@ class PairResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PairResult":
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        if "latency_calibrations" in values:  # a JSON list, or the CSV's "; "-joined text
+            raw = values["latency_calibrations"] or ()
+            values["latency_calibrations"] = tuple(raw.split("; ") if isinstance(raw, str) else raw)
+        return cls(**values)
 
 
 @dataclass

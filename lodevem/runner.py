@@ -26,7 +26,9 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
+from .latency.calibration import CalibrationSet
 from .measure import ConvertCache, ExportCache, ExportResult, MemoryMeasurement
+from .latency.estimator import DEFAULT_RUNTIME, canonical_runtime
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
@@ -35,6 +37,7 @@ from .report.manifest import collect_manifest
 from .results import ModelFile, PairResult, RunState
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
+from .sandbox.usercode import ModelLoading
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
@@ -89,6 +92,7 @@ class RunConfig:
     jobs: Optional[int] = None
     threads: int = 1
     predictor: str = "auto"
+    latency_runtime: str = DEFAULT_RUNTIME
     nnmeter_data: Optional[Path] = None
     input_shape: Optional[tuple[int, ...]] = None
     timeout_s: float = 600.0
@@ -96,19 +100,30 @@ class RunConfig:
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
+    calibrations: Optional[Path] = None
+    uncalibrated: bool = False
     command_line: tuple[str, ...] = ()
+    loading: ModelLoading = field(default_factory=ModelLoading)  # --code, --arch
+    # --backend slurm only (see sandbox.slurm_backend.SlurmSettings); the workdir defaults to <output>/.slurm
+    slurm_partition: Optional[str] = None
+    slurm_account: Optional[str] = None
+    slurm_time: Optional[int] = None
+    slurm_workdir: Optional[Path] = None
 
     @classmethod
     def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
                  **options: Any) -> "RunConfig":
         return cls(models=tuple(paths), profiles=tuple(profiles), command_line=tuple(command_line), **options)
 
-    def state_key(self, models: Sequence[ModelFile]) -> str:
-        """What must match for ``--resume`` to reuse finished rows (not the profile set)."""
+    def state_key(self, models: Sequence[ModelFile], calibrations: str = "") -> str:
+        """What must match for ``--resume`` to reuse finished rows (not the profile set).
+        ``calibrations``: the digest of the calibration records in force (they change latencies)."""
         key = {
+            "calibrations": calibrations,
             "models": [(m.label, m.sha256, m.level) for m in models],
             "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
-            "predictor": self.predictor, "input_shape": self.input_shape, "backend": self.backend,
+            "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
+            "backend": self.backend, "loading": self.loading.key,
         }
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -158,21 +173,28 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data)
-    predictor.require(config.profiles)  # fail fast: --predictor nn-meter without data, unknown cores
+    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
+                          cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
+    # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
+    predictor.require(config.profiles, load=False)
+    calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
+    calibrations.check()  # and on a calibration record that does not read
     warnings: list[str] = []
     if backend is None:
-        backend, backend_warning = open_backend(config.backend)
+        backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
+                                                on_status=progress.working_on if progress is not None else None)
         if backend_warning:
             warnings.append(backend_warning)
     backend.sweep_stale()
     for runtime in config.runtimes:  # a missing runtime or converter image stops the run before any work
         backend.identity_for(runtime)
-    client = WorkerClient(backend)
-    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s),
+    client = WorkerClient(backend, loading=config.loading)
+    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s,
+                                                 use_cache=not config.no_cache),
                      progress if progress is not None else NullProgress(), warnings,
                      ConvertCache(client, config.output / ".cache" / "converted", config.timeout_s))
-    state = _load_state(ctx, [m for base in models for m in _per_runtime(base, config.runtimes)])
+    state = _load_state(ctx, [m for base in models for m in _per_runtime(base, config.runtimes)],
+                        calibrations.digest())
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
@@ -181,8 +203,11 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_with_graph(ctx, m) for m in models]
     models = [m for base in models for m in _per_runtime(base, config.runtimes)]
     ctx.progress.stage("predicting latency")
-    latencies = {m.label: _predict(ctx, predictor, m) for m in models}
-    ctx.warnings.extend(predictor.warnings)
+    predictors = _Predictors(config, predictor, ctx.warnings)
+    latencies = {m.label: _predict(ctx, predictors.get(m), m, calibrations) for m in models}
+    removed = {m.label: _predict_channels_removed(ctx, predictors.get(m), m, calibrations) for m in models}
+    for used in predictors.all():
+        ctx.warnings.extend(w for w in used.warnings if w not in ctx.warnings)
 
     manifest = collect_manifest(
         list(config.command_line), config.profiles,
@@ -190,20 +215,24 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         image_id=backend.identity, backend=backend.name,
         runtimes={r: backend.identity_for(r) for r in config.runtimes},
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
-                          if k not in ("profiles", "models", "command_line")},
-               "predictor": predictor.describe()},
+                          if k not in ("profiles", "models", "command_line", "loading")},
+               "model_code": config.loading.describe(),
+               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     floors = _find_floors(ctx, models)
-    recorder = _Recorder(ctx, models, latencies, floors, state, manifest)
+    recorder = _Recorder(ctx, models, latencies, floors, state, manifest, removed)
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
                 recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client,
                                                                         config.settings(_runtime(ctx, model)),
                                                                         model.sha256))
-    _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
+    try:
+        _measure_pending(ctx, [m for m in models if m.unusable is None], recorder)
+    finally:
+        recorder.flush()
 
     return BenchmarkOutcome(recorder.rows(), manifest, ctx.warnings)
 
@@ -222,20 +251,52 @@ def _runtime(ctx: RunContext, model: ModelFile) -> str:
     return "onnxruntime" if runtime == "torch" and model.path.suffix.lower() == ".onnx" else runtime
 
 
-def latency_runtime(measurement_runtime: str) -> Optional[str]:
+def latency_runtime(measurement_runtime: str, default: str) -> str:
     """THE ONE PLACE where the runtime a row is measured under maps to the runtime its latency is
-    predicted for: a tflite or ncnn row should show the latency the runtime-aware estimator
-    (issue 13's ``--latency-runtime``, labels ``tflite`` / ``ncnn``) predicts for that runtime;
-    torch and onnxruntime rows keep the estimator's default (None).
-
-    Not wired yet: the Predictor on this branch takes no runtime. On issue 13's branch it is a
-    constructor argument (``Predictor(mode, data_dir, runtime=...)``), so the merge should keep
-    one Predictor per distinct value of this function and use it in ``_predict``. Until then every
-    row's latency is the default estimator's, and the table caption says so."""
-    return measurement_runtime if measurement_runtime in ("tflite", "ncnn") else None
+    predicted for: a row measured under tflite or ncnn shows the latency predicted for that
+    runtime (the estimator's ``tflite`` / ``ncnn`` labels); torch and onnxruntime rows, which no
+    phone app ships, keep ``--latency-runtime`` (``default``)."""
+    return measurement_runtime if measurement_runtime in ("tflite", "ncnn") else default
 
 
-def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
+class _Predictors:
+    """One Predictor per latency runtime the run's rows need (``latency_runtime``), the run's own
+    (``--latency-runtime``) first; one that cannot be made for a runtime (``--predictor nn-meter``
+    predicts TFLite only) falls back to the run's, with a warning."""
+
+    def __init__(self, config: RunConfig, default: Predictor, warnings: list[str]) -> None:
+        self.config, self.default, self.warnings = config, default, warnings
+        self.by_runtime: dict[str, Predictor] = {default.runtime: default}
+
+    def get(self, model: ModelFile) -> Predictor:
+        wanted = canonical_runtime(latency_runtime(model.runtime or self.config.runtimes[0],
+                                                   self.config.latency_runtime))
+        if wanted not in self.by_runtime:
+            config = self.config
+            try:
+                self.by_runtime[wanted] = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=wanted,
+                                                    cache_dir=config.output / ".cache" / "latency",
+                                                    use_cache=not config.no_cache)
+            except InputError as exc:
+                self.warnings.append(f"rows measured under {wanted}: latency for {self.default.runtime} ({exc})")
+                self.by_runtime[wanted] = self.default
+        return self.by_runtime[wanted]
+
+    def all(self) -> list[Predictor]:
+        return list({id(p): p for p in self.by_runtime.values()}.values())
+
+
+def _slurm_settings(config: RunConfig) -> Optional[Any]:
+    """Where ``--backend slurm`` submits; ``--resume`` also reattaches to its still-running jobs."""
+    if config.backend != "slurm":
+        return None
+    from .sandbox.slurm_backend import SlurmSettings
+
+    return SlurmSettings(workdir=config.slurm_workdir or config.output / ".slurm", partition=config.slurm_partition,
+                         account=config.slurm_account, time_min=config.slurm_time, reattach=config.resume)
+
+
+def _load_state(ctx: RunContext, models: Sequence[ModelFile], calibrations: str = "") -> RunState:
     """The finished rows to keep: those of an interrupted run with the same key under --resume.
 
     ``--resume`` over a run of other models or options refuses (resuming would overwrite its
@@ -243,7 +304,7 @@ def _load_state(ctx: RunContext, models: Sequence[ModelFile]) -> RunState:
     run starts afresh.
     """
     config = ctx.config
-    key = config.state_key(models)
+    key = config.state_key(models, calibrations)
     if not config.resume:
         return RunState(key)
     path = config.output / STATE_FILE
@@ -302,20 +363,63 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
               else _export(ctx, model.path, model.sha256))
     model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error)
     if model.level is None:  # a variant's format and params come from its derivation
-        model = dataclasses.replace(model, format=export.model.format, params=export.model.params)
+        model = dataclasses.replace(model, format=export.model.format, params=export.model.params,
+                                    class_name=export.model.class_name, sparsity=export.model.sparsity,
+                                    channels_removed_graph=export.channels_removed_path,
+                                    precision=export.model.precision, quantization=export.model.quantization)
+    else:  # a variant computes in its level's precision (predicted from the original's graph)
+        model = dataclasses.replace(model, precision=_LEVEL_PRECISION.get(model.level, export.model.precision))
     return model
 
 
-def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
-    """Latency of one model on every profile; a model without an export gets cells saying why.
+_LEVEL_PRECISION = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 
-    Latency pairing: ``latency_runtime(model.runtime)`` is the runtime this model's rows should be
-    predicted for, once the Predictor takes one (see ``latency_runtime``)."""
+
+def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
+             calibrations: CalibrationSet) -> dict[str, LatencyPrediction]:
+    """Latency of one model on every profile, scaled by each profile's calibration (a step after
+    the prediction); a model without an export gets cells saying why. ``predictor`` is the one
+    for the runtime the model's rows are measured under (``latency_runtime``)."""
     config = ctx.config
     if model.graph_path is None:
-        return {p.id: LatencyPrediction.unavailable(p, f"no ONNX export: {model.graph_error}", config.threads)
+        reason = f"no ONNX export: {model.graph_error}"
+        return {p.id: LatencyPrediction.unavailable(p, reason, config.threads, predictor.runtime)
                 for p in config.profiles}
-    return predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
+    predicted = predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
+    by_id = {p.id: p for p in config.profiles}
+    return {pid: calibrations.apply(predictor, model.graph_path, by_id[pid], prediction)
+            for pid, prediction in predicted.items()}
+
+
+def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,
+                              calibrations: CalibrationSet) -> dict[str, Optional[float]]:
+    """For a file with all-zero output channels: the latency of its graph with them removed
+    (calibrated like the row's own latency, so the two compare)."""
+    if model.channels_removed_graph is None:
+        return {}
+    predicted = predictor.predict(model.channels_removed_graph, ctx.config.profiles, threads=ctx.config.threads)
+    by_id = {p.id: p for p in ctx.config.profiles}
+    return {pid: calibrations.apply(predictor, model.channels_removed_graph, by_id[pid], cell).latency_ms
+            for pid, cell in predicted.items()}
+
+
+def sparsity_note(model: ModelFile) -> Optional[str]:
+    """What the zeros of a pruned file mean for its latency, or None for a dense file."""
+    found = model.sparsity
+    if found is None or not found.pruned:
+        return None
+    parts = [f"{found.zero_fraction:.0%} of the Conv/Linear weights are zero"]
+    if found.masked_layers:
+        parts.append(f"prune masks attached on {found.masked_layers} layer(s)")
+    if found.zero_channels:
+        parts.append(f"{found.zero_channels} of {found.channels} output channels entirely zero")
+    text = (f"{'; '.join(parts)}: a dense runtime multiplies zeros like any other weight, so this is the dense "
+            f"model's latency; `lodevem derive --levels pruned` removes channels physically")
+    if model.channels_removed_graph is not None:
+        text += "; latency_if_channels_removed_ms: the same graph with the all-zero channels removed"
+    elif found.zero_channels and found.channels_removed:
+        text += f"; no channels-removed figure ({found.channels_removed})"
+    return text
 
 
 def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Optional[int]]:
@@ -347,7 +451,7 @@ def unstable(memory: MemoryMeasurement) -> Optional[str]:
 
 
 def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: MemoryMeasurement,
-                threads: int, floor_mb: Optional[int]) -> PairResult:
+                threads: int, floor_mb: Optional[int], channels_removed_ms: Optional[float] = None) -> PairResult:
     """One row: the model record, the profile, its latency cell and the measurement it shares."""
     energy = (latency.latency_ms * profile.power_w
               if latency.latency_ms is not None and profile.power_w is not None else None)
@@ -360,7 +464,8 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
         clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=threads,
         latency_ms=latency.latency_ms, latency_source=latency.latency_source,
-        latency_uncertainty=latency.uncertainty, latency_note=latency.note,
+        latency_uncertainty=latency.uncertainty,
+        latency_note="; ".join(n for n in (latency.note, sparsity_note(model)) if n) or None,
         verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
         model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
         limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
@@ -369,6 +474,11 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
         host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
         power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
+        model_class=model.class_name, sparsity=model.sparsity.zero_fraction if model.sparsity else None,
+        zero_channels=model.sparsity.zero_channels if model.sparsity else None,
+        latency_if_channels_removed_ms=channels_removed_ms,
+        precision=model.precision, quantization=model.quantization,
+        latency_calibrations=latency.calibrations,
     )
 
 
@@ -379,13 +489,16 @@ class _Recorder:
 
     def __init__(self, ctx: RunContext, models: Sequence[ModelFile],
                  latencies: dict[str, dict[str, LatencyPrediction]], floors: dict[str, Optional[int]],
-                 state: RunState, manifest: dict[str, Any]) -> None:
+                 state: RunState, manifest: dict[str, Any],
+                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
         self.ctx, self.latencies, self.floors, self.state, self.manifest = ctx, latencies, floors, state, manifest
+        self.channels_removed = channels_removed or {}
         self.models = {m.label: m for m in models}
         self.done = state.done()
         self.by_limit: dict[int, list[Profile]] = {}
         for profile in ctx.config.profiles:
             self.by_limit.setdefault(profile.ram_mb, []).append(profile)
+        self._unsaved = False
         self._order = {p.id: i for i, p in enumerate(ctx.config.profiles)}
         self._model_order = {m.label: i for i, m in enumerate(models)}
 
@@ -401,15 +514,28 @@ class _Recorder:
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
         for profile in finished:
             self.state.rows.append(pair_result(self.models[label], profile, self.latencies[label][profile.id],
-                                               memory, self.ctx.config.threads, self.floors.get(label)))
+                                               memory, self.ctx.config.threads, self.floors.get(label),
+                                               self.channels_removed.get(label, {}).get(profile.id)))
             self.done.add((label, profile.id))
+        # A measurement served from the cache is not lost by an interrupt (the cache has it), so
+        # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes
+        # the files once instead of once per measurement.
+        self._unsaved = True
+        if not memory.cached:
+            self.flush()
+        for profile in finished:
+            self.ctx.progress.pair_done(label, profile.label)
+
+    def flush(self) -> None:
+        """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
+        if not self._unsaved:
+            return
         output = self.ctx.config.output
         self.state.save(output / STATE_FILE)
         rows = self.rows()
         write_csv(rows, output / CSV_NAME)
         write_json(rows, self.manifest, output / JSON_NAME)
-        for profile in finished:
-            self.ctx.progress.pair_done(label, profile.label)
+        self._unsaved = False
 
 
 def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Recorder) -> None:

@@ -5,30 +5,27 @@
                                     [--onnx-cache .lodevem-build/fit-onnx] [--out lodevem/data/estimator_params.json]
 
 What it does, in order (every step is recorded in the params file's ``provenance``):
-1. Maps the CSV's ncnn benchmark graphs to lodevem's zoo models, exports those (with the worker's
-   own ``export_module``, so the kernels are exactly what ``lodevem start`` sees) and corrects
-   their MACs to the ncnn graphs' where the data README gives them (a per-model scale).
-2. Thread model: per core, the Amdahl parallel fraction from rows measured at 1 and N threads on
-   the same board (median over pairs); cores without pairs get the median of all pairs. That
-   per-core fraction is what the runtime uses. To bring the fit's multi-thread rows to 1 thread,
-   the fit uses the fraction of the same (core, model) where other boards measured the pair
-   (median), else the per-core one: thread scaling depends on the network (ResNets scale better
-   than depthwise-heavy nets, data README), and a per-core average mis-converts those rows.
-3. Cost model (``lodevem.latency.estimator``): shared cycles-per-unit ``theta`` for 6 work terms plus, per
-   core, a compute and a memory scale (reference core Cortex-A53 = 1), fitted by bounded least
-   squares on log latency over all non-int8 rows (1- and multi-thread, via step 2; multi-thread
-   rows weigh 0.5), with one log offset per board that averages to zero per core, so the boards
-   of one core (which differ up to 1.8x, data README) pull the shared costs equally.
-   Precision: ncnn runs fp16 on ARMv8.2 cores (A55, A76 here), so those rows enter the fit
-   divided by an fp16 speedup ``phi``; ``phi`` is identified by tying Cortex-A55's fp32 speed to
-   Cortex-A53's through Arm's published figure (+38% FP/NEON per clock). Cortex-A76's fp32
-   parameters then come from its fp16 rows / phi.
-4. Cores absent from the data (Cortex-A75) get parameters from documented per-clock ratios.
-5. int8 rows are excluded from the fp32 fit; the fp32/int8 latency ratio per core (median over
-   paired rows, fp16 rows converted with phi) is stored for a later int8 feature.
-6. Leave-one-device-out: refit without each board that has 1-thread fp32 rows, predict them; the
-   MAPE is the estimator's stated uncertainty. ``benchmarks/latency_accuracy.py`` prints it beside
-   a FLOPs-proportional baseline.
+1. Maps the CSV's benchmark graphs to lodevem's zoo models and exports those (with the worker's
+   own ``export_module``, so the kernels are exactly what ``lodevem start`` sees). ncnn rows ran
+   ncnn's own graphs: their MACs are corrected to the data README's figures (a per-model scale);
+   TFLite + XNNPACK rows ran the standard graphs (``std:<model>``, no correction).
+2. One joint bounded least-squares fit on log latency over *every* row (1/2/4 threads, fp32, fp16,
+   int8, ncnn and tflite; ``lodevem.latency.estimator`` has the formula): shared cycles-per-unit
+   ``theta`` for 6 work terms; per core a compute and a memory scale (reference Cortex-A53 = 1);
+   per runtime a compute and a memory factor (ncnn = 1; XNNPACK has no Winograd, so TFLite charges
+   3x3 MACs at the GEMM rate); per core Amdahl fractions of the compute and of the memory side,
+   fitted where a board measured 1 and N threads (else the mean of those cores); per core an int8
+   compute speedup and one int8 bytes speedup; per fp16 core the fp16 speedups of dense compute
+   and of depthwise convs, bounded to [1, 2] (8 vs 4 NEON lanes), with fp16 bytes halved. The fp16-only cores (A55, A76) cannot separate fp32 speed
+   from fp16 gain, so soft ties from Arm's per-clock figures (A55 = 1.38x A53, A76 = 2x A75) make
+   the fp16 speedup identifiable. One log offset per board, zero mean per (core, runtime), so the
+   boards of one core (which differ up to 1.8x, data README) pull the shared costs equally.
+3. Cores absent from a fit get parameters from documented per-clock ratios (``DERIVATIONS``),
+   int8 factors from cores of the same int8 ISA group (dot-product or not).
+4. Leave-one-device-out: every device held out in turn, refit, all its rows predicted; the MAPE of
+   each cell kind (core x threads x precision x runtime) is the uncertainty printed with a cell of
+   that kind, and a one-shot calibration simulation gives ``oneshot_mape_pct``.
+   ``benchmarks/latency_accuracy.py`` prints the same figures beside a FLOPs-proportional baseline.
 Needs numpy and scipy (scipy comes with scikit-learn, a lodevem dependency); runtime code does not.
 """
 
@@ -44,6 +41,7 @@ import os
 import statistics
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -65,8 +63,7 @@ ARM_A76 = ("Arm Cortex-A76 disclosure (May 2018), as reported by Android Authori
 ANANDTECH_A73 = ("AnandTech 'HiSilicon Kirin 960 performance and power' (2017): Cortex-A73 ~11% ahead of "
                  "Cortex-A72 in SPECint2000 at similar clocks, no FP/NEON uplift claimed")
 
-# Cortex-A55 fp32 speed = Cortex-A53's x 1.38: this tie is what makes the fp16 factor identifiable.
-FP16_TIE = ("Cortex-A55", "Cortex-A53", 1.38, f"{ARM_A55_A75}: Cortex-A55 +38% FP/NEON performance vs Cortex-A53")
+A55_VS_A53 = f"{ARM_A55_A75}: Cortex-A55 +38% FP/NEON performance vs Cortex-A53"
 
 # Per-clock speed of a core with no rows in a fit, from documented ratios to cores that have some.
 # Each entry: list of (source core, speed ratio target/source); several routes are averaged
@@ -79,10 +76,9 @@ DERIVATIONS: dict[str, tuple[tuple[str, float, str], ...]] = {
     "Cortex-A73": (("Cortex-A72", 1.0, ANANDTECH_A73),),
     "Cortex-A72": (("Cortex-A73", 1.0, ANANDTECH_A73),),
     "Cortex-A76": (("Cortex-A75", 2.0, f"{ARM_A76}"),),
-    "Cortex-A55": (("Cortex-A53", 1.38, FP16_TIE[3]),),
-    "Cortex-A53": (("Cortex-A55", 1 / 1.38, FP16_TIE[3]),),
+    "Cortex-A55": (("Cortex-A53", 1.38, A55_VS_A53),),
+    "Cortex-A53": (("Cortex-A55", 1 / 1.38, A55_VS_A53),),
 }
-MT_WEIGHT = 0.5
 ALL_CORES = ("Cortex-A7", "Cortex-A53", "Cortex-A55", "Cortex-A72", "Cortex-A73", "Cortex-A75", "Cortex-A76")
 
 
@@ -109,6 +105,52 @@ MODEL_MAP: dict[str, BenchModel] = {
 }
 
 
+# Standard (torchvision-equal) graphs, as in the TFLite + XNNPACK rows: no ncnn MAC correction.
+STD_MODEL_MAP: dict[str, BenchModel] = {
+    "mobilenet": BenchModel("mobilenet_v1", 224, None, "MobileNet V1 1.0, standard graph"),
+    "mobilenet_v2": BenchModel("mobilenet_v2", 224, None, "standard graph (torchvision MACs)"),
+    "mobilenet_v3_large": BenchModel("mobilenet_v3_large", 224, None, "standard MobileNetV3-Large"),
+    "mobilenet_v3_small": BenchModel("mobilenet_v3_small", 224, None, "standard MobileNetV3-Small"),
+    "squeezenet": BenchModel("squeezenet1_1", 224, None, "SqueezeNet 1.1, standard graph"),
+    "shufflenet_v2": BenchModel("shufflenet_v2_x1_0", 224, None, "standard graph"),
+    "mnasnet": BenchModel("mnasnet1_0", 224, None, "standard graph"),
+    "efficientnet_b0": BenchModel("efficientnet_b0", 224, None, "standard graph"),
+    "resnet18": BenchModel("resnet18", 224, None, "torchvision layout"),
+    "resnet50": BenchModel("resnet50", 224, None, "torchvision v1.5 layout"),
+}
+# Cores grouped by the int8 arithmetic they have (Arm TRMs): ARMv8.2 dot-product (SDOT/UDOT) cores,
+# ARMv8.0 cores (widening multiply-accumulate only), ARMv7 (32-bit NEON). A core a fold leaves
+# without int8 rows takes the geometric mean of its group's fitted int8 compute factors.
+INT8_GROUPS: dict[str, str] = {
+    "Cortex-A55": "armv8.2-dotprod", "Cortex-A75": "armv8.2-dotprod", "Cortex-A76": "armv8.2-dotprod",
+    "Cortex-A53": "armv8.0", "Cortex-A72": "armv8.0", "Cortex-A73": "armv8.0", "Cortex-A7": "armv7",
+}
+INT8_GROUPS_SOURCE = ("Arm Cortex-A55/A75/A76 TRMs: ARMv8.2-A with the dot-product (SDOT/UDOT) instructions; "
+                      "Cortex-A53/A72/A73: ARMv8.0-A; Cortex-A7: ARMv7-A NEON")
+FP16_SOURCE = ("ARMv8.2-A half-precision arithmetic (FEAT_FP16): Cortex-A55/A75/A76 implement it, Cortex-A7/A53/A72/A73 "
+               "do not (Arm core TRMs; ncnn issue #1203). A 128-bit NEON op holds 8 fp16 lanes vs 4 fp32 lanes (compute "
+               "gains at most 2x, fitted) and fp16 tensors are half the bytes (bytes / 2); the per-kernel overhead is unchanged")
+FP16_MEMORY = 2.0  # fp16 tensors are half the bytes
+FP16_MAX = 2.0  # 8 fp16 lanes vs 4 fp32 lanes per 128-bit NEON op: the most fp16 arithmetic can gain
+# Soft ties between fp32 per-clock compute speeds from Arm's figures: they identify the fp16
+# compute speedup (the fp16-only cores, A55 and A76, cannot tell fp32 speed from fp16 gain alone).
+# (core, source core, speed ratio core/source per clock, citation). Weight: a tie counts like a
+# log residual of sigma TIE_SIGMA.
+FP32_TIES: tuple[tuple[str, str, float, str], ...] = (
+    ("Cortex-A55", "Cortex-A53", 1.38, A55_VS_A53),
+    ("Cortex-A76", "Cortex-A75", 2.0, f"{ARM_A76}: Cortex-A76 = 2x Cortex-A75 SIMD throughput"),
+)
+TIE_SIGMA = 0.1
+# int8 tensors are a quarter of fp32 ones: the bytes side gains at most 4x; requantisation passes
+# between layers can cost as much again, so the fitted divisor is bounded to [1/4, 4].
+INT8_BYTES_MAX = 4.0
+XNNPACK_NO_WINOGRAD = ("XNNPACK has no Winograd convolution: dense 3x3 stride-1 convs run as indirect GEMM "
+                       "(google/XNNPACK src/operators/convolution-nhwc.c), so TFLite charges their MACs at the GEMM rate")
+TERM_MAPS: dict[str, dict[str, str]] = {"ncnn": {}, "tflite": {"conv3x3s1_macs": "gemm_conv_macs", "winograd_io": ""}}
+REFERENCE_RUNTIME = "ncnn"
+DEPTHWISE_SCALE = False
+
+
 @dataclass(frozen=True)
 class Row:
     device: str
@@ -118,20 +160,58 @@ class Row:
     model: str
     precision: str
     avg_ms: float
+    runtime: str = "ncnn"
     source: str = ""
 
     @property
     def base_model(self) -> str:
         return self.model.removesuffix("_int8")
 
+    @property
+    def graph_key(self) -> str:
+        """Which benchmark graph the row ran: ncnn's own ``.param`` graphs, else standard ones."""
+        return self.base_model if self.runtime == "ncnn" else "std:" + self.base_model
 
-def load_rows(path: Path) -> list[Row]:
+    @property
+    def board(self) -> tuple[str, str]:
+        return (self.device, self.core)
+
+    @property
+    def kind(self) -> tuple[str, str, str, str]:
+        """(core, "1" | "multi", precision, runtime): the cell kind an uncertainty is stated for."""
+        return (self.core, "1" if self.threads == 1 else "multi", self.precision, self.runtime)
+
+
+@dataclass(frozen=True)
+class LoadedRows:
+    rows: list[Row]
+    skipped: list[str]  # one reason per skipped line
+
+
+def load_rows(path: Path, strict: bool = True) -> list[Row] | LoadedRows:
+    """Rows of a CSV with the dev data's columns. ``strict``: any unusable line is an error (the
+    dev data); else unusable lines are skipped with a reason (a file to score)."""
+    from lodevem.errors import InputError
+    from lodevem.latency.estimator import canonical_runtime
+
+    rows, skipped = [], []
     with open(path, newline="") as f:
-        return [
-            Row(r["device"], r["core"], float(r["clock_ghz"]), int(r["threads"]), r["model"], r["precision"],
-                float(r["avg_ms"]), r.get("source", ""))
-            for r in csv.DictReader(f)
-        ]
+        for n, r in enumerate(csv.DictReader(f), start=2):
+            try:
+                precision = (r.get("precision") or "fp32").strip()
+                if precision not in ("fp32", "fp16", "int8"):
+                    raise ValueError(f"precision '{precision}' (expected fp32, fp16 or int8)")
+                row = Row(r["device"], r["core"], float(r["clock_ghz"]), int(r["threads"]), r["model"], precision,
+                          float(r["avg_ms"]), canonical_runtime(r.get("runtime") or "ncnn"), r.get("source", ""))
+                if not (row.clock_ghz > 0 and row.avg_ms > 0 and row.threads >= 1):
+                    raise ValueError("clock, avg_ms and threads must be positive")
+            except (KeyError, TypeError, ValueError, InputError) as exc:
+                if strict:
+                    raise ValueError(f"{path}:{n}: {exc}") from None
+                skipped.append(f"line {n}: {exc}")
+                continue
+            rows.append(row)
+    return rows if strict else LoadedRows(rows, skipped)
 
 
 def sha256(path: Path) -> str:
@@ -142,11 +222,23 @@ def sha256(path: Path) -> str:
 # Work vectors of the benchmarked models
 # ---------------------------------------------------------------------------------------------
 
-def export_zoo(cache: Path, reexport: bool = False) -> dict[str, Path]:
-    """ONNX file per CSV model, exported like the worker does (imports torch only when needed)."""
+def graph_maps() -> dict[str, BenchModel]:
+    """Graph key -> zoo model: ncnn's graphs by CSV name, standard graphs as ``std:<name>``."""
+    out = dict(MODEL_MAP)
+    out.update({f"std:{k}": v for k, v in STD_MODEL_MAP.items()})
+    return out
+
+
+def export_zoo(cache: Path, reexport: bool = False, keys: Optional[Sequence[str]] = None) -> dict[str, Path]:
+    """ONNX file per graph key (default: every key), exported like the worker does (imports torch
+    only when needed)."""
     cache.mkdir(parents=True, exist_ok=True)
+    maps = graph_maps()
     paths: dict[str, Path] = {}
-    for name, bench in MODEL_MAP.items():
+    for key in keys if keys is not None else maps:
+        if key not in maps:
+            continue
+        bench = maps[key]
         path = cache / f"{bench.zoo}_{bench.input_hw}.onnx"
         if reexport or not path.exists():
             import torch
@@ -155,7 +247,7 @@ def export_zoo(cache: Path, reexport: bool = False) -> dict[str, Path]:
             from lodevem.worker import export_module
 
             export_module(zoo.build(bench.zoo), torch.zeros(1, 3, bench.input_hw, bench.input_hw), str(path))
-        paths[name] = path
+        paths[key] = path
     return paths
 
 
@@ -171,11 +263,13 @@ def model_work(onnx_paths: dict[str, Path]) -> dict[str, ModelWork]:
     from lodevem.latency.estimator import sum_work
     from lodevem.latency.kernels import extract_kernels
 
+    maps = graph_maps()
     out: dict[str, ModelWork] = {}
+    graphs: dict[Path, Any] = {}
     for name, path in onnx_paths.items():
-        graph = extract_kernels(path)
+        graph = graphs.setdefault(path, extract_kernels(path))
         zoo_mmacs = graph.macs / 1e6
-        ncnn = MODEL_MAP[name].ncnn_mmacs
+        ncnn = maps[name].ncnn_mmacs
         scale = ncnn / zoo_mmacs if ncnn else 1.0
         out[name] = ModelWork(name, np.array(sum_work(graph.kernels, scale)), zoo_mmacs, scale)
     return out
@@ -186,40 +280,8 @@ def model_work(onnx_paths: dict[str, Path]) -> dict[str, ModelWork]:
 # ---------------------------------------------------------------------------------------------
 
 def amdahl(q: float, n: int) -> float:
+    """Amdahl speedup (1 / time factor) of ``n`` threads at parallel fraction ``q``."""
     return 1.0 / ((1.0 - q) + q / n)
-
-
-def _pair_fractions(rows: Sequence[Row]) -> list[tuple[str, str, float]]:
-    """(core, model, Amdahl fraction) of every same-board 1-thread vs N-thread pair (non-int8)."""
-    one = {(r.device, r.core, r.model): r.avg_ms for r in rows if r.threads == 1 and r.precision != "int8"}
-    out = []
-    for r in rows:
-        key = (r.device, r.core, r.model)
-        if r.threads > 1 and r.precision != "int8" and key in one:
-            speedup = one[key] / r.avg_ms
-            q = (1 - 1 / speedup) / (1 - 1 / r.threads)
-            out.append((r.core, r.model, min(max(q, 0.0), 1.0)))
-    return out
-
-
-def parallel_fractions(rows: Sequence[Row]) -> tuple[dict[str, float], dict[str, int], float]:
-    """Per-core median Amdahl fraction from same-board 1-thread vs N-thread pairs (non-int8)."""
-    per_core: dict[str, list[float]] = {}
-    for core, _, q in _pair_fractions(rows):
-        per_core.setdefault(core, []).append(q)
-    all_q = [q for qs in per_core.values() for q in qs]
-    overall = statistics.median(all_q) if all_q else 0.0
-    return ({c: statistics.median(qs) for c, qs in per_core.items()}, {c: len(qs) for c, qs in per_core.items()},
-            overall)
-
-
-def model_parallel_fractions(rows: Sequence[Row]) -> dict[tuple[str, str], float]:
-    """Per (core, model) median Amdahl fraction over the boards that measured the pair; used only
-    to bring multi-thread fit rows to 1 thread (the runtime keeps the per-core fraction)."""
-    per: dict[tuple[str, str], list[float]] = {}
-    for core, model, q in _pair_fractions(rows):
-        per.setdefault((core, model), []).append(q)
-    return {k: statistics.median(v) for k, v in per.items()}
 
 
 @dataclass
@@ -228,28 +290,74 @@ class Fit:
 
     theta: np.ndarray
     scales: dict[str, tuple[float, float]]  # core -> (compute_scale, memory_scale)
-    phi: float
-    q: dict[str, float]
-    q_pairs: dict[str, int]
-    q_overall: float
+    runtime_factors: dict[str, tuple[float, float]]  # runtime -> (compute, memory); ncnn = (1, 1)
+    q: dict[str, tuple[float, float]]  # core -> (compute, memory) parallel fractions
+    kappa: dict[str, float]  # core -> int8 compute speedup
+    dw: dict[str, float]  # core -> depthwise efficiency relative to its compute scale (1: shared)
+    mu8: float  # int8 bytes speedup
+    phi: dict[str, tuple[float, float]]  # FP16 core -> fp16 speedup of (dense compute, depthwise)
+    ties: list[str]
     rows_per_core: dict[str, int]
-    fp16_only: frozenset[str] = frozenset()
+    runtimes_per_core: dict[str, tuple[str, ...]]
+    precisions_per_runtime: dict[str, tuple[str, ...]]
     derived: dict[str, str] = field(default_factory=dict)
+    q_source: dict[str, str] = field(default_factory=dict)
+    kappa_source: dict[str, str] = field(default_factory=dict)
     rms_log: float = 0.0
-    q_model: dict[tuple[str, str], float] = field(default_factory=dict)
+    int8_rows: int = 0
 
-    def fit_q(self, core: str, model: str) -> float:
-        """Parallel fraction used to convert a multi-thread row of ``model`` on ``core`` (fit only)."""
-        return self.q_model.get((core, model), self.q.get(core, self.q_overall))
+    def estimator_params(self) -> dict[str, Any]:
+        """The predictive part of the params file (what ``Estimator`` reads)."""
+        from lodevem.latency.estimator import TERMS
 
-    def predict(self, work: np.ndarray, core: str, clock: float, threads: int = 1, fp16: bool = False) -> float:
-        from lodevem.latency.estimator import COMPUTE_TERMS
+        return {
+            "version": "v2",
+            "reference_core": REFERENCE_CORE,
+            "reference_runtime": REFERENCE_RUNTIME,
+            "terms": {t: {"cycles_per_unit": float(v)} for t, v in zip(TERMS, self.theta)},
+            "cores": {c: {
+                "compute_scale": self.scales[c][0], "memory_scale": self.scales[c][1],
+                "depthwise_scale": self.dw.get(c, 1.0),
+                "parallel_fraction_compute": self.q[c][0], "parallel_fraction_memory": self.q[c][1],
+                "int8_compute_speedup": self.kappa[c], "fp16_arithmetic": c in FP16_CORES,
+                "source": self.derived.get(c, f"fit: {self.rows_per_core.get(c, 0)} rows"),
+                "derived": c not in self.rows_per_core,
+                "measured_runtimes": list(self.runtimes_per_core.get(c, ())),
+                "int8_source": self.kappa_source.get(c, ""),
+            } for c in ALL_CORES},
+            "runtimes": {rt: {"compute_factor": f[0], "memory_factor": f[1], "term_map": TERM_MAPS[rt],
+                              "measured_precisions": list(self.precisions_per_runtime.get(rt, ())),
+                              "source": ("reference runtime" if rt == REFERENCE_RUNTIME else
+                                         f"fit: {XNNPACK_NO_WINOGRAD}" if rt == "tflite" else "fit")}
+                         for rt, f in self.runtime_factors.items()},
+            "precision": {"fp16": {"compute_speedup": statistics.mean(v[0] for v in self.phi.values()),
+                                   "memory_speedup": FP16_MEMORY,
+                                   "per_core_compute_speedup": {c: v[0] for c, v in self.phi.items()},
+                                   "per_core_depthwise_speedup": {c: v[1] for c, v in self.phi.items()},
+                                   "cores": list(FP16_CORES), "source": FP16_SOURCE,
+                                   "compute_speedup_source": (
+                                       f"fit, bounded to [1, {FP16_MAX:g}] (lane count); identified by soft fp32 ties "
+                                       f"(sigma {TIE_SIGMA:g} in log): " + "; ".join(
+                                           f"{c} = {src} x {ratio:g} ({cite})" for c, src, ratio, cite in FP32_TIES
+                                           if any(t.startswith(c + " ") for t in self.ties)))},
+                          "int8": {"memory_speedup": self.mu8,
+                                   "source": (f"fit: {self.int8_rows} int8 rows (ncnn), one factor for all cores, "
+                                              f"bounded to [1/{INT8_BYTES_MAX:g}, {INT8_BYTES_MAX:g}] (int8 tensors "
+                                              "are 1/4 of fp32; requantisation passes cost extra)")}},
+        }
 
-        s, m = self.scales[core]
-        n = len(COMPUTE_TERMS)
-        cycles = s * float(work[:n] @ self.theta[:n]) + m * float(work[n:] @ self.theta[n:])
-        ms = cycles / clock / amdahl(self.q.get(core, self.q_overall), threads)
-        return ms / self.phi if fp16 else ms
+    @cached_property
+    def estimator(self) -> Any:
+        from lodevem.latency.estimator import Estimator
+
+        return Estimator(self.estimator_params())
+
+    def predict_row(self, r: Row, works: dict[str, ModelWork]) -> float:
+        return self.estimator.latency_ms(works[r.graph_key].work, r.core, r.clock_ghz, r.runtime, r.precision, r.threads)
+
+    def predict(self, work: np.ndarray, core: str, clock: float, threads: int = 1, precision: str = "fp32",
+                runtime: str = REFERENCE_RUNTIME) -> float:
+        return self.estimator.latency_ms(work, core, clock, runtime, precision, threads)
 
 
 def _derive(core: str, scales: dict[str, tuple[float, float]]) -> Optional[tuple[tuple[float, float], str]]:
@@ -263,90 +371,184 @@ def _derive(core: str, scales: dict[str, tuple[float, float]]) -> Optional[tuple
     return (math.exp(log_s), math.exp(log_m)), text
 
 
-def fit(rows: Sequence[Row], works: dict[str, ModelWork], single_scale: bool = False,
-        board_offsets: bool = True, mt_weight: float = MT_WEIGHT, per_model_threads: bool = True) -> Fit:
-    """Bounded least squares on log latency; see the module docstring for the model.
+def fit(rows: Sequence[Row], works: dict[str, ModelWork], board_offsets: bool = True,
+        depthwise_scale: bool = DEPTHWISE_SCALE) -> Fit:
+    """Bounded least squares on log latency over every row (all threads, precisions, runtimes).
 
-    ``board_offsets``: one log offset per (board, core), averaging to zero per core, so a board
-    with many rows (or a fast runtime version) does not pull the shared ``theta``; predictions for
-    a new phone use the typical board (offset 0). ``mt_weight``: multi-thread rows carry the
-    Amdahl model's error on top, so they count half. ``single_scale``: one scale per core
-    instead of separate compute and memory scales (kept for comparison in the benchmark).
-    ``per_model_threads``: convert multi-thread rows with the (core, model) parallel fraction
-    measured on other boards where there is one (see the module docstring, step 2).
+    Parameters: ``theta`` (>= 0); per core but the reference a compute and a memory scale; per
+    runtime but ncnn a compute and a memory factor; per core with multi-thread rows the compute and
+    memory parallel fractions (in [0, 1]); per core with int8 rows an int8 compute speedup, and one
+    int8 bytes speedup. fp16 is not fitted: it follows the FP16 arithmetic (module constants).
+    ``board_offsets``: one log offset per (board, core), averaging to zero per (core, runtime), so a
+    board with many rows (or a fast runtime version) does not pull the shared costs; predictions use 0.
     """
     from scipy.optimize import least_squares
 
     from lodevem.latency.estimator import COMPUTE_TERMS, TERMS
 
-    q, q_pairs, q_overall = parallel_fractions(rows)
-    q_model = model_parallel_fractions(rows) if per_model_threads else {}
-    obs = [r for r in rows if r.precision != "int8" and r.base_model in works]
-    cores_with_rows = sorted({r.core for r in obs})
-    fp32_cores = {r.core for r in obs if r.precision == "fp32"}
-    tie_core, tie_src, tie_ratio, _ = FP16_TIE
-    tied = tie_core in cores_with_rows and tie_core not in fp32_cores and tie_src in fp32_cores
-    if REFERENCE_CORE not in cores_with_rows:
+    obs = [r for r in rows if r.graph_key in works]
+    cores = sorted({r.core for r in obs})
+    if REFERENCE_CORE not in cores:
         raise ValueError(f"no {REFERENCE_CORE} rows: the reference core is needed")
-    free = [c for c in cores_with_rows if c != REFERENCE_CORE and not (tied and c == tie_core)]
-    if any(r.precision == "fp16" for r in obs) and not tied:
-        raise ValueError("fp16 rows but no tie to identify the fp16 factor")
+    runtimes = sorted({r.runtime for r in obs})
+    if REFERENCE_RUNTIME not in runtimes:
+        raise ValueError(f"no {REFERENCE_RUNTIME} rows: the reference runtime is needed")
+    free = [c for c in cores if c != REFERENCE_CORE]
+    free_rt = [rt for rt in runtimes if rt != REFERENCE_RUNTIME]
+    # Parallel fractions are identifiable only where a board measured 1 and N threads (same
+    # runtime): elsewhere N-thread rows alone cannot tell a slow core from poor scaling. Cores with
+    # N-thread rows but no such pair take the mean fractions of the paired cores.
+    one_thread = {(r.board, r.runtime) for r in obs if r.threads == 1}
+    mt_cores = sorted({r.core for r in obs if r.threads > 1 and (r.board, r.runtime) in one_thread})
+    if not mt_cores:
+        raise ValueError("no board measured both 1 and N threads: thread scaling cannot be fitted")
+    i8_cores = sorted({r.core for r in obs if r.precision == "int8"})
+    # Offsets only where a (core, runtime) has several boards: a lone board defines its group, and
+    # offsets centred per core alone would trade against the runtime factor (a null direction).
+    groups: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for r in obs:
+        groups.setdefault((r.core, r.runtime), set()).add(r.board)
+    boards = sorted(b for g in groups.values() if len(g) > 1 for b in g) if board_offsets else []
+    offset_groups = [sorted(g) for _, g in sorted(groups.items()) if len(g) > 1] if board_offsets else []
 
     n_t, n_c = len(TERMS), len(COMPUTE_TERMS)
-    per_scale = 1 if single_scale else 2
-    W = np.array([works[r.base_model].work for r in obs])
+    DW = COMPUTE_TERMS.index("depthwise_macs")
+    # Work per row, compute terms moved by the runtime's term map.
+    Wc = np.zeros((len(obs), n_c))
+    for i, r in enumerate(obs):
+        w = works[r.graph_key].work
+        for j, term in enumerate(COMPUTE_TERMS):
+            target = TERM_MAPS[r.runtime].get(term, term)
+            if target:
+                Wc[i, COMPUTE_TERMS.index(target)] += w[j]
+    Wb = np.array([works[r.graph_key].work[n_c] for r in obs])
+    Wk = np.array([works[r.graph_key].work[n_c + 1] for r in obs])
     y = np.log([r.avg_ms for r in obs])
     clock = np.array([r.clock_ghz for r in obs])
-    thr = np.array([amdahl(q_model.get((r.core, r.base_model), q.get(r.core, q_overall)), r.threads) for r in obs])
-    fp16 = np.array([r.precision == "fp16" for r in obs], dtype=float)
-    core_idx = {c: i for i, c in enumerate(free)}
-    boards = sorted({(r.device, r.core) for r in obs}) if board_offsets else []
-    board_idx = {b: i for i, b in enumerate(boards)}
-    row_board = np.array([board_idx.get((r.device, r.core), -1) for r in obs])
-    weight = np.array([1.0 if r.threads == 1 else mt_weight for r in obs])
-    n_scale = per_scale * len(free)
+    nthr = np.array([float(r.threads) for r in obs])
+    fp16 = np.array([r.precision == "fp16" and r.core in FP16_CORES for r in obs])
+    int8 = np.array([r.precision == "int8" for r in obs])
+    core_of = [r.core for r in obs]
 
-    def unpack(x: np.ndarray) -> tuple[np.ndarray, dict[str, tuple[float, float]], float]:
-        theta = x[:n_t]
-        scales = {REFERENCE_CORE: (1.0, 1.0)}
-        for c, i in core_idx.items():
-            ls = x[n_t + per_scale * i]
-            lm = x[n_t + per_scale * i + per_scale - 1]
-            scales[c] = (math.exp(ls), math.exp(lm))
-        if tied:
-            s, m = scales[tie_src]
-            scales[tie_core] = (s / tie_ratio, m / tie_ratio)
-        return theta, scales, math.exp(x[n_t + n_scale])
+    layout: dict[str, slice] = {}
+    pos = 0
+    dw_cores = free if depthwise_scale else []
+    ties = [(c, src, ratio) for c, src, ratio, _ in FP32_TIES if c in cores and src in cores]
+    has_fp16 = bool(fp16.any())
+    # Per-core fp16 speedup where a tie pins that core's fp32 speed; other fp16 cores take the mean.
+    phi_cores = sorted({r.core for r in obs if r.precision == "fp16" and r.core in FP16_CORES}
+                       & {c for c, _, _ in ties})
+    if has_fp16 and not phi_cores:
+        raise ValueError("fp16 rows but no fp32 tie between cores: the fp16 speedup cannot be identified")
+    phi_idx = np.array([phi_cores.index(c) if c in phi_cores else -1 for c in core_of])
+    for name, size in (("theta", n_t), ("scales", 2 * len(free)), ("dw", len(dw_cores)), ("phi", 2 * len(phi_cores)), ("rt", 2 * len(free_rt)),
+                       ("q", 2 * len(mt_cores)), ("kappa", len(i8_cores)), ("mu8", 1 if i8_cores else 0),
+                       ("offsets", len(boards))):
+        layout[name] = slice(pos, pos + size)
+        pos += size
+    board_idx = {b: i for i, b in enumerate(boards)}
+    row_board = np.array([board_idx.get(r.board, -1) for r in obs])
+    s_idx = np.array([free.index(c) if c in free else -1 for c in core_of])
+    rt_idx = np.array([free_rt.index(r.runtime) if r.runtime in free_rt else -1 for r in obs])
+    q_idx = np.array([mt_cores.index(c) if c in mt_cores else -1 for c in core_of])
+    k_idx = np.array([i8_cores.index(c) if c in i8_cores else -1 for c in core_of])
+
+    def split(x: np.ndarray) -> dict[str, np.ndarray]:
+        return {k: x[v] for k, v in layout.items()}
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        theta, scales, phi = unpack(x)
-        s = np.array([scales[r.core][0] for r in obs])
-        m = np.array([scales[r.core][1] for r in obs])
-        cycles = s * (W[:, :n_c] @ theta[:n_c]) + m * (W[:, n_c:] @ theta[n_c:])
-        pred = np.log(np.maximum(cycles, 1e-12)) - np.log(clock) - np.log(thr) - fp16 * math.log(phi)
+        p = split(x)
+        theta = p["theta"]
+        sc = np.exp(p["scales"]).reshape(-1, 2) if free else np.ones((0, 2))
+        s = np.where(s_idx >= 0, sc[s_idx, 0] if free else 1.0, 1.0)
+        m = np.where(s_idx >= 0, sc[s_idx, 1] if free else 1.0, 1.0)
+        rtf = np.exp(p["rt"]).reshape(-1, 2) if free_rt else np.ones((0, 2))
+        rc = np.where(rt_idx >= 0, rtf[rt_idx, 0] if free_rt else 1.0, 1.0)
+        rm = np.where(rt_idx >= 0, rtf[rt_idx, 1] if free_rt else 1.0, 1.0)
+        dwf = np.exp(p["dw"]) if dw_cores else np.ones(0)
+        d = np.where(s_idx >= 0, dwf[s_idx] if dw_cores else 1.0, 1.0)
+        C = s * rc * (Wc @ theta[:n_c] + (d - 1.0) * Wc[:, DW] * theta[DW])
+        B = m * rm * theta[n_c] * Wb
+        K = m * rm * theta[n_c + 1] * Wk
+        if has_fp16:  # fp16 speedups per core: dense compute (column 0) and depthwise (column 1)
+            phis = np.exp(p["phi"]).reshape(-1, 2)
+            mean = phis.mean(axis=0)
+            ph_d = np.where(phi_idx >= 0, phis[np.maximum(phi_idx, 0), 0], mean[0])
+            ph_w = np.where(phi_idx >= 0, phis[np.maximum(phi_idx, 0), 1], mean[1])
+            C_dw = s * rc * Wc[:, DW] * theta[DW]
+            C = np.where(fp16, (C - C_dw) / ph_d + C_dw / ph_w, C)
+        B = np.where(fp16, B / FP16_MEMORY, B)
+        if i8_cores:
+            kap = np.exp(p["kappa"])
+            mu = math.exp(p["mu8"][0])
+            C = np.where(int8, C / np.where(k_idx >= 0, kap[k_idx], 1.0), C)
+            B = np.where(int8, B / mu, B)
+        qq = p["q"].reshape(-1, 2)
+        mean_q = qq.mean(axis=0)
+        qc = np.where(q_idx >= 0, qq[q_idx, 0], mean_q[0])
+        qm = np.where(q_idx >= 0, qq[q_idx, 1], mean_q[1])
+        cycles = C * ((1 - qc) + qc / nthr) + (B + K) * ((1 - qm) + qm / nthr)
+        pred = np.log(np.maximum(cycles, 1e-12)) - np.log(clock)
         if boards:
-            offsets = x[n_t + n_scale + 1:]
-            pred = pred + np.where(row_board >= 0, offsets[row_board], 0.0)
-            # Board offsets average to zero per core: the core scale is the typical board.
-            center = [10.0 * offsets[[board_idx[b] for b in boards if b[1] == c]].mean() for c in cores_with_rows]
-            return np.concatenate([weight * (pred - y), center])
-        return weight * (pred - y)
+            off = p["offsets"]
+            pred = pred + np.where(row_board >= 0, off[np.maximum(row_board, 0)], 0.0)
+            center = [10.0 * off[[board_idx[b] for b in g]].mean() for g in offset_groups]
+        else:
+            center = []
+        log_s = {REFERENCE_CORE: 0.0, **{c: p["scales"][2 * i] for i, c in enumerate(free)}}
+        tie_res = [(log_s[c] - (log_s[src] - math.log(ratio))) / TIE_SIGMA for c, src, ratio in ties] if has_fp16 else []
+        return np.concatenate([pred - y, center, tie_res])
 
-    x0 = np.concatenate([np.full(n_c, 0.5), [0.5, 0.05], np.zeros(n_scale), [0.0], np.zeros(len(boards))])
-    lower = np.concatenate([np.zeros(n_t), np.full(n_scale + 1 + len(boards), -np.inf)])
+    x0 = np.concatenate([np.full(n_c, 0.5), [0.5, 0.05], np.zeros(2 * len(free) + len(dw_cores)),
+                         np.full(2 * len(phi_cores), 0.3), np.zeros(2 * len(free_rt)),
+                         np.tile([0.85, 0.6], len(mt_cores)), np.full(len(i8_cores), 0.5),
+                         [0.5] if i8_cores else [], np.zeros(len(boards))])
+    lower = np.full(len(x0), -np.inf)
     upper = np.full(len(x0), np.inf)
+    lower[layout["theta"]] = 0.0
+    lower[layout["q"]], upper[layout["q"]] = 0.0, 1.0
+    lower[layout["phi"]], upper[layout["phi"]] = 0.0, math.log(FP16_MAX)
+    lower[layout["mu8"]], upper[layout["mu8"]] = -math.log(INT8_BYTES_MAX), math.log(INT8_BYTES_MAX)
     sol = least_squares(residuals, x0, bounds=(lower, upper), method="trf", x_scale="jac", max_nfev=20000)
-    theta, scales, phi = unpack(sol.x)
-    theta = np.where(theta < 1e-9, 0.0, theta)  # a bound-active term is exactly zero, not 1e-14
-    result = Fit(theta=theta, scales=scales, phi=phi if tied else 1.0, q=dict(q), q_pairs=q_pairs,
-                 q_overall=q_overall, rows_per_core={c: sum(r.core == c for r in obs) for c in cores_with_rows},
-                 fp16_only=frozenset(c for c in cores_with_rows if c not in fp32_cores),
-                 rms_log=float(np.sqrt(np.mean(sol.fun[:len(obs)] ** 2))), q_model=q_model)
-    if tied:
-        result.derived[tie_core] = (f"tied: fp32 speed = {tie_src} x {tie_ratio:g} per clock ({FP16_TIE[3]}); "
-                                    f"its {result.rows_per_core[tie_core]} fp16 rows fit the fp16 factor")
+    p = split(sol.x)
+    theta = np.where(p["theta"] < 1e-9, 0.0, p["theta"])  # a bound-active term is exactly zero
+    sc = np.exp(p["scales"]).reshape(-1, 2)
+    scales = {REFERENCE_CORE: (1.0, 1.0), **{c: (float(sc[i, 0]), float(sc[i, 1])) for i, c in enumerate(free)}}
+    dws = {c: float(math.exp(v)) for c, v in zip(dw_cores, p["dw"])}
+    phis = np.exp(p["phi"]).reshape(-1, 2)
+    phi = {c: (float(phis[i, 0]), float(phis[i, 1])) for i, c in enumerate(phi_cores)}
+    mean_phi = tuple(float(v) for v in phis.mean(axis=0)) if phi_cores else (1.0, 1.0)
+    for c in FP16_CORES:
+        phi.setdefault(c, mean_phi)
+    rtf = np.exp(p["rt"]).reshape(-1, 2)
+    rt_factors = {REFERENCE_RUNTIME: (1.0, 1.0),
+                  **{rt: (float(rtf[i, 0]), float(rtf[i, 1])) for i, rt in enumerate(free_rt)}}
+    qq = p["q"].reshape(-1, 2)
+    q = {c: (float(qq[i, 0]), float(qq[i, 1])) for i, c in enumerate(mt_cores)}
+    kappa = {c: float(math.exp(v)) for c, v in zip(i8_cores, p["kappa"])}
+    mu8 = float(math.exp(p["mu8"][0])) if i8_cores else 1.0
+    counts = {c: sum(r.core == c for r in obs) for c in cores}
+    result = Fit(
+        theta=theta, scales=scales, runtime_factors=rt_factors, q=q, kappa=kappa, dw=dws, mu8=mu8, phi=phi,
+        ties=[f"{c} = {src} x {ratio:g} per clock" for c, src, ratio in ties] if has_fp16 else [],
+        rows_per_core=counts,
+        runtimes_per_core={c: tuple(sorted({r.runtime for r in obs if r.core == c})) for c in cores},
+        precisions_per_runtime={rt: tuple(pr for pr in ("fp32", "fp16", "int8")
+                                          if any(r.runtime == rt and r.precision == pr for r in obs))
+                                for rt in runtimes},
+        q_source={c: (f"fit: {sum(r.core == c and r.threads > 1 for r in obs)} multi-thread rows, boards with "
+                      f"1- and N-thread pairs") for c in mt_cores},
+        kappa_source={c: f"fit: {sum(r.core == c and r.precision == 'int8' for r in obs)} int8 rows (ncnn)"
+                      for c in i8_cores},
+        rms_log=float(np.sqrt(np.mean(sol.fun[:len(obs)] ** 2))), int8_rows=int(int8.sum()))
+    for rt in RUNTIMES_KNOWN:
+        if rt not in result.runtime_factors:
+            raise ValueError(f"no {rt} rows: the runtime cannot be fitted")
     _fill_missing(result)
     return result
+
+
+RUNTIMES_KNOWN = ("ncnn", "tflite")
 
 
 def _fill_missing(result: Fit) -> None:
@@ -359,64 +561,63 @@ def _fill_missing(result: Fit) -> None:
             if got is None:
                 continue
             result.scales[core], result.derived[core] = got
-            sources = [s for s, _, _ in DERIVATIONS[core] if s in result.q]
-            if core not in result.q:
-                result.q[core] = statistics.mean(result.q[s] for s in sources) if sources else result.q_overall
             pending.remove(core)
             progress = True
         if not progress:
             raise ValueError(f"no data and no documented derivation for {', '.join(pending)}")
-
-
-def int8_speedups(rows: Sequence[Row], result: Fit) -> tuple[dict[str, float], dict[str, int]]:
-    """fp32 / int8 latency per core, from same board+threads pairs; fp16 partners x phi."""
-    base = {(r.device, r.core, r.threads, r.model): r for r in rows if r.precision != "int8"}
-    per_core: dict[str, list[float]] = {}
-    for r in rows:
-        partner = base.get((r.device, r.core, r.threads, r.base_model)) if r.precision == "int8" else None
-        if partner is None:
-            continue
-        fp32_ms = partner.avg_ms * (result.phi if partner.precision == "fp16" else 1.0)
-        per_core.setdefault(r.core, []).append(fp32_ms / r.avg_ms)
-    speed = {c: statistics.median(v) for c, v in per_core.items()}
+    fitted_q = dict(result.q)
     for core in ALL_CORES:
-        if core not in speed:
-            sources = [s for s, _, _ in DERIVATIONS.get(core, ()) if s in speed]
-            speed[core] = math.exp(statistics.mean(math.log(speed[s]) for s in sources)) if sources else 1.0
-    return speed, {c: len(v) for c, v in per_core.items()}
+        if core not in result.q:
+            pool = sorted(fitted_q)
+            result.q[core] = (statistics.mean(fitted_q[s][0] for s in pool), statistics.mean(fitted_q[s][1] for s in pool))
+            result.q_source[core] = (f"no board with 1- and N-thread rows: mean of the paired cores "
+                                     f"({', '.join(pool)})")
+    fitted_k = dict(result.kappa)
+    for core in ALL_CORES:
+        if core not in result.kappa:
+            group = [c for c in fitted_k if INT8_GROUPS.get(c) == INT8_GROUPS.get(core)]
+            pool = group or sorted(fitted_k)
+            result.kappa[core] = math.exp(statistics.mean(math.log(fitted_k[c]) for c in pool)) if pool else 1.0
+            result.kappa_source[core] = (f"no int8 rows: geometric mean of {', '.join(pool)} "
+                                         f"({'same int8 ISA group, ' + INT8_GROUPS_SOURCE if group else 'all cores'})")
 
 
 # ---------------------------------------------------------------------------------------------
-# Leave-one-device-out
+# Leave-one-device-out, scoring
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Scored:
-    device: str
-    core: str
-    model: str
-    actual_ms: float
+    row: Row
     estimator_ms: float
-    baseline_ms: float
+    baseline_ms: Optional[float]  # FLOPs baseline, 1-thread fp32 rows only
     core_seen: bool
+
+    @property
+    def error(self) -> float:
+        return self.estimator_ms / self.row.avg_ms - 1
+
+    @property
+    def baseline_error(self) -> Optional[float]:
+        return None if self.baseline_ms is None else self.baseline_ms / self.row.avg_ms - 1
 
 
 def baseline_constants(rows: Sequence[Row], works: dict[str, ModelWork], result: Fit) -> dict[str, float]:
     """FLOPs-proportional baseline: one MACs-per-cycle constant per core (geometric mean over the
-    core's rows brought to 1-thread fp32 with the same fold's thread and fp16 factors)."""
+    core's rows brought to 1-thread fp32 with the same fold's own thread / precision factors)."""
     from lodevem.latency.estimator import COMPUTE_TERMS
 
     n_c = len(COMPUTE_TERMS)
     logs: dict[str, list[float]] = {}
     for r in rows:
-        if r.precision == "int8" or r.base_model not in works:
+        if r.graph_key not in works:
             continue
-        ms = r.avg_ms * amdahl(result.fit_q(r.core, r.base_model), r.threads)
-        ms *= result.phi if r.precision == "fp16" else 1.0
-        macs = float(works[r.base_model].work[:n_c].sum())  # MMACs
+        w = works[r.graph_key].work
+        one = result.predict(w, r.core, r.clock_ghz, 1, "fp32", r.runtime)
+        ms = r.avg_ms * one / result.predict_row(r, works)
+        macs = float(w[:n_c].sum())  # MMACs
         logs.setdefault(r.core, []).append(math.log(macs / (ms * r.clock_ghz)))  # MACs per cycle
-    consts = {c: math.exp(statistics.mean(v)) for c, v in logs.items()}
-    scales = {c: (1 / k, 1 / k) for c, k in consts.items()}  # reuse the documented derivations
+    scales = {c: (1 / math.exp(statistics.mean(v)),) * 2 for c, v in logs.items()}
     for core in ALL_CORES:
         if core not in scales:
             got = _derive(core, scales)
@@ -425,124 +626,182 @@ def baseline_constants(rows: Sequence[Row], works: dict[str, ModelWork], result:
     return {c: 1 / s for c, (s, _) in scales.items()}
 
 
-def scored_devices(rows: Sequence[Row]) -> list[str]:
-    return sorted({r.device for r in rows if r.threads == 1 and r.precision == "fp32"})
-
-
-def lodo(rows: Sequence[Row], works: dict[str, ModelWork], **fit_options: Any) -> list[Scored]:
+def score(result: Fit, consts: dict[str, float], rows: Sequence[Row], works: dict[str, ModelWork],
+          seen: set[str]) -> list[Scored]:
     from lodevem.latency.estimator import COMPUTE_TERMS
 
     n_c = len(COMPUTE_TERMS)
-    out: list[Scored] = []
-    for device in scored_devices(rows):
-        train = [r for r in rows if r.device != device]
-        result = fit(train, works, **fit_options)
-        consts = baseline_constants(train, works, result)
-        seen = {r.core for r in train if r.precision != "int8"}
-        for r in rows:
-            if r.device == device and r.threads == 1 and r.precision == "fp32" and r.model in works:
-                w = works[r.model].work
-                out.append(Scored(device, r.core, r.model, r.avg_ms, result.predict(w, r.core, r.clock_ghz),
-                                  float(w[:n_c].sum()) / (consts[r.core] * r.clock_ghz), r.core in seen))
+    out = []
+    for r in rows:
+        if r.graph_key not in works:
+            continue
+        w = works[r.graph_key].work
+        base = (float(w[:n_c].sum()) / (consts[r.core] * r.clock_ghz)
+                if r.threads == 1 and r.precision == "fp32" and r.core in consts else None)
+        out.append(Scored(r, result.predict_row(r, works), base, r.core in seen))
     return out
 
 
-def summarize(errors: Sequence[float]) -> dict[str, float]:
+def lodo(rows: Sequence[Row], works: dict[str, ModelWork], **fit_options: Any) -> list[Scored]:
+    """Every device held out in turn: fit on the others, score every row of the held-out one."""
+    out: list[Scored] = []
+    for device in sorted({r.device for r in rows}):
+        train = [r for r in rows if r.device != device]
+        result = fit(train, works, **fit_options)
+        consts = baseline_constants(train, works, result)
+        out += score(result, consts, [r for r in rows if r.device == device], works, {r.core for r in train})
+    return out
+
+
+def summarize(errors: Sequence[float]) -> Optional[dict[str, float]]:
+    if not len(errors):
+        return None
     a = np.abs(np.asarray(errors))
     return {"mape_pct": round(float(a.mean() * 100), 1), "within_10_pct": round(float((a <= 0.10).mean() * 100), 1),
-            "within_25_pct": round(float((a <= 0.25).mean() * 100), 1), "rows": int(a.size)}
+            "within_25_pct": round(float((a <= 0.25).mean() * 100), 1),
+            "bias_pct": round(float(np.mean(errors) * 100), 1), "rows": int(a.size)}
 
 
-def lodo_summary(scored: Sequence[Scored]) -> dict[str, Any]:
-    est = [s.estimator_ms / s.actual_ms - 1 for s in scored]
-    base = [s.baseline_ms / s.actual_ms - 1 for s in scored]
-    seen = [s.estimator_ms / s.actual_ms - 1 for s in scored if s.core_seen]
-    unseen = [s.estimator_ms / s.actual_ms - 1 for s in scored if not s.core_seen]
-    per_device = {}
-    for device in sorted({s.device for s in scored}):
-        errs = [s.estimator_ms / s.actual_ms - 1 for s in scored if s.device == device]
-        cores = sorted({s.core for s in scored if s.device == device})
-        per_device[device] = {"cores": cores, **summarize(errs),
-                              "bias_pct": round(float(np.mean(errs) * 100), 1)}
-    return {"estimator": summarize(est), "baseline": summarize(base),
-            "estimator_core_seen_in_fold": summarize(seen) if seen else None,
-            "estimator_core_unseen_in_fold": summarize(unseen) if unseen else None,
-            "per_device": per_device}
+# Categories the benchmark reports and the SCORE line carries.
+CATEGORIES: dict[str, str] = {
+    "1t_fp32": "1-thread fp32 rows",
+    "threads": "multi-thread rows (fp32 and fp16)",
+    "fp16": "fp16 rows (1 and N threads)",
+    "int8": "int8 rows (1 and N threads)",
+}
+
+
+def category_of(r: Row) -> list[str]:
+    cats = []
+    if r.threads == 1 and r.precision == "fp32":
+        cats.append("1t_fp32")
+    if r.threads > 1 and r.precision != "int8":
+        cats.append("threads")
+    if r.precision in ("fp16", "int8"):
+        cats.append(r.precision)
+    return cats
+
+
+def oneshot_errors(scored: Sequence[Scored]) -> list[float]:
+    """One-shot calibration simulation: on each board and kind (core, threads, precision, runtime),
+    each model in turn is "the one measured": its measured/predicted ratio scales the estimator's
+    predictions of the others; errors of those scaled predictions."""
+    groups: dict[tuple, list[Scored]] = {}
+    for s in scored:
+        groups.setdefault((s.row.device, s.row.core, s.row.threads, s.row.precision, s.row.runtime), []).append(s)
+    errors = []
+    for group in groups.values():
+        for measured in group:
+            k = measured.row.avg_ms / measured.estimator_ms
+            errors += [o.estimator_ms * k / o.row.avg_ms - 1 for o in group if o is not measured]
+    return errors
+
+
+def score_summary(scored: Sequence[Scored]) -> dict[str, Any]:
+    """Figures per category, per runtime, per core, per kind and per board, plus the one-shot."""
+    by_cat = {c: summarize([s.error for s in scored if c in category_of(s.row)]) for c in CATEGORIES}
+    base = summarize([s.baseline_error for s in scored if s.baseline_error is not None and "1t_fp32" in category_of(s.row)])
+    kinds: dict[tuple, list[float]] = {}
+    for s in scored:
+        core, thr, prec, rt = s.row.kind
+        for key in ((core, thr, prec, rt), (None, thr, prec, rt), (None, thr, prec, None)):
+            kinds.setdefault(key, []).append(s.error)
+    per_kind = [{"core": k[0], "threads": k[1], "precision": k[2], "runtime": k[3],
+                 "mape_pct": summarize(v)["mape_pct"], "rows": len(v)}
+                for k, v in sorted(kinds.items(), key=lambda kv: tuple(x or "" for x in kv[0]))]
+    return {
+        "categories": by_cat,
+        "baseline_1t_fp32": base,
+        "all": summarize([s.error for s in scored]),
+        "per_runtime": {rt: summarize([s.error for s in scored if s.row.runtime == rt])
+                        for rt in sorted({s.row.runtime for s in scored})},
+        "per_core": {c: summarize([s.error for s in scored if s.row.core == c]) for c in sorted({s.row.core for s in scored})},
+        "per_board": {f"{d} [{c}, {rt}]": summarize([s.error for s in scored if (s.row.device, s.row.core, s.row.runtime) == (d, c, rt)])
+                      for d, c, rt in sorted({(s.row.device, s.row.core, s.row.runtime) for s in scored})},
+        "unseen_core_1t_fp32": summarize([s.error for s in scored if not s.core_seen and "1t_fp32" in category_of(s.row)]),
+        "per_kind": per_kind,
+        "oneshot": summarize(oneshot_errors(scored)),
+    }
+
+
+def score_line(summary: dict[str, Any]) -> str:
+    """``SCORE est_1t_fp32=... baseline_1t_fp32=... threads=... fp16=... int8=... oneshot=... rows=N``."""
+    def fmt(s: Optional[dict[str, float]]) -> str:
+        return "na" if not s else f"{s['mape_pct']:.1f}"
+
+    cats = summary["categories"]
+    rows = summary["all"]["rows"] if summary["all"] else 0
+    return (f"SCORE est_1t_fp32={fmt(cats['1t_fp32'])} baseline_1t_fp32={fmt(summary['baseline_1t_fp32'])} "
+            f"threads={fmt(cats['threads'])} fp16={fmt(cats['fp16'])} int8={fmt(cats['int8'])} "
+            f"oneshot={fmt(summary['oneshot'])} rows={rows}")
 
 
 # ---------------------------------------------------------------------------------------------
 # Params file
 # ---------------------------------------------------------------------------------------------
 
+def _r(x: float, n: int = 6) -> float:
+    return round(float(x), n)
+
+
 def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, summary: dict[str, Any],
                  data_path: Path, fit_date: str) -> dict[str, Any]:
     from lodevem.latency.estimator import TERMS
 
-    int8, int8_pairs = int8_speedups(rows, result)
     units = {"conv3x3s1_macs": "MAC of dense 3x3 stride-1 convs",
              "gemm_conv_macs": "MAC of 1x1 and other dense convs (GEMM / im2col+GEMM)",
              "depthwise_macs": "MAC of depthwise convs",
-             "fc_macs": "MAC of fully connected layers", "bytes": "fp32 byte moved (in+out activations+weights)",
+             "fc_macs": "MAC of fully connected layers",
+             "winograd_io": "activation (in + out) of dense 3x3 stride-1 convs: Winograd tile transforms", "bytes": "fp32 byte moved (in+out activations+weights)",
              "kernels": "kernel (fixed per-kernel overhead)"}
-    cores = {}
-    for core in ALL_CORES:
-        s, m = result.scales[core]
-        if core in result.derived:
-            source = result.derived[core]
-        else:
-            source = f"fit: {result.rows_per_core[core]} non-int8 rows"
-            if core in result.fp16_only:
-                source += f" (all fp16: fp32 = fp16 latency x {result.phi:.3f})"
-        theta = dict(zip(TERMS, result.theta))
-        cores[core] = {
-            "compute_scale": round(s, 6), "memory_scale": round(m, 6),
-            "parallel_fraction": round(result.q[core], 4),
-            "parallel_fraction_source": (f"median of {result.q_pairs[core]} same-board 1- vs N-thread pairs"
-                                         if core in result.q_pairs else "no pairs: mean of the derivation's sources"
-                                         if core in DERIVATIONS and core in result.derived
-                                         else f"no pairs: median of all {sum(result.q_pairs.values())} pairs"),
-            "int8_speedup": round(int8[core], 4),
-            "int8_speedup_source": (f"median fp32/int8 latency over {int8_pairs[core]} paired rows"
-                                    if core in int8_pairs else "no int8 rows: geometric mean of the derivation's sources"),
-            "effective_macs_per_cycle": {t: round(1 / (s * theta[t]), 3) if theta[t] > 0 else None
-                                         for t in TERMS if t.endswith("_macs")},
-            "source": source,
-            "derived": core not in result.rows_per_core,
-            "fp32_from_fp16": core in result.fp16_only,
-        }
-    excluded = {"int8": sum(r.precision == "int8" for r in rows)}
-    used = [r for r in rows if r.precision != "int8"]
-    return {
-        "version": "v1",
-        "reference_core": REFERENCE_CORE,
-        "reference_clock_ghz": 1.0,
-        "nnmeter_reference": {"core": NNMETER_CORE, "clock_ghz": NNMETER_CLOCK,
-                              "why": "nn-Meter's cortexA76cpu_tflite21 models a Pixel 4 Cortex-A76 big core at 2.42 GHz"},
-        "formula": ("ms = (compute_scale[core] * sum_j theta_j * mac_work_j + memory_scale[core] * "
-                    "(theta_bytes * MB + theta_kernels * n_kernels)) / clock_GHz; MACs in millions; "
-                    "threads: ms / (1 / ((1 - p) + p / min(threads, cluster cores)))"),
-        "terms_note": ("effective MACs per cycle count a convolution's direct MACs, so Winograd 3x3 convs can "
-                       "exceed the core's fp32 FMA peak; a term fitted to 0 (fc_macs) is charged through "
-                       "'bytes' only: fc layers are weight-streaming, memory-bound GEMVs"),
-        "terms": {t: {"cycles_per_unit": round(float(v), 6), "unit": f"per million x {units[t]}" if t != "kernels"
-                      else "Mcycles per kernel"} for t, v in zip(TERMS, result.theta)},
-        "cores": cores,
-        "fp16_speedup": {
-            "value": round(result.phi, 4),
-            "use": ("ncnn fp16 rows (A55, A76) enter the fp32 fit divided by this factor; predictions are fp32; "
-                    "an fp16 model variant on one of 'cores' is predicted at fp32 / value"),
-            "identified_by": FP16_TIE[3],
-            "cores": list(FP16_CORES),
-            "cores_source": ("ARMv8.2-A half-precision arithmetic: Cortex-A55/A75/A76 implement it, "
-                             "Cortex-A7/A53/A72/A73 (ARMv7-A/ARMv8.0-A) do not (Arm core TRMs; ncnn issue #1203)"),
-        },
+    params = result.estimator_params()
+    theta = dict(zip(TERMS, result.theta))
+    for t, entry in params["terms"].items():
+        entry["cycles_per_unit"] = _r(entry["cycles_per_unit"])
+        entry["unit"] = f"per million x {units[t]}" if t != "kernels" else "Mcycles per kernel"
+    for core, c in params["cores"].items():
+        for k in ("compute_scale", "memory_scale", "int8_compute_speedup"):
+            c[k] = _r(c[k])
+        for k in ("parallel_fraction_compute", "parallel_fraction_memory"):
+            c[k] = _r(c[k], 4)
+        c["parallel_fraction_source"] = result.q_source[core]
+        s = result.scales[core][0]
+        c["effective_macs_per_cycle_ncnn"] = {t: round(1 / (s * theta[t]), 3) if theta[t] > 0 else None
+                                              for t in TERMS if t.endswith("_macs")}
+        if core == "Cortex-A75":
+            c["note"] = ("the only A75 rows are a Pixel 3a's Kryo 360 Gold, Qualcomm's semi-custom Cortex-A75 "
+                         "derivative, treated as that core (data README)")
+        if core == "Cortex-A73":
+            c["note"] = "Pixel 2 rows: Kryo 280 Gold, a Cortex-A73 derivative, treated as that core (data README)"
+    for rt in params["runtimes"].values():
+        rt["compute_factor"], rt["memory_factor"] = _r(rt["compute_factor"]), _r(rt["memory_factor"])
+    params["precision"]["int8"]["memory_speedup"] = _r(params["precision"]["int8"]["memory_speedup"])
+    cats = summary["categories"]
+    params.update({
+        "nnmeter_reference": {"core": NNMETER_CORE, "clock_ghz": NNMETER_CLOCK, "runtime": "tflite",
+                              "why": ("nn-Meter's cortexA76cpu_tflite21 models TFLite 2.1 on a Pixel 4 Cortex-A76 big "
+                                      "core at 2.42 GHz; its figures are carried to other cores with the tflite ratio")},
+        "formula": ("C = compute_scale[core] * compute_factor[rt] * theta_c . map_rt(mac_work) / speedup_c[precision]; "
+                    "M = memory_scale[core] * memory_factor[rt] * (theta_bytes * MB / speedup_m[precision] + "
+                    "theta_kernels * n_kernels); ms = (C * A(q_c, n) + M * A(q_m, n)) / clock_GHz, "
+                    "A(q, n) = (1 - q) + q / min(threads, cluster cores); MACs and bytes in millions"),
+        "terms_note": ("effective MACs per cycle count a convolution's direct MACs, so Winograd 3x3 convs (ncnn) can "
+                       "exceed the core's fp32 FMA peak; a term fitted to 0 is charged through 'bytes' only"),
         "uncertainty": {
-            "lodo_mape_pct": summary["estimator"]["mape_pct"],
-            "lodo_within_10_pct": summary["estimator"]["within_10_pct"],
-            "lodo_within_25_pct": summary["estimator"]["within_25_pct"],
-            "lodo_rows": summary["estimator"]["rows"],
-            "baseline_lodo_mape_pct": summary["baseline"]["mape_pct"],
-            "lodo": summary,
+            "method": ("leave-one-device-out: every device of the dev data held out in turn, the estimator refitted "
+                       "on the others, every row of the held-out device predicted"),
+            "lodo_mape_pct": cats["1t_fp32"]["mape_pct"],
+            "lodo_rows": cats["1t_fp32"]["rows"],
+            "baseline_lodo_mape_pct": summary["baseline_1t_fp32"]["mape_pct"],
+            "categories": cats,
+            "oneshot_mape_pct": summary["oneshot"]["mape_pct"],
+            "oneshot_rows": summary["oneshot"]["rows"],
+            "oneshot_method": ("on each held-out board and kind, each model in turn is measured: its measured / "
+                               "predicted ratio scales the LODO predictions of the other models of that kind"),
+            "per_kind": summary["per_kind"],
+            "per_kind_note": ("MAPE per cell kind (core x threads x precision x runtime); core null = pooled over "
+                              "cores, runtime null = pooled over runtimes (the fallback where a kind has no rows)"),
+            "per_board": summary["per_board"],
             "same_core_spread": ("boards with the same core differ up to 1.6-1.8x in MACs per cycle (runtime "
                                  "versions, real vs nominal clocks; data README): a single board can be that far off"),
             "fit_rms_log_error": round(result.rms_log, 4),
@@ -554,33 +813,30 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, summ
             "data_sha256": sha256(data_path),
             "data_sources": sorted({r.source for r in rows}),
             "fit_options": {
-                "loss": "least squares on log latency (scipy.optimize.least_squares, trf), theta >= 0",
-                "scales_per_core": "compute and memory",
-                "board_offsets": "one log offset per (board, core), zero mean per core; predictions use 0",
-                "multi_thread_row_weight": MT_WEIGHT,
-                "multi_thread_conversion": ("a multi-thread row enters the fit divided by the Amdahl speedup of the "
-                                            "(core, model) parallel fraction measured on the fit's 1- vs N-thread "
-                                            "pairs (median over boards), else of the core's; the runtime uses the "
-                                            "core's (cores[*].parallel_fraction)"),
-                "fit_parallel_fraction_per_core_model": {
-                    core: {model: round(q, 4) for (c, model), q in sorted(result.q_model.items()) if c == core}
-                    for core in sorted({c for c, _ in result.q_model})},
-                "reference_core": REFERENCE_CORE,
+                "loss": "least squares on log latency (scipy.optimize.least_squares, trf), theta >= 0, q in [0, 1]",
+                "rows": "every row: 1- and multi-thread, fp32 / fp16 / int8, ncnn and tflite, fitted jointly",
+                "board_offsets": ("one log offset per (board, core) where a (core, runtime) has several boards, zero mean "
+                                  "per (core, runtime); predictions use 0"),
+                "reference_core": REFERENCE_CORE, "reference_runtime": REFERENCE_RUNTIME,
             },
             "rows_total": len(rows),
-            "rows_used": len(used),
-            "rows_used_by_precision": {p: sum(r.precision == p for r in used) for p in ("fp32", "fp16")},
-            "rows_used_by_threads": {str(t): sum(r.threads == t for r in used) for t in sorted({r.threads for r in used})},
-            "rows_excluded": excluded,
-            "precision_handling": ("fp16 rows kept with a fitted fp16 speedup (see fp16_speedup); int8 rows excluded "
-                                   "from the fp32 fit and used only for int8_speedup"),
-            "model_map": {name: {"zoo": b.zoo, "input": [1, 3, b.input_hw, b.input_hw], "ncnn_mmacs": b.ncnn_mmacs,
-                                 "zoo_mmacs": round(works[name].zoo_mmacs, 1),
-                                 "mac_scale": round(works[name].mac_scale, 4), "note": b.note}
-                          for name, b in MODEL_MAP.items()},
-            "mac_correction": "each conv/fc MAC term of a model is scaled by ncnn_mmacs / zoo_mmacs (data README figures)",
+            "rows_used": sum(r.graph_key in works for r in rows),
+            "rows_by_runtime": {rt: sum(r.runtime == rt for r in rows) for rt in sorted({r.runtime for r in rows})},
+            "rows_by_precision": {p: sum(r.precision == p for r in rows) for p in ("fp32", "fp16", "int8")},
+            "rows_excluded": {"no graph": sum(r.graph_key not in works for r in rows)},
+            "model_map": {key: {"zoo": b.zoo, "input": [1, 3, b.input_hw, b.input_hw], "ncnn_mmacs": b.ncnn_mmacs,
+                                "zoo_mmacs": round(works[key].zoo_mmacs, 1),
+                                "mac_scale": round(works[key].mac_scale, 4), "note": b.note}
+                          for key, b in graph_maps().items() if key in works},
+            "mac_correction": ("ncnn rows: each conv/fc MAC term of a model is scaled by ncnn_mmacs / zoo_mmacs (data "
+                               "README figures); tflite rows ('std:' graphs) are the standard graphs"),
         },
-    }
+    })
+    return params
+
+
+def dev_works(rows: Sequence[Row], cache: Path, reexport: bool = False) -> dict[str, ModelWork]:
+    return model_work(export_zoo(cache, reexport, sorted({r.graph_key for r in rows})))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -593,14 +849,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     rows = load_rows(args.data)
-    works = model_work(export_zoo(args.onnx_cache, args.reexport))
+    works = dev_works(rows, args.onnx_cache, args.reexport)
     result = fit(rows, works)
-    summary = lodo_summary(lodo(rows, works))
+    summary = score_summary(lodo(rows, works))
     params = build_params(rows, works, result, summary, args.data, args.date)
     args.out.write_text(json.dumps(params, indent=1, ensure_ascii=False) + "\n")
-    est, base = summary["estimator"], summary["baseline"]
-    print(f"wrote {args.out}: fp16 factor {result.phi:.3f}, fit rms(log) {result.rms_log:.3f}; LODO MAPE "
-          f"estimator {est['mape_pct']}% vs baseline {base['mape_pct']}% over {est['rows']} rows")
+    print(f"wrote {args.out}: fit rms(log) {result.rms_log:.3f}; LODO {score_line(summary)}")
     return 0
 
 

@@ -22,7 +22,7 @@ REGENERATE = "run `cog -r README.md` and commit the result"
 # passes the caller's PYTHONPATH on to its child, with lodevem's own folder put first.
 NOT_SETTINGS = {"PYTHONPATH"}
 # Read on lodevem's behalf by a dependency, so no grep of the package finds them.
-READ_BY_DEPENDENCIES = {"DOCKER_HOST"}  # docker-py's docker.from_env()
+READ_BY_DEPENDENCIES = {"DOCKER_HOST", "SLURM_CONF"}  # docker-py's docker.from_env(); Slurm's sbatch/sacct
 # What the scan must find at least, so that a scanner that finds nothing cannot pass.
 KNOWN_READS = {"LODEVEM_PROFILES", "LODEVEM_NNMETER_DATA", "COLUMNS", "XDG_CACHE_HOME"}
 

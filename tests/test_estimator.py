@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from lodevem.errors import InputError
-from lodevem.latency.estimator import DEFAULT_PARAMS, TERMS, Estimator, sum_work, work_vector
+from lodevem.latency.estimator import DEFAULT_PARAMS, RUNTIMES, TERMS, Estimator, sum_work, work_vector
 from lodevem.latency.kernels import Kernel
 from lodevem.profiles import CORE_TYPES
 
@@ -46,53 +46,87 @@ def test_params_file_has_provenance_and_every_core(est: Estimator) -> None:
     assert prov["script"] == "scripts/fit_estimator.py"
     assert set(params["cores"]) == set(CORE_TYPES)
     assert all(params["terms"][t]["cycles_per_unit"] >= 0 for t in TERMS)
-    a75 = params["cores"]["Cortex-A75"]
-    assert a75["derived"] and "Arm" in a75["source"]
-    assert params["uncertainty"]["lodo_mape_pct"] > 0
-    assert params["fp16_speedup"]["value"] > 0
-    assert est.version == "v1"
+    assert set(params["runtimes"]) == set(RUNTIMES)
+    unc = params["uncertainty"]
+    assert unc["lodo_mape_pct"] > 0 and unc["oneshot_mape_pct"] > 0  # issue 14's calibrate reads the latter
+    assert {(k["threads"], k["precision"]) for k in unc["per_kind"]} >= {("1", "fp32"), ("multi", "fp32"),
+                                                                           ("1", "int8"), ("multi", "fp16")}
+    assert 1.0 <= params["precision"]["fp16"]["compute_speedup"] <= 2.0  # at most the lane count
+    assert est.version == "v2"
 
 
 def latency_ms(est: Estimator, kernels: list[Kernel], core: str, clock_ghz: float, threads: int = 1,
-               cluster_cores: Optional[int] = None) -> float:
-    """Whole-model fp32 latency the way the predictor sums it: kernels, then the thread speedup."""
-    total = sum(est.work_ms(work_vector(k), core, clock_ghz) for k in kernels)
-    return total / est.thread_speedup(core, threads, cluster_cores)
+               cluster_cores: Optional[int] = None, runtime: str = "tflite", precision: str = "fp32") -> float:
+    """Whole-model latency the way the predictor sums it: kernel by kernel."""
+    return sum(est.latency_ms(work_vector(k), core, clock_ghz, runtime, precision, threads, cluster_cores)
+               for k in kernels)
 
 
-def kernel_ms(est: Estimator, kernel: Kernel, core: str, clock_ghz: float) -> float:
-    return est.work_ms(work_vector(kernel), core, clock_ghz)
+def kernel_ms(est: Estimator, kernel: Kernel, core: str, clock_ghz: float, runtime: str = "tflite") -> float:
+    return est.work_ms(work_vector(kernel), core, clock_ghz, runtime)
 
 
 def test_monotone_in_clock(est: Estimator) -> None:
     kernels = [conv(10_000_000), ELTWISE]
-    for core in CORE_TYPES:
-        times = [latency_ms(est, kernels, core, f) for f in (0.8, 1.2, 1.6, 2.0, 2.4)]
-        assert all(a > b for a, b in zip(times, times[1:])), core
+    for runtime in RUNTIMES:
+        for core in CORE_TYPES:
+            times = [latency_ms(est, kernels, core, f, runtime=runtime) for f in (0.8, 1.2, 1.6, 2.0, 2.4)]
+            assert all(a > b for a, b in zip(times, times[1:])), (core, runtime)
 
 
 def test_monotone_in_work(est: Estimator) -> None:
-    for category, ks, stride in (("pointwise_conv", 1, 1), ("dense_conv", 3, 1), ("dense_conv", 3, 2),
-                                 ("depthwise_conv", 3, 1)):
-        small, big = conv(1_000_000, ks, stride, category), conv(8_000_000, ks, stride, category)
+    for runtime in RUNTIMES:
+        for category, ks, stride in (("pointwise_conv", 1, 1), ("dense_conv", 3, 1), ("dense_conv", 3, 2),
+                                     ("depthwise_conv", 3, 1)):
+            small, big = conv(1_000_000, ks, stride, category), conv(8_000_000, ks, stride, category)
+            for core in CORE_TYPES:
+                assert kernel_ms(est, big, core, 1.8, runtime) > kernel_ms(est, small, core, 1.8, runtime), (
+                    category, core, runtime)
+        # More kernels = more work = more time.
+        three = latency_ms(est, [conv(10**6)] * 3, "Cortex-A53", 2.0, runtime=runtime)
+        assert three > latency_ms(est, [conv(10**6)] * 2, "Cortex-A53", 2.0, runtime=runtime)
+
+
+def test_monotone_in_threads(est: Estimator) -> None:
+    kernels = [conv(10_000_000), ELTWISE, conv(4_000_000, 3, 1, "depthwise_conv")]
+    for runtime in RUNTIMES:
         for core in CORE_TYPES:
-            assert kernel_ms(est, big, core, 1.8) > kernel_ms(est, small, core, 1.8), (category, core)
-    # More kernels = more work = more time.
-    assert latency_ms(est, [conv(10**6)] * 3, "Cortex-A53", 2.0) > latency_ms(est, [conv(10**6)] * 2, "Cortex-A53", 2.0)
+            for precision in ("fp32", "fp16", "int8"):
+                times = [latency_ms(est, kernels, core, 1.5, n, None, runtime, precision) for n in (1, 2, 3, 4)]
+                assert all(a > b for a, b in zip(times, times[1:])), (core, runtime, precision)
+                # Capped by the cluster: 4 threads on a 2-core cluster = 2 threads.
+                assert latency_ms(est, kernels, core, 1.5, 4, 2, runtime, precision) == times[1]
 
 
 def test_deterministic() -> None:
     kernels = [conv(3_000_000), ELTWISE, conv(9_000_000, 3, 1, "dense_conv")]
-    a = [latency_ms(Estimator.load(), kernels, c, 1.5, threads=2, cluster_cores=4) for c in CORE_TYPES]
-    b = [latency_ms(Estimator.load(), kernels, c, 1.5, threads=2, cluster_cores=4) for c in CORE_TYPES]
-    assert a == b
+    for runtime in RUNTIMES:
+        a = [latency_ms(Estimator.load(), kernels, c, 1.5, 2, 4, runtime, "int8") for c in CORE_TYPES]
+        b = [latency_ms(Estimator.load(), kernels, c, 1.5, 2, 4, runtime, "int8") for c in CORE_TYPES]
+        assert a == b
 
 
-def test_unknown_core_is_a_clear_error(est: Estimator) -> None:
+def test_unknown_core_or_runtime_is_a_clear_error(est: Estimator) -> None:
     with pytest.raises(InputError, match=r"no parameters for core 'Cortex-A78'.*Cortex-A53"):
         kernel_ms(est, conv(10**6), "Cortex-A78", 2.0)
     with pytest.raises(InputError, match="positive"):
         kernel_ms(est, conv(10**6), "Cortex-A53", 0.0)
+    with pytest.raises(InputError, match=r"no latency model for runtime 'onnxruntime'.*tflite, ncnn"):
+        kernel_ms(est, conv(10**6), "Cortex-A53", 2.0, runtime="onnxruntime")
+    with pytest.raises(InputError, match="runtime 'mnn'"):
+        est.int8_speedup("Cortex-A53", runtime="mnn")
+    with pytest.raises(InputError, match="precision 'bf16'"):
+        est.latency_ms(work_vector(conv(10**6)), "Cortex-A53", 2.0, "ncnn", "bf16")
+    assert est.runtime("tflite-xnnpack").name == "tflite"  # the dev data's spelling is an alias
+
+
+def test_runtimes_differ_where_the_hardware_says(est: Estimator) -> None:
+    """XNNPACK has no Winograd: a wide 3x3 stride-1 conv (256 -> 256 channels at 14x14) costs
+    relatively more on tflite than on ncnn, compared with a 1x1 conv of the same MACs."""
+    macs, elems = 9 * 256 * 256 * 196, 256 * 196
+    w3, w1 = work_vector(conv(macs, 3, 1, "dense_conv", elems)), work_vector(conv(macs, 1, 1, elems=elems))
+    ratio = {rt: est.work_ms(w3, "Cortex-A53", 2.0, rt) / est.work_ms(w1, "Cortex-A53", 2.0, rt) for rt in RUNTIMES}
+    assert ratio["tflite"] == pytest.approx(1.0) and ratio["ncnn"] < 1.0
 
 
 def test_threads_speed_up_and_are_capped_by_cluster(est: Estimator) -> None:
@@ -104,24 +138,38 @@ def test_threads_speed_up_and_are_capped_by_cluster(est: Estimator) -> None:
         est.thread_speedup("Cortex-A53", 0)
 
 
-def test_transfer_ratio_and_int8(est: Estimator) -> None:
+def test_transfer_ratio_precision_factors(est: Estimator) -> None:
     work = work_vector(conv(5_000_000))
     assert est.transfer_ratio(work, "Cortex-A76", 2.42, "Cortex-A76", 2.42) == pytest.approx(1.0)
     # A slower core at a lower clock takes longer than nn-Meter's Pixel 4 A76.
     assert est.transfer_ratio(work, "Cortex-A53", 1.3, "Cortex-A76", 2.42) > 1.0
-    assert all(est.int8_speedup(c) > 0 for c in CORE_TYPES)
+    assert all(est.int8_speedup(c) > 0 and est.int8_speedup(c, runtime="ncnn") > 0 for c in CORE_TYPES)
+    # fp16 helps only cores with FP16 arithmetic; elsewhere the model runs in fp32.
+    assert est.fp16_speedup("Cortex-A53") == 1.0 and est.precision_divisor(work, "Cortex-A53", "fp16") == 1.0
+    assert est.precision_divisor(work, "Cortex-A55", "fp16", "ncnn") > 1.0
+    assert "no fp16 arithmetic" in est.precision_note("Cortex-A72", "fp16")
+    # No tflite int8 rows: said, not hidden.
+    assert "no tflite int8 rows" in est.precision_note("Cortex-A53", "int8", "tflite")
+    assert est.precision_note("Cortex-A53", "int8", "ncnn") is None
 
 
-def test_uncertainty_names_derived_cores(est: Estimator) -> None:
-    assert est.uncertainty("Cortex-A53").startswith("±") and "LODO MAPE" in est.uncertainty("Cortex-A53")
-    assert "not measured" in est.uncertainty("Cortex-A75")
+def test_uncertainty_is_the_cells_own_kind(est: Estimator) -> None:
+    one = est.uncertainty("Cortex-A53", "ncnn", 1, "fp32")
+    assert one.startswith("±") and "1-thread fp32 ncnn rows on Cortex-A53" in one
+    assert "multi-thread int8 ncnn" in est.uncertainty("Cortex-A53", "ncnn", 4, "int8")
+    figs = {est.uncertainty_figure("Cortex-A53", "ncnn", t, p).mape_pct for t, p in ((1, "fp32"), (4, "fp32"), (4, "int8"))}
+    assert len(figs) > 1  # not one global figure
+    # A kind with no rows falls back to a pooled figure and says so.
+    pooled = est.uncertainty("Cortex-A53", "tflite", 1, "int8")
+    assert "fewer than 8 of this kind on Cortex-A53" in pooled
 
 
 def test_work_vector_classes() -> None:
     w = dict(zip(TERMS, work_vector(conv(2_000_000, 3, 1, "dense_conv"))))
     assert w["conv3x3s1_macs"] == 2.0 and w["gemm_conv_macs"] == 0.0 and w["kernels"] == 1.0
+    assert w["winograd_io"] == pytest.approx(0.1)  # tile transforms: activations in + out, in millions
     w = dict(zip(TERMS, work_vector(conv(2_000_000, 3, 2, "dense_conv"))))
-    assert w["gemm_conv_macs"] == 2.0  # strided dense convs run as im2col + GEMM
+    assert w["gemm_conv_macs"] == 2.0 and w["winograd_io"] == 0.0  # strided dense convs: im2col + GEMM
     assert sum_work([ELTWISE, ELTWISE])[TERMS.index("bytes")] == pytest.approx(2 * ELTWISE.bytes_moved / 1e6)
 
 
@@ -137,57 +185,86 @@ def fit_module():
     return fit_estimator
 
 
+def _truth(fe):
+    """Known parameters consistent with the fit's ties (A55 = A53 x 1.38, A76 = A75 x 2 per clock)."""
+    scales = {"Cortex-A53": (1.0, 1.0), "Cortex-A7": (3.0, 2.0), "Cortex-A72": (0.65, 0.5), "Cortex-A73": (0.9, 0.6),
+              "Cortex-A55": (1 / 1.38, 0.8), "Cortex-A75": (0.6, 0.4), "Cortex-A76": (0.3, 0.3)}
+    return fe.Fit(theta=np.array([0.25, 0.45, 1.2, 0.0, 20.0, 0.6, 0.3]), scales=scales,
+                  runtime_factors={"ncnn": (1.0, 1.0), "tflite": (1.3, 0.5)},
+                  q={c: (0.9 - 0.02 * i, 0.6 + 0.03 * i) for i, c in enumerate(scales)},
+                  kappa={c: 1.5 + 0.1 * i for i, c in enumerate(scales)}, dw={}, mu8=0.7,
+                  phi={"Cortex-A55": (1.3, 1.1), "Cortex-A76": (1.6, 1.2), "Cortex-A75": (1.45, 1.15)}, ties=[],
+                  rows_per_core={c: 1 for c in scales}, runtimes_per_core={c: ("ncnn",) for c in scales},
+                  precisions_per_runtime={"ncnn": ("fp32", "fp16", "int8"), "tflite": ("fp32",)})
+
+
 def test_fit_recovers_known_parameters(fit_module) -> None:
     fe = fit_module
     rng = np.random.RandomState(0)
     works = {f"m{i}": fe.ModelWork(f"m{i}", np.array(w), 1.0, 1.0) for i, w in enumerate(
-        rng.uniform([0, 50, 0, 0, 10, 20], [1500, 1500, 40, 3, 250, 240], size=(9, len(TERMS))))}
-    truth = fe.Fit(theta=np.array([0.25, 0.45, 1.2, 0.0, 0.6, 0.3]),
-                   scales={"Cortex-A53": (1.0, 1.0), "Cortex-A7": (3.0, 2.0), "Cortex-A72": (0.65, 0.5),
-                           "Cortex-A76": (0.32, 0.35), "Cortex-A55": (1 / 1.38, 1 / 1.38)},
-                   phi=1.2, q={}, q_pairs={}, q_overall=0.8, rows_per_core={})
-    boards = [("b1", "Cortex-A53", 1.2), ("b2", "Cortex-A53", 2.0), ("b3", "Cortex-A7", 1.2), ("b7", "Cortex-A7", 1.0),
-              ("b4", "Cortex-A72", 1.8), ("b8", "Cortex-A72", 2.0), ("b5", "Cortex-A55", 2.0),
-              ("b6", "Cortex-A76", 2.4)]
+        rng.uniform([0, 50, 0, 0, 0, 10, 20], [1500, 1500, 40, 3, 5, 250, 240], size=(9, len(TERMS))))}
+    works.update({f"std:m{i}": fe.ModelWork(f"m{i}", works[f"m{i}"].work, 1.0, 1.0) for i in range(9)})
+    truth = _truth(fe)
+    boards = [("b1", "Cortex-A53", 1.2, "ncnn"), ("b2", "Cortex-A53", 2.0, "ncnn"), ("b3", "Cortex-A7", 1.2, "ncnn"),
+              ("b8", "Cortex-A7", 1.0, "ncnn"),
+              ("b4", "Cortex-A72", 1.8, "ncnn"), ("b5", "Cortex-A55", 2.0, "ncnn"), ("b6", "Cortex-A76", 2.4, "ncnn"),
+              ("b7", "Cortex-A73", 2.3, "ncnn"), ("t1", "Cortex-A75", 2.0, "tflite"), ("t2", "Cortex-A72", 1.5, "tflite"),
+              ("t3", "Cortex-A53", 1.4, "tflite")]
     rows = []
-    for device, core, clock in boards:
-        fp16 = core in ("Cortex-A55", "Cortex-A76")
-        for name, mw in works.items():
+    for device, core, clock, runtime in boards:
+        for i in range(9):
             for threads in (1, 4):
-                ms = truth.predict(mw.work, core, clock, threads, fp16)
-                rows.append(fe.Row(device, core, clock, threads, name, "fp16" if fp16 else "fp32", ms))
+                precisions = ["fp32"] if runtime == "tflite" else [
+                    "fp16" if core in ("Cortex-A55", "Cortex-A76") else "fp32", "int8"]
+                for precision in precisions:
+                    key = f"m{i}" if runtime == "ncnn" else f"std:m{i}"
+                    model = f"m{i}" + ("_int8" if precision == "int8" else "")
+                    row = fe.Row(device, core, clock, threads, model, precision, 1.0, runtime)
+                    rows.append(fe.Row(device, core, clock, threads, model, precision,
+                                       truth.predict_row(row, works), runtime))
     fitted = fe.fit(rows, works)
-    assert fitted.phi == pytest.approx(1.2, rel=1e-3)
-    assert fitted.q["Cortex-A53"] == pytest.approx(0.8, rel=1e-6)
+    assert fitted.rms_log < 1e-4
+    # fp16 speedups per core (pinned by the ties) and per class (dense compute, depthwise)
+    assert fitted.phi["Cortex-A55"] == pytest.approx((1.3, 1.1), rel=1e-3)
+    assert fitted.phi["Cortex-A76"] == pytest.approx((1.6, 1.2), rel=1e-3)
+    assert fitted.mu8 == pytest.approx(0.7, rel=1e-3)
+    assert fitted.runtime_factors["tflite"][0] == pytest.approx(1.3, rel=1e-3)
     for core, (s, _m) in truth.scales.items():
         assert fitted.scales[core][0] == pytest.approx(s, rel=1e-3), core
-    assert "Cortex-A75" in fitted.derived  # no rows: documented derivation, never silently missing
-    summary = fe.lodo_summary(fe.lodo(rows, works))
-    assert summary["estimator"]["mape_pct"] < 1.0
+        assert fitted.q[core][0] == pytest.approx(truth.q[core][0], abs=1e-3), core
+    summary = fe.score_summary(fe.lodo(rows, works))
+    assert summary["per_core"]["Cortex-A53"]["mape_pct"] < 1.0  # other boards of the core pin it exactly
+    assert "Cortex-A75" in fe.fit([r for r in rows if r.core != "Cortex-A75"], works).derived  # documented, not missing
 
 
-def test_fit_converts_multi_thread_rows_per_model(fit_module) -> None:
-    """Networks scale differently with threads (data README): a board measured only at 4 threads
-    is brought to 1 thread with each model's parallel fraction from other boards of its core."""
+def test_score_line_from_a_small_synthetic_file(fit_module, tmp_path) -> None:
+    """The benchmark's --score path end to end on a tiny file: the SCORE line is the last line and
+    parses; categories without rows say ``na``."""
+    import subprocess
+
     fe = fit_module
-    rng = np.random.RandomState(1)
-    works = {f"m{i}": fe.ModelWork(f"m{i}", np.array(w), 1.0, 1.0) for i, w in enumerate(
-        rng.uniform([0, 50, 0, 0, 10, 20], [1500, 1500, 40, 3, 250, 240], size=(9, len(TERMS))))}
-    q_of = {name: 0.6 + 0.04 * i for i, name in enumerate(works)}  # 0.60 ... 0.92
-    truth = fe.Fit(theta=np.array([0.25, 0.45, 1.2, 0.0, 0.6, 0.3]),
-                   scales={"Cortex-A53": (1.0, 1.0), "Cortex-A72": (0.65, 0.5), "Cortex-A7": (3.0, 2.0)},
-                   phi=1.0, q={}, q_pairs={}, q_overall=0.0, rows_per_core={})
-    rows = []
-    for device, core, clock, threads in [("b1", "Cortex-A53", 1.2, (1, 4)), ("b2", "Cortex-A53", 2.0, (1, 4)),
-                                         ("b3", "Cortex-A53", 1.5, (4,)), ("b4", "Cortex-A72", 1.8, (1, 2)),
-                                         ("b5", "Cortex-A72", 2.0, (1, 2)), ("b6", "Cortex-A7", 1.2, (1, 4))]:
-        for name, mw in works.items():
-            for t in threads:
-                ms = truth.predict(mw.work, core, clock) / fe.amdahl(q_of[name], t)
-                rows.append(fe.Row(device, core, clock, t, name, "fp32", ms))
-    fitted = fe.fit(rows, works)
-    assert fitted.fit_q("Cortex-A53", "m3") == pytest.approx(q_of["m3"], rel=1e-6)
-    assert fitted.fit_q("Cortex-A75", "m3") == fitted.q["Cortex-A75"]  # no pairs: the core's, never missing
-    assert fitted.rms_log < 1e-4  # b3's 4-thread rows convert exactly
-    assert fitted.scales["Cortex-A72"][0] == pytest.approx(0.65, rel=1e-3)
-    assert fe.fit(rows, works, per_model_threads=False).rms_log > 10 * fitted.rms_log
+    est = Estimator.load()
+    cache = tmp_path / "onnx"
+    works = fe.dev_works([fe.Row("x", "Cortex-A53", 1.0, 1, m, "fp32", 1.0, "tflite")
+                          for m in ("mobilenet", "mobilenet_v2")], cache)
+    path = tmp_path / "board.csv"
+    lines = ["device,core,clock_ghz,threads,model,input,avg_ms,min_ms,runtime,precision,source"]
+    for device, clock, threads, model in (("board A", 1.8, 1, "mobilenet"), ("board A", 1.8, 1, "mobilenet_v2"),
+                                          ("board A", 1.8, 4, "mobilenet"), ("board B", 2.0, 1, "mobilenet")):
+        ms = 1.1 * est.latency_ms(works[f"std:{model}"].work, "Cortex-A53", clock, "tflite", "fp32", threads)
+        lines.append(f"{device},Cortex-A53,{clock},{threads},{model},1x3x224x224,{ms:.4f},,tflite-xnnpack,fp32,synthetic")
+    lines.append("bad,Cortex-A53,abc,1,mobilenet,1x3x224x224,5,,tflite,fp32,synthetic")
+    path.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "latency_accuracy.py"), "--score", str(path),
+                          "--skip-timing", "--onnx-cache", str(cache)],
+                         capture_output=True, text=True, check=True, env={**__import__("os").environ,
+                                                                           "PYTHONPATH": str(REPO)})
+    last = out.stdout.strip().splitlines()[-1]
+    fields = dict(item.split("=") for item in last.removeprefix("SCORE ").split())
+    assert last.startswith("SCORE ") and list(fields) == ["est_1t_fp32", "baseline_1t_fp32", "threads", "fp16",
+                                                           "int8", "oneshot", "rows"]
+    assert fields["rows"] == "4" and fields["fp16"] == "na" and fields["int8"] == "na"
+    assert float(fields["est_1t_fp32"]) == pytest.approx(9.1, abs=0.2)  # every row is 1.1x the prediction
+    assert float(fields["threads"]) == pytest.approx(9.1, abs=0.2)
+    assert float(fields["oneshot"]) == pytest.approx(0.0, abs=0.1)  # one board-kind scale removes it
+    assert "skipped board.csv line 6" in out.stdout

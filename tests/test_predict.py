@@ -19,7 +19,7 @@ from sklearn.ensemble import RandomForestRegressor
 
 from lodevem import zoo
 from lodevem.errors import InputError, LodevemError
-from lodevem.latency.estimator import Estimator
+from lodevem.latency.estimator import Estimator, work_vector
 from lodevem.latency.kernels import DEFAULT_RULES, extract_kernels
 from lodevem.latency.nnmeter import ENV_VAR, default_data_dir, expected_kernels, fetch_predictors
 from lodevem.predict import LatencyPrediction, Predictor, format_clock
@@ -87,14 +87,14 @@ def test_every_zoo_model_on_every_profile_offline(onnx_dir: Path, profiles: list
         assert list(result) == [p.id for p in profiles]
         for pid, pred in result.items():
             assert pred.latency_ms is not None and math.isfinite(pred.latency_ms) and pred.latency_ms > 0, (name, pid)
-            assert pred.latency_source.startswith("estimator:v1 (") and pred.uncertainty
+            assert pred.latency_source.startswith("estimator:v2 tflite (") and pred.uncertainty
             assert str(tmp_path / "empty") in (pred.note or "")
 
 
 def test_estimator_source_string_is_exact(onnx_dir: Path, profiles: list[Profile]) -> None:
     pop6 = next(p for p in profiles if p.id == "tecno_pop6")
     pred = Predictor("estimator").predict(onnx_dir / "mobilenet_v2.onnx", [pop6])["tecno_pop6"]
-    assert pred.latency_source == "estimator:v1 (Cortex-A53@2.0GHz)"
+    assert pred.latency_source == "estimator:v2 tflite (Cortex-A53@2.0GHz)" and pred.runtime == "tflite"
     assert (pred.core, pred.clock_ghz, pred.threads, pred.note) == ("Cortex-A53", 2.0, 1, None)
 
 
@@ -102,12 +102,12 @@ def test_nnmeter_end_to_end(onnx_dir: Path, profiles: list[Profile], nn_data: Pa
     predictor = Predictor("nn-meter", data_dir=nn_data, breakdown=True)
     result = predictor.predict(onnx_dir / "mobilenet_v2.onnx", profiles)
     pop6 = result["tecno_pop6"]
-    assert pop6.latency_source == "nn-meter:cortexA76cpu_tflite21→Cortex-A53@2.0GHz"
+    assert pop6.latency_source == "nn-meter:cortexA76cpu_tflite21 tflite→Cortex-A53@2.0GHz"
     assert pop6.latency_ms is not None and pop6.latency_ms > 0
     assert "10 add" in (pop6.note or "") and "not counted" in (pop6.note or "")
     assert sum(k.ms is None for k in pop6.kernels) == 10
     a7 = result["nokia_8110_4g"]
-    assert a7.latency_source == "nn-meter:cortexA76cpu_tflite21→Cortex-A7@1.1GHz"
+    assert a7.latency_source == "nn-meter:cortexA76cpu_tflite21 tflite→Cortex-A7@1.1GHz"
     assert a7.latency_ms > pop6.latency_ms  # an A7 at 1.1 GHz is slower than an A53 at 2.0 GHz
 
 
@@ -177,7 +177,7 @@ def test_each_predictor_file_loaded_once(onnx_dir: Path, profiles: list[Profile]
 def test_auto_falls_back_and_nnmeter_mode_refuses(onnx_dir: Path, profiles: list[Profile], tmp_path: Path) -> None:
     empty = tmp_path / "nothing"
     pred = Predictor("auto", data_dir=empty).predict(onnx_dir / "tiny_cnn.onnx", profiles[:1])[profiles[0].id]
-    assert pred.latency_source.startswith("estimator:v1")
+    assert pred.latency_source.startswith("estimator:v2 tflite")
     strict = Predictor("nn-meter", data_dir=empty)
     expected = str(empty / "predictor" / PREDICTOR)
     with pytest.raises(InputError, match=expected):
@@ -201,7 +201,7 @@ def test_data_folder_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert default_data_dir() == nn_data
     assert default_data_dir(tmp_path / "explicit") == tmp_path / "explicit"
     pred = Predictor().predict(onnx_dir / "tiny_cnn.onnx", [custom_profile("Cortex-A53", 1.4)])["custom"]
-    assert pred.latency_source == "nn-meter:cortexA76cpu_tflite21→Cortex-A53@1.4GHz"
+    assert pred.latency_source == "nn-meter:cortexA76cpu_tflite21 tflite→Cortex-A53@1.4GHz"
 
 
 def test_deterministic_and_threads(onnx_dir: Path, profiles: list[Profile], nn_data: Path) -> None:
@@ -277,10 +277,16 @@ def test_levels_warnings_and_unavailable(onnx_dir: Path, nn_data: Path, tmp_path
     p = Predictor("estimator")
     fp32 = p.predict(path, [a55, a53])
     fp16 = p.predict(path, [a55, a53], level="fp16")
-    assert fp16["a55"].latency_ms == pytest.approx(fp32["a55"].latency_ms / est.fp16_speedup("Cortex-A55"))
+    works = [work_vector(k) for k in extract_kernels(path).kernels]
+    # Per-kernel factors of (core, runtime, work class, precision): the sum is the model's own.
+    assert fp16["a55"].latency_ms == pytest.approx(sum(est.latency_ms(w, "Cortex-A55", 1.6, "tflite", "fp16")
+                                                       for w in works))
+    assert fp32["a55"].latency_ms / 2 <= fp16["a55"].latency_ms < fp32["a55"].latency_ms  # <= 2x: lane count
     assert fp16["a53"].latency_ms == fp32["a53"].latency_ms and "no fp16 arithmetic" in fp16["a53"].note
     int8 = p.predict(path, [a53], level="int8-static")["a53"]
-    assert int8.latency_ms == pytest.approx(fp32["a53"].latency_ms / est.int8_speedup("Cortex-A53"))
+    assert int8.latency_ms == pytest.approx(sum(est.latency_ms(w, "Cortex-A53", 1.6, "tflite", "int8") for w in works))
+    assert "no tflite int8 rows" in int8.note and "int8 ncnn" not in int8.uncertainty
+    assert "int8" in int8.uncertainty and int8.uncertainty != fp32["a53"].uncertainty
     assert p.predict(path, [a53], level="pruned")["a53"] == fp32["a53"]
     with pytest.raises(InputError, match="level"):
         p.predict(path, [a53], level="int4")
@@ -339,3 +345,40 @@ def test_fetch_predictors_installs_the_zip(tmp_path: Path, monkeypatch: pytest.M
     assert (folder / "fusion_rules.json").is_file() and (folder / "fc.pkl").is_file()
     assert str(seen["url"]).endswith(f"{PREDICTOR}.zip") and seen["timeout"] == (30, 30)
     assert [p.name for p in folder.parent.iterdir()] == [PREDICTOR]  # no temp leftovers
+
+
+def test_runtime_is_named_on_every_path(onnx_dir: Path, nn_data: Path, tmp_path: Path) -> None:
+    """tflite / ncnn estimator cells, nn-Meter cells (TFLite by construction) and unavailable cells
+    all carry the runtime they stand for, in ``runtime`` and in ``latency_source``."""
+    path = onnx_dir / "mobilenet_v2.onnx"
+    a53 = custom_profile("Cortex-A53", 2.0, pid="a53")
+    tfl = Predictor("estimator").predict(path, [a53])["a53"]
+    ncnn = Predictor("estimator", runtime="ncnn").predict(path, [a53])["a53"]
+    assert (tfl.runtime, ncnn.runtime) == ("tflite", "ncnn")
+    assert ncnn.latency_source == "estimator:v2 ncnn (Cortex-A53@2.0GHz)"
+    assert tfl.latency_ms != ncnn.latency_ms and "ncnn" in ncnn.uncertainty and "tflite" in tfl.uncertainty
+    nn = Predictor("nn-meter", data_dir=nn_data).predict(path, [a53])["a53"]
+    assert nn.runtime == "tflite" and " tflite→" in nn.latency_source
+    # nn-Meter cannot stand for ncnn: auto takes the estimator (and says why), nn-meter refuses.
+    auto = Predictor("auto", data_dir=nn_data, runtime="ncnn")
+    cell = auto.predict(path, [a53])["a53"]
+    assert cell.latency_source.startswith("estimator:v2 ncnn") and "not ncnn" in auto.warnings[0]
+    with pytest.raises(InputError, match="nn-meter predicts TFLite 2.1 latencies, not ncnn"):
+        Predictor("nn-meter", data_dir=nn_data, runtime="ncnn")
+    with pytest.raises(InputError, match="no latency model for runtime 'tvm'"):
+        Predictor("estimator", runtime="tvm")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx file")
+    for runtime in ("tflite", "ncnn"):
+        none = Predictor("estimator", runtime=runtime).predict(bad, [a53])["a53"]
+        assert none.latency_ms is None and none.runtime == runtime and runtime in none.latency_source
+
+
+def test_uncertainty_follows_the_cells_kind(onnx_dir: Path) -> None:
+    path = onnx_dir / "mnasnet1_0.onnx"
+    a53 = custom_profile("Cortex-A53", 2.0, pid="a53")
+    p = Predictor("estimator", runtime="ncnn")
+    one, four = (p.predict(path, [a53], threads=n)["a53"] for n in (1, 4))
+    assert "1-thread fp32 ncnn rows on Cortex-A53" in one.uncertainty
+    assert "multi-thread fp32 ncnn rows on Cortex-A53" in four.uncertainty
+    assert one.latency_ms > four.latency_ms

@@ -185,7 +185,8 @@ def test_plots_write_png_and_pdf(rows: list[PairResult], profiles: list[Profile]
 def test_write_all_without_plots(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
     paths = write_all(rows, profiles, {"command_line": []}, tmp_path / "out", plots=False)
     assert [p.name for p in paths] == ["benchmark_results.csv", "benchmark_results.json",
-                                       "benchmark_results.tex"]
+                                       "benchmark_results.tex", "methodology.md", "methodology.tex",
+                                       "references.bib"]
     assert all(p.is_file() for p in paths)
 
 

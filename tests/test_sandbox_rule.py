@@ -148,6 +148,9 @@ def test_worker_imports_no_host_module() -> None:
                 imported.add(f"{path.name}: {name}")
             elif isinstance(node, ast.Import):
                 imported.update(f"{path.name}: {a.name}" for a in node.names)
+    # lodevem.zoo is model code shipped into the image beside the worker (image._WORKER_FILES), as
+    # the user's --code is mounted: `--arch zoo:NAME` builds one of its reference architectures.
+    imported = {name for name in imported if name != "usercode.py: lodevem"}
     assert not any(name.split(": ", 1)[1].startswith((".", "lodevem")) for name in imported), imported
 
 
@@ -166,4 +169,31 @@ def test_worker_imports_only_the_stdlib_at_top_level() -> None:
                 continue
             offenders += [f"{path.name}:{node.lineno} {n}" for n in names
                           if n.split(".")[0] not in sys.stdlib_module_names and n != "__future__"]
+    assert offenders == []
+
+
+# Calls that import or run code by name or path; the host must never point them at the user's
+# --code. The one host use is the restricted unpickler's allow-listed find_class.
+DYNAMIC_IMPORTS = {("importlib", "import_module"), ("util", "spec_from_file_location"),
+                   ("util", "module_from_spec"), ("runpy", "run_path"), ("runpy", "run_module")}
+
+
+def test_the_host_never_imports_or_runs_code_by_name() -> None:
+    """The user's code (``--code``) is imported only in the sandbox (``worker/usercode.py``): host
+    modules have no dynamic import, exec/eval or ``sys.path`` edit, except the restricted
+    unpickler's allow-listed ``import_module`` (a fixed set of scikit-learn/numpy modules)."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if WORKER in path.parents:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for owner, attr, line in _calls(tree):
+            if (owner, attr) in DYNAMIC_IMPORTS and path.name != "sklearn_compat.py":
+                offenders.append(f"{path.name}:{line} {owner}.{attr}")
+            if owner == "path" and attr in ("insert", "append"):
+                offenders.append(f"{path.name}:{line} sys.path.{attr}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                    "exec", "eval", "__import__", "compile"):
+                offenders.append(f"{path.name}:{node.lineno} {node.func.id}()")
     assert offenders == []

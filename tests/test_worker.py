@@ -258,7 +258,7 @@ BAD_FILES = [
     ("truncated_legacy.pt", "corrupt", ["truncated or corrupt"]),
     ("empty.pt", "corrupt", ["empty"]),
     ("missing.pt", "not_found", ["not found"]),
-    ("local_class.pt", "unsupported_format", ["code is not available here", "torch.jit.save"]),
+    ("local_class.pt", "unsupported_format", ["code is not available in the sandbox", "--code"]),
 ]
 
 

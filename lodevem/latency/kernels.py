@@ -58,6 +58,10 @@ _ELEMENTWISE_OPS = {
     "leakyrelu", "prelu", "elu", "selu", "softplus", "exp", "sqrt", "pow", "neg", "abs", "erf", "clip",
 }
 _MATMUL_TYPES = {"Gemm", "MatMul"}
+_COMPUTE_TYPES = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
+PRECISION_KEY = "lodevem.precision"  # written by lodevem.worker.quantized (JSON, see there)
+_PRECISIONS = ("fp32", "fp16", "int8")
+_OVERALL = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 # nn-Meter logs one warning per shapeless node and one for the onnx version; not our user's concern.
 _QUIET_LOGGERS = ("nn-Meter",)
 # Initializers larger than this are emptied before shape inference: only their dims matter to the
@@ -72,7 +76,9 @@ class Kernel:
     ``op`` is nn-Meter's fused type (``conv-relu``, ``dwconv``, ``add-relu``...), ``nnmeter_type``
     the predictor it maps to (``conv-bn-relu``, ``dwconv-bn-relu``, ``addrelu``, ``fc``...), and
     ``features`` the vector nn-Meter's regressor for that type takes (``None`` when nn-Meter has no
-    feature extractor for the op: such kernels get no nn-Meter prediction at all).
+    feature extractor for the op: such kernels get no nn-Meter prediction at all). ``precision``
+    (fp32, fp16 or int8) is the arithmetic the kernel runs in: that of its compute node in the
+    file's ``lodevem.precision`` metadata (the worker writes it for quantized and fp16 models).
     """
 
     index: int
@@ -90,6 +96,7 @@ class Kernel:
     cout: int
     kernel_size: int
     stride: int
+    precision: str = "fp32"
 
     @property
     def bytes_moved(self) -> int:
@@ -110,6 +117,8 @@ class KernelGraph:
     sha256: str
     rules: str
     kernels: tuple[Kernel, ...]
+    precision: str = "fp32"
+    quantization: Optional[str] = None
 
     @property
     def macs(self) -> int:
@@ -236,6 +245,7 @@ def extract_kernels(onnx_path: Path | str, rules_path: Path | str | None = None)
     to_graph, KernelDetector, get_predict_features, merge_conv_kernels, get_kernel_name = _import_nn_meter()
     model, dims, dtypes = _load_model(path)
     onnx_nodes = {n.name: n for n in model.graph.node}
+    node_precision = _node_precisions(model, path)
 
     levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
     for name in _QUIET_LOGGERS:
@@ -256,13 +266,53 @@ def extract_kernels(onnx_path: Path | str, rules_path: Path | str | None = None)
 
     kernels = [
         _build_kernel(i, raw, detector, graph, onnx_nodes, dims, dtypes,
-                      get_predict_features, merge_conv_kernels, get_kernel_name)
+                      get_predict_features, merge_conv_kernels, get_kernel_name, node_precision)
         for i, raw in enumerate(raw_kernels)
     ]
     if not kernels:
         raise InputError(f"{path}: nn-Meter found no kernels in this graph (no shaped operators)")
     digest = hashlib.sha256(model.SerializeToString()).hexdigest()
-    return KernelGraph(source=str(path), sha256=digest, rules=str(rules), kernels=tuple(kernels))
+    return KernelGraph(source=str(path), sha256=digest, rules=str(rules), kernels=tuple(kernels),
+                       precision=node_precision.overall, quantization=node_precision.quantization)
+
+
+@dataclass(frozen=True)
+class _NodePrecisions:
+    """The ``lodevem.precision`` metadata, checked: a precision per ONNX node (``default`` for
+    nodes not listed), the model's overall precision and its quantization ("scheme, backend")."""
+
+    default: str
+    nodes: dict[str, str]
+    overall: str
+    quantization: Optional[str]
+
+    def of(self, primitives: Sequence[str], onnx_nodes: dict[str, Any]) -> str:
+        """A kernel's precision: its compute node's, else its first listed node's, else the default."""
+        compute = [p for p in primitives if p in onnx_nodes and onnx_nodes[p].op_type in _COMPUTE_TYPES]
+        for name in compute + list(primitives):
+            if name in self.nodes:
+                return self.nodes[name]
+        return self.default
+
+
+def _node_precisions(model: Any, path: Path) -> _NodePrecisions:
+    import json
+
+    raw = next((p.value for p in model.metadata_props if p.key == PRECISION_KEY), None)
+    if raw is None:
+        return _NodePrecisions("fp32", {}, "fp32", None)
+    try:
+        data = json.loads(raw)
+        nodes = {str(k): str(v) for k, v in (data.get("nodes") or {}).items()}
+        default, overall = str(data.get("default", "fp32")), str(data.get("precision", "fp32"))
+        quant = data.get("quantization")
+        quantization = f"{quant['scheme']}, {quant['backend']}" if quant else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise InputError(f"{path}: unreadable {PRECISION_KEY} metadata; delete the file to export it again") from None
+    if default not in _PRECISIONS or overall not in _OVERALL or set(nodes.values()) - set(_PRECISIONS):
+        raise InputError(f"{path}: {PRECISION_KEY} metadata names an unknown precision; expected "
+                         f"{', '.join(_PRECISIONS)}")
+    return _NodePrecisions(default, nodes, overall, quantization)
 
 
 def _build_kernel(
@@ -276,6 +326,7 @@ def _build_kernel(
     get_predict_features: Any,
     merge_conv_kernels: Any,
     get_kernel_name: Any,
+    node_precision: "_NodePrecisions",
 ) -> Kernel:
     op = str(raw["op"])
     bb_index = int(str(raw["name"]).rsplit("#", 1)[1])
@@ -308,6 +359,7 @@ def _build_kernel(
         cout=int(raw.get("cout", 0) or 0),
         kernel_size=kernel_size,
         stride=int(stride_attr[-1]),
+        precision=node_precision.of(primitives, onnx_nodes),
     )
 
 

@@ -23,6 +23,10 @@ VERDICT_WORDS: Mapping[str, str] = MappingProxyType(
     {"oom": "OOM", "thrashing": "thrashing", "timeout": "timeout", "error": "error"})
 # One mark per latency source, so every number says which predictor produced it.
 MARKS: Mapping[str, str] = MappingProxyType({"estimator": "*", "nn-meter": "\u2020"})
+# File stems of the figures (plots draws them, figure_cache decides whether they need drawing).
+HEATMAP = "latency_heatmap"
+SCATTER = "latency_vs_ram"
+MIN_RAM = "min_ram"
 OTHER_MARK = "\u2021"
 
 

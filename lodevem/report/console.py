@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rich.table import Table
 from rich.text import Text
@@ -29,6 +29,7 @@ from .cells import (
 )
 
 if TYPE_CHECKING:  # lodevem.zoo imports torch; the table only reads the records' fields
+    from ..latency.api import ModelLatency
     from ..zoo import ZooSummary
 
 _FITS_STYLE: Mapping[Optional[bool], str] = MappingProxyType({True: "green", False: "red", None: "yellow"})
@@ -64,6 +65,59 @@ def results_table(rows: Sequence[PairResult],
     return table
 
 
+def latency_table(items: Sequence["ModelLatency"]) -> Table:
+    """The table of ``lodevem predict``: ``start``'s columns without the memory ones (Model,
+    Device Profile, Latency), the predictor's mark on each number, the legend as caption."""
+    labels = list(dict.fromkeys(i.model.label for i in items))
+    profiles = list(dict.fromkeys(i.profile.id for i in items))
+    table = Table(title=f"lodevem latency: {len(labels)} model(s) \u00d7 {len(profiles)} device profile(s)",
+                  title_justify="left")
+    table.add_column("Model", no_wrap=True)
+    table.add_column("Device Profile")
+    table.add_column("Latency (ms)", justify="right", no_wrap=True)
+    ordered = sorted(items, key=lambda i: (labels.index(i.model.label), tier_rank(i.profile.tier),
+                                           profiles.index(i.profile.id)))
+    for n, item in enumerate(ordered):
+        first = n == 0 or ordered[n - 1].model.label != item.model.label
+        last = n == len(ordered) - 1 or ordered[n + 1].model.label != item.model.label
+        ms = item.latency.latency_ms
+        cell = Text(f"{ms:,.1f}{latency_mark(item.latency.latency_source)}") if ms is not None else Text(
+            "n/a", style="yellow")
+        table.add_row(Text(item.model.label if first else "", style="bold"), Text(item.profile.label), cell,
+                      end_section=last)
+    return table
+
+
+def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
+    """The lines under ``latency_table``: what the numbers are, each source's mark and stated
+    uncertainty, and each distinct note once with the pairs it applies to. Plain text (no
+    markup): print with ``markup=False``."""
+    threads = sorted({i.latency.threads for i in items})
+    what = "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
+    lines = [f"Latency: predicted for {what} on the device's fastest core, not measured on the phone."]
+    legend: dict[str, set[str]] = {}
+    for item in items:
+        if item.latency.latency_ms is None:
+            continue
+        key = f"{latency_mark(item.latency.latency_source)} {item.latency.latency_source.split(' (')[0]}"
+        if item.latency.uncertainty:
+            legend.setdefault(key, set()).add(item.latency.uncertainty)
+        else:
+            legend.setdefault(key, set())
+    for key, uncertainties in legend.items():
+        lines.append(f"  {key}" + (f", uncertainty {'; '.join(sorted(uncertainties))}" if uncertainties else ""))
+    notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
+    for item in items:
+        for part in (item.latency.note or "").split("; "):
+            if part:
+                notes.setdefault(part, []).append(f"{item.model.label} on {item.profile.id}")
+    for note, pairs in notes.items():
+        where = ("all pairs" if len(pairs) == len(items) and len(items) > 1
+                 else ", ".join(pairs) if len(pairs) <= 3 else f"{len(pairs)} pairs")
+        lines.append(f"  note ({where}): {note}")
+    return lines
+
+
 def _results_caption(rows: Sequence[PairResult]) -> Text:
     lines = [f"Latency: predicted for {threads_text(rows)} on the device's fastest core, "
              "not measured on the phone."]
@@ -75,10 +129,9 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
     runtimes = list(dict.fromkeys(r.runtime for r in rows))
     if runtimes != ["torch"]:
         line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."
-        if any(r in ("tflite", "ncnn") for r in runtimes):
-            # runner.latency_runtime is where a tflite/ncnn row would get its runtime's latency.
-            line += (" Latency is the same prediction for every runtime of a model: no runtime-specific "
-                     "(tflite/ncnn) latency model is wired in yet.")
+        if any(r in ("tflite", "ncnn") for r in runtimes):  # runner.latency_runtime
+            line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "
+                     "torch and onnxruntime rows the one for --latency-runtime.")
         lines.append(line)
     return Text("\n".join(lines), style="dim")
 
@@ -116,6 +169,13 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
                 text += f"; does not fit: {_verdict_counts(failed)}"
             if undecided:
                 text += f"; undecided: {_verdict_counts(undecided)}"
+        sparse = [r for r in group if r.sparsity is not None and (r.sparsity >= 0.01 or r.zero_channels)]
+        if sparse:
+            text += f"; {sparse[0].sparsity:.0%} of its weights are zero, run at the dense speed"
+            removed = [r.latency_if_channels_removed_ms for r in sparse if r.latency_if_channels_removed_ms is not None]
+            if removed:
+                text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
+                                                     else "") + " ms with its all-zero channels removed)")
         floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
         if floors:
             text += f"; minimum RAM {max(floors):,.0f} MB"
@@ -164,3 +224,44 @@ def zoo_table(summaries: Sequence[ZooSummary]) -> Table:
         table.add_row(s.name, f"{s.params:,}", f"{s.mflops:,.0f}",
                       "x".join(map(str, s.input_shape)), s.description)
     return table
+
+
+def inspection_lines(found: Any) -> list[str]:
+    """``lodevem inspect`` for one file (a ``ModelInspection``): one fact per line, plain text."""
+    model = found.model
+    lines = [f"{found.path}  ({found.size_bytes / 1e6:.2f} MB, sha256 {found.sha256[:12]})"]
+
+    def fact(name: str, value: str) -> None:
+        lines.append(f"  {name:<13}{value}")
+
+    fact("format", f"{model.format or '?'}" + (f" ({model.class_name})" if model.class_name else ""))
+    if model.params is not None:
+        size = f", {model.param_bytes / 1e6:.2f} MB of tensors" if model.param_bytes is not None else ""
+        fact("parameters", f"{model.params:,}{size}")
+    if model.input_shape:
+        fact("input", "x".join(map(str, model.input_shape)) + (f" {model.input_dtype}" if model.input_dtype else ""))
+    precision = getattr(model, "precision", None)
+    quantization = getattr(model, "quantization", None)
+    if precision or found.precision_by_class:
+        by_class = ", ".join(f"{cls} {prec} ×{n}" for cls, prec, n in found.precision_by_class)
+        head = precision or "fp32"
+        if quantization:
+            head += f" ({quantization})"
+        fact("precision", head + (f": {by_class}" if by_class else ""))
+    if found.kernels:
+        fact("MACs", f"{found.macs / 1e6:,.1f} M" if found.macs is not None else "?")
+        fact("kernels", f"{found.kernel_count}: " + ", ".join(f"{name} ×{n}" for name, n in found.kernels))
+    elif found.graph_error:
+        fact("kernels", f"not available: {found.graph_error}")
+    sparsity = model.sparsity
+    if sparsity is not None:
+        text = f"{sparsity.zero_fraction:.1%} of the Conv/Linear weights are zero"
+        if sparsity.zero_channels:
+            text += f"; {sparsity.zero_channels} of {sparsity.channels} output channels entirely zero"
+        if sparsity.masked_layers:
+            text += f"; prune masks attached on {sparsity.masked_layers} layer(s)"
+        fact("sparsity", text)
+        for layer in sparsity.layers[:5] if sparsity.pruned else ():
+            fact("", f"{layer.name}: {layer.zero_fraction:.0%} zero, {layer.zero_channels}/{layer.channels} "
+                     f"channels zero")
+    return lines

@@ -47,6 +47,8 @@ def _cell(value: Any) -> Any:
     one starting with ``= + - @`` (or a tab/CR) would be read as a formula (CSV injection)."""
     if value is None:
         return ""
+    if isinstance(value, tuple):  # latency_calibrations: one cell, "; " between descriptions
+        value = "; ".join(str(v) for v in value)
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value

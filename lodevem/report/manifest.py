@@ -80,7 +80,16 @@ def lodevem_source() -> dict[str, Any]:
 
 
 def docker_server_version(timeout: float = _PROBE_TIMEOUT_S) -> Optional[str]:
-    """The Docker engine's version, or None when docker-py or the engine is not reachable quickly."""
+    """The Docker engine's version, or None when docker-py or the engine is not reachable quickly.
+    The local socket is asked directly (no docker-py import); another DOCKER_HOST via docker-py."""
+    from ..sandbox.engine import EngineAPI
+
+    engine = EngineAPI.from_env(timeout=timeout)
+    if engine is not None:
+        try:
+            return engine.version()
+        except OSError:
+            return None
     try:
         import docker
     except ImportError:

@@ -30,11 +30,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 from .. import __version__
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
-from .cells import cells, group_by_model, ordered_devices, source_notes
-
-HEATMAP = "latency_heatmap"
-SCATTER = "latency_vs_ram"
-MIN_RAM = "min_ram"
+from .cells import HEATMAP, MIN_RAM, SCATTER, cells, group_by_model, ordered_devices, source_notes
 # Colour-blind-safe (Okabe-Ito) colours for tiers; models use matplotlib's tab10 cycle.
 TIER_COLOURS = {"tier1": "#009E73", "tier2": "#E69F00", "tier3": "#D55E00"}
 TIER_MARKERS = {"tier1": "o", "tier2": "s", "tier3": "^"}

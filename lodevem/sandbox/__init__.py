@@ -1,7 +1,8 @@
 """The sandbox: where a user's model file is loaded, always under limits, never in this process.
 
 ``base`` defines the ``Backend`` protocol, the ``RunOutcome`` record and the thrashing monitor;
-``docker_backend`` and ``process_backend`` are the two backends; ``client`` is the one owner of
+``docker_backend`` and ``process_backend`` run on this machine, ``slurm_backend`` submits each
+run as a Slurm job (``slurm_job`` is what the job runs on the node); ``client`` is the one owner of
 the worker protocol (requests out, typed replies in); ``image`` builds the Docker image. The
 concrete backends import docker-py or touch cgroups only when constructed, so importing this
 package is cheap.
@@ -9,12 +10,15 @@ package is cheap.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import BackendUnavailable, InputError
 from .base import Backend, RunOutcome, ThrashMonitor
 
-BACKENDS = ("auto", "docker", "process")
+if TYPE_CHECKING:
+    from .slurm_backend import SlurmSettings
+
+BACKENDS = ("auto", "docker", "process", "slurm")
 
 __all__ = ["BACKENDS", "Backend", "RunOutcome", "ThrashMonitor", "open_backend"]
 
@@ -28,12 +32,15 @@ NO_FALLBACK = ("; lodevem does not fall back to running model files outside a co
                "sandbox)")
 
 
-def open_backend(requested: str = "auto") -> tuple[Backend, Optional[str]]:
+def open_backend(requested: str = "auto", slurm: "Optional[SlurmSettings]" = None,
+                 on_status: Optional[Callable[[str], None]] = None) -> tuple[Backend, Optional[str]]:
     """``(backend, warning or None)`` for ``--backend``.
 
     ``auto`` and ``docker`` mean the Docker backend, or ``BackendUnavailable`` saying how to start
     the daemon or build the image (and, for ``auto``, why there is no fallback). ``process`` is
-    the process backend, with a warning that says what it does not isolate.
+    the process backend, with a warning that says what it does not isolate. ``slurm`` submits
+    each run as a Slurm job (``slurm``: where and how; ``on_status``: job counts for progress),
+    with the same kind of warning: a job's cgroup limits memory, nothing else.
     """
     if requested not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
@@ -44,6 +51,13 @@ def open_backend(requested: str = "auto") -> tuple[Backend, Optional[str]]:
         return backend, (f"--backend process: model files run as child processes of this machine under "
                          f"{backend.enforcement(1024).replace('=1024MB', '')}, without a filesystem or "
                          "network sandbox")
+    if requested == "slurm":
+        from .slurm_backend import SlurmBackend, SlurmSettings
+
+        settings = slurm or SlurmSettings()
+        return SlurmBackend(settings, on_status=on_status), (
+            f"--backend slurm: model files run as Slurm jobs limited by the job's memory cgroup (--mem), without "
+            f"a filesystem or network sandbox; the nodes need this lodevem install and {settings.workdir}")
     from .docker_backend import DockerBackend
 
     try:

@@ -21,11 +21,13 @@ from typing import Any, Optional, Sequence
 from ..errors import SandboxError
 from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
+from .usercode import ModelLoading
 
 # Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
 UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-                       "unsupported_format", "bad_input_shape", "model_failed")
+                       "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
+PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
@@ -51,25 +53,81 @@ def _section(reply: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class LayerSparsity:
+    """One Conv/Linear layer's zeros."""
+
+    name: str
+    zero_fraction: float
+    zero_channels: int
+    channels: int
+
+
+@dataclass(frozen=True)
+class SparsitySection:
+    """How much of a file's Conv/Linear weights is zero (``model.sparsity``): pruning that a dense
+    runtime does not skip. ``channels_removed``: what removing the all-zero channels did."""
+
+    zero_fraction: float
+    zero_channels: int
+    channels: int
+    masked_layers: int
+    layers: tuple[LayerSparsity, ...] = ()
+    channels_removed: Optional[str] = None
+
+    @classmethod
+    def parse(cls, data: Any) -> Optional["SparsitySection"]:
+        if not isinstance(data, dict):
+            return None
+        fraction = _number(data.get("zero_fraction"))
+        if fraction is None or not 0 <= fraction <= 1:
+            return None
+        layers = []
+        for item in (data.get("layers") if isinstance(data.get("layers"), list) else [])[:50]:
+            if not isinstance(item, dict):
+                continue
+            name, zf = _text(item.get("name"), 200), _number(item.get("zero_fraction"))
+            zc, ch = _integer(item.get("zero_channels")), _integer(item.get("channels"))
+            if name is not None and zf is not None and zc is not None and ch is not None:
+                layers.append(LayerSparsity(name, zf, zc, ch))
+        return cls(zero_fraction=fraction, zero_channels=_integer(data.get("zero_channels")) or 0,
+                   channels=_integer(data.get("channels")) or 0, masked_layers=_integer(data.get("masked_layers")) or 0,
+                   layers=tuple(layers), channels_removed=_text(data.get("channels_removed"), 300))
+
+    @property
+    def pruned(self) -> bool:
+        """Zeros worth a word: at least 1 % of the weights, whole channels, or attached masks."""
+        return self.zero_fraction >= 0.01 or self.zero_channels > 0 or self.masked_layers > 0
+
+
+@dataclass(frozen=True)
 class ModelSection:
     """What the worker found the file to be (``model`` section)."""
 
     format: Optional[str] = None
     params: Optional[int] = None
+    class_name: Optional[str] = None
+    sparsity: Optional[SparsitySection] = None
     input_shape: Optional[tuple[int, ...]] = None
+    input_dtype: Optional[str] = None
+    param_bytes: Optional[int] = None
+    precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed
+    quantization: Optional[str] = None  # "scheme, backend"
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
+        shape = data.get("input_shape")
+        dims = tuple(d for d in shape if _integer(d) is not None and d > 0) if isinstance(shape, list) else ()
+        precision = _text(data.get("precision"), 20)
+        quant = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
+        scheme, backend = _text(quant.get("scheme"), 40), _text(quant.get("backend"), 80)
+        if isinstance(data.get("quantization"), str):  # a record lodevem wrote from this section
+            scheme, _, backend = (_text(data["quantization"], 122) or "").partition(", ")
         return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
-                   input_shape=_dims(data.get("input_shape")))
-
-
-def _dims(value: Any) -> Optional[tuple[int, ...]]:
-    """A shape of 1-8 positive integers, else None (the reply is untrusted)."""
-    if not isinstance(value, list) or not 1 <= len(value) <= 8:
-        return None
-    dims = [_integer(v) for v in value]
-    return tuple(d for d in dims if d is not None) if all(d is not None and 0 < d < 2**20 for d in dims) else None
+                   class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
+                   input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
+                   input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
+                   precision=precision if precision in PRECISIONS else None,
+                   quantization=f"{scheme}, {backend}" if scheme and backend else None)
 
 
 @dataclass(frozen=True)
@@ -278,24 +336,29 @@ class WorkerClient:
     """Speaks to the worker through one isolation backend; see the module docstring."""
 
     def __init__(self, backend: Backend, expected_version: str = WORKER_VERSION,
-                 work_limit: Optional[int] = None) -> None:
+                 work_limit: Optional[int] = None, loading: Optional[ModelLoading] = None) -> None:
         self.backend = backend
         self.worker_version = expected_version
+        # --code / --arch: sent with every request, part of every cache key (``cache_key``).
+        self.loading = loading or ModelLoading()
         # Exports and derivations model no device, but still run under a memory limit.
         self.work_limit_mb = work_limit if work_limit is not None else work_limit_mb()
 
     def export_onnx(self, model: Path, target: Path, input_shape: Optional[Sequence[int]],
-                    timeout_s: float) -> SandboxRun:
-        """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's."""
-        request = WorkerRequest(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
-                                onnx_path=str(target), warmup=0, runs=1)
+                    timeout_s: float, twin: bool = True, channels_removed: Optional[Path] = None) -> SandboxRun:
+        """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's;
+        ``twin=False``: the export as torch writes it (an int8/fp16 model's own ops, for onnxruntime);
+        a file with all-zero output channels also gets that graph without them at ``channels_removed``."""
+        request = self._request(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
+                                onnx_path=str(target), warmup=0, runs=1, twin=twin,
+                                channels_removed_path=str(channels_removed) if channels_removed else None)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def convert(self, model: Path, runtime: str, target: Path, input_shape: Optional[Sequence[int]],
                 timeout_s: float) -> SandboxRun:
         """Convert ``model`` for ``runtime`` (tflite, ncnn) to ``target`` under the work limit; an
         ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it."""
-        request = WorkerRequest(action=CONVERT_ACTIONS[runtime], model_path=str(model), runtime=runtime,
+        request = self._request(action=CONVERT_ACTIONS[runtime], model_path=str(model), runtime=runtime,
                                 input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1)
         return self.run(request, self.work_limit_mb, timeout_s)
 
@@ -304,7 +367,7 @@ class WorkerClient:
                 converted_path: Optional[Path] = None) -> SandboxRun:
         """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained);
         ``converted_path``: the conversion a tflite/ncnn measurement runs."""
-        request = WorkerRequest(action="measure", model_path=str(model), warmup=settings.warmup, runs=settings.runs,
+        request = self._request(action="measure", model_path=str(model), warmup=settings.warmup, runs=settings.runs,
                                 threads=settings.threads, runtime=settings.runtime,
                                 onnx_path=str(onnx_path) if onnx_path is not None else None,
                                 converted_path=str(converted_path) if converted_path is not None else None,
@@ -314,9 +377,19 @@ class WorkerClient:
     def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
                timeout_s: float) -> SandboxRun:
         """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit."""
-        request = WorkerRequest(action="derive", model_path=str(model), level=level, derive_out=str(out),
+        request = self._request(action="derive", model_path=str(model), level=level, derive_out=str(out),
                                 input_shape=_shape(input_shape))
         return self.run(request, self.work_limit_mb, timeout_s)
+
+    @property
+    def cache_key(self) -> str:
+        """What the loading adds to cache keys of a file's exports, variants and measurements."""
+        return self.loading.key
+
+    def _request(self, **fields: Any) -> WorkerRequest:
+        loading = self.loading
+        return WorkerRequest(**fields, code_paths=[str(p) for p in loading.code], arch=loading.arch,
+                             arch_kwargs=loading.arch_kwargs)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> SandboxRun:

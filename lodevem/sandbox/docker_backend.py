@@ -26,6 +26,7 @@ from typing import Any, Optional
 from . import image as image_mod
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..worker import WorkerRequest, artifact_files
+from .engine import EngineAPI
 from .base import PIDS_LIMIT, POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
 
 LABEL = "lodevem"
@@ -110,15 +111,28 @@ class DockerBackend(Cancellable):
     name = "docker"
 
     def __init__(self, image: str = image_mod.IMAGE_TAG, *, mount_host_worker: bool = True) -> None:
-        import docker.errors
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self.engine = EngineAPI.from_env(timeout=60)
+        image_id: Optional[str]
+        if self.engine is not None:  # the local socket: no docker-py until a container is needed
+            try:
+                image_id = self.engine.image_id(image)
+            except OSError:
+                image_mod.docker_client(timeout=60)  # raises the one-line BackendUnavailable
+                raise
+        else:
+            import docker.errors
 
-        self.client = image_mod.docker_client(timeout=60)
-        try:
-            self.image = self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise BackendUnavailable(f"Docker image {image} not found: build it with `lodevem build-image`") from None
+            try:
+                image_id = self.client.images.get(image).id
+            except docker.errors.ImageNotFound:
+                image_id = None
+        if image_id is None:
+            raise BackendUnavailable(f"Docker image {image} not found: build it with `lodevem build-image`")
+        self.image_id: str = image_id
         self.image_tag = image
-        self._images: dict[str, Any] = {image_mod.BENCH.name: self.image}  # spec name -> docker image
+        self._images: dict[str, str] = {image_mod.BENCH.name: image_id}  # spec name -> image id
         self._images_lock = threading.Lock()
         # The host's lodevem package over the image's copy: a changed worker needs no rebuild.
         self.host_pkg = Path(__file__).resolve().parent.parent if mount_host_worker else None
@@ -129,29 +143,54 @@ class DockerBackend(Cancellable):
         self.max_output_bytes = MAX_OUTPUT_BYTES  # the scratch folder's cap, per run
 
     @property
+    def client(self) -> Any:
+        """The docker-py client, opened (and docker-py imported) on first use: a run whose every
+        measurement is cached creates no container and never needs it."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = image_mod.docker_client(timeout=60)
+            return self._client
+
+    @property
     def identity(self) -> str:
-        return f"docker:{self.image.id}"
+        return f"docker:{self.image_id}"
+
+    def server_version(self) -> Optional[str]:
+        """The engine's version for the manifest; None when it does not answer."""
+        if self.engine is None:
+            return None
+        try:
+            return self.engine.version()
+        except OSError:
+            return None
 
     def identity_for(self, runtime: str) -> str:
         """The measurement image's id for ``runtime``; also checks that its converter image is
         there (tflite, ncnn), so a missing image stops the run before any work."""
         for name in image_mod.RUNTIME_IMAGES.get(runtime, ("bench",)):
             self._image(image_mod.IMAGES[name], runtime)
-        return f"docker:{self._image(image_mod.spec_for('measure', runtime), runtime).id}"
+        return f"docker:{self._image(image_mod.spec_for('measure', runtime), runtime)}"
 
-    def _image(self, spec: "image_mod.ImageSpec", runtime: str) -> Any:
-        import docker.errors
-
+    def _image(self, spec: "image_mod.ImageSpec", runtime: str) -> str:
+        """The id of ``spec``'s image, looked up once; one-line BackendUnavailable when missing."""
         with self._images_lock:
             if spec.name not in self._images:
-                try:
-                    self._images[spec.name] = self.client.images.get(spec.tag)
-                except docker.errors.ImageNotFound:
+                if self.engine is not None:
+                    found = self.engine.image_id(spec.tag)
+                else:
+                    import docker.errors
+
+                    try:
+                        found = self.client.images.get(spec.tag).id
+                    except docker.errors.ImageNotFound:
+                        found = None
+                if found is None:
                     raise BackendUnavailable(f"Docker image {spec.tag} ({spec.description}) not found: build it with "
-                                             f"`lodevem build-image --runtime {runtime}`") from None
+                                             f"`lodevem build-image --runtime {runtime}`")
+                self._images[spec.name] = found
             return self._images[spec.name]
 
-    def _image_for(self, request: WorkerRequest) -> Any:
+    def _image_for(self, request: WorkerRequest) -> str:
         return self._image(image_mod.spec_for(request.action, request.runtime), request.runtime)
 
     def cancel(self) -> None:
@@ -160,7 +199,15 @@ class DockerBackend(Cancellable):
         self.live.remove_all()
 
     def sweep_stale(self) -> int:
-        """Remove containers left behind by a killed lodevem (see ``sweep_stale_containers``)."""
+        """Remove containers left behind by a killed lodevem (see ``sweep_stale_containers``).
+        Listing goes through the socket; docker-py is opened only when something must go."""
+        if self.engine is not None:
+            try:
+                listed = self.engine.containers(f"{LABEL}=1")
+            except OSError:
+                listed = None
+            if listed is not None and all(_owner_alive(c, self.live.ids()) for c in listed):
+                return 0
         return sweep_stale_containers(self.client, self.live.ids())
 
     def prewarm(self, runtime: str = "torch") -> None:
@@ -176,7 +223,7 @@ class DockerBackend(Cancellable):
             script = ("find /opt/pydeps /usr/lib -name '*.so*' -type f -exec cat {} + >/dev/null 2>&1; "
                       f"python3 -c 'import {spec.warm_imports}'")
             container = self.client.containers.create(
-                self._image(spec, runtime).id, entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
+                self._image(spec, runtime), entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER, pids_limit=PIDS_LIMIT,
                 mem_limit=f"{work_limit_mb()}m", memswap_limit=f"{work_limit_mb()}m",
                 labels=_labels(**{"lodevem.role": "prewarm"}))
@@ -230,14 +277,26 @@ class DockerBackend(Cancellable):
                 converted_inside = f"/output/{converted.name}"
                 if not any(m["Target"] == "/output" for m in mounts):
                     mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-        # derive_out (action derive): written into the same scratch /output as a new onnx_path.
-        derive_inside = None
+        # derive_out (action derive) and the channels-removed graph (export-onnx): written into the
+        # same scratch /output as a new onnx_path.
+        derive_inside = removed_inside = None
         if request.derive_out and out_dir is not None:
             derive_inside = f"/output/{Path(request.derive_out).name}"
-            if not any(m["Target"] == "/output" for m in mounts):
-                mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        if request.channels_removed_path and out_dir is not None:
+            removed_inside = f"/output/{Path(request.channels_removed_path).name}"
+        if (derive_inside or removed_inside) and not any(m["Target"] == "/output" for m in mounts):
+            mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        # --code: each package folder or script read-only under its own /code/<n>/, whose folder the
+        # worker puts on sys.path (so `import cocoa` finds /code/0/cocoa).
+        code_inside = []
+        for index, host_code in enumerate(request.code_paths):
+            code = Path(host_code).resolve()
+            inside = f"/code/{index}/{code.name}"
+            mounts.append(Mount(inside, str(code), type="bind", read_only=True))
+            code_inside.append(inside)
         return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
-                                           derive_out=derive_inside, converted_path=converted_inside)
+                                           derive_out=derive_inside, code_paths=code_inside,
+                                           channels_removed_path=removed_inside, converted_path=converted_inside)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
@@ -258,14 +317,14 @@ class DockerBackend(Cancellable):
             # A conversion's files in artifact_files order reversed: an ncnn .bin before the .param
             # that marks the conversion done (the host cache's test for a hit).
             converted = artifact_files(request.converted_path)[::-1] if request.converted_path else []
-            for wanted in (request.onnx_path, request.derive_out, *converted):
+            for wanted in (request.onnx_path, request.derive_out, request.channels_removed_path, *converted):
                 if out_dir is not None and wanted:
                     _take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
             # Messages name what the user knows: each path the worker saw, mapped back to the host's.
-            host_paths = {inside: host for inside, host in ((inner.model_path, request.model_path),
-                                                           (inner.onnx_path, request.onnx_path),
-                                                           (inner.converted_path, request.converted_path),
-                                                           (inner.derive_out, request.derive_out)) if inside and host}
+            pairs = [(inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
+                     (inner.converted_path, request.converted_path),
+                     (inner.derive_out, request.derive_out), *zip(inner.code_paths, request.code_paths)]
+            host_paths = {inside: host for inside, host in pairs if inside and host}
             return dataclasses.replace(outcome, host_paths=host_paths)
         finally:
             if out_dir is not None:
@@ -282,7 +341,7 @@ class DockerBackend(Cancellable):
             limits = {"mem_limit": f"{limit_mb}m", "memswap_limit": f"{limit_mb}m"}
         started = time.monotonic()
         container = self.client.containers.create(
-            self._image_for(request).id, ["--request", request.to_json()], **limits,
+            self._image_for(request), ["--request", request.to_json()], **limits,
             network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
             security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
             environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},

@@ -193,7 +193,10 @@ class ProcessBackend(Cancellable):
         pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
         threads = str(request.threads)
         env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-               "PYTHONPATH": os.pathsep.join([pkg_parent] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+               "PYTHONPATH": os.pathsep.join([pkg_parent] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+               # No current folder on sys.path: the user's code is importable only through --code,
+               # as in the container (else a run from the project folder would pass here and fail there).
+               "PYTHONSAFEPATH": "1"}
         cmd = [self.python, "-c", _LAUNCHER, str(cgroup.path / "cgroup.procs") if cgroup else "", str(rlimit),
                "-m", "lodevem.worker", "--request", request.to_json()]
         started = time.monotonic()

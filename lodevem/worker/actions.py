@@ -9,11 +9,14 @@ import platform
 import time
 from typing import Any, Callable, Optional
 
-from .formats import _format_of, file_sha256, load_torch_model, make_torch_input, sniff_format, torch_model_info
+from .formats import (_format_of, file_sha256, load_options, load_torch_model, make_torch_input, sniff_format,
+                      torch_model_info)
 from .memory import MemoryPhases, _released
 from .onnx_export import (_atomic_onnx_save, _metadata, export_module, load_onnx, nn_meter_friendly, onnx_model_info,
                           onnx_section, resolve_static)
+from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .sparsity import remove_zero_channels, sparsity_report
 from .timing import latency_stats, timed_passes
 from .variants import _derive, write_variant
 
@@ -43,7 +46,7 @@ def _file_info(path: str, fmt: Optional[str]) -> dict[str, Any]:
 def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any]:
     """Load the model and fill ``res.model``; returns (eval-mode module, example input)."""
     t0 = time.perf_counter()
-    module, fmt, hint = load_torch_model(req.model_path, kind)
+    module, fmt, hint = load_torch_model(req.model_path, kind, load_options(req))
     shape = req.input_shape or hint or list(DEFAULT_INPUT_SHAPE)
     res.model = {**_file_info(req.model_path, fmt), **torch_model_info(module, shape)}
     res.timings_s["load"] = time.perf_counter() - t0
@@ -140,6 +143,7 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
         session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
+    _refuse_twin(session, req.model_path, kind)
     first = session.get_inputs()[0]
     shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
     ort_type = first.type[len("tensor("):-1]  # e.g. "tensor(float)"
@@ -153,6 +157,20 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     feeds = {first.name: x}
     _measure(req, res, mem, lambda: session.run(None, feeds))
     return lambda: _late_onnx_info(res, onnx_path)
+
+
+def _refuse_twin(session: Any, model_path: str, kind: str) -> None:
+    """An export of an int8 or fp16 PyTorch model is its float twin (for the kernel detector):
+    onnxruntime would measure fp32 weights, not the user's model. Read from the session's own
+    metadata, so the onnx package (and its RSS) stays out of the measured process."""
+    if kind == "onnx":
+        return
+    recorded = session.get_modelmeta().custom_metadata_map.get(PRECISION_KEY)
+    precision = json.loads(recorded).get("precision") if recorded else "fp32"
+    if precision != "fp32":
+        raise WorkerError("bad_request", f"{model_path} is a {precision} model; its ONNX export is a float twin for "
+                                         f"latency prediction, so onnxruntime would measure fp32 weights: measure it "
+                                         f"with runtime 'torch', or give an .onnx quantized with onnxruntime")
 
 
 def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -172,6 +190,9 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         res.model = {**_file_info(req.model_path, "onnx"), **onnx_model_info(model, req.input_shape)}
         if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
             model = nn_meter_friendly(model, res.model["input_shape"])
+            if req.twin:  # quantized / fp16: its float twin
+                model, found = finish_twin(model, nn_meter_friendly)
+                res.model.update(found)
             _atomic_onnx_save(model, out)
         res.onnx = onnx_section(model, out, "as-is", cached=False)
     else:
@@ -183,10 +204,51 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
-        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype")
-        res.onnx = export_module(module, x, out, {k: res.model[k] for k in keep})
+        sparsity = sparsity_report(module)
+        res.model["sparsity"] = sparsity
+        dense = module
+        module, x, precision = _twin_inputs(module, x, res.model) if req.twin else (module, x, None)
+        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name", "sparsity")
+        res.onnx = export_module(module, x, out, {k: res.model.get(k) for k in keep}, precision=precision,
+                                 twin=req.twin)
+        res.model.update(precision=res.onnx.pop("precision"), quantization=res.onnx.pop("quantization"))
+        if req.channels_removed_path and sparsity and sparsity["zero_channels"] and module is dense:
+            _export_channels_removed(module, x, req.channels_removed_path, sparsity)
     res.timings_s["export"] = time.perf_counter() - t0
     progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")
+
+
+def _export_channels_removed(module: Any, x: Any, path: str, sparsity: dict[str, Any]) -> None:
+    """The graph with the all-zero output channels physically removed (after the dense export:
+    removal edits the module in place); the reason is recorded when it cannot be done."""
+    import torch
+
+    progress("removing all-zero output channels for the channels-removed graph")
+    pruned, note = remove_zero_channels(module, x)
+    sparsity["channels_removed"] = note
+    if pruned is None:
+        progress(f"no channels-removed graph: {note}")
+        return
+    with torch.inference_mode():
+        pruned(x)
+    export_module(pruned, x, path, metadata={"lodevem.graph_of": "the model with its all-zero channels removed"})
+    progress(f"exported the channels-removed graph ({note})")
+
+
+def _twin_inputs(module: Any, x: Any, model: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """What to export for a quantized or fp16 module (in place: the module is discarded after the
+    export): dynamic int8 Linear layers as float Linear, a half() model as float; with what the
+    swap knew about precision. Static int8 layers export as QDQ and are rewritten on the ONNX side."""
+    import torch
+
+    quantization = torch_quantization(module)
+    modules: dict[str, str] = {}
+    if quantization and "dynamic" in quantization["scheme"] and not isinstance(module, torch.jit.ScriptModule):
+        module, modules = float_twin_module(module)
+    if model.get("dtype") == "float16" or model.get("input_dtype") == "float16":
+        progress("fp16 model: exporting its float twin, kernels predicted at fp16 speed")
+        return module.float(), x.float(), {"default": "fp16", "modules": modules, "quantization": quantization}
+    return module, x, {"default": "fp32", "modules": modules, "quantization": quantization}
 
 
 def _frozen_mode(module: Any) -> Any:
@@ -231,6 +293,9 @@ def _fill_from_onnx(model: dict[str, Any], onnx_model: Any) -> None:
     recorded = next((p.value for p in onnx_model.metadata_props if p.key == "lodevem.model"), None)
     info = json.loads(recorded) if recorded else onnx_model_info(onnx_model, model["input_shape"])
     model.update({k: v for k, v in info.items() if model.get(k) is None})
+    precision = read_precision(onnx_model) or {}
+    model.setdefault("precision", precision.get("precision"))
+    model.setdefault("quantization", precision.get("quantization"))
 
 
 def _late_onnx_info(res: WorkerResult, path: str) -> None:

@@ -7,9 +7,12 @@ import hashlib
 import os
 import re
 import zipfile
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .protocol import WorkerError, first_line, progress
+from .usercode import UserCode, build_arch, load_into, weights_of
+from .quantized import FX_PICKLE_HINT, quantized_conv_unpickling
 
 
 HOW_TO_SAVE = ("save the whole module with torch.save(model, path), or "
@@ -90,24 +93,45 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def load_torch_model(path: str, kind: str) -> tuple[Any, str, Optional[list[int]]]:
+@dataclass
+class LoadOptions:
+    """How to load the user's file beyond its bytes: their code (``--code``) and, for a file
+    holding only weights, the architecture to build (``--arch`` with JSON keyword arguments)."""
+
+    code: UserCode = field(default_factory=lambda: UserCode([]))
+    arch: Optional[str] = None
+    arch_kwargs: Optional[dict[str, Any]] = None
+
+
+def load_options(req: Any) -> LoadOptions:
+    """The request's ``--code`` and ``--arch``; the code goes on ``sys.path`` here, once."""
+    code = UserCode(list(req.code_paths))
+    code.install()
+    return LoadOptions(code=code, arch=req.arch, arch_kwargs=req.arch_kwargs)
+
+
+def load_torch_model(path: str, kind: str, options: Optional[LoadOptions] = None
+                     ) -> tuple[Any, str, Optional[list[int]]]:
     """Load a model file into an eval-mode module: (module, format, input-shape hint or None)."""
     import torch
 
+    options = options or LoadOptions()
     try:
         if kind == "torchscript":
             return _eval(torch.jit.load(path, map_location="cpu")), "torchscript", None
         if kind == "exported_program":
             program = torch.export.load(path)
             return program.module(), "exported_program", _exported_input_shape(program)
-        obj = _unpickle(path)
+        with quantized_conv_unpickling():
+            obj = _unpickle(path, options.code)
     except WorkerError:
         raise
     except (ImportError, AttributeError) as exc:  # class not importable where the worker runs
-        raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available here "
-                                                f"({_missing_code(exc)}); save it with torch.jit.save("
-                                                f"torch.jit.script(model), path) or torch.export.save(...), "
-                                                f"which carry their own code") from None
+        if "no attribute '_modules'" in str(exc):  # torch's own quantized modules, not missing code
+            raise WorkerError("unsupported_format", f"{path} could not be reloaded by torch itself "
+                                                    f"({first_line(exc, 120)}): {FX_PICKLE_HINT}") from None
+        raise WorkerError("unsupported_format", f"{path} is a pickled module whose code is not available in the "
+                                                f"sandbox: {_missing_code(exc, options.code)}") from None
     except Exception as exc:
         what = _format_of(kind).replace("_", " ")
         if kind == "pickle" and not _looks_damaged(exc):
@@ -116,7 +140,24 @@ def load_torch_model(path: str, kind: str) -> tuple[Any, str, Optional[list[int]
                                               f"{type(exc).__name__}: {first_line(exc, 200)}") from None
         raise WorkerError("corrupt", f"{path} could not be read as a {what} file, it looks truncated or corrupt "
                                      f"({type(exc).__name__}: {first_line(exc, 200)}); {HOW_TO_SAVE}") from None
+    if options.arch and not isinstance(obj, torch.nn.Module):
+        return _eval(_module_from_weights(path, obj, options)), "state_dict", None
+    if options.arch:
+        progress(f"{os.path.basename(path)} holds a whole module: --arch {options.arch} is not needed for it")
     return _eval(_module_from_object(path, obj)), "pickled_module", None
+
+
+def _module_from_weights(path: str, obj: Any, options: LoadOptions) -> Any:
+    """Build ``--arch`` and load the file's weights into it (state_dict or checkpoint)."""
+    assert options.arch is not None
+    state, where = weights_of(path, obj)
+    try:
+        module = build_arch(options.arch, options.arch_kwargs)
+    except WorkerError as exc:  # name the file the architecture was wanted for
+        raise WorkerError(exc.kind, f"{path}: {exc.message}") from None
+    load_into(path, options.arch, module, state)
+    progress(f"built {options.arch} and loaded {len(state)} tensors from {where}")
+    return module
 
 
 def _looks_damaged(exc: BaseException) -> bool:
@@ -132,30 +173,35 @@ def _looks_damaged(exc: BaseException) -> bool:
         "PytorchStreamReader", "zip archive", "central directory", "CRC", "unexpected EOF", "Invalid magic number"))
 
 
-def _missing_code(exc: BaseException) -> str:
-    """Say which class/module the pickle needs; ``__main__`` means the user's training script."""
+def _missing_code(exc: BaseException, code: UserCode) -> str:
+    """Say which class/module the pickle needs and how to provide it; ``__main__`` means the user's
+    training script."""
     found = re.search(r"Can't get attribute '([^']+)' on <module '([^']+)'", str(exc))
     if found and found.group(2) in ("__main__", __package__, f"{__package__}.__main__"):
-        return f"class {found.group(1)!r} was defined in the script that saved it (__main__)"
+        given = (f" (not found in {', '.join(os.path.basename(s) for s in code.scripts)})" if code.scripts else "")
+        return (f"class {found.group(1)!r} was defined in the script that saved it (__main__){given}; pass that "
+                f"script with --code (e.g. --code train.py)")
     if found:
-        return f"class {found.group(1)!r} not found in module {found.group(2)!r}"
+        return (f"class {found.group(1)!r} not found in module {found.group(2)!r}; pass the code that defines it "
+                f"with --code")
     if isinstance(exc, ModuleNotFoundError):
-        return f"module {exc.name!r} is not installed in the benchmark environment"
-    return first_line(exc)
+        return (f"module {exc.name!r} is not importable; pass the folder or file that defines it with --code "
+                f"(e.g. --code ./{(exc.name or 'pkg').split('.')[0]})")
+    return f"{first_line(exc)}; pass the model's code with --code"
 
 
-def _unpickle(path: str) -> Any:
-    """torch.save files (zip or legacy) via torch.load; other pickles via pickle with torch loaded."""
-    import pickle
-
+def _unpickle(path: str, code: UserCode) -> Any:
+    """torch.save files (zip or legacy) via torch.load; other pickles via pickle with torch loaded.
+    Either way classes pickled from ``__main__`` resolve against the ``--code`` scripts."""
     import torch
 
+    pickle_module = code.pickle_module()
     with open(path, "rb") as fh:
         head = fh.read(16)
     if head.startswith(b"PK") or head[2:14] == _TORCH_LEGACY_MAGIC:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=False, pickle_module=pickle_module)
     with open(path, "rb") as fh:
-        return pickle.load(fh)
+        return pickle_module.load(fh)
 
 
 def _module_from_object(path: str, obj: Any) -> Any:
@@ -173,14 +219,16 @@ def _module_from_object(path: str, obj: Any) -> Any:
         if all(torch.is_tensor(v) for v in obj.values()):
             example = ", ".join(repr(k) for k in keys[:2])
             raise WorkerError("state_dict", f"{path} is a state_dict only ({type(obj).__name__} of {len(keys)} "
-                                            f"tensors, e.g. {example}): weights, no architecture; {HOW_TO_SAVE}")
+                                            f"tensors, e.g. {example}): weights, no architecture; pass --arch "
+                                            f"MODULE:CALLABLE (with --code) to build it, or {HOW_TO_SAVE}")
         module_keys = [str(k) for k, v in obj.items() if isinstance(v, torch.nn.Module)]
         if module_keys or CHECKPOINT_KEYS & set(keys):
             shown = ", ".join(repr(k) for k in keys[:6])
             hint = (f"; it holds a whole nn.Module under key {module_keys[0]!r}: re-save that with "
                     f"torch.save(ckpt[{module_keys[0]!r}], path)" if module_keys else "")
             raise WorkerError("optimizer_checkpoint",
-                              f"{path} is a training checkpoint (dict with keys {shown}){hint}; {HOW_TO_SAVE}")
+                              f"{path} is a training checkpoint (dict with keys {shown}){hint}; pass --arch "
+                              f"MODULE:CALLABLE (with --code) to load its weights, or {HOW_TO_SAVE}")
     raise WorkerError("not_a_model", f"{path} is a pickled {type(obj).__name__}, not an nn.Module; {HOW_TO_SAVE}")
 
 
@@ -223,7 +271,10 @@ def torch_model_info(module: Any, input_shape: list[int]) -> dict[str, Any]:
         name = str(tensor.dtype).replace("torch.", "")
         by_dtype[name] = by_dtype.get(name, 0) + tensor.numel() * tensor.element_size()
     input_dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
-    return {"params": params, "param_bytes": sum(by_dtype.values()),
+    cls = type(module)
+    class_name = getattr(module, "original_name", None) if isinstance(module, torch.jit.ScriptModule) else None
+    return {"params": params, "param_bytes": sum(by_dtype.values()), "class_name": class_name or
+            f"{cls.__module__}.{cls.__qualname__}",
             "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "float32",
             "input_shape": input_shape, "input_dtype": str(input_dtype).replace("torch.", "")}
 

@@ -20,13 +20,19 @@ ONNX_OPSET = 13
 
 
 def export_module(module: Any, example: Any, out_path: str, model_info: Optional[dict[str, Any]] = None,
-                  metadata: Optional[dict[str, str]] = None) -> dict[str, Any]:
+                  metadata: Optional[dict[str, str]] = None, precision: Optional[dict[str, Any]] = None,
+                  twin: bool = True) -> dict[str, Any]:
     """Export to ONNX for nn-Meter and write atomically; returns the ``onnx`` result section.
 
     Legacy (TorchScript-based) exporter first: fast, no onnxscript needed, and nn-Meter handles
     its output once simplified; the dynamo exporter only when onnxscript exists and legacy fails.
+    ``precision`` (``finish_twin``'s default/modules/quantization from the torch side) makes the
+    file the float twin of a quantized or fp16 model; the section then says its precision.
+    ``twin=False`` writes the export as torch made it (what onnxruntime measures).
     """
     import onnx
+
+    from .quantized import finish_twin, nodes_of_modules
 
     tmp = f"{out_path}.tmp{os.getpid()}"
     os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
@@ -39,6 +45,11 @@ def export_module(module: Any, example: Any, out_path: str, model_info: Optional
             if not _dynamo_fallback(module, example, tmp):
                 raise WorkerError("export_failed", _export_message(legacy_exc)) from None
         model = nn_meter_friendly(onnx.load(tmp))
+        given = precision or {}
+        found: dict[str, Any] = {"precision": None, "quantization": None}
+        if twin:
+            model, found = finish_twin(model, nn_meter_friendly, given.get("default", "fp32"),
+                                       nodes_of_modules(model, given.get("modules") or {}), given.get("quantization"))
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -49,7 +60,7 @@ def export_module(module: Any, example: Any, out_path: str, model_info: Optional
     for key, value in (metadata or {}).items():
         model.metadata_props.add(key=key, value=value)
     _atomic_onnx_save(model, out_path)
-    return onnx_section(model, out_path, exporter, cached=False)
+    return {**onnx_section(model, out_path, exporter, cached=False), **found}
 
 
 def _dynamo_fallback(module: Any, example: Any, path: str) -> bool:
@@ -75,6 +86,10 @@ def _torch_export(module: Any, example: Any, path: str, dynamo: bool) -> None:
 def _export_message(exc: BaseException) -> str:
     """Name the unsupported operator when torch's message says which one it is."""
     found = re.search(r"operator '([^']+)'", str(exc))
+    if found and found.group(1).startswith("quantized::") and "dynamic" in found.group(1):
+        return (f"cannot export to ONNX: dynamic int8 operator '{found.group(1)}' has no ONNX form and a "
+                f"TorchScript file's layers cannot be swapped for float ones; save the eager model with "
+                f"torch.save(quantize_dynamic(model, ...), path) instead")
     if found:
         return (f"cannot export to ONNX: operator '{found.group(1)}' is not supported by the ONNX exporter at opset "
                 f"{ONNX_OPSET}; replace it with supported ops or supply an .onnx file")

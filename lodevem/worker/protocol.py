@@ -40,8 +40,10 @@ RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
 # The runtimes that measure a converted file (``converted_path``) and the action that makes it.
 CONVERT_ACTIONS = {"tflite": "export-tflite", "ncnn": "export-ncnn"}
 ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-               "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed", "internal")
-FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx")
+               "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed",
+               "weights_mismatch", "internal")
+# state_dict: weights (a state_dict or a training checkpoint) loaded into the module --arch built.
+FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx", "state_dict")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]
 PROGRESS_PREFIX = "lodevem-worker: "
 # Compression levels: the same names as lodevem.levels.LEVELS (this package imports no lodevem code).
@@ -73,6 +75,15 @@ class WorkerRequest:
     level: Optional[str] = None
     derive_out: Optional[str] = None
     converted_path: Optional[str] = None  # a .tflite or ncnn .param (its .bin beside it): see artifact_files
+    # The user's code (--code: package folders and .py scripts, paths as the worker sees them) and,
+    # for weights-only files, the architecture to build (--arch MODULE:CALLABLE or zoo:NAME).
+    code_paths: list[str] = field(default_factory=list)
+    # export-onnx of a file with all-zero output channels: where to write its graph with those
+    # channels removed (the latency the user's pruning would buy once physical).
+    channels_removed_path: Optional[str] = None
+    arch: Optional[str] = None
+    arch_kwargs: Optional[dict[str, Any]] = None
+    twin: bool = True  # export-onnx: the float twin of an int8/fp16 model (for prediction) or the plain export
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -125,6 +136,7 @@ class WorkerRequest:
             (self.level is None or self.level in LEVELS, f"level must be null or one of {', '.join(LEVELS)}"),
             (self.derive_out is None or (isinstance(self.derive_out, str) and bool(self.derive_out)),
              "derive_out must be a non-empty string or null"),
+            (isinstance(self.twin, bool), "twin must be true or false"),
             (self.action == "derive" or self.derive_out is None, "derive_out is only for action derive"),
             (self.action == "derive" or self.level in (None, "fp32"),
              "level is only for action derive: measure or export the variant file derive writes"),
@@ -139,6 +151,17 @@ class WorkerRequest:
              "converted_path is only for export-tflite, export-ncnn and measure with runtime tflite or ncnn"),
             (self.action not in CONVERT_ACTIONS.values() or self.converted_path is not None,
              f"{self.action} needs converted_path (where to write)"),
+            (self.channels_removed_path is None or (self.action == "export-onnx"
+                                                    and isinstance(self.channels_removed_path, str)),
+             "channels_removed_path must be null or a string, and only for action export-onnx"),
+            (isinstance(self.code_paths, list) and all(isinstance(p, str) and p for p in self.code_paths),
+             "code_paths must be a list of non-empty strings"),
+            (self.arch is None or (isinstance(self.arch, str) and (
+                self.arch.startswith("zoo:") or re.fullmatch(r"[\w.]+:[\w.]+", self.arch) is not None)),
+             "arch must be null, MODULE:CALLABLE or zoo:NAME"),
+            (self.arch_kwargs is None or (isinstance(self.arch_kwargs, dict)
+                                          and all(isinstance(k, str) for k in self.arch_kwargs)),
+             "arch_kwargs must be null or a JSON object"),
         ]
         for ok, message in checks:
             if not ok:

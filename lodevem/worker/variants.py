@@ -11,7 +11,7 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-from .formats import file_sha256, load_torch_model, make_torch_input, torch_model_info
+from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
 from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
 
 
@@ -248,7 +248,7 @@ def _level_failure(req: WorkerRequest, kind: str, level: str, exc: BaseException
     import torch
 
     try:
-        original, _, _ = load_torch_model(req.model_path, kind)
+        original, _, _ = load_torch_model(req.model_path, kind, load_options(req))
         x = make_torch_input(shape, torch_model_info(original, shape)["input_dtype"])
     except Exception:
         original = None

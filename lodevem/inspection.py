@@ -1,0 +1,89 @@
+"""``lodevem inspect``: what a model file is, before anything is benchmarked.
+
+The first thing a user runs on a file lodevem did not write. The file is loaded and exported in
+the sandbox like every load (the ONNX export the latency stage uses); the host reads only what
+the worker replied and the exported ONNX graph (nn-Meter's kernel detector, no code runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .errors import InputError, ModelFileError
+from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
+from .measure import ExportCache
+from .results import ModelFile
+from .sandbox.client import ModelSection, WorkerClient
+
+__all__ = ["ModelInspection", "inspect_models"]
+
+
+@dataclass(frozen=True)
+class ModelInspection:
+    """One file as the sandbox found it, plus its kernel graph as nn-Meter's detector reads it."""
+
+    path: Path
+    sha256: str
+    size_bytes: int
+    model: ModelSection
+    macs: Optional[int] = None
+    kernels: tuple[tuple[str, int], ...] = ()  # (nn-Meter kernel type, count), most frequent first
+    precision_by_class: tuple[tuple[str, str, int], ...] = ()  # (kernel class, precision, count)
+    graph_error: Optional[str] = None
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(n for _, n in self.kernels)
+
+    def to_dict(self) -> dict[str, Any]:
+        """For ``--json``: plain values only."""
+        model = dataclasses.asdict(self.model)
+        return {
+            "path": str(self.path), "sha256": self.sha256, "size_bytes": self.size_bytes, **model,
+            "input_shape": list(self.model.input_shape) if self.model.input_shape else None,
+            "macs": self.macs, "kernel_count": self.kernel_count if self.kernels else None,
+            "kernels": dict(self.kernels),
+            "precision_by_kernel_class": [{"kernel_class": c, "precision": p, "kernels": n}
+                                          for c, p, n in self.precision_by_class],
+            "graph_error": self.graph_error,
+        }
+
+
+def _summarise(graph: KernelGraph) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str, int], ...]]:
+    types = Counter(k.nnmeter_type for k in graph.kernels)
+    classes = Counter((k.category, getattr(k, "precision", "fp32")) for k in graph.kernels)
+    return (tuple(sorted(types.items(), key=lambda kv: (-kv[1], kv[0]))),
+            tuple((c, p, n) for (c, p), n in sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))))
+
+
+def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: Optional[Sequence[int]] = None,
+                   timeout_s: float = 600.0) -> list[ModelInspection]:
+    """Inspect each file in the sandbox; an unusable file raises ``ModelFileError`` naming it."""
+    found = []
+    with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
+        exports = ExportCache(client, Path(scratch), timeout_s)
+        for path in paths:
+            if not path.is_file():
+                raise InputError(f"{path}: model file not found" if not path.exists()
+                                 else f"{path}: not a file (expected a model file such as model.pt)")
+            record = ModelFile.from_path(path, path.name)
+            export = exports.export(path, record.sha256, input_shape)
+            if export.unusable:
+                raise ModelFileError(export.error)
+            inspection = ModelInspection(path, record.sha256, record.size_bytes, export.model,
+                                         graph_error=export.error or None)
+            if export.path is not None:
+                try:
+                    graph = extract_kernels(export.path, DEFAULT_RULES)
+                    kernels, precision = _summarise(graph)
+                    inspection = dataclasses.replace(inspection, macs=graph.macs, kernels=kernels,
+                                                     precision_by_class=precision)
+                except InputError as exc:
+                    inspection = dataclasses.replace(inspection, graph_error=str(exc))
+            found.append(inspection)
+    return found

@@ -1,0 +1,317 @@
+"""Latency without a memory run: what ``lodevem predict``, ``lodevem calibrate`` and the Python
+API (``lodevem.predict_latency``, ``lodevem.Predictor``) share.
+
+A model reaches the predictor as an ONNX export, made where it is safe to make it:
+
+* a **model file** (a path) is code: it is exported in the sandbox (``ExportCache`` through the
+  ``WorkerClient``, as ``lodevem start`` does), never loaded in this process;
+* a **zoo name** is lodevem's own code with seeded weights: built and exported here, cached
+  under the cache folder by name, input shape and lodevem version;
+* an **``nn.Module``** is the caller's own object, already in the caller's process: exported
+  here, in-process (there is no file to unpickle). It is exported on every call, since a
+  module (a NAS supernet with its active path, a pruned candidate) can change its structure
+  between calls without changing identity; keep the ``ModelGraph`` that ``graph()`` returns to
+  predict it again without a new export.
+
+Then the run's ``lodevem.predict.Predictor`` predicts, and the profile's calibration (if any)
+is applied as a step after the prediction (``latency.calibration``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .. import __version__
+from ..errors import InputError, LodevemError, ModelFileError
+from ..predict import LatencyPrediction, Predictor as CorePredictor
+from ..profiles import Profile, load_profiles, select_profiles
+from ..worker.formats import file_sha256
+from ..worker.protocol import DEFAULT_INPUT_SHAPE
+from .calibration import CalibrationRecord, CalibrationSet, Measurement, compute_share, now_iso
+from .estimator import canonical_runtime
+
+__all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/lodevem`` (default ``~/.cache/lodevem``): exports of files and zoo models."""
+    root = os.environ.get("XDG_CACHE_HOME")
+    return (Path(root) if root else Path.home() / ".cache") / "lodevem"
+
+
+@dataclass(frozen=True)
+class ModelGraph:
+    """A model as the predictor sees it: its ONNX export (``onnx_path`` None: the export failed,
+    ``error`` says why). ``kind``: ``file`` | ``zoo`` | ``module``. ``sha256``: the file's
+    content for a file, the export's for a zoo model or a module."""
+
+    label: str
+    kind: str
+    sha256: str
+    onnx_path: Optional[Path]
+    input_shape: Optional[tuple[int, ...]]
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ModelLatency:
+    """One (model, profile) latency, as ``lodevem predict`` prints it."""
+
+    model: ModelGraph
+    profile: Profile
+    latency: LatencyPrediction
+
+
+def _is_module(model: Any) -> bool:
+    """An ``nn.Module`` without importing torch: if torch is not imported, it is not one."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(model, torch.nn.Module)
+
+
+class LatencyPredictor:
+    """Reusable latency predictions (the ``lodevem.Predictor`` of the API): profiles, predictor
+    data, exports and kernel graphs are loaded once and kept, so a loop over candidate models
+    pays for each model's export and kernel extraction once and ~1 ms per prediction after.
+
+    ``profile``: the default profile (an id or a ``Profile``) for ``predict``. ``predictor``:
+    ``auto`` | ``nn-meter`` | ``estimator`` (as ``lodevem start --predictor``). ``calibrations``:
+    the calibrations folder (None: ``$LODEVEM_CALIBRATIONS``, else the user's config folder);
+    ``use_calibrations=False`` predicts uncalibrated. ``backend``: the sandbox model *files* are
+    exported in (``auto``/``docker``/``process``), opened on the first file; ``loading``: how the
+    sandbox loads them (``sandbox.usercode.ModelLoading``: ``--code``, ``--arch``).
+    """
+
+    def __init__(self, profile: Optional[str | Profile] = None, *, threads: int = 1, runtime: Optional[str] = None,
+                 input_shape: Optional[Sequence[int]] = None, predictor: str = "auto",
+                 nnmeter_data: Optional[Path | str] = None, calibrations: Optional[Path | str] = None,
+                 use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (), backend: str = "auto",
+                 timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
+        self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data,
+                                  **({"runtime": runtime} if runtime is not None else {}))
+        self._cores = {self.core.runtime: self.core}  # one core predictor per latency runtime asked for
+        self._core_options = {"mode": predictor, "data_dir": nnmeter_data}
+        self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
+        self.threads, self.runtime = threads, runtime
+        self.input_shape = tuple(input_shape) if input_shape else None
+        self.profiles_dir = tuple(profiles_dir)
+        self.backend_name, self.timeout_s = backend, timeout_s
+        self.loading = loading  # sandbox.usercode.ModelLoading (--code, --arch) for model files
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.warnings: list[str] = []
+        self._profiles: Optional[dict[str, Profile]] = None
+        self._exports: Any = None  # measure.ExportCache, opened on the first model file
+        self._graphs: dict[tuple[Any, ...], ModelGraph] = {}
+        self._scratch: Optional[Path] = None
+        self._module_exports = 0
+        self.default_profile = self.profile(profile) if profile is not None else None
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Delete the scratch folder of module exports (kept graphs stay usable in memory)."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def __enter__(self) -> "LatencyPredictor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # a forgotten close() still leaves no scratch folder behind
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # -- profiles -----------------------------------------------------------------------------------
+
+    def profile(self, profile: str | Profile) -> Profile:
+        """A ``Profile`` as given, or the profile with that id (shipped, ``$LODEVEM_PROFILES`` or
+        ``profiles_dir``); an unknown id is a ``ProfileError`` listing the known ones."""
+        if isinstance(profile, Profile):
+            return profile
+        if self._profiles is None:
+            self._profiles = {p.id: p for p in load_profiles(self.profiles_dir)}
+        return select_profiles(list(self._profiles.values()), ids=[profile])[0]
+
+    def profiles(self, ids: Sequence[str] = (), tiers: Sequence[str] = ()) -> list[Profile]:
+        if self._profiles is None:
+            self._profiles = {p.id: p for p in load_profiles(self.profiles_dir)}
+        return select_profiles(list(self._profiles.values()), ids=ids, tiers=tiers)
+
+    # -- models -------------------------------------------------------------------------------------
+
+    def graph(self, model: Any, input_shape: Optional[Sequence[int]] = None) -> ModelGraph:
+        """The ONNX export of ``model`` (a path, a zoo name, an ``nn.Module`` or a ``ModelGraph``),
+        made where it is safe (see the module docstring). Files and zoo models are cached."""
+        if isinstance(model, ModelGraph):
+            return model
+        shape = tuple(input_shape) if input_shape else self.input_shape
+        if _is_module(model):
+            return self._export_module(model, shape)
+        if not isinstance(model, (str, Path)):
+            raise InputError(f"model must be a file path, a zoo model name or a torch.nn.Module, got "
+                             f"{type(model).__name__}")
+        path = Path(model)
+        if path.is_file():
+            return self._export_file(path, shape)
+        from .. import zoo
+
+        if isinstance(model, str) and model in zoo.ZOO:
+            return self._export_zoo(model, shape)
+        if path.exists():
+            raise InputError(f"{path}: not a file (expected a model file such as model.pt)")
+        raise InputError(f"{model}: no such model file, and not a zoo model name (expected a file path or one of "
+                         f"{', '.join(zoo.names())})")
+
+    def _export_file(self, path: Path, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+        stat = path.stat()
+        key = ("file", str(path.resolve()), stat.st_mtime_ns, stat.st_size, shape)
+        if key in self._graphs:
+            return self._graphs[key]
+        sha = file_sha256(str(path))
+        export = self._export_cache().export(path, sha, shape)
+        if export.unusable:
+            raise ModelFileError(export.error)
+        graph = ModelGraph(path.name, "file", sha, export.path, shape, export.error if export.path is None else "")
+        self._graphs[key] = graph
+        return graph
+
+    def _export_cache(self) -> Any:
+        if self._exports is None:
+            from ..measure import ExportCache
+            from ..sandbox import open_backend
+            from ..sandbox.client import WorkerClient
+
+            backend, warning = open_backend(self.backend_name)
+            if warning:
+                self.warnings.append(warning)
+            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.cache_dir / "onnx",
+                                        self.timeout_s)
+        return self._exports
+
+    def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        key = ("zoo", name, shape)
+        if key in self._graphs:
+            return self._graphs[key]
+        target = self.cache_dir / "zoo" / f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"
+        if not target.is_file():
+            from .. import zoo
+
+            self._export_in_process(zoo.build(name), shape, target)
+        graph = ModelGraph(name, "zoo", file_sha256(str(target)), target, shape)
+        self._graphs[key] = graph
+        return graph
+
+    def _export_module(self, module: Any, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="lodevem-modules-"))
+        self._module_exports += 1  # a fresh name each time: the predictor caches graphs by path
+        target = self._scratch / f"module-{self._module_exports}.onnx"
+        self._export_in_process(module, shape, target)
+        return ModelGraph(type(module).__name__, "module", file_sha256(str(target)), target, shape)
+
+    @staticmethod
+    def _export_in_process(module: Any, shape: tuple[int, ...], target: Path) -> None:
+        """Export lodevem's own zoo code or the caller's own module object in this process."""
+        import torch
+
+        from ..worker.onnx_export import export_module
+        from ..worker.protocol import WorkerError
+
+        first = next(iter(module.parameters()), None)
+        example = torch.zeros(shape, dtype=first.dtype if first is not None else torch.float32)
+        # The trace runs one real forward pass, and torch's intra-op threads spin against each
+        # other on a busy machine: mobilenet_v2's export took 7.6 s with 2 threads and 1.35 s
+        # with 1 on this 2-core host under load (benchmarks/predict_api.py). The setting is the
+        # process's, so the caller's own value is restored afterwards.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            export_module(module, example, str(target))
+        except WorkerError as exc:
+            raise LodevemError(f"{type(module).__name__}: ONNX export failed: {exc}") from None
+        finally:
+            torch.set_num_threads(threads)
+
+    # -- predictions --------------------------------------------------------------------------------
+
+    def predict(self, model: Any, profile: Optional[str | Profile] = None, *,
+                input_shape: Optional[Sequence[int]] = None, threads: Optional[int] = None,
+                runtime: Optional[str] = None, level: Optional[str] = None,
+                calibrated: bool = True) -> LatencyPrediction:
+        """Latency of ``model`` on ``profile`` (default: the predictor's), calibrated when the
+        profile has calibrations (``calibrated=False``: the predictor's own figure)."""
+        chosen = self.profile(profile) if profile is not None else self.default_profile
+        if chosen is None:
+            raise InputError("no profile given: predict(model, profile) or Predictor(profile=...)")
+        threads = threads if threads is not None else self.threads
+        runtime = runtime if runtime is not None else self.runtime
+        graph = self.graph(model, input_shape)
+        if graph.onnx_path is None:
+            return LatencyPrediction.unavailable(chosen, f"no ONNX export: {graph.error}", threads)
+        prediction = self._predict_core(graph.onnx_path, chosen, threads, level, runtime)
+        if not calibrated:
+            return prediction
+        return self.calibrations.apply(self.core, graph.onnx_path, chosen, prediction, runtime)
+
+    def _predict_core(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str],
+                      runtime: Optional[str]) -> LatencyPrediction:
+        """The predictor's own figure for ``runtime`` (None: this predictor's default)."""
+        core = self.core
+        if runtime is not None:
+            key = canonical_runtime(runtime)
+            if key not in self._cores:
+                self._cores[key] = CorePredictor(**self._core_options, runtime=key)
+            core = self._cores[key]
+        return core.predict(onnx_path, [profile], threads=threads, level=level)[profile.id]
+
+    def predict_all(self, models: Sequence[Any], profiles: Sequence[Profile], *, threads: Optional[int] = None,
+                    runtime: Optional[str] = None) -> list[ModelLatency]:
+        """Every (model, profile) pair, models exported first (a bad file stops before any work)."""
+        self.core.require(profiles)
+        graphs = [self.graph(m) for m in models]
+        return [ModelLatency(g, p, self.predict(g, p, threads=threads, runtime=runtime))
+                for g in graphs for p in profiles]
+
+    # -- calibration --------------------------------------------------------------------------------
+
+    def calibrate(self, profile: str | Profile, measurements: Sequence[Measurement], *, runtime: str,
+                  threads: int, note: str = "") -> list[tuple[Path, CalibrationRecord]]:
+        """Store one calibration record per measurement of a model on ``profile``'s device.
+
+        Every model is exported and predicted (uncalibrated) before anything is written, so a
+        bad model leaves the folder as it was.
+        """
+        chosen = self.profile(profile)
+        self.core.require([chosen])
+        pending = []
+        for item in measurements:
+            graph = self.graph(item.model, item.input_shape)
+            prediction = self.predict(graph, chosen, threads=threads, runtime=runtime, calibrated=False)
+            if prediction.latency_ms is None or graph.onnx_path is None:
+                raise InputError(f"{item.model}: cannot calibrate with it, lodevem has no prediction to compare "
+                                 f"to ({prediction.note or graph.error})")
+            kernels = self.core.kernel_graph(graph.onnx_path, chosen)
+            if isinstance(kernels, Exception):
+                raise InputError(f"{item.model}: {kernels}")
+            share = compute_share(self.core.estimator, kernels, prediction.core)
+            pending.append(CalibrationRecord(
+                profile_id=chosen.id, model_label=graph.label, model_sha256=graph.sha256, graph_sha256=kernels.sha256,
+                measured_ms=item.ms, runtime=runtime, threads=threads, date=now_iso(), note=note,
+                predicted_ms=prediction.latency_ms, compute_ms=prediction.latency_ms * share,
+                memory_ms=prediction.latency_ms * (1 - share), predictor=prediction.latency_source,
+                measured_by=item.measured_by, input_shape=graph.input_shape))
+        written = [(self.calibrations.store.add(record), record) for record in pending]
+        self.calibrations.reload()
+        return written

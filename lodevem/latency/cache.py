@@ -1,0 +1,72 @@
+"""A JSON cache for latency work, so that a rerun of unchanged inputs imports no nn-Meter.
+
+Why: extracting a model's kernels needs ``nn_meter`` (~1.2 s to import, with scikit-learn and
+scipy) and ``onnx``; for a rerun whose every (model, profile) pair is unchanged that is most of
+the command's time although nothing new is computed. So the predictor stores each finished
+prediction here, one JSON file per key under ``<output>/.cache/latency`` (never pickle: the
+host must not unpickle what a run wrote), and looks it up before doing any work.
+
+The cache knows nothing of what it stores: the caller builds the key from *everything* that
+determines the value (``digest`` of a JSON-able description) and converts its records to and
+from plain dicts. A key part forgotten is a stale hit, so ``Predictor.cache_identity`` lists
+them in one place. Entries are written atomically; an unreadable or foreign entry is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+__all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
+
+# Bump when the stored layout changes (the key includes it, so old entries become misses).
+CACHE_FORMAT = 1
+
+
+def digest(description: Any) -> str:
+    """sha256 of a JSON-able description, canonical (sorted keys, no whitespace)."""
+    text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+class JsonCache:
+    """``key -> dict`` in ``<directory>/<key>.json``; ``enabled=False`` never reads (but writes).
+
+    ``directory=None`` is a cache that neither reads nor writes (library users without an
+    output folder).
+    """
+
+    def __init__(self, directory: Optional[Path], enabled: bool = True) -> None:
+        self.dir = Path(directory) if directory is not None else None
+        self.enabled = enabled and self.dir is not None
+
+    def get(self, key: str) -> Optional[dict[str, Any]]:
+        if not self.enabled or self.dir is None:
+            return None
+        try:
+            payload = json.loads((self.dir / f"{key}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(payload, dict) or payload.get("cache_format") != CACHE_FORMAT:
+            return None
+        value = payload.get("value")
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None:
+        if self.dir is None:
+            return
+        from ..results import write_atomic
+
+        text = json.dumps({"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1, default=str)
+        write_atomic(self.dir / f"{key}.json", text)

@@ -1,0 +1,453 @@
+"""The paper kit: a methods paragraph and the references of one run, written beside its results.
+
+Why: lodevem's outputs are meant for papers, and the methods text (which predictor, fitted on
+what, how far off; how RAM was measured and limited) and the citations were left to the user,
+where they are easy to get wrong. So ``write_paper_kit`` writes ``methodology.md``,
+``methodology.tex`` and ``references.bib`` from what the run *recorded* - the rows' latency
+sources, runtimes, backends and limit enforcement, and the manifest's predictor description,
+settings, host and package versions - never from what lodevem can do in general: a runtime,
+predictor, data source or limitation the run did not involve is not mentioned, and every
+figure quoted comes from the run's records or the estimator's parameters file.
+
+The facts are gathered once into a typed ``RunFacts`` (``run_facts``); the text is built as
+sentences with two kinds of token, ``{cite:KEY}`` and ``{code:TEXT}``, and rendered to Markdown
+(``[KEY]`` plus a reference list) or LaTeX (``\\cite{KEY}``, escaped text). The BibTeX entries
+come from ``lodevem/data/references.json``, each with where its fields were taken from; only
+the keys the text cites are written, lodevem's own always.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import __version__
+from ..results import PairResult, write_atomic
+from .files import latex_escape
+
+__all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "RunFacts", "bibtex", "cited_keys",
+           "methodology_latex", "methodology_markdown", "run_facts", "write_paper_kit"]
+
+MD_NAME = "methodology.md"
+TEX_NAME = "methodology.tex"
+BIB_NAME = "references.bib"
+REFERENCES = Path(__file__).resolve().parent.parent / "data" / "references.json"
+
+# A data source or latency-source token -> the reference that describes it. Data sources are
+# matched by prefix (estimator_params.json provenance.data_sources); runtime words anywhere in a
+# latency source (e.g. a runtime-aware ``estimator:v2 tflite``) by whole token.
+_SOURCE_REFS: tuple[tuple[str, str, str], ...] = (
+    ("Tencent/ncnn", "ncnn", "ncnn"),
+    ("PaddlePaddle/Paddle-Lite", "paddlelite", "Paddle Lite"),
+    ("google/XNNPACK", "xnnpack", "TFLite with XNNPACK"),
+)
+_RUNTIME_TOKENS: Mapping[str, tuple[str, str]] = {
+    "ncnn": ("ncnn", "ncnn"), "paddle-lite": ("paddlelite", "Paddle Lite"), "paddlelite": ("paddlelite", "Paddle Lite"),
+    "xnnpack": ("xnnpack", "XNNPACK"), "tflite-xnnpack": ("xnnpack", "TFLite with XNNPACK"),
+    "tflite": ("litert", "TFLite"), "litert": ("litert", "LiteRT"),
+}
+_TOKEN = re.compile(r"\{(cite|code):([^{}]+)\}")
+
+
+@dataclass(frozen=True)
+class EstimatorFacts:
+    """What the run's manifest says about the offline estimator it used."""
+
+    version: str
+    fit_date: Optional[str]
+    lodo_mape_pct: Optional[float]
+    lodo_within_10_pct: Optional[float]
+    lodo_within_25_pct: Optional[float]
+    lodo_rows: Optional[int]
+    baseline_lodo_mape_pct: Optional[float]
+    rows_used: Optional[int]
+    data_sources: tuple[str, ...]
+    data_sha256: Optional[str]
+    params_sha256: Optional[str]
+    same_core_spread: Optional[str]
+
+
+@dataclass(frozen=True)
+class NnMeterFacts:
+    """One nn-Meter predictor the run's latencies came from."""
+
+    name: str
+    reference_core: Optional[str]
+    reference_clock_ghz: Optional[float]
+    profiles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything the paper kit says, read from one run's rows and manifest (nothing else)."""
+
+    lodevem_version: str
+    git_commit: Optional[str]
+    git_dirty: Optional[bool]
+    models: tuple[str, ...]
+    profiles: tuple[str, ...]
+    devices: tuple[str, ...]  # "label (chipset, fastest core @ clock, RAM)" per profile
+    tiers: tuple[str, ...]
+    latency_sources: tuple[str, ...]
+    estimator_profiles: tuple[str, ...]
+    estimator: Optional[EstimatorFacts]
+    nnmeter: tuple[NnMeterFacts, ...]
+    latency_runtimes: tuple[tuple[str, str], ...]  # (reference key, name) named by latency sources
+    derived_cores: tuple[str, ...]
+    threads: tuple[int, ...]
+    levels: tuple[str, ...]
+    calibrations: tuple[str, ...]
+    runtimes: tuple[str, ...]
+    backends: tuple[str, ...]
+    enforcements: tuple[str, ...]
+    warmup: Optional[int]
+    runs: Optional[int]
+    verdicts: tuple[str, ...]
+    runtime_baseline_mb: tuple[float, ...]  # (min, max) over rows that ran, or ()
+    image_id: Optional[str]
+    docker_version: Optional[str]
+    host_machine: Optional[str]
+    host_cpu: Optional[str]
+    cgroup_version: Optional[str]
+    packages: Mapping[str, Optional[str]]
+
+    @property
+    def predicted(self) -> bool:
+        return bool(self.latency_sources)
+
+
+def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(v for v in values if v not in (None, "")))
+
+
+def _get(mapping: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(mapping, Mapping):
+            return None
+        mapping = mapping.get(key)
+    return mapping
+
+
+def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFacts:
+    """Gather what the run used from its rows (per pair) and its manifest (per run)."""
+    sources = _distinct([r.latency_source for r in rows if r.latency_ms is not None])
+    predictor = _get(manifest, "extra", "predictor") or {}
+    est = predictor.get("estimator") if isinstance(predictor, Mapping) else None
+    estimator_profiles = _distinct([r.profile_id for r in rows
+                                    if r.latency_ms is not None and r.latency_source.startswith("estimator:")])
+    estimator = None
+    if isinstance(est, Mapping) and (estimator_profiles or any(s.startswith("nn-meter:") for s in sources)):
+        estimator = EstimatorFacts(
+            version=str(est.get("version")), fit_date=est.get("fit_date"), lodo_mape_pct=est.get("lodo_mape_pct"),
+            lodo_within_10_pct=est.get("lodo_within_10_pct"), lodo_within_25_pct=est.get("lodo_within_25_pct"),
+            lodo_rows=est.get("lodo_rows"), baseline_lodo_mape_pct=est.get("baseline_lodo_mape_pct"),
+            rows_used=est.get("rows_used"), data_sources=tuple(est.get("data_sources") or ()),
+            data_sha256=est.get("data_sha256"), params_sha256=est.get("params_sha256"),
+            same_core_spread=est.get("same_core_spread"))
+    described = predictor.get("nnmeter_predictors") if isinstance(predictor, Mapping) else None
+    nn: list[NnMeterFacts] = []
+    for name in _distinct([s.split(":", 1)[1].split("\u2192", 1)[0] for s in sources if s.startswith("nn-meter:")]):
+        ref = _get(described, name, "reference") or {}
+        nn.append(NnMeterFacts(name, ref.get("core"), ref.get("clock_ghz"),
+                               _distinct([r.profile_id for r in rows if r.latency_ms is not None
+                                          and r.latency_source.startswith(f"nn-meter:{name}")])))
+    tokens = [t.lower() for s in sources for t in re.split(r"[\s()\u2192,;]+", s)]
+    runtimes_named = _distinct([_RUNTIME_TOKENS[t] for t in tokens if t in _RUNTIME_TOKENS])
+    derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty
+                         and "not measured: derived" in r.latency_uncertainty])
+    ran = [r.runtime_baseline_mb for r in rows if r.runtime_baseline_mb is not None]
+    config = _get(manifest, "extra", "config") or {}
+    return RunFacts(
+        lodevem_version=str(_get(manifest, "lodevem", "version") or __version__),
+        git_commit=_get(manifest, "lodevem", "git_commit"),
+        git_dirty=_get(manifest, "lodevem", "git_dirty"),
+        models=_distinct([r.model_label for r in rows]),
+        profiles=_distinct([r.profile_id for r in rows]),
+        devices=_distinct([f"{r.profile_label} ({r.chipset}, {r.core} @ {r.clock_ghz:g} GHz, {r.ram_mb} MB)"
+                           for r in rows]),
+        tiers=_distinct([r.tier for r in rows]),
+        latency_sources=sources,
+        estimator_profiles=estimator_profiles,
+        estimator=estimator,
+        nnmeter=tuple(nn),
+        latency_runtimes=runtimes_named,
+        derived_cores=derived,
+        threads=tuple(sorted(_distinct([r.threads for r in rows]))),
+        levels=_distinct([r.level for r in rows]),
+        calibrations=_distinct([c for r in rows for c in r.latency_calibrations]),
+        runtimes=_distinct([r.runtime for r in rows if r.verdict != "error" or r.limit_enforcement]),
+        backends=_distinct([r.backend for r in rows if r.limit_enforcement]),
+        enforcements=_distinct([re.sub(r"=\d+MB", "", r.limit_enforcement) for r in rows]),
+        warmup=config.get("warmup") if isinstance(config, Mapping) else None,
+        runs=config.get("runs") if isinstance(config, Mapping) else None,
+        verdicts=_distinct([r.verdict for r in rows]),
+        runtime_baseline_mb=(min(ran), max(ran)) if ran else (),
+        image_id=_get(manifest, "backend", "image_id"),
+        docker_version=_get(manifest, "backend", "docker_server_version"),
+        host_machine=_get(manifest, "host", "machine"),
+        host_cpu=_get(manifest, "host", "cpu_model"),
+        cgroup_version=_get(manifest, "host", "cgroup_version"),
+        packages=dict(_get(manifest, "packages") or {}),
+    )
+
+
+# --- the text ------------------------------------------------------------------------------------
+
+def _and(items: Sequence[str]) -> str:
+    items = list(items)
+    if len(items) <= 2:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + ", and " + items[-1]
+
+
+def _pct(value: Optional[float]) -> str:
+    return "?" if value is None else f"{value:g} %"
+
+
+def _version(facts: RunFacts, package: str) -> str:
+    version = facts.packages.get(package)
+    return f" {version}" if version else ""
+
+
+def _data_refs(facts: RunFacts) -> list[tuple[str, str, str]]:
+    """(data source, reference key, name) for each of the estimator's data sources."""
+    found = []
+    for source in facts.estimator.data_sources if facts.estimator else ():
+        for prefix, key, name in _SOURCE_REFS:
+            if source.startswith(prefix):
+                found.append((source, key, name))
+    return found
+
+
+def _latency_paragraph(f: RunFacts) -> str:
+    if not f.predicted:
+        return "No latency could be predicted in this run (see the rows' latency notes)."
+    threads = (f"{f.threads[0]} thread" + ("s" if f.threads[0] != 1 else "")) if len(f.threads) == 1 \
+        else f"{_and([str(t) for t in f.threads])} threads"
+    out = [f"Latency was not measured on the devices: it was predicted for {threads} on the fastest CPU cluster of "
+           f"each of the {len(f.profiles)} device profiles. Each model was exported to ONNX (opset 13, "
+           f"PyTorch{_version(f, 'torch')} {{cite:pytorch}}, simplified with onnxsim) and split into fused kernels by "
+           "nn-Meter's kernel detector {cite:nnmeter} with "
+           + ("its TFLite-CPU fusion rules." if not f.nnmeter else "the fusion rules of the predictor used.")]
+    e = f.estimator
+    if f.estimator_profiles and e is not None:
+        refs = _data_refs(f)
+        data = _and([f"{name} {{cite:{key}}}" for _, key, name in refs]) if refs else _and(list(e.data_sources))
+        n = len(f.estimator_profiles)
+        scope = "every profile" if n == len(f.profiles) else f"{n} of the profiles ({_and(list(f.estimator_profiles))})"
+        out.append(
+            f"For {scope}, lodevem's offline estimator {e.version} (fitted {e.fit_date or 'on an unrecorded date'}) gave "
+            "the latency: a kernel-level cost model that charges each kernel the multiply-accumulates of its kind "
+            "(3x3 stride-1, GEMM-like and depthwise convolutions, fully connected layers), the bytes it moves and a "
+            "fixed per-kernel overhead, with a compute and a memory scale per core type, divided by the clock. "
+            f"It was fitted on {e.rows_used if e.rows_used is not None else 'the'} published latencies of common CNNs on "
+            f"ARM boards measured with {data}. Scored leave-one-device-out over {e.lodo_rows} rows, its mean absolute "
+            f"percentage error is {_pct(e.lodo_mape_pct)} ({_pct(e.lodo_within_10_pct)} of the predictions within 10 %, "
+            f"{_pct(e.lodo_within_25_pct)} within 25 %; a MACs-only baseline: {_pct(e.baseline_lodo_mape_pct)}).")
+    for nn in f.nnmeter:
+        ref = (f"a {nn.reference_core} at {nn.reference_clock_ghz:g} GHz" if nn.reference_core and nn.reference_clock_ghz
+               else "its reference device")
+        out.append(f"For {_and(list(nn.profiles))}, nn-Meter's {{code:{nn.name}}} kernel regressors {{cite:nnmeter}}, "
+                   f"which model {ref} running TFLite 2.1 {{cite:litert}} with one thread, gave each kernel's time, "
+                   "carried to the profile's core and clock kernel by kernel with the estimator's time ratio "
+                   "between the two cores; kernels nn-Meter has no regressor for are not counted.")
+    named = [(k, n) for k, n in f.latency_runtimes if not any(k == key for _, key, _ in _data_refs(f))]
+    if named:
+        out.append("The predictions model the " + _and([f"{n} {{cite:{k}}}" for k, n in named]) + " runtime"
+                   + ("s" if len(named) > 1 else "") + ".")
+    if any(t > 1 for t in f.threads):
+        out.append("Multi-thread latency divides the single-thread figure by an Amdahl speed-up with a per-core "
+                   "parallel fraction fitted on same-board 1- vs N-thread pairs, capped at the cluster's core count.")
+    if any(level in ("fp16", "int8", "int8-static") for level in f.levels):
+        out.append("fp16 and int8 variants were predicted from the fp32 graph divided by per-core speed-up factors "
+                   "fitted on paired ncnn measurements.")
+    if f.calibrations:
+        out.append("The predictions were then scaled by measurements on physical devices: "
+                   + "; ".join(f"{{code:{c}}}" for c in f.calibrations) + ".")
+    return " ".join(out)
+
+
+def _memory_paragraph(f: RunFacts) -> str:
+    if not f.backends:
+        return "No memory measurement could be made in this run (see the rows' memory errors)."
+    names = {"torch": f"PyTorch{_version(f, 'torch')} {{cite:pytorch}}",
+             "onnxruntime": f"ONNX Runtime{_version(f, 'onnxruntime')} {{cite:onnxruntime}} (on the ONNX export)"}
+    runtimes = _and([names.get(r, r) for r in f.runtimes])
+    sandboxes = []
+    for backend in f.backends:
+        if backend == "docker":
+            engine = f" (Docker engine {f.docker_version})" if f.docker_version else ""
+            image = f", image {{code:{f.image_id.removeprefix('docker:')[:19]}}}" if f.image_id else ""
+            sandboxes.append(f"a Docker container{engine} without network, with a read-only root file system and "
+                             f"every capability dropped{image}")
+        elif backend == "process":
+            sandboxes.append("a child process (no file-system or network sandbox)")
+        else:
+            sandboxes.append(f"the {backend} backend")
+    limits = _and([f"{{code:{e}}}" for e in f.enforcements if e])
+    passes = (f"{f.warmup} untimed warm-up pass{'es' if f.warmup != 1 else ''} and {f.runs} timed inference "
+              f"pass{'es' if f.runs != 1 else ''}" if f.warmup is not None and f.runs
+              else "untimed warm-up and timed inference passes")
+    host = (f" on an {f.host_machine} host" + (f" ({f.host_cpu})" if f.host_cpu else "")) if f.host_machine else ""
+    out = [f"Peak RAM was measured, not predicted: each model was loaded and run with {runtimes}{host}, in "
+           f"{_and(sandboxes)}, limited to each device's RAM ({limits}), for {passes}. Profiles with the same "
+           "RAM share one measurement. The runtime's shared libraries were read once beforehand, outside the limited "
+           "runs, so every run starts from the same page-cache state. The peak reported is the process's resident "
+           "high-water mark ({code:VmHWM}); a model fits a device only if the run completed and its VmHWM stayed "
+           "within the limit."]
+    if "thrashing" in f.verdicts:
+        out.append("A run far slower than the same model unconstrained, with many major page faults, is reported "
+                   "as thrashing (a phone's low-memory killer would have stopped it).")
+    return " ".join(out)
+
+
+def _limitations(f: RunFacts) -> list[str]:
+    items = []
+    if f.host_machine and f.host_machine not in ("aarch64", "arm64", "armv7l", "armv8l"):
+        items.append(f"Memory was measured on an {f.host_machine} host, not on the phones' ARM CPUs: code size, "
+                     "allocator behaviour and kernel choices of the ARM build differ, so peak RAM on a device may differ.")
+    if f.runtime_baseline_mb:
+        lo, hi = f.runtime_baseline_mb
+        span = f"{lo:g} MB" if lo == hi else f"{lo:g}-{hi:g} MB"
+        items.append(f"Peak RAM includes the measurement runtime's own footprint ({span} before the model was "
+                     "loaded); an on-device runtime such as TFLite or ncnn has a baseline of its own.")
+    if f.backends:
+        items.append("Device RAM is not all available to an app (the OS reserves a share), so fitting is necessary, "
+                     "not sufficient; the phone's OS is not emulated (no low-memory killer, thermal throttling or "
+                     "background apps).")
+    e = f.estimator
+    if f.estimator_profiles and e is not None:
+        spread = f"; {e.same_core_spread}" if e.same_core_spread else "; a single device can be further off"
+        items.append(f"The estimator's error is an average ({_pct(e.lodo_mape_pct)} MAPE leave-one-device-out over "
+                     f"{e.lodo_rows} rows){spread}.")
+    if f.derived_cores:
+        items.append(f"{_and(list(f.derived_cores))}: no latency data in the estimator's fit; the core's speed is "
+                     "derived from Arm's published per-clock figures.")
+    if f.nnmeter:
+        items.append("nn-Meter's regressors model one device and runtime; carrying them to other cores relies on the "
+                     "estimator's ratios, so the estimator's error applies to the transfer.")
+    if any(level in ("int8", "int8-static") for level in f.levels):
+        items.append("int8 latency is the fp32 kernel graph scaled by fitted factors; real int8 speed depends on "
+                     "the runtime's int8 kernels.")
+    if "pruned" in f.levels:
+        items.append("Pruned variants are 50 % structured L1-norm channel pruning without fine-tuning: their "
+                     "accuracy is not assessed, only their speed and memory {cite:depgraph}.")
+    if not f.calibrations and f.predicted:
+        items.append("No prediction was calibrated against a measurement on a physical device.")
+    if "process" in f.backends:
+        items.append("The process backend is not a security sandbox, and under RLIMIT_AS it limits virtual memory, "
+                     "which is stricter than resident memory.")
+    return items
+
+
+def _paragraphs(f: RunFacts) -> tuple[str, str, list[str], str]:
+    intro = (f"Results were produced with lodevem {f.lodevem_version} {{cite:lodevem}}"
+             + (f" (commit {{code:{f.git_commit[:12]}}}" + (" with local changes" if f.git_dirty else "") + ")"
+                if f.git_commit else "")
+             + f" for {len(f.models)} model{'s' if len(f.models) != 1 else ''} on {len(f.profiles)} device profile"
+             + ("s" if len(f.profiles) != 1 else "") + f" ({_and(list(f.tiers))}): {'; '.join(f.devices)}.")
+    provenance = ("Each device profile cites the sources of its specifications, and the run's manifest "
+                  "({code:benchmark_results.json}, {code:environment}) records the command, package versions, "
+                  "the sandbox image and the sha256 of every model and profile.")
+    return intro + " " + _latency_paragraph(f), _memory_paragraph(f), _limitations(f), provenance
+
+
+def cited_keys(facts: RunFacts) -> list[str]:
+    """The reference keys the methodology text cites, in first-cited order, lodevem first."""
+    intro, memory, limits, provenance = _paragraphs(facts)
+    text = " ".join([intro, memory, *limits, provenance])
+    return list(dict.fromkeys(["lodevem"] + [m.group(2) for m in _TOKEN.finditer(text) if m.group(1) == "cite"]))
+
+
+def _render(text: str, latex: bool) -> str:
+    out, last = [], 0
+    for match in _TOKEN.finditer(text):
+        plain = text[last:match.start()]
+        out.append(latex_escape(plain) if latex else plain)
+        kind, value = match.groups()
+        if kind == "cite":
+            out.append(f"\\cite{{{value}}}" if latex else f"[{value}]")
+        else:
+            out.append(f"\\texttt{{{latex_escape(value)}}}" if latex else f"`{value}`")
+        last = match.end()
+    tail = text[last:]
+    out.append(latex_escape(tail) if latex else tail)
+    rendered = "".join(out)
+    return re.sub(r" +(?=\\cite)", "~", rendered) if latex else rendered
+
+
+def _load_references() -> dict[str, Any]:
+    return dict(json.loads(REFERENCES.read_text(encoding="utf-8"))["entries"])
+
+
+def _fill(value: str, facts: RunFacts) -> str:
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name == "version":
+            return facts.lodevem_version
+        return str(facts.packages.get(name) or "unrecorded")
+    return re.sub(r"\{(version|torch|onnxruntime|torch-pruning|nn-meter)\}", one, value)
+
+
+def _short_reference(entry: Mapping[str, Any], facts: RunFacts) -> str:
+    fields = entry["fields"]
+    author = str(fields.get("author", "")).strip("{}")
+    first = author.split(" and ")[0].split(",")[0].strip("{}")
+    who = f"{first} et al." if " and " in author else first
+    where = fields.get("booktitle") or fields.get("howpublished", "").replace("\\url{", "").rstrip("}")
+    tail = ", ".join(str(p) for p in (where, fields.get("year")) if p)
+    return _fill(f"{who}: {fields['title']}." + (f" {tail}." if tail else ""), facts)
+
+
+def methodology_markdown(facts: RunFacts) -> str:
+    intro, memory, limits, provenance = _paragraphs(facts)
+    refs = _load_references()
+    lines = [f"<!-- lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
+             "# Methods", "", "## Latency", "", _render(intro, False), "", "## Peak RAM", "",
+             _render(memory, False), "", "## Limitations", ""]
+    lines += [f"- {_render(item, False)}" for item in limits]
+    lines += ["", _render(provenance, False), "", "## References", ""]
+    lines += [f"- [{key}] {_short_reference(refs[key], facts)}" for key in cited_keys(facts)]
+    lines.append(f"\nBibTeX: `{BIB_NAME}`.")
+    return "\n".join(lines) + "\n"
+
+
+def methodology_latex(facts: RunFacts) -> str:
+    """Paragraphs for ``\\input{}`` into a paper's methods section; cites ``references.bib``."""
+    intro, memory, limits, provenance = _paragraphs(facts)
+    lines = [f"% lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit.",
+             f"% \\input{{{TEX_NAME}}} inside your methods section; add \\bibliography{{references}} ({BIB_NAME}).",
+             r"\paragraph{Latency.} " + _render(intro, True), "",
+             r"\paragraph{Peak RAM.} " + _render(memory, True), "",
+             r"\paragraph{Limitations.}", r"\begin{itemize}"]
+    lines += [r"\item " + _render(item, True) for item in limits]
+    lines += [r"\end{itemize}", _render(provenance, True)]
+    return "\n".join(lines) + "\n"
+
+
+def bibtex(facts: RunFacts) -> str:
+    """The entries ``cited_keys`` names, fields as ``references.json`` gives them."""
+    refs = _load_references()
+    out = [f"% lodevem {facts.lodevem_version}: the references of this run's methodology.tex. Generated."]
+    for key in cited_keys(facts):
+        entry = refs[key]
+        out.append(f"@{entry['type']}{{{key},")
+        out += [f"  {name} = {{{_fill(str(value), facts)}}}," for name, value in entry["fields"].items()]
+        out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def write_paper_kit(rows: Sequence[PairResult], manifest: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """Write ``methodology.md``, ``methodology.tex`` and ``references.bib``; return their paths."""
+    facts = run_facts(rows, manifest)
+    out_dir = Path(out_dir)
+    written = []
+    for name, text in ((MD_NAME, methodology_markdown(facts)), (TEX_NAME, methodology_latex(facts)),
+                       (BIB_NAME, bibtex(facts))):
+        write_atomic(out_dir / name, text)
+        written.append(out_dir / name)
+    return written

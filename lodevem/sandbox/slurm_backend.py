@@ -1,0 +1,445 @@
+"""Slurm backend: each worker run is one Slurm job, submitted with submitit, limited by ``--mem``.
+
+Why Slurm: a lab that benchmarks hundreds of variants x 16 devices outgrows one machine, and
+university clusters run Slurm. Slurm enforces a job's ``--mem`` with the same cgroup memory
+controller the Docker backend relies on (``ConstrainRAMSpace`` + ``ConstrainSwapSpace`` with
+``AllowedSwapSpace=0``: RAM and no swap), and marks a job killed over it ``OUT_OF_MEMORY``.
+
+How a run travels: everything goes through a working folder every node sees (``--slurm-workdir``,
+on the cluster's shared file system). The model file is copied once into ``models/`` under its
+content hash; each run gets ``runs/<key>/`` with ``request.json`` (the worker request rewritten
+to those paths), ``job.json`` (the Slurm job id, so ``--resume`` can reattach), and what the job
+writes: ``started``, ``worker.stdout``, ``worker.stderr``, ``report.json`` (see ``slurm_job``),
+and ``out/`` for an ONNX export or derived variant, which is copied back with the same checks as
+the Docker backend's output (no links followed, size-capped). The nodes need the same lodevem
+install (same worker version; the client refuses any other) and the same python path.
+
+What it does not isolate: the job is a cgroup, not a container. The model file (which is code)
+runs as the submitting user on the node, with that user's network and file system, like the
+process backend. The host never unpickles anything a job wrote (submitit's result pickle is
+never loaded: ``report.json`` and the worker's stdout are read as text).
+
+Verdicts: ``--mem`` is the device's RAM and ``slurm_use_srun=False`` runs the wrapper in the
+batch step, so an OOM kill is the job's (inside an ``srun`` step Slurm marks only the step).
+Peak RSS is the worker's own VmHWM from its reply; Slurm's MaxRSS is sampled and reads 0 for
+short or killed jobs. A run is ``oom`` when the job's cgroup counted an OOM kill, when the worker
+died of SIGKILL with no timeout or thrashing to explain it, or when the job ended
+``OUT_OF_MEMORY`` before the wrapper could report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
+from ..worker import WorkerRequest
+from . import slurm_job
+from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_mb
+
+MAX_OUTPUT_BYTES = 4 * 2**30  # as the Docker backend: the largest export or variant taken back
+STATE_POLL_S = 2.0  # how often sacct is asked about a job that has not reported (submitit caches)
+CANCEL_WAIT_S = 30.0  # longest wait for a cancelled job to leave the queue (KillWait and cleanup)
+_READ_CAP = 1 << 20  # bytes of a job's text files read back
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """Where and how jobs are submitted: ``--slurm-partition``, ``--slurm-account``,
+    ``--slurm-time`` (minutes; default the run's timeout plus 2) and ``--slurm-workdir``.
+    ``reattach`` (``--resume``): adopt the job of an identical earlier run instead of
+    cancelling it."""
+
+    workdir: Path = Path(".lodevem-slurm")
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    time_min: Optional[int] = None
+    reattach: bool = False
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    """Jobs of this backend by state, for the progress bar."""
+
+    queued: int
+    running: int
+    done: int
+
+    def __str__(self) -> str:
+        return f"slurm jobs: {self.queued} queued, {self.running} running, {self.done} done"
+
+
+def _read_tail(path: Path, cap: int = _READ_CAP) -> str:
+    """The last ``cap`` bytes of a text file a job wrote (no link followed), '' when absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - cap), os.SEEK_SET)
+        return os.read(fd, cap).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _report(path: Path) -> Optional[dict[str, Any]]:
+    """``report.json`` with every field type-checked (the job ran untrusted code), or None."""
+    try:
+        data = json.loads(_read_tail(path, 65536) or "null")
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+
+    def num(key: str) -> Optional[float]:
+        v = data.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    observed = data.get("observed") if isinstance(data.get("observed"), dict) else {}
+    return {
+        "exit_code": int(num("exit_code")) if num("exit_code") is not None else None,
+        "killed_by_sigkill": data.get("killed_by_sigkill") is True,
+        "oom_kills": int(num("oom_kills") or 0),
+        "timed_out": data.get("timed_out") is True,
+        "thrash_evidence": data["thrash_evidence"][:500] if isinstance(data.get("thrash_evidence"), str) else "",
+        "wall_s": num("wall_s") or 0.0,
+        "cgroup_enforced": data.get("cgroup_enforced") is True,
+        "node": data["node"][:100] if isinstance(data.get("node"), str) else "",
+        "observed": {k[:40]: v for k, v in observed.items() if isinstance(k, str)
+                     and isinstance(v, (int, float)) and not isinstance(v, bool)},
+    }
+
+
+class SlurmBackend(Cancellable):
+    """Runs each worker request as one Slurm job; see the module docstring.
+
+    ``run`` submits and waits, so the runner's ``--jobs`` threads are the jobs in flight.
+    ``cancel`` scancels every job this backend submitted and has not collected.
+    """
+
+    name = "slurm"
+
+    def __init__(self, settings: SlurmSettings = SlurmSettings(),
+                 on_status: Optional[Callable[[str], None]] = None, python: str = sys.executable) -> None:
+        super().__init__()
+        try:
+            import submitit
+        except ImportError:
+            raise BackendUnavailable("--backend slurm needs submitit: pip install 'lodevem[slurm]'") from None
+        if shutil.which("sbatch") is None or shutil.which("sacct") is None:
+            raise BackendUnavailable("--backend slurm needs the Slurm client commands (sbatch, sacct, scancel) "
+                                     "on PATH: run lodevem on a login node of the cluster")
+        self.settings = settings
+        self.workdir = Path(settings.workdir).resolve()
+        self.python = python
+        self.on_status = on_status
+        try:
+            for sub in ("models", "runs", "submitit"):
+                (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendUnavailable(f"--slurm-workdir {settings.workdir}: {exc.strerror}") from None
+        self._submitit = submitit
+        self._lock = threading.Lock()
+        self._executor: Any = None
+        self._live: dict[str, str] = {}  # job id -> "queued" | "running"
+        self._done = 0
+        self._copied: dict[tuple[str, int, int], Path] = {}
+
+    @property
+    def identity(self) -> str:
+        return f"slurm:{self.python}:{sys.version_info[0]}.{sys.version_info[1]}"
+
+    def enforcement(self, limit_mb: Optional[int], enforced: bool = True) -> str:
+        if limit_mb is None:
+            return "none (unconstrained reference)"
+        if not enforced:
+            return f"slurm --mem={limit_mb}M NOT enforced (no memory cgroup limit seen in the job)"
+        return f"slurm job cgroup --mem={limit_mb}M, swap 0"
+
+    # --- the cancel path -----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        super().cancel()
+        with self._lock:
+            ids = list(self._live)
+        self._scancel(ids, CANCEL_WAIT_S)
+
+    @staticmethod
+    def _scancel(ids: list[str], wait_s: float = 0.0) -> None:
+        """scancel ``ids``; with ``wait_s``, wait until the queue no longer lists them (a cancelled
+        job stays COMPLETING while slurmd kills its processes), so none outlives lodevem's exit."""
+        if not ids:
+            return
+        subprocess.run(["scancel", *ids], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                       timeout=60)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            out = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i"], capture_output=True, text=True,
+                                 check=False, timeout=60)
+            if out.returncode != 0 or not out.stdout.strip():
+                return
+            time.sleep(POLL_S)
+
+    def sweep_stale(self) -> int:
+        """Cancel the jobs of runs whose lodevem died without cleaning up (unless ``reattach``:
+        then ``run`` adopts them). Returns how many were cancelled."""
+        if self.settings.reattach:
+            return 0
+        stale = []
+        for job_file in (self.workdir / "runs").glob("*/job.json"):
+            info = self._job_info(job_file.parent)
+            if info is not None and not _pid_alive(info.get("owner_pid"), info.get("owner_host")):
+                stale.append(str(info["job_id"]))
+                shutil.rmtree(job_file.parent, ignore_errors=True)
+        self._scancel(stale)
+        return len(stale)
+
+    # --- progress ------------------------------------------------------------------------------
+
+    def counts(self) -> JobCounts:
+        with self._lock:
+            states = list(self._live.values())
+            done = self._done
+        return JobCounts(states.count("queued"), states.count("running"), done)
+
+    def _set_state(self, job_id: str, state: Optional[str]) -> None:
+        with self._lock:
+            if state is None:
+                if self._live.pop(job_id, None) is not None:
+                    self._done += 1
+            elif self._live.get(job_id) == state:
+                return
+            else:
+                self._live[job_id] = state
+        if self.on_status is not None:
+            self.on_status(str(self.counts()))
+
+    # --- files in the shared folder ------------------------------------------------------------
+
+    def _share(self, path: Path) -> Path:
+        """The copy of ``path`` under ``models/`` named by its content (copied once)."""
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            if key in self._copied:
+                return self._copied[key]
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+        target = self.workdir / "models" / f"{digest.hexdigest()[:32]}{path.suffix}"
+        if not target.is_file() or target.stat().st_size != st.st_size:
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+            shutil.copyfile(path, tmp)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        with self._lock:
+            self._copied[key] = target
+        return target
+
+    def _inner(self, request: WorkerRequest, run_dir: Path) -> WorkerRequest:
+        """The request with every path rewritten into the shared folder."""
+        model = Path(request.model_path)
+        if not model.is_file():
+            raise ModelFileError(f"{request.model_path}: model file not found")
+        onnx = None
+        if request.onnx_path:
+            given = Path(request.onnx_path)
+            if request.action == "export-onnx" or not given.exists():
+                onnx = str(run_dir / "out" / given.name)
+            else:
+                if given.is_symlink() or not given.is_file():
+                    raise SandboxError(f"{given}: not a regular file; delete it (lodevem writes its cache itself)")
+                onnx = str(self._share(given))
+        derive_out = str(run_dir / "out" / Path(request.derive_out).name) if request.derive_out else None
+        removed = (str(run_dir / "out" / Path(request.channels_removed_path).name)
+                   if request.channels_removed_path else None)
+        # --code: read in place, so it must be on a filesystem the nodes share (as lodevem's install).
+        code = [str(Path(p).resolve()) for p in request.code_paths]
+        return dataclasses.replace(request, model_path=str(self._share(model)), onnx_path=onnx, derive_out=derive_out,
+                                   channels_removed_path=removed, code_paths=code)
+
+    def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
+        payload = json.dumps([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
+                              self.settings.account])
+        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+    @staticmethod
+    def _job_info(run_dir: Path) -> Optional[dict[str, Any]]:
+        try:
+            data = json.loads((run_dir / "job.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("job_id"), str) else None
+
+    # --- submitting and waiting ----------------------------------------------------------------
+
+    def prewarm(self, runtime: str = "torch") -> None:
+        """Nothing to do: on a cluster the page cache is each node's own, and every job reads the
+        runtime's files from the same install; the first job on a node warms it."""
+
+    def identity_for(self, runtime: str) -> str:
+        """torch and onnxruntime only: the converted files of tflite/ncnn are not carried to and
+        from the nodes (yet), so those runtimes stop the run before any work, in one line."""
+        if runtime in ("tflite", "ncnn"):
+            raise InputError(f"--backend slurm measures with torch or onnxruntime; --runtime {runtime} needs "
+                             "--backend docker (or process)")
+        return self.identity
+
+    def _submit(self, run_dir: Path, mem_mb: int, threads: int, timeout_s: float,
+                reference_s: Optional[float]) -> Any:
+        time_min = self.settings.time_min or math.ceil(timeout_s / 60) + 2
+        params: dict[str, Any] = dict(mem=f"{mem_mb}M", cpus_per_task=threads, time=time_min, use_srun=False,
+                                      job_name="lodevem", signal_delay_s=10)
+        if self.settings.partition:
+            params["partition"] = self.settings.partition
+        if self.settings.account:
+            params["account"] = self.settings.account
+        with self._lock:  # update_parameters + submit are one step on the shared executor
+            if self._executor is None:
+                self._executor = self._submitit.SlurmExecutor(folder=str(self.workdir / "submitit" / "%j"),
+                                                              max_num_timeout=0, python=self.python)
+            self._executor.update_parameters(**params)
+            try:
+                job = self._executor.submit(slurm_job.run_in_job, str(run_dir), timeout_s, threads, reference_s)
+            except Exception as exc:  # sbatch refused: a bad partition or account, a full queue
+                raise SandboxError(f"sbatch refused the job: {' '.join(str(exc).split())[:300]}") from None
+        (run_dir / "job.json").write_text(json.dumps({"job_id": str(job.job_id), "owner_pid": os.getpid(),
+                                                      "owner_host": os.uname().nodename,
+                                                      "submitted": time.time()}))
+        return job
+
+    def _job_alive(self, job_id: str) -> bool:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
+                             check=False, timeout=60)
+        return out.returncode == 0 and bool(out.stdout.strip())
+
+    def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
+            reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
+        if self.cancelled.is_set():
+            raise Cancelled("measurement cancelled")
+        key = self._run_key(request, limit_mb, timeout_s)
+        run_dir = self.workdir / "runs" / key
+        job = None
+        inner = self._inner(request, run_dir)  # deterministic: the same paths an adopted job was given
+        info = self._job_info(run_dir)
+        if info is not None and self.settings.reattach and (
+                (run_dir / slurm_job.REPORT).exists() or self._job_alive(info["job_id"])):
+            job = self._submitit.SlurmJob(folder=str(self.workdir / "submitit" / "%j"), job_id=info["job_id"])
+        else:
+            if info is not None:
+                self._scancel([info["job_id"]])
+            shutil.rmtree(run_dir, ignore_errors=True)
+            (run_dir / "out").mkdir(parents=True)
+            (run_dir / slurm_job.REQUEST).write_text(inner.to_json())
+            job = self._submit(run_dir, limit_mb or work_limit_mb(), request.threads, timeout_s, reference_s)
+        job_id = str(job.job_id)
+        self._set_state(job_id, "queued")
+        try:
+            outcome = self._wait(job, run_dir, limit_mb, timeout_s)
+            if on_progress is not None:
+                for line in outcome.stderr_tail.splitlines():
+                    on_progress(line)
+            for wanted, inside in ((request.onnx_path, inner.onnx_path), (request.derive_out, inner.derive_out),
+                                   (request.channels_removed_path, inner.channels_removed_path)):
+                if wanted and inside and Path(inside).parent == run_dir / "out":
+                    from .docker_backend import _take_output  # the same distrustful copy as Docker's
+
+                    _take_output(run_dir / "out", Path(inside).name, Path(wanted), MAX_OUTPUT_BYTES)
+            host_paths = {i: h for i, h in ((inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
+                                            (inner.derive_out, request.derive_out)) if i and h}
+            shutil.rmtree(run_dir, ignore_errors=True)
+            return dataclasses.replace(outcome, host_paths=host_paths)
+        except BaseException:
+            # Cancelled, interrupted or broken: the job must not outlive this run.
+            self._scancel([job_id], CANCEL_WAIT_S)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        finally:
+            self._set_state(job_id, None)
+            # submitit's own files of this job (its pickles and logs); what lodevem needed is read.
+            shutil.rmtree(self.workdir / "submitit" / job_id, ignore_errors=True)
+
+    def _wait(self, job: Any, run_dir: Path, limit_mb: Optional[int], timeout_s: float) -> RunOutcome:
+        """Poll the run folder every POLL_S (and sacct every STATE_POLL_S through submitit's cached
+        watcher) until the job reports or ends; scancel on cancel or a run far past its timeout."""
+        job_id = str(job.job_id)
+        started_at: Optional[float] = None
+        last_state_check = time.monotonic()
+        submitted = time.monotonic()
+        while True:
+            if self.cancelled.is_set():
+                self._scancel([job_id], CANCEL_WAIT_S)
+                raise Cancelled("measurement cancelled")
+            report = _report(run_dir / slurm_job.REPORT) if (run_dir / slurm_job.REPORT).exists() else None
+            if report is not None:
+                return self._outcome(report, run_dir, limit_mb, job)
+            now = time.monotonic()
+            if started_at is None and (run_dir / slurm_job.STARTED).exists():
+                started_at = now
+                self._set_state(job_id, "running")
+            if started_at is not None and now - started_at > timeout_s + 60:
+                # The wrapper kills its worker at timeout_s; a job silent well past that is stuck.
+                self._scancel([job_id])
+                return self._ended(run_dir, limit_mb, job, "timeout", now - started_at)
+            if now - last_state_check >= STATE_POLL_S:
+                last_state_check = now
+                if job.done():  # ended without a report: killed before the wrapper could write one
+                    time.sleep(POLL_S)  # a report written just as the job ended
+                    if (run_dir / slurm_job.REPORT).exists():
+                        continue
+                    state = job.watcher.get_state(job_id, mode="force")
+                    return self._ended(run_dir, limit_mb, job, state, now - (started_at or submitted))
+            time.sleep(POLL_S)
+
+    def _outcome(self, report: dict[str, Any], run_dir: Path, limit_mb: Optional[int], job: Any) -> RunOutcome:
+        timed_out, evidence = report["timed_out"], report["thrash_evidence"]
+        oom = report["oom_kills"] > 0 or (report["killed_by_sigkill"] and not timed_out and not evidence)
+        observed = dict(report["observed"], slurm_job_id=int(job.job_id)) if str(job.job_id).isdigit() \
+            else dict(report["observed"])
+        return RunOutcome(
+            backend=self.name, exit_code=report["exit_code"], oom_killed=oom and limit_mb is not None,
+            timed_out=timed_out, thrashing=bool(evidence), thrash_evidence=evidence, wall_s=report["wall_s"],
+            stdout=_read_tail(run_dir / slurm_job.WORKER_STDOUT),
+            stderr_tail=tail(_read_tail(run_dir / slurm_job.WORKER_STDERR)), limit_mb=limit_mb,
+            limit_enforcement=self.enforcement(limit_mb, report["cgroup_enforced"]), observed=observed)
+
+    def _ended(self, run_dir: Path, limit_mb: Optional[int], job: Any, state: str, wall_s: float) -> RunOutcome:
+        """A job that ended without the wrapper's report: Slurm's state says why."""
+        logs = "\n".join(filter(None, [_read_tail(run_dir / slurm_job.WORKER_STDERR), job.stderr() or ""]))
+        oom = state == "OUT_OF_MEMORY" and limit_mb is not None
+        timed_out = state in ("TIMEOUT", "timeout")
+        if not (oom or timed_out):
+            logs += f"\nslurm job {job.job_id} ended {state} before the worker reported"
+        return RunOutcome(
+            backend=self.name, exit_code=None, oom_killed=oom, timed_out=timed_out, thrashing=False,
+            thrash_evidence="", wall_s=round(wall_s, 3), stdout=_read_tail(run_dir / slurm_job.WORKER_STDOUT),
+            stderr_tail=tail(logs), limit_mb=limit_mb, limit_enforcement=self.enforcement(limit_mb),
+            observed={"slurm_state": state})
+
+
+def _pid_alive(pid: Any, host: Any) -> bool:
+    """Whether the lodevem that submitted a job still runs (only knowable on its own host)."""
+    if not isinstance(pid, int) or host != os.uname().nodename:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

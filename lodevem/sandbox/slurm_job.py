@@ -1,0 +1,142 @@
+"""The node side of the Slurm backend: what one Slurm job runs, inside the job's cgroup.
+
+submitit calls ``run_in_job`` on the compute node (the node imports this module from its own
+lodevem install, which must be the same version as the submitting host's). It mirrors the
+process backend's watch loop: the worker runs as a child process in its own session, its stdout
+and stderr go to files in the job's run folder, the job's memory cgroup (the one Slurm limited
+to ``--mem``) is sampled every ``POLL_S`` for the thrashing monitor, and the child is killed on
+timeout or thrashing. What happened is written to ``report.json`` (plain JSON, atomically):
+the host reads that file and the worker's stdout as text and never loads submitit's result
+pickle, since the job ran the user's model file, which is code and could have rewritten it.
+
+Why a child and not the worker in this process: the worker's VmHWM must be the model's peak,
+not submitit's; the cost is that the job cgroup also holds this wrapper (python + submitit,
+~30 MB), which counts against ``--mem`` like the shell of any batch job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from .base import POLL_S, ThrashMonitor
+
+REPORT = "report.json"
+STARTED = "started"
+REQUEST = "request.json"
+WORKER_STDOUT = "worker.stdout"
+WORKER_STDERR = "worker.stderr"
+MEMORY_ROOT = Path("/sys/fs/cgroup/memory")
+UNLIMITED = 2**60
+
+
+class JobCgroup:
+    """The memory cgroup Slurm limited for this job (cgroup v1: the nearest ancestor of this
+    process's own cgroup with a finite ``memory.limit_in_bytes``; the task leaf is unlimited)."""
+
+    def __init__(self, path: Path, limit_bytes: int) -> None:
+        self.path, self.limit_bytes = path, limit_bytes
+
+    @classmethod
+    def find(cls) -> Optional["JobCgroup"]:
+        try:
+            lines = Path("/proc/self/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            _, names, rel = line.split(":", 2)
+            if "memory" not in names.split(","):
+                continue
+            here = MEMORY_ROOT / rel.lstrip("/")
+            while here != MEMORY_ROOT and MEMORY_ROOT in here.parents:
+                try:
+                    limit = int((here / "memory.limit_in_bytes").read_text())
+                except (OSError, ValueError):
+                    limit = UNLIMITED
+                if limit < UNLIMITED:
+                    return cls(here, limit)
+                here = here.parent
+        return None
+
+    def read_int(self, name: str) -> Optional[int]:
+        try:
+            text = (self.path / name).read_text().strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def keyed(self, name: str, key: str) -> Optional[int]:
+        try:
+            for line in (self.path / name).read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == key and v.strip().isdigit():
+                    return int(v)
+        except OSError:
+            pass
+        return None
+
+    def sample(self) -> tuple[Optional[int], Optional[int]]:
+        return self.read_int("memory.usage_in_bytes"), self.keyed("memory.stat", "total_pgmajfault")
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def run_in_job(run_dir: str, timeout_s: float, threads: int, reference_s: Optional[float] = None) -> None:
+    """Run ``python -m lodevem.worker`` on ``run_dir/request.json``; write ``run_dir/report.json``."""
+    folder = Path(run_dir)
+    (folder / STARTED).write_text(str(time.time()))
+    cgroup = JobCgroup.find()
+    pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "OPENBLAS_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.pathsep.join([pkg_parent] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    monitor = ThrashMonitor(cgroup.limit_bytes if cgroup else None, reference_s)
+    started = time.monotonic()
+    timed_out, evidence = False, None
+    with open(folder / WORKER_STDOUT, "wb") as out, open(folder / WORKER_STDERR, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "lodevem.worker", "--request-file", str(folder / REQUEST)],
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                now = time.monotonic()
+                if cgroup is not None:
+                    monitor.add(now, *cgroup.sample())
+                evidence = monitor.check(now)
+                timed_out = now - started > timeout_s and evidence is None
+                if evidence is not None or timed_out:
+                    break
+        finally:
+            if proc.poll() is None:  # timeout, thrashing, or the job being cancelled (SIGTERM)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    observed = monitor.summary()
+    oom_kills = 0
+    if cgroup is not None:
+        peak = cgroup.read_int("memory.max_usage_in_bytes")
+        oom_kills = cgroup.keyed("memory.oom_control", "oom_kill") or 0
+        observed.update(cgroup_peak_mb=round(peak / 2**20, 1) if peak else None, oom_kills=oom_kills,
+                        job_cgroup_limit_mb=round(cgroup.limit_bytes / 2**20))
+    # A killed child's peak, which its own reply cannot give (KiB on Linux).
+    observed["child_maxrss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+    code = proc.returncode
+    _write_json(folder / REPORT, {
+        "exit_code": 128 - code if code < 0 else code, "killed_by_sigkill": code == -signal.SIGKILL,
+        "oom_kills": oom_kills, "timed_out": timed_out, "thrash_evidence": evidence or "",
+        "wall_s": round(time.monotonic() - started, 3), "cgroup_enforced": cgroup is not None,
+        "node": os.uname().nodename, "observed": observed})

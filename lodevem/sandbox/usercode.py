@@ -1,0 +1,117 @@
+"""The host's view of the user's model code (``--code``) and ``--arch``: checked, hashed, never run.
+
+The host only reads the bytes of the code to hash them (the digest joins every cache key and the
+manifest: edited code means new exports and measurements); importing it is the worker's job, in
+the sandbox. Backends mount each entry read-only (Docker) or pass the path (process backend).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from ..errors import InputError
+
+__all__ = ["ModelLoading", "code_digest"]
+
+# Files that are not code and would make the digest depend on the last run (bytecode caches).
+_SKIPPED_DIRS = {"__pycache__", ".git", ".hg", ".mypy_cache", ".pytest_cache", ".ipynb_checkpoints"}
+_SKIPPED_SUFFIXES = (".pyc", ".pyo")
+_MAX_CODE_FILES = 20_000  # a --code folder larger than this is a home directory, not a package
+_ARCH = re.compile(r"^(zoo:[\w-]+|[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)$")
+
+
+def _code_files(root: Path) -> Iterable[Path]:
+    if root.is_file():
+        yield root
+        return
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        for name in sorted(files):
+            if name.endswith(_SKIPPED_SUFFIXES):
+                continue
+            count += 1
+            if count > _MAX_CODE_FILES:
+                raise InputError(f"--code {root}: more than {_MAX_CODE_FILES} files; pass the package folder "
+                                 f"itself, not a folder that contains it")
+            yield Path(folder) / name
+
+
+def code_digest(paths: Iterable[Path]) -> str:
+    """sha256 over every code file's relative path and bytes (bytecode caches skipped)."""
+    digest = hashlib.sha256()
+    for root in paths:
+        digest.update(b"entry\0" + root.name.encode() + b"\0")
+        for path in _code_files(root):
+            rel = path.relative_to(root).as_posix() if root.is_dir() else path.name
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise InputError(f"--code {path}: cannot read ({exc.strerror})") from None
+            digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelLoading:
+    """How the sandbox loads the user's files beyond their bytes; one per run.
+
+    ``code``: package folders or ``.py`` scripts (absolute); ``arch``: ``MODULE:CALLABLE`` or
+    ``zoo:NAME`` for files that hold only weights, built with ``arch_kwargs``.
+    """
+
+    code: tuple[Path, ...] = ()
+    digest: str = ""
+    arch: Optional[str] = None
+    arch_kwargs: Optional[dict[str, Any]] = None
+
+    @classmethod
+    def from_options(cls, code: Iterable[Path | str] = (), arch: Optional[str] = None,
+                     arch_kwargs: Optional[str] = None) -> "ModelLoading":
+        """Validate ``--code``/``--arch``/``--arch-kwargs``; each problem is one ``InputError``."""
+        entries: list[Path] = []
+        for raw in code:
+            path = Path(raw).expanduser()
+            if not path.exists():
+                raise InputError(f"--code {raw}: no such file or folder")
+            if path.is_file() and path.suffix != ".py":
+                raise InputError(f"--code {raw}: expected a package folder or a .py file")
+            if not path.is_file() and not path.is_dir():
+                raise InputError(f"--code {raw}: expected a package folder or a .py file")
+            resolved = path.resolve()
+            if resolved.name in {e.name for e in entries}:
+                raise InputError(f"--code {raw}: another --code entry is also named {resolved.name!r}; "
+                                 f"Python could import only one of them")
+            entries.append(resolved)
+        if arch is not None and not _ARCH.match(arch):
+            raise InputError(f"--arch {arch!r}: expected MODULE:CALLABLE (e.g. cocoa.model:CocoaNet) or zoo:NAME")
+        kwargs = None
+        if arch_kwargs is not None:
+            if arch is None:
+                raise InputError("--arch-kwargs needs --arch")
+            try:
+                kwargs = json.loads(arch_kwargs)
+            except ValueError as exc:
+                raise InputError(f"--arch-kwargs: not valid JSON ({exc})") from None
+            if not isinstance(kwargs, dict):
+                raise InputError(f"--arch-kwargs: expected a JSON object of keyword arguments, got {arch_kwargs!r}")
+        return cls(code=tuple(entries), digest=code_digest(entries) if entries else "", arch=arch,
+                   arch_kwargs=kwargs)
+
+    @property
+    def key(self) -> str:
+        """What cache keys add for this loading ('' when the file loads on its own)."""
+        if not self.code and self.arch is None:
+            return ""
+        return json.dumps([self.digest, self.arch, self.arch_kwargs], sort_keys=True)
+
+    def describe(self) -> dict[str, Any]:
+        """For the manifest."""
+        return {"code": [str(p) for p in self.code], "code_sha256": self.digest or None, "arch": self.arch,
+                "arch_kwargs": self.arch_kwargs}
