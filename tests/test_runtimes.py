@@ -183,3 +183,15 @@ def test_onnx_file_converts_to_ncnn_and_says_why_not_to_tflite(runtime_backend, 
     assert tflite.verdict == "error"
     assert tflite.error == ("tflite conversion failed: no ONNX to TFLite converter: litert-torch converts PyTorch "
                             "modules (measure an .onnx with runtime onnxruntime or ncnn)")
+
+
+def test_a_tflite_or_ncnn_row_shows_the_latency_predicted_for_its_runtime(runtime_backend, models: Path,
+                                                                          tmp_path: Path) -> None:
+    profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
+    config = RunConfig(models=(models / "tiny_cnn.pt",), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
+                       backend="docker", runtime="torch,ncnn", jobs=1, predictor="estimator", timeout_s=300,
+                       latency_runtime="tflite")
+    rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
+    assert rows["torch"].verdict == rows["ncnn"].verdict == "fits"
+    assert "tflite" in rows["torch"].latency_source and "ncnn" in rows["ncnn"].latency_source
+    assert rows["torch"].latency_ms and rows["ncnn"].latency_ms and rows["torch"].latency_ms != rows["ncnn"].latency_ms
