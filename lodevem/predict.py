@@ -222,7 +222,8 @@ class Predictor:
                           "baseline_lodo_mape_pct": unc.get("baseline_lodo_mape_pct"),
                           "data_sources": list(params.get("data_sources") or ()),
                           "data_sha256": params.get("data_sha256"),
-                          "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread")},
+                          "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread"),
+                          "oneshot_mape_pct": unc.get("oneshot_mape_pct"), "runtime": self.runtime},
             "latency_cache": {"hits": self.cache_hits, "misses": self.cache_misses},
         }
 

@@ -193,7 +193,7 @@ def test_other_threads_are_applied_with_a_note(env) -> None:
     assert run(env, "calibrate", PROFILE, "mobilenet_v2=300", "--runtime", "ncnn", "--threads", "4").exit_code == 0
     row = predict_json(env, "mobilenet_v2", "--profile", PROFILE)[("mobilenet_v2", PROFILE)]
     assert "calibrated(n=1)" in row["latency_source"]
-    assert "calibration measured with ncnn, 4 threads, this prediction is for 1 thread: applied anyway" in row[
+    assert "calibration measured with ncnn, 4 threads, this prediction is for tflite, 1 thread: applied anyway" in row[
         "latency_note"]
 
 

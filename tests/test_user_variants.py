@@ -344,7 +344,8 @@ def test_acceptance_every_variant_of_cocoa_on_tier2(docker_backend, project: Pat
         fp32 = float(found[("cocoa_fp32.pt", pid)]["latency_ms"])
         # int8 files: the fitted per-core int8 factors, the same as --levels on the fp32 file
         static = float(derived[("cocoa_fp32.pt@int8-static", pid)]["latency_ms"])
-        assert abs(static / fp32 - 1) > 0.02, (pid, core)  # the factor is not 1 on any of these cores
+        if core != "Cortex-A55":  # in ncnn's data int8 is no faster than fp32 on the A55
+            assert abs(static / fp32 - 1) > 0.02, (pid, core)
         for label in ("cocoa_int8_static.pt", "cocoa_int8_fx.pt"):
             row = found[(label, pid)]
             assert row["precision"] == "int8-static", (label, row["precision"])

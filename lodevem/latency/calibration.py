@@ -340,7 +340,10 @@ def measurements_from_log(args: Sequence[str], log: ParsedLog, where: str,
             raise InputError(f"{where}: no entry of this benchncnn log is a lodevem zoo model (zoo models "
                              f"benchncnn knows: {', '.join(sorted(to_zoo))}); name them: MODEL=ENTRY")
         return found
-    from_zoo = {zoo: name for name, zoo in to_zoo.items()}
+    from_zoo: dict[str, str] = {}
+    for name, zoo_name in to_zoo.items():  # benchncnn's own entry names first (not the "std:" TFLite ones)
+        if name in by_name:
+            from_zoo.setdefault(zoo_name, name)
     found = []
     for arg in args:
         model, sep, entry_name = arg.rpartition("=")

@@ -10,6 +10,7 @@ module imports it without pulling in the others.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -144,8 +145,31 @@ def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
         else:
             name = what or "other predictor"
         # The error figure first ("±18% (LODO MAPE)"), then qualifications, in a stable order.
-        notes.append(SourceNote(mark, name, "; ".join(sorted(uncertainties, key=lambda u: (not u.startswith("\u00b1"), u)))))
+        merged = _merge_by_core(uncertainties)
+        notes.append(SourceNote(mark, name, "; ".join(sorted(merged, key=lambda u: (not u.startswith("\u00b1"), u)))))
     return notes
+
+
+_CORE = re.compile(r"Cortex-A\d+|Kryo[\w ]*?(?= |\)|:|$)")
+
+
+def _merge_by_core(statements: set[str]) -> set[str]:
+    """Statements that differ only in the core they name, once with the cores joined
+    ("... on Cortex-A53/A55/A7"): a tier's legend would otherwise repeat each per core."""
+    groups: dict[str, list[str]] = {}
+    for text in statements:
+        cores = _CORE.findall(text)
+        key = _CORE.sub("{core}", text) if len(cores) == 1 else text
+        groups.setdefault(key, []).extend(cores if len(cores) == 1 else [])
+    merged = set()
+    for key, cores in groups.items():
+        if not cores:
+            merged.add(key)
+            continue
+        names = sorted(set(cores), key=lambda c: (len(c), c))
+        joined = names[0] + "".join("/" + c.replace("Cortex-", "") for c in names[1:])
+        merged.add(key.replace("{core}", joined))
+    return merged
 
 
 def threads_text(rows: Sequence[PairResult]) -> str:

@@ -69,6 +69,8 @@ class EstimatorFacts:
     data_sha256: Optional[str]
     params_sha256: Optional[str]
     same_core_spread: Optional[str]
+    oneshot_mape_pct: Optional[float] = None
+    runtime: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,8 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
             lodo_rows=est.get("lodo_rows"), baseline_lodo_mape_pct=est.get("baseline_lodo_mape_pct"),
             rows_used=est.get("rows_used"), data_sources=tuple(est.get("data_sources") or ()),
             data_sha256=est.get("data_sha256"), params_sha256=est.get("params_sha256"),
-            same_core_spread=est.get("same_core_spread"))
+            same_core_spread=est.get("same_core_spread"), oneshot_mape_pct=est.get("oneshot_mape_pct"),
+            runtime=est.get("runtime"))
     described = predictor.get("nnmeter_predictors") if isinstance(predictor, Mapping) else None
     nn: list[NnMeterFacts] = []
     for name in _distinct([s.split(":", 1)[1].split("\u2192", 1)[0] for s in sources if s.startswith("nn-meter:")]):
@@ -245,9 +248,16 @@ def _latency_paragraph(f: RunFacts) -> str:
             "(3x3 stride-1, GEMM-like and depthwise convolutions, fully connected layers), the bytes it moves and a "
             "fixed per-kernel overhead, with a compute and a memory scale per core type, divided by the clock. "
             f"It was fitted on {e.rows_used if e.rows_used is not None else 'the'} published latencies of common CNNs on "
-            f"ARM boards measured with {data}. Scored leave-one-device-out over {e.lodo_rows} rows, its mean absolute "
-            f"percentage error is {_pct(e.lodo_mape_pct)} ({_pct(e.lodo_within_10_pct)} of the predictions within 10 %, "
-            f"{_pct(e.lodo_within_25_pct)} within 25 %; a MACs-only baseline: {_pct(e.baseline_lodo_mape_pct)}).")
+            f"ARM boards measured with {data}, with efficiencies of its own for each runtime"
+            + (f"; the latencies stand for {e.runtime}" if e.runtime else "")
+            + f". Scored leave-one-device-out over {e.lodo_rows} single-thread fp32 rows, its mean absolute "
+            f"percentage error is {_pct(e.lodo_mape_pct)}"
+            + (f" ({_pct(e.lodo_within_10_pct)} of the predictions within 10 %, {_pct(e.lodo_within_25_pct)} within "
+               f"25 %)" if e.lodo_within_10_pct is not None and e.lodo_within_25_pct is not None else "")
+            + f" against {_pct(e.baseline_lodo_mape_pct)} for a MACs-only baseline; each latency is reported with the "
+            "leave-one-device-out error of its own kind (core, threads, precision, runtime)"
+            + (f", and a board calibrated with one measured model comes to {_pct(e.oneshot_mape_pct)} in the same "
+               "simulation" if e.oneshot_mape_pct is not None else "") + ".")
     for nn in f.nnmeter:
         ref = (f"a {nn.reference_core} at {nn.reference_clock_ghz:g} GHz" if nn.reference_core and nn.reference_clock_ghz
                else "its reference device")
