@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ..worker.formats import file_sha256
+
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
 
 # Bump when the stored layout changes (the key includes it, so old entries become misses).
@@ -32,12 +34,8 @@ def digest(description: Any) -> str:
 
 
 def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB blocks."""
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
+    """sha256 of a file's bytes (the same digest lodevem names model files by)."""
+    return file_sha256(str(path))
 
 
 class JsonCache:
