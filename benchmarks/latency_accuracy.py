@@ -2,7 +2,7 @@
 """How good is the offline latency estimator? Leave-one-device-out on the dev data, or a score
 of any measurement file; plus timing.
 
-    python benchmarks/latency_accuracy.py [--data ../shared/data/arm-cpu-latency-dev.csv]
+    python benchmarks/latency_accuracy.py [--data benchmarks/data/arm-cpu-latency-dev.csv]
     python benchmarks/latency_accuracy.py --score FILE     # FILE: the dev CSV's columns
 
 1. Default: leave-one-device-out (LODO). Every device of the dev data is held out in turn, the

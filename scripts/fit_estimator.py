@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fit lodevem's offline latency estimator on published ARM latencies; write its parameters.
 
-    python scripts/fit_estimator.py [--data ../shared/data/arm-cpu-latency-dev.csv]
+    python scripts/fit_estimator.py [--data benchmarks/data/arm-cpu-latency-dev.csv]
                                     [--onnx-cache .lodevem-build/fit-onnx] [--out lodevem/data/estimator_params.json]
 
 What it does, in order (every step is recorded in the params file's ``provenance``):
@@ -48,7 +48,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "arm-cpu-latency-dev.csv"
+DEFAULT_DATA = REPO / "benchmarks" / "data" / "arm-cpu-latency-dev.csv"  # a copy of the published rows, sources in its README
 DEFAULT_CACHE = REPO / ".lodevem-build" / "fit-onnx"
 DEFAULT_OUT = REPO / "lodevem" / "data" / "estimator_params.json"
 
