@@ -342,6 +342,7 @@ def cli() -> None:
                              (see --profiles-dir)
       LODEVEM_NNMETER_DATA   nn-Meter predictor data folder (see --nnmeter-data)
       LODEVEM_CALIBRATIONS   calibration records folder (see --calibrations)
+      LODEVEM_CODE           your model code for the sandbox, ':'-separated (see --code)
       XDG_CONFIG_HOME        default calibrations folder is
                              $XDG_CONFIG_HOME/lodevem/calibrations
                              (default ~/.config/lodevem/calibrations)
