@@ -151,8 +151,12 @@ def test_a_signal_at_any_point_cleans_up(docker_backend, tmp_path: Path, signals
     out = tmp_path / "out"
     command = [sys.executable, "-m", "lodevem.cli", "start", str(model), "--profile", "nokia_c1", "--output", str(out),
                "--backend", "docker", "--runs", runs, "--warmup", "0", *levels]
-    scratch_before = set(Path("/tmp").glob("lodevem-out-*"))
-    env = {**os.environ, "COLUMNS": "200"}
+    # A private TMPDIR: lodevem's scratch folders (tempfile) go there, so other lodevem runs on a
+    # shared machine cannot make a leftover folder appear or disappear.
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    scratch_before = set(private_tmp.glob("lodevem-out-*"))
+    env = {**os.environ, "COLUMNS": "200", "TMPDIR": str(private_tmp)}
     proc = subprocess.Popen([*command, "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)
     try:
@@ -173,7 +177,7 @@ def test_a_signal_at_any_point_cleans_up(docker_backend, tmp_path: Path, signals
     assert proc.returncode == code, output
     assert "Interrupted." in output and "Traceback" not in output, output
     assert _labelled_by(proc.pid) == []
-    assert set(Path("/tmp").glob("lodevem-out-*")) <= scratch_before  # every scratch folder removed
+    assert set(private_tmp.glob("lodevem-out-*")) <= scratch_before  # every scratch folder removed
     if runs != "100000":  # then --resume finishes what the interrupted run started
         resumed = subprocess.run([*command, "--no-cache", "--resume"], capture_output=True, text=True, env=env,
                                  timeout=300)

