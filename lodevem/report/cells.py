@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Optional
@@ -134,7 +134,7 @@ def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
         detail = source.split(":", 1)[-1].split("\u2192")[0].split(" (")[0].strip()
         details.add(detail if c.mark != OTHER_MARK else source)
         if row.latency_uncertainty:
-            uncertainties.update(part.strip() for part in row.latency_uncertainty.split(";") if part.strip())
+            uncertainties.add(row.latency_uncertainty)
     notes = []
     for mark, (details, uncertainties) in sorted(by_mark.items(), key=lambda kv: kv[0] != "*"):
         what = ", ".join(sorted(d for d in details if d))
@@ -145,9 +145,15 @@ def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
         else:
             name = what or "other predictor"
         # The error figure first ("±18% (LODO MAPE)"), then qualifications, in a stable order.
-        merged = _merge_by_core(uncertainties)
-        notes.append(SourceNote(mark, name, "; ".join(sorted(merged, key=lambda u: (not u.startswith("\u00b1"), u)))))
+        notes.append(SourceNote(mark, name, uncertainty_text(uncertainties)))
     return notes
+
+
+def uncertainty_text(stated: Iterable[str]) -> str:
+    """The uncertainty statements of several cells as one legend text: each ';'-separated part
+    once, parts differing only in the core merged, the error figures ("±20% ...") first."""
+    parts = {part.strip() for text in stated for part in text.split(";") if part.strip()}
+    return "; ".join(sorted(_merge_by_core(parts), key=lambda u: (not u.startswith("\u00b1"), u)))
 
 
 _CORE = re.compile(r"Cortex-A\d+|Kryo[\w ]*?(?= |\)|:|$)")

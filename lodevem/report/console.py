@@ -20,6 +20,7 @@ from ..profiles import TIERS, Profile, tier_rank
 from ..results import VERDICTS, PairResult
 from .cells import (
     VERDICT_WORDS,
+    uncertainty_text,
     cells,
     group_by_model,
     latency_mark,
@@ -105,7 +106,7 @@ def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
         else:
             legend.setdefault(key, set())
     for key, uncertainties in legend.items():
-        lines.append(f"  {key}" + (f", uncertainty {'; '.join(sorted(uncertainties))}" if uncertainties else ""))
+        lines.append(f"  {key}" + (f", uncertainty {uncertainty_text(uncertainties)}" if uncertainties else ""))
     notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
     for item in items:
         for part in (item.latency.note or "").split("; "):
