@@ -31,12 +31,15 @@ def _calls(tree: ast.AST) -> list[tuple[str, str, int]]:
     return found
 
 
+def _host_sources() -> list[tuple[Path, ast.AST]]:
+    """(path, parsed tree) of every host module: the package outside ``lodevem/worker/``."""
+    return [(path, ast.parse(path.read_text(), filename=str(path)))
+            for path in sorted(PACKAGE.rglob("*.py")) if WORKER not in path.parents]
+
+
 def test_only_the_worker_loads_model_files() -> None:
     offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if WORKER in path.parents:
-            continue
-        tree = ast.parse(path.read_text(), filename=str(path))
+    for path, tree in _host_sources():
         for owner, attr, line in _calls(tree):
             if (owner, attr) in LOADERS:
                 offenders.append(f"{path.name}:{line} {owner}.{attr}")
@@ -183,10 +186,7 @@ def test_the_host_never_imports_or_runs_code_by_name() -> None:
     modules have no dynamic import, exec/eval or ``sys.path`` edit, except the restricted
     unpickler's allow-listed ``import_module`` (a fixed set of scikit-learn/numpy modules)."""
     offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if WORKER in path.parents:
-            continue
-        tree = ast.parse(path.read_text(), filename=str(path))
+    for path, tree in _host_sources():
         for owner, attr, line in _calls(tree):
             if (owner, attr) in DYNAMIC_IMPORTS and path.name != "sklearn_compat.py":
                 offenders.append(f"{path.name}:{line} {owner}.{attr}")
