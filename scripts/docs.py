@@ -207,19 +207,21 @@ class Scratch:
                               stderr=subprocess.STDOUT, text=True, timeout=timeout_s)
         return done.returncode, self.normalise(done.stdout, folder)
 
-    def lodevem(self, *argv: str, cwd: str = "") -> tuple[int, str]:
-        if argv[:1] == ("start",):
+    def lodevem(self, *argv: str, cwd: str = "", fresh: bool = False) -> tuple[int, str]:
+        """``lodevem ARGV``; ``fresh``: a ``start`` that must run as a new run into its folder."""
+        if fresh and argv[:1] == ("start",):
             self.clear_results(self.root / cwd / _option(argv, "--output", "results"))
         return self.run([sys.executable, "-m", "lodevem.cli", *argv], cwd=cwd)
 
     @staticmethod
     def clear_results(folder: Path) -> None:
-        """A documented ``start`` is a fresh run into its folder, with the folder's caches kept, so
-        that a rerun is fast and never a ``--resume`` of, or a clash with, the previous one."""
+        """Remove the files of the previous documented run, so the new one is never a ``--resume``
+        of, or a clash with, it; folders (the caches, other runs' ``--output`` inside this one)
+        stay, so a rerun is served from the caches."""
         if folder.is_dir():
             for entry in folder.iterdir():
-                if entry.name != ".cache":
-                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+                if entry.is_file() or entry.is_symlink():
+                    entry.unlink()
 
     def normalise(self, text: str, folder: Optional[Path] = None) -> str:
         """Machine paths out: the private home is ``~``, the folder a command ran in ``.``; no
@@ -333,7 +335,7 @@ def _run_of(block_id: str) -> Callable[[Scratch], None]:
         for need in block.needs:
             _setup(s, need)
         for step in block.steps:
-            code, out = s.lodevem(*step.argv, cwd=block.cwd)
+            code, out = s.lodevem(*step.argv, cwd=block.cwd, fresh=step.expect == 0)
             if code != step.expect:
                 raise SetupError(f"{step.shown} exited {code}: {out.strip()[-400:]}")
     return setup
@@ -365,6 +367,12 @@ def run_block(s: Scratch, block: Block, doc: str, marker_at: int) -> str:
         _setup(s, need)
     if block.render == "csv-table":
         return quick_start_csv(s.root / block.cwd / "results" / "benchmark_results.csv")
+    body = _run_steps(s, block, doc, marker_at)
+    s.done.add(f"{block.id}-run")  # a block that reads this run's files need not run it again
+    return body
+
+
+def _run_steps(s: Scratch, block: Block, doc: str, marker_at: int) -> str:
     parts: list[str] = []
     for step in block.steps:
         if step.kind == "file":
@@ -375,13 +383,13 @@ def run_block(s: Scratch, block: Block, doc: str, marker_at: int) -> str:
             continue
         if step.kind == "python":
             code_text = _python_before(doc, marker_at)
-            script = s.root / f".{block.id}.py"
+            script = s.root / block.cwd / f".{block.id}.py"
             script.write_text(code_text)
             code, out = s.run([sys.executable, script.name], cwd=block.cwd)
         elif step.kind == "shell":
             code, out = s.run(step.argv, cwd=block.cwd)
         else:
-            code, out = s.lodevem(*step.argv, cwd=block.cwd)
+            code, out = s.lodevem(*step.argv, cwd=block.cwd, fresh=step.expect == 0)
         if code != step.expect:
             raise SetupError(f"`{step.shown or block.id}` exited {code}, expected {step.expect}: {out.strip()[-600:]}")
         if step.kind != "python":
@@ -445,10 +453,12 @@ def regenerate(s: Scratch, wanted: Callable[[Block], bool]) -> tuple[list[str], 
                 started = time.monotonic()
                 try:
                     body = run_block(s, block, text, m.start())
+                    outcome = "ok"
                     written.append(f"{where} ({time.monotonic() - started:.0f} s)")
                 except (SetupError, subprocess.TimeoutExpired, OSError) as e:
+                    outcome = "FAILED"
                     failed.append(f"{where}: {e}")
-                print(f"  {where}: {'failed' if failed and failed[-1].startswith(where) else 'ok'}", flush=True)
+                print(f"  {where}: {outcome} ({time.monotonic() - started:.0f} s)", flush=True)
             pieces.append(body)
             last = m.end("body")
         pieces.append(text[last:])
