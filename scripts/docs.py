@@ -435,36 +435,34 @@ def markers(text: str) -> list[re.Match[str]]:
 
 
 def regenerate(s: Scratch, wanted: Callable[[Block], bool]) -> tuple[list[str], list[str], list[str]]:
-    """Rewrite every wanted block in place: (written, skipped, failed) descriptions."""
+    """Rewrite every wanted block in place, each file written after each block (an interrupted run
+    keeps what it made): (written, skipped, failed) descriptions."""
     written, skipped, failed = [], [], []
     for path in doc_paths():
-        text = path.read_text()
-        pieces, last = [], 0
-        for m in markers(text):
+        for index in range(len(markers(path.read_text()))):
+            text = path.read_text()
+            m = markers(text)[index]
             block = BY_ID.get(m["id"])
             where = f"{path.relative_to(REPO)}:{m['id']}"
-            pieces.append(text[last:m.start("body")])
-            body = m["body"]
             if block is None:
                 failed.append(f"{where}: no such block in scripts/docs.py")
-            elif not wanted(block):
+                continue
+            if not wanted(block):
                 skipped.append(f"{where} ({block.cost}{': ' + block.note if block.note else ''})")
-            else:
-                started = time.monotonic()
-                try:
-                    body = run_block(s, block, text, m.start())
-                    outcome = "ok"
-                    written.append(f"{where} ({time.monotonic() - started:.0f} s)")
-                except (SetupError, subprocess.TimeoutExpired, OSError) as e:
-                    outcome = "FAILED"
-                    failed.append(f"{where}: {e}")
-                print(f"  {where}: {outcome} ({time.monotonic() - started:.0f} s)", flush=True)
-            pieces.append(body)
-            last = m.end("body")
-        pieces.append(text[last:])
-        new = "".join(pieces)
-        if new != text:
-            path.write_text(new)
+                continue
+            started = time.monotonic()
+            try:
+                body = run_block(s, block, text, m.start())
+            except (SetupError, subprocess.TimeoutExpired, OSError) as e:
+                failed.append(f"{where}: {e}")
+                print(f"  {where}: FAILED ({time.monotonic() - started:.0f} s)", flush=True)
+                continue
+            written.append(f"{where} ({time.monotonic() - started:.0f} s)")
+            print(f"  {where}: ok ({time.monotonic() - started:.0f} s)", flush=True)
+            text = path.read_text()  # unchanged unless edited meanwhile: splice into the current text
+            m = markers(text)[index]
+            if m["body"] != body:
+                path.write_text(text[:m.start("body")] + body + text[m.end("body"):])
     return written, skipped, failed
 
 
