@@ -225,11 +225,15 @@ class Scratch:
 
     def normalise(self, text: str, folder: Optional[Path] = None) -> str:
         """Machine paths out: the private home is ``~``, the folder a command ran in ``.``; no
-        trailing blanks."""
+        trailing blanks; no progress bar (its last frame, with a wall time, is not a result)."""
+        text = _PROGRESS.sub("", text)
         for where in {folder or self.root, self.root}:
             text = text.replace(str(self.home), "~").replace(str(where) + "/", "").replace(str(where), ".")
         text = text.replace(str(REPO) + "/", "").replace(str(REPO), ".")
         return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+_PROGRESS = re.compile(r"^.*━.*\bETA\b.*\n", re.M)
 
 
 def _option(argv: Sequence[str], name: str, default: str) -> str:
