@@ -38,6 +38,8 @@ from .results import ModelFile, PairResult, RunState
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading
+from .worker.precision import LEVEL_FILE_PRECISION
+from .worker.registry import predicted_for
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
@@ -252,11 +254,10 @@ def _runtime(ctx: RunContext, model: ModelFile) -> str:
 
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:
-    """THE ONE PLACE where the runtime a row is measured under maps to the runtime its latency is
-    predicted for: a row measured under tflite or ncnn shows the latency predicted for that
-    runtime (the estimator's ``tflite`` / ``ncnn`` labels); torch and onnxruntime rows, which no
-    phone app ships, keep ``--latency-runtime`` (``default``)."""
-    return measurement_runtime if measurement_runtime in ("tflite", "ncnn") else default
+    """The runtime a row measured under ``measurement_runtime`` has its latency predicted for:
+    the registry's rule (``worker.registry.predicted_for``): its own when it has a latency
+    model, else ``--latency-runtime`` (``default``)."""
+    return predicted_for(measurement_runtime, default)
 
 
 class _Predictors:
@@ -368,11 +369,8 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
                                     channels_removed_graph=export.channels_removed_path,
                                     precision=export.model.precision, quantization=export.model.quantization)
     else:  # a variant computes in its level's precision (predicted from the original's graph)
-        model = dataclasses.replace(model, precision=_LEVEL_PRECISION.get(model.level, export.model.precision))
+        model = dataclasses.replace(model, precision=LEVEL_FILE_PRECISION.get(model.level, export.model.precision))
     return model
-
-
-_LEVEL_PRECISION = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 
 
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..errors import InputError
 from .estimator import COMPUTE_TERMS, Estimator, sum_work
 from .kernels import KernelGraph
+from ..worker.registry import on_device_runtimes
 
 if TYPE_CHECKING:  # the records this step reads and returns; predict.py does not import this module
     from ..predict import LatencyPrediction, Predictor
@@ -68,8 +69,9 @@ __all__ = [
 
 CALIBRATIONS_ENV = "LODEVEM_CALIBRATIONS"
 CONFIG_ENV = "XDG_CONFIG_HOME"
-# Runtimes a measurement on a device can be made with (the log parsers know the first two).
-MEASURED_RUNTIMES: tuple[str, ...] = ("tflite", "ncnn", "other")
+# Runtimes a measurement on a device can be made with (the registry's on-device runtimes, whose
+# benchmark tools the log parsers know), and "other" for anything else.
+MEASURED_RUNTIMES: tuple[str, ...] = (*on_device_runtimes(), "other")
 _SCHEMA = 1
 # Below this many records the compute/memory split is not fitted (two unknowns need >= 3 points
 # to leave a residual that says whether the split means anything).

@@ -44,14 +44,14 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from ..errors import EstimatorError, InputError
+from ..worker.precision import ARITHMETIC
+from ..worker.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
 from .kernels import Kernel
 
 __all__ = [
     "COMPUTE_TERMS",
     "DEFAULT_PARAMS",
     "DEFAULT_RUNTIME",
-    "PRECISIONS",
-    "RUNTIMES",
     "canonical_runtime",
     "MEMORY_TERMS",
     "TERMS",
@@ -69,13 +69,9 @@ DEFAULT_PARAMS: Path = Path(__file__).resolve().parent.parent / "data" / "estima
 COMPUTE_TERMS: tuple[str, ...] = ("conv3x3s1_macs", "gemm_conv_macs", "depthwise_macs", "fc_macs", "winograd_io")
 MEMORY_TERMS: tuple[str, ...] = ("bytes", "kernels")
 TERMS: tuple[str, ...] = COMPUTE_TERMS + MEMORY_TERMS
-# Runtimes the estimator can name. TFLite means TFLite with its XNNPACK CPU delegate (the default
-# CPU path of TFLite >= 2.3 and of LiteRT); nn-Meter's CPU predictors are TFLite 2.1.
-RUNTIMES: tuple[str, ...] = ("tflite", "ncnn")
-DEFAULT_RUNTIME = "tflite"
-_RUNTIME_ALIASES = {"tflite": "tflite", "tflite-xnnpack": "tflite", "xnnpack": "tflite", "litert": "tflite",
-                    "ncnn": "ncnn"}
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
+# The runtimes it can name are the registry's with a latency model (``worker.registry``); the
+# arithmetic it has factors for is the precision vocabulary's (``worker.precision.ARITHMETIC``).
+DEFAULT_RUNTIME = DEFAULT_LATENCY_RUNTIME
 # Fewest LODO rows of a cell kind whose MAPE is stated as that kind's uncertainty (4 rows of one
 # board would state that board's luck, not the estimator's error).
 MIN_KIND_ROWS = 8
@@ -133,11 +129,11 @@ def sum_work(kernels: Iterable[Kernel], mac_scale: float = 1.0) -> tuple[float, 
 
 def canonical_runtime(name: str) -> str:
     """``tflite-xnnpack`` / ``litert`` -> ``tflite``; an ``InputError`` for a runtime with no model."""
-    key = str(name).strip().lower()
-    if key not in _RUNTIME_ALIASES:
-        raise InputError(f"no latency model for runtime '{name}': the estimator knows {', '.join(RUNTIMES)} "
-                         f"(published data exist only for those)")
-    return _RUNTIME_ALIASES[key]
+    key = canonical(name)
+    if key is None or key not in latency_runtimes():
+        raise InputError(f"no latency model for runtime '{name}': the estimator knows "
+                         f"{', '.join(latency_runtimes())} (published data exist only for those)")
+    return key
 
 
 def amdahl(q: float, threads: float) -> float:
@@ -304,8 +300,8 @@ class Estimator:
 
     @staticmethod
     def _check_precision(precision: str) -> None:
-        if precision not in PRECISIONS:
-            raise InputError(f"no latency model for precision '{precision}', expected one of {', '.join(PRECISIONS)}")
+        if precision not in ARITHMETIC:
+            raise InputError(f"no latency model for precision '{precision}', expected one of {', '.join(ARITHMETIC)}")
 
     def _parts(self, work: Sequence[float], core: str, runtime: str, precision: str) -> tuple[float, float]:
         """(compute, memory) Mcycles of ``work`` at one thread, for ``runtime`` and ``precision``."""
