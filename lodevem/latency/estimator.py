@@ -191,6 +191,54 @@ class UncertaintyFigure:
     rows: int
 
 
+@dataclass(frozen=True)
+class KernelEstimate:
+    """One kernel's time at its own arithmetic, split into its compute- and memory-bound parts
+    (threads and clock applied to each part, as ``latency_ms`` does)."""
+
+    arithmetic: str
+    compute_ms: float
+    memory_ms: float
+
+    @property
+    def ms(self) -> float:
+        return self.compute_ms + self.memory_ms
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The cost model's whole answer for one graph on one core, clock, runtime and thread count.
+
+    Why one record: the predictor, the nn-Meter transfer and the calibration step all need the
+    same per-kernel figures; computing them once (one ``_parts`` per kernel) keeps them equal by
+    construction. ``arithmetic``: what the cell is stated in (its uncertainty kind); ``notes``:
+    what was assumed where the data is silent; ``figure``: the LODO error figure of the kind
+    (None: no rows of that kind or any pooled one) and ``uncertainty`` its one-line statement.
+    """
+
+    core: str
+    clock_ghz: float
+    runtime: str
+    threads: int
+    arithmetic: str
+    kernels: tuple[KernelEstimate, ...]
+    notes: tuple[str, ...]
+    figure: Optional[UncertaintyFigure]
+    uncertainty: str
+
+    @property
+    def ms(self) -> float:
+        return sum(k.ms for k in self.kernels)
+
+    @property
+    def compute_ms(self) -> float:
+        return sum(k.compute_ms for k in self.kernels)
+
+    @property
+    def memory_ms(self) -> float:
+        return sum(k.memory_ms for k in self.kernels)
+
+
 class Estimator:
     """The fitted cost model. Create once per run (``Estimator.load()``); it is immutable."""
 
@@ -337,6 +385,25 @@ class Estimator:
         compute, memory = self._parts(work, core, runtime, precision)
         cycles = compute * amdahl(params.parallel_compute, n) + memory * amdahl(params.parallel_memory, n)
         return cycles / clock_ghz  # Mcycles / GHz = ms
+
+    def estimate(self, works: Sequence[Sequence[float]], arithmetic: Sequence[str], core: str, clock_ghz: float,
+                 runtime: str = DEFAULT_RUNTIME, threads: int = 1, cluster_cores: Optional[int] = None,
+                 cell_arithmetic: str = "fp32", noted: Sequence[str] = ()) -> Estimate:
+        """Every kernel of a graph (``works``: their ``work_vector``s) at its own ``arithmetic``,
+        in one pass. ``cell_arithmetic``: the kind whose error figure the cell carries;
+        ``noted``: the arithmetic whose assumptions the notes state (``precision_note``)."""
+        self._check_clock(clock_ghz)
+        n = self._threads(threads, cluster_cores)
+        params = self.core(core)
+        a_c, a_m = amdahl(params.parallel_compute, n), amdahl(params.parallel_memory, n)
+        kernels = []
+        for work, precision in zip(works, arithmetic, strict=True):
+            compute, memory = self._parts(work, core, runtime, precision)
+            kernels.append(KernelEstimate(precision, compute * a_c / clock_ghz, memory * a_m / clock_ghz))
+        notes = tuple(note for note in (self.precision_note(core, p, runtime) for p in noted) if note)
+        return Estimate(core, clock_ghz, self.runtime(runtime).name, threads, cell_arithmetic, tuple(kernels), notes,
+                        self.uncertainty_figure(core, runtime, threads, cell_arithmetic),
+                        self.uncertainty(core, runtime, threads, cell_arithmetic))
 
     def work_ms(self, work: Sequence[float], core: str, clock_ghz: float, runtime: str = DEFAULT_RUNTIME) -> float:
         """1-thread fp32 milliseconds for a work vector on ``runtime``."""
