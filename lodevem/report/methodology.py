@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 from .. import __version__
 from ..results import PairResult, write_atomic
+from ..worker.precision import LEVEL_ARITHMETIC
 from .files import latex_escape
 
 __all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "RunFacts", "bibtex", "cited_keys",
@@ -272,7 +273,7 @@ def _latency_paragraph(f: RunFacts) -> str:
     if any(t > 1 for t in f.threads):
         out.append("Multi-thread latency divides the single-thread figure by an Amdahl speed-up with a per-core "
                    "parallel fraction fitted on same-board 1- vs N-thread pairs, capped at the cluster's core count.")
-    if any(level in ("fp16", "int8", "int8-static") for level in f.levels):
+    if any(LEVEL_ARITHMETIC.get(level or "fp32", "fp32") != "fp32" for level in f.levels):
         out.append("fp16 and int8 variants were predicted from the fp32 graph divided by per-core speed-up factors "
                    "fitted on paired ncnn measurements.")
     if f.calibrations:
@@ -340,7 +341,7 @@ def _limitations(f: RunFacts) -> list[str]:
     if f.nnmeter:
         items.append("nn-Meter's regressors model one device and runtime; carrying them to other cores relies on the "
                      "estimator's ratios, so the estimator's error applies to the transfer.")
-    if any(level in ("int8", "int8-static") for level in f.levels):
+    if any(LEVEL_ARITHMETIC.get(level or "fp32") == "int8" for level in f.levels):
         items.append("int8 latency is the fp32 kernel graph scaled by fitted factors; real int8 speed depends on "
                      "the runtime's int8 kernels.")
     if "pruned" in f.levels:

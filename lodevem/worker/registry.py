@@ -45,6 +45,7 @@ class RuntimeSpec:
     name: str
     description: str
     image: str
+    package: str  # the distribution that runs it (its version is the manifest's)
     converter: Optional[Converter] = None
     predictors: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
@@ -56,14 +57,14 @@ class RuntimeSpec:
 
 
 RUNTIMES: dict[str, RuntimeSpec] = {spec.name: spec for spec in (
-    RuntimeSpec("torch", "PyTorch eager (what the model file is)", "bench"),
-    RuntimeSpec("onnxruntime", "onnxruntime CPU (the ONNX export)", "bench"),
+    RuntimeSpec("torch", "PyTorch eager (what the model file is)", "bench", "torch"),
+    RuntimeSpec("onnxruntime", "onnxruntime CPU (the ONNX export)", "bench", "onnxruntime"),
     # TFLite means TFLite with its XNNPACK CPU delegate (the default CPU path of TFLite >= 2.3 and
     # of LiteRT); nn-Meter's CPU predictors are TFLite 2.1, so nn-Meter serves tflite only.
-    RuntimeSpec("tflite", "LiteRT / TFLite with XNNPACK", "litert",
+    RuntimeSpec("tflite", "LiteRT / TFLite with XNNPACK", "litert", "ai-edge-litert",
                 Converter("litert-torch", "0.10.0", "export-tflite"), predictors=("nn-meter", "estimator"),
                 aliases=("tflite-xnnpack", "xnnpack", "litert"), on_device=True),
-    RuntimeSpec("ncnn", "ncnn (Tencent)", "ncnn", Converter("pnnx", "20261020", "export-ncnn"),
+    RuntimeSpec("ncnn", "ncnn (Tencent)", "ncnn", "ncnn", Converter("pnnx", "20261020", "export-ncnn"),
                 predictors=("estimator",), on_device=True),
 )}
 DEFAULT_LATENCY_RUNTIME = "tflite"
