@@ -58,7 +58,7 @@ __all__ = [
 ENV_VAR = "LODEVEM_NNMETER_DATA"
 # nn-Meter predictors lodevem can carry to a phone core: name -> the core and clock it models.
 # cortexA76cpu_tflite21: Pixel 4 Cortex-A76 big core at 2.42 GHz, TFLite 2.1, 1 thread (nn-Meter
-# README and its profiler settings, see ../shared/docs/toolchain-notes.md). GPU/VPU predictors
+# README and its profiler settings, see docs/runtimes.md). GPU/VPU predictors
 # model other hardware and cannot be transferred to a CPU core.
 CPU_PREDICTORS: dict[str, tuple[str, float]] = {"cortexA76cpu_tflite21": ("Cortex-A76", 2.42)}
 _NN_METER_SETTINGS = Path("~/.nn_meter/config/settings.yaml")

@@ -54,7 +54,7 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "torch-pruning==1.6.1",
 )
 
-# The on-device runtimes and their converters, pinned (the notes in docs/toolchain-notes say why
+# The on-device runtimes and their converters, pinned (docs/runtimes.md says why
 # these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
 LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
 NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
