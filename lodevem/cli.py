@@ -23,6 +23,7 @@ from rich.markup import escape
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
 from .latency.calibration import MEASURED_RUNTIMES
+from .latency.pool import MODES
 from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
@@ -246,7 +247,7 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--predictor auto|nn-meter|estimator`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
-                        type=click.Choice(["auto", "nn-meter", "estimator"]),
+                        type=click.Choice(list(MODES)),  # the predictor kinds (latency.pool.KINDS)
                         help="Latency predictor. auto: nn-Meter when its predictor data is present, else the "
                         "estimator.")(fn)
 
