@@ -39,7 +39,7 @@ from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading
 from .worker.precision import LEVEL_FILE_PRECISION
-from .worker.registry import predicted_for
+from .worker.registry import measured_under, predicted_for
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
@@ -247,8 +247,7 @@ def _per_runtime(model: ModelFile, runtimes: Sequence[str]) -> list[ModelFile]:
 def _runtime(ctx: RunContext, model: ModelFile) -> str:
     """What measures ``model``: its runtime; an .onnx file has no torch form, so under ``torch``
     it is run by onnxruntime (its rows say so)."""
-    runtime = model.runtime or ctx.config.runtimes[0]
-    return "onnxruntime" if runtime == "torch" and model.path.suffix.lower() == ".onnx" else runtime
+    return measured_under(model.runtime or ctx.config.runtimes[0], model.path.suffix)
 
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:
