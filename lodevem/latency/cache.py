@@ -8,7 +8,7 @@ host must not unpickle what a run wrote), and looks it up before doing any work.
 
 The cache knows nothing of what it stores: the caller builds the key from *everything* that
 determines the value (``digest`` of a JSON-able description) and converts its records to and
-from plain dicts. A key part forgotten is a stale hit, so ``Predictor.cache_identity`` lists
+from plain dicts. A key part forgotten is a stale hit, so ``PredictorPool.cache_identity`` lists
 them in one place. Entries are written atomically; an unreadable or foreign entry is a miss.
 """
 

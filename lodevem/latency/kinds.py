@@ -30,7 +30,6 @@ from ..worker.precision import LEVEL_LATENCY_NOTES, REDUCED_ARITHMETIC, cell_ari
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
-
 __all__ = ["ArithmeticPlan", "EstimatorKind", "KindSetup", "PredictionJob", "PredictorKind", "plan_arithmetic"]
 
 Warn = Callable[[str], None]
@@ -92,7 +91,7 @@ class KindSetup:
 
     estimator: Estimator
     data_dir: Path
-    nnmeter: Any
+    nnmeter: Any  # nnmeter.NnMeterCache (nnmeter imports this module: its kind plugs in here)
     breakdown: bool
 
 
