@@ -582,7 +582,8 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
             "model": i.model.label, "model_kind": i.model.kind, "model_sha256": i.model.sha256,
             "profile_id": i.profile.id, "profile_label": i.profile.label, "tier": i.profile.tier,
             "latency_ms": i.latency.latency_ms, "latency_source": i.latency.latency_source,
-            "latency_uncertainty": i.latency.uncertainty, "latency_note": i.latency.note,
+            "latency_uncertainty": i.latency.uncertainty, "latency_low_ms": i.latency.latency_low_ms,
+            "latency_high_ms": i.latency.latency_high_ms, "latency_note": i.latency.note,
             "runtime": getattr(i.latency, "runtime", None) or latency_runtime,
             "threads": i.latency.threads, "core": i.latency.core, "clock_ghz": i.latency.clock_ghz,
         } for i in items], indent=1))
