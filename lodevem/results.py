@@ -18,8 +18,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import InputError
-from .sandbox.client import SparsitySection
+from .sandbox.client import ModelSection, SparsitySection
+from .store import write_atomic
 from .worker.formats import file_sha256
+
+__all__ = ["ModelFile", "PairResult", "RunState", "MemoryMeasurement", "FloorResult", "ExportResult",
+           "ConversionResult", "VERDICTS", "OutputClaim", "write_atomic"]
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -74,6 +78,92 @@ class ModelFile:
     @property
     def measured_sha256(self) -> str:
         return self.variant_sha256 or self.sha256
+
+
+# --- what the sandbox runs produced (one record per run kind) ---------------------------------
+
+@dataclass(frozen=True)
+class MemoryMeasurement:
+    """One model under one memory limit. Latency fields are the HOST CPU's (informational)."""
+
+    verdict: str
+    limit_mb: int
+    peak_rss_mb: Optional[float]
+    runtime_baseline_mb: Optional[float]
+    model_increment_mb: Optional[float]
+    cgroup_peak_mb: Optional[float]
+    error: Optional[str]
+    phase: Optional[str]
+    backend: str
+    limit_enforcement: str
+    runtime: str
+    wall_s: float
+    image_id: str
+    worker_version: str
+    model_sha256: str
+    threads: int
+    model_format: Optional[str] = None
+    params: Optional[int] = None
+    major_faults: Optional[int] = None
+    host_latency_mean_ms: Optional[float] = None
+    host_latency_std_ms: Optional[float] = None
+    host_latency_p50_ms: Optional[float] = None
+    host_latency_p95_ms: Optional[float] = None
+    host_throughput_ips: Optional[float] = None
+    cached: bool = False
+    observed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict == "fits"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MemoryMeasurement":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class FloorResult:
+    """Smallest limit (within ``tolerance_mb``) at which the model still completes."""
+
+    model_label: str
+    floor_mb: Optional[int]  # None: fails even at hi_mb, or an error stopped the search
+    fails_at_mb: Optional[int]  # the largest limit that failed (floor is in (fails_at, floor])
+    tolerance_mb: int
+    probes: tuple[tuple[int, str], ...]  # (limit, verdict) in the order tried
+    at_floor: Optional[MemoryMeasurement]
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """The ONNX export of one model file: the graph latency is predicted from (and the file
+    onnxruntime runs), or why there is none. ``unusable``: the worker refused the file itself."""
+
+    path: Optional[Path]
+    error: str
+    model: ModelSection
+    unusable: bool = False
+    channels_removed_path: Optional[Path] = None  # the graph without its all-zero channels
+
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    """A model converted for an on-device runtime (tflite: the ``.tflite``; ncnn: the ``.param``,
+    its ``.bin`` beside it), or the converter's reason why not. ``seconds`` is the conversion's
+    own time (None on a cache hit: nothing ran)."""
+
+    path: Optional[Path]
+    error: str
+    input_shape: Optional[tuple[int, ...]]
+    seconds: Optional[float] = None
+    cached: bool = False
+
 
 
 @dataclass(frozen=True)
@@ -207,20 +297,6 @@ class RunState:
             return cls(payload["config_key"], [PairResult.from_dict(r) for r in rows])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"{path}: not a run state lodevem wrote ({str(exc)[:120]})") from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a reader (or a Ctrl-C) never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600: results are meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class OutputClaim:

@@ -15,8 +15,6 @@ step of a run shares.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,20 +22,21 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import measure
+from .store.artifacts import ConvertCache, ExportCache
 from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
 from .latency.calibration import CalibrationSet
-from .measure import ConvertCache, ExportCache, ExportResult, MemoryMeasurement
 from .latency.estimator import DEFAULT_RUNTIME, canonical_runtime
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from .report.manifest import collect_manifest
-from .results import ModelFile, PairResult, RunState
+from .results import ExportResult, MemoryMeasurement, ModelFile, PairResult, RunState
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading
+from .store import ArtifactStore, cache_root, digest
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
@@ -125,7 +124,7 @@ class RunConfig:
             "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
             "backend": self.backend, "loading": self.loading.key,
         }
-        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return digest(key)[:16]
 
     @property
     def runtimes(self) -> tuple[str, ...]:
@@ -154,12 +153,9 @@ class RunContext:
     client: WorkerClient
     exports: ExportCache
     progress: ProgressSink
+    store: ArtifactStore
     warnings: list[str] = field(default_factory=list)
     converts: Optional[ConvertCache] = None
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.config.output / ".cache"
 
     @property
     def backend(self) -> Backend:
@@ -173,8 +169,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
+    store = ArtifactStore(cache_root(config.output), use_cache=not config.no_cache)
     predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
-                          cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
+                          cache_dir=store.folder("latency"), use_cache=not config.no_cache)
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
@@ -189,10 +186,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     for runtime in config.runtimes:  # a missing runtime or converter image stops the run before any work
         backend.identity_for(runtime)
     client = WorkerClient(backend, loading=config.loading)
-    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s,
-                                                 use_cache=not config.no_cache),
-                     progress if progress is not None else NullProgress(), warnings,
-                     ConvertCache(client, config.output / ".cache" / "converted", config.timeout_s))
+    ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
+                     progress if progress is not None else NullProgress(), store, warnings,
+                     ConvertCache(client, store, config.timeout_s))
     state = _load_state(ctx, [m for base in models for m in _per_runtime(base, config.runtimes)],
                         calibrations.digest())
 
@@ -275,7 +271,7 @@ class _Predictors:
             config = self.config
             try:
                 self.by_runtime[wanted] = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=wanted,
-                                                    cache_dir=config.output / ".cache" / "latency",
+                                                    cache_dir=cache_root(config.output) / "latency",
                                                     use_cache=not config.no_cache)
             except InputError as exc:
                 self.warnings.append(f"rows measured under {wanted}: latency for {self.default.runtime} ({exc})")
@@ -343,7 +339,7 @@ def _derive(ctx: RunContext, model: ModelFile) -> ModelFile:
         return model
     ctx.progress.working_on(f"deriving {model.label} in the sandbox")
     try:
-        return derive_cached(model, ctx.cache_dir / "derived", ctx.client, ctx.config.input_shape,
+        return derive_cached(model, ctx.store, ctx.client, ctx.config.input_shape,
                              ctx.config.timeout_s)
     except LodevemError as exc:
         return dataclasses.replace(model, unusable=f"could not derive {model.level}: {exc}")
@@ -434,8 +430,8 @@ def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Opti
         ctx.progress.working_on(f"bisecting the RAM floor of {model.label}")
         floor = measure.find_floor(model, client=ctx.client, settings=MeasureSettings(
                                        runtime=_runtime(ctx, model), warmup=1, runs=3, input_shape=config.input_shape),
-                                   timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
-                                   use_cache=not config.no_cache, exports=ctx.exports, converts=ctx.converts)
+                                   timeout_s=config.timeout_s, exports=ctx.exports, converts=ctx.converts,
+                                   store=ctx.store)
         floors[model.label] = floor.floor_mb
         if floor.floor_mb is None:
             ctx.warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
@@ -559,6 +555,5 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Re
     for (runtime, limits), group in groups.items():
         ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
         measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
-                               timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
-                               use_cache=not config.no_cache, exports=ctx.exports, on_result=recorder,
-                               converts=ctx.converts)
+                               timeout_s=config.timeout_s, exports=ctx.exports, on_result=recorder,
+                               converts=ctx.converts, store=ctx.store)

@@ -12,6 +12,7 @@ import pytest
 from fakes import FakeBackend, ok_result, outcome
 from lodevem import measure
 from lodevem.errors import InputError
+from lodevem.store import ArtifactStore
 from lodevem.measure import MeasureCache, MemoryMeasurement, cache_key, classify
 from lodevem.results import ModelFile
 from lodevem.sandbox import open_backend
@@ -87,7 +88,7 @@ def test_cache_hit_and_no_cache(models: list[Path], tmp_path: Path) -> None:
 
 
 def test_timeouts_are_not_cached(tmp_path: Path) -> None:
-    cache = MeasureCache(tmp_path)
+    cache = MeasureCache(ArtifactStore(tmp_path))
     value = measure.to_measurement(run_of(outcome(timed_out=True, exit_code=137)), identity="i", model_sha256="s",
                                    settings=MeasureSettings(), worker_version="w")
     cache.put("k", value)

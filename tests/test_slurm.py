@@ -217,7 +217,7 @@ def test_resume_reattaches_to_a_job_still_running(slurm_conf: str, models: list[
     second = _start(models[1:], output, runs, "--resume")
     _, err = second.communicate(timeout=600)
     assert second.returncode == 0, err
-    cached = [json.loads(p.read_text()) for p in (output / ".cache" / "measure").glob("*.json")]
+    cached = [json.loads(p.read_text())["value"] for p in (output / ".cache" / "measure").glob("*.json")]
     assert len(cached) == 3  # tier2's three RAM limits
     assert int(job_id) in [c["observed"].get("slurm_job_id") for c in cached]
     assert {c["verdict"] for c in cached} == {"fits"}

@@ -31,6 +31,7 @@ from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
 from ..predict import LatencyPrediction, Predictor as CorePredictor
 from ..profiles import Profile, load_profiles, select_profiles
+from ..store import ArtifactStore
 from ..worker.formats import file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from .calibration import CalibrationRecord, CalibrationSet, Measurement, compute_share, now_iso
@@ -105,7 +106,8 @@ class LatencyPredictor:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.warnings: list[str] = []
         self._profiles: Optional[dict[str, Profile]] = None
-        self._exports: Any = None  # measure.ExportCache, opened on the first model file
+        self.store = ArtifactStore(self.cache_dir)
+        self._exports: Any = None  # artifacts.ExportCache, opened on the first model file
         self._graphs: dict[tuple[Any, ...], ModelGraph] = {}
         self._scratch: Optional[Path] = None
         self._module_exports = 0
@@ -187,15 +189,14 @@ class LatencyPredictor:
 
     def _export_cache(self) -> Any:
         if self._exports is None:
-            from ..measure import ExportCache
+            from ..store.artifacts import ExportCache
             from ..sandbox import open_backend
             from ..sandbox.client import WorkerClient
 
             backend, warning = open_backend(self.backend_name)
             if warning:
                 self.warnings.append(warning)
-            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.cache_dir / "onnx",
-                                        self.timeout_s)
+            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.store, self.timeout_s)
         return self._exports
 
     def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
@@ -203,12 +204,18 @@ class LatencyPredictor:
         key = ("zoo", name, shape)
         if key in self._graphs:
             return self._graphs[key]
-        target = self.cache_dir / "zoo" / f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"
-        if not target.is_file():
+        # One graph per zoo name, shape and lodevem version in the store: a first call in a new
+        # process reads it (and its digest, from the sidecar) instead of building and tracing.
+        file_name = f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"
+        maker = {"zoo": name, "input_shape": list(shape), "lodevem": __version__}
+        kept = self.store.lookup("zoo", [file_name], maker)
+        if kept is None:
             from .. import zoo
 
-            self._export_in_process(zoo.build(name), shape, target)
-        graph = ModelGraph(name, "zoo", file_sha256(str(target)), target, shape)
+            kept = self.store.publish_local("zoo", file_name, maker,
+                                            lambda path: self._export_in_process(zoo.build(name), shape, path))
+        target = kept.path
+        graph = ModelGraph(name, "zoo", self.store.file_sha256(target), target, shape)
         self._graphs[key] = graph
         return graph
 

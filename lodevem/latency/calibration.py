@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
+from ..store import digest
 from .estimator import COMPUTE_TERMS, Estimator, sum_work
 from .kernels import KernelGraph
 
@@ -560,7 +561,7 @@ class CalibrationSet:
         if not self.enabled:
             return ""
         records = sorted(json.dumps(r.to_dict(), sort_keys=True) for _, r in self.store.records())
-        return hashlib.sha256("\n".join(records).encode()).hexdigest()[:16] if records else ""
+        return digest(records)[:16] if records else ""
 
     def reload(self) -> None:
         """Forget the fits, so records added since are read (after ``lodevem calibrate``)."""
