@@ -59,6 +59,7 @@ from .errors import InputError
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
 from .sandbox.client import MeasureSettings, ModelSection, SandboxRun, WorkerClient
 from .sandbox.image import CONVERTERS
+from .memory.planning import floor_bracket, inferred_note, plan_limits
 from .store import ArtifactStore, digest
 
 _PHASES = (("run ", "during inference"), ("warmup ", "during warm-up"), ("loaded", "during warm-up"),
@@ -131,6 +132,14 @@ def failed_measurement(limit_mb: int, error: str, client: WorkerClient, settings
         cgroup_peak_mb=None, error=error, phase=None, backend=client.backend.name, limit_enforcement="",
         runtime=settings.runtime, wall_s=0.0, image_id=client.backend.identity, worker_version=client.worker_version,
         model_sha256=model_sha256, threads=settings.threads)
+
+
+def inferred(reference: MemoryMeasurement, limit_mb: int) -> MemoryMeasurement:
+    """The row of a limit far above the reference run's peak (``memory.planning``): the same
+    figures, no run of its own (``wall_s`` 0), and ``limit_enforcement`` saying where from."""
+    assert reference.peak_rss_mb is not None
+    return replace(reference, limit_mb=limit_mb, wall_s=0.0, inferred_from_mb=reference.limit_mb,
+                   limit_enforcement=inferred_note(reference.limit_mb, reference.peak_rss_mb, limit_mb))
 
 
 # --- the measurement cache ----------------------------------------------------------------------
@@ -270,13 +279,16 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
                    settings: MeasureSettings = MeasureSettings(), jobs: Optional[int] = None, timeout_s: float = 300.0,
                    cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
                    on_result: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None,
-                   store: Optional[ArtifactStore] = None) -> dict[tuple[str, int], MemoryMeasurement]:
+                   store: Optional[ArtifactStore] = None, infer: bool = True) -> dict[tuple[str, int], MemoryMeasurement]:
     """Measure every model under every DISTINCT limit, ``jobs`` runs at a time; results are keyed
     by (model label, limit).
 
     Profiles with the same RAM share one run (the runner passes the distinct limits; duplicate
     limits and byte-identical model files are measured once). Per model the largest limit runs
     first: its wall time is the unconstrained reference the thrashing detector compares to.
+    The largest limit is the reference run; ``memory.planning`` decides from its peak which
+    smaller limits are measured and which rows are inferred from it (``infer=False``, the CLI's
+    ``--no-infer``: every limit is measured).
     With ``jobs > 1`` every run uses one thread (parallel runs with more threads slow each other
     down); ``threads`` changes host latency only, not the memory verdict. ``cache_dir`` is
     ``<output>/.cache/measure``; ``use_cache=False`` re-measures but still refreshes the cache.
@@ -300,6 +312,12 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
         def submit(sha: str, limit: int, reference_s: Optional[float]) -> None:
             running[pool.submit(plan.measure, groups[sha][0], limit, reference_s)] = (sha, limit)
 
+        def record(sha: str, limit: int, value: MemoryMeasurement) -> None:
+            for model in groups[sha]:
+                results[(model.label, limit)] = value
+                if on_result is not None:
+                    on_result(model.label, limit, value)
+
         try:
             for sha in groups:
                 submit(sha, limits[0], None)
@@ -308,14 +326,14 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
                 for future in done:
                     sha, limit = running.pop(future)
                     value = future.result()
-                    for model in groups[sha]:
-                        results[(model.label, limit)] = value
-                        if on_result is not None:
-                            on_result(model.label, limit, value)
+                    record(sha, limit, value)
                     if limit == limits[0]:
                         reference = value.wall_s if value.verdict == "fits" else None
-                        for smaller in limits[1:]:
+                        plan_ = plan_limits(limits[1:], limit, value.verdict, value.peak_rss_mb, infer=infer)
+                        for smaller in plan_.measured:
                             submit(sha, smaller, reference)
+                        for smaller in plan_.inferred:
+                            record(sha, smaller, inferred(value, smaller))
         except BaseException:
             client.backend.cancel()
             for future in running:
@@ -332,7 +350,8 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
     """Bisect the limit for the smallest one at which the model completes and fits.
 
     "At what point does the model break?": fits at ``floor_mb``, fails at ``fails_at_mb``, and the
-    two are at most ``tolerance_mb`` apart. Thrashing and timeouts count as failing; a worker
+    two are at most ``tolerance_mb`` apart. The first probes after the top run bracket its peak
+    (``planning.floor_bracket``), so the search usually ends in 3-4 runs. Thrashing and timeouts count as failing; a worker
     error stops the search (it would fail at any limit).
     """
     target = _as_model(model)
@@ -358,13 +377,25 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
         if not top.fits:
             return result(None, hi_mb, None, f"does not fit even at {hi_mb} MB ({top.verdict})")
         reference = top.wall_s
-        good, good_value = hi_mb, top
-        low = probe(lo_mb, reference)
-        if low.verdict == "error":
-            return result(None, None, None, low.error)
-        if low.fits:
-            return result(lo_mb, None, low)
-        bad = lo_mb
+        good, good_value, bad = hi_mb, top, None
+        if top.peak_rss_mb is not None:  # start from the measured peak: fits needs VmHWM <= limit
+            for limit in floor_bracket(top.peak_rss_mb, tolerance_mb, lo_mb, hi_mb):
+                if limit >= good:
+                    continue
+                value = probe(limit, reference)
+                if value.verdict == "error":
+                    return result(None, None, None, value.error)
+                if not value.fits:
+                    bad = limit
+                    break
+                good, good_value = limit, value
+        if bad is None:
+            low = probe(lo_mb, reference)
+            if low.verdict == "error":
+                return result(None, None, None, low.error)
+            if low.fits:
+                return result(lo_mb, None, low)
+            bad = lo_mb
         while good - bad > tolerance_mb:
             mid = (good + bad) // 2
             value = probe(mid, reference)
@@ -381,4 +412,5 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
 
 
 __all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ConversionResult", "MeasureCache", "classify",
-           "cache_key", "measure_models", "find_floor", "oom_phase", "failed_measurement", "to_measurement"]
+           "cache_key", "measure_models", "find_floor", "oom_phase", "failed_measurement", "to_measurement",
+           "inferred"]

@@ -112,6 +112,7 @@ class MemoryMeasurement:
     host_throughput_ips: Optional[float] = None
     cached: bool = False
     observed: dict[str, Any] = field(default_factory=dict)
+    inferred_from_mb: Optional[int] = None  # not run: inferred from the run at this limit (memory.planning)
 
     @property
     def fits(self) -> bool:
@@ -228,6 +229,9 @@ class PairResult:
     # on the real device), one description each; empty: the prediction as the predictor made it.
     # The paper kit (report.methodology) names every one used.
     latency_calibrations: tuple[str, ...] = ()
+    # Memory figures not measured at this limit but inferred from the run at this larger one
+    # (its peak far below this limit: memory.planning); None: measured at this limit
+    memory_inferred_from_mb: Optional[int] = None
 
     @property
     def fits(self) -> Optional[bool]:

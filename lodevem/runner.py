@@ -96,6 +96,7 @@ class RunConfig:
     input_shape: Optional[tuple[int, ...]] = None
     timeout_s: float = 600.0
     find_floor: bool = False
+    infer: bool = True  # False (--no-infer): measure every RAM limit, none inferred (memory.planning)
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
@@ -465,6 +466,7 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
         model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
         limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
+        memory_inferred_from_mb=memory.inferred_from_mb,
         runtime=memory.runtime, memory_error=memory.error, memory_cached=memory.cached,
         host_latency_mean_ms=memory.host_latency_mean_ms, host_latency_std_ms=memory.host_latency_std_ms,
         host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
@@ -543,8 +545,11 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Re
     """
     config = ctx.config
     groups: dict[tuple[str, tuple[int, ...]], list[ModelFile]] = {}
+    reference = max(p.ram_mb for p in config.profiles)
     for m in models:
         limits = tuple(sorted({p.ram_mb for p in recorder.pending(m.label)}))
+        if limits and config.infer:  # a resumed run infers from the same reference run (cached)
+            limits = tuple(sorted({*limits, reference}))
         if limits:
             groups.setdefault((_runtime(ctx, m), limits), []).append(m)
     onnx_files = [m.label for (runtime, _), group in groups.items() for m in group
@@ -556,4 +561,4 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Re
         ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
         measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
                                timeout_s=config.timeout_s, exports=ctx.exports, on_result=recorder,
-                               converts=ctx.converts, store=ctx.store)
+                               converts=ctx.converts, store=ctx.store, infer=config.infer)
