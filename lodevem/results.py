@@ -15,14 +15,19 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .errors import InputError
+from .report.notes import joined, sparsity_note, unstable
 from .sandbox.client import ModelSection, SparsitySection
 from .store import write_atomic
 from .worker.formats import file_sha256
 
-__all__ = ["ModelFile", "PairResult", "RunState", "MemoryMeasurement", "FloorResult", "ExportResult",
+if TYPE_CHECKING:
+    from .predict import LatencyPrediction
+    from .profiles import Profile
+
+__all__ = ["ModelFile", "PairResult", "pair_result", "MemoryMeasurement", "FloorResult", "ExportResult",
            "ConversionResult", "VERDICTS", "OutputClaim", "write_atomic"]
 
 RESULTS_SCHEMA_VERSION = 1
@@ -233,6 +238,36 @@ class PairResult:
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
 
+    @classmethod
+    def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
+                     memory: MemoryMeasurement, *, threads: int, floor_mb: Optional[int] = None,
+                     channels_removed_ms: Optional[float] = None) -> "PairResult":
+        """One row from the records it shows. A row field takes the value of the record field of
+        the same name, or named with the record's prefix (``model_`` + ``label``, ``profile_`` +
+        ``id``, ``latency_`` + ``uncertainty``, ``memory_`` + ``error``), later records winning
+        (model < profile < latency < memory); only what combines records is computed here."""
+        values: dict[str, Any] = {}
+        for record, prefix, skip in ((model, "model_", {"path", "format", "params", "sparsity"}),
+                                     (profile, "profile_", set()), (latency, "latency_", {"runtime", "threads"}),
+                                     (memory, "memory_", {"model_sha256", "model_format", "params"})):
+            values.update(_named(record, prefix, skip))
+        energy = (latency.latency_ms * profile.power_w
+                  if latency.latency_ms is not None and profile.power_w is not None else None)
+        found = model.sparsity
+        values.update(
+            model_path=str(model.path), model_file_mb=round(model.size_bytes / 2**20, 3), threads=threads,
+            # the measured file's own figures win (a variant's, not its original's)
+            model_format=memory.model_format or model.format,
+            params=memory.params if memory.params is not None else model.params,
+            core=latency.core or profile.fastest_cluster.core,
+            clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz,
+            latency_note=joined(latency.note, sparsity_note(found, model.channels_removed_graph is not None)),
+            host_latency_unstable=unstable(memory.host_latency_mean_ms, memory.host_latency_std_ms),
+            energy_mj=energy, min_ram_mb=floor_mb, model_class=model.class_name,
+            sparsity=found.zero_fraction if found else None, zero_channels=found.zero_channels if found else None,
+            latency_if_channels_removed_ms=channels_removed_ms)
+        return cls(**values)
+
     @property
     def fits(self) -> Optional[bool]:
         """True/False when the measurement decided it; None when it could not run."""
@@ -261,46 +296,25 @@ class PairResult:
         return cls(**values)
 
 
-@dataclass
-class RunState:
-    """What an interrupted run has finished, written atomically after every pair."""
+_ROW_FIELDS = frozenset(f.name for f in fields(PairResult))
 
-    config_key: str
-    rows: list[PairResult] = field(default_factory=list)
 
-    def done(self) -> set[tuple[str, str]]:
-        return {r.key for r in self.rows}
+def _named(record: Any, prefix: str, skip: set[str]) -> dict[str, Any]:
+    """The row fields ``record`` (a dataclass or a pydantic model) provides by name."""
+    names = [f.name for f in fields(record)] if hasattr(record, "__dataclass_fields__") else list(
+        type(record).model_fields)
+    found: dict[str, Any] = {}
+    for name in names:
+        if name in skip:
+            continue
+        for candidate in (name, prefix + name):
+            if candidate in _ROW_FIELDS:
+                found[candidate] = getattr(record, name)
+                break
+    return found
 
-    def save(self, path: Path) -> None:
-        payload = {
-            "schema_version": RESULTS_SCHEMA_VERSION,
-            "config_key": self.config_key,
-            "rows": [r.to_dict() for r in self.rows],
-        }
-        write_atomic(path, json.dumps(payload, indent=1))
 
-    @classmethod
-    def load(cls, path: Path) -> Optional["RunState"]:
-        """The saved state; None when there is none. A file that is not a state lodevem wrote
-        (garbage, another schema, a row missing fields) raises ``InputError`` saying what."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
-        except OSError as exc:
-            raise InputError(f"{path}: unreadable run state ({exc.strerror or exc})") from None
-        try:
-            payload = json.loads(text)
-            if not isinstance(payload, dict) or payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
-                raise ValueError(f"not a schema {RESULTS_SCHEMA_VERSION} run state")
-            rows = payload["rows"]
-            if not isinstance(payload["config_key"], str) or not isinstance(rows, list):
-                raise ValueError("config_key or rows of the wrong type")
-            return cls(payload["config_key"], [PairResult.from_dict(r) for r in rows])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"{path}: not a run state lodevem wrote ({str(exc)[:120]})") from None
+pair_result = PairResult.from_records
 
 
 class OutputClaim:

@@ -32,13 +32,13 @@ from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from .report.manifest import collect_manifest
-from .results import ExportResult, MemoryMeasurement, ModelFile, PairResult, RunState
+from .results import ExportResult, ModelFile, PairResult
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading
 from .store import ArtifactStore, cache_root, digest
+from .store.runstate import STATE_FILE, Recorder, RunState, load_state
 
-STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
 
 
@@ -190,8 +190,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
                      progress if progress is not None else NullProgress(), store, warnings,
                      ConvertCache(client, store, config.timeout_s))
-    state = _load_state(ctx, [m for base in models for m in _per_runtime(base, config.runtimes)],
-                        calibrations.digest())
+    state = load_state(config.output, config.state_key([m for base in models for m in _per_runtime(base, config.runtimes)],
+                                                       calibrations.digest()), config.resume, ctx.warnings)
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
@@ -219,7 +219,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     floors = _find_floors(ctx, models)
-    recorder = _Recorder(ctx, models, latencies, floors, state, manifest, removed)
+    recorder = Recorder(config.output, config.profiles, config.threads, ctx.progress, models, latencies, floors,
+                        state, manifest, removed)
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
@@ -291,32 +292,6 @@ def _slurm_settings(config: RunConfig) -> Optional[Any]:
 
     return SlurmSettings(workdir=config.slurm_workdir or config.output / ".slurm", partition=config.slurm_partition,
                          account=config.slurm_account, time_min=config.slurm_time, reattach=config.resume)
-
-
-def _load_state(ctx: RunContext, models: Sequence[ModelFile], calibrations: str = "") -> RunState:
-    """The finished rows to keep: those of an interrupted run with the same key under --resume.
-
-    ``--resume`` over a run of other models or options refuses (resuming would overwrite its
-    rows); a state file lodevem cannot read is set aside under a new name, with a warning, and the
-    run starts afresh.
-    """
-    config = ctx.config
-    key = config.state_key(models, calibrations)
-    if not config.resume:
-        return RunState(key)
-    path = config.output / STATE_FILE
-    try:
-        state = RunState.load(path)
-    except InputError as exc:
-        aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
-        path.rename(aside)
-        ctx.warnings.append(f"--resume: {exc}; kept it as {aside.name} and started afresh")
-        return RunState(key)
-    if state is None or state.config_key == key:
-        return state or RunState(key)
-    raise InputError(f"--resume: {config.output} holds an interrupted run of other models or options; "
-                     "resume it with the same command, run without --resume to start afresh, or choose "
-                     "another --output")
 
 
 def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
@@ -400,25 +375,6 @@ def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: Mode
             for pid, cell in predicted.items()}
 
 
-def sparsity_note(model: ModelFile) -> Optional[str]:
-    """What the zeros of a pruned file mean for its latency, or None for a dense file."""
-    found = model.sparsity
-    if found is None or not found.pruned:
-        return None
-    parts = [f"{found.zero_fraction:.0%} of the Conv/Linear weights are zero"]
-    if found.masked_layers:
-        parts.append(f"prune masks attached on {found.masked_layers} layer(s)")
-    if found.zero_channels:
-        parts.append(f"{found.zero_channels} of {found.channels} output channels entirely zero")
-    text = (f"{'; '.join(parts)}: a dense runtime multiplies zeros like any other weight, so this is the dense "
-            f"model's latency; `lodevem derive --levels pruned` removes channels physically")
-    if model.channels_removed_graph is not None:
-        text += "; latency_if_channels_removed_ms: the same graph with the all-zero channels removed"
-    elif found.zero_channels and found.channels_removed:
-        text += f"; no channels-removed figure ({found.channels_removed})"
-    return text
-
-
 def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Optional[int]]:
     """``--find-floor``: the smallest RAM limit (8 MB tolerance) each model completes in."""
     floors: dict[str, Optional[int]] = {}
@@ -439,104 +395,7 @@ def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Opti
     return floors
 
 
-def unstable(memory: MemoryMeasurement) -> Optional[str]:
-    """pyperf's rule of thumb for the host timings: std >= 10 % of the mean is unstable."""
-    mean, std = memory.host_latency_mean_ms, memory.host_latency_std_ms
-    if not mean or std is None or std < 0.10 * mean:
-        return None
-    return f"std is {100 * std / mean:.0f} % of the mean"
-
-
-def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: MemoryMeasurement,
-                threads: int, floor_mb: Optional[int], channels_removed_ms: Optional[float] = None) -> PairResult:
-    """One row: the model record, the profile, its latency cell and the measurement it shares."""
-    energy = (latency.latency_ms * profile.power_w
-              if latency.latency_ms is not None and profile.power_w is not None else None)
-    return PairResult(
-        model_label=model.label, model_path=str(model.path), model_sha256=model.sha256, level=model.level,
-        # the measured file's own figures win (a variant's, not its original's)
-        model_format=memory.model_format or model.format, model_file_mb=round(model.size_bytes / MB, 3),
-        params=memory.params if memory.params is not None else model.params,
-        profile_id=profile.id, profile_label=profile.label, tier=profile.tier, chipset=profile.chipset,
-        ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
-        clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=threads,
-        latency_ms=latency.latency_ms, latency_source=latency.latency_source,
-        latency_uncertainty=latency.uncertainty,
-        latency_note="; ".join(n for n in (latency.note, sparsity_note(model)) if n) or None,
-        verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
-        model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
-        limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
-        memory_inferred_from_mb=memory.inferred_from_mb,
-        runtime=memory.runtime, memory_error=memory.error, memory_cached=memory.cached,
-        host_latency_mean_ms=memory.host_latency_mean_ms, host_latency_std_ms=memory.host_latency_std_ms,
-        host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
-        host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
-        power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
-        model_class=model.class_name, sparsity=model.sparsity.zero_fraction if model.sparsity else None,
-        zero_channels=model.sparsity.zero_channels if model.sparsity else None,
-        latency_if_channels_removed_ms=channels_removed_ms,
-        precision=model.precision, quantization=model.quantization,
-        latency_calibrations=latency.calibrations,
-    )
-
-
-class _Recorder:
-    """Turns each finished measurement into rows for every profile with that RAM limit, then saves
-    the state and rewrites the CSV and JSON atomically, before reporting progress: an interrupt
-    loses nothing and leaves a valid partial table."""
-
-    def __init__(self, ctx: RunContext, models: Sequence[ModelFile],
-                 latencies: dict[str, dict[str, LatencyPrediction]], floors: dict[str, Optional[int]],
-                 state: RunState, manifest: dict[str, Any],
-                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
-        self.ctx, self.latencies, self.floors, self.state, self.manifest = ctx, latencies, floors, state, manifest
-        self.channels_removed = channels_removed or {}
-        self.models = {m.label: m for m in models}
-        self.done = state.done()
-        self.by_limit: dict[int, list[Profile]] = {}
-        for profile in ctx.config.profiles:
-            self.by_limit.setdefault(profile.ram_mb, []).append(profile)
-        self._unsaved = False
-        self._order = {p.id: i for i, p in enumerate(ctx.config.profiles)}
-        self._model_order = {m.label: i for i, m in enumerate(models)}
-
-    def pending(self, label: str) -> list[Profile]:
-        return [p for p in self.ctx.config.profiles if (label, p.id) not in self.done]
-
-    def rows(self) -> list[PairResult]:
-        """This run's rows in (model, profile) order; rows of other profiles in the state are left out."""
-        return sorted((r for r in self.state.rows if r.profile_id in self._order and r.model_label in self._model_order),
-                      key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
-
-    def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
-        finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
-        for profile in finished:
-            self.state.rows.append(pair_result(self.models[label], profile, self.latencies[label][profile.id],
-                                               memory, self.ctx.config.threads, self.floors.get(label),
-                                               self.channels_removed.get(label, {}).get(profile.id)))
-            self.done.add((label, profile.id))
-        # A measurement served from the cache is not lost by an interrupt (the cache has it), so
-        # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes
-        # the files once instead of once per measurement.
-        self._unsaved = True
-        if not memory.cached:
-            self.flush()
-        for profile in finished:
-            self.ctx.progress.pair_done(label, profile.label)
-
-    def flush(self) -> None:
-        """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
-        if not self._unsaved:
-            return
-        output = self.ctx.config.output
-        self.state.save(output / STATE_FILE)
-        rows = self.rows()
-        write_csv(rows, output / CSV_NAME)
-        write_json(rows, self.manifest, output / JSON_NAME)
-        self._unsaved = False
-
-
-def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Recorder) -> None:
+def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Recorder) -> None:
     """Measure each model with unfinished pairs once per RAM limit those pairs need.
 
     Models are grouped by runtime and by the limits they still need, so a resumed run measures
