@@ -10,11 +10,12 @@ the JSON and the LaTeX table carry the same fields.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from .errors import InputError
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from .predict import LatencyPrediction
     from .profiles import Profile
 
-__all__ = ["ModelFile", "PairResult", "pair_result", "MemoryMeasurement", "FloorResult", "ExportResult",
+__all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement", "FloorResult", "ExportResult",
            "ConversionResult", "VERDICTS", "OutputClaim", "write_atomic"]
 
 RESULTS_SCHEMA_VERSION = 1
@@ -83,6 +84,41 @@ class ModelFile:
     @property
     def measured_sha256(self) -> str:
         return self.variant_sha256 or self.sha256
+
+
+def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
+    """Check the files exist and give each a row label: its file name, made unambiguous.
+
+    Two files named ``model.pt`` in different folders become ``a/model.pt`` and ``b/model.pt``
+    (the shortest distinguishing parent path). The same file given twice is benchmarked once.
+    With ``levels``, each file yields one model per level, labelled ``<label>@<level>``
+    (``fp32`` is the file as given).
+    """
+    unique: dict[Path, Path] = {}
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"{path}: model file not found")
+        if not path.is_file():
+            raise InputError(f"{path}: not a file (expected a model file such as model.pt)")
+        unique.setdefault(path.resolve(), path)
+    resolved = list(unique)
+    labels = {p: p.name for p in resolved}
+    depth = 1
+    while len(set(labels.values())) < len(labels) and depth < 32:
+        depth += 1
+        clashing = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+        for p in resolved:
+            if labels[p] in clashing:
+                labels[p] = "/".join(p.parts[-depth:])
+    models = []
+    for p in resolved:
+        model = ModelFile.from_path(p, labels[p])
+        if not levels:
+            models.append(model)
+        for level in levels:
+            models.append(dataclasses.replace(model, label=f"{labels[p]}@{level}",
+                                              level=None if level == "fp32" else level))
+    return models
 
 
 # --- what the sandbox runs produced (one record per run kind) ---------------------------------

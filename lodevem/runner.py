@@ -15,7 +15,6 @@ step of a run shares.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,51 +29,15 @@ from .latency.estimator import DEFAULT_RUNTIME, canonical_runtime
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
-from .report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from .report.manifest import collect_manifest
-from .results import ExportResult, ModelFile, PairResult
+from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading
 from .store import ArtifactStore, cache_root, digest
-from .store.runstate import STATE_FILE, Recorder, RunState, load_state
+from .store.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
 
 MB = 1024 * 1024
-
-
-def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
-    """Check the files exist and give each a row label: its file name, made unambiguous.
-
-    Two files named ``model.pt`` in different folders become ``a/model.pt`` and ``b/model.pt``
-    (the shortest distinguishing parent path). The same file given twice is benchmarked once.
-    With ``levels``, each file yields one model per level, labelled ``<label>@<level>``
-    (``fp32`` is the file as given).
-    """
-    unique: dict[Path, Path] = {}
-    for path in paths:
-        if not path.exists():
-            raise InputError(f"{path}: model file not found")
-        if not path.is_file():
-            raise InputError(f"{path}: not a file (expected a model file such as model.pt)")
-        unique.setdefault(path.resolve(), path)
-    resolved = list(unique)
-    labels = {p: p.name for p in resolved}
-    depth = 1
-    while len(set(labels.values())) < len(labels) and depth < 32:
-        depth += 1
-        clashing = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
-        for p in resolved:
-            if labels[p] in clashing:
-                labels[p] = "/".join(p.parts[-depth:])
-    models = []
-    for p in resolved:
-        model = ModelFile.from_path(p, labels[p])
-        if not levels:
-            models.append(model)
-        for level in levels:
-            models.append(dataclasses.replace(model, label=f"{labels[p]}@{level}",
-                                              level=None if level == "fp32" else level))
-    return models
 
 
 @dataclass(frozen=True)
