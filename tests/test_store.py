@@ -138,3 +138,29 @@ def test_a_failed_conversion_leaves_nothing_to_copy_or_reuse(docker_backend, tmp
         assert backend.actions == [f"export-{runtime}"], (attempt, backend.actions)  # never measured
         assert not (cache / "converted").exists() or not list((cache / "converted").iterdir())
         assert not list((cache / ".staging").iterdir())
+
+
+# --- a zoo model's graph and prediction are kept: a new process imports no torch, onnx, nn-Meter -
+
+_FIRST_CALL = """
+import sys
+from lodevem.latency.api import LatencyPredictor
+p = LatencyPredictor("nokia_c1", cache_dir=sys.argv[1], predictor="estimator")
+ms = p.predict("tiny_cnn").latency_ms
+heavy = sorted(m for m in ("torch", "onnx", "nn_meter", "sklearn") if m in sys.modules)
+print(ms, ",".join(heavy) or "-")
+"""
+
+
+def test_a_first_call_on_a_stored_zoo_model_loads_nothing_heavy(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    runs = [subprocess.run([sys.executable, "-c", _FIRST_CALL, str(tmp_path)], capture_output=True, text=True,
+                           env=env, timeout=600, check=True).stdout.split() for _ in range(2)]
+    (first_ms, first_heavy), (again_ms, again_heavy) = runs
+    assert float(first_ms) > 0 and first_ms == again_ms
+    assert "torch" in first_heavy  # the first process built and exported the model
+    assert again_heavy == "-", again_heavy  # the second read graph and prediction from the store
+    assert list((tmp_path / "zoo").glob("tiny_cnn-*.onnx.json"))

@@ -93,20 +93,22 @@ class LatencyPredictor:
                  nnmeter_data: Optional[Path | str] = None, calibrations: Optional[Path | str] = None,
                  use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (), backend: str = "auto",
                  timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
-        self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data,
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.store = ArtifactStore(self.cache_dir)
+        # predictions are kept in the store too: a first call in a new process on a model whose
+        # graph and prediction are there imports neither torch, onnx nor nn-Meter
+        self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data, cache_dir=self.store.folder("latency"),
                                   **({"runtime": runtime} if runtime is not None else {}))
         self._cores = {self.core.runtime: self.core}  # one core predictor per latency runtime asked for
-        self._core_options = {"mode": predictor, "data_dir": nnmeter_data}
+        self._core_options = {"mode": predictor, "data_dir": nnmeter_data, "cache_dir": self.store.folder("latency")}
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
         self.threads, self.runtime = threads, runtime
         self.input_shape = tuple(input_shape) if input_shape else None
         self.profiles_dir = tuple(profiles_dir)
         self.backend_name, self.timeout_s = backend, timeout_s
         self.loading = loading  # sandbox.usercode.ModelLoading (--code, --arch) for model files
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.warnings: list[str] = []
         self._profiles: Optional[dict[str, Profile]] = None
-        self.store = ArtifactStore(self.cache_dir)
         self._exports: Any = None  # artifacts.ExportCache, opened on the first model file
         self._graphs: dict[tuple[Any, ...], ModelGraph] = {}
         self._scratch: Optional[Path] = None
@@ -165,6 +167,10 @@ class LatencyPredictor:
         path = Path(model)
         if path.is_file():
             return self._export_file(path, shape)
+        if isinstance(model, str):
+            kept = self._zoo_graph(model, shape)  # in the store: no need to import the zoo (and torch)
+            if kept is not None:
+                return kept
         from .. import zoo
 
         if isinstance(model, str) and model in zoo.ZOO:
@@ -199,24 +205,32 @@ class LatencyPredictor:
             self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.store, self.timeout_s)
         return self._exports
 
-    def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+    def _zoo_graph(self, name: str, shape: Optional[tuple[int, ...]]) -> Optional[ModelGraph]:
+        """The stored graph of zoo model ``name``, if a run of this lodevem version made it."""
         shape = shape or tuple(DEFAULT_INPUT_SHAPE)
         key = ("zoo", name, shape)
-        if key in self._graphs:
-            return self._graphs[key]
-        # One graph per zoo name, shape and lodevem version in the store: a first call in a new
-        # process reads it (and its digest, from the sidecar) instead of building and tracing.
-        file_name = f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"
-        maker = {"zoo": name, "input_shape": list(shape), "lodevem": __version__}
-        kept = self.store.lookup("zoo", [file_name], maker)
-        if kept is None:
-            from .. import zoo
+        if key not in self._graphs:
+            kept = self.store.lookup("zoo", [f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"],
+                                     {"zoo": name, "input_shape": list(shape), "lodevem": __version__})
+            if kept is None:
+                return None
+            self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape)
+        return self._graphs[key]
 
-            kept = self.store.publish_local("zoo", file_name, maker,
-                                            lambda path: self._export_in_process(zoo.build(name), shape, path))
-        target = kept.path
-        graph = ModelGraph(name, "zoo", self.store.file_sha256(target), target, shape)
-        self._graphs[key] = graph
+    def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+        """One graph per zoo name, shape and lodevem version in the store: a first call in a new
+        process reads it (and its digest, from the sidecar) instead of building and tracing."""
+        kept = self._zoo_graph(name, shape)
+        if kept is not None:
+            return kept
+        from .. import zoo
+
+        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        maker = {"zoo": name, "input_shape": list(shape), "lodevem": __version__}
+        self.store.publish_local("zoo", f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx", maker,
+                                 lambda path: self._export_in_process(zoo.build(name), shape, path))
+        graph = self._zoo_graph(name, shape)
+        assert graph is not None
         return graph
 
     def _export_module(self, module: Any, shape: Optional[tuple[int, ...]]) -> ModelGraph:
