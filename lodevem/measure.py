@@ -185,9 +185,8 @@ def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cac
     is ``<root>/measure``, the layout library callers pass)."""
     if store is None and cache_dir is not None:
         store = ArtifactStore(Path(cache_dir).parent, use_cache=use_cache)
-    if store is None and settings.runtime in ("onnxruntime", *CONVERTERS) and (exports is None or
-                                                                               settings.runtime in CONVERTERS
-                                                                               and converts is None):
+    missing = exports is None or (settings.runtime in CONVERTERS and converts is None)
+    if store is None and settings.runtime in ("onnxruntime", *CONVERTERS) and missing:
         raise InputError(f"runtime {settings.runtime} needs a cache folder for its exports (cache_dir)")
     if exports is None and store is not None:
         exports = ExportCache(client, store, timeout_s)

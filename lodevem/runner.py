@@ -2,14 +2,17 @@
 
 The work is arranged so nothing is done twice: each distinct file is exported to ONNX once (in
 the sandbox) and its latency predicted once for all profiles with the predictor loaded once;
-memory does not depend on the CPU, so each model is measured once per distinct RAM limit (16
-profiles -> 6 limits) and the verdict shared by every profile with that limit. Rows are written
-to a state file atomically after every measurement, so an interrupted run keeps what finished
-and ``--resume`` continues it.
+memory does not depend on the CPU, so a verdict is shared by every profile with the same RAM
+(16 profiles -> 6 limits), and of those only the largest and the limits near or below its peak
+are measured: the rows of limits far above it are inferred from it (``memory.planning``; all
+measured with ``--no-infer``). Files live in the artifact store (``store``), rows are written to
+the run state atomically after every measurement (``store.runstate``), so an interrupted run
+keeps what finished and ``--resume`` continues it.
 
 One ``ModelFile`` record per model travels from the command line to its CSV rows, filled in as
-the run learns about it (its derived variant, its export); one ``RunContext`` holds what every
-step of a run shares.
+the run learns about it (its derived variant, its export) and assembled with its latency and
+memory records into rows (``PairResult.from_records``); one ``RunContext`` holds what every step
+of a run shares.
 """
 
 from __future__ import annotations
