@@ -98,3 +98,21 @@ def test_find_floor_starts_from_the_measured_peak(model: Path) -> None:
     assert floor.floor_mb is not None and floor.fails_at_mb is not None
     assert floor.floor_mb - floor.fails_at_mb <= 8
     assert len(fake.calls) <= 5  # 4096, the bracket around the peak, then at most 2 halvings
+
+
+def test_the_table_caption_and_the_methodology_count_the_inferred_figures(tmp_path: Path) -> None:
+    from lodevem.profiles import load_profiles, select_profiles
+    from lodevem.report.methodology import methodology_markdown, run_facts
+    from lodevem.reporter import results_table
+    from lodevem.runner import RunConfig, run_benchmark
+
+    model = tmp_path / "small.pt"
+    model.write_bytes(b"small")
+    profiles = tuple(select_profiles(load_profiles(), ids=("nokia_8110_4g", "jiophone2", "nokia_c1")))
+    outcome = run_benchmark(RunConfig(models=(model,), profiles=profiles, output=tmp_path / "out", jobs=1),
+                            backend=FakeBackend(240.0))
+    caption = str(results_table(outcome.rows, list(profiles)).caption)
+    assert "1 of 3 peaks come from the model's run at its largest RAM limit" in caption
+    assert "inferred from" not in caption  # the enforcement list names how limits were enforced only
+    text = methodology_markdown(run_facts(outcome.rows, outcome.manifest))
+    assert "1 of the 3 memory figures were not measured at their own limit" in text
