@@ -473,6 +473,9 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
+@click.option("--no-infer", "infer", is_flag=True, flag_value=False, default=True,
+              help="Measure every RAM limit; by default a limit far above the largest limit's measured peak "
+              "gets its row from that run (limit_enforcement says so; docs/measurement.md).")
 @click.option("--no-cache", is_flag=True, help="Export, predict and measure again even when a cached result "
               "matches (the caches in --output/.cache are refreshed).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder "

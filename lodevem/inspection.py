@@ -16,7 +16,8 @@ from typing import Any, Optional, Sequence
 
 from .errors import InputError, ModelFileError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
-from .measure import ExportCache
+from .store.artifacts import ExportCache
+from .store import ArtifactStore
 from .results import ModelFile
 from .sandbox.client import ModelSection, WorkerClient
 
@@ -66,7 +67,7 @@ def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: 
     """Inspect each file in the sandbox; an unusable file raises ``ModelFileError`` naming it."""
     found = []
     with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
-        exports = ExportCache(client, Path(scratch), timeout_s)
+        exports = ExportCache(client, ArtifactStore(Path(scratch), use_cache=False), timeout_s)
         for path in paths:
             if not path.is_file():
                 raise InputError(f"{path}: model file not found" if not path.exists()
