@@ -37,7 +37,7 @@ from .report.manifest import collect_manifest
 from .results import ModelFile, PairResult, RunState
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
-from .sandbox.usercode import ModelLoading
+from .sandbox.usercode import ModelLoading, with_code_hint
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
@@ -328,7 +328,7 @@ def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
     ctx.progress.working_on(f"exporting {path.name}")
     export = ctx.exports.export(path, sha256, ctx.config.input_shape)
     if export.unusable:
-        raise ModelFileError(export.error)
+        raise ModelFileError(with_code_hint(export.error, path))
     return export
 
 
