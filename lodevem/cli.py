@@ -758,7 +758,7 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
 
     Example:
 
-        lodevem inspect models/cocoa_fp32.pt models/cocoa_int8_dynamic.pt --code cocoa/
+        lodevem inspect models/*.pt --code cocoa/
     """
     import json
 
