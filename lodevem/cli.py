@@ -763,11 +763,11 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
 
     Example:
 
-        lodevem inspect models/cocoa_int8.pt --code cocoa/
+        lodevem inspect models/*.pt --code cocoa/
     """
     import json
 
-    from .inspection import inspect_models
+    from .inspection import InspectionFailure, inspect_models
     from .reporter import inspection_lines
     from .sandbox import open_backend
     from .sandbox.client import WorkerClient
@@ -778,12 +778,19 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
     with err_console.status(f"inspecting {len(models)} file(s) in the sandbox"):
         found = inspect_models(list(models), WorkerClient(chosen, loading=loading), input_shape=input_shape,
                                timeout_s=timeout_s)
+    failed = [item for item in found if isinstance(item, InspectionFailure)]
     if as_json:
         click.echo(json.dumps([item.to_dict() for item in found], indent=1))
-        return
-    for item in found:
-        for line in inspection_lines(item):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        for item in found:
+            if isinstance(item, InspectionFailure):
+                err_console.print(f"[red]✗[/] {escape(item.error)}", soft_wrap=True)
+                continue
+            for line in inspection_lines(item):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if failed:
+        raise LodevemClickError(f"{len(failed)} of {len(found)} file(s) could not be inspected: "
+                                f"{', '.join(str(f.path) for f in failed)}", 2)
 
 
 @cli.command("build-image")

@@ -35,7 +35,7 @@ from .report.manifest import collect_manifest
 from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
-from .sandbox.usercode import ModelLoading
+from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore, cache_root, digest
 from .store.artifacts import ConvertCache, ExportCache
 from .store.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
@@ -244,7 +244,7 @@ def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
     ctx.progress.working_on(f"exporting {path.name}")
     export = ctx.exports.export(path, sha256, ctx.config.input_shape)
     if export.unusable:
-        raise ModelFileError(export.error)
+        raise ModelFileError(with_code_hint(export.error, path))
     return export
 
 
