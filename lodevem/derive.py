@@ -125,5 +125,5 @@ def derive_cached(model: ModelFile, cache_dir: Path, client: WorkerClient,
     variant, error = _variant(model, client.derive(model.path, level, file, input_shape, timeout_s), file)
     if variant is None:
         raise DeriveFailed(model.path, {level: error}, [])
-    write_atomic(sidecar, json.dumps({k: getattr(variant, k) for k in _SIDECAR_FIELDS}))
+    write_atomic(sidecar, json.dumps({k: getattr(variant, k) for k in _SIDECAR_FIELDS}, allow_nan=False))
     return variant

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from .errors import InputError
+from .safe_io import json_text
 from .results import ModelFile, write_atomic
 from .sandbox.client import MeasureSettings, ModelSection, SandboxRun, WorkerClient
 from .sandbox.image import CONVERTERS
@@ -356,7 +357,8 @@ class ExportCache:
                     result = ExportResult(target, "", model,
                                           channels_removed_path=removed if removed and removed.is_file() else None)
                     write_atomic(record, json.dumps({"maker": maker, "model": asdict(model),
-                                                     "files": self._stats(target, removed)}, indent=1))
+                                                     "files": self._stats(target, removed)}, indent=1,
+                                                    allow_nan=False))
                 else:
                     result = ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             self._done[target] = result
@@ -368,7 +370,7 @@ def cache_key(model_sha256: str, limit_mb: int, runtime: str, identity: str, wor
     """Everything a measurement depends on; ``identity`` is the image id (or the host python),
     ``worker_version`` the version the worker reports (the client refuses any other)."""
     payload = json.dumps([model_sha256, limit_mb, runtime, identity, worker_version, warmup, runs, threads,
-                          list(input_shape) if input_shape else None])
+                          list(input_shape) if input_shape else None], allow_nan=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -393,7 +395,7 @@ class MeasureCache:
         # or deserve a retry.
         if self.dir is None or value.verdict in ("timeout", "error"):
             return
-        write_atomic(self.dir / f"{key}.json", json.dumps(value.to_dict(), indent=1))
+        write_atomic(self.dir / f"{key}.json", json_text(value.to_dict(), indent=1))
 
 
 # --- the scheduler -----------------------------------------------------------------------------

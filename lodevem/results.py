@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import InputError
+from .safe_io import json_text
 from .sandbox.client import SparsitySection
 from .worker.formats import file_sha256
 
@@ -183,7 +184,7 @@ class RunState:
             "config_key": self.config_key,
             "rows": [r.to_dict() for r in self.rows],
         }
-        write_atomic(path, json.dumps(payload, indent=1))
+        write_atomic(path, json_text(payload, indent=1))
 
     @classmethod
     def load(cls, path: Path) -> Optional["RunState"]:

@@ -125,7 +125,7 @@ class RunConfig:
             "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
             "backend": self.backend, "loading": self.loading.key,
         }
-        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str, allow_nan=False).encode()).hexdigest()[:16]
 
     @property
     def runtimes(self) -> tuple[str, ...]:
@@ -178,8 +178,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
-    calibrations.check()  # and on a calibration record that does not read
-    warnings: list[str] = []
+    warnings: list[str] = list(calibrations.check())  # a record that does not read is skipped, with a warning
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
                                                 on_status=progress.working_on if progress is not None else None)

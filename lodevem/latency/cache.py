@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..worker.formats import file_sha256
+from ..safe_io import json_text
 
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
 
@@ -29,7 +30,7 @@ CACHE_FORMAT = 1
 
 def digest(description: Any) -> str:
     """sha256 of a JSON-able description, canonical (sorted keys, no whitespace)."""
-    text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str)
+    text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -66,5 +67,5 @@ class JsonCache:
             return
         from ..results import write_atomic
 
-        text = json.dumps({"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1, default=str)
+        text = json_text({"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1, default=str)
         write_atomic(self.dir / f"{key}.json", text)

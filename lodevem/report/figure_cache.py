@@ -84,7 +84,7 @@ def kept_files(out_dir: Path, stem: str, key: str) -> Optional[tuple[Path, ...]]
 def remember(out_dir: Path, stem: str, key: str, paths: Sequence[Path]) -> None:
     """Record the inputs of a figure just drawn, with the digest of each file it wrote."""
     record = {"inputs_sha256": key, "lodevem": __version__, "files": {p.name: file_digest(p) for p in paths}}
-    write_atomic(_record_path(out_dir, stem), json.dumps(record, indent=1) + "\n")
+    write_atomic(_record_path(out_dir, stem), json.dumps(record, indent=1, allow_nan=False) + "\n")
 
 
 def write_figures(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],

@@ -275,7 +275,7 @@ class SlurmBackend(Cancellable):
 
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
         payload = json.dumps([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
-                              self.settings.account])
+                              self.settings.account], allow_nan=False)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
     @staticmethod
@@ -320,7 +320,7 @@ class SlurmBackend(Cancellable):
                 raise SandboxError(f"sbatch refused the job: {' '.join(str(exc).split())[:300]}") from None
         (run_dir / "job.json").write_text(json.dumps({"job_id": str(job.job_id), "owner_pid": os.getpid(),
                                                       "owner_host": os.uname().nodename,
-                                                      "submitted": time.time()}))
+                                                      "submitted": time.time()}, allow_nan=False))
         return job
 
     def _job_alive(self, job_id: str) -> bool:

@@ -88,7 +88,7 @@ class JobCgroup:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data))
+    tmp.write_text(json.dumps(data, allow_nan=False))
     os.replace(tmp, path)
 
 

@@ -1,0 +1,240 @@
+"""The one reader for every host read of a path a user or a container names, and the one helper
+that makes untrusted text safe for a terminal.
+
+Why one module: a path the user types (``--from-log``, ``--code``, a calibrations folder) or a
+file a sandboxed run left behind is input, as hostile as a model file. Reading it with
+``Path.read_bytes()`` trusts three things nobody checked: that it is a regular file (a FIFO
+blocks the open forever, ``/dev/zero`` never ends), that it is small (a 20 GB sparse file costs
+no disk and all the RAM), and that its lines are short (a regex that backtracks is quadratic on a
+1 MB line). Here every read:
+
+* looks before it opens: ``stat`` (through links: a link to a regular file is fine, a link to a
+  device is refused) and, for what a container wrote, ``lstat`` with ``O_NOFOLLOW``;
+* opens with ``O_NONBLOCK`` (a FIFO swapped in after the check cannot block) and checks
+  ``fstat`` on the descriptor it reads, so a file swapped between the check and the open is
+  caught too;
+* stops at the size cap of its ``Kind`` even when ``st_size`` lies (a file still growing).
+
+Every refusal is one ``UnsafeInput`` line naming the path. ``tests/test_hostile_inputs.py``
+walks the host modules and fails on a bare ``read_text()``/``read_bytes()``/``open()`` outside
+this module and an allow-list of lodevem's own data files. The caps are listed in
+``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from .errors import InputError
+
+__all__ = ["CALIBRATION_RECORD", "CODE_FILE", "CODE_TOTAL_BYTES", "Kind", "LOG", "LOG_LINE_CHARS",
+           "MESSAGE_CHARS", "ENTRY_CHARS", "OUTPUT_TAIL_BYTES", "REPLY_TAIL_BYTES", "REQUEST", "UnsafeInput",
+           "bounded_lines", "clip", "hash_into", "json_text", "printable", "read_bytes", "read_tail", "read_text", "regular_fd"]
+
+
+class UnsafeInput(InputError):
+    """A path that is not a regular file, or is larger than its kind allows (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a file is read as: its name in messages and the most bytes lodevem reads of it."""
+
+    name: str
+    max_bytes: int
+
+
+# One file of a --code folder (hashed, never parsed): far above any hand-written module.
+CODE_FILE = Kind("--code file", 64 * 2**20)
+# All files of the --code entries together (hashed by streaming; the files are never held).
+CODE_TOTAL_BYTES = 512 * 2**20
+# A device benchmark log (--from-log): a benchncnn run of every model is ~10 KB, a logcat a few MB.
+LOG = Kind("benchmark log", 16 * 2**20)
+# A calibration record: ~1 KB of JSON written by lodevem itself.
+CALIBRATION_RECORD = Kind("calibration record", 64 * 2**10)
+# A worker request file lodevem wrote (--arch-kwargs travel in it).
+REQUEST = Kind("worker request", 1 * 2**20)
+# Lines longer than this are skipped by the log parsers (no tool's timing line is near it).
+LOG_LINE_CHARS = 4096
+# What the host keeps of a sandboxed run's output: the last bytes only.
+OUTPUT_TAIL_BYTES = 64 * 2**10  # stderr (the model's prints, tracebacks)
+REPLY_TAIL_BYTES = 1 * 2**20  # stdout (the worker's one-line JSON reply; a few KB in practice)
+# Untrusted text on the terminal: a whole message, and one listed entry or quoted value in it.
+MESSAGE_CHARS = 1000
+ENTRY_CHARS = 300
+
+
+def _kind_of(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file")
+
+
+def _check(path: Path, info: os.stat_result, kind: Kind) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise UnsafeInput(f"{clip(str(path))}: {_kind_of(info.st_mode)}, not a regular file; a {kind.name} must be "
+                          "a plain file")
+    if info.st_size > kind.max_bytes:
+        raise UnsafeInput(f"{clip(str(path))}: {info.st_size} bytes; a {kind.name} may be at most "
+                          f"{_size(kind.max_bytes)}")
+
+
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 2**10} KiB"
+
+
+def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True) -> int:
+    """An open, read-only descriptor of ``path`` once it is known to be a regular file within
+    ``kind``'s cap. ``follow=False`` (what a container wrote): a link itself is refused."""
+    path = Path(path)
+    try:
+        _check(path, os.stat(path) if follow else os.lstat(path), kind)
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW))
+    except FileNotFoundError:
+        raise UnsafeInput(f"{clip(str(path))}: no such file") from None
+    except OSError as exc:
+        raise UnsafeInput(f"{clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+    try:
+        _check(path, os.fstat(fd), kind)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _chunks(fd: int, path: Path, kind: Kind, budget: Optional[list[int]] = None) -> Iterator[bytes]:
+    """The file's bytes in chunks, stopping with ``UnsafeInput`` past the cap (``budget``: a
+    one-item list of bytes left across several files, shared by a --code digest)."""
+    read = 0
+    while chunk := os.read(fd, 1 << 20):
+        read += len(chunk)
+        if read > kind.max_bytes:
+            raise UnsafeInput(f"{clip(str(path))}: grew past {_size(kind.max_bytes)} while read; a {kind.name} "
+                              f"may be at most {_size(kind.max_bytes)}")
+        if budget is not None:
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                raise UnsafeInput(f"{clip(str(path))}: the --code entries hold more than "
+                                  f"{_size(CODE_TOTAL_BYTES)} of files; pass the package folder, not its parent")
+        yield chunk
+
+
+def read_bytes(path: Path | str, kind: Kind, *, follow: bool = True) -> bytes:
+    """The bytes of a regular file of at most ``kind.max_bytes``; anything else is ``UnsafeInput``."""
+    fd = regular_fd(path, kind, follow=follow)
+    try:
+        return b"".join(_chunks(fd, Path(path), kind))
+    except OSError as exc:
+        raise UnsafeInput(f"{clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path | str, kind: Kind, *, follow: bool = True, errors: str = "replace") -> str:
+    """``read_bytes`` decoded as UTF-8 (undecodable bytes replaced unless ``errors='strict'``)."""
+    data = read_bytes(path, kind, follow=follow)
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise UnsafeInput(f"{clip(str(path))}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_tail(path: Path | str, max_bytes: int) -> str:
+    """The last ``max_bytes`` of a file a sandboxed run wrote (its output), links not followed;
+    '' when it is missing or not a regular file (the run's outcome says what went wrong)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        os.lseek(fd, max(0, info.st_size - max_bytes), os.SEEK_SET)
+        return os.read(fd, max_bytes).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def hash_into(digest: "hashlib._Hash", path: Path, budget: list[int]) -> None:
+    """Feed ``path`` of a --code folder to ``digest`` without holding it: a symlink is hashed as
+    a link (its target string, never followed: it may point at a device), a regular file by
+    streaming its bytes (``budget`` shared by all files of the digest), anything else (a FIFO,
+    a socket, a device) is ``UnsafeInput``."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise UnsafeInput(f"--code {clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(info.st_mode):
+        digest.update(b"link\0" + os.fsencode(os.readlink(path)) + b"\0")
+        return
+    fd = regular_fd(path, CODE_FILE, follow=False)
+    inner = hashlib.sha256()
+    try:
+        for chunk in _chunks(fd, path, CODE_FILE, budget):
+            inner.update(chunk)
+    except OSError as exc:
+        raise UnsafeInput(f"--code {clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    digest.update(b"file\0" + inner.digest())
+
+
+def bounded_lines(text: str, max_chars: int = LOG_LINE_CHARS) -> tuple[list[str], int]:
+    """The lines of ``text`` of at most ``max_chars``, and how many longer ones were skipped:
+    parsers then work line by line in linear time whatever a hostile line holds."""
+    kept, skipped = [], 0
+    for line in text.splitlines():
+        if len(line) > max_chars:
+            skipped += 1
+        else:
+            kept.append(line)
+    return kept, skipped
+
+
+# C0 controls, DEL and C1 controls (ESC [ ... is how a terminal is told to move, recolour or
+# retitle): every one but tab and newline is shown as an escape, never sent raw.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
+_CONTROL_MAP = str.maketrans({chr(c): text for c, text in _CONTROL.items()})
+
+
+def clip(text: str, limit: int = ENTRY_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left off."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def printable(text: object, limit: int = MESSAGE_CHARS, *, newlines: bool = True) -> str:
+    """Text from a record, a log, a model or the sandbox made safe for a terminal: control
+    characters (ANSI escapes, carriage returns, bells) escaped, then capped at ``limit``.
+    ``newlines=False`` escapes newlines too (one line per entry in a table)."""
+    out = str(text).translate(_CONTROL_MAP)
+    if not newlines:
+        out = out.replace("\n", "\\n")
+    return clip(out, limit)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_text(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` for what lodevem writes or prints: a float that is not finite becomes
+    ``null`` (unavailable) instead of ``NaN``/``Infinity``, which are not JSON and break the
+    reader; ``allow_nan=False`` then guarantees none is left."""
+    return json.dumps(_finite(value), allow_nan=False, **kwargs)
