@@ -27,7 +27,7 @@ from .levels import LEVELS
 from .measure import loading_sha256
 from .results import ModelFile, write_atomic
 from .sandbox.client import SandboxRun, WorkerClient
-from .worker.formats import file_sha256
+from .safe_io import sha256_file as file_sha256
 
 DERIVABLE = tuple(level for level in LEVELS if level != "fp32")
 DEFAULT_TIMEOUT_S = 600.0

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from .errors import InputError
 from .safe_io import json_text
 from .sandbox.client import SparsitySection
-from .worker.formats import file_sha256
+from .safe_io import sha256_file as file_sha256
 
 RESULTS_SCHEMA_VERSION = 1
 

@@ -35,8 +35,8 @@ from typing import Any, Iterator, Optional
 from .errors import InputError
 
 __all__ = ["CALIBRATION_RECORD", "CODE_FILE", "CODE_TOTAL_BYTES", "Kind", "LOG", "LOG_LINE_CHARS",
-           "MESSAGE_CHARS", "ENTRY_CHARS", "OUTPUT_TAIL_BYTES", "REPLY_TAIL_BYTES", "REQUEST", "UnsafeInput",
-           "bounded_lines", "clip", "hash_into", "json_text", "printable", "read_bytes", "read_tail", "read_text", "regular_fd"]
+           "MESSAGE_CHARS", "ENTRY_CHARS", "OUTPUT_TAIL_BYTES", "REPLY_TAIL_BYTES", "MODEL_FILE", "REQUEST", "UnsafeInput",
+           "bounded_lines", "clip", "hash_into", "json_text", "printable", "read_bytes", "read_tail", "read_text", "regular_fd", "sha256_file"]
 
 
 class UnsafeInput(InputError):
@@ -238,3 +238,23 @@ def json_text(value: Any, **kwargs: Any) -> str:
     ``null`` (unavailable) instead of ``NaN``/``Infinity``, which are not JSON and break the
     reader; ``allow_nan=False`` then guarantees none is left."""
     return json.dumps(_finite(value), allow_nan=False, **kwargs)
+
+
+# A model file or a file lodevem hashes for a cache key: hashed by streaming, never held; the cap
+# only stops a sparse or endless file (the largest phone model is a few hundred MB).
+MODEL_FILE = Kind("model file", 16 * 2**30)
+
+
+def sha256_file(path: Path | str, kind: Kind = MODEL_FILE) -> str:
+    """sha256 of a regular file's bytes, streamed through ``regular_fd`` (a FIFO, a device or a
+    file past ``kind``'s cap is ``UnsafeInput``, never read)."""
+    digest = hashlib.sha256()
+    fd = regular_fd(path, kind)
+    try:
+        for chunk in _chunks(fd, Path(path), kind):
+            digest.update(chunk)
+    except OSError as exc:
+        raise UnsafeInput(f"{clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    return digest.hexdigest()

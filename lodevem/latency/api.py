@@ -31,7 +31,7 @@ from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
 from ..predict import LatencyPrediction, Predictor as CorePredictor
 from ..profiles import Profile, load_profiles, select_profiles
-from ..worker.formats import file_sha256
+from ..safe_io import sha256_file as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from .calibration import CalibrationRecord, CalibrationSet, Measurement, compute_share, now_iso
 from .estimator import canonical_runtime

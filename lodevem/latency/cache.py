@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..worker.formats import file_sha256
+from ..safe_io import sha256_file as file_sha256
 from ..safe_io import json_text
 
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]

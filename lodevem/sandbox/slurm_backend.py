@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..safe_io import read_tail
 from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..worker import WorkerRequest
 from . import slurm_job
@@ -82,18 +83,7 @@ class JobCounts:
 
 def _read_tail(path: Path, cap: int = _READ_CAP) -> str:
     """The last ``cap`` bytes of a text file a job wrote (no link followed), '' when absent."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - cap), os.SEEK_SET)
-        return os.read(fd, cap).decode(errors="replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
+    return read_tail(path, cap)
 
 
 def _report(path: Path) -> Optional[dict[str, Any]]:
