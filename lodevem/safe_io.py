@@ -40,7 +40,12 @@ __all__ = ["CALIBRATION_RECORD", "CODE_FILE", "CODE_TOTAL_BYTES", "Kind", "LOG",
 
 
 class UnsafeInput(InputError):
-    """A path that is not a regular file, or is larger than its kind allows (exit 2)."""
+    """A path that is not a regular file, or is larger than its kind allows (exit 2).
+    ``detail``: the message without the path, for callers that name the file their own way."""
+
+    def __init__(self, path: Path | str, detail: str) -> None:
+        super().__init__(f"{clip(printable(str(path), ENTRY_CHARS * 4, newlines=False))}: {detail}")
+        self.path, self.detail = str(path), detail
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,8 @@ CODE_FILE = Kind("--code file", 64 * 2**20)
 CODE_TOTAL_BYTES = 512 * 2**20
 # A device benchmark log (--from-log): a benchncnn run of every model is ~10 KB, a logcat a few MB.
 LOG = Kind("benchmark log", 16 * 2**20)
+# A device profile (YAML): a real one is about 1 kB.
+PROFILE = Kind("profile", 1 * 2**20)
 # A calibration record: ~1 KB of JSON written by lodevem itself.
 CALIBRATION_RECORD = Kind("calibration record", 64 * 2**10)
 # A worker request file lodevem wrote (--arch-kwargs travel in it).
@@ -73,21 +80,18 @@ ENTRY_CHARS = 300
 
 def _kind_of(mode: int) -> str:
     return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file")
+            else "a socket" if stat.S_ISSOCK(mode) else "a symbolic link" if stat.S_ISLNK(mode) else "a device")
 
 
 def _check(path: Path, info: os.stat_result, kind: Kind) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise UnsafeInput(f"{clip(str(path))}: {_kind_of(info.st_mode)}, not a regular file; a {kind.name} must be "
-                          "a plain file")
+        raise UnsafeInput(path, f"not a regular file ({_kind_of(info.st_mode)}); a {kind.name} must be a plain file")
     if info.st_size > kind.max_bytes:
-        raise UnsafeInput(f"{clip(str(path))}: {info.st_size} bytes; a {kind.name} may be at most "
-                          f"{_size(kind.max_bytes)}")
+        raise UnsafeInput(path, f"file is {info.st_size} bytes; a {kind.name} may be at most {_size(kind.max_bytes)}")
 
 
 def _size(n: int) -> str:
-    return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 2**10} KiB"
+    return f"{n // 2**20} MiB" if n > 2**20 else f"{n // 2**10} KiB"
 
 
 def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True) -> int:
@@ -98,10 +102,8 @@ def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True) -> int:
         _check(path, os.stat(path) if follow else os.lstat(path), kind)
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW))
-    except FileNotFoundError:
-        raise UnsafeInput(f"{clip(str(path))}: no such file") from None
     except OSError as exc:
-        raise UnsafeInput(f"{clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+        raise UnsafeInput(path, f"cannot read: {exc.strerror or exc}") from None
     try:
         _check(path, os.fstat(fd), kind)
     except BaseException:
@@ -117,12 +119,12 @@ def _chunks(fd: int, path: Path, kind: Kind, budget: Optional[list[int]] = None)
     while chunk := os.read(fd, 1 << 20):
         read += len(chunk)
         if read > kind.max_bytes:
-            raise UnsafeInput(f"{clip(str(path))}: grew past {_size(kind.max_bytes)} while read; a {kind.name} "
+            raise UnsafeInput(path, f"grew past {_size(kind.max_bytes)} while read; a {kind.name} "
                               f"may be at most {_size(kind.max_bytes)}")
         if budget is not None:
             budget[0] -= len(chunk)
             if budget[0] < 0:
-                raise UnsafeInput(f"{clip(str(path))}: the --code entries hold more than "
+                raise UnsafeInput(path, f"the --code entries hold more than "
                                   f"{_size(CODE_TOTAL_BYTES)} of files; pass the package folder, not its parent")
         yield chunk
 
@@ -133,7 +135,7 @@ def read_bytes(path: Path | str, kind: Kind, *, follow: bool = True) -> bytes:
     try:
         return b"".join(_chunks(fd, Path(path), kind))
     except OSError as exc:
-        raise UnsafeInput(f"{clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+        raise UnsafeInput(path, f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
 
@@ -144,7 +146,7 @@ def read_text(path: Path | str, kind: Kind, *, follow: bool = True, errors: str 
     try:
         return data.decode("utf-8", errors=errors)
     except UnicodeDecodeError as exc:
-        raise UnsafeInput(f"{clip(str(path))}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise UnsafeInput(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def read_tail(path: Path | str, max_bytes: int) -> str:
@@ -174,7 +176,7 @@ def hash_into(digest: "hashlib._Hash", path: Path, budget: list[int]) -> None:
     try:
         info = os.lstat(path)
     except OSError as exc:
-        raise UnsafeInput(f"--code {clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+        raise UnsafeInput(f"--code {path}", f"cannot read: {exc.strerror or exc}") from None
     if stat.S_ISLNK(info.st_mode):
         digest.update(b"link\0" + os.fsencode(os.readlink(path)) + b"\0")
         return
@@ -184,7 +186,7 @@ def hash_into(digest: "hashlib._Hash", path: Path, budget: list[int]) -> None:
         for chunk in _chunks(fd, path, CODE_FILE, budget):
             inner.update(chunk)
     except OSError as exc:
-        raise UnsafeInput(f"--code {clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+        raise UnsafeInput(f"--code {path}", f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     digest.update(b"file\0" + inner.digest())
@@ -202,10 +204,8 @@ def bounded_lines(text: str, max_chars: int = LOG_LINE_CHARS) -> tuple[list[str]
     return kept, skipped
 
 
-# C0 controls, DEL and C1 controls (ESC [ ... is how a terminal is told to move, recolour or
-# retitle): every one but tab and newline is shown as an escape, never sent raw.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
-_CONTROL_MAP = str.maketrans({chr(c): text for c, text in _CONTROL.items()})
+def _escape(char: str) -> str:
+    return char.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def clip(text: str, limit: int = ENTRY_CHARS) -> str:
@@ -213,14 +213,16 @@ def clip(text: str, limit: int = ENTRY_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
-def printable(text: object, limit: int = MESSAGE_CHARS, *, newlines: bool = True) -> str:
-    """Text from a record, a log, a model or the sandbox made safe for a terminal: control
-    characters (ANSI escapes, carriage returns, bells) escaped, then capped at ``limit``.
-    ``newlines=False`` escapes newlines too (one line per entry in a table)."""
-    out = str(text).translate(_CONTROL_MAP)
-    if not newlines:
-        out = out.replace("\n", "\\n")
-    return clip(out, limit)
+def printable(text: object, limit: Optional[int] = MESSAGE_CHARS, *, newlines: bool = True) -> str:
+    """Text from a record, a log, a model or the sandbox made safe for a terminal: every
+    character that is not printable (ESC of an ANSI sequence, CR, BEL, a bidi override) shown as
+    its escape (``\\x1b``), then capped at ``limit`` (None: not capped). ``newlines=True`` keeps
+    newlines and tabs (a multi-line message); ``False`` escapes them too (one line per entry)."""
+    out = str(text)
+    if not out.isprintable():
+        keep = "\n\t" if newlines else ""
+        out = "".join(c if c.isprintable() or c in keep else _escape(c) for c in out)
+    return out if limit is None else clip(out, limit)
 
 
 def _finite(value: Any) -> Any:
@@ -254,7 +256,7 @@ def sha256_file(path: Path | str, kind: Kind = MODEL_FILE) -> str:
         for chunk in _chunks(fd, Path(path), kind):
             digest.update(chunk)
     except OSError as exc:
-        raise UnsafeInput(f"{clip(str(path))}: cannot read ({exc.strerror or exc})") from None
+        raise UnsafeInput(path, f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     return digest.hexdigest()

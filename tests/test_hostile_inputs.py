@@ -119,7 +119,7 @@ def test_fifos_devices_and_sparse_files_are_refused_without_being_read(tmp_path:
     sparse = tmp_path / "sparse.txt"
     with open(sparse, "wb") as handle:
         handle.truncate(20 * 2**30)  # 20 GB that cost no disk
-    for path, needle in ((fifo, "a FIFO"), (link, "a device"), (sparse, "at most 16 MiB"), (tmp_path, "a directory")):
+    for path, needle in ((fifo, "(a FIFO)"), (link, "(a device)"), (sparse, "at most 16 MiB"), (tmp_path, "(a directory)")):
         with pytest.raises(UnsafeInput, match=needle) as caught:
             read_text(path, LOG)
         assert str(path) in str(caught.value) and "\n" not in str(caught.value)
@@ -187,7 +187,7 @@ def test_arch_kwargs_are_bounded_in_depth_and_size(tmp_path: Path) -> None:
 
 
 def test_control_characters_never_reach_the_terminal() -> None:
-    assert printable("ok\x1b[2J\x1b]0;title\x07\rdone") == "ok\\x1b[2J\\x1b]0;title\\x07\\x0ddone"
+    assert printable("ok\x1b[2J\x1b]0;title\x07\rdone\u202e") == "ok\\x1b[2J\\x1b]0;title\\x07\\rdone\\u202e"
     assert printable("a\nb", newlines=False) == "a\\nb"
     assert printable("x" * 5000).endswith("(4000 more characters)")
 
@@ -264,3 +264,23 @@ def test_a_model_that_prints_300_mb_leaves_a_small_host_and_a_capped_log(docker_
     assert _hwm_mb() - before < 150, "the host read the container's output whole"
     assert seen["containers"] > 0
     assert seen["log_bytes"] <= 9 * 2**20, seen
+
+
+@pytest.mark.docker
+def test_an_arch_callable_that_builds_no_module_is_one_line_exit_2(docker_backend, tmp_path: Path) -> None:
+    import torch
+
+    code = tmp_path / "mk.py"
+    code.write_text("def nothing(**kwargs):\n    return None\n")
+    weights = tmp_path / "weights.pt"
+    torch.save(torch.nn.Conv2d(3, 4, 3).state_dict(), weights)
+    for path in (code, weights):
+        path.chmod(0o644)
+    common = ["--arch", "mk:nothing", "--code", str(code), "--backend", "docker", "--input-shape", "1,3,16,16"]
+    for command in (["predict", str(weights), "--profile", "jiophone2"],
+                    ["start", str(weights), "--profile", "jiophone2", "--output", str(tmp_path / "out"), "--runs", "1",
+                     "--warmup", "0"]):
+        result = CliRunner().invoke(cli, [*command, *common])
+        assert "Traceback" not in result.output and "AttributeError" not in result.output, result.output
+        assert "not an nn.Module" in result.output, result.output
+        assert result.exit_code == 2, (command[0], result.exit_code, result.output)
