@@ -139,6 +139,11 @@ class PairResult:
     # on the real device), one description each; empty: the prediction as the predictor made it.
     # The paper kit (report.methodology) names every one used.
     latency_calibrations: tuple[str, ...] = ()
+    # The band latency_uncertainty states, as numbers: latency_ms minus / plus the LODO error
+    # figure (MAPE) of the cell's own kind for the row's own runtime (the calibrated figure's
+    # one-shot error when calibrated); None when latency_ms is None or no figure exists.
+    latency_low_ms: Optional[float] = None
+    latency_high_ms: Optional[float] = None
 
     @property
     def fits(self) -> Optional[bool]:
