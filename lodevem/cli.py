@@ -682,7 +682,8 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
                                         same_chipset=same_chipset)
     _warn(session.warnings + session.core.warnings)
     for path, record in written:
-        console.print(f"[green]✓[/] {escape(profile.id)}: {escape(printable(record.model_label, ENTRY_CHARS))} measured "
+        label = escape(printable(record.model_label, ENTRY_CHARS))
+        console.print(f"[green]✓[/] {escape(profile.id)}: {label} measured "
                       f"{record.measured_ms:.4g} ms ({record.runtime}, {record.threads} thread(s)), predicted "
                       f"{record.predicted_ms:.4g} ms by {escape(printable(record.predictor))}: x{record.ratio:.3f}; "
                       f"ID {escape(path.stem)}")

@@ -467,7 +467,8 @@ def measurements_from_log(args: Sequence[str], log: ParsedLog, where: str,
         if len(args) != len(log.entries):
             raise InputError(f"{where}: the log holds {len(log.entries)} benchmark_model run(s) but "
                              f"{len(args)} MODEL(s) were given; name one MODEL per run, in order")
-        return [Measurement(a, check_ms(e.ms, f"{where}: run {i + 1}"), f"{origin}: Inference (avg)" + (f" of {e.name}" if e.name else ""))
+        return [Measurement(a, check_ms(e.ms, f"{where}: run {i + 1}"),
+                            f"{origin}: Inference (avg)" + (f" of {e.name}" if e.name else ""))
                 for i, (a, e) in enumerate(zip(args, log.entries))]
     by_name = {e.name: e for e in log.entries if e.name}
     to_zoo = {name: entry["zoo"] for name, entry in model_map.items() if isinstance(entry, dict) and "zoo" in entry}

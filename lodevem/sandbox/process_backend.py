@@ -213,7 +213,8 @@ class ProcessBackend(Cancellable):
                 readers = [drain(proc.stdout, out), drain(proc.stderr, err)]  # type: ignore[arg-type]
                 monitor = ThrashMonitor(limit_bytes, reference_s)
                 try:
-                    ended = watch(lambda t: wait_child(proc, t), cgroup.usage_and_faults if cgroup else lambda: (None, None),
+                    sample = cgroup.usage_and_faults if cgroup else lambda: (None, None)
+                    ended = watch(lambda t: wait_child(proc, t), sample,
                                   lambda: kill_group(proc), monitor, started, timeout_s, cancelled=self.cancelled)
                 finally:
                     if proc.poll() is None:  # KeyboardInterrupt or an error in the watch loop

@@ -1,51 +1,19 @@
-"""The one reader for every host read of a path a user or a container names, and the one helper
-that makes untrusted text safe for a terminal.
+"""Reading a path a user or a container names: regular files only, each kind size-capped.
 
-Why one module: a path the user types (``--from-log``, ``--code``, a calibrations folder) or a
-file a sandboxed run left behind is input, as hostile as a model file. Reading it with
-``Path.read_bytes()`` trusts three things nobody checked: that it is a regular file (a FIFO
-blocks the open forever, ``/dev/zero`` never ends), that it is small (a 20 GB sparse file costs
-no disk and all the RAM), and that its lines are short (a regex that backtracks is quadratic on a
-1 MB line). Here every read:
-
-* looks before it opens: ``stat`` (through links: a link to a regular file is fine, a link to a
-  device is refused) and, for what a container wrote, ``lstat`` with ``O_NOFOLLOW``;
-* opens with ``O_NONBLOCK`` (a FIFO swapped in after the check cannot block) and checks
-  ``fstat`` on the descriptor it reads, so a file swapped between the check and the open is
-  caught too;
-* stops at the size cap of its ``Kind`` even when ``st_size`` lies (a file still growing).
-
-Every refusal is one ``UnsafeInput`` line naming the path. ``tests/test_hostile_inputs.py``
-walks the host modules and fails on a bare ``read_text()``/``read_bytes()``/``open()`` outside
-this module and an allow-list of lodevem's own data files. The caps are listed in
-``docs/security.md``.
+See the package docstring (``lodevem.safe_io``) for why; ``docs/security.md`` lists the caps.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
-from .errors import InputError
-
-__all__ = ["CALIBRATION_RECORD", "CODE_FILE", "CODE_TOTAL_BYTES", "Kind", "LOG", "LOG_LINE_CHARS",
-           "MESSAGE_CHARS", "ENTRY_CHARS", "OUTPUT_TAIL_BYTES", "REPLY_TAIL_BYTES", "MODEL_FILE", "REQUEST", "UnsafeInput",
-           "bounded_lines", "clip", "hash_into", "json_text", "printable", "read_bytes", "read_tail", "read_text", "regular_fd", "sha256_file"]
-
-
-class UnsafeInput(InputError):
-    """A path that is not a regular file, or is larger than its kind allows (exit 2).
-    ``detail``: the message without the path, for callers that name the file their own way."""
-
-    def __init__(self, path: Path | str, detail: str) -> None:
-        super().__init__(f"{clip(printable(str(path), ENTRY_CHARS * 4, newlines=False))}: {detail}")
-        self.path, self.detail = str(path), detail
+from ..errors import UnsafeInput
+from .text import ENTRY_CHARS, clip, printable
 
 
 @dataclass(frozen=True)
@@ -66,16 +34,14 @@ LOG = Kind("benchmark log", 16 * 2**20)
 PROFILE = Kind("profile", 1 * 2**20)
 # A calibration record: ~1 KB of JSON written by lodevem itself.
 CALIBRATION_RECORD = Kind("calibration record", 64 * 2**10)
-# A worker request file lodevem wrote (--arch-kwargs travel in it).
-REQUEST = Kind("worker request", 1 * 2**20)
-# Lines longer than this are skipped by the log parsers (no tool's timing line is near it).
-LOG_LINE_CHARS = 4096
 # What the host keeps of a sandboxed run's output: the last bytes only.
 OUTPUT_TAIL_BYTES = 64 * 2**10  # stderr (the model's prints, tracebacks)
 REPLY_TAIL_BYTES = 1 * 2**20  # stdout (the worker's one-line JSON reply; a few KB in practice)
-# Untrusted text on the terminal: a whole message, and one listed entry or quoted value in it.
-MESSAGE_CHARS = 1000
-ENTRY_CHARS = 300
+
+
+def _shown(path: Path | str) -> str:
+    """A path as an error names it: escaped and capped (a file name can hold an ANSI escape)."""
+    return clip(printable(str(path), None, newlines=False), ENTRY_CHARS * 4)
 
 
 def _kind_of(mode: int) -> str:
@@ -85,9 +51,11 @@ def _kind_of(mode: int) -> str:
 
 def _check(path: Path, info: os.stat_result, kind: Kind) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise UnsafeInput(path, f"not a regular file ({_kind_of(info.st_mode)}); a {kind.name} must be a plain file")
+        raise UnsafeInput(_shown(path), f"not a regular file ({_kind_of(info.st_mode)}); a {kind.name} must be "
+                                        "a plain file")
     if info.st_size > kind.max_bytes:
-        raise UnsafeInput(path, f"file is {info.st_size} bytes; a {kind.name} may be at most {_size(kind.max_bytes)}")
+        raise UnsafeInput(_shown(path), f"file is {info.st_size} bytes; a {kind.name} may be at most "
+                                        f"{_size(kind.max_bytes)}")
 
 
 def _size(n: int) -> str:
@@ -103,7 +71,7 @@ def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True) -> int:
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW))
     except OSError as exc:
-        raise UnsafeInput(path, f"cannot read: {exc.strerror or exc}") from None
+        raise UnsafeInput(_shown(path), f"cannot read: {exc.strerror or exc}") from None
     try:
         _check(path, os.fstat(fd), kind)
     except BaseException:
@@ -119,12 +87,12 @@ def _chunks(fd: int, path: Path, kind: Kind, budget: Optional[list[int]] = None)
     while chunk := os.read(fd, 1 << 20):
         read += len(chunk)
         if read > kind.max_bytes:
-            raise UnsafeInput(path, f"grew past {_size(kind.max_bytes)} while read; a {kind.name} "
+            raise UnsafeInput(_shown(path), f"grew past {_size(kind.max_bytes)} while read; a {kind.name} "
                               f"may be at most {_size(kind.max_bytes)}")
         if budget is not None:
             budget[0] -= len(chunk)
             if budget[0] < 0:
-                raise UnsafeInput(path, f"the --code entries hold more than "
+                raise UnsafeInput(_shown(path), f"the --code entries hold more than "
                                   f"{_size(CODE_TOTAL_BYTES)} of files; pass the package folder, not its parent")
         yield chunk
 
@@ -135,7 +103,7 @@ def read_bytes(path: Path | str, kind: Kind, *, follow: bool = True) -> bytes:
     try:
         return b"".join(_chunks(fd, Path(path), kind))
     except OSError as exc:
-        raise UnsafeInput(path, f"cannot read: {exc.strerror or exc}") from None
+        raise UnsafeInput(_shown(path), f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
 
@@ -146,7 +114,7 @@ def read_text(path: Path | str, kind: Kind, *, follow: bool = True, errors: str 
     try:
         return data.decode("utf-8", errors=errors)
     except UnicodeDecodeError as exc:
-        raise UnsafeInput(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise UnsafeInput(_shown(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def read_tail(path: Path | str, max_bytes: int) -> str:
@@ -176,7 +144,7 @@ def hash_into(digest: "hashlib._Hash", path: Path, budget: list[int]) -> None:
     try:
         info = os.lstat(path)
     except OSError as exc:
-        raise UnsafeInput(f"--code {path}", f"cannot read: {exc.strerror or exc}") from None
+        raise UnsafeInput(_shown(f"--code {path}"), f"cannot read: {exc.strerror or exc}") from None
     if stat.S_ISLNK(info.st_mode):
         digest.update(b"link\0" + os.fsencode(os.readlink(path)) + b"\0")
         return
@@ -186,60 +154,10 @@ def hash_into(digest: "hashlib._Hash", path: Path, budget: list[int]) -> None:
         for chunk in _chunks(fd, path, CODE_FILE, budget):
             inner.update(chunk)
     except OSError as exc:
-        raise UnsafeInput(f"--code {path}", f"cannot read: {exc.strerror or exc}") from None
+        raise UnsafeInput(_shown(f"--code {path}"), f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     digest.update(b"file\0" + inner.digest())
-
-
-def bounded_lines(text: str, max_chars: int = LOG_LINE_CHARS) -> tuple[list[str], int]:
-    """The lines of ``text`` of at most ``max_chars``, and how many longer ones were skipped:
-    parsers then work line by line in linear time whatever a hostile line holds."""
-    kept, skipped = [], 0
-    for line in text.splitlines():
-        if len(line) > max_chars:
-            skipped += 1
-        else:
-            kept.append(line)
-    return kept, skipped
-
-
-def _escape(char: str) -> str:
-    return char.encode("unicode_escape", "backslashreplace").decode("ascii")
-
-
-def clip(text: str, limit: int = ENTRY_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, saying how much was left off."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
-
-
-def printable(text: object, limit: Optional[int] = MESSAGE_CHARS, *, newlines: bool = True) -> str:
-    """Text from a record, a log, a model or the sandbox made safe for a terminal: every
-    character that is not printable (ESC of an ANSI sequence, CR, BEL, a bidi override) shown as
-    its escape (``\\x1b``), then capped at ``limit`` (None: not capped). ``newlines=True`` keeps
-    newlines and tabs (a multi-line message); ``False`` escapes them too (one line per entry)."""
-    out = str(text)
-    if not out.isprintable():
-        keep = "\n\t" if newlines else ""
-        out = "".join(c if c.isprintable() or c in keep else _escape(c) for c in out)
-    return out if limit is None else clip(out, limit)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def json_text(value: Any, **kwargs: Any) -> str:
-    """``json.dumps`` for what lodevem writes or prints: a float that is not finite becomes
-    ``null`` (unavailable) instead of ``NaN``/``Infinity``, which are not JSON and break the
-    reader; ``allow_nan=False`` then guarantees none is left."""
-    return json.dumps(_finite(value), allow_nan=False, **kwargs)
 
 
 # A model file or a file lodevem hashes for a cache key: hashed by streaming, never held; the cap
@@ -256,7 +174,7 @@ def sha256_file(path: Path | str, kind: Kind = MODEL_FILE) -> str:
         for chunk in _chunks(fd, Path(path), kind):
             digest.update(chunk)
     except OSError as exc:
-        raise UnsafeInput(path, f"cannot read: {exc.strerror or exc}") from None
+        raise UnsafeInput(_shown(path), f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     return digest.hexdigest()
