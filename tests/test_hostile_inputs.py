@@ -278,10 +278,47 @@ def test_an_arch_callable_that_builds_no_module_is_one_line_exit_2(docker_backen
     for path in (code, weights):
         path.chmod(0o644)
     common = ["--arch", "mk:nothing", "--code", str(code), "--backend", "docker", "--input-shape", "1,3,16,16"]
-    for command in (["predict", str(weights), "--profile", "jiophone2"],
+    for command in (["inspect", str(weights)], ["predict", str(weights), "--profile", "jiophone2"],
                     ["start", str(weights), "--profile", "jiophone2", "--output", str(tmp_path / "out"), "--runs", "1",
                      "--warmup", "0"]):
         result = CliRunner().invoke(cli, [*command, *common])
         assert "Traceback" not in result.output and "AttributeError" not in result.output, result.output
         assert "not an nn.Module" in result.output, result.output
         assert result.exit_code == 2, (command[0], result.exit_code, result.output)
+
+
+def test_the_hostile_inputs_benchmark_runs_in_quick_mode() -> None:
+    import subprocess
+    import sys
+
+    script = PACKAGE.parent / "benchmarks" / "hostile_inputs.py"
+    out = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "lodevem's parser" in out.stdout and "reply ok: True" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("side", ["process backend", "slurm job"])
+def test_a_loud_model_keeps_only_output_tails_on_the_host_and_the_node(side: str, tmp_path: Path) -> None:
+    """The process backend and the Slurm job (its node side, run here as a node would) pipe the
+    worker's output into tail buffers: 40 MB printed leave at most 64 KiB of stderr."""
+    from lodevem.sandbox import slurm_job
+    from lodevem.sandbox.client import WorkerClient, parse_reply
+    from lodevem.sandbox.process_backend import ProcessBackend
+
+    model = tmp_path / "loud.pt"
+    model.write_bytes(pickle.dumps(_Payload(_LOUD.replace("300 *", "40 *").replace("50 *", "5 *")), protocol=2))
+    client = WorkerClient(ProcessBackend())
+    request = client._request(action="inspect", model_path=str(model), input_shape=[1, 3, 16, 16])
+    if side == "process backend":
+        run = client.run(request, None, 300)
+        assert run.reply is not None and run.reply.ok
+        assert run.outcome.observed["stderr_dropped_bytes"] > 40 * 2**20
+        return
+    (tmp_path / slurm_job.REQUEST).write_text(request.to_json())
+    slurm_job.run_in_job(str(tmp_path), 300, 1)
+    report = json.loads((tmp_path / slurm_job.REPORT).read_text())
+    assert report["exit_code"] == 0 and not report["timed_out"], report
+    assert (tmp_path / slurm_job.WORKER_STDERR).stat().st_size <= 64 * 2**10
+    reply = parse_reply((tmp_path / slurm_job.WORKER_STDOUT).read_text())
+    assert reply is not None and reply.ok
