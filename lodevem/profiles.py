@@ -47,7 +47,7 @@ ENV_VAR = "LODEVEM_PROFILES"
 # Limits for files from folders anyone can drop a profile into. A real profile is about 1 kB and
 # three levels deep (mapping > cpu list > cluster); these leave plenty of room and keep a hostile
 # file from costing more than a moment. Values quoted in an error are cut to QUOTE_CHARS.
-MAX_PROFILE_BYTES = 1 << 20
+MAX_PROFILE_BYTES = PROFILE.max_bytes  # 1 MiB, read through safe_io
 MAX_YAML_DEPTH = 32
 QUOTE_CHARS = 80
 

@@ -152,3 +152,9 @@ def test_same_chipset_applies_only_when_asked_and_says_so(env) -> None:
     assert "calibrated(n=1)" in row["latency_source"]
     other = predict(env, "mobilenet_v2", "--profile", "itel_it5626")[("mobilenet_v2", "itel_it5626")]
     assert "calibrated" not in other["latency_source"]  # another chipset: untouched
+
+
+def test_a_note_with_a_terminal_escape_is_refused_on_write(env) -> None:
+    result = run(env, "calibrate", PROFILE, "mobilenet_v2=400", "--runtime", "tflite", "--note", "ok\x1b[2J")
+    assert result.exit_code == 2 and "control character" in result.output and "\x1b" not in result.output
+    assert not Path(env["LODEVEM_CALIBRATIONS"]).exists()

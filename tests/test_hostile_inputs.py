@@ -46,7 +46,7 @@ WRITES = {("latency/calibration.py", "add"), ("latency/nnmeter.py", "fetch_predi
           ("results.py", "write_atomic"), ("results.py", "__enter__"), ("sandbox/docker_backend.py", "_take_output"),
           ("sandbox/slurm_job.py", "run_in_job")}
 STORE_PENDING = {("derive.py", "derive_cached"), ("latency/cache.py", "get"), ("measure.py", "_kept"),
-                 ("measure.py", "get"), ("report/figure_cache.py", "kept_files"), ("report/files.py", "read_json"),
+                 ("measure.py", "get"), ("report/figure_cache.py", "kept_files"),
                  ("results.py", "load"), ("sandbox/slurm_backend.py", "_share")}
 READS = {"read_text", "read_bytes", "open", "fdopen"}
 

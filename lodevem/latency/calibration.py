@@ -178,6 +178,9 @@ class CalibrationRecord:
                 raise InputError(f"{where}: field {name} must be text, got {type(value).__name__}")
             if len(value) > cap:
                 raise InputError(f"{where}: field {name} is {len(value)} characters, at most {cap}")
+            if not value.isprintable():  # a terminal escape in a note would reach every table
+                raise InputError(f"{where}: field {name} holds a control character "
+                                 f"({printable(next(c for c in value if not c.isprintable()))})")
         for name in ("measured_ms", "predicted_ms"):
             check_ms(getattr(self, name), f"{where}: field {name}")
         for name in ("compute_ms", "memory_ms"):

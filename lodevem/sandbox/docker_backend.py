@@ -355,8 +355,12 @@ class DockerBackend(Cancellable):
         request_dir = tempfile.mkdtemp(prefix="lodevem-request-")
         request_file = Path(request_dir) / "request.json"
         request_file.write_text(request.to_json(), encoding="utf-8")
-        os.chmod(request_dir, 0o755)
-        os.chmod(request_file, 0o644)  # the container's user reads it
+        if os.geteuid() == 0:  # the container's user reads it; nobody else on the host
+            os.chown(request_dir, CONTAINER_UID, CONTAINER_UID)
+            os.chown(request_file, CONTAINER_UID, CONTAINER_UID)
+        else:  # a 0700 folder of ours is closed to uid 1000
+            os.chmod(request_dir, 0o755)
+            os.chmod(request_file, 0o644)
         mounts = [*mounts, Mount(REQUEST_IN_IMAGE, str(request_file), type="bind", read_only=True)]
         try:
             container = self.client.containers.create(
