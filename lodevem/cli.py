@@ -640,7 +640,7 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
         lodevem calibrate --remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
     from .latency.api import LatencyPredictor
-    from .latency.calibration import measurements_from_args, measurements_from_log, read_benchmark_log
+    from .latency.calibration import measurements_from_args, measurements_from_log, read_benchmark_log, shares_chipset
 
     session = LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,
                                profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
@@ -686,13 +686,13 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
         console.print(f"[green]✓[/] {escape(profile.id)}: {label} measured "
                       f"{record.measured_ms:.4g} ms ({record.runtime}, {record.threads} thread(s)), predicted "
                       f"{record.predicted_ms:.4g} ms by {escape(printable(record.predictor))}: x{record.ratio:.3f}; "
-                      f"ID {escape(path.stem)}")
+                      f"[dim]{escape(str(path))}[/]")
     fit, mismatch = session.calibrations.fit_for(profile.id, runtime, threads)
     if fit is not None:
         console.print(f"{escape(profile.id)} is now calibrated for {runtime}, {threads} thread(s): "
                       f"{escape(fit.describe())}" + (f" [yellow]({escape(mismatch)})[/]" if mismatch else ""))
-    siblings = [p.id for p in session.profiles() if p.id != profile.id and p.chipset == profile.chipset
-                and {c.core for c in p.cpu} & {c.core for c in profile.cpu}]
+    siblings = [p.id for p in session.profiles() if p.id != profile.id and shares_chipset(p, profile.chipset,
+                                                                                         {c.core for c in profile.cpu})]
     if siblings:
         state = ("calibrated by these records too" if same_chipset else
                  "not calibrated by them (add --same-chipset to apply them there)")

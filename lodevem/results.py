@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import InputError
-from .safe_io import json_text
+from .safe_io import json_text, sha256_file as file_sha256
 from .sandbox.client import SparsitySection
-from .safe_io import sha256_file as file_sha256
 
 RESULTS_SCHEMA_VERSION = 1
 

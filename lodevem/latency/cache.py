@@ -19,8 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..safe_io import sha256_file as file_sha256
-from ..safe_io import json_text
+from ..safe_io import json_text, sha256_file as file_sha256
 
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
 

@@ -64,7 +64,9 @@ __all__ = [
     "measurements_from_log",
     "oneshot_uncertainty",
     "parse_benchmark_log",
+    "read_benchmark_log",
     "select_records",
+    "shares_chipset",
 ]
 
 CALIBRATIONS_ENV = "LODEVEM_CALIBRATIONS"
@@ -312,9 +314,14 @@ class CalibrationStore:
 
     def siblings(self, profile: "Profile") -> list[CalibrationRecord]:
         """Records of other profiles with ``profile``'s chipset and one of its cores, newest per key."""
-        cores = {c.core for c in profile.cpu}
-        return _newest(r for _, r in self.records() if r.profile_id != profile.id and r.chipset == profile.chipset
-                       and r.core in cores)
+        return _newest(r for _, r in self.records() if r.profile_id != profile.id
+                       and shares_chipset(profile, r.chipset, {r.core}))
+
+
+def shares_chipset(profile: "Profile", chipset: str, cores: set[str]) -> bool:
+    """Whether ``profile`` has ``chipset`` and one of ``cores``: what ``--same-chipset`` carries
+    a calibration across (the same SoC, so the same cores, clocks and memory)."""
+    return profile.chipset == chipset and bool(cores & {c.core for c in profile.cpu})
 
 
 def _newest(records: Any) -> list[CalibrationRecord]:
