@@ -27,7 +27,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 
 # Host reads that are not of a path a user or a container names, by (module, function): system
 # files, lodevem's own package data, nn-Meter's fetched data, and the image build context.
-# ``STORE_PENDING``: lodevem's own cache/state records, to move onto safe_io with the artifact store.
 OWN_READS = {
     ("doctor.py", "check_cgroups"), ("report/manifest.py", "_cpuinfo"),
     ("report/manifest.py", "_os_name"), ("report/methodology.py", "_load_references"),
@@ -43,11 +42,8 @@ OWN_READS = {
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
 WRITES = {("latency/calibration.py", "add"), ("latency/nnmeter.py", "fetch_predictors"), ("zoo.py", "write"),
-          ("results.py", "write_atomic"), ("results.py", "__enter__"), ("sandbox/docker_backend.py", "_take_output"),
-          ("sandbox/slurm_job.py", "run_in_job")}
-STORE_PENDING = {("derive.py", "derive_cached"), ("latency/cache.py", "get"), ("measure.py", "_kept"),
-                 ("measure.py", "get"), ("report/figure_cache.py", "kept_files"),
-                 ("results.py", "load"), ("sandbox/slurm_backend.py", "_share")}
+          ("store/__init__.py", "write_atomic"), ("results.py", "__enter__"),
+          ("sandbox/docker_backend.py", "_take_output"), ("sandbox/slurm_job.py", "run_in_job")}
 READS = {"read_text", "read_bytes", "open", "fdopen"}
 
 
@@ -70,7 +66,7 @@ def _bare_reads(source: str, rel: str) -> list[str]:
                 continue  # read_text(...) imported from safe_io
             if name in READS:
                 where = (rel, owner.get(id(node), "<module>"))
-                if rel.startswith("safe_io/") or where in OWN_READS | WRITES | STORE_PENDING:
+                if rel.startswith("safe_io/") or where in OWN_READS | WRITES:
                     continue
                 found.append(f"{rel}:{node.lineno} {where[1]}: {ast.unparse(node.func)}()")
     return found

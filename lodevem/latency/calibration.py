@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
 from ..safe_io import CALIBRATION_RECORD, LOG, LOG_LINE_CHARS, bounded_lines, clip, printable, read_text
+from ..store import digest
 from .estimator import Estimator
 from .records import uncertainty_band
 from ..worker.registry import on_device_runtimes
@@ -732,7 +733,7 @@ class CalibrationSet:
         if not self.enabled:
             return ""
         records = sorted(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) for _, r in self.store.records())
-        return hashlib.sha256("\n".join(records).encode()).hexdigest()[:16] if records else ""
+        return digest(records)[:16] if records else ""
 
     def reload(self) -> None:
         """Forget the fits, so records added since are read (after ``lodevem calibrate``)."""

@@ -34,6 +34,8 @@ LOG = Kind("benchmark log", 16 * 2**20)
 PROFILE = Kind("profile", 1 * 2**20)
 # A calibration record: ~1 KB of JSON written by lodevem itself.
 CALIBRATION_RECORD = Kind("calibration record", 64 * 2**10)
+# A record lodevem wrote into its caches (a sidecar, a measurement): a few KB.
+CACHE_RECORD = Kind("cache record", 1 * 2**20)
 # A results file read back (report.files.read_json): 1,000 pairs are ~2 MB.
 RESULTS_FILE = Kind("results file", 256 * 2**20)
 # What the host keeps of a sandboxed run's output: the last bytes only.

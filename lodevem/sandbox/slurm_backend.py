@@ -30,7 +30,6 @@ died of SIGKILL with no timeout or thrashing to explain it, or when the job ende
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..safe_io import read_tail
+from ..store import digest, file_digest
 from ..worker.registry import CONVERT_ACTIONS
 from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..worker import WorkerRequest
@@ -228,11 +228,7 @@ class SlurmBackend(Cancellable):
         with self._lock:
             if key in self._copied:
                 return self._copied[key]
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-        target = self.workdir / "models" / f"{digest.hexdigest()[:32]}{path.suffix}"
+        target = self.workdir / "models" / f"{file_digest(path)[:32]}{path.suffix}"  # regular files only
         if not target.is_file() or target.stat().st_size != st.st_size:
             tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
             shutil.copyfile(path, tmp)
@@ -265,9 +261,8 @@ class SlurmBackend(Cancellable):
                                    channels_removed_path=removed, code_paths=code)
 
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
-        payload = json.dumps([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
-                              self.settings.account], allow_nan=False)
-        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+        return digest([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
+                       self.settings.account])[:24]
 
     @staticmethod
     def _job_info(run_dir: Path) -> Optional[dict[str, Any]]:
