@@ -22,7 +22,7 @@ from .errors import InputError
 from .report.notes import joined, sparsity_note, unstable
 from .sandbox.client import ModelSection, SparsitySection
 from .store import write_atomic
-from .worker.formats import file_sha256
+from .store import file_digest as file_sha256
 
 if TYPE_CHECKING:
     from .predict import LatencyPrediction

@@ -6,12 +6,14 @@ back (``load_state``) and measures only what is missing."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
+from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
 from . import write_atomic
@@ -42,20 +44,20 @@ class RunState:
             "config_key": self.config_key,
             "rows": [r.to_dict() for r in self.rows],
         }
-        write_atomic(path, json.dumps(payload, indent=1))
+        write_atomic(path, json_text(payload, indent=1))
 
     @classmethod
     def load(cls, path: Path) -> Optional["RunState"]:
         """The saved state; None when there is none. A file that is not a state lodevem wrote
         (garbage, another schema, a row missing fields) raises ``InputError`` saying what."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
-        except OSError as exc:
-            raise InputError(f"{path}: unreadable run state ({exc.strerror or exc})") from None
+        try:
+            text = read_text(path, RESULTS_FILE, errors="strict")  # a regular file, size-capped
+        except UnsafeInput as exc:
+            if exc.detail.startswith("not UTF-8"):
+                raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
+            raise InputError(f"{path}: unreadable run state ({exc.detail})") from None
         try:
             payload = json.loads(text)
             if not isinstance(payload, dict) or payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
