@@ -23,6 +23,7 @@ from rich.markup import escape
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
 from .latency.calibration import MEASURED_RUNTIMES
+from .latency.pool import MODES
 from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
@@ -246,7 +247,7 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--predictor auto|nn-meter|estimator`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
-                        type=click.Choice(["auto", "nn-meter", "estimator"]),
+                        type=click.Choice(list(MODES)),  # the predictor kinds (latency.pool.KINDS)
                         help="Latency predictor. auto: nn-Meter when its predictor data is present, else the "
                         "estimator.")(fn)
 
@@ -472,6 +473,9 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
+@click.option("--no-infer", "infer", is_flag=True, flag_value=False, default=True,
+              help="Measure every RAM limit; by default a limit far above the largest limit's measured peak "
+              "gets its row from that run (limit_enforcement says so; docs/measurement.md).")
 @click.option("--no-cache", is_flag=True, help="Export, predict and measure again even when a cached result "
               "matches (the caches in --output/.cache are refreshed).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder "
@@ -581,7 +585,8 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
             "model": i.model.label, "model_kind": i.model.kind, "model_sha256": i.model.sha256,
             "profile_id": i.profile.id, "profile_label": i.profile.label, "tier": i.profile.tier,
             "latency_ms": i.latency.latency_ms, "latency_source": i.latency.latency_source,
-            "latency_uncertainty": i.latency.uncertainty, "latency_note": i.latency.note,
+            "latency_uncertainty": i.latency.uncertainty, "latency_low_ms": i.latency.latency_low_ms,
+            "latency_high_ms": i.latency.latency_high_ms, "latency_note": i.latency.note,
             "runtime": getattr(i.latency, "runtime", None) or latency_runtime,
             "threads": i.latency.threads, "core": i.latency.core, "clock_ghz": i.latency.clock_ghz,
         } for i in items], indent=1))

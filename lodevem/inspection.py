@@ -16,7 +16,8 @@ from typing import Any, Optional, Sequence
 
 from .errors import InputError, ModelFileError, SandboxError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
-from .measure import ExportCache
+from .store.artifacts import ExportCache
+from .store import ArtifactStore
 from .results import ModelFile
 from .sandbox.client import ModelSection, WorkerClient
 from .sandbox.usercode import with_code_hint
@@ -81,7 +82,7 @@ def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: 
     are not about one file (no Docker engine, Ctrl-C) still raise."""
     found: list[ModelInspection | InspectionFailure] = []
     with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
-        exports = ExportCache(client, Path(scratch), timeout_s)
+        exports = ExportCache(client, ArtifactStore(Path(scratch), use_cache=False), timeout_s)
         for path in paths:
             try:
                 found.append(_inspect_one(path, exports, input_shape))

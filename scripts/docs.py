@@ -225,11 +225,16 @@ class Scratch:
 
     def normalise(self, text: str, folder: Optional[Path] = None) -> str:
         """Machine paths out: the private home is ``~``, the folder a command ran in ``.``; no
-        trailing blanks."""
-        for where in {folder or self.root, self.root}:
-            text = text.replace(str(self.home), "~").replace(str(where) + "/", "").replace(str(where), ".")
+        trailing blanks; no progress bar (its last frame, with a wall time, is not a result)."""
+        text = _PROGRESS.sub("", text).lstrip("\n")
+        text = text.replace(str(self.home), "~")
+        for where in (folder or self.root, self.root):  # the deeper folder first
+            text = text.replace(str(where) + "/", "").replace(str(where), ".")
         text = text.replace(str(REPO) + "/", "").replace(str(REPO), ".")
         return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+_PROGRESS = re.compile(r"^.*━.*\bETA\b.*\n", re.M)
 
 
 def _option(argv: Sequence[str], name: str, default: str) -> str:
@@ -421,8 +426,15 @@ def quick_start_csv(path: Path) -> str:
     columns = [c for c in QUICK_CSV_COLUMNS if c in rows[0]]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in sorted(rows, key=lambda r: r["model_label"]):
-        lines.append("| " + " | ".join(row[c] for c in columns) + " |")
+        lines.append("| " + " | ".join(_short_number(row[c]) for c in columns) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _short_number(cell: str) -> str:
+    """A CSV float to 4 significant digits (the CSV keeps every digit; a table for reading need not)."""
+    if re.fullmatch(r"-?\d+\.\d{3,}", cell):
+        return f"{float(cell):.4g}"
+    return cell
 
 
 def doc_paths() -> list[Path]:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
+from ..store import digest
 from .estimator import Estimator
 from .records import uncertainty_band
 from ..worker.registry import on_device_runtimes
@@ -558,7 +559,7 @@ class CalibrationSet:
         if not self.enabled:
             return ""
         records = sorted(json.dumps(r.to_dict(), sort_keys=True) for _, r in self.store.records())
-        return hashlib.sha256("\n".join(records).encode()).hexdigest()[:16] if records else ""
+        return digest(records)[:16] if records else ""
 
     def reload(self) -> None:
         """Forget the fits, so records added since are read (after ``lodevem calibrate``)."""
