@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .. import __version__
 from ..errors import BackendUnavailable, LodevemError
+from ..worker.registry import CONVERT_ACTIONS, RUNTIMES
 
 Progress = Callable[[str], None]
 
@@ -57,10 +59,12 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
 # these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
 LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
 NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
-CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6", "litert-torch==0.10.0", "pnnx==20261020")
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
-# of the conversion cache key and of the manifest.
-CONVERTERS: dict[str, tuple[str, str]] = {"tflite": ("litert-torch", "0.10.0"), "ncnn": ("pnnx", "20261020")}
+# of the conversion cache key and of the manifest; pinned in the runtime registry.
+CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
+                                          for name, spec in RUNTIMES.items() if spec.converter is not None}
+CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6",
+                                         *(f"{package}=={version}" for package, version in CONVERTERS.values()))
 
 
 @dataclass(frozen=True)
@@ -86,21 +90,21 @@ NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + n
 CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
                     "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn)", "torch")
 IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT)}
-# What each --runtime needs: its measurement image, and the converter image for its file.
-RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {"torch": ("bench",), "onnxruntime": ("bench",),
-                                              "tflite": ("litert", "convert"), "ncnn": ("ncnn", "convert")}
-_MEASURE_IMAGES = {"tflite": "litert", "ncnn": "ncnn"}
-_CONVERT_ACTIONS = ("export-tflite", "export-ncnn")
+# What each --runtime needs (the registry's): its measurement image, and the converter image for its file.
+RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {
+    name: tuple(dict.fromkeys((spec.image, *((spec.converter.image,) if spec.converter else ()))))
+    for name, spec in RUNTIMES.items()}
 
 
 def spec_for(action: str, runtime: str) -> ImageSpec:
     """The image a worker request runs in: conversions in ``convert``, tflite/ncnn measurements
     in their runtime's image, everything else (inspect, ONNX export, derive, torch/onnxruntime) in
     ``bench``."""
-    if action in _CONVERT_ACTIONS:
+    spec = RUNTIMES.get(runtime)
+    if action in CONVERT_ACTIONS.values():
         return CONVERT
-    if action == "measure" and runtime in _MEASURE_IMAGES:
-        return IMAGES[_MEASURE_IMAGES[runtime]]
+    if action == "measure" and spec is not None:
+        return IMAGES[spec.image]
     return BENCH
 
 
@@ -301,6 +305,37 @@ def context_digest(ctx: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+# The legacy builder prints each step's resulting image as " ---> 0123456789ab".
+_STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12})$", re.MULTILINE)
+
+
+def _remove_stage_images(client: Any, final_id: str, step_ids: list[str]) -> None:
+    """Remove the build-stage images this build left untagged (the ``deps`` stage: the wheels
+    plus the installed packages, 0.4-3 GB per image), so a build leaves no dangling images.
+
+    Only images this build's own log names are candidates, never the final image's ancestors
+    (its layer cache), never a tagged image, and nothing another build or container still uses
+    (the engine refuses those and they are left). The price: a forced rebuild re-runs the deps
+    stage's pip install from the cached wheels instead of reusing that layer."""
+    import docker.errors
+
+    try:
+        kept = {entry.get("Id", "") for entry in client.api.history(final_id)}
+    except docker.errors.APIError:
+        return
+    kept_short = {k.removeprefix("sha256:")[:12] for k in kept}
+    for short in reversed(list(dict.fromkeys(step_ids))):  # the stage's top first, then its parents
+        if short in kept_short:
+            continue
+        try:
+            found = client.images.get(short)
+            if found.tags or found.id == final_id:
+                continue
+            client.images.remove(found.id, noprune=False)
+        except (docker.errors.ImageNotFound, docker.errors.APIError):
+            continue  # already gone with its child, or in use: leave it
+
+
 def build_image(progress_callback: Optional[Progress] = None,
                 debian_mirror: str = DEFAULT_DEBIAN_MIRROR, spec: Optional[ImageSpec] = None, *,
                 tag: Optional[str] = None, nocache: bool = False) -> ImageInfo:
@@ -322,6 +357,7 @@ def build_image(progress_callback: Optional[Progress] = None,
     _say(progress_callback, f"building {tag} from {ctx}")
     image_id: Optional[str] = None
     tail: list[str] = []
+    step_ids: list[str] = []  # every image a step of this build produced or reused (" ---> <id>")
     stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False,
                               nocache=nocache, decode=True, labels={"lodevem.context": context_digest(ctx)},
                               buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description})
@@ -333,8 +369,10 @@ def build_image(progress_callback: Optional[Progress] = None,
         if text:
             tail = (tail + [text])[-20:]
             _say(progress_callback, text)
+            step_ids += _STEP_ID.findall(text)
         image_id = (chunk.get("aux") or {}).get("ID", image_id)
     image = client.images.get(tag)
+    _remove_stage_images(client, image.id, step_ids)
     if image_id is not None and image.id != image_id:
         raise LodevemError(f"image build finished but {tag} is {image.id}, not the built {image_id}")
     if previous is not None and previous != image.id:
