@@ -34,7 +34,8 @@ from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from .report.manifest import collect_manifest
-from .results import ModelFile, PairResult, RunState
+from .report.notes import kernel_precisions, quantization_note
+from .results import ModelFile, PairResult, RunState, budget_verdict
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading
@@ -100,6 +101,7 @@ class RunConfig:
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
+    overwrite: bool = False  # replace another run's results in ``output`` (else refuse: see _refuse_other_run)
     calibrations: Optional[Path] = None
     uncalibrated: bool = False
     command_line: tuple[str, ...] = ()
@@ -306,6 +308,7 @@ def _load_state(ctx: RunContext, models: Sequence[ModelFile], calibrations: str 
     config = ctx.config
     key = config.state_key(models, calibrations)
     if not config.resume:
+        _refuse_other_run(config, key, {(m.label, p.id) for m in models for p in config.profiles})
         return RunState(key)
     path = config.output / STATE_FILE
     try:
@@ -320,6 +323,27 @@ def _load_state(ctx: RunContext, models: Sequence[ModelFile], calibrations: str 
     raise InputError(f"--resume: {config.output} holds an interrupted run of other models or options; "
                      "resume it with the same command, run without --resume to start afresh, or choose "
                      "another --output")
+
+
+def _refuse_other_run(config: RunConfig, key: str, pairs: set[tuple[str, str]]) -> None:
+    """Refuse to start afresh over another run's results (its rows would be replaced silently).
+
+    The same run again (same key, none of its rows outside this run's pairs) replaces nothing
+    it would not write again, so a rerun into its own folder (the cached rerun) stays allowed.
+    """
+    output = config.output
+    present = [name for name in (CSV_NAME, JSON_NAME, STATE_FILE) if (output / name).exists()]
+    if config.overwrite or not present:
+        return
+    try:
+        state = RunState.load(output / STATE_FILE)
+    except InputError:
+        state = None
+    if state is not None and state.config_key == key and state.done() <= pairs:
+        return
+    held = f"{len(state.rows)} rows" if state is not None else ", ".join(present)
+    raise InputError(f"--output {output} holds the results of another run ({held}); continue it with --resume, "
+                     "choose a new --output, or pass --overwrite to replace them")
 
 
 def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
@@ -361,7 +385,14 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     pruned = model.level == "pruned"
     export = (_export(ctx, model.measured_path, model.measured_sha256) if pruned
               else _export(ctx, model.path, model.sha256))
-    model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error)
+    model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error,
+                                input_shape=export.model.input_shape or ctx.config.input_shape,
+                                input_shape_source=export.model.input_shape_source
+                                or ("--input-shape" if ctx.config.input_shape else None),
+                                precision_by_class=kernel_precisions(export.path))
+    warning = export.model.input_shape_warning
+    if warning and f"{model.path.name}: {warning}" not in ctx.warnings:
+        ctx.warnings.append(f"{model.path.name}: {warning}")
     if model.level is None:  # a variant's format and params come from its derivation
         model = dataclasses.replace(model, format=export.model.format, params=export.model.params,
                                     class_name=export.model.class_name, sparsity=export.model.sparsity,
@@ -465,8 +496,10 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=threads,
         latency_ms=latency.latency_ms, latency_source=latency.latency_source,
         latency_uncertainty=latency.uncertainty,
-        latency_note="; ".join(n for n in (latency.note, sparsity_note(model)) if n) or None,
-        verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
+        latency_note="; ".join(n for n in (latency.note, sparsity_note(model),
+                                           quantization_note(model.precision, model.precision_by_class)) if n) or None,
+        verdict=budget_verdict(memory.verdict, memory.peak_rss_mb, profile.app_budget_mb),
+        peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
         model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
         limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
         runtime=memory.runtime, memory_error=memory.error, memory_cached=memory.cached,
@@ -479,6 +512,14 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         latency_if_channels_removed_ms=channels_removed_ms,
         precision=model.precision, quantization=model.quantization,
         latency_calibrations=latency.calibrations,
+        app_budget_mb=profile.app_budget_mb,
+        headroom_mb=(round(profile.app_budget_mb - memory.peak_rss_mb, 1)
+                     if profile.app_budget_mb is not None and memory.peak_rss_mb is not None
+                     and memory.verdict == "fits" else None),
+        input_shape="x".join(map(str, model.input_shape)) if model.input_shape else None,
+        input_shape_source=model.input_shape_source,
+        latency_low_ms=getattr(latency, "latency_low_ms", None),
+        latency_high_ms=getattr(latency, "latency_high_ms", None),
     )
 
 

@@ -90,7 +90,8 @@ def render(table: Any) -> str:
 
 def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], profiles: list[Profile]) -> None:
     text = render(results_table(rows, profiles))
-    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Fits in RAM"):
+    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Verdict", "App budget (MB)",
+                   "Headroom (MB)"):
         assert column in text
     cocoa = text[text.index("cocoa_fp32.pt"):text.index("tiny_cnn.pt")].splitlines()
     oom_line = next(line for line in cocoa if "Nokia 8110" in line)
