@@ -216,6 +216,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
         image_id=backend.identity, backend=backend.name,
         runtimes={r: backend.identity_for(r) for r in config.runtimes},
+        images=backend.image_ids() if hasattr(backend, "image_ids") else None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),

@@ -204,7 +204,8 @@ def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
     assert {"torch", "nn-meter", "onnx", "onnxruntime", "docker", "pandas"} <= set(manifest["packages"])
     for key in ("cpu_model", "cpu_count", "kernel", "os", "cgroup_version"):
         assert key in manifest["host"]
-    assert manifest["backend"] == {"name": "process", "image_id": "sha256:1234", "docker_server_version": None}
+    assert manifest["backend"] == {"name": "process", "image_id": "sha256:1234", "images": {},
+                                   "docker_server_version": None}
     assert [p["sha256"] for p in manifest["profiles"]] == [p.sha256 for p in profiles]
     assert all(len(p["sha256"]) == 64 for p in manifest["profiles"])
     assert manifest["models"] == models and manifest["extra"]["runs"] == 50
