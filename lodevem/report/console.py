@@ -299,7 +299,12 @@ def inspection_lines(found: Any) -> list[str]:
         size = f", {model.param_bytes / 1e6:.2f} MB of tensors" if model.param_bytes is not None else ""
         fact("parameters", f"{model.params:,}{size}")
     if model.input_shape:
-        fact("input", "x".join(map(str, model.input_shape)) + (f" {model.input_dtype}" if model.input_dtype else ""))
+        source = getattr(model, "input_shape_source", None)
+        fact("input", "x".join(map(str, model.input_shape)) + (f" {model.input_dtype}" if model.input_dtype else "")
+             + (f" ({source})" if source else ""))
+        warning = getattr(model, "input_shape_warning", None)
+        if warning:
+            fact("", f"warning: {warning}")
     precision = getattr(model, "precision", None)
     quantization = getattr(model, "quantization", None)
     if precision or found.precision_by_class:

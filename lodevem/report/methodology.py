@@ -341,7 +341,7 @@ def _memory_paragraph(f: RunFacts) -> str:
     def converted(runtime: str) -> str:
         version, conv, conv_version = pinned.get(runtime, (None, None, None))
         head = f" {version}" if version else ""
-        return head + (f" (converted from the ONNX export with {conv} {conv_version})" if conv else "")
+        return head + (f" (converted with {conv} {conv_version})" if conv else "")
 
     names = {"torch": f"PyTorch{_version(f, 'torch')} {{cite:pytorch}}",
              "onnxruntime": f"ONNX Runtime{_version(f, 'onnxruntime')} {{cite:onnxruntime}} (on the ONNX export)",
