@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TIER ?= tier2
 
-.PHONY: setup docker image slurm test demo clean
+.PHONY: setup docker image slurm test demo docs clean
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,12 @@ test: setup image      ## the full test suite, against the real Docker engine an
 
 demo: setup image      ## zoo models into models/, then the tier2 benchmark
 	bash scripts/demo.sh $(TIER)
+
+# docs/cli.md (cog) and every pasted output in README.md and docs/ (scripts/docs.py, real engine;
+# DOCS_ARGS=--cheap for the outputs that need no container, --with-benchmarks --with-slurm for all).
+DOCS_ARGS ?=
+docs: setup            ## regenerate docs/cli.md and the pasted command outputs
+	$(BIN)/python scripts/docs.py $(DOCS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

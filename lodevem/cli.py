@@ -23,7 +23,8 @@ from rich.markup import escape
 
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
-from .latency.estimator import DEFAULT_RUNTIME, RUNTIMES
+from .latency.calibration import MEASURED_RUNTIMES
+from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
@@ -119,9 +120,6 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
         return parse_levels(value)
     except InputError as exc:
         raise click.BadParameter(str(exc)) from None
-
-
-RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
 
 
 def _runtimes(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -319,9 +317,9 @@ def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--latency-runtime",
         "latency_runtime",
-        default=DEFAULT_RUNTIME,
+        default=DEFAULT_LATENCY_RUNTIME,
         show_default=True,
-        type=click.Choice(list(RUNTIMES)),
+        type=click.Choice(list(latency_runtimes())),  # only runtimes with a latency model (the registry)
         help="Runtime the predicted latencies stand for: tflite (TFLite with XNNPACK, what nn-Meter "
         "models) or ncnn (estimator only). Every latency source names it.",
     )(fn)
@@ -625,7 +623,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 @cli.command()
 @click.argument("profile_id", required=False)
 @click.argument("measurements", nargs=-1, metavar="MODEL=MS...")
-@click.option("--runtime", type=click.Choice(["tflite", "ncnn", "other"]), default=None,
+@click.option("--runtime", type=click.Choice(list(MEASURED_RUNTIMES)), default=None,
               help="Runtime the device measurement was made with. Default: the log's tool (--from-log); "
               "required without a log.")
 @click.option("--threads", type=click.IntRange(1, 16), default=None,

@@ -75,7 +75,9 @@ def check_runtime_images() -> list[Check]:
     from .sandbox.image import IMAGES, RUNTIME_IMAGES, image_status
 
     checks = []
-    for runtime in ("tflite", "ncnn"):
+    from .worker.registry import CONVERT_ACTIONS
+
+    for runtime in CONVERT_ACTIONS:  # the runtimes with images of their own
         parts, missing = [], []
         for name in RUNTIME_IMAGES[runtime]:
             try:

@@ -160,8 +160,9 @@ class PairResult:
     # that shape came from ("--input-shape", "recorded in the file", "default").
     input_shape: Optional[str] = None
     input_shape_source: Optional[str] = None
-    # The predicted latency's numeric range from the error figure of its kind (helper "core"
-    # fills them from the prediction); None when there is no latency or no figure.
+    # The band latency_uncertainty states, as numbers: latency_ms minus / plus the LODO error
+    # figure (MAPE) of the cell's own kind for the row's own runtime (the calibrated figure's
+    # one-shot error when calibrated); None when latency_ms is None or no figure exists.
     latency_low_ms: Optional[float] = None
     latency_high_ms: Optional[float] = None
 

@@ -28,7 +28,7 @@ from .derive import derive_cached
 from .errors import InputError, LodevemError, ModelFileError
 from .latency.calibration import CalibrationSet
 from .measure import ConvertCache, ExportCache, ExportResult, MemoryMeasurement
-from .latency.estimator import DEFAULT_RUNTIME, canonical_runtime
+from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
@@ -39,6 +39,8 @@ from .results import ModelFile, PairResult, RunState, budget_verdict
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading
+from .worker.precision import LEVEL_FILE_PRECISION
+from .worker.registry import predicted_for
 
 STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
@@ -205,11 +207,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_with_graph(ctx, m) for m in models]
     models = [m for base in models for m in _per_runtime(base, config.runtimes)]
     ctx.progress.stage("predicting latency")
-    predictors = _Predictors(config, predictor, ctx.warnings)
-    latencies = {m.label: _predict(ctx, predictors.get(m), m, calibrations) for m in models}
-    removed = {m.label: _predict_channels_removed(ctx, predictors.get(m), m, calibrations) for m in models}
-    for used in predictors.all():
-        ctx.warnings.extend(w for w in used.warnings if w not in ctx.warnings)
+    latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
+    removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
+    ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
 
     manifest = collect_manifest(
         list(config.command_line), config.profiles,
@@ -255,38 +255,17 @@ def _runtime(ctx: RunContext, model: ModelFile) -> str:
 
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:
-    """THE ONE PLACE where the runtime a row is measured under maps to the runtime its latency is
-    predicted for: a row measured under tflite or ncnn shows the latency predicted for that
-    runtime (the estimator's ``tflite`` / ``ncnn`` labels); torch and onnxruntime rows, which no
-    phone app ships, keep ``--latency-runtime`` (``default``)."""
-    return measurement_runtime if measurement_runtime in ("tflite", "ncnn") else default
+    """The runtime a row measured under ``measurement_runtime`` has its latency predicted for:
+    the registry's rule (``worker.registry.predicted_for``): its own when it has a latency
+    model, else ``--latency-runtime`` (``default``)."""
+    return predicted_for(measurement_runtime, default)
 
 
-class _Predictors:
-    """One Predictor per latency runtime the run's rows need (``latency_runtime``), the run's own
-    (``--latency-runtime``) first; one that cannot be made for a runtime (``--predictor nn-meter``
-    predicts TFLite only) falls back to the run's, with a warning."""
-
-    def __init__(self, config: RunConfig, default: Predictor, warnings: list[str]) -> None:
-        self.config, self.default, self.warnings = config, default, warnings
-        self.by_runtime: dict[str, Predictor] = {default.runtime: default}
-
-    def get(self, model: ModelFile) -> Predictor:
-        wanted = canonical_runtime(latency_runtime(model.runtime or self.config.runtimes[0],
-                                                   self.config.latency_runtime))
-        if wanted not in self.by_runtime:
-            config = self.config
-            try:
-                self.by_runtime[wanted] = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=wanted,
-                                                    cache_dir=config.output / ".cache" / "latency",
-                                                    use_cache=not config.no_cache)
-            except InputError as exc:
-                self.warnings.append(f"rows measured under {wanted}: latency for {self.default.runtime} ({exc})")
-                self.by_runtime[wanted] = self.default
-        return self.by_runtime[wanted]
-
-    def all(self) -> list[Predictor]:
-        return list({id(p): p for p in self.by_runtime.values()}.values())
+def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predictor:
+    """The run's one predictor pool, for the runtime ``model``'s rows stand for (``latency_runtime``;
+    ``Predictor.serving`` falls back to ``--latency-runtime`` with a warning where the chosen
+    ``--predictor`` cannot serve it)."""
+    return predictor.serving(latency_runtime(model.runtime or ctx.config.runtimes[0], ctx.config.latency_runtime))
 
 
 def _slurm_settings(config: RunConfig) -> Optional[Any]:
@@ -400,11 +379,8 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
                                     channels_removed_graph=export.channels_removed_path,
                                     precision=export.model.precision, quantization=export.model.quantization)
     else:  # a variant computes in its level's precision (predicted from the original's graph)
-        model = dataclasses.replace(model, precision=_LEVEL_PRECISION.get(model.level, export.model.precision))
+        model = dataclasses.replace(model, precision=LEVEL_FILE_PRECISION.get(model.level, export.model.precision))
     return model
-
-
-_LEVEL_PRECISION = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 
 
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
@@ -419,8 +395,7 @@ def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
                 for p in config.profiles}
     predicted = predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
     by_id = {p.id: p for p in config.profiles}
-    return {pid: calibrations.apply(predictor, model.graph_path, by_id[pid], prediction)
-            for pid, prediction in predicted.items()}
+    return {pid: calibrations.apply(prediction, by_id[pid], predictor.estimator) for pid, prediction in predicted.items()}
 
 
 def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,
@@ -431,7 +406,7 @@ def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: Mode
         return {}
     predicted = predictor.predict(model.channels_removed_graph, ctx.config.profiles, threads=ctx.config.threads)
     by_id = {p.id: p for p in ctx.config.profiles}
-    return {pid: calibrations.apply(predictor, model.channels_removed_graph, by_id[pid], cell).latency_ms
+    return {pid: calibrations.apply(cell, by_id[pid], predictor.estimator).latency_ms
             for pid, cell in predicted.items()}
 
 
@@ -496,7 +471,8 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
         ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
         clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=threads,
         latency_ms=latency.latency_ms, latency_source=latency.latency_source,
-        latency_uncertainty=latency.uncertainty,
+        latency_uncertainty=latency.uncertainty, latency_low_ms=latency.latency_low_ms,
+        latency_high_ms=latency.latency_high_ms,
         latency_note="; ".join(n for n in (latency.note, sparsity_note(model),
                                            quantization_note(model.precision, model.precision_by_class)) if n) or None,
         verdict=budget_verdict(memory.verdict, memory.peak_rss_mb, profile.app_budget_mb),
@@ -519,8 +495,6 @@ def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, 
                      and memory.verdict == "fits" else None),
         input_shape="x".join(map(str, model.input_shape)) if model.input_shape else None,
         input_shape_source=model.input_shape_source,
-        latency_low_ms=getattr(latency, "latency_low_ms", None),
-        latency_high_ms=getattr(latency, "latency_high_ms", None),
     )
 
 

@@ -29,12 +29,13 @@ from typing import Any, Optional, Sequence
 
 from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
-from ..predict import LatencyPrediction, Predictor as CorePredictor
 from ..profiles import Profile, load_profiles, select_profiles
 from ..worker.formats import file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
-from .calibration import CalibrationRecord, CalibrationSet, Measurement, compute_share, now_iso
-from .estimator import canonical_runtime
+from .calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
+from .estimator import DEFAULT_RUNTIME
+from .pool import PredictorPool
+from .records import LatencyPrediction
 
 __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
 
@@ -92,10 +93,9 @@ class LatencyPredictor:
                  nnmeter_data: Optional[Path | str] = None, calibrations: Optional[Path | str] = None,
                  use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (), backend: str = "auto",
                  timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
-        self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data,
-                                  **({"runtime": runtime} if runtime is not None else {}))
-        self._cores = {self.core.runtime: self.core}  # one core predictor per latency runtime asked for
-        self._core_options = {"mode": predictor, "data_dir": nnmeter_data}
+        # the one predictor pool (lodevem.latency.pool): every runtime asked for, one cache of graphs
+        self.core = PredictorPool(mode=predictor, data_dir=nnmeter_data)
+        self.core.check_runtime(runtime if runtime is not None else DEFAULT_RUNTIME)  # a bad one: InputError now
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
         self.threads, self.runtime = threads, runtime
         self.input_shape = tuple(input_shape) if input_shape else None
@@ -263,23 +263,18 @@ class LatencyPredictor:
         prediction = self._predict_core(graph.onnx_path, chosen, threads, level, runtime)
         if not calibrated:
             return prediction
-        return self.calibrations.apply(self.core, graph.onnx_path, chosen, prediction, runtime)
+        return self.calibrations.apply(prediction, chosen, self.core.estimator, runtime)
 
     def _predict_core(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str],
                       runtime: Optional[str]) -> LatencyPrediction:
-        """The predictor's own figure for ``runtime`` (None: this predictor's default)."""
-        core = self.core
-        if runtime is not None:
-            key = canonical_runtime(runtime)
-            if key not in self._cores:
-                self._cores[key] = CorePredictor(**self._core_options, runtime=key)
-            core = self._cores[key]
-        return core.predict(onnx_path, [profile], threads=threads, level=level)[profile.id]
+        """The pool's own figure for ``runtime`` (None: this predictor's default)."""
+        runtime = runtime if runtime is not None else DEFAULT_RUNTIME
+        return self.core.predict(onnx_path, [profile], threads, level, runtime)[profile.id]
 
     def predict_all(self, models: Sequence[Any], profiles: Sequence[Profile], *, threads: Optional[int] = None,
                     runtime: Optional[str] = None) -> list[ModelLatency]:
         """Every (model, profile) pair, models exported first (a bad file stops before any work)."""
-        self.core.require(profiles)
+        self.core.require(profiles, self.runtime or DEFAULT_RUNTIME)
         graphs = [self.graph(m) for m in models]
         return [ModelLatency(g, p, self.predict(g, p, threads=threads, runtime=runtime))
                 for g in graphs for p in profiles]
@@ -294,7 +289,7 @@ class LatencyPredictor:
         bad model leaves the folder as it was.
         """
         chosen = self.profile(profile)
-        self.core.require([chosen])
+        self.core.require([chosen], self.core.check_runtime(runtime))
         pending = []
         for item in measurements:
             graph = self.graph(item.model, item.input_shape)
@@ -302,14 +297,11 @@ class LatencyPredictor:
             if prediction.latency_ms is None or graph.onnx_path is None:
                 raise InputError(f"{item.model}: cannot calibrate with it, lodevem has no prediction to compare "
                                  f"to ({prediction.note or graph.error})")
-            kernels = self.core.kernel_graph(graph.onnx_path, chosen)
-            if isinstance(kernels, Exception):
-                raise InputError(f"{item.model}: {kernels}")
-            share = compute_share(self.core.estimator, kernels, prediction.core)
+            share = prediction.compute_share  # the cost model's own split of this prediction
             pending.append(CalibrationRecord(
-                profile_id=chosen.id, model_label=graph.label, model_sha256=graph.sha256, graph_sha256=kernels.sha256,
-                measured_ms=item.ms, runtime=runtime, threads=threads, date=now_iso(), note=note,
-                predicted_ms=prediction.latency_ms, compute_ms=prediction.latency_ms * share,
+                profile_id=chosen.id, model_label=graph.label, model_sha256=graph.sha256,
+                graph_sha256=prediction.graph_sha256 or "", measured_ms=item.ms, runtime=runtime, threads=threads,
+                date=now_iso(), note=note, predicted_ms=prediction.latency_ms, compute_ms=prediction.latency_ms * share,
                 memory_ms=prediction.latency_ms * (1 - share), predictor=prediction.latency_source,
                 measured_by=item.measured_by, input_shape=graph.input_shape))
         written = [(self.calibrations.store.add(record), record) for record in pending]

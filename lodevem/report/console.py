@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from rich.table import Table
 from rich.text import Text
 
+from ..worker.registry import latency_runtimes
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import VERDICTS, PairResult
 from .cells import (
@@ -155,7 +156,7 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
     runtimes = list(dict.fromkeys(r.runtime for r in rows))
     if runtimes != ["torch"]:
         line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."
-        if any(r in ("tflite", "ncnn") for r in runtimes):  # runner.latency_runtime
+        if any(r in latency_runtimes() for r in runtimes):  # runner.latency_runtime
             line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "
                      "torch and onnxruntime rows the one for --latency-runtime.")
         lines.append(line)

@@ -33,6 +33,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .. import __version__
 from ..errors import BackendUnavailable, LodevemError
+from ..worker.registry import CONVERT_ACTIONS, RUNTIMES
 
 Progress = Callable[[str], None]
 
@@ -53,14 +54,16 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "torch-pruning==1.6.1",
 )
 
-# The on-device runtimes and their converters, pinned (the notes in docs/toolchain-notes say why
+# The on-device runtimes and their converters, pinned (docs/runtimes.md says why
 # these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
 LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
 NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
-CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6", "litert-torch==0.10.0", "pnnx==20261020")
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
-# of the conversion cache key and of the manifest.
-CONVERTERS: dict[str, tuple[str, str]] = {"tflite": ("litert-torch", "0.10.0"), "ncnn": ("pnnx", "20261020")}
+# of the conversion cache key and of the manifest; pinned in the runtime registry.
+CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
+                                          for name, spec in RUNTIMES.items() if spec.converter is not None}
+CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6",
+                                         *(f"{package}=={version}" for package, version in CONVERTERS.values()))
 
 
 @dataclass(frozen=True)
@@ -86,21 +89,21 @@ NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + n
 CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
                     "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn)", "torch")
 IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT)}
-# What each --runtime needs: its measurement image, and the converter image for its file.
-RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {"torch": ("bench",), "onnxruntime": ("bench",),
-                                              "tflite": ("litert", "convert"), "ncnn": ("ncnn", "convert")}
-_MEASURE_IMAGES = {"tflite": "litert", "ncnn": "ncnn"}
-_CONVERT_ACTIONS = ("export-tflite", "export-ncnn")
+# What each --runtime needs (the registry's): its measurement image, and the converter image for its file.
+RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {
+    name: tuple(dict.fromkeys((spec.image, *((spec.converter.image,) if spec.converter else ()))))
+    for name, spec in RUNTIMES.items()}
 
 
 def spec_for(action: str, runtime: str) -> ImageSpec:
     """The image a worker request runs in: conversions in ``convert``, tflite/ncnn measurements
     in their runtime's image, everything else (inspect, ONNX export, derive, torch/onnxruntime) in
     ``bench``."""
-    if action in _CONVERT_ACTIONS:
+    spec = RUNTIMES.get(runtime)
+    if action in CONVERT_ACTIONS.values():
         return CONVERT
-    if action == "measure" and runtime in _MEASURE_IMAGES:
-        return IMAGES[_MEASURE_IMAGES[runtime]]
+    if action == "measure" and spec is not None:
+        return IMAGES[spec.image]
     return BENCH
 
 

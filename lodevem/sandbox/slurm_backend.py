@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..worker.registry import CONVERT_ACTIONS
 from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..worker import WorkerRequest
 from . import slurm_job
@@ -295,7 +296,7 @@ class SlurmBackend(Cancellable):
     def identity_for(self, runtime: str) -> str:
         """torch and onnxruntime only: the converted files of tflite/ncnn are not carried to and
         from the nodes (yet), so those runtimes stop the run before any work, in one line."""
-        if runtime in ("tflite", "ncnn"):
+        if runtime in CONVERT_ACTIONS:
             raise InputError(f"--backend slurm measures with torch or onnxruntime; --runtime {runtime} needs "
                              "--backend docker (or process)")
         return self.identity
