@@ -127,7 +127,6 @@ class RunFacts:
     input_shapes: tuple[str, ...] = ()  # "1x3x224x224 (default)" per distinct shape
     budgets: tuple[tuple[str, int], ...] = ()  # (profile label, app budget MB)
     user_precisions: tuple[str, ...] = ()  # precisions of the user's own files other than fp32
-    verdict_counts: tuple[tuple[str, int], ...] = ()
 
     @property
     def predicted(self) -> bool:
@@ -222,7 +221,6 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
         budgets=_distinct([(r.profile_label, r.app_budget_mb) for r in rows if r.app_budget_mb is not None]),
         user_precisions=_distinct([r.precision for r in rows if r.level is None and r.precision
                                    and r.precision != "fp32"]),
-        verdict_counts=tuple((v, sum(r.verdict == v for r in rows)) for v in _distinct([r.verdict for r in rows])),
     )
 
 
