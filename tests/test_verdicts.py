@@ -176,3 +176,28 @@ def test_start_refuses_to_replace_another_runs_results(docker_backend, tiny: Pat
     replaced = _start(out, renamed, extra=("--overwrite",))
     assert replaced.exit_code == 0, replaced.output
     assert "other_net.pt" in (out / "benchmark_results.csv").read_text()
+
+
+@pytest.mark.docker
+def test_inspect_uses_a_recorded_shape_and_warns_on_a_default_the_layers_contradict(docker_backend,
+                                                                                  tmp_path: Path) -> None:
+    import torch
+    import torch.nn as nn
+
+    recorded = zoo.build("tiny_cnn")
+    recorded.example_input_shape = (1, 3, 96, 96)
+    torch.save(recorded, tmp_path / "recorded.pt")
+    result = CliRunner().invoke(cli, ["inspect", str(tmp_path / "recorded.pt"), "--backend", "docker"])
+    assert result.exit_code == 0, result.output
+    assert "1x3x96x96 float32 (recorded in the file)" in result.output
+    plain = CliRunner().invoke(cli, ["inspect", str(tiny_path(tmp_path)), "--backend", "docker"])
+    assert "1x3x224x224 float32 (default)" in plain.output
+    made_for_96 = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 48 * 48, 10))
+    torch.save(made_for_96, tmp_path / "net96.pt")
+    failed = CliRunner().invoke(cli, ["inspect", str(tmp_path / "net96.pt"), "--backend", "docker"])
+    said = " ".join(failed.output.split())
+    assert failed.exit_code != 0 and "matches a 96x96 input" in said and "--input-shape 1,3,96,96" in said, said
+
+
+def tiny_path(folder: Path) -> Path:
+    return zoo.write("tiny_cnn", folder / "plain")
