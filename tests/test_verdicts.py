@@ -201,3 +201,48 @@ def test_inspect_uses_a_recorded_shape_and_warns_on_a_default_the_layers_contrad
 
 def tiny_path(folder: Path) -> Path:
     return zoo.write("tiny_cnn", folder / "plain")
+
+
+@pytest.mark.docker
+def test_dynamic_int8_conv_net_row_says_its_convs_run_fp32(docker_backend, tmp_path: Path) -> None:
+    import torch
+    import torch.nn as nn
+
+    net = torch.ao.quantization.quantize_dynamic(zoo.build("tiny_cnn"), {nn.Linear}, dtype=torch.qint8)
+    torch.save(net, tmp_path / "tiny_dyn.pt")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["start", str(tmp_path / "tiny_dyn.pt"), "--output", str(out), "--runs", "2",
+                                      "--warmup", "0", "--backend", "docker", "--profile", "nokia_c1"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    row = next(csv.DictReader((out / "benchmark_results.csv").open()))
+    assert row["precision"] == "int8-dynamic"
+    assert "only Linear layers are int8" in row["latency_note"] and "int8-static" in row["latency_note"]
+
+
+def test_console_and_tex_state_range_marks_and_verdicts() -> None:
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from lodevem.reporter import latex_table, results_table
+    from test_reporter import make_row
+
+    by_id = {p.id: p for p in load_profiles()}
+    rows = [replace(make_row(by_id["nokia_8110_4g"], peak=237.0, latency=49.7), verdict="tight", app_budget_mb=103,
+                    headroom_mb=-134.0, latency_low_ms=39.7, latency_high_ms=59.7, input_shape="1x3x96x96",
+                    input_shape_source="recorded in the file"),
+            replace(make_row(by_id["nokia_c1"], peak=237.0, latency=20.0), app_budget_mb=415, headroom_mb=178.0,
+                    latency_calibrations=("nokia_c1: x0.9 from 1 measurement",), input_shape="1x3x96x96",
+                    input_shape_source="recorded in the file")]
+    console = Console(record=True, width=200)
+    console.print(results_table(rows))
+    text = console.export_text()
+    assert "input 1x3x96x96 (recorded in the file)" in text
+    assert "49.7* (39.7\u201359.7)" in text and "20.0*\u00a7" in text and "! tight" in text and "-134" in text
+    assert "\u00a7 scaled by a calibration" in text
+    tex = latex_table(rows)
+    footnote = tex.split(r"\bottomrule")[1]
+    assert r"\textsuperscript{*}" in footnote and r"$\pm$25" in footnote  # the mark and its error figure
+    assert r"\textsuperscript{\S}" in footnote and "tight = above the budget" in footnote
+    assert "& tight" in tex.split(r"\bottomrule")[0]

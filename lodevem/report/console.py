@@ -55,12 +55,9 @@ def results_table(rows: Sequence[PairResult],
     table = Table(title=f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile(s); "
                         f"input {input_shape_text(rows)}",
                   title_justify="left", caption=_results_caption(rows), caption_justify="left")
-    ranged = any(r.latency_low_ms is not None and r.latency_high_ms is not None for r in rows)
     table.add_column("Model File", no_wrap=True)
     table.add_column("Device Profile")
     table.add_column("Latency (ms)", justify="right", no_wrap=True)
-    if ranged:
-        table.add_column("Range (ms)", justify="right", no_wrap=True)
     table.add_column("Peak RAM (MB)", justify="right", no_wrap=True)
     table.add_column("Verdict", no_wrap=True)
     table.add_column("App budget (MB)", justify="right", no_wrap=True)
@@ -71,6 +68,8 @@ def results_table(rows: Sequence[PairResult],
             style = _VERDICT_STYLE.get(row.verdict, "yellow")
             failed = not c.is_number and c.latency != "n/a"
             latency = Text(c.latency + c.mark, style=style if failed else "")
+            if range_text(row):  # the numeric band of the error figure, beside the number it qualifies
+                latency.append(f" ({range_text(row)})", style="dim")
             ram = Text(c.peak_ram, style="") if c.peak_ram else Text("\u2014", style=style if failed else "dim")
             verdict = Text(f"{_VERDICT_SYMBOL.get(row.verdict, chr(0x2717))} "
                            f"{VERDICT_WORDS.get(row.verdict, row.verdict)}", style=f"bold {style}")
@@ -78,8 +77,6 @@ def results_table(rows: Sequence[PairResult],
             headroom = Text(f"{row.headroom_mb:+,.0f}" if row.headroom_mb is not None else "\u2014",
                             style=style if row.headroom_mb is not None else "dim")
             cols = [Text(label if i == 0 else "", style="bold"), Text(row.profile_label), latency]
-            if ranged:
-                cols.append(Text(range_text(row) or "\u2014", style="dim"))
             table.add_row(*cols, ram, verdict, budget, headroom, end_section=i == len(group) - 1)
     return table
 
@@ -267,10 +264,11 @@ def profiles_table(profiles: Sequence[Profile]) -> Table:
                   caption=tiers, caption_justify="left")
     for column, justify in (("ID", "left"), ("Device", "left"), ("Chipset", "left"),
                             ("Cores", "left"), ("Clock", "right"), ("RAM", "right"),
-                            ("Tier", "left")):
-        table.add_column(column, justify=justify, no_wrap=column in ("ID", "RAM", "Tier"))
+                            ("App budget", "right"), ("Tier", "left")):
+        table.add_column(column, justify=justify, no_wrap=column in ("ID", "RAM", "App budget", "Tier"))
     for p in profiles:
-        table.add_row(p.id, p.label, p.chipset, p.cores_label, p.clock_label, p.ram_label, p.tier)
+        budget = f"{p.app_budget_mb} MB" if p.app_budget_mb is not None else "\u2014"
+        table.add_row(p.id, p.label, p.chipset, p.cores_label, p.clock_label, p.ram_label, budget, p.tier)
     return table
 
 
