@@ -47,8 +47,9 @@ def test_each_model_is_measured_once_per_distinct_limit(files: list[Path], tmp_p
     assert sorted(c[1] for c in fake.calls if c[0] == "big.pt") == [256, 512, 1024]
     assert len(outcome.rows) == 2 * len(PROFILES)
     verdicts = {(r.model_label, r.profile_id): r.verdict for r in outcome.rows}
-    assert verdicts[("small.pt", "nokia_8110_4g")] == "fits" and verdicts[("big.pt", "jiophone2")] == "oom"
-    assert verdicts[("big.pt", "nokia_c1")] == "fits"
+    # 240 MB runs under the 256 MB limit but is above the phone's 103 MB app budget: tight
+    assert verdicts[("small.pt", "nokia_8110_4g")] == "tight" and verdicts[("big.pt", "jiophone2")] == "oom"
+    assert verdicts[("big.pt", "nokia_c1")] == "tight"  # 600 MB: within 1 GB, above its 415 MB budget
     # the fake exports nothing: each latency cell says why instead of a number
     assert all(r.latency_ms is None and "no ONNX export" in (r.latency_note or "") for r in outcome.rows)
     # one export per distinct file, before any measurement
