@@ -307,7 +307,7 @@ def _latency_paragraph(f: RunFacts) -> str:
             f"rows measured under {measured} show the latency predicted for {predicted}"
             for measured, predicted in f.latency_for) + ".")
     named = [(k, n) for k, n in f.latency_runtimes if not any(k == key for _, key, _ in _data_refs(f))]
-    if named:
+    if named and len({lr for _, lr in f.latency_for}) <= 1:  # several: the sentence per row group says it
         out.append("The predictions model the " + _and([f"{n} {{cite:{k}}}" for k, n in named]) + " runtime"
                    + ("s" if len(named) > 1 else "") + ".")
     if any(t > 1 for t in f.threads):
@@ -370,8 +370,8 @@ def _memory_paragraph(f: RunFacts) -> str:
            f"{_and(sandboxes)}, limited to each device's RAM ({limits}), for {passes}. Profiles with the same "
            "RAM share one measurement. The runtime's shared libraries were read once beforehand, outside the limited "
            "runs, so every run starts from the same page-cache state. The peak reported is the process's resident "
-           "high-water mark ({code:VmHWM}); a model fits a device only if the run completed and its VmHWM stayed "
-           "within the limit."]
+           "high-water mark ({code:VmHWM}); a model runs on a device only if the run completed and its VmHWM "
+           "stayed within the limit."]
     if f.input_shapes:
         out.append(f"Every model was run with input {_and(list(f.input_shapes))}.")
     if f.budgets:
@@ -436,7 +436,7 @@ def _paragraphs(f: RunFacts) -> tuple[str, str, list[str], str]:
              + ("s" if len(f.profiles) != 1 else "") + f" ({_and(list(f.tiers))}): {'; '.join(f.devices)}.")
     provenance = ("Each device profile cites the sources of its specifications, and the run's manifest "
                   "({code:benchmark_results.json}, {code:environment}) records the command, package versions, "
-                  "the sandbox image and the sha256 of every model and profile.")
+                  "the sandbox images and the sha256 of every model and profile.")
     return intro + " " + _latency_paragraph(f), _memory_paragraph(f), _limitations(f), provenance
 
 
