@@ -283,17 +283,6 @@ def test_an_arch_callable_that_builds_no_module_is_one_line_exit_2(docker_backen
         assert result.exit_code == 2, (command[0], result.exit_code, result.output)
 
 
-def test_the_hostile_inputs_benchmark_runs_in_quick_mode() -> None:
-    import subprocess
-    import sys
-
-    script = PACKAGE.parent / "benchmarks" / "hostile_inputs.py"
-    out = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "lodevem's parser" in out.stdout and "reply ok: True" in out.stdout, out.stdout
-
-
 @pytest.mark.parametrize("side", ["process backend", "slurm job"])
 def test_a_loud_model_keeps_only_output_tails_on_the_host_and_the_node(side: str, tmp_path: Path) -> None:
     """The process backend and the Slurm job (its node side, run here as a node would) pipe the
