@@ -8,6 +8,7 @@ verdict; each error is one line naming the file, the field and what was expected
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -23,6 +24,7 @@ from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from .errors import ProfileError, RefusedYaml
+from .safe_io import PROFILE, UnsafeInput, printable, read_bytes
 
 TIERS: dict[str, str] = {
     "tier1": "Budget Android (2-4 GB)",
@@ -46,7 +48,7 @@ ENV_VAR = "LODEVEM_PROFILES"
 # Limits for files from folders anyone can drop a profile into. A real profile is about 1 kB and
 # three levels deep (mapping > cpu list > cluster); these leave plenty of room and keep a hostile
 # file from costing more than a moment. Values quoted in an error are cut to QUOTE_CHARS.
-MAX_PROFILE_BYTES = 1 << 20
+MAX_PROFILE_BYTES = PROFILE.max_bytes  # 1 MiB, read through safe_io
 MAX_YAML_DEPTH = 32
 QUOTE_CHARS = 80
 
@@ -61,11 +63,8 @@ _TIER_FOLDER = re.compile(r"^tier\d+$")
 
 def _printable(text: str) -> str:
     """``text`` with control characters (a newline in a key or file name) escaped, so an error
-    built from user data stays on one line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in text)
+    built from user data stays on one line (``safe_io.printable``, uncapped: ``_clip`` caps)."""
+    return printable(text, None, newlines=False)
 
 
 def _clip(text: str, limit: int = QUOTE_CHARS) -> str:
@@ -316,44 +315,14 @@ def _first_error(exc: ValidationError) -> str:
     return f"field '{field}': {message} (got {_quote(err.get('input'))})"
 
 
-def _check_regular(path: Path, st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
-        raise ProfileError(f"{_where(path)}: not a regular file ({kind}); a profile must be a plain YAML file")
-    if st.st_size > MAX_PROFILE_BYTES:
-        raise ProfileError(f"{_where(path)}: file is {st.st_size} bytes; a profile may be at most "
-                           f"{MAX_PROFILE_BYTES // 1024} KiB")
-
-
 def _read_regular_file(path: Path) -> bytes:
     """The bytes of ``path`` if it is a regular file (or a symlink to one) of at most
-    ``MAX_PROFILE_BYTES``; anything else is a ``ProfileError``.
-
-    A FIFO, socket or device matching ``*.yaml`` must not be opened for a blocking read: opening a
-    FIFO waits for a writer forever, ``/dev/zero`` never ends. ``stat`` looks without opening, and
-    the open is non-blocking and re-checked with ``fstat`` in case the file was swapped between.
-    """
+    ``MAX_PROFILE_BYTES``, read through ``safe_io`` (a FIFO, socket or device matching ``*.yaml``
+    is never opened for a blocking read); anything else is a ``ProfileError``."""
     try:
-        _check_regular(path, os.stat(path))
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            _check_regular(path, os.fstat(fd))
-            chunks, size = [], 0
-            while size <= MAX_PROFILE_BYTES:  # st_size can lie (a file still growing)
-                chunk = os.read(fd, MAX_PROFILE_BYTES + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise ProfileError(f"{_where(path)}: cannot read: {exc.strerror or exc}") from None
-    if size > MAX_PROFILE_BYTES:
-        raise ProfileError(f"{_where(path)}: file grew past {MAX_PROFILE_BYTES} bytes while read; a profile may "
-                           f"be at most {MAX_PROFILE_BYTES // 1024} KiB")
-    return b"".join(chunks)
+        return read_bytes(path, PROFILE)
+    except UnsafeInput as exc:
+        raise ProfileError(f"{_where(path)}: {exc.detail}") from None
 
 
 def load_profile_file(path: Path) -> Profile:
@@ -437,9 +406,23 @@ def select_profiles(
         if tier not in TIERS:
             raise ProfileError(f"unknown tier '{tier}', expected one of {', '.join(TIERS)}")
     by_id = {p.id: p for p in profiles}
-    for pid in ids:
-        if pid not in by_id:
-            raise ProfileError(f"unknown profile '{pid}', expected one of {', '.join(by_id)}")
+    wanted = {match_profile_id(by_id, pid) for pid in ids}
     if not ids and not tiers:
         return list(profiles)
-    return [p for p in profiles if p.id in ids or p.tier in tiers]
+    return [p for p in profiles if p.id in wanted or p.tier in tiers]
+
+
+def match_profile_id(known: Sequence[str] | dict[str, Profile], given: str) -> str:
+    """The profile ID ``given`` means: exact, else the one ID equal ignoring case (``Nokia_C1``
+    is ``nokia_c1``: IDs are typed from labels like "Nokia C1"); anything else is a
+    ``ProfileError`` with the closest IDs as a did-you-mean, since a list of every ID hides
+    a one-letter typo."""
+    if given in known:
+        return given
+    folded = [k for k in known if k.casefold() == given.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    by_fold = {k.casefold(): k for k in known}
+    close = [by_fold[c] for c in difflib.get_close_matches(given.casefold(), list(by_fold), n=3, cutoff=0.6)]
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise ProfileError(f"unknown profile {_quote(given)}, {hint}expected one of {', '.join(known)}")

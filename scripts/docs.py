@@ -211,7 +211,15 @@ class Scratch:
         """``lodevem ARGV``; ``fresh``: a ``start`` that must run as a new run into its folder."""
         if fresh and argv[:1] == ("start",):
             self.clear_results(self.root / cwd / _option(argv, "--output", "results"))
-        return self.run([sys.executable, "-m", "lodevem.cli", *argv], cwd=cwd)
+        return self.run([sys.executable, "-m", "lodevem.cli", *self.expand(argv, cwd)], cwd=cwd)
+
+    def expand(self, argv: Sequence[str], cwd: str = "") -> list[str]:
+        """Globs expanded as the shell of the ``$`` line would (sorted, relative to the folder)."""
+        folder, out = self.root / cwd, []
+        for arg in argv:
+            found = sorted(str(p.relative_to(folder)) for p in folder.glob(arg)) if "*" in arg else []
+            out += found or [arg]
+        return out
 
     @staticmethod
     def clear_results(folder: Path) -> None:
@@ -225,11 +233,16 @@ class Scratch:
 
     def normalise(self, text: str, folder: Optional[Path] = None) -> str:
         """Machine paths out: the private home is ``~``, the folder a command ran in ``.``; no
-        trailing blanks."""
-        for where in {folder or self.root, self.root}:
-            text = text.replace(str(self.home), "~").replace(str(where) + "/", "").replace(str(where), ".")
+        trailing blanks; no progress bar (its last frame, with a wall time, is not a result)."""
+        text = _PROGRESS.sub("", text).lstrip("\n")
+        text = text.replace(str(self.home), "~")
+        for where in (folder or self.root, self.root):  # the deeper folder first
+            text = text.replace(str(where) + "/", "").replace(str(where), ".")
         text = text.replace(str(REPO) + "/", "").replace(str(REPO), ".")
         return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+_PROGRESS = re.compile(r"^.*━.*\bETA\b.*\n", re.M)
 
 
 def _option(argv: Sequence[str], name: str, default: str) -> str:
@@ -421,8 +434,15 @@ def quick_start_csv(path: Path) -> str:
     columns = [c for c in QUICK_CSV_COLUMNS if c in rows[0]]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in sorted(rows, key=lambda r: r["model_label"]):
-        lines.append("| " + " | ".join(row[c] for c in columns) + " |")
+        lines.append("| " + " | ".join(_short_number(row[c]) for c in columns) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _short_number(cell: str) -> str:
+    """A CSV float to 4 significant digits (the CSV keeps every digit; a table for reading need not)."""
+    if re.fullmatch(r"-?\d+\.\d{3,}", cell):
+        return f"{float(cell):.4g}"
+    return cell
 
 
 def doc_paths() -> list[Path]:

@@ -72,3 +72,20 @@ def test_every_command_and_exit_code_is_documented_in_the_commands_page() -> Non
     start_options = {opt for param in cli.commands["start"].params for opt in param.opts if opt.startswith("--")}
     for option in start_options - {"--help"}:
         assert f"`{option}" in commands, f"docs/commands.md's start options table lacks {option}"
+
+
+def test_latency_runtime_offers_only_runtimes_with_a_latency_model(tmp_path: Path) -> None:
+    """``--latency-runtime`` lists what the runtime registry says has a latency model (tflite,
+    ncnn), not every runtime ``--runtime`` measures under; torch is a one-line usage error."""
+    from lodevem.worker.registry import RUNTIMES, latency_runtimes
+
+    assert latency_runtimes() == ("tflite", "ncnn") and set(RUNTIMES) > set(latency_runtimes())
+    for command in ("start", "predict"):
+        shown = run(command, "--help", env={"COLUMNS": "200"}).output
+        assert "[tflite|ncnn]" in shown and "torch|onnxruntime|tflite|ncnn]" not in shown.split("--latency-runtime")[1]
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["predict", str(model), "--latency-runtime", "torch"])
+    assert result.exit_code == 2 and "'torch' is not one of 'tflite', 'ncnn'" in result.output
+    runtimes = run("start", "--help", env={"COLUMNS": "200"}).output
+    assert "torch" in runtimes.split("--runtime")[1]  # measurement runtimes are still all four

@@ -300,7 +300,9 @@ def test_recorded_and_csv_blocks_name_current_csv_columns() -> None:
 
     columns = set(csv_columns())
     stored = docs_script.stored_blocks()
-    header = stored["quick-start-csv"][1].splitlines()[0]
+    table = stored["quick-start-csv"][1].splitlines()
+    assert len(table) > 2, "docs/commands.md's quick-start CSV table is empty: run scripts/docs.py quick-start-csv"
+    header = table[0]
     assert {c.strip() for c in header.strip("|").split("|")} <= columns, header
     quantized = stored["quantized-files"][1].splitlines()[0].split()
     assert set(quantized) - {"file", "profile"} <= columns, quantized

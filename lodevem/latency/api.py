@@ -30,7 +30,7 @@ from typing import Any, Optional, Sequence
 from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
 from ..profiles import Profile, load_profiles, select_profiles
-from ..worker.formats import file_sha256
+from ..store import ArtifactStore, file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from .calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
 from .estimator import DEFAULT_RUNTIME
@@ -93,8 +93,12 @@ class LatencyPredictor:
                  nnmeter_data: Optional[Path | str] = None, calibrations: Optional[Path | str] = None,
                  use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (), backend: str = "auto",
                  timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
-        # the one predictor pool (lodevem.latency.pool): every runtime asked for, one cache of graphs
-        self.core = PredictorPool(mode=predictor, data_dir=nnmeter_data)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.store = ArtifactStore(self.cache_dir)
+        # the one predictor pool (lodevem.latency.pool): every runtime asked for, one cache of graphs;
+        # its predictions are kept in the store too, so a first call in a new process on a model
+        # whose graph and prediction are there imports neither torch, onnx nor nn-Meter
+        self.core = PredictorPool(mode=predictor, data_dir=nnmeter_data, cache_dir=self.store.folder("latency"))
         self.core.check_runtime(runtime if runtime is not None else DEFAULT_RUNTIME)  # a bad one: InputError now
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
         self.threads, self.runtime = threads, runtime
@@ -102,10 +106,9 @@ class LatencyPredictor:
         self.profiles_dir = tuple(profiles_dir)
         self.backend_name, self.timeout_s = backend, timeout_s
         self.loading = loading  # sandbox.usercode.ModelLoading (--code, --arch) for model files
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.warnings: list[str] = []
         self._profiles: Optional[dict[str, Profile]] = None
-        self._exports: Any = None  # measure.ExportCache, opened on the first model file
+        self._exports: Any = None  # artifacts.ExportCache, opened on the first model file
         self._graphs: dict[tuple[Any, ...], ModelGraph] = {}
         self._scratch: Optional[Path] = None
         self._module_exports = 0
@@ -163,6 +166,10 @@ class LatencyPredictor:
         path = Path(model)
         if path.is_file():
             return self._export_file(path, shape)
+        if isinstance(model, str):
+            kept = self._zoo_graph(model, shape)  # in the store: no need to import the zoo (and torch)
+            if kept is not None:
+                return kept
         from .. import zoo
 
         if isinstance(model, str) and model in zoo.ZOO:
@@ -187,29 +194,43 @@ class LatencyPredictor:
 
     def _export_cache(self) -> Any:
         if self._exports is None:
-            from ..measure import ExportCache
+            from ..store.artifacts import ExportCache
             from ..sandbox import open_backend
             from ..sandbox.client import WorkerClient
 
             backend, warning = open_backend(self.backend_name)
             if warning:
                 self.warnings.append(warning)
-            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.cache_dir / "onnx",
-                                        self.timeout_s)
+            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.store, self.timeout_s)
         return self._exports
 
-    def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+    def _zoo_graph(self, name: str, shape: Optional[tuple[int, ...]]) -> Optional[ModelGraph]:
+        """The stored graph of zoo model ``name``, if a run of this lodevem version made it."""
         shape = shape or tuple(DEFAULT_INPUT_SHAPE)
         key = ("zoo", name, shape)
-        if key in self._graphs:
-            return self._graphs[key]
-        target = self.cache_dir / "zoo" / f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"
-        if not target.is_file():
-            from .. import zoo
+        if key not in self._graphs:
+            kept = self.store.lookup("zoo", [f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"],
+                                     {"zoo": name, "input_shape": list(shape), "lodevem": __version__})
+            if kept is None:
+                return None
+            self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape)
+            self.core.known_digest(kept.path, self._graphs[key].sha256)
+        return self._graphs[key]
 
-            self._export_in_process(zoo.build(name), shape, target)
-        graph = ModelGraph(name, "zoo", file_sha256(str(target)), target, shape)
-        self._graphs[key] = graph
+    def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+        """One graph per zoo name, shape and lodevem version in the store: a first call in a new
+        process reads it (and its digest, from the sidecar) instead of building and tracing."""
+        kept = self._zoo_graph(name, shape)
+        if kept is not None:
+            return kept
+        from .. import zoo
+
+        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        maker = {"zoo": name, "input_shape": list(shape), "lodevem": __version__}
+        self.store.publish_local("zoo", f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx", maker,
+                                 lambda path: self._export_in_process(zoo.build(name), shape, path))
+        graph = self._zoo_graph(name, shape)
+        assert graph is not None
         return graph
 
     def _export_module(self, module: Any, shape: Optional[tuple[int, ...]]) -> ModelGraph:
@@ -282,8 +303,9 @@ class LatencyPredictor:
     # -- calibration --------------------------------------------------------------------------------
 
     def calibrate(self, profile: str | Profile, measurements: Sequence[Measurement], *, runtime: str,
-                  threads: int, note: str = "") -> list[tuple[Path, CalibrationRecord]]:
-        """Store one calibration record per measurement of a model on ``profile``'s device.
+                  threads: int, note: str = "", same_chipset: bool = False) -> list[tuple[Path, CalibrationRecord]]:
+        """Store one calibration record per measurement of a model on ``profile``'s device
+        (``same_chipset``: the records also calibrate profiles with its chipset and core).
 
         Every model is exported and predicted (uncalibrated) before anything is written, so a
         bad model leaves the folder as it was.
@@ -303,7 +325,8 @@ class LatencyPredictor:
                 graph_sha256=prediction.graph_sha256 or "", measured_ms=item.ms, runtime=runtime, threads=threads,
                 date=now_iso(), note=note, predicted_ms=prediction.latency_ms, compute_ms=prediction.latency_ms * share,
                 memory_ms=prediction.latency_ms * (1 - share), predictor=prediction.latency_source,
-                measured_by=item.measured_by, input_shape=graph.input_shape))
+                measured_by=item.measured_by, input_shape=tuple(graph.input_shape) if graph.input_shape else None,
+                scope="same-chipset" if same_chipset else "profile", chipset=chosen.chipset, core=prediction.core))
         written = [(self.calibrations.store.add(record), record) for record in pending]
         self.calibrations.reload()
         return written

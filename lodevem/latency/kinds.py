@@ -26,11 +26,10 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..errors import InputError
 from ..profiles import Profile
-from ..worker.precision import cell_arithmetic, kernel_arithmetic
+from ..worker.precision import LEVEL_LATENCY_NOTES, REDUCED_ARITHMETIC, cell_arithmetic, kernel_arithmetic
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
-
 __all__ = ["ArithmeticPlan", "EstimatorKind", "KindSetup", "PredictionJob", "PredictorKind", "plan_arithmetic"]
 
 Warn = Callable[[str], None]
@@ -92,7 +91,7 @@ class KindSetup:
 
     estimator: Estimator
     data_dir: Path
-    nnmeter: Any
+    nnmeter: Any  # nnmeter.NnMeterCache (nnmeter imports this module: its kind plugs in here)
     breakdown: bool
 
 
@@ -115,7 +114,7 @@ class ArithmeticPlan:
 
     def counts(self) -> list[str]:
         n = len(self.per_kernel)
-        return [f"{c}/{n} kernels {p} at per-kernel {p} factors" for p in ("int8", "fp16")
+        return [f"{c}/{n} kernels {p} at per-kernel {p} factors" for p in REDUCED_ARITHMETIC
                 if (c := self.per_kernel.count(p))]
 
 
@@ -126,12 +125,10 @@ def plan_arithmetic(graph: KernelGraph, level: Optional[str]) -> ArithmeticPlan:
     cell = cell_arithmetic(level, own)
     if level is None and any(p != "fp32" for p in own):
         scheme = f" ({graph.quantization})" if graph.quantization else ""
-        noted = tuple(p for p in ("int8", "fp16") if p in own)
+        noted = tuple(p for p in REDUCED_ARITHMETIC if p in own)
         return ArithmeticPlan(own, cell, noted, f"{graph.precision} file{scheme}", True)
     per_kernel = tuple(kernel_arithmetic(level, k.category, k.precision) for k in graph.kernels)
-    prefix = {"fp16": "fp16 variant: per-kernel fp16 factors (compute and bytes)",
-              "int8": "int8 (dynamic) variant: fc kernels at int8 factors, convs fp32",
-              "int8-static": "int8 variant: per-kernel int8 factors (ncnn int8 rows)"}.get(level or "")
+    prefix = LEVEL_LATENCY_NOTES.get(level or "")
     return ArithmeticPlan(per_kernel, cell, (cell,) if prefix else (), prefix, False)
 
 

@@ -146,9 +146,14 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
              "not measured on the phone."]
     lines += [f"  {note.text()}" for note in source_notes(rows)]
     # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
-    backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows})
+    backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows
+                       if r.memory_inferred_from_mb is None})
     lines.append("Peak RAM: peak RSS (VmHWM) measured with the device's RAM as the limit "
                  f"({'; '.join(backends)}), including the runtime's own footprint.")
+    inferred = sum(1 for r in rows if r.memory_inferred_from_mb is not None)
+    if inferred:  # memory.planning: rows of limits far above the peak of the largest limit's run
+        lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit, far "
+                     "above its peak (CSV limit_enforcement; --no-infer measures each).")
     lines.append(VERDICT_LEGEND)
     runtimes = list(dict.fromkeys(r.runtime for r in rows))
     if runtimes != ["torch"]:

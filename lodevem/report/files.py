@@ -18,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
+from ..safe_io import RESULTS_FILE, read_text
 from .. import __version__
 from ..errors import InputError
 from ..profiles import Profile
@@ -111,7 +112,7 @@ def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
     A file of another ``schema_version`` is refused with an ``InputError`` rather than misread:
     its fields may mean something else.
     """
-    payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    payload = json.loads(read_text(path, RESULTS_FILE, errors="strict"))
     version = payload.get("schema_version")
     if version != RESULTS_SCHEMA_VERSION:
         raise InputError(f"{path}: results schema_version {version!r}, expected {RESULTS_SCHEMA_VERSION} "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -304,6 +305,37 @@ def context_digest(ctx: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+# The legacy builder prints each step's resulting image as " ---> 0123456789ab".
+_STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12})$", re.MULTILINE)
+
+
+def _remove_stage_images(client: Any, final_id: str, step_ids: list[str]) -> None:
+    """Remove the build-stage images this build left untagged (the ``deps`` stage: the wheels
+    plus the installed packages, 0.4-3 GB per image), so a build leaves no dangling images.
+
+    Only images this build's own log names are candidates, never the final image's ancestors
+    (its layer cache), never a tagged image, and nothing another build or container still uses
+    (the engine refuses those and they are left). The price: a forced rebuild re-runs the deps
+    stage's pip install from the cached wheels instead of reusing that layer."""
+    import docker.errors
+
+    try:
+        kept = {entry.get("Id", "") for entry in client.api.history(final_id)}
+    except docker.errors.APIError:
+        return
+    kept_short = {k.removeprefix("sha256:")[:12] for k in kept}
+    for short in reversed(list(dict.fromkeys(step_ids))):  # the stage's top first, then its parents
+        if short in kept_short:
+            continue
+        try:
+            found = client.images.get(short)
+            if found.tags or found.id == final_id:
+                continue
+            client.images.remove(found.id, noprune=False)
+        except (docker.errors.ImageNotFound, docker.errors.APIError):
+            continue  # already gone with its child, or in use: leave it
+
+
 def build_image(progress_callback: Optional[Progress] = None,
                 debian_mirror: str = DEFAULT_DEBIAN_MIRROR, spec: Optional[ImageSpec] = None, *,
                 tag: Optional[str] = None, nocache: bool = False) -> ImageInfo:
@@ -325,6 +357,7 @@ def build_image(progress_callback: Optional[Progress] = None,
     _say(progress_callback, f"building {tag} from {ctx}")
     image_id: Optional[str] = None
     tail: list[str] = []
+    step_ids: list[str] = []  # every image a step of this build produced or reused (" ---> <id>")
     stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False,
                               nocache=nocache, decode=True, labels={"lodevem.context": context_digest(ctx)},
                               buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description})
@@ -336,8 +369,10 @@ def build_image(progress_callback: Optional[Progress] = None,
         if text:
             tail = (tail + [text])[-20:]
             _say(progress_callback, text)
+            step_ids += _STEP_ID.findall(text)
         image_id = (chunk.get("aux") or {}).get("ID", image_id)
     image = client.images.get(tag)
+    _remove_stage_images(client, image.id, step_ids)
     if image_id is not None and image.id != image_id:
         raise LodevemError(f"image build finished but {tag} is {image.id}, not the built {image_id}")
     if previous is not None and previous != image.id:

@@ -36,6 +36,14 @@ LEVEL_ARITHMETIC: dict[str, str] = {"fp32": "fp32", "fp16": "fp16", "int8": "int
 LEVEL_FILE_PRECISION: dict[str, str] = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 # Dynamic quantization (level int8) makes only these kernel categories int8: convs stay fp32.
 DYNAMIC_INT8_CATEGORIES: tuple[str, ...] = ("fc",)
+# The arithmetic with speed factors of its own (fp32 is the reference), in the order notes name them.
+REDUCED_ARITHMETIC: tuple[str, ...] = ("int8", "fp16")
+# How the cost model predicts each level that is not fp32 arithmetic (the cell's note says it).
+LEVEL_LATENCY_NOTES: dict[str, str] = {
+    "fp16": "fp16 variant: per-kernel fp16 factors (compute and bytes)",
+    "int8": "int8 (dynamic) variant: fc kernels at int8 factors, convs fp32",
+    "int8-static": "int8 variant: per-kernel int8 factors (ncnn int8 rows)",
+}
 
 
 def level_arithmetic(level: Optional[str]) -> str:

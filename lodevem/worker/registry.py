@@ -45,10 +45,12 @@ class RuntimeSpec:
     name: str
     description: str
     image: str
+    package: str  # the distribution that runs it (its version is the manifest's)
     converter: Optional[Converter] = None
     predictors: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     on_device: bool = False
+    onnx_files_under: Optional[str] = None  # who measures an .onnx file asked for under it (no torch form)
 
     @property
     def has_latency_model(self) -> bool:
@@ -56,14 +58,14 @@ class RuntimeSpec:
 
 
 RUNTIMES: dict[str, RuntimeSpec] = {spec.name: spec for spec in (
-    RuntimeSpec("torch", "PyTorch eager (what the model file is)", "bench"),
-    RuntimeSpec("onnxruntime", "onnxruntime CPU (the ONNX export)", "bench"),
+    RuntimeSpec("torch", "PyTorch eager (what the model file is)", "bench", "torch", onnx_files_under="onnxruntime"),
+    RuntimeSpec("onnxruntime", "onnxruntime CPU (the ONNX export)", "bench", "onnxruntime"),
     # TFLite means TFLite with its XNNPACK CPU delegate (the default CPU path of TFLite >= 2.3 and
     # of LiteRT); nn-Meter's CPU predictors are TFLite 2.1, so nn-Meter serves tflite only.
-    RuntimeSpec("tflite", "LiteRT / TFLite with XNNPACK", "litert",
+    RuntimeSpec("tflite", "LiteRT / TFLite with XNNPACK", "litert", "ai-edge-litert",
                 Converter("litert-torch", "0.10.0", "export-tflite"), predictors=("nn-meter", "estimator"),
                 aliases=("tflite-xnnpack", "xnnpack", "litert"), on_device=True),
-    RuntimeSpec("ncnn", "ncnn (Tencent)", "ncnn", Converter("pnnx", "20261020", "export-ncnn"),
+    RuntimeSpec("ncnn", "ncnn (Tencent)", "ncnn", "ncnn", Converter("pnnx", "20261020", "export-ncnn"),
                 predictors=("estimator",), on_device=True),
 )}
 DEFAULT_LATENCY_RUNTIME = "tflite"
@@ -88,6 +90,15 @@ def latency_runtimes() -> tuple[str, ...]:
 def on_device_runtimes() -> tuple[str, ...]:
     """The runtimes a phone app ships (a device measurement can be made with them)."""
     return tuple(name for name, spec in RUNTIMES.items() if spec.on_device)
+
+
+def measured_under(runtime: str, file_suffix: str) -> str:
+    """The runtime that measures a file asked for under ``runtime``: an ``.onnx`` file has no
+    torch form, so under ``torch`` onnxruntime runs it (its rows say so)."""
+    spec = RUNTIMES.get(runtime)
+    if spec is not None and spec.onnx_files_under and file_suffix.lower() == ".onnx":
+        return spec.onnx_files_under
+    return runtime
 
 
 def predicted_for(measured_under: str, default: str) -> str:
