@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
