@@ -803,7 +803,8 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
     """What a model file is: format, class, parameters, MACs, input, precision, sparsity, kernels.
 
     The file is loaded and exported in the sandbox, like every load; run it first on a file
-    lodevem did not write.
+    lodevem did not write. A file that cannot be inspected gets one ✗ line ({"path", "error"}
+    with --json) and the next file is inspected; the exit code is 2 if any failed.
 
     Example:
 

@@ -347,7 +347,9 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Rec
     reference = max(p.ram_mb for p in config.profiles)
     for m in models:
         limits = tuple(sorted({p.ram_mb for p in recorder.pending(m.label)}))
-        if limits and config.infer:  # a resumed run infers from the same reference run (cached)
+        if limits and config.infer and not config.no_cache:
+            # a resumed run infers from the same reference run, served from the measurement cache
+            # (with --no-cache it would be run again: the largest pending limit is the reference)
             limits = tuple(sorted({*limits, reference}))
         if limits:
             groups.setdefault((_runtime(ctx, m), limits), []).append(m)

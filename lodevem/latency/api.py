@@ -214,6 +214,7 @@ class LatencyPredictor:
             if kept is None:
                 return None
             self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape)
+            self.core.known_digest(kept.path, self._graphs[key].sha256)
         return self._graphs[key]
 
     def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
