@@ -247,6 +247,9 @@ def test_a_model_that_prints_300_mb_leaves_a_small_host_and_a_capped_log(docker_
                     pass
             time.sleep(0.2)
 
+    import docker.types  # noqa: F401  (imported here, not by two threads at once: docker-py is not safe so)
+
+    docker_backend.client  # opened before the spy thread uses it
     watcher = threading.Thread(target=spy, daemon=True)
     before = _hwm_mb()
     watcher.start()
