@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -33,9 +34,9 @@ EXIT_CODES = {
     0: "success (and every budget gate passed)",
     1: "runtime failure (Docker, a worker crash, an I/O error)",
     2: "usage error or bad input (option, profile file, model file)",
-    3: "a budget gate broke (--max-latency / --fail-on-oom)",
-    130: "interrupted (Ctrl-C); results finished so far are kept",
-    143: "terminated (SIGTERM); results finished so far are kept",
+    3: "a budget gate broke (--max-latency / --fail-on-oom / --fail-on-tight)",
+    130: "interrupted (Ctrl-C); the pairs finished so far are kept (start --resume continues)",
+    143: "terminated (SIGTERM); the pairs finished so far are kept (start --resume continues)",
 }
 
 # Rich assumes 80 columns when stdout is not a terminal; results tables piped into a file or a
@@ -64,8 +65,9 @@ class LodevemGroup(click.Group):
         except OSError as exc:  # the file system said no (read-only, full, permissions): name the path
             where = f"{exc.filename}: " if exc.filename else ""
             raise LodevemClickError(f"{where}{exc.strerror or exc}", 1) from None
-        except KeyboardInterrupt as exc:
-            err_console.print("[yellow]Interrupted.[/] Results finished so far are kept.")
+        except KeyboardInterrupt as exc:  # a command that saves partial results says what (see start)
+            err_console.print("[yellow]Interrupted.[/] " + getattr(exc, "lodevem_note", "Nothing was saved."),
+                              markup=True, highlight=False)
             ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
 
 
@@ -483,7 +485,10 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
               "(with --backend slurm: reattach to its jobs still running and collect finished ones).")
 @click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS", callback=_finite,
               help="Gate: exit 3 when a predicted latency exceeds MS.")
-@click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not fit a device.")
+@click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not run within a device's RAM.")
+@click.option("--fail-on-tight", is_flag=True, help="Gate: exit 3 also when a model's peak RAM is above a device's "
+              "app budget (verdict tight: the phone's low-memory killer would likely stop it).")
+@click.option("--overwrite", is_flag=True, help="Replace the results of another run in --output (default: refuse).")
 @click.option("--on", "gate_tiers", multiple=True, type=tier_choice,
               help="Apply the gates only to these tiers (repeatable).")
 @calibrations_option
@@ -494,7 +499,8 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @profiles_dir_option
 def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
           tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],
-          fail_on_oom: bool, gate_tiers: tuple[str, ...], latex_marks: str, **options: Any) -> None:
+          fail_on_oom: bool, fail_on_tight: bool, gate_tiers: tuple[str, ...], latex_marks: str,
+          **options: Any) -> None:
     """Benchmark model files on device profiles: predicted latency, measured peak RAM.
 
     Example:
@@ -513,8 +519,13 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
     profiles = select_profiles(load_profiles(profiles_dirs), ids=profile_ids, tiers=tiers)
     config = RunConfig.from_cli(paths, profiles, command_line=sys.argv, **options)
     with OutputClaim(config.output):
-        with RichProgress(err_console) as progress:
-            outcome = run_benchmark(config, progress)
+        started = time.time()
+        try:
+            with RichProgress(err_console) as progress:
+                outcome = run_benchmark(config, progress)
+        except KeyboardInterrupt as exc:
+            exc.lodevem_note = escape(_interrupted_note(config.output, started))  # type: ignore[attr-defined]
+            raise
         _warn(outcome.warnings)
         console.print(results_table(outcome.rows, profiles))
         for line in model_summaries(outcome.rows):
@@ -524,11 +535,26 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
     nothing = no_figures(outcome.rows)
     if nothing:
         raise LodevemClickError(nothing, 1)
-    broken = check_budget(outcome.rows, Budget(max_latency, fail_on_oom, gate_tiers))
+    broken = check_budget(outcome.rows, Budget(max_latency, fail_on_oom, gate_tiers, fail_on_tight=fail_on_tight))
     if broken:
         for line in broken:
             err_console.print(f"[red]budget:[/] {line}", highlight=False)
         raise LodevemClickError(f"{len(broken)} pair(s) broke the budget", 3)
+
+
+def _interrupted_note(output: Path, started: float) -> str:
+    """What an interrupted ``start`` kept: the pairs saved in this run's state file, and how to go on."""
+    from .store.runstate import STATE_FILE, RunState
+
+    state_path = output / STATE_FILE
+    try:
+        state = RunState.load(state_path) if state_path.stat().st_mtime >= started else None
+    except (OSError, LodevemError):
+        state = None
+    if state is None or not state.rows:
+        return "No pair had finished: nothing was saved; run the same command again to start over."
+    return (f"{len(state.rows)} pair(s) finished and saved in {output}; continue with the same command and "
+            "--resume.")
 
 
 @cli.command()

@@ -17,6 +17,7 @@ class Budget:
     max_latency_ms: Optional[float] = None
     fail_on_oom: bool = False
     tiers: Sequence[str] = ()
+    fail_on_tight: bool = False  # stricter than fail_on_oom: a peak above the app budget fails too
 
 
 def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
@@ -40,7 +41,10 @@ def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
                               "and above 0)")
             elif row.latency_ms > budget.max_latency_ms:
                 broken.append(f"{where}: latency {row.latency_ms:,.1f} ms > {budget.max_latency_ms:g} ms")
-        if budget.fail_on_oom and row.verdict != "fits":
+        if budget.fail_on_tight and row.verdict == "tight":
+            broken.append(f"{where}: tight: peak {row.peak_rss_mb:,.0f} MB > app budget {row.app_budget_mb} MB "
+                          f"(fits the {row.limit_mb} MB RAM; a phone's low-memory killer would likely stop it)")
+        elif (budget.fail_on_oom or budget.fail_on_tight) and not row.ran:
             detail = f": {row.memory_error}" if row.memory_error else ""
             broken.append(f"{where}: {row.verdict} under {row.limit_mb} MB{detail}")
     return broken

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
@@ -139,6 +139,11 @@ class Profile(BaseModel):
     chipset: str = Field(min_length=1)
     cpu: list[Cluster] = Field(min_length=1)
     ram_mb: int = Field(gt=0, le=65536)
+    # What one foreground app can use before the OS's low-memory killer stops it: less than
+    # ram_mb, because the kernel, the OS's services and the killer's free-memory reserve come
+    # first. None (a user's profile without it): verdicts compare with ram_mb only.
+    app_budget_mb: Optional[int] = Field(default=None, gt=0, le=65536)
+    app_budget_source: Optional[str] = Field(default=None, min_length=1)
     nnmeter_predictor: str = "cortexA76cpu_tflite21"
     power_w: Optional[float] = Field(default=None, gt=0.0, le=20.0)
     sources: list[str] = Field(min_length=1)
@@ -147,10 +152,23 @@ class Profile(BaseModel):
     path: Optional[Path] = Field(default=None, exclude=True)
     sha256: Optional[str] = Field(default=None, exclude=True)
 
-    @field_validator("ram_mb", "power_w", mode="before")
+    @field_validator("ram_mb", "power_w", "app_budget_mb", mode="before")
     @classmethod
     def _not_bool(cls, value: object) -> object:
         return _reject_bool(value)
+
+    @model_validator(mode="after")
+    def _budget_within_ram(self) -> "Profile":
+        """A budget is a share of the RAM, and a number without its source is not a fact."""
+        if self.app_budget_mb is not None:
+            if self.app_budget_mb > self.ram_mb:
+                raise ValueError(f"field 'app_budget_mb': {self.app_budget_mb} MB is more than ram_mb "
+                                 f"({self.ram_mb} MB); an app can use at most the device's RAM")
+            if not self.app_budget_source:
+                raise ValueError("field 'app_budget_source' is missing: say where app_budget_mb comes from")
+        elif self.app_budget_source:
+            raise ValueError("field 'app_budget_source' given without 'app_budget_mb'")
+        return self
 
     @property
     def fastest_cluster(self) -> Cluster:
@@ -293,7 +311,7 @@ def _first_error(exc: ValidationError) -> str:
     if err["type"] == "extra_forbidden":
         return f"unknown field '{field}' (see profiles/custom_template.yaml for the fields)"
     if err["type"] == "value_error":  # lodevem's own validators, which quote the value themselves
-        return f"field '{field}': {message}"
+        return message if not err["loc"] else f"field '{field}': {message}"  # a whole-profile check names its field
     return f"field '{field}': {message} (got {_quote(err.get('input'))})"
 
 

@@ -125,10 +125,11 @@ def _labelled_by(pid: int) -> list[str]:
 
 def _stage(out: Path) -> str:
     """Which stage a run writing into ``out`` is in, from what it has written so far."""
-    if not list((out / ".cache" / "onnx").glob("*.onnx")):
+    cache = out / ".cache"
+    if not list((cache / "onnx").glob("*.onnx")):
         return "exporting"
-    if (out / ".cache").exists() and not list((out / ".cache" / "derived").glob("*.pt")) and \
-            (out / ".cache" / "derived").exists():
+    # a derivation writes into a staging folder of the artifact store, published when it succeeded
+    if not list((cache / "derived").glob("*.pt")) and any((cache / ".staging").glob("run-*")):
         return "deriving"
     return "measuring"
 

@@ -113,6 +113,8 @@ class ModelSection:
     param_bytes: Optional[int] = None
     precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed
     quantization: Optional[str] = None  # "scheme, backend"
+    input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
+    input_shape_warning: Optional[str] = None  # the default shape contradicted by the first layers
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
@@ -128,7 +130,9 @@ class ModelSection:
                    input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
                    input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
                    precision=precision if precision in FILE_PRECISIONS else None,
-                   quantization=f"{scheme}, {backend}" if scheme and backend else None)
+                   quantization=f"{scheme}, {backend}" if scheme and backend else None,
+                   input_shape_source=_text(data.get("input_shape_source"), 40),
+                   input_shape_warning=_text(data.get("input_shape_warning"), 300))
 
 
 @dataclass(frozen=True)

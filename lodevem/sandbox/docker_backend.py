@@ -180,6 +180,12 @@ class DockerBackend(Cancellable):
             self._image(image_mod.IMAGES[name], runtime)
         return f"docker:{self._image(image_mod.spec_for('measure', runtime), runtime)}"
 
+    def image_ids(self) -> dict[str, str]:
+        """Tag -> id of every image this backend has looked up (what the run used), for the manifest."""
+        with self._images_lock:
+            return {image_mod.IMAGES[name].tag if name in image_mod.IMAGES else name: found
+                    for name, found in self._images.items()}
+
     def _image(self, spec: "image_mod.ImageSpec", runtime: str) -> str:
         """The id of ``spec``'s image, looked up once; one-line BackendUnavailable when missing."""
         with self._images_lock:
