@@ -59,7 +59,7 @@ from typing import Optional
 REPO = Path(__file__).resolve().parent.parent
 DOC_FILES = ("README.md", "docs")  # every Markdown file of these is scanned for markers
 CLI_REFERENCE = REPO / "docs" / "cli.md"
-WIDTH = "110"  # COLUMNS of every pasted output (docs/cli.md uses 80, set in its cog block)
+WIDTH = "160"  # COLUMNS of every pasted output: the results table with its verdict columns needs ~150 (docs/cli.md uses 80, set in its cog block)
 COSTS = ("cheap", "sandbox", "run", "bench", "slurm", "recorded")
 MARKER = re.compile(r"^<!-- docs\.py: (?P<id>[a-z0-9-]+) -->\n(?P<body>.*?)^<!-- /docs\.py -->\n",
                     re.M | re.S)
@@ -136,9 +136,9 @@ BLOCKS: tuple[Block, ...] = (
     Block("quick-inspect", "sandbox", (lodevem("inspect", "your_int8.pt", "your_pruned.pt", "--code", "mynet.py"),),
           needs=("project",), cwd=PROJECT),
     Block("code-errors", "sandbox", (
-        lodevem("start", "your_fp32.pt", "--profile", "nokia_c1", expect=2),
+        lodevem("start", "your_fp32.pt", "--profile", "nokia_c1", "--output", "errors", expect=2),
         lodevem("start", "your_weights.pt", "--code", "mynet.py", "--arch", "mynet:MyNet", "--arch-kwargs",
-                '{"width": 8}', "--profile", "nokia_c1", expect=2)),
+                '{"width": 8}', "--profile", "nokia_c1", "--output", "errors", expect=2)),
         needs=("project",), cwd=PROJECT),
     Block("quick-start", "run", (lodevem(*QUICK_START),), needs=("project",), cwd=PROJECT),
     Block("quick-start-csv", "run", needs=("quick-start-run",), render="csv-table", cwd=PROJECT),
