@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from rich.table import Table
 from rich.text import Text
 
-from ..worker.registry import latency_runtimes
+from ..worker.registry import latency_runtimes, on_device_runtimes
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import VERDICTS, PairResult
 from .cells import (
@@ -244,7 +244,7 @@ def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult
         return None
     worst = over[0]
     same = [r for r in rows if r.model_path == worst.model_path and r.level == worst.level
-            and r.profile_id == worst.profile_id and r.runtime in ("tflite", "ncnn")]
+            and r.profile_id == worst.profile_id and r.runtime in on_device_runtimes()]
     base = (f"the PyTorch runtime alone takes {worst.runtime_baseline_mb:,.0f} MB"
             if worst.runtime_baseline_mb is not None else "PyTorch's own footprint is part of the peak")
     if same:

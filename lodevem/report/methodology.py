@@ -30,6 +30,7 @@ from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult, write_atomic
 from .cells import RunCounts, run_counts
 from ..worker.precision import LEVEL_ARITHMETIC
+from ..worker.registry import on_device_runtimes
 from .files import latex_escape
 
 __all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "RunFacts", "bibtex", "cited_keys",
@@ -407,7 +408,7 @@ def _limitations(f: RunFacts) -> list[str]:
                      "allocator behaviour and kernel choices of the ARM build differ, so peak RAM on a device may differ.")
     if f.baselines:
         spans = [f"{rt} {lo:g} MB" if lo == hi else f"{rt} {lo:g}-{hi:g} MB" for rt, lo, hi in f.baselines]
-        on_device = any(rt in ("tflite", "ncnn") for rt, _, _ in f.baselines)
+        on_device = any(rt in on_device_runtimes() for rt, _, _ in f.baselines)
         items.append(f"Peak RAM includes the measurement runtime's own footprint before the model was loaded "
                      f"({_and(spans)})" + ("; an on-device runtime such as TFLite or ncnn has a smaller baseline of "
                                           "its own." if not on_device else ", so rows of different runtimes differ "

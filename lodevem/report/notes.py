@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from ..worker.precision import PARTLY_QUANTIZED
+
 if TYPE_CHECKING:
     from ..sandbox.client import SparsitySection
 
@@ -83,7 +85,7 @@ def quantization_note(precision: Optional[str], by_class: tuple[tuple[str, str, 
     """For a file quantized only in part: which layers are int8 and which still run in float,
     with the level that quantizes the rest. None for a file with one precision throughout."""
     by_class = tuple(k for k in by_class if k[0] in _LAYER_WORDS)
-    if precision not in ("int8-dynamic", "mixed") or not by_class:
+    if precision not in PARTLY_QUANTIZED or not by_class:
         return None
     int8 = sorted({_word(c) for c, p, _ in by_class if p.startswith("int8")})
     floats = {p for _, p, _ in by_class if not p.startswith("int8")}

@@ -34,6 +34,8 @@ LEVEL_ARITHMETIC: dict[str, str] = {"fp32": "fp32", "fp16": "fp16", "int8": "int
                                     "pruned": "fp32"}
 # The file precision a derived variant reports; levels not listed keep their file's own (pruned).
 LEVEL_FILE_PRECISION: dict[str, str] = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
+# File precisions whose files may still run some layers in float (quantized in part).
+PARTLY_QUANTIZED: tuple[str, ...] = ("int8-dynamic", "mixed")
 # Dynamic quantization (level int8) makes only these kernel categories int8: convs stay fp32.
 DYNAMIC_INT8_CATEGORIES: tuple[str, ...] = ("fc",)
 # The arithmetic with speed factors of its own (fp32 is the reference), in the order notes name them.

@@ -36,9 +36,9 @@ class RuntimeSpec:
 
     ``image``: the image (``sandbox.image.IMAGES`` name) its measurements run in.
     ``converter``: how its file is made (None: it runs the exported model as is).
-    ``predictors``: the latency predictor kinds that predict for it, in ``--predictor auto``'s
-    order of preference (empty: no latency model; a row measured under it shows the latency of
-    ``--latency-runtime``). ``aliases``: other names users write for it.
+    ``predictors``: the latency predictor kinds that predict for it (``--predictor auto`` tries
+    them in ``latency.pool.KINDS`` order; empty: no latency model, and a row measured under it
+    shows the latency of ``--latency-runtime``). ``aliases``: other names users write for it.
     ``on_device``: a phone app ships it, so a device benchmark may be measured with it.
     """
 
