@@ -249,11 +249,13 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--predictor auto|nn-meter|estimator`` (start, predict)."""
+    """``--predictor auto|nn-meter|estimator|armsim`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
-                        type=click.Choice(["auto", "nn-meter", "estimator"]),
-                        help="Latency predictor. auto: nn-Meter when its predictor data is present, else the "
-                        "estimator.")(fn)
+                        type=click.Choice(["auto", "nn-meter", "estimator", "armsim"]),
+                        help="Latency predictor. armsim (start only): the runtime's own Arm instructions counted "
+                        "on an emulated core, needs `lodevem build-image --runtime armsim` (docs/armsim.md). auto: "
+                        "armsim where its image is built and it covers the core, else nn-Meter when its predictor "
+                        "data is present, else the estimator.")(fn)
 
 
 def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -570,6 +572,9 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 
     if not models:
         raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
+    if predictor == "armsim":
+        raise InputError("--predictor armsim: only `lodevem start` profiles on emulated cores (it converts the "
+                         "file and runs the armsim image); predict takes auto, nn-meter or estimator")
     session = LatencyPredictor(threads=threads, runtime=latency_runtime, input_shape=input_shape,
                                predictor=predictor, nnmeter_data=nnmeter_data, calibrations=calibrations,
                                use_calibrations=not uncalibrated, profiles_dir=profiles_dirs, backend=backend,

@@ -17,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -29,6 +31,7 @@ from .errors import InputError, LodevemError, ModelFileError
 from .latency.calibration import CalibrationSet
 from .measure import ConvertCache, ExportCache, ExportResult, MemoryMeasurement
 from .latency.estimator import DEFAULT_RUNTIME, canonical_runtime
+from .latency.armsim.run import armsim_cells, armsim_profiler, base_predictor_mode, describe_armsim
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
@@ -173,8 +176,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
-                          cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
+    predictor = Predictor(mode=base_predictor_mode(config.predictor), data_dir=config.nnmeter_data,
+                          runtime=config.latency_runtime, cache_dir=config.output / ".cache" / "latency",
+                          use_cache=not config.no_cache)
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
@@ -205,6 +209,14 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ctx.progress.stage("predicting latency")
     predictors = _Predictors(config, predictor, ctx.warnings)
     latencies = {m.label: _predict(ctx, predictors.get(m), m, calibrations) for m in models}
+    armsim = armsim_profiler(config.predictor, client, config.output / ".cache" / "armsim", config.timeout_s,
+                             not config.no_cache, ctx.warnings)
+    if armsim is not None:  # armsim's cells where it answers (--predictor armsim|auto, docs/armsim.md)
+        ctx.progress.stage("profiling on emulated Arm cores (armsim)")
+        with ThreadPoolExecutor(max_workers=max(1, min(len(models), config.jobs or os.cpu_count() or 1))) as pool:
+            cells = {m.label: pool.submit(_armsim_cells, ctx, armsim, predictors.get(m).runtime, m,
+                                          latencies[m.label]) for m in models}
+            latencies = {label: future.result() for label, future in cells.items()}
     removed = {m.label: _predict_channels_removed(ctx, predictors.get(m), m, calibrations) for m in models}
     for used in predictors.all():
         ctx.warnings.extend(w for w in used.warnings if w not in ctx.warnings)
@@ -217,7 +229,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
-               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
+               "predictor": predictor.describe(), "calibrations": calibrations.describe(),
+               "armsim": describe_armsim(armsim)},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
@@ -389,6 +402,16 @@ def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
     by_id = {p.id: p for p in config.profiles}
     return {pid: calibrations.apply(predictor, model.graph_path, by_id[pid], prediction)
             for pid, prediction in predicted.items()}
+
+
+def _armsim_cells(ctx: RunContext, profiler: Any, runtime: str, model: ModelFile,
+                  cells: dict[str, LatencyPrediction]) -> dict[str, LatencyPrediction]:
+    if model.unusable is not None or ctx.converts is None:
+        return cells
+    config = ctx.config
+    return armsim_cells(config.predictor, profiler, ctx.converts, ctx.exports, runtime, model.measured_path,
+                        model.measured_sha256, model.level, config.profiles, config.threads, config.input_shape,
+                        cells, ctx.warnings)
 
 
 def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,

@@ -399,7 +399,7 @@ class WorkerClient:
 
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
                        input_shape: Optional[Sequence[int]], timeout_s: float, *, uarch: Optional[str] = None,
-                       warmup: int = 1, inferences: int = 1) -> SandboxRun:
+                       warmup: int = 0, inferences: int = 1) -> SandboxRun:
         """Count one steady-state inference of ``converted`` (a .tflite or ncnn .param) under
         ``runtime``'s Arm build on an emulated ``isa`` core (lodevem-armsim image), under the
         work limit. ``warmup`` inferences run uncounted first (weight packing)."""

@@ -123,7 +123,8 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
     res.profile = {"isa": isa, "qemu_cpu": cpu, "uarch": view, "precision": str(report.get("precision", ""))[:20],
                    "options": report.get("options") if isinstance(report.get("options"), dict) else {},
                    "threads": req.threads, "inferences": req.runs, "warmup": req.warmup, "counts": totals,
-                   "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest}
+                   "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest,
+                   "phases": report.get("phases") if isinstance(report.get("phases"), dict) else {}}
     res.timings_s["measure"] = seconds
     progress(f"{totals['total'] / 1e6:.1f} M instructions per inference ({len(threads)} thread(s)), {seconds:.1f} s")
 

@@ -32,6 +32,20 @@ PREDICTOR_CHOICES = ("armsim",)  # added to lodevem.predict.MODES' choices by th
 _RUNTIMES = ("tflite", "ncnn")
 
 
+def base_predictor_mode(mode: str) -> str:
+    """The mode of the run's estimator/nn-Meter Predictor: ``armsim`` runs over the estimator
+    (its fallback for cores armsim does not cover)."""
+    return "estimator" if mode == "armsim" else mode
+
+
+def armsim_profiler(mode: str, client: "WorkerClient", cache_dir: Path, timeout_s: float, use_cache: bool,
+                    warnings: list[str]) -> Optional[ArmsimProfiler]:
+    """The run's profiler when it uses armsim (see ``armsim_usable``), else None."""
+    if not armsim_usable(mode, client, warnings):
+        return None
+    return ArmsimProfiler(client, cache_dir, timeout_s, use_cache=use_cache)
+
+
 def armsim_usable(mode: str, client: "WorkerClient", warnings: list[str]) -> bool:
     """Whether this run uses armsim: asked for (``armsim``) or ``auto`` with the image and the
     cost model present. ``armsim`` without them is an error the user must see."""
@@ -86,7 +100,8 @@ def armsim_cells(mode: str, profiler: ArmsimProfiler, converts: "ConvertCache", 
     return out
 
 
-def describe(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:
-    from .profiler import describe as profiler_describe
+def describe_armsim(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:
+    """The manifest's ``armsim`` entry ({} when the run did not use it)."""
+    from .profiler import describe
 
-    return profiler_describe(profiler)
+    return describe(profiler)
