@@ -235,12 +235,14 @@ class ConversionResult:
 
 
 def converted_cache_path(converted_dir: Path, model_sha256: str, runtime: str,
-                         input_shape: Optional[Sequence[int]]) -> Path:
-    """Where a conversion is cached: one per (file content, input shape, converter and version)."""
+                         input_shape: Optional[Sequence[int]], quantize: Optional[str] = None) -> Path:
+    """Where a conversion is cached: one per (file content, input shape, converter and version,
+    quantization made while converting)."""
     converter, version = CONVERTERS[runtime]
     shape = "x".join(map(str, input_shape)) if input_shape else "auto"
     suffix = ".tflite" if runtime == "tflite" else ".ncnn.param"
-    return Path(converted_dir) / f"{model_sha256[:32]}-{shape}-{converter}-{version}{suffix}"
+    quantized = f"-{quantize}" if quantize else ""
+    return Path(converted_dir) / f"{model_sha256[:32]}-{shape}-{converter}-{version}{quantized}{suffix}"
 
 
 class ConvertCache:
@@ -253,9 +255,11 @@ class ConvertCache:
         self._lock = threading.Lock()
         self._done: dict[Path, ConversionResult] = {}
 
-    def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]]) -> ConversionResult:
+    def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]],
+                quantize: Optional[str] = None) -> ConversionResult:
         shape = tuple(input_shape) if input_shape else None
-        target = converted_cache_path(self.dir, loading_sha256(sha256, self.client.cache_key), runtime, shape)
+        target = converted_cache_path(self.dir, loading_sha256(sha256, self.client.cache_key), runtime, shape,
+                                      quantize)
         with self._lock:
             if target in self._done:
                 return self._done[target]
@@ -263,7 +267,7 @@ class ConvertCache:
                 result = ConversionResult(target, "", shape, cached=True)
             else:
                 self.dir.mkdir(parents=True, exist_ok=True)  # the process backend's worker writes into it
-                run = self.client.convert(path, runtime, target, shape, self.timeout_s)
+                run = self.client.convert(path, runtime, target, shape, self.timeout_s, quantize)
                 converted = run.reply.converted if run.reply is not None else None
                 if run.ok and all(Path(f).is_file() for f in artifact_files(str(target))):
                     result = ConversionResult(target, "", shape, converted.seconds if converted else None)

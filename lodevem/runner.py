@@ -409,9 +409,9 @@ def _armsim_cells(ctx: RunContext, profiler: Any, runtime: str, model: ModelFile
     if model.unusable is not None or ctx.converts is None:
         return cells
     config = ctx.config
-    return armsim_cells(config.predictor, profiler, ctx.converts, ctx.exports, runtime, model.measured_path,
-                        model.measured_sha256, model.level, config.profiles, config.threads, config.input_shape,
-                        cells, ctx.warnings)
+    return armsim_cells(config.predictor, profiler, ctx.converts, ctx.exports, runtime,
+                        (model.measured_path, model.measured_sha256), (model.path, model.sha256), model.level,
+                        config.profiles, config.threads, config.input_shape, cells, ctx.warnings)
 
 
 def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,

@@ -52,6 +52,10 @@ def converted(armsim_backend, tmp_path_factory: pytest.TempPathFactory) -> dict[
             result = converts.convert(path, file_sha256(str(path)), runtime, SMALL)
             assert result.path is not None, result.error
             out[f"{name}.{runtime}"] = result.path
+        if name == "tiny_cnn":  # the int8-static level as LiteRT runs it (PT2E while converting)
+            result = converts.convert(path, file_sha256(str(path)), "tflite", SMALL, quantize="int8-static")
+            assert result.path is not None, result.error
+            out[f"{name}.tflite-int8"] = result.path
     return out
 
 
@@ -89,6 +93,17 @@ def test_litert_runs_fp32_on_armv82_by_default(armsim_backend, converted) -> Non
     prof = _profile(armsim_backend, converted["tiny_cnn.tflite"], "tflite", "armv8.2")
     assert prof.precision == "fp32" and prof.runtime_version.startswith("ai-edge-litert")
     assert prof.counts["simd_fp16"] < 0.01 * prof.counts["simd_arith"]
+
+
+def test_int8_path_differs_and_uses_dot_products_on_armv82(armsim_backend, converted) -> None:
+    fp32 = _profile(armsim_backend, converted["tiny_cnn.tflite"], "tflite", "armv8.2")
+    int8 = _profile(armsim_backend, converted["tiny_cnn.tflite-int8"], "tflite", "armv8.2")
+    int8_v80 = _profile(armsim_backend, converted["tiny_cnn.tflite-int8"], "tflite", "armv8.0")
+    assert (fp32.precision, int8.precision, int8_v80.precision) == ("fp32", "int8", "int8")
+    assert int8.counts != fp32.counts
+    assert int8.counts["simd_dot"] > 0 and fp32.counts["simd_dot"] == 0  # XNNPACK's QS8 SDOT kernels
+    assert int8_v80.counts["simd_dot"] == 0  # ARMv8.0 has no dot product: other kernels
+    assert int8.total_instructions < int8_v80.total_instructions
 
 
 def test_cache_keys_and_cached_rerun(armsim_backend, converted, tmp_path: Path) -> None:

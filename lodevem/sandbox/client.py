@@ -371,11 +371,13 @@ class WorkerClient:
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def convert(self, model: Path, runtime: str, target: Path, input_shape: Optional[Sequence[int]],
-                timeout_s: float) -> SandboxRun:
+                timeout_s: float, quantize: Optional[str] = None) -> SandboxRun:
         """Convert ``model`` for ``runtime`` (tflite, ncnn) to ``target`` under the work limit; an
-        ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it."""
+        ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize``
+        ("int8-static", tflite only): quantize the float model to static int8 while converting."""
         request = self._request(action=CONVERT_ACTIONS[runtime], model_path=str(model), runtime=runtime,
-                                input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1)
+                                input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1,
+                                quantize=quantize)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,

@@ -93,6 +93,8 @@ class WorkerRequest:
     isa: Optional[str] = None
     precision: Optional[str] = None
     uarch: Optional[str] = None
+    # export-tflite only: "int8-static" quantizes the (float) model to static int8 while converting
+    quantize: Optional[str] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -164,6 +166,8 @@ class WorkerRequest:
                                                  and self.precision in ARMSIM_PRECISIONS),
              f"armsim-profile needs runtime tflite or ncnn, converted_path, isa ({', '.join(ARMSIM_ISAS)}) and "
              f"precision ({', '.join(ARMSIM_PRECISIONS)})"),
+            (self.quantize is None or (self.quantize == "int8-static" and self.action == "export-tflite"),
+             "quantize must be null or int8-static, and only for export-tflite"),
             (self.action == "armsim-profile" or (self.isa is None and self.precision is None and self.uarch is None),
              "isa, precision and uarch are only for armsim-profile"),
             (self.uarch is None or (isinstance(self.uarch, str) and re.fullmatch(r"cortex-a\d+", self.uarch) is not None),

@@ -68,11 +68,25 @@ def armsim_usable(mode: str, client: "WorkerClient", warnings: list[str]) -> boo
     return not problem
 
 
+def _conversion(converts: "ConvertCache", runtime: str, measured: tuple[Path, str], original: tuple[Path, str],
+                level: Optional[str], shape: Optional[Sequence[int]]) -> Any:
+    """The file armsim profiles. An int8-static level under tflite: the ORIGINAL float model
+    quantized to static int8 by litert-torch's PT2E quantizer while converting (calibrated like
+    the level), because litert-torch cannot convert the level's FX-quantized TorchScript: the
+    profile then runs XNNPACK's int8 kernels, as the level would on the phone. Everything else:
+    the measured file, converted as ``--runtime`` converts it."""
+    if level == "int8-static" and runtime == "tflite":
+        return converts.convert(original[0], original[1], runtime, shape, quantize="int8-static")
+    return converts.convert(measured[0], measured[1], runtime, shape)
+
+
 def armsim_cells(mode: str, profiler: ArmsimProfiler, converts: "ConvertCache", exports: "ExportCache",
-                 runtime: str, measured_path: Path, measured_sha256: str, level: Optional[str],
+                 runtime: str, measured: tuple[Path, str], original: tuple[Path, str], level: Optional[str],
                  profiles: Sequence[Profile], threads: int, input_shape: Optional[Sequence[int]],
                  cells: dict[str, LatencyPrediction], warnings: list[str]) -> dict[str, LatencyPrediction]:
-    """The run's cells for one model with armsim's where it can answer (see the module doc)."""
+    """The run's cells for one model with armsim's where it can answer (see the module doc).
+    ``measured``/``original``: (path, sha256) of the file the run measures (a level's variant)
+    and of the user's file it came from."""
     if runtime not in _RUNTIMES:
         return cells
     predictor = ArmsimPredictor(profiler, runtime)
@@ -86,8 +100,8 @@ def armsim_cells(mode: str, profiler: ArmsimProfiler, converts: "ConvertCache", 
         return cells
     shape = input_shape
     if shape is None:  # ncnn files do not record their input shape: the ONNX export's
-        shape = exports.export(measured_path, measured_sha256, None).model.input_shape
-    conversion = converts.convert(measured_path, measured_sha256, runtime, shape)
+        shape = exports.export(measured[0], measured[1], None).model.input_shape
+    conversion = _conversion(converts, runtime, measured, original, level, shape)
     out = dict(cells)
     for profile in covered:
         if conversion.path is None:
