@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import SandboxError
+from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
 UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
                        "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
-PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
@@ -129,7 +129,7 @@ class ModelSection:
                    class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
                    input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
                    input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
-                   precision=precision if precision in PRECISIONS else None,
+                   precision=precision if precision in FILE_PRECISIONS else None,
                    quantization=f"{scheme}, {backend}" if scheme and backend else None)
 
 
