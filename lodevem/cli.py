@@ -356,6 +356,8 @@ def cli() -> None:
                              (default ~/.config/lodevem/calibrations)
       LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
                              (see build-image --debian-mirror)
+      LODEVEM_ARMSIM_ROOT    inside the armsim image only: where its Arm guests
+                             live (set by the image, docs/armsim.md)
       DOCKER_HOST            the Docker daemon (default: the local socket), read
                              by docker-py with its other DOCKER_* variables
       SLURM_CONF             the Slurm cluster of --backend slurm, read by
