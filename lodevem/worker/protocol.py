@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 from . import registry as _registry
-from .precision import LEVELS
+from .precision import ARITHMETIC, LEVELS
 from .registry import CONVERT_ACTIONS
 
 
@@ -54,7 +54,7 @@ PROGRESS_PREFIX = "lodevem-worker: "
 # armsim-profile (docs/armsim.md): the emulated ISAs and the precision paths one can ask for
 # (auto: what the runtime does by default on that ISA).
 ARMSIM_ISAS = ("armv7", "armv8.0", "armv8.2")
-ARMSIM_PRECISIONS = ("auto", "fp32", "fp16")
+ARMSIM_PRECISIONS = ("auto", *(a for a in ARITHMETIC if a != "int8"))  # int8 is the file's, not a switch
 
 
 class WorkerError(Exception):

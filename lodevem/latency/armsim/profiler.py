@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ...worker.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
-from .isa import RUNTIME_ISAS
+from .isa import runtime_isas
 from .profile import InstructionProfile
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class ArmsimProfiler:
         self.emulation_s = 0.0
 
     def profile(self, job: ProfileJob) -> ProfileResult:
-        if job.isa not in RUNTIME_ISAS.get(job.runtime, ()):
+        if job.isa not in runtime_isas(job.runtime):
             return ProfileResult(None, f"armsim has no {job.runtime} build for {job.isa}")
         missing = [f for f in artifact_files(str(job.converted)) if not Path(f).is_file()]
         if missing:

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ...errors import LodevemError
 from ...predict import LatencyPrediction
 from ...profiles import Profile
+from .isa import runtime_isas
 from .predictor import ArmsimPredictor, default_cost_model
 from .profiler import ArmsimProfiler
 
 if TYPE_CHECKING:
-    from ...measure import ConvertCache, ExportCache
+    from ...store.artifacts import ConvertCache, ExportCache
     from ...sandbox.client import WorkerClient
 
 PREDICTOR_CHOICES = ("armsim",)  # added to lodevem.predict.MODES' choices by the CLI
-_RUNTIMES = ("tflite", "ncnn")
 
 
 def base_predictor_mode(mode: str) -> str:
@@ -87,7 +87,7 @@ def armsim_cells(mode: str, profiler: ArmsimProfiler, converts: "ConvertCache", 
     """The run's cells for one model with armsim's where it can answer (see the module doc).
     ``measured``/``original``: (path, sha256) of the file the run measures (a level's variant)
     and of the user's file it came from."""
-    if runtime not in _RUNTIMES:
+    if not runtime_isas(runtime):
         return cells
     predictor = ArmsimPredictor(profiler, runtime)
     covered = [p for p in profiles if predictor.covers(p)]
