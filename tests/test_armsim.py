@@ -220,20 +220,3 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
     assert failed.verdict == "error" and failed.latency_ms is None
     assert "tflite conversion failed" in (failed.latency_note or "")
     assert outcome.manifest["armsim"]["profiles_made"] == 1
-
-
-def test_time_benchmark_quick_mode(armsim_backend, tmp_path: Path) -> None:
-    """benchmarks/armsim_time.py --quick: one profile, and its cached rerun makes none."""
-    import json
-    import subprocess
-    import sys
-
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "armsim_time.py"
-    out = tmp_path / "time.json"
-    proc = subprocess.run([sys.executable, str(script), "--quick", "--json", str(out)], capture_output=True, text=True,
-                          timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads(out.read_text())
-    assert report["first_run"]["profiles_made"] == 1 and not report["first_run"]["failures"]
-    assert report["cached_rerun"]["profiles_made"] == 0 and report["cached_rerun"]["profiles_cached"] == 1
-    assert "cached rerun: 0 profiles made" in proc.stdout
