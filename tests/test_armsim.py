@@ -125,25 +125,22 @@ def test_cache_keys_and_cached_rerun(armsim_backend, converted, tmp_path: Path) 
     assert hit.cached and again.made == 0 and hit.profile == made.profile
 
 
-def test_the_container_has_no_network_and_a_timeout(armsim_backend, converted) -> None:
+def test_the_container_has_no_network_and_a_timeout(armsim_backend, converted, monkeypatch) -> None:
+    from docker.models.containers import ContainerCollection
+
     created: list[dict] = []
-    containers = armsim_backend.client.containers
-    real_create = containers.create
+    real_create = ContainerCollection.create  # docker-py makes a new collection per access: patch the class
 
-    def recording_create(*args, **kwargs):  # the real call, its arguments kept
+    def recording_create(self, *args, **kwargs):  # the real call, its arguments kept
         created.append(kwargs)
-        return real_create(*args, **kwargs)
+        return real_create(self, *args, **kwargs)
 
-    containers.create = recording_create
-    try:
-        profiler = ArmsimProfiler(WorkerClient(armsim_backend), None, timeout_s=2)
-        result = profiler.profile(ProfileJob(converted["mobilenet_v2.tflite"], "tflite", "armv8.0",
-                                             input_shape=SMALL))
-    finally:
-        containers.create = real_create
+    monkeypatch.setattr(ContainerCollection, "create", recording_create)
+    profiler = ArmsimProfiler(WorkerClient(armsim_backend), None, timeout_s=2)
+    result = profiler.profile(ProfileJob(converted["mobilenet_v2.tflite"], "tflite", "armv8.0", input_shape=SMALL))
+    monkeypatch.undo()
     assert result.profile is None and "timeout" in result.error, result
-    assert created and all(kw["network_disabled"] and kw["read_only"] for kw in created)
-    assert all(kw.get("mem_limit") for kw in created)
+    assert created and all(kw["network_disabled"] and kw["read_only"] and kw.get("mem_limit") for kw in created)
 
 
 def test_armv7_is_ncnn_only_and_profiles(armsim_backend, converted) -> None:
