@@ -17,7 +17,8 @@ from lodevem.latency.armsim.isa import covered, isa_for_core
 from lodevem.latency.armsim.predictor import ArmsimPredictor
 from lodevem.latency.armsim.profile import DISJOINT_CLASSES, InstructionProfile
 from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob, profile_key
-from lodevem.measure import ConvertCache
+from lodevem.store import ArtifactStore
+from lodevem.store.artifacts import ConvertCache
 from lodevem.profiles import load_profiles
 from lodevem.sandbox import image
 from lodevem.sandbox.client import WorkerClient
@@ -42,7 +43,7 @@ def converted(armsim_backend, tmp_path_factory: pytest.TempPathFactory) -> dict[
     """tiny_cnn and mobilenet_v2 converted to ncnn and tflite at 64x64, once per session."""
     folder = tmp_path_factory.mktemp("armsim-models")
     client = WorkerClient(armsim_backend)
-    converts = ConvertCache(client, folder / "converted", 900)
+    converts = ConvertCache(client, ArtifactStore(folder / "store"), 900)
     out = {}
     for name in ("tiny_cnn", "mobilenet_v2"):
         path = zoo.write(name, folder)
