@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lodevem import zoo  # noqa: E402
 from lodevem.latency.armsim.isa import covered, isa_for_core, uarch_for_core  # noqa: E402
 from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob  # noqa: E402
-from lodevem.measure import ConvertCache, ExportCache  # noqa: E402
+from lodevem.store import ArtifactStore  # noqa: E402
+from lodevem.store.artifacts import ConvertCache, ExportCache  # noqa: E402
 from lodevem.profiles import load_profiles, select_profiles  # noqa: E402
 from lodevem.sandbox import image  # noqa: E402
 from lodevem.sandbox.client import WorkerClient  # noqa: E402
@@ -50,9 +51,10 @@ MODELS = "mobilenet_v2,mobilenet_v3_small,resnet18,squeezenet1_1,shufflenet_v2_x
 def stage(client: WorkerClient, models: list[Path], runtime: str, cores: list[str], cache: Path, jobs: int,
           timeout_s: float) -> dict:
     """The armsim stage of one run: conversions, then every model's profiles, models in parallel."""
-    exports = ExportCache(client, cache / "onnx", timeout_s)
-    converts = ConvertCache(client, cache / "converted", timeout_s)
-    profiler = ArmsimProfiler(client, cache / "armsim", timeout_s)
+    store = ArtifactStore(cache)
+    exports = ExportCache(client, store, timeout_s)
+    converts = ConvertCache(client, store, timeout_s)
+    profiler = ArmsimProfiler(client, store.folder("armsim"), timeout_s)
     targets = sorted({(isa_for_core(c), uarch_for_core(c)) for c in cores if covered(runtime, c)})
     t0 = time.monotonic()
     conversions = {}
