@@ -24,6 +24,7 @@ from rich.markup import escape
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
 from .latency.calibration import MEASURED_RUNTIMES
+from .latency.armsim.run import PREDICTOR_CHOICES as ARMSIM_MODES
 from .latency.pool import MODES
 from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
@@ -124,12 +125,17 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
         raise click.BadParameter(str(exc)) from None
 
 
+# build-image also takes ``armsim``: the emulated-Arm-core latency predictor's image (docs/armsim.md)
+IMAGE_RUNTIMES = (*RUNTIMES, "armsim")
+
+
 def _runtimes(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A runtime or a comma list of them, normalized (``"torch, tflite"`` -> ``"torch,tflite"``)."""
+    known = IMAGE_RUNTIMES if ctx.info_name == "build-image" else RUNTIMES
     names = [v.strip().lower() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in RUNTIMES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise click.BadParameter(f"{', '.join(unknown) or repr(value)}: expected one of {', '.join(RUNTIMES)} "
+        raise click.BadParameter(f"{', '.join(unknown) or repr(value)}: expected one of {', '.join(known)} "
                                  "or a comma list of them")
     return ",".join(dict.fromkeys(names))
 
@@ -248,11 +254,14 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--predictor auto|nn-meter|estimator`` (start, predict)."""
+    """``--predictor auto|nn-meter|estimator|armsim`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
-                        type=click.Choice(list(MODES)),  # the predictor kinds (latency.pool.KINDS)
-                        help="Latency predictor. auto: nn-Meter when its predictor data is present, else the "
-                        "estimator.")(fn)
+                        # the predictor kinds (latency.pool.KINDS) and armsim (latency.armsim.run)
+                        type=click.Choice([*MODES, *ARMSIM_MODES]),
+                        help="Latency predictor. armsim (start only): the runtime's own Arm instructions counted "
+                        "on an emulated core, needs `lodevem build-image --runtime armsim` (docs/armsim.md). auto: "
+                        "armsim where its image is built and it covers the core, else nn-Meter when its predictor "
+                        "data is present, else the estimator.")(fn)
 
 
 def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -350,6 +359,8 @@ def cli() -> None:
                              (default ~/.config/lodevem/calibrations)
       LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
                              (see build-image --debian-mirror)
+      LODEVEM_ARMSIM_ROOT    inside the armsim image only: where its Arm guests
+                             live (set by the image, docs/armsim.md)
       DOCKER_HOST            the Docker daemon (default: the local socket), read
                              by docker-py with its other DOCKER_* variables
       SLURM_CONF             the Slurm cluster of --backend slurm, read by
@@ -595,6 +606,9 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 
     if not models:
         raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
+    if predictor == "armsim":
+        raise InputError("--predictor armsim: only `lodevem start` profiles on emulated cores (it converts the "
+                         "file and runs the armsim image); predict takes auto, nn-meter or estimator")
     session = LatencyPredictor(threads=threads, runtime=latency_runtime, input_shape=input_shape,
                                predictor=predictor, nnmeter_data=nnmeter_data, calibrations=calibrations,
                                use_calibrations=not uncalibrated, profiles_dir=profiles_dirs, backend=backend,
@@ -876,7 +890,8 @@ def build_image_cmd(runtime: str, force: bool, debian_mirror: str) -> None:
 
     Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
     lodevem-litert (LiteRT only) and the converter image lodevem-convert (torch, litert-torch,
-    pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image. The Python wheels and the
+    pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image, armsim the emulated-Arm-core
+    profiler lodevem-armsim (qemu-user + arm64/armhf LiteRT and ncnn) and the converter image. The Python wheels and the
     build contexts are cached in $XDG_CACHE_HOME/lodevem/build (default ~/.cache/lodevem/build),
     so an unchanged rebuild takes seconds.
 

@@ -18,7 +18,9 @@ of a run shares.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -26,6 +28,7 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import LodevemError, ModelFileError
+from .latency.armsim.run import armsim_cells, armsim_profiler, base_predictor_mode, describe_armsim
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor
@@ -141,8 +144,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     """
     models = label_models(config.models, config.levels)
     store = ArtifactStore(cache_root(config.output), use_cache=not config.no_cache)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
-                          cache_dir=store.folder("latency"), use_cache=not config.no_cache)
+    predictor = Predictor(mode=base_predictor_mode(config.predictor), data_dir=config.nnmeter_data,
+                          runtime=config.latency_runtime, cache_dir=store.folder("latency"),
+                          use_cache=not config.no_cache)
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
@@ -172,6 +176,14 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [m for base in models for m in _per_runtime(base, config.runtimes)]
     ctx.progress.stage("predicting latency")
     latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
+    armsim = armsim_profiler(config.predictor, client, store.folder("armsim"), config.timeout_s,
+                             not config.no_cache, ctx.warnings)
+    if armsim is not None:  # armsim's cells where it answers (--predictor armsim|auto, docs/armsim.md)
+        ctx.progress.stage("profiling on emulated Arm cores (armsim)")
+        with ThreadPoolExecutor(max_workers=max(1, min(len(models), config.jobs or os.cpu_count() or 1))) as pool:
+            cells = {m.label: pool.submit(_armsim_cells, ctx, armsim, _serving(ctx, predictor, m).runtime, m,
+                                          latencies[m.label]) for m in models}
+            latencies = {label: future.result() for label, future in cells.items()}
     removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
     ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
 
@@ -184,7 +196,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
-               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
+               "predictor": predictor.describe(), "calibrations": calibrations.describe(),
+               "armsim": describe_armsim(armsim)},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
@@ -312,6 +325,16 @@ def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
     predicted = predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
     by_id = {p.id: p for p in config.profiles}
     return {pid: calibrations.apply(prediction, by_id[pid], predictor.estimator) for pid, prediction in predicted.items()}
+
+
+def _armsim_cells(ctx: RunContext, profiler: Any, runtime: str, model: ModelFile,
+                  cells: dict[str, LatencyPrediction]) -> dict[str, LatencyPrediction]:
+    if model.unusable is not None or ctx.converts is None:
+        return cells
+    config = ctx.config
+    return armsim_cells(config.predictor, profiler, ctx.converts, ctx.exports, runtime,
+                        (model.measured_path, model.measured_sha256), (model.path, model.sha256), model.level,
+                        config.profiles, config.threads, config.input_shape, cells, ctx.warnings)
 
 
 def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,

@@ -42,12 +42,15 @@ def onnx_name(model_sha256: str, input_shape: Optional[Sequence[int]], loading_k
     return f"{loading_sha256(model_sha256, loading_key)[:32]}-{shape_text(input_shape)}.onnx"
 
 
-def converted_name(model_sha256: str, runtime: str, input_shape: Optional[Sequence[int]]) -> str:
-    """The store name of a conversion: one per (file content, input shape, converter and version);
-    an ncnn conversion is this ``.param`` and the ``.bin`` beside it."""
+def converted_name(model_sha256: str, runtime: str, input_shape: Optional[Sequence[int]],
+                   quantize: Optional[str] = None) -> str:
+    """The store name of a conversion: one per (file content, input shape, converter and version,
+    quantization made while converting); an ncnn conversion is this ``.param`` and the ``.bin``
+    beside it."""
     converter, version = CONVERTERS[runtime]
     suffix = ".tflite" if runtime == "tflite" else ".ncnn.param"
-    return f"{model_sha256[:32]}-{shape_text(input_shape)}-{converter}-{version}{suffix}"
+    quantized = f"-{quantize}" if quantize else ""
+    return f"{model_sha256[:32]}-{shape_text(input_shape)}-{converter}-{version}{quantized}{suffix}"
 
 
 class ExportCache:
@@ -128,13 +131,18 @@ class ConvertCache:
         self._lock = threading.Lock()
         self._done: dict[str, ConversionResult] = {}
 
-    def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]]) -> ConversionResult:
+    def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]],
+                quantize: Optional[str] = None) -> ConversionResult:
+        """``quantize="int8-static"`` (tflite): the float model quantized to static int8 while
+        converting (armsim's int8-static path, docs/armsim.md)."""
         shape = tuple(input_shape) if input_shape else None
-        name = converted_name(loading_sha256(sha256, self.client.cache_key), runtime, shape)
+        name = converted_name(loading_sha256(sha256, self.client.cache_key), runtime, shape, quantize)
         names = [Path(f).name for f in artifact_files(name)]
         maker = {"model_sha256": sha256, "loading": self.client.cache_key, "runtime": runtime,
                  "converter": list(CONVERTERS[runtime]), "input_shape": list(shape) if shape else None,
                  "worker_version": self.client.worker_version}
+        if quantize:  # only then: existing conversions keep their makers
+            maker["quantize"] = quantize
         with self._lock:
             if name in self._done:
                 return self._done[name]
@@ -142,14 +150,14 @@ class ConvertCache:
             if kept is not None:
                 result = ConversionResult(kept.path, "", shape, cached=True)
             else:
-                result = self._run(path, runtime, names, shape, maker)
+                result = self._run(path, runtime, names, shape, maker, quantize)
             self._done[name] = result
             return result
 
     def _run(self, path: Path, runtime: str, names: list[str], shape: Optional[tuple[int, ...]],
-             maker: dict[str, Any]) -> ConversionResult:
+             maker: dict[str, Any], quantize: Optional[str] = None) -> ConversionResult:
         with self.store.staging() as staged:
-            run = self.client.convert(path, runtime, staged / names[0], shape, self.timeout_s)
+            run = self.client.convert(path, runtime, staged / names[0], shape, self.timeout_s, quantize)
             if not run.ok:
                 return ConversionResult(None, run.failure_message(f"{runtime} conversion failed"), shape)
             artifact, error = self.store.publish(self.KIND, staged, names, maker)
