@@ -19,8 +19,10 @@ without Docker; making the graphs needs the converter image and minutes of CPU, 
    weights are stored with the int8 tag ``0x000D4B38``, rounded to int8 with per-channel absmax
    scales; the scale tables follow the bias. Input scales are NOT calibrated (one fixed scale per
    layer, 127/8): the instructions ncnn executes do not depend on the scale values, the numbers it
-   computes do, and nothing here reads them. No requantize fusion (ncnn2int8 of 2021+ does none
-   either): every int8 layer quantizes its input and dequantizes its output.
+   computes do, and nothing here reads them. Requantize fusion as ncnn2int8's ``fuse_requantize``:
+   a Convolution/ConvolutionDepthWise whose output feeds only another int8 conv gets
+   ``int8_scale_term + 100`` and that conv's input scale as its output scale (it writes int8, the
+   next layer skips its quantize pass); any other int8 layer dequantizes its output to float.
 """
 
 from __future__ import annotations
@@ -108,11 +110,22 @@ WEIGHTED = ("Convolution", "ConvolutionDepthWise", "InnerProduct")
 def quantize_ncnn_int8(param: Path, out_param: Path) -> int:
     """Write the int8 twin of an fp32 ncnn model; returns how many layers became int8."""
     src = param.with_suffix(".bin").read_bytes()
+    layers = list(_layers(param))
+    consumers: dict[str, list[str]] = {}
+    for ltype, parts in layers:
+        for blob in parts[4:4 + int(parts[2])]:
+            consumers.setdefault(blob, []).append(ltype)
+    convs = ("Convolution", "ConvolutionDepthWise")
+
+    def requantized(parts: list[str]) -> bool:
+        tops = parts[4 + int(parts[2]):4 + int(parts[2]) + int(parts[3])]
+        return parts[0] in convs and len(tops) == 1 and consumers.get(tops[0], []) in (["Convolution"],
+                                                                                      ["ConvolutionDepthWise"])
     pos = 0
     out_bin = bytearray()
     out_lines = param.read_text().splitlines()[:2]
     n_int8 = 0
-    for ltype, parts in _layers(param):
+    for ltype, parts in layers:
         name_end = 4 + int(parts[2]) + int(parts[3])
         head, fields = parts[:name_end], parts[name_end:]
         p = _params(fields)
@@ -137,8 +150,12 @@ def quantize_ncnn_int8(param: Path, out_param: Path) -> int:
             q += b"\0" * (-len(q) % 4)
             out_bin += struct.pack("<I", INT8_TAG) + q + bias + scales.tobytes()
             out_bin += struct.pack("<f", FIXED_INPUT_SCALE)
+            term = 1 if ltype == "ConvolutionDepthWise" else 2
+            if requantized(parts):
+                term += 100
+                out_bin += struct.pack("<f", FIXED_INPUT_SCALE)  # the next conv's input scale
             fields = [f for f in fields if not f.startswith("8=")]
-            fields.append("8=1" if ltype == "ConvolutionDepthWise" else "8=2")
+            fields.append(f"8={term}")
             n_int8 += 1
         elif ltype in ("BatchNorm", "Scale", "MemoryData", "PReLU", "Embed", "Deconvolution"):
             raise ValueError(f"{param}: layer type {ltype} carries weights this writer does not know")
