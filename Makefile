@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml
 docker:                ## install and start the Docker engine if needed (root, Debian/Ubuntu)
 	bash scripts/setup-docker.sh
 
-# Every runtime's image: the tests measure under all four (the converter image is ~2.3 GB).
-RUNTIMES ?= torch,onnxruntime,tflite,ncnn
+# Every runtime's image: the tests measure under all four (the converter image is ~2.3 GB),
+# plus armsim (the emulated-Arm-core profiler, docs/armsim.md).
+RUNTIMES ?= torch,onnxruntime,tflite,ncnn,armsim
 
 image: setup docker    ## build the images of $(RUNTIMES) (offline base image when no registry)
 	$(BIN)/lodevem build-image --runtime $(RUNTIMES)

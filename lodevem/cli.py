@@ -120,14 +120,17 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
 
 
 RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
+# build-image also takes ``armsim``: the emulated-Arm-core latency predictor's image (docs/armsim.md)
+IMAGE_RUNTIMES = RUNTIMES + ("armsim",)
 
 
 def _runtimes(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """A runtime or a comma list of them, normalized (``"torch, tflite"`` -> ``"torch,tflite"``)."""
+    known = IMAGE_RUNTIMES if ctx.info_name == "build-image" else RUNTIMES
     names = [v.strip().lower() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in RUNTIMES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise click.BadParameter(f"{', '.join(unknown) or repr(value)}: expected one of {', '.join(RUNTIMES)} "
+        raise click.BadParameter(f"{', '.join(unknown) or repr(value)}: expected one of {', '.join(known)} "
                                  "or a comma list of them")
     return ",".join(dict.fromkeys(names))
 
@@ -795,7 +798,8 @@ def build_image_cmd(runtime: str, force: bool, debian_mirror: str) -> None:
 
     Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
     lodevem-litert (LiteRT only) and the converter image lodevem-convert (torch, litert-torch,
-    pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image. The Python wheels and the
+    pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image, armsim the emulated-Arm-core
+    profiler lodevem-armsim (qemu-user + arm64/armhf LiteRT and ncnn) and the converter image. The Python wheels and the
     build contexts are cached in $XDG_CACHE_HOME/lodevem/build (default ~/.cache/lodevem/build),
     so an unchanged rebuild takes seconds.
 

@@ -16,12 +16,15 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import SandboxError
 from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
+
+if TYPE_CHECKING:
+    from ..latency.armsim.profile import InstructionProfile
 
 # Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
@@ -230,6 +233,7 @@ class WorkerReply:
     derived: Optional[DerivedSection]
     converted: Optional[ConvertedSection] = None
     runtime_version: Optional[str] = None  # the runtime section's version (e.g. "ai-edge-litert 2.3.0")
+    profile: Optional["InstructionProfile"] = None  # armsim-profile: one inference's instruction counts
 
 
 def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
@@ -270,7 +274,19 @@ def _typed(data: dict[str, Any], host_paths: dict[str, str]) -> WorkerReply:
         derived=DerivedSection.parse(_section(data, "derived"), _section(data, "variant")),
         converted=ConvertedSection.parse(_section(data, "converted")),
         runtime_version=_text(_section(data, "runtime").get("version"), 80),
+        profile=_profile(data),
     )
+
+
+def _profile(data: dict[str, Any]) -> Optional["InstructionProfile"]:
+    """The armsim-profile section, typed and bounded (None for every other action)."""
+    if not isinstance(data.get("profile"), dict):
+        return None
+    from ..latency.armsim.profile import InstructionProfile
+
+    runtime = _section(data, "runtime")
+    return InstructionProfile.parse(data["profile"], runtime=_text(runtime.get("name"), 20) or "",
+                                    runtime_version=_text(runtime.get("version"), 80) or "")
 
 
 @dataclass(frozen=True)
@@ -379,6 +395,17 @@ class WorkerClient:
         """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit."""
         request = self._request(action="derive", model_path=str(model), level=level, derive_out=str(out),
                                 input_shape=_shape(input_shape))
+        return self.run(request, self.work_limit_mb, timeout_s)
+
+    def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
+                       input_shape: Optional[Sequence[int]], timeout_s: float, *, uarch: Optional[str] = None,
+                       warmup: int = 1, inferences: int = 1) -> SandboxRun:
+        """Count one steady-state inference of ``converted`` (a .tflite or ncnn .param) under
+        ``runtime``'s Arm build on an emulated ``isa`` core (lodevem-armsim image), under the
+        work limit. ``warmup`` inferences run uncounted first (weight packing)."""
+        request = WorkerRequest(action="armsim-profile", model_path=str(converted), runtime=runtime,
+                                converted_path=str(converted), isa=isa, precision=precision, uarch=uarch,
+                                threads=threads, input_shape=_shape(input_shape), warmup=warmup, runs=inferences)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     @property

@@ -191,7 +191,9 @@ class DockerBackend(Cancellable):
             return self._images[spec.name]
 
     def _image_for(self, request: WorkerRequest) -> str:
-        return self._image(image_mod.spec_for(request.action, request.runtime), request.runtime)
+        # the armsim image is built by `build-image --runtime armsim`, whatever runtime it profiles
+        named = "armsim" if request.action == image_mod.ARMSIM_ACTION else request.runtime
+        return self._image(image_mod.spec_for(request.action, request.runtime), named)
 
     def cancel(self) -> None:
         """Stop every run now: watch loops kill their container, and the live ones are removed."""

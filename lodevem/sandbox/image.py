@@ -58,20 +58,42 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
 LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
 NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
 CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6", "litert-torch==0.10.0", "pnnx==20261020")
+# The emulated Arm guests' runtimes (docs/armsim.md): the Arm builds of the same runtimes, at the
+# newest versions with aarch64 / armv7l wheels (ncnn's aarch64 wheels stop at 1.0.20250503).
+# Listed whole, installed --no-deps: ncnn's wheel metadata pulls opencv, which it never imports.
+ARMSIM_AARCH64_REQUIREMENTS: tuple[str, ...] = (
+    "ai-edge-litert==2.3.0", "ncnn==1.0.20250503", "numpy==2.4.6", "flatbuffers==25.12.19", "protobuf==7.36.2",
+    "ml_dtypes==0.7.0", "tqdm==4.70.1", "backports.strenum==1.2.8", "typing_extensions==4.16.0")
+ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = ("ncnn==1.0.20261020",)
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
 # of the conversion cache key and of the manifest.
 CONVERTERS: dict[str, tuple[str, str]] = {"tflite": ("litert-torch", "0.10.0"), "ncnn": ("pnnx", "20261020")}
 
 
 @dataclass(frozen=True)
+class GuestWheels:
+    """Wheels for an emulated Arm guest's python (armsim), resolved on the host for that
+    platform into the context's ``wheels-<platform>/``."""
+
+    subdir: str
+    requirements: tuple[str, ...]
+    platforms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ImageSpec:
-    """One image lodevem builds: its name, pinned requirements and what its prewarm imports."""
+    """One image lodevem builds: its name, pinned requirements and what its prewarm imports;
+    ``dockerfile``, ``guest_wheels`` and ``extra_sources`` (package folders copied into the
+    context, e.g. the armsim plugin's C source) for images not built from the shared file."""
 
     name: str
     repo: str
     requirements: tuple[str, ...]
     description: str
     warm_imports: str
+    dockerfile: str = "Dockerfile"
+    guest_wheels: tuple[GuestWheels, ...] = ()
+    extra_sources: tuple[str, ...] = ()
 
     @property
     def tag(self) -> str:
@@ -85,12 +107,22 @@ LITERT = ImageSpec("litert", "lodevem-litert", LITERT_REQUIREMENTS, "python3 + n
 NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + ncnn", "ncnn, numpy")
 CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
                     "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn)", "torch")
-IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT)}
+ARMSIM = ImageSpec(
+    "armsim", "lodevem-armsim", (), "qemu-user + lodevem's instruction-count plugin + arm64/armhf LiteRT and ncnn",
+    "json", dockerfile="Dockerfile.armsim", extra_sources=("sandbox/armsim",),
+    guest_wheels=(GuestWheels("wheels-aarch64", ARMSIM_AARCH64_REQUIREMENTS,
+                              ("manylinux_2_27_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")),
+                  GuestWheels("wheels-armv7l", ARMSIM_ARMV7L_REQUIREMENTS, ("manylinux_2_31_armv7l",))))
+IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT, ARMSIM)}
 # What each --runtime needs: its measurement image, and the converter image for its file.
+# ``armsim`` is not a runtime one measures under but the emulated-core latency predictor's image
+# (``lodevem build-image --runtime armsim``): its profiles run the tflite/ncnn conversions.
 RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {"torch": ("bench",), "onnxruntime": ("bench",),
-                                              "tflite": ("litert", "convert"), "ncnn": ("ncnn", "convert")}
+                                              "tflite": ("litert", "convert"), "ncnn": ("ncnn", "convert"),
+                                              "armsim": ("armsim", "convert")}
 _MEASURE_IMAGES = {"tflite": "litert", "ncnn": "ncnn"}
 _CONVERT_ACTIONS = ("export-tflite", "export-ncnn")
+ARMSIM_ACTION = "armsim-profile"
 
 
 def spec_for(action: str, runtime: str) -> ImageSpec:
@@ -99,6 +131,8 @@ def spec_for(action: str, runtime: str) -> ImageSpec:
     ``bench``."""
     if action in _CONVERT_ACTIONS:
         return CONVERT
+    if action == ARMSIM_ACTION:
+        return ARMSIM
     if action == "measure" and runtime in _MEASURE_IMAGES:
         return IMAGES[_MEASURE_IMAGES[runtime]]
     return BENCH
@@ -245,9 +279,13 @@ def _debootstrap_import(client, progress: Optional[Progress], debian_mirror: str
 
 
 def download_wheels(dest: Path, progress: Optional[Progress] = None,
-                    requirements_list: tuple[str, ...] = IMAGE_REQUIREMENTS) -> None:
-    """Resolve ``requirements_list`` for cp311/manylinux on the host; skipped when already done."""
+                    requirements_list: tuple[str, ...] = IMAGE_REQUIREMENTS,
+                    guest: Optional[GuestWheels] = None) -> None:
+    """Resolve ``requirements_list`` for cp311/manylinux on the host; skipped when already done.
+    ``guest``: an Arm guest's wheel set instead (its platforms, exactly its list: no deps, no pip)."""
     dest.mkdir(parents=True, exist_ok=True)
+    if guest is not None:
+        requirements_list = guest.requirements
     requirements = "\n".join(requirements_list) + "\n"  # pip itself is downloaded, not installed
     stamp = dest / ".complete"
     if stamp.exists() and stamp.read_text() == requirements and (dest / "requirements.txt").exists():
@@ -255,9 +293,9 @@ def download_wheels(dest: Path, progress: Optional[Progress] = None,
         return
     cmd = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:",
            "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
-    for platform in _PLATFORMS:
+    for platform in (guest.platforms if guest is not None else _PLATFORMS):
         cmd += ["--platform", platform]
-    cmd += list(requirements_list) + ["pip"]
+    cmd += list(requirements_list) + (["--no-deps"] if guest is not None else ["pip"])
     _say(progress, "$ pip download " + " ".join(requirements_list))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     for line in proc.stdout.splitlines():
@@ -273,11 +311,13 @@ def download_wheels(dest: Path, progress: Optional[Progress] = None,
 def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpec] = None) -> Path:
     """The build context of ``spec`` (default bench): Dockerfile, wheels/ (cached) and the worker."""
     spec = spec or BENCH
-    repo_dockerfile = Path(__file__).resolve().parent.parent.parent / "Dockerfile"
+    repo_dockerfile = Path(__file__).resolve().parent.parent.parent / spec.dockerfile
     if not repo_dockerfile.is_file():
         raise LodevemError(f"{repo_dockerfile}: Dockerfile not found; build the image from a lodevem checkout")
     ctx = build_dir() / ("context" if spec is BENCH else f"context-{spec.name}")
     download_wheels(ctx / "wheels", progress, spec.requirements)
+    for guest in spec.guest_wheels:
+        download_wheels(ctx / guest.subdir, progress, guest=guest)
     shutil.copy2(repo_dockerfile, ctx / "Dockerfile")
     pkg = ctx / "lodevem"
     shutil.rmtree(pkg, ignore_errors=True)
@@ -290,6 +330,10 @@ def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpe
         if (here / name).is_file():
             shutil.copy2(here / name, pkg / name)
     shutil.copytree(worker, pkg / _WORKER_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for source in spec.extra_sources:
+        target = ctx / Path(source).name
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(here / source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return ctx
 
 

@@ -22,6 +22,11 @@ def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
         kind = sniff_format(req.model_path)
         (action_export_tflite if req.action == "export-tflite" else action_export_ncnn)(req, res, mem, kind)
         return None
+    if req.action == "armsim-profile":  # the runtime's Arm build under qemu-user (lodevem-armsim image)
+        from .armsim_profile import action_armsim_profile
+
+        action_armsim_profile(req, res, mem)
+        return None
     if req.action == "measure" and req.runtime in ("tflite", "ncnn"):  # torch is never imported
         from .runtimes import action_measure_ncnn, action_measure_tflite
 

@@ -35,7 +35,7 @@ def _source_digest() -> str:
 
 WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect", "derive", "export-tflite", "export-ncnn")
+ACTIONS = ("measure", "export-onnx", "inspect", "derive", "export-tflite", "export-ncnn", "armsim-profile")
 RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
 # The runtimes that measure a converted file (``converted_path``) and the action that makes it.
 CONVERT_ACTIONS = {"tflite": "export-tflite", "ncnn": "export-ncnn"}
@@ -46,6 +46,10 @@ ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint",
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx", "state_dict")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]
 PROGRESS_PREFIX = "lodevem-worker: "
+# armsim-profile (docs/armsim.md): the emulated ISAs and the precision paths one can ask for
+# (auto: what the runtime does by default on that ISA).
+ARMSIM_ISAS = ("armv7", "armv8.0", "armv8.2")
+ARMSIM_PRECISIONS = ("auto", "fp32", "fp16")
 # Compression levels: the same names as lodevem.levels.LEVELS (this package imports no lodevem code).
 LEVELS = ("fp32", "fp16", "int8", "int8-static", "pruned")
 
@@ -84,6 +88,11 @@ class WorkerRequest:
     arch: Optional[str] = None
     arch_kwargs: Optional[dict[str, Any]] = None
     twin: bool = True  # export-onnx: the float twin of an int8/fp16 model (for prediction) or the plain export
+    # armsim-profile: the emulated ISA, the precision path, the core whose /proc/cpuinfo the guest
+    # sees (None: the ISA's default core); ``runs`` counted inferences after ``warmup`` ones.
+    isa: Optional[str] = None
+    precision: Optional[str] = None
+    uarch: Optional[str] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -147,8 +156,18 @@ class WorkerRequest:
             (self.converted_path is None or (isinstance(self.converted_path, str) and bool(self.converted_path)),
              "converted_path must be a non-empty string or null"),
             (self.converted_path is None or self.action in CONVERT_ACTIONS.values()
-             or (self.action == "measure" and self.runtime in CONVERT_ACTIONS),
-             "converted_path is only for export-tflite, export-ncnn and measure with runtime tflite or ncnn"),
+             or (self.action in ("measure", "armsim-profile") and self.runtime in CONVERT_ACTIONS),
+             "converted_path is only for export-tflite, export-ncnn, and measure and armsim-profile with "
+             "runtime tflite or ncnn"),
+            (self.action != "armsim-profile" or (self.runtime in CONVERT_ACTIONS and self.converted_path is not None
+                                                 and self.isa in ARMSIM_ISAS
+                                                 and self.precision in ARMSIM_PRECISIONS),
+             f"armsim-profile needs runtime tflite or ncnn, converted_path, isa ({', '.join(ARMSIM_ISAS)}) and "
+             f"precision ({', '.join(ARMSIM_PRECISIONS)})"),
+            (self.action == "armsim-profile" or (self.isa is None and self.precision is None and self.uarch is None),
+             "isa, precision and uarch are only for armsim-profile"),
+            (self.uarch is None or (isinstance(self.uarch, str) and re.fullmatch(r"cortex-a\d+", self.uarch) is not None),
+             "uarch must be null or cortex-aNN"),
             (self.action not in CONVERT_ACTIONS.values() or self.converted_path is not None,
              f"{self.action} needs converted_path (where to write)"),
             (self.channels_removed_path is None or (self.action == "export-onnx"
@@ -195,6 +214,7 @@ class WorkerResult:
     variant: Optional[dict[str, Any]] = None
     derived: Optional[dict[str, Any]] = None
     converted: Optional[dict[str, Any]] = None  # export-tflite / export-ncnn: what was written
+    profile: Optional[dict[str, Any]] = None  # armsim-profile: the instruction counts of one inference
     timings_s: dict[str, Optional[float]] = field(
         default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
                                  "export": None})

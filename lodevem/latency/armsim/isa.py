@@ -1,0 +1,52 @@
+"""Which emulated ISA stands for which phone core, and why.
+
+qemu-user emulates an instruction set, not a microarchitecture, so a core is profiled under the
+qemu CPU model with its ISA, and the runtime is shown that core's MIDR (``uarch``, via the
+image's /proc/cpuinfo views) so it picks the kernels it picks on the phone:
+
+* ARMv7-A (Cortex-A7, 32-bit Android Go / KaiOS phones): ``qemu-arm -cpu cortex-a7`` (NEON, VFPv4).
+* ARMv8.0-A (Cortex-A53, A72, A73): ``qemu-aarch64 -cpu cortex-a53``; no fp16 arithmetic, no dot
+  product (Arm Cortex-A53 TRM; A72/A73 TRMs).
+* ARMv8.2-A (Cortex-A55, A75, A76): ``qemu-aarch64 -cpu cortex-a76``: qemu 7.2 has no A55 model,
+  and the A76 model has the ISA the A55/A75 share, ARMv8.2 + FP16 arithmetic + dot product
+  (Arm Cortex-A55/A75/A76 TRMs: "Armv8.2-A ... Advanced SIMD dot product, half-precision").
+
+The uarch views exist for A7, A53, A55, A73 and A76 (lodevem/sandbox/armsim/make_views.py); a
+core without its own view is shown its ISA's default (A72 -> A53's, A75 -> A55's).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+ISAS: tuple[str, ...] = ("armv7", "armv8.0", "armv8.2")
+# profile core (lodevem.profiles.CORE_TYPES) -> (isa, uarch view)
+CORE_ISA: dict[str, tuple[str, str]] = {
+    "Cortex-A7": ("armv7", "cortex-a7"),
+    "Cortex-A53": ("armv8.0", "cortex-a53"),
+    "Cortex-A72": ("armv8.0", "cortex-a53"),
+    "Cortex-A73": ("armv8.0", "cortex-a73"),
+    "Cortex-A55": ("armv8.2", "cortex-a55"),
+    "Cortex-A75": ("armv8.2", "cortex-a55"),
+    "Cortex-A76": ("armv8.2", "cortex-a76"),
+}
+QEMU_CPU = {"armv7": "cortex-a7", "armv8.0": "cortex-a53", "armv8.2": "cortex-a76"}
+# runtime -> the ISAs its Arm wheels cover (LiteRT publishes no armv7 wheel)
+RUNTIME_ISAS: dict[str, tuple[str, ...]] = {"tflite": ("armv8.0", "armv8.2"), "ncnn": ISAS}
+
+
+def isa_for_core(core: str) -> Optional[str]:
+    """The ISA profiled for ``core`` (a profile's ``Cortex-A55`` style name); None: not covered."""
+    found = CORE_ISA.get(core)
+    return found[0] if found else None
+
+
+def uarch_for_core(core: str) -> Optional[str]:
+    found = CORE_ISA.get(core)
+    return found[1] if found else None
+
+
+def covered(runtime: str, core: str) -> bool:
+    """Whether armsim can profile ``runtime`` for ``core``."""
+    isa = isa_for_core(core)
+    return isa is not None and isa in RUNTIME_ISAS.get(runtime, ())

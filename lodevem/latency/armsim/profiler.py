@@ -1,0 +1,181 @@
+"""Instruction profiles of converted models, made in the armsim sandbox and cached on disk.
+
+Why cached: one profile emulates a whole inference (and the interpreter's start) instruction by
+instruction, seconds to a minute each; a rerun of unchanged inputs must cost nothing. The key is
+everything the counts depend on (``profile_key``): the converted files' bytes, runtime and its
+pinned Arm wheel version, ISA, uarch view, precision path, threads, input shape, the plugin and
+view sources and the worker version. Kept small (one function for the key, ``JsonCache`` for the
+storage) so it can move into lodevem's shared artifact store.
+
+A failure (a model the Arm runtime cannot load, a timeout) is remembered for the run, never
+cached: the next run tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from ...worker.protocol import artifact_files
+from ..cache import JsonCache, digest, file_digest
+from .isa import RUNTIME_ISAS
+from .profile import InstructionProfile
+
+if TYPE_CHECKING:
+    from ...sandbox.client import WorkerClient
+
+PROFILE_FORMAT = 1
+_PACKAGE = Path(__file__).resolve().parent.parent.parent  # lodevem/
+# What decides the counts besides the model: our plugin and cpu views, the guest script and the
+# image recipe (the worker version covers the guest script too; listed for readers).
+_SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "worker/armsim_guest.py",
+            "worker/armsim_profile.py")
+
+
+def _pinned_versions() -> dict[str, str]:
+    from ...sandbox.image import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
+
+    pins = {}
+    for requirement in ARMSIM_AARCH64_REQUIREMENTS + tuple(f"{r}#armv7l" for r in ARMSIM_ARMV7L_REQUIREMENTS):
+        name, _, version = requirement.partition("==")
+        pins[name] = version
+    return pins
+
+
+def sources_digest() -> str:
+    """sha256 over the plugin, the cpu views, the guest script and Dockerfile.armsim (when the
+    checkout has it): a change to any of them is another profile."""
+    parts = []
+    for rel in _SOURCES:
+        path = _PACKAGE / rel
+        parts.append([rel, path.read_text() if path.is_file() else None])
+    dockerfile = _PACKAGE.parent / "Dockerfile.armsim"
+    parts.append(["Dockerfile.armsim", dockerfile.read_text() if dockerfile.is_file() else None])
+    return digest(parts)
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    """One profile to make: a converted model under a runtime on an emulated core."""
+
+    converted: Path  # a .tflite, or an ncnn .param (its .bin beside it)
+    runtime: str  # tflite | ncnn
+    isa: str  # armv7 | armv8.0 | armv8.2
+    threads: int = 1
+    precision: str = "auto"  # auto (the runtime's default on that ISA) | fp32 | fp16
+    uarch: Optional[str] = None  # the core the guest's /proc/cpuinfo names; None: the ISA's default
+    input_shape: Optional[tuple[int, ...]] = None
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """A profile, or why there is none (``error``, one line)."""
+
+    profile: Optional[InstructionProfile]
+    error: str = ""
+    cached: bool = False
+
+
+def converted_sha256(converted: Path) -> str:
+    """One digest over every file of a converted model (an ncnn model is .param + .bin)."""
+    return digest([file_digest(Path(f)) for f in artifact_files(str(converted))])
+
+
+def profile_key(job: ProfileJob, worker_version: str, model_sha256: Optional[str] = None) -> str:
+    """The cache key of ``job``: everything its counts depend on."""
+    return digest({"format": PROFILE_FORMAT, "model_sha256": model_sha256 or converted_sha256(job.converted),
+                   "runtime": job.runtime, "isa": job.isa, "uarch": job.uarch, "precision": job.precision,
+                   "threads": job.threads, "input_shape": list(job.input_shape) if job.input_shape else None,
+                   "versions": _pinned_versions(), "sources": sources_digest(), "worker": worker_version})
+
+
+class ArmsimProfiler:
+    """Makes and caches profiles through a WorkerClient (Docker backend: the lodevem-armsim image).
+
+    ``cache_dir``: where profiles are kept (``<output>/.cache/armsim``); None keeps none.
+    ``warmup``/``inferences``: uncounted and counted inferences per profile. Thread-safe: a
+    profile wanted twice at once is made once.
+    """
+
+    def __init__(self, client: "WorkerClient", cache_dir: Optional[Path], timeout_s: float, *,
+                 use_cache: bool = True, warmup: int = 1, inferences: int = 1) -> None:
+        self.client, self.timeout_s = client, timeout_s
+        self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)
+        self.warmup, self.inferences = warmup, inferences
+        self._lock = threading.Lock()
+        self._done: dict[str, ProfileResult] = {}
+        self.made = 0
+        self.hits = 0
+        self.emulation_s = 0.0
+
+    def profile(self, job: ProfileJob) -> ProfileResult:
+        if job.isa not in RUNTIME_ISAS.get(job.runtime, ()):
+            return ProfileResult(None, f"armsim has no {job.runtime} build for {job.isa}")
+        missing = [f for f in artifact_files(str(job.converted)) if not Path(f).is_file()]
+        if missing:
+            return ProfileResult(None, f"{missing[0]}: converted model file not found")
+        sha = converted_sha256(job.converted)
+        key = profile_key(job, self.client.worker_version, sha)
+        with self._lock:
+            if key in self._done:
+                return self._done[key]
+            kept = self.cache.get(key)
+            parsed = InstructionProfile.parse(kept) if kept is not None else None
+            if parsed is not None:
+                self.hits += 1
+                result = ProfileResult(parsed, cached=True)
+            else:
+                result = self._make(job, sha)
+                if result.profile is not None:
+                    self.cache.put(key, result.profile.to_dict())
+            self._done[key] = result
+            return result
+
+    def _make(self, job: ProfileJob, sha: str) -> ProfileResult:
+        run = self.client.armsim_profile(job.converted, job.runtime, job.isa, job.precision, job.threads,
+                                         job.input_shape, self.timeout_s, uarch=job.uarch, warmup=self.warmup,
+                                         inferences=self.inferences)
+        self.made += 1
+        self.emulation_s += run.outcome.wall_s
+        reply = run.reply
+        if not run.ok or reply is None or reply.profile is None:
+            return ProfileResult(None, run.failure_message("the armsim profile came back without counts"))
+        import dataclasses
+
+        return ProfileResult(dataclasses.replace(reply.profile, model_sha256=sha))
+
+
+def profile_files(converted: Path, runtime: str, isa: str, *, threads: int = 1, precision: str = "auto",
+                  uarch: Optional[str] = None, input_shape: Optional[Sequence[int]] = None,
+                  cache_dir: Optional[Path] = None, timeout_s: float = 900.0,
+                  client: Optional["WorkerClient"] = None) -> InstructionProfile:
+    """One profile from Python (scripts, the cost-model fit): a Docker-backed client unless one is
+    given; raises ``LodevemError`` with the one-line reason when there is no profile."""
+    from ...errors import LodevemError
+
+    if client is None:
+        client = default_client()
+    result = ArmsimProfiler(client, cache_dir, timeout_s).profile(
+        ProfileJob(Path(converted), runtime, isa, threads, precision, uarch,
+                   tuple(input_shape) if input_shape else None))
+    if result.profile is None:
+        raise LodevemError(f"{converted}: no armsim profile ({result.error})")
+    return result.profile
+
+
+def default_client() -> "WorkerClient":
+    """A WorkerClient over the Docker backend (the only backend that has the armsim image)."""
+    from ...sandbox import open_backend
+    from ...sandbox.client import WorkerClient
+
+    return WorkerClient(open_backend("docker")[0])
+
+
+def describe(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:
+    """For the manifest: how many profiles were made and read from the cache, and the cost."""
+    if profiler is None:
+        return {}
+    return {"profiles_made": profiler.made, "profiles_cached": profiler.hits,
+            "emulation_s": round(profiler.emulation_s, 1), "sources_sha256": sources_digest()[:16]}

@@ -1,0 +1,137 @@
+"""``armsim-profile``: count what the runtime's own Arm build executes for one inference of a
+converted model, under qemu-user emulating an Arm core, with lodevem's TCG plugin.
+
+Runs in the ``lodevem-armsim`` image (x86 python: this module; the guests' userlands, the plugin
+and per-core ``/proc/cpuinfo`` views under ``$LODEVEM_ARMSIM_ROOT``). The guest python runs
+``armsim_guest.py``, which marks the counted inferences with a marker syscall; the plugin writes
+one snapshot of every vCPU's class counters per marker; this module takes the difference of the
+two snapshots and divides by the number of counted inferences. See docs/armsim.md.
+
+The ISA is qemu's ``-cpu`` model (qemu has no Cortex-A55: the A76 model has its ISA, ARMv8.2 +
+fp16 + dot product); the core the runtime *believes* it runs on (XNNPACK picks core-tuned
+kernels from the MIDR in /proc/cpuinfo) is the ``uarch`` view.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from .memory import MemoryPhases
+from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
+
+# ISA -> (qemu binary, qemu -cpu, the core view whose cpuinfo the guest sees by default,
+#         the marker syscall's number: sched_get_priority_max on that ABI)
+ISA_TARGETS: dict[str, tuple[str, str, str, int]] = {
+    "armv7": ("qemu-arm", "cortex-a7", "cortex-a7", 159),
+    "armv8.0": ("qemu-aarch64", "cortex-a53", "cortex-a53", 125),
+    "armv8.2": ("qemu-aarch64", "cortex-a76", "cortex-a55", 125),
+}
+_VIEW_ARCH = {"cortex-a7": "armhf", "cortex-a53": "arm64", "cortex-a73": "arm64", "cortex-a55": "arm64",
+              "cortex-a76": "arm64"}
+MARKER_MAGIC = 0x4C4F0000  # the same value as armsim_guest.MARKER_MAGIC (that file runs in the guest)
+CLASS_COLUMNS = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
+                 "int_alu", "branch", "other", "total")
+_MAX_COUNTS_BYTES = 1 << 20
+
+
+def armsim_root() -> str:
+    return os.environ.get("LODEVEM_ARMSIM_ROOT", "/opt/armsim")
+
+
+def _snapshots(text: str) -> dict[str, list[list[int]]]:
+    """``mark <id> <n>`` blocks of ``vcpu <i> <counts...>`` lines -> {id: [row per vCPU]}."""
+    marks: dict[str, list[list[int]]] = {}
+    current: list[list[int]] = []
+    width = len(CLASS_COLUMNS) + 2
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:1] == ["mark"] and len(fields) == 3:
+            current = marks.setdefault(fields[1], [])
+        elif fields[:1] == ["vcpu"] and len(fields) == width + 2:
+            current.append([int(v) for v in fields[2:]])
+    return marks
+
+
+def per_inference(text: str, inferences: int) -> list[list[int]]:
+    """Each vCPU's counts between marker 1 and marker 2, divided by the number of inferences."""
+    marks = _snapshots(text)
+    if "1" not in marks or "2" not in marks:
+        raise WorkerError("internal", "the counting plugin recorded no inference markers")
+    begin, end = marks["1"], marks["2"]
+    rows = []
+    for vcpu, after in enumerate(end):
+        before = begin[vcpu] if vcpu < len(begin) else [0] * len(after)
+        rows.append([round((a - b) / inferences) for a, b in zip(after, before)])
+    return rows
+
+
+def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> None:
+    model = req.converted_path or ""
+    if not all(os.path.isfile(p) for p in artifact_files(model)):
+        raise WorkerError("bad_request", f"armsim-profile needs an existing converted model; got {model!r}")
+    isa = req.isa or ""
+    qemu, cpu, default_view, sysno = ISA_TARGETS[isa]
+    view = req.uarch or default_view
+    if view not in _VIEW_ARCH or (_VIEW_ARCH[view] == "armhf") != (isa == "armv7"):
+        raise WorkerError("bad_request", f"uarch {view} is not an {isa} core this image has a view for "
+                                         f"({', '.join(v for v, a in _VIEW_ARCH.items() if (a == 'armhf') == (isa == 'armv7'))})")
+    if req.runtime == "tflite" and isa == "armv7":
+        raise WorkerError("bad_request", "LiteRT publishes no armv7 (armhf) wheel: armv7 profiles are ncnn only")
+    root = armsim_root()
+    view_dir = os.path.join(root, "views", view)
+    plugin = os.path.join(root, "liblodevem_icount.so")
+    with open(os.path.join(root, "plugin.digest")) as fh:
+        plugin_digest = fh.read(64).strip()
+    work = tempfile.mkdtemp(prefix="armsim-", dir="/tmp")
+    counts_path, report_path = os.path.join(work, "counts.txt"), os.path.join(work, "report.json")
+    spec = {"runtime": req.runtime, "model": model, "threads": req.threads, "precision": req.precision,
+            "input_shape": req.input_shape or [], "warmup": req.warmup, "inferences": req.runs,
+            "report": report_path}
+    guest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "armsim_guest.py")
+    cmd = [qemu, "-cpu", cpu, "-L", view_dir,
+           "-plugin", f"{plugin},out={counts_path},sysno={sysno},magic={MARKER_MAGIC}",
+           os.path.join(view_dir, "usr", "bin", "python3.11"), guest, json.dumps(spec)]
+    env = {"PYTHONPATH": os.path.join(view_dir, "opt", "pydeps"), "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
+           "LANG": "C.UTF-8", "OMP_NUM_THREADS": str(req.threads), "OMP_WAIT_POLICY": "PASSIVE",
+           "PATH": "/usr/bin:/bin"}
+    progress(f"profiling {os.path.basename(model)} with {req.runtime} under {qemu} -cpu {cpu} ({view} view), "
+             f"{req.threads} thread(s), precision {req.precision}")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace")
+    seconds = time.perf_counter() - t0
+    report = _read_json(report_path)
+    if not report.get("ok"):
+        stderr_lines = (proc.stderr or "").strip().splitlines()
+        reason = report.get("error") or (stderr_lines[-1] if stderr_lines else f"exit code {proc.returncode}")
+        raise WorkerError("model_failed" if report else "internal",
+                          f"{req.runtime} under emulated {cpu} failed on {os.path.basename(model)}: {first_line(reason)}")
+    try:
+        with open(counts_path) as fh:
+            rows = per_inference(fh.read(_MAX_COUNTS_BYTES), req.runs)
+    except (OSError, ValueError) as exc:
+        raise WorkerError("internal", f"cannot read the plugin's counts: {first_line(exc)}") from None
+    threads = [dict(zip(CLASS_COLUMNS + ("bytes_loaded", "bytes_stored"), row)) for row in rows]
+    threads = [t for t in threads if t["total"] > 0]
+    totals = {name: sum(t[name] for t in threads) for name in CLASS_COLUMNS + ("bytes_loaded", "bytes_stored")}
+    res.runtime = {"name": req.runtime, "version": str(report.get("runtime_version", "unknown"))[:80],
+                   "python": "3.11 (emulated)", "onnxruntime": None}
+    res.profile = {"isa": isa, "qemu_cpu": cpu, "uarch": view, "precision": str(report.get("precision", ""))[:20],
+                   "options": report.get("options") if isinstance(report.get("options"), dict) else {},
+                   "threads": req.threads, "inferences": req.runs, "warmup": req.warmup, "counts": totals,
+                   "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest}
+    res.timings_s["measure"] = seconds
+    progress(f"{totals['total'] / 1e6:.1f} M instructions per inference ({len(threads)} thread(s)), {seconds:.1f} s")
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as fh:
+            data = json.loads(fh.read(65536))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
