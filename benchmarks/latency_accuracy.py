@@ -230,7 +230,8 @@ def physics_checks(profiles_path: Path = fa.DEFAULT_PROFILES, params: Path = fa.
     def find(**want: str) -> Optional[fa.DevProfile]:
         for p in extra + store["profiles"]:
             if all(str(p.get(k)) == v for k, v in want.items()) and p.get("threads", 1) == 1:
-                return fa.DevProfile(p["graph_key"], p["runtime"], p["runtime_version"], p["isa"], p["precision"], 1,
+                return fa.DevProfile(p["graph_key"], p["runtime"], p["runtime_version"], p["isa"], p["uarch"],
+                                     p["precision"], 1,
                                      {k: int(v) for k, v in p["counts"].items()}, int(p["total_instructions"]))
         return None
 

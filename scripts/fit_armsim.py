@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO))
 
 import fit_estimator as fe  # noqa: E402  (rows, graph keys, LODO summaries: one definition)
 from lodevem.latency.armsim.costmodel import COST_MODEL_VERSION, GROUPS, CostModel, group_counts  # noqa: E402
+from lodevem.latency.armsim.isa import isa_for_core, uarch_for_core  # noqa: E402  (the predictor's own table)
 
 DEFAULT_PROFILES = REPO / "lodevem" / "data" / "armsim_dev_profiles.json"
 DEFAULT_OUT = REPO / "lodevem" / "data" / "armsim_params.json"
@@ -54,16 +55,15 @@ CPI_MAX = 20.0
 GROUP_TIE_SIGMA = 0.5
 OFFSET_SIGMA = 0.02  # the zero-mean condition on a core's board offsets, as a stiff soft constraint
 
-# Per core: ISA the profiler emulates, issue width, load/store pipes, and the source of both.
-_TRM = "Arm Cortex-{} Technical Reference Manual"
-CORE_SPECS: dict[str, tuple[str, int, int, str]] = {
-    "Cortex-A7": ("armv7", 2, 1, "Arm Cortex-A7 MPCore TRM (DDI 0464): in-order, partial dual-issue; one load/store pipeline"),
-    "Cortex-A53": ("armv8.0", 2, 1, "Arm Cortex-A53 MPCore TRM (DDI 0500): in-order, dual-issue; one load/store pipeline"),
-    "Cortex-A55": ("armv8.2", 2, 2, "Arm Cortex-A55 Software Optimization Guide: in-order, dual-issue; one load and one store pipeline"),
-    "Cortex-A72": ("armv8.0", 3, 2, "Arm Cortex-A72 Software Optimization Guide (UAN 0016A): 3-wide decode, out of order; one load and one store pipeline"),
-    "Cortex-A73": ("armv8.0", 2, 2, "Arm Cortex-A73 TRM / Software Optimization Guide: 2-wide decode, out of order; two load/store pipelines"),
-    "Cortex-A75": ("armv8.2", 3, 2, "Arm Cortex-A75 Software Optimization Guide: 3-wide decode, out of order; two load/store pipelines"),
-    "Cortex-A76": ("armv8.2", 4, 2, "Arm Cortex-A76 Software Optimization Guide: 4-wide decode, out of order; two load/store (AGU) pipelines"),
+# Per core: issue width, load/store pipes, and the source of both (the ISA is isa_for_core's).
+CORE_SPECS: dict[str, tuple[int, int, str]] = {
+    "Cortex-A7": (2, 1, "Arm Cortex-A7 MPCore TRM (DDI 0464): in-order, partial dual-issue; one load/store pipeline"),
+    "Cortex-A53": (2, 1, "Arm Cortex-A53 MPCore TRM (DDI 0500): in-order, dual-issue; one load/store pipeline"),
+    "Cortex-A55": (2, 2, "Arm Cortex-A55 Software Optimization Guide: in-order, dual-issue; one load and one store pipeline"),
+    "Cortex-A72": (3, 2, "Arm Cortex-A72 Software Optimization Guide (UAN 0016A): 3-wide decode, out of order; one load and one store pipeline"),
+    "Cortex-A73": (2, 2, "Arm Cortex-A73 TRM / Software Optimization Guide: 2-wide decode, out of order; two load/store pipelines"),
+    "Cortex-A75": (3, 2, "Arm Cortex-A75 Software Optimization Guide: 3-wide decode, out of order; two load/store pipelines"),
+    "Cortex-A76": (4, 2, "Arm Cortex-A76 Software Optimization Guide: 4-wide decode, out of order; two load/store (AGU) pipelines"),
 }
 
 # When the rows of each board were published: git blame of Tencent/ncnn benchmark/README.md at
@@ -103,9 +103,8 @@ def runtime_date(version: str) -> str:
     return "2026-10-01"
 
 
-def isa_for_core(core: str) -> Optional[str]:
-    spec = CORE_SPECS.get(core)
-    return spec[0] if spec else None
+# The view a core's rows fall back to when its own was not profiled (the ISA's default core).
+DEFAULT_VIEWS = {"armv7": "cortex-a7", "armv8.0": "cortex-a53", "armv8.2": "cortex-a55"}
 
 
 def precision_path(row: fe.Row) -> str:
@@ -125,6 +124,7 @@ class DevProfile:
     runtime: str
     runtime_version: str
     isa: str
+    uarch: str
     precision: str
     threads: int
     counts: dict[str, int]
@@ -142,18 +142,21 @@ def load_profiles(path: Path = DEFAULT_PROFILES) -> list[DevProfile]:
         if p.get("threads", 1) != 1:
             continue
         out.append(DevProfile(str(p["graph_key"]), str(p["runtime"]), str(p["runtime_version"]), str(p["isa"]),
-                              str(p["precision"]), int(p.get("threads", 1)),
+                              str(p["uarch"]), str(p["precision"]), int(p.get("threads", 1)),
                               {str(k): int(v) for k, v in p["counts"].items()}, int(p["total_instructions"])))
     return out
 
 
 def match_profile(row: fe.Row, profiles: Sequence[DevProfile]) -> Optional[DevProfile]:
-    """The profile a row is costed with: same graph, runtime, ISA and precision path; of the
-    profiled runtime versions the newest released on or before the row's publication date, else
-    the oldest profiled (the row predates every version that runs here)."""
+    """The profile a row is costed with: same graph, runtime, ISA and precision path, counted
+    under the row's core view (the MIDR the runtime picks kernels by), else under the ISA's
+    default view (``DEFAULT_VIEWS``); of the profiled runtime versions the newest released on or
+    before the row's publication date, else the oldest profiled (the row predates them all)."""
     isa = isa_for_core(row.core)
-    cands = [p for p in profiles if (p.graph_key, p.runtime, p.isa, p.precision)
-             == (row.graph_key, row.runtime, isa, precision_path(row))]
+    same = [p for p in profiles if (p.graph_key, p.runtime, p.isa, p.precision)
+            == (row.graph_key, row.runtime, isa, precision_path(row))]
+    own = [p for p in same if p.uarch == uarch_for_core(row.core)]
+    cands = own or [p for p in same if p.uarch == DEFAULT_VIEWS.get(isa or "")]
     if not cands:
         return None
     when = board_date(row.device) or "9999"
@@ -185,8 +188,11 @@ class ArmFit:
 
 
 def cpi_min(core: str) -> dict[str, float]:
-    _, width, ls, _ = CORE_SPECS[core]
-    return {"simd": 1 / width, "memory": max(1 / width, 1 / ls), "scalar": 1 / width}
+    """Marginal cycles of one instruction of each group: at least one issue slot (1 / width). A
+    load paired with an FMA in the same cycle costs only its slot, so the load/store pipes bound
+    the total (cycles >= memory instructions / pipes, checked by the tests), not the marginal cost."""
+    width, _, _ = CORE_SPECS[core]
+    return {g: 1 / width for g in GROUPS}
 
 
 def fit(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> ArmFit:
@@ -345,8 +351,8 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
             latest[rt] = v
     cores = {}
     for c in sorted(result.cpi):
-        isa, width, ls, src = CORE_SPECS[c]
-        cores[c] = {"isa": isa, "cpi": {g: round(v, 4) for g, v in result.cpi[c].items()},
+        width, ls, src = CORE_SPECS[c]
+        cores[c] = {"isa": isa_for_core(c), "cpi": {g: round(v, 4) for g, v in result.cpi[c].items()},
                     "cpi_min": {g: round(v, 4) for g, v in cpi_min(c).items()},
                     "issue_width": width, "load_store_pipes": ls, "bounds_source": src,
                     "parallel_fraction": round(result.q[c], 4), "derived": c in result.derived,
@@ -361,7 +367,8 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
         "runtime_versions_note": ("a latency stands for the newest profiled version of its runtime (what the armsim "
                                   "image runs); older versions were profiled only to cost the dev rows of their era"),
         "bounds": {"cpi_max": CPI_MAX, "cpi_min_rule": ("every group >= 1 / issue width (no core retires more than its "
-                                                        "width per cycle); memory >= 1 / load-store pipes")},
+                                                        "width per cycle); the load/store pipes bound the total: "
+                                                        "cycles >= memory instructions / pipes")},
         "cores": cores,
         "uncertainty": {
             "method": ("leave-one-device-out on the dev rows: every device held out, the cost model refitted on the "

@@ -41,6 +41,7 @@ import armsim_dev_graphs as graphs  # noqa: E402
 DEFAULT_OUT = REPO / "lodevem" / "data" / "armsim_dev_profiles.json"
 QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch64", "cortex-a76", 125),
         "armv7": ("qemu-arm", "cortex-a7", 159)}  # marker syscall: sched_get_priority_max (arm64 125, arm EABI 159)
+# The core views a site profiles under (armsim's make_views.py names; CORE_ISA maps a core to one).
 MARKER_MAGIC = 0x4C4F0000
 CLASSES = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
            "int_alu", "branch", "other", "total", "bytes_r", "bytes_w")
@@ -69,13 +70,13 @@ def parse_marks(text: str) -> dict[str, list[list[int]]]:
 
 def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     qemu, cpu, sysno = QEMU[job["isa"]]
-    root = Path(args.host_root[job["isa"]])
+    root = Path(args.views) / job["uarch"]
     with tempfile.TemporaryDirectory(prefix="armfit-prof-") as tmp:
         out, report = Path(tmp) / "counts.txt", Path(tmp) / "report.json"
         spec = {"runtime": job["runtime"], "model": str(job["file"]), "threads": job["threads"], "precision": "auto",
                 "input_shape": job["input_shape"], "warmup": 1, "inferences": 1, "report": str(report)}
         cmd = [qemu, "-cpu", cpu, "-L", str(root), "-plugin",
-               f"{args.plugin[job['isa']]},out={out},sysno={sysno},magic={MARKER_MAGIC},mem=off", "-d", "plugin",
+               f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
                str(root / "usr/bin/python3.11"), str(args.guest), json.dumps(spec)]
         env = dict(os.environ, PYTHONPATH=job["site"], OMP_NUM_THREADS=str(job["threads"]))
         t0 = time.perf_counter()
@@ -92,16 +93,19 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         d = dict(zip(CLASSES, (y - x for x, y in zip(b, e))))
         per_thread.append({"thread": i, "total": d["total"], "counts": {c: d[c] for c in CLASSES[:10]}})
     counts = {c: sum(t["counts"][c] for t in per_thread) for c in CLASSES[:10]}
-    shown = [("PYTHONPATH=" + job["site_label"])] + cmd[:5] + [cmd[5].replace(str(out), "COUNTS")] + cmd[6:8] + [
-        "armsim_guest.py", shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"}
-                                                  | {"model": Path(job["file"]).name}))]
+    # the command as data: host folders named by their role, never by this machine's paths
+    shown = " ".join(["PYTHONPATH=<wheels " + job["site_label"] + ">", qemu, "-cpu", cpu, "-L", f"<views>/{job['uarch']}",
+                      "-plugin", f"<lodevem_icount.so>,out=<counts>,sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
+                      f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
+                      shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
     return {"graph_key": job["graph_key"], "graph_file": Path(job["file"]).name,
             "graph_sha256": sha256_files(*[Path(f) for f in graphs_artifacts(Path(job["file"]))]),
             "runtime": job["runtime"], "runtime_version": rep["runtime_version"], "isa": job["isa"], "qemu_cpu": cpu,
+            "uarch": job["uarch"],
             "precision": rep["precision"], "runtime_options": rep.get("options", {}), "threads": job["threads"],
             "counts": counts, "total_instructions": sum(t["total"] for t in per_thread), "per_thread": per_thread,
             "wheels": job["site_label"], "inferences": 1, "plugin_digest": args.plugin_digest, "seconds": round(seconds, 1),
-            "command": " ".join(shown)}
+            "command": shown}
 
 
 def graphs_artifacts(path: Path) -> list[Path]:
@@ -109,72 +113,82 @@ def graphs_artifacts(path: Path) -> list[Path]:
 
 
 def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every (graph, runtime, ISA, precision, version) the dev rows need, most needed first."""
+    """Every (graph, runtime, core view, precision, version) a site lists that the dev rows need;
+    within a site the biggest graph (resnet50) last, so one slow graph does not hold up the rest."""
+    from lodevem.latency.armsim.isa import CORE_ISA
+
     maps = graphs.fe.graph_maps()
     rows = graphs.fe.load_rows(graphs.fe.DEFAULT_DATA)
     need = sorted({(r.graph_key, "tflite" if r.graph_key.startswith("std:") else "ncnn", r.core, r.precision)
-                   for r in rows})
-    isa_of = {"Cortex-A7": "armv7", "Cortex-A53": "armv8.0", "Cortex-A72": "armv8.0", "Cortex-A73": "armv8.0",
-              "Cortex-A55": "armv8.2", "Cortex-A75": "armv8.2", "Cortex-A76": "armv8.2"}
+                   for r in rows}, key=lambda n: (n[0] == "resnet50", n))
     out, seen = [], set()
     for site in args.site:
-        label, isa_list, runtime, path = site.split(":", 3)
+        label, views, runtime, path = site.split(":", 3)
         for key, runtime_, core, precision in need:
-            isa = isa_of[core]
-            if runtime_ != runtime or isa not in isa_list.split(","):
-                continue
-            f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
-            ident = (key, runtime, isa, precision, label)
-            if ident in seen or not f.exists():
-                continue
-            seen.add(ident)
-            hw = maps[key].input_hw
-            out.append({"key": f"{key} {runtime} {isa} {precision} {label}", "graph_key": key, "runtime": runtime,
-                        "isa": isa, "file": f, "threads": 1, "input_shape": [1, 3, hw, hw], "site": path,
-                        "site_label": label})
+            isa, _ = CORE_ISA[core]
+            for view in views.split(","):
+                view_isa = {"cortex-a7": "armv7", "cortex-a53": "armv8.0", "cortex-a73": "armv8.0"}.get(view, "armv8.2")
+                if runtime_ != runtime or view_isa != isa:
+                    continue
+                f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
+                ident = (key, runtime, view, precision, label)
+                if ident in seen or not f.exists():
+                    continue
+                seen.add(ident)
+                hw = maps[key].input_hw
+                out.append({"key": f"{key} {runtime} {view} {precision} {label}", "graph_key": key, "runtime": runtime,
+                            "isa": isa, "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, hw, hw],
+                            "site": path, "site_label": label})
+    for name in args.physics:  # files for the physics checks (not dev rows): std:mobilenet_v2 variants
+        for view in ("cortex-a55", "cortex-a76"):
+            f = args.graphs / name
+            if f.exists():
+                out.append({"key": f"physics {name} {view}", "graph_key": "std:mobilenet_v2", "runtime": "tflite",
+                            "isa": "armv8.2", "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, 224, 224],
+                            "site": args.physics_site, "site_label": "litert-2.3.0", "physics": True})
     return [j for j in out if not args.only or any(o in j["key"] for o in args.only)]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--host-root", action="append", required=True, metavar="ISA=DIR",
-                        help="Debian userland per ISA group, e.g. armv8.0,armv8.2=ROOT64 armv7=ROOTHF")
-    parser.add_argument("--plugin", action="append", required=True, metavar="ISA=SO")
+    parser.add_argument("--views", type=Path, required=True,
+                        help="the core views armsim's make_views.py makes from Debian arm64/armhf userlands")
+    parser.add_argument("--plugin", type=Path, required=True, help="lodevem_icount.c compiled against qemu-plugin.h")
     parser.add_argument("--guest", type=Path, required=True)
     parser.add_argument("--site", action="append", required=True, metavar="LABEL:ISAS:RUNTIME:PYTHONPATH",
-                        help="a runtime version's wheels, e.g. ncnn-20250503:armv8.0,armv8.2:ncnn:/x/site:/x/common")
+                        help="a runtime version's wheels and the views to profile under, e.g. "
+                             "ncnn-20250503:cortex-a53,cortex-a55:ncnn:/x/site:/x/common")
     parser.add_argument("--graphs", type=Path, default=graphs.DEFAULT_OUT)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--physics", nargs="*", default=[], metavar="FILE",
+                        help="also profile these .tflite files of mobilenet_v2 (int8, fp16) for the physics checks")
+    parser.add_argument("--physics-site", default="", help="PYTHONPATH of LiteRT for --physics")
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args(argv)
 
-    def per_isa(items: list[str]) -> dict[str, str]:
-        table = {}
-        for item in items:
-            isas, _, value = item.partition("=")
-            table.update({isa: value for isa in isas.split(",")})
-        return table
-
-    args.host_root, args.plugin = per_isa(args.host_root), per_isa(args.plugin)
-    args.plugin_digest = "sha256:" + sha256_files(REPO / "lodevem" / "sandbox" / "armsim" / "lodevem_icount.c")[:16] \
-        if (REPO / "lodevem" / "sandbox" / "armsim" / "lodevem_icount.c").exists() else \
-        "sha256:" + sha256_files(Path(next(iter(args.plugin.values()))))[:16]
+    # the plugin's source digest (the image records its own build's digest; the source decides the counts)
+    args.plugin_digest = "sha256:" + sha256_files(REPO / "lodevem" / "sandbox" / "armsim" / "lodevem_icount.c")[:16]
     store = json.loads(args.out.read_text()) if args.out.exists() else {"profiles": []}
-    done = {(p["graph_file"], p["isa"], p.get("wheels")) for p in store["profiles"]}
+    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])}
     for job in jobs(args):
-        if (Path(job["file"]).name, job["isa"], job["site_label"]) in done:
+        if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done:
             continue
         try:
             prof = one_profile(job, args)
         except Exception as exc:  # one graph that fails is reported, the rest go on
             print(f"FAILED {job['key']}: {exc}", flush=True)
             continue
-        ident = (prof["graph_key"], prof["runtime"], prof["isa"], prof["runtime_version"], prof["graph_file"])
-        store["profiles"] = [p for p in store["profiles"] if (p["graph_key"], p["runtime"], p["isa"],
-                                                               p["runtime_version"], p["graph_file"]) != ident]
+        ident = (prof["graph_file"], prof["uarch"], prof["runtime_version"])
+        store["profiles"] = [p for p in store["profiles"] if (p["graph_file"], p["uarch"], p["runtime_version"]) != ident]
+        if job.get("physics"):
+            store["physics"] = [p for p in store.get("physics", []) if (p["graph_file"], p["uarch"]) !=
+                                (prof["graph_file"], prof["uarch"])] + [prof]
+            args.out.write_text(json.dumps(store, indent=1) + "\n")
+            print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}", flush=True)
+            continue
         store["profiles"].append(prof)
-        store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["isa"], p["precision"], p["runtime_version"]))
+        store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
         args.out.write_text(json.dumps(store, indent=1) + "\n")
         print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}, "
               f"{prof['seconds']:.0f} s", flush=True)
