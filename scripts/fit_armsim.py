@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO))
 
 import fit_estimator as fe  # noqa: E402  (rows, graph keys, LODO summaries: one definition)
-from lodevem.latency.armsim.costmodel import COST_MODEL_VERSION, GROUPS, CostModel, group_counts  # noqa: E402
+from lodevem.latency.armsim.costmodel import COST_MODEL_VERSION, GROUPS, KERNEL_FAMILY, CostModel, group_counts  # noqa: E402
 from lodevem.latency.armsim.isa import isa_for_core, uarch_for_core  # noqa: E402  (the predictor's own table)
 
 DEFAULT_PROFILES = REPO / "lodevem" / "data" / "armsim_dev_profiles.json"
@@ -177,10 +177,12 @@ class ArmFit:
     derived: set[str] = field(default_factory=set)
     rows_per_core: dict[str, int] = field(default_factory=dict)
     rms_log: float = 0.0
+    version_factors: dict[tuple[str, str], float] = field(default_factory=dict)  # (version, family) -> cycles x
 
     def cycles(self, core: str, prof: DevProfile) -> float:
         n = prof.groups
-        return sum(n[g] * self.cpi[core][g] for g in GROUPS)
+        factor = self.version_factors.get((prof.runtime_version, KERNEL_FAMILY.get(prof.uarch, "")), 1.0)
+        return factor * sum(n[g] * self.cpi[core][g] for g in GROUPS)
 
     def predict(self, row: fe.Row, prof: DevProfile) -> float:
         q = self.q[row.core]
@@ -223,6 +225,23 @@ def fit(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> ArmFit:
     x0 += [0.0] * len(boards)
     lo += [-1.0] * len(boards)
     hi += [1.0] * len(boards)
+    # Version factors: identifiable where one core has rows costed with two versions of a runtime
+    # (the oldest profiled version of each runtime is the reference, factor 1).
+    oldest: dict[str, str] = {}
+    for _, p in obs:
+        if p.runtime not in oldest or runtime_date(p.runtime_version) < runtime_date(oldest[p.runtime]):
+            oldest[p.runtime] = p.runtime_version
+    per_core_versions: dict[tuple[str, str], set[str]] = {}
+    for r, p in obs:
+        per_core_versions.setdefault((r.core, p.runtime), set()).add(p.runtime_version)
+    vkeys = sorted({(p.runtime_version, KERNEL_FAMILY.get(p.uarch, "")) for r, p in obs
+                    if p.runtime_version != oldest[p.runtime] and len(per_core_versions[(r.core, p.runtime)]) > 1})
+    v_index = {k: i for i, k in enumerate(vkeys)}
+    n_base = len(x0)
+    x0 += [0.0] * len(vkeys)
+    lo += [-1.5] * len(vkeys)
+    hi += [1.5] * len(vkeys)
+    v_of = [v_index.get((p.runtime_version, KERNEL_FAMILY.get(p.uarch, ""))) for _, p in obs]
     ci = {c: i for i, c in enumerate(cores)}
     qi = {c: n_cpi + i for i, c in enumerate(qcores)}
     N = np.array([[p.groups[g] for g in groups_of] for _, p in obs])
@@ -240,7 +259,8 @@ def fit(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> ArmFit:
         q = np.array([x[i] if i is not None else 0.0 for i in q_of])
         amd = np.where(thr > 1, (1 - q) + q / thr, 1.0)
         off = np.array([x[n_cpi + len(qcores) + i] if i is not None else 0.0 for i in b_of])
-        res = np.log(cyc * amd / (clk * 1e6)) - y + off
+        ver = np.array([x[n_base + i] if i is not None else 0.0 for i in v_of])
+        res = np.log(cyc * amd / (clk * 1e6)) - y + off + ver
         logc = x[:n_cpi].reshape(len(cores), ng)
         ties = ((logc - logc.mean(axis=1, keepdims=True)) / GROUP_TIE_SIGMA).ravel()
         cent = [x[[n_cpi + len(qcores) + i for i in grp]].sum() / OFFSET_SIGMA for grp in off_groups]
@@ -257,7 +277,8 @@ def fit(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> ArmFit:
         q.setdefault(c, mean_q)
     per_core = {c: sum(r.core == c for r, _ in obs) for c in cores}
     source = {c: f"fit: {per_core[c]} dev rows" for c in cores}
-    result = ArmFit(cpi, q, source, set(), per_core, rms)
+    vf = {k: float(math.exp(x[n_base + i])) for k, i in v_index.items()}
+    result = ArmFit(cpi, q, source, set(), per_core, rms, vf)
     _derive_missing(result)
     return result
 
@@ -343,12 +364,12 @@ def default_predictors(armsim_kinds: Sequence[Mapping[str, Any]], estimator_kind
 def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result: ArmFit, summary: dict[str, Any],
                  profiles_path: Path, data_path: Path, fit_date: str,
                  estimator_kinds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    versions = sorted({p.runtime_version for p in profiles})
-    latest: dict[str, str] = {}
-    for v in versions:
-        rt = v.split()[0]
-        if rt not in latest or runtime_date(v) > runtime_date(latest[rt]):
-            latest[rt] = v
+    newest: dict[tuple[str, str], str] = {}  # (runtime, isa) -> newest profiled version (the image's)
+    for p in profiles:
+        key = (p.runtime, p.isa)
+        if key not in newest or runtime_date(p.runtime_version) > runtime_date(newest[key]):
+            newest[key] = p.runtime_version
+    latest = {rt: sorted({v for (r, _), v in newest.items() if r == rt}) for rt in sorted({r for r, _ in newest})}
     cores = {}
     for c in sorted(result.cpi):
         width, ls, src = CORE_SPECS[c]
@@ -363,13 +384,21 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
         "version": COST_MODEL_VERSION,
         "formula": ("cycles = sum_g N_g * cpi[core][g] over groups " + ", ".join(f"{g} ({'+'.join(v)})" for g, v in GROUPS.items())
                     + "; ms = cycles * ((1 - q) + q / threads) / (clock_GHz * 1e6)"),
-        "runtime_versions": {rt: v for rt, v in latest.items()},
+        "runtime_versions": latest,
         "runtime_versions_note": ("a latency stands for the newest profiled version of its runtime (what the armsim "
                                   "image runs); older versions were profiled only to cost the dev rows of their era"),
         "bounds": {"cpi_max": CPI_MAX, "cpi_min_rule": ("every group >= 1 / issue width (no core retires more than its "
                                                         "width per cycle); the load/store pipes bound the total: "
                                                         "cycles >= memory instructions / pipes")},
         "cores": cores,
+        "version_factors": [{"runtime_version": v, "family": f, "factor": round(x, 4),
+                             "source": ("fit: rows of one core costed with two versions of the runtime "
+                                        f"(cycles of {v} = factor x its counts x the core's CPIs)")}
+                            for (v, f), x in sorted(result.version_factors.items())],
+        "version_factors_note": ("a newer runtime's kernels can run at another IPC on the same core (ncnn 1.0.20250503 "
+                                 "executes ~2x the instructions of 1.0.20221128 under the A53 view): one factor per "
+                                 "(runtime version, kernel family), fitted where a core has rows of both versions "
+                                 "(the QRB2210 rows, 2025); 1 where the dev data has no such pair"),
         "uncertainty": {
             "method": ("leave-one-device-out on the dev rows: every device held out, the cost model refitted on the "
                        "others, every row of the held-out device predicted from its stored profile"),

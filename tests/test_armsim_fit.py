@@ -58,12 +58,12 @@ def test_fitted_figures_respect_the_cores_issue_widths(profiles: list[fa.DevProf
     for core, c in model.cores.items():
         width, pipes, _ = fa.CORE_SPECS[core]
         for g in costmodel.GROUPS:
-            assert 1 / width - 1e-9 <= c.cpi_min[g] - 1e-9 <= c.cpi[g] <= model.cpi_max
+            assert c.cpi_min[g] == pytest.approx(1 / width, abs=1e-4) and c.cpi_min[g] - 1e-6 <= c.cpi[g] <= model.cpi_max
         for p in profiles:
             if p.isa == c.isa:  # an in-order dual-issue A53 cannot retire > 2 instructions a cycle
                 cycles = c.cycles(p.counts)
-                assert p.total_instructions / cycles <= width + 1e-6, (core, p.graph_key)
-                assert p.groups["memory"] / cycles <= pipes + 1e-6, (core, p.graph_key)
+                assert p.total_instructions / cycles <= width * (1 + 1e-3), (core, p.graph_key)
+                assert p.groups["memory"] / cycles <= pipes * (1 + 1e-3), (core, p.graph_key)
 
 
 def test_every_dev_profile_carries_its_provenance() -> None:
