@@ -15,8 +15,9 @@ inference, made once by armsim's profiler on the dev graphs: ``scripts/armsim_de
    era where one was profiled, not with today's. Rows with no profile are reported and left out.
 2. Per core: cycles-per-instruction of three groups (``costmodel.GROUPS``), bounded below by the
    core's issue width and load/store pipes (``CORE_SPECS``, cited) and above by ``CPI_MAX``, and an
-   Amdahl parallel fraction; one log offset per board where a (core, runtime) has several boards
-   (zero mean, so a fast board does not pull the core). A weak tie (``GROUP_TIE_SIGMA``) pulls the
+   Amdahl parallel fraction; one cycles factor per (runtime version, kernel family) where a core has
+   rows costed with two versions or runtimes (``costmodel.KERNEL_FAMILY``). No board offsets (they
+   would trade against those factors; ``BOARD_OFFSETS``). A weak tie (``GROUP_TIE_SIGMA``) pulls the
    three CPIs of a core towards their mean: the groups are collinear across CNNs, and without it
    one group would soak up the others. Least squares on log latency.
 3. A core with no rows in a fit gets CPIs from documented per-clock ratios to cores that have
@@ -54,6 +55,10 @@ DEFAULT_OUT = REPO / "lodevem" / "data" / "armsim_params.json"
 CPI_MAX = 20.0
 GROUP_TIE_SIGMA = 0.5
 OFFSET_SIGMA = 0.02  # the zero-mean condition on a core's board offsets, as a stiff soft constraint
+# Board offsets off: a board whose rows are all of one runtime version would trade its offset against
+# that version's code factor. (Soft ties of CPIs to the documented per-clock ratios were tried too:
+# LODO got worse, 1-thread fp32 42 % at sigma 0.3 against 39 % without, so the fit has none.)
+BOARD_OFFSETS = False
 
 # Per core: issue width, load/store pipes, and the source of both (the ISA is isa_for_core's).
 CORE_SPECS: dict[str, tuple[int, int, str]] = {
@@ -208,7 +213,9 @@ def fit(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> ArmFit:
     board_groups: dict[tuple[str, str], set[str]] = {}
     for r, _ in obs:
         board_groups.setdefault((r.core, r.runtime), set()).add(r.device)
-    boards = sorted({(c, rt, d) for (c, rt), ds in board_groups.items() if len(ds) > 1 for d in ds})
+    # (no board offsets by default: a board whose rows are all of one runtime version would trade its
+    # offset against that version's code factor, the contrast the factor is fitted from)
+    boards = sorted({(c, rt, d) for (c, rt), ds in board_groups.items() if len(ds) > 1 for d in ds}) if BOARD_OFFSETS else []
     b_index = {b: i for i, b in enumerate(boards)}
     n_cpi = len(cores) * ng
     x0, lo, hi = [], [], []
@@ -225,17 +232,16 @@ def fit(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> ArmFit:
     x0 += [0.0] * len(boards)
     lo += [-1.0] * len(boards)
     hi += [1.0] * len(boards)
-    # Version factors: identifiable where one core has rows costed with two versions of a runtime
-    # (the oldest profiled version of each runtime is the reference, factor 1).
-    oldest: dict[str, str] = {}
-    for _, p in obs:
-        if p.runtime not in oldest or runtime_date(p.runtime_version) < runtime_date(oldest[p.runtime]):
-            oldest[p.runtime] = p.runtime_version
-    per_core_versions: dict[tuple[str, str], set[str]] = {}
+    # Code factors: the IPC of one runtime version's kernels relative to the reference code (the
+    # oldest profiled ncnn), per kernel family; identifiable where one core has rows costed with two
+    # versions or runtimes (ncnn 2022 vs 2025 on the A53; ncnn vs LiteRT on the A72 and A73).
+    ncnn_versions = sorted({p.runtime_version for _, p in obs if p.runtime == "ncnn"}, key=runtime_date)
+    reference = ncnn_versions[0] if ncnn_versions else ""
+    per_core_versions: dict[str, set[str]] = {}
     for r, p in obs:
-        per_core_versions.setdefault((r.core, p.runtime), set()).add(p.runtime_version)
+        per_core_versions.setdefault(r.core, set()).add(p.runtime_version)
     vkeys = sorted({(p.runtime_version, KERNEL_FAMILY.get(p.uarch, "")) for r, p in obs
-                    if p.runtime_version != oldest[p.runtime] and len(per_core_versions[(r.core, p.runtime)]) > 1})
+                    if p.runtime_version != reference and len(per_core_versions[r.core]) > 1})
     v_index = {k: i for i, k in enumerate(vkeys)}
     n_base = len(x0)
     x0 += [0.0] * len(vkeys)
@@ -392,8 +398,9 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
                                                         "cycles >= memory instructions / pipes")},
         "cores": cores,
         "version_factors": [{"runtime_version": v, "family": f, "factor": round(x, 4),
-                             "source": ("fit: rows of one core costed with two versions of the runtime "
-                                        f"(cycles of {v} = factor x its counts x the core's CPIs)")}
+                             "source": ("fit: rows of one core costed with two runtime versions or runtimes "
+                                        f"(cycles of {v} code = factor x its counts x the core's CPIs; reference: "
+                                        "the oldest profiled ncnn)")}
                             for (v, f), x in sorted(result.version_factors.items())],
         "version_factors_note": ("a newer runtime's kernels can run at another IPC on the same core (ncnn 1.0.20250503 "
                                  "executes ~2x the instructions of 1.0.20221128 under the A53 view): one factor per "
@@ -430,7 +437,8 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
             "runtime_dates_source": RUNTIME_DATES_SOURCE,
             "fit_options": {"loss": "least squares on log latency (scipy least_squares, trf, bounded)",
                             "group_tie_sigma": GROUP_TIE_SIGMA,
-                            "board_offsets": "one log offset per board where a (core, runtime) has several, zero mean"},
+                            "board_offsets": ("one log offset per board where a (core, runtime) has several, zero mean"
+                                              if BOARD_OFFSETS else "none (they would absorb the code factors)")},
         },
     }
 

@@ -138,10 +138,10 @@ def test_rows_are_costed_with_the_runtime_version_of_their_era(profiles: list[fa
     newer = fe.Row("Arduino UNO Q - QRB2210 (ARM Cortex-A53 @ 2.0GHz x 4)", "Cortex-A53", 2.0, 1, "mobilenet", "fp32", 90.0)
     p_old, p_new = fa.match_profile(row, profiles), fa.match_profile(newer, profiles)
     assert p_old is not None and p_new is not None
-    assert fa.runtime_date(p_old.runtime_version) <= fa.board_date(row.device)
+    # a 2022 row predates every profiled ncnn: the oldest; the 2025 row: the newest released before it
+    assert p_old.runtime_version == min(versions, key=fa.runtime_date)
     assert fa.runtime_date(p_new.runtime_version) <= fa.board_date(newer.device)
-    if len(versions) > 1:
-        assert p_new.runtime_version == max(versions, key=fa.runtime_date)
+    assert p_new.runtime_version == "ncnn 1.0.20250503" != p_old.runtime_version
 
 
 def test_ncnn_int8_writer_follows_ncnn2int8s_format(tmp_path: Path) -> None:
