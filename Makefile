@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TIER ?= tier2
 
-.PHONY: setup docker image slurm test demo clean
+.PHONY: setup docker image demo-image slurm test demo docs clean
 
 setup: $(VENV)/.installed
 
@@ -23,9 +23,15 @@ docker:                ## install and start the Docker engine if needed (root, D
 # Every runtime's image: the tests measure under all four (the converter image is ~2.3 GB),
 # plus armsim (the emulated-Arm-core profiler, docs/armsim.md).
 RUNTIMES ?= torch,onnxruntime,tflite,ncnn,armsim
+# The demo (scripts/demo.sh) measures under torch only: the benchmark image alone, not the
+# converter and on-device runtime images (docs/first-run.md has the fresh-machine timings).
+DEMO_RUNTIMES ?= torch
 
 image: setup docker    ## build the images of $(RUNTIMES) (offline base image when no registry)
 	$(BIN)/lodevem build-image --runtime $(RUNTIMES)
+
+demo-image: setup docker  ## build only the images the demo needs ($(DEMO_RUNTIMES))
+	$(BIN)/lodevem build-image --runtime $(DEMO_RUNTIMES)
 
 slurm:                 ## a single-node Slurm cluster (root; installs Slurm when missing)
 	bash scripts/slurm-cluster.sh up
@@ -34,8 +40,14 @@ slurm:                 ## a single-node Slurm cluster (root; installs Slurm when
 test: setup image      ## the full test suite, against the real Docker engine and a real Slurm cluster
 	$(BIN)/python -m pytest -q -rs
 
-demo: setup image      ## zoo models into models/, then the tier2 benchmark
+demo: setup demo-image ## zoo models into models/, then the tier2 benchmark
 	bash scripts/demo.sh $(TIER)
+
+# docs/cli.md (cog) and every pasted output in README.md and docs/ (scripts/docs.py, real engine;
+# DOCS_ARGS=--cheap for the outputs that need no container, --with-benchmarks --with-slurm for all).
+DOCS_ARGS ?=
+docs: setup            ## regenerate docs/cli.md and the pasted command outputs
+	$(BIN)/python scripts/docs.py $(DOCS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/cached_rerun.py [--models tiny_cnn,mobilenet_v2,squeezenet1_1]
         [--tier tier2] [--backend docker] [--reruns 3] [--json out.json]
+    .venv/bin/python benchmarks/cached_rerun.py --quick
 
 Writes the zoo models into a fresh temporary folder, then runs the real CLI as a user would
 (``python -m lodevem.cli start MODELS --tier T --backend B --output DIR``, a new interpreter
@@ -80,7 +81,12 @@ def main() -> int:
     parser.add_argument("--backend", default="docker", choices=["docker", "process"])
     parser.add_argument("--reruns", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny_cnn on tier3, one rerun (seconds; the test suite runs it): the rerun must "
+                        "still be fully cached and import nothing heavy, the 1 s target is not judged")
     args = parser.parse_args()
+    if args.quick:
+        args.models, args.tier, args.reruns = "tiny_cnn", "tier3", 1
 
     with tempfile.TemporaryDirectory(prefix="lodevem-cached-rerun-") as tmp:
         folder = Path(tmp)
@@ -114,7 +120,7 @@ def main() -> int:
     print(f"load average     {', '.join(f'{v:.2f}' for v in result['load_average'])} (shared machine)")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if cached and rerun <= 1.0 and not result["rerun_heavy_imports"] else 1
+    return 0 if cached and (args.quick or rerun <= 1.0) and not result["rerun_heavy_imports"] else 1
 
 
 if __name__ == "__main__":

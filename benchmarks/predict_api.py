@@ -2,6 +2,7 @@
 """Speed of the Python latency API (``lodevem.Predictor``), the way a NAS loop uses it.
 
     PYTHONPATH=. .venv/bin/python benchmarks/predict_api.py [--models all] [--calls 50] [--json out.json]
+    PYTHONPATH=. .venv/bin/python benchmarks/predict_api.py --quick
 
 1. One-off costs, printed apart: ``import lodevem``, building a ``Predictor`` (profiles and the
    estimator's parameters), and the first prediction ever (imports torch, onnx and nn-Meter's
@@ -41,7 +42,11 @@ def main() -> int:
     parser.add_argument("--models", default="all", help="comma-separated zoo names, or 'all'")
     parser.add_argument("--calls", type=int, default=50, help="cached predictions timed per model")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--quick", action="store_true",
+                        help="one small model, 5 calls (seconds; the test suite runs it); targets not judged")
     args = parser.parse_args()
+    if args.quick:
+        args.models, args.calls = "squeezenet1_1", 5
 
     t0 = time.perf_counter()
     import lodevem
@@ -89,7 +94,7 @@ def main() -> int:
 
         module = zoo.build("mobilenet_v2")
         module_times = []
-        for _ in range(3):
+        for _ in range(1 if args.quick else 3):
             t0 = time.perf_counter()
             predictor.predict(module, "jiophone2")
             module_times.append(time.perf_counter() - t0)
@@ -109,13 +114,13 @@ def main() -> int:
     print(f"cached call: median {statistics.median(per_call.values()) * 1000:.3f} ms, max {worst_call * 1000:.3f} ms "
           f"(target <= 20 ms): {'PASS' if worst_call <= 0.020 else 'FAIL'}")
     print(f"nn.Module (mobilenet_v2) passed directly, exported every call: "
-          f"{statistics.fmean(module_times):.3f} s per call (mean of 3)")
+          f"{statistics.fmean(module_times):.3f} s per call (mean of {len(module_times)})")
     if args.json:
         args.json.write_text(json.dumps({"import_s": t_import, "predictor_s": t_build, "first_ever_s": t_first,
                                          "first_call_s": first, "first_call_cpu_s": first_cpu, "load_average": load,
                                          "cached_call_s": per_call,
                                          "module_call_s": module_times}, indent=1))
-    return 0 if worst_first <= 1.0 and worst_call <= 0.020 else 1
+    return 0 if args.quick or (worst_first <= 1.0 and worst_call <= 0.020) else 1
 
 
 if __name__ == "__main__":

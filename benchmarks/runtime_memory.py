@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/runtime_memory.py [--models mobilenet_v2,mobilenet_v3_small,resnet18]
         [--limit 1024] [--fresh-builds] [--json out.json]
+    .venv/bin/python benchmarks/runtime_memory.py --quick
 
 * peak RSS (VmHWM), runtime baseline (RSS after import) and model increment of each zoo model
   under each runtime, measured by lodevem itself (``measure_models``, Docker backend, 1 thread,
@@ -37,10 +38,11 @@ RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
 KAIOS_MB = 256  # nokia_8110_4g
 
 
-def conversions(client: WorkerClient, models: list[Path], workdir: Path) -> list[dict]:
+def conversions(client: WorkerClient, models: list[Path], workdir: Path,
+                converted: tuple[str, ...] = ("tflite", "ncnn")) -> list[dict]:
     rows = []
     for model in models:
-        for runtime in ("tflite", "ncnn"):
+        for runtime in converted:
             target = workdir / f"{model.stem}.{'tflite' if runtime == 'tflite' else 'ncnn.param'}"
             t0 = time.monotonic()
             run = client.convert(model, runtime, target, None, timeout_s=900)
@@ -60,9 +62,10 @@ def image_files(target: Path) -> list[str]:
     return artifact_files(str(target))
 
 
-def memory(client: WorkerClient, models: list[Path], limit: int, warmup: int, runs: int, cache: Path) -> list[dict]:
+def memory(client: WorkerClient, models: list[Path], limit: int, warmup: int, runs: int, cache: Path,
+           runtimes: tuple[str, ...] = RUNTIMES) -> list[dict]:
     rows = []
-    for runtime in RUNTIMES:
+    for runtime in runtimes:
         settings = MeasureSettings(runtime=runtime, warmup=warmup, runs=runs, threads=1)
         results = measure.measure_models(models, [limit, KAIOS_MB], client=client, settings=settings, jobs=1,
                                          timeout_s=900, cache_dir=cache / "measure", use_cache=False)
@@ -118,7 +121,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--fresh-builds", action="store_true", help="time each image's build from scratch")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny_cnn, torch and ncnn only, 1 pass (seconds; the test suite runs it)")
     args = parser.parse_args()
+    runtimes, converted = RUNTIMES, ("tflite", "ncnn")
+    if args.quick:  # every section runs, on the smallest model and the fastest converter
+        args.models, args.warmup, args.runs, args.fresh_builds = "tiny_cnn", 0, 1, False
+        runtimes, converted = ("torch", "ncnn"), ("ncnn",)
 
     report: dict = {}
     with tempfile.TemporaryDirectory(prefix="lodevem-rt-bench-") as tmp:
@@ -126,11 +135,11 @@ def main() -> int:
         models = [zoo.write(name, folder / "models") for name in args.models.split(",")]
         client = WorkerClient(DockerBackend())
         t0 = time.monotonic()
-        report["conversions"] = conversions(client, models, folder / "converted-fresh")
+        report["conversions"] = conversions(client, models, folder / "converted-fresh", converted)
         print(f"conversions ({time.monotonic() - t0:.0f} s):\n" + table(
             report["conversions"], ["model", "runtime", "ok", "converter_s", "sandbox_wall_s", "size_mb", "error"]))
         t0 = time.monotonic()
-        report["memory"] = memory(client, models, args.limit, args.warmup, args.runs, folder / "cache")
+        report["memory"] = memory(client, models, args.limit, args.warmup, args.runs, folder / "cache", runtimes)
         print(f"\npeak RAM at {args.limit} MB, {args.warmup}+{args.runs} passes, 1 thread "
               f"({time.monotonic() - t0:.0f} s):\n" + table(
                   report["memory"], ["model", "runtime", "verdict", "runtime_baseline_mb", "model_increment_mb",

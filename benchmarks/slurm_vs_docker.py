@@ -1,6 +1,7 @@
 """The harness's 3 models x 16 profiles through Slurm vs Docker on one node, in one run.
 
     SLURM_CONF=... .venv/bin/python benchmarks/slurm_vs_docker.py [--models tiny_cnn,mobilenet_v2,resnet18]
+    SLURM_CONF=... .venv/bin/python benchmarks/slurm_vs_docker.py --quick
 
 Both contenders run ``measure_models`` (one run per DISTINCT RAM limit: 16 profiles -> 6 limits,
 ``--jobs`` at a time, cache off, the same warmup/runs) on this machine; Slurm through the
@@ -44,14 +45,18 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny_cnn at the two smallest limits, 1 pass (the test suite runs it)")
     args = parser.parse_args()
+    if args.quick:
+        args.models, args.warmup, args.runs, args.jobs = "tiny_cnn", 0, 1, 1
 
     work = Path(tempfile.mkdtemp(prefix="lodevem-slurm-bench-"))
     models = [zoo.write(name, work) for name in args.models.split(",")]
     for model in models:
         ModelFile.from_path(model)
     profiles = load_profiles()
-    limits = sorted({p.ram_mb for p in profiles})
+    limits = sorted({p.ram_mb for p in profiles})[:2 if args.quick else None]
     settings = MeasureSettings(warmup=args.warmup, runs=args.runs)
     docker = DockerBackend()
     docker.sweep_stale()

@@ -22,7 +22,10 @@ from rich.markup import escape
 
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
-from .latency.estimator import DEFAULT_RUNTIME, RUNTIMES
+from .latency.calibration import MEASURED_RUNTIMES
+from .latency.armsim.run import PREDICTOR_CHOICES as ARMSIM_MODES
+from .latency.pool import MODES
+from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
@@ -119,9 +122,8 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
         raise click.BadParameter(str(exc)) from None
 
 
-RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
 # build-image also takes ``armsim``: the emulated-Arm-core latency predictor's image (docs/armsim.md)
-IMAGE_RUNTIMES = RUNTIMES + ("armsim",)
+IMAGE_RUNTIMES = (*RUNTIMES, "armsim")
 
 
 def _runtimes(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -249,11 +251,14 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--predictor auto|nn-meter|estimator`` (start, predict)."""
+    """``--predictor auto|nn-meter|estimator|armsim`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
-                        type=click.Choice(["auto", "nn-meter", "estimator"]),
-                        help="Latency predictor. auto: nn-Meter when its predictor data is present, else the "
-                        "estimator.")(fn)
+                        # the predictor kinds (latency.pool.KINDS) and armsim (latency.armsim.run)
+                        type=click.Choice([*MODES, *ARMSIM_MODES]),
+                        help="Latency predictor. armsim (start only): the runtime's own Arm instructions counted "
+                        "on an emulated core, needs `lodevem build-image --runtime armsim` (docs/armsim.md). auto: "
+                        "armsim where its image is built and it covers the core, else nn-Meter when its predictor "
+                        "data is present, else the estimator.")(fn)
 
 
 def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -320,9 +325,9 @@ def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--latency-runtime",
         "latency_runtime",
-        default=DEFAULT_RUNTIME,
+        default=DEFAULT_LATENCY_RUNTIME,
         show_default=True,
-        type=click.Choice(list(RUNTIMES)),
+        type=click.Choice(list(latency_runtimes())),  # only runtimes with a latency model (the registry)
         help="Runtime the predicted latencies stand for: tflite (TFLite with XNNPACK, what nn-Meter "
         "models) or ncnn (estimator only). Every latency source names it.",
     )(fn)
@@ -351,6 +356,8 @@ def cli() -> None:
                              (default ~/.config/lodevem/calibrations)
       LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
                              (see build-image --debian-mirror)
+      LODEVEM_ARMSIM_ROOT    inside the armsim image only: where its Arm guests
+                             live (set by the image, docs/armsim.md)
       DOCKER_HOST            the Docker daemon (default: the local socket), read
                              by docker-py with its other DOCKER_* variables
       SLURM_CONF             the Slurm cluster of --backend slurm, read by
@@ -477,6 +484,9 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
+@click.option("--no-infer", "infer", is_flag=True, flag_value=False, default=True,
+              help="Measure every RAM limit; by default a limit far above the largest limit's measured peak "
+              "gets its row from that run (limit_enforcement says so; docs/measurement.md).")
 @click.option("--no-cache", is_flag=True, help="Export, predict and measure again even when a cached result "
               "matches (the caches in --output/.cache are refreshed).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in the same --output folder "
@@ -570,6 +580,9 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 
     if not models:
         raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
+    if predictor == "armsim":
+        raise InputError("--predictor armsim: only `lodevem start` profiles on emulated cores (it converts the "
+                         "file and runs the armsim image); predict takes auto, nn-meter or estimator")
     session = LatencyPredictor(threads=threads, runtime=latency_runtime, input_shape=input_shape,
                                predictor=predictor, nnmeter_data=nnmeter_data, calibrations=calibrations,
                                use_calibrations=not uncalibrated, profiles_dir=profiles_dirs, backend=backend,
@@ -586,7 +599,8 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
             "model": i.model.label, "model_kind": i.model.kind, "model_sha256": i.model.sha256,
             "profile_id": i.profile.id, "profile_label": i.profile.label, "tier": i.profile.tier,
             "latency_ms": i.latency.latency_ms, "latency_source": i.latency.latency_source,
-            "latency_uncertainty": i.latency.uncertainty, "latency_note": i.latency.note,
+            "latency_uncertainty": i.latency.uncertainty, "latency_low_ms": i.latency.latency_low_ms,
+            "latency_high_ms": i.latency.latency_high_ms, "latency_note": i.latency.note,
             "runtime": getattr(i.latency, "runtime", None) or latency_runtime,
             "threads": i.latency.threads, "core": i.latency.core, "clock_ghz": i.latency.clock_ghz,
         } for i in items], indent=1))
@@ -601,7 +615,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 @cli.command()
 @click.argument("profile_id", required=False)
 @click.argument("measurements", nargs=-1, metavar="MODEL=MS...")
-@click.option("--runtime", type=click.Choice(["tflite", "ncnn", "other"]), default=None,
+@click.option("--runtime", type=click.Choice(list(MEASURED_RUNTIMES)), default=None,
               help="Runtime the device measurement was made with. Default: the log's tool (--from-log); "
               "required without a log.")
 @click.option("--threads", type=click.IntRange(1, 16), default=None,
@@ -763,11 +777,11 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
 
     Example:
 
-        lodevem inspect models/cocoa_int8.pt --code cocoa/
+        lodevem inspect models/*.pt --code cocoa/
     """
     import json
 
-    from .inspection import inspect_models
+    from .inspection import InspectionFailure, inspect_models
     from .reporter import inspection_lines
     from .sandbox import open_backend
     from .sandbox.client import WorkerClient
@@ -778,12 +792,19 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
     with err_console.status(f"inspecting {len(models)} file(s) in the sandbox"):
         found = inspect_models(list(models), WorkerClient(chosen, loading=loading), input_shape=input_shape,
                                timeout_s=timeout_s)
+    failed = [item for item in found if isinstance(item, InspectionFailure)]
     if as_json:
         click.echo(json.dumps([item.to_dict() for item in found], indent=1))
-        return
-    for item in found:
-        for line in inspection_lines(item):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        for item in found:
+            if isinstance(item, InspectionFailure):
+                err_console.print(f"[red]✗[/] {escape(item.error)}", soft_wrap=True)
+                continue
+            for line in inspection_lines(item):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if failed:
+        raise LodevemClickError(f"{len(failed)} of {len(found)} file(s) could not be inspected: "
+                                f"{', '.join(str(f.path) for f in failed)}", 2)
 
 
 @cli.command("build-image")

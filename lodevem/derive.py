@@ -18,15 +18,15 @@ is returned as the same ``ModelFile`` record the rest of the run uses, with ``va
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
-from .measure import loading_sha256
-from .results import ModelFile, write_atomic
+from .store.artifacts import loading_sha256, shape_text
+from .results import ModelFile
 from .sandbox.client import SandboxRun, WorkerClient
+from .store import ArtifactStore
 from .worker.formats import file_sha256
 
 DERIVABLE = tuple(level for level in LEVELS if level != "fp32")
@@ -96,11 +96,12 @@ def _variant(model: ModelFile, run: SandboxRun, target: Path) -> tuple[Optional[
 _SIDECAR_FIELDS = ("variant_sha256", "size_bytes", "format", "params", "note")
 
 
-def derive_cached(model: ModelFile, cache_dir: Path, client: WorkerClient,
+def derive_cached(model: ModelFile, store: ArtifactStore, client: WorkerClient,
                   input_shape: Optional[Sequence[int]] = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> ModelFile:
-    """``model`` (a user's file with a ``level``) with its variant file in ``cache_dir``, derived once
-    per (content, level, input shape, worker version); raises ``DeriveFailed`` / ``InputError``
-    like ``derive_variants``.
+    """``model`` (a user's file with a ``level``) with its variant file in the store (kind
+    ``derived``), derived once per (content, loading, level, input shape, worker version, sandbox
+    identity); raises ``DeriveFailed`` / ``InputError`` like ``derive_variants``. The variant is
+    published from the run's staging folder only when the derivation succeeded.
 
     For measuring a level exactly: derive here (no memory limit), then measure the variant file
     under each RAM limit. Deriving inside the measured sandbox instead charges loading the
@@ -111,19 +112,23 @@ def derive_cached(model: ModelFile, cache_dir: Path, client: WorkerClient,
     level = model.level
     if level not in DERIVABLE:
         raise InputError(f"level {level!r} cannot be derived; derivable levels: {', '.join(DERIVABLE)}")
-    shape = "x".join(map(str, input_shape)) if input_shape else "auto"
-    stem = f"{loading_sha256(model.sha256, client.cache_key)[:24]}-{shape}-{level}-w{client.worker_version}"
-    cache_dir = Path(cache_dir)
-    file, sidecar = cache_dir / f"{stem}.pt", cache_dir / f"{stem}.json"
-    try:
-        info = json.loads(sidecar.read_text())
-        if file.is_file() and file.stat().st_size == info["size_bytes"]:
-            return dataclasses.replace(model, variant_path=file, **{k: info[k] for k in _SIDECAR_FIELDS})
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    variant, error = _variant(model, client.derive(model.path, level, file, input_shape, timeout_s), file)
-    if variant is None:
+    name = f"{loading_sha256(model.sha256, client.cache_key)[:24]}-{shape_text(input_shape)}-{level}.pt"
+    maker = {"model_sha256": model.sha256, "loading": client.cache_key, "level": level,
+             "input_shape": list(input_shape) if input_shape else None, "worker_version": client.worker_version,
+             "identity": client.backend.identity}
+    kept = store.lookup("derived", [name], maker)
+    if kept is not None:
+        try:
+            return dataclasses.replace(model, variant_path=kept.path, **{k: kept.info[k] for k in _SIDECAR_FIELDS})
+        except (KeyError, TypeError):
+            pass
+    with store.staging() as staged:
+        variant, error = _variant(model, client.derive(model.path, level, staged / name, input_shape, timeout_s),
+                                  staged / name)
+        if variant is None:
+            raise DeriveFailed(model.path, {level: error}, [])
+        artifact, error = store.publish("derived", staged, [name], maker,
+                                        {k: getattr(variant, k) for k in _SIDECAR_FIELDS})
+    if artifact is None:
         raise DeriveFailed(model.path, {level: error}, [])
-    write_atomic(sidecar, json.dumps({k: getattr(variant, k) for k in _SIDECAR_FIELDS}))
-    return variant
+    return dataclasses.replace(variant, variant_path=artifact.path)

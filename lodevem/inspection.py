@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .errors import InputError, ModelFileError
+from .errors import InputError, ModelFileError, SandboxError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
-from .measure import ExportCache
+from .store.artifacts import ExportCache
+from .store import ArtifactStore
 from .results import ModelFile
 from .sandbox.client import ModelSection, WorkerClient
+from .sandbox.usercode import with_code_hint
 
-__all__ = ["ModelInspection", "inspect_models"]
+__all__ = ["InspectionFailure", "ModelInspection", "inspect_models"]
 
 
 @dataclass(frozen=True)
@@ -61,29 +63,50 @@ def _summarise(graph: KernelGraph) -> tuple[tuple[tuple[str, int], ...], tuple[t
             tuple((c, p, n) for (c, p), n in sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
+@dataclass(frozen=True)
+class InspectionFailure:
+    """A file ``inspect`` could not describe, and the one-line reason: recorded instead of
+    raised, so one bad file among many does not hide what the others are."""
+
+    path: Path
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "error": self.error}
+
+
 def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: Optional[Sequence[int]] = None,
-                   timeout_s: float = 600.0) -> list[ModelInspection]:
-    """Inspect each file in the sandbox; an unusable file raises ``ModelFileError`` naming it."""
-    found = []
+                   timeout_s: float = 600.0) -> list[ModelInspection | InspectionFailure]:
+    """Inspect each file in the sandbox, in order; a file that is missing or that the worker
+    refuses becomes an ``InspectionFailure`` naming it and the next file is inspected. Errors that
+    are not about one file (no Docker engine, Ctrl-C) still raise."""
+    found: list[ModelInspection | InspectionFailure] = []
     with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
-        exports = ExportCache(client, Path(scratch), timeout_s)
+        exports = ExportCache(client, ArtifactStore(Path(scratch), use_cache=False), timeout_s)
         for path in paths:
-            if not path.is_file():
-                raise InputError(f"{path}: model file not found" if not path.exists()
-                                 else f"{path}: not a file (expected a model file such as model.pt)")
-            record = ModelFile.from_path(path, path.name)
-            export = exports.export(path, record.sha256, input_shape)
-            if export.unusable:
-                raise ModelFileError(export.error)
-            inspection = ModelInspection(path, record.sha256, record.size_bytes, export.model,
-                                         graph_error=export.error or None)
-            if export.path is not None:
-                try:
-                    graph = extract_kernels(export.path, DEFAULT_RULES)
-                    kernels, precision = _summarise(graph)
-                    inspection = dataclasses.replace(inspection, macs=graph.macs, kernels=kernels,
-                                                     precision_by_class=precision)
-                except InputError as exc:
-                    inspection = dataclasses.replace(inspection, graph_error=str(exc))
-            found.append(inspection)
+            try:
+                found.append(_inspect_one(path, exports, input_shape))
+            except (InputError, SandboxError) as exc:
+                found.append(InspectionFailure(path, str(exc)))
     return found
+
+
+def _inspect_one(path: Path, exports: ExportCache, input_shape: Optional[Sequence[int]]) -> ModelInspection:
+    if not path.is_file():
+        raise InputError(f"{path}: model file not found" if not path.exists()
+                         else f"{path}: not a file (expected a model file such as model.pt)")
+    record = ModelFile.from_path(path, path.name)
+    export = exports.export(path, record.sha256, input_shape)
+    if export.unusable:
+        raise ModelFileError(with_code_hint(export.error, path))
+    inspection = ModelInspection(path, record.sha256, record.size_bytes, export.model,
+                                 graph_error=export.error or None)
+    if export.path is not None:
+        try:
+            graph = extract_kernels(export.path, DEFAULT_RULES)
+            kernels, precision = _summarise(graph)
+            inspection = dataclasses.replace(inspection, macs=graph.macs, kernels=kernels,
+                                             precision_by_class=precision)
+        except InputError as exc:
+            inspection = dataclasses.replace(inspection, graph_error=str(exc))
+    return inspection

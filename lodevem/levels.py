@@ -1,23 +1,18 @@
 """Compression levels that ``--levels`` derives from a model inside the sandbox.
 
 lodevem never compresses a user's file behind their back: variants exist only on request,
-each as its own row labelled ``<file>@<level>``.
+each as its own row labelled ``<file>@<level>``. The names, their descriptions and the
+arithmetic each runs in are the precision vocabulary's (``lodevem.worker.precision``: the
+sandbox derives the variants, so the worker reads the same names).
 """
 
 from __future__ import annotations
 
 from .errors import InputError
-from .worker.protocol import LEVELS as LEVEL_NAMES
+from .worker.precision import LEVEL_DESCRIPTIONS
 
-_DESCRIPTIONS: dict[str, str] = {
-    "fp32": "the file as given (baseline)",
-    "fp16": "model.half(), half-precision inputs",
-    "int8": "post-training dynamic quantization (Linear/LSTM/GRU; convolutions stay fp32)",
-    "int8-static": "post-training static int8 (FX graph mode, calibrated on random inputs)",
-    "pruned": "structured L1-norm channel pruning at 50 %, channels physically removed (no fine-tuning)",
-}
-# The names are the worker protocol's (the sandbox derives the variants); descriptions are ours.
-LEVELS: dict[str, str] = {name: _DESCRIPTIONS[name] for name in LEVEL_NAMES}
+# name -> what the variant is (the worker's vocabulary, in its order)
+LEVELS: dict[str, str] = LEVEL_DESCRIPTIONS
 
 
 def parse_levels(text: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ verdict; each error is one line naming the file, the field and what was expected
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -419,9 +420,23 @@ def select_profiles(
         if tier not in TIERS:
             raise ProfileError(f"unknown tier '{tier}', expected one of {', '.join(TIERS)}")
     by_id = {p.id: p for p in profiles}
-    for pid in ids:
-        if pid not in by_id:
-            raise ProfileError(f"unknown profile '{pid}', expected one of {', '.join(by_id)}")
+    wanted = {match_profile_id(by_id, pid) for pid in ids}
     if not ids and not tiers:
         return list(profiles)
-    return [p for p in profiles if p.id in ids or p.tier in tiers]
+    return [p for p in profiles if p.id in wanted or p.tier in tiers]
+
+
+def match_profile_id(known: Sequence[str] | dict[str, Profile], given: str) -> str:
+    """The profile ID ``given`` means: exact, else the one ID equal ignoring case (``Nokia_C1``
+    is ``nokia_c1``: IDs are typed from labels like "Nokia C1"); anything else is a
+    ``ProfileError`` with the closest IDs as a did-you-mean, since a list of every ID hides
+    a one-letter typo."""
+    if given in known:
+        return given
+    folded = [k for k in known if k.casefold() == given.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    by_fold = {k.casefold(): k for k in known}
+    close = [by_fold[c] for c in difflib.get_close_matches(given.casefold(), list(by_fold), n=3, cutoff=0.6)]
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise ProfileError(f"unknown profile {_quote(given)}, {hint}expected one of {', '.join(known)}")

@@ -10,16 +10,26 @@ the JSON and the LaTeX table carry the same fields.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Optional
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from .errors import InputError
-from .sandbox.client import SparsitySection
+from .report.notes import joined, sparsity_note, unstable
+from .sandbox.client import ModelSection, SparsitySection
+from .store import write_atomic
 from .worker.formats import file_sha256
+
+if TYPE_CHECKING:
+    from .predict import LatencyPrediction
+    from .profiles import Profile
+
+__all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement", "FloorResult", "ExportResult",
+           "ConversionResult", "VERDICTS", "OutputClaim", "write_atomic"]
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -74,6 +84,128 @@ class ModelFile:
     @property
     def measured_sha256(self) -> str:
         return self.variant_sha256 or self.sha256
+
+
+def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
+    """Check the files exist and give each a row label: its file name, made unambiguous.
+
+    Two files named ``model.pt`` in different folders become ``a/model.pt`` and ``b/model.pt``
+    (the shortest distinguishing parent path). The same file given twice is benchmarked once.
+    With ``levels``, each file yields one model per level, labelled ``<label>@<level>``
+    (``fp32`` is the file as given).
+    """
+    unique: dict[Path, Path] = {}
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"{path}: model file not found")
+        if not path.is_file():
+            raise InputError(f"{path}: not a file (expected a model file such as model.pt)")
+        unique.setdefault(path.resolve(), path)
+    resolved = list(unique)
+    labels = {p: p.name for p in resolved}
+    depth = 1
+    while len(set(labels.values())) < len(labels) and depth < 32:
+        depth += 1
+        clashing = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+        for p in resolved:
+            if labels[p] in clashing:
+                labels[p] = "/".join(p.parts[-depth:])
+    models = []
+    for p in resolved:
+        model = ModelFile.from_path(p, labels[p])
+        if not levels:
+            models.append(model)
+        for level in levels:
+            models.append(dataclasses.replace(model, label=f"{labels[p]}@{level}",
+                                              level=None if level == "fp32" else level))
+    return models
+
+
+# --- what the sandbox runs produced (one record per run kind) ---------------------------------
+
+@dataclass(frozen=True)
+class MemoryMeasurement:
+    """One model under one memory limit. Latency fields are the HOST CPU's (informational)."""
+
+    verdict: str
+    limit_mb: int
+    peak_rss_mb: Optional[float]
+    runtime_baseline_mb: Optional[float]
+    model_increment_mb: Optional[float]
+    cgroup_peak_mb: Optional[float]
+    error: Optional[str]
+    phase: Optional[str]
+    backend: str
+    limit_enforcement: str
+    runtime: str
+    wall_s: float
+    image_id: str
+    worker_version: str
+    model_sha256: str
+    threads: int
+    model_format: Optional[str] = None
+    params: Optional[int] = None
+    major_faults: Optional[int] = None
+    host_latency_mean_ms: Optional[float] = None
+    host_latency_std_ms: Optional[float] = None
+    host_latency_p50_ms: Optional[float] = None
+    host_latency_p95_ms: Optional[float] = None
+    host_throughput_ips: Optional[float] = None
+    cached: bool = False
+    observed: dict[str, Any] = field(default_factory=dict)
+    inferred_from_mb: Optional[int] = None  # not run: inferred from the run at this limit (memory.planning)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict == "fits"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MemoryMeasurement":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class FloorResult:
+    """Smallest limit (within ``tolerance_mb``) at which the model still completes."""
+
+    model_label: str
+    floor_mb: Optional[int]  # None: fails even at hi_mb, or an error stopped the search
+    fails_at_mb: Optional[int]  # the largest limit that failed (floor is in (fails_at, floor])
+    tolerance_mb: int
+    probes: tuple[tuple[int, str], ...]  # (limit, verdict) in the order tried
+    at_floor: Optional[MemoryMeasurement]
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """The ONNX export of one model file: the graph latency is predicted from (and the file
+    onnxruntime runs), or why there is none. ``unusable``: the worker refused the file itself."""
+
+    path: Optional[Path]
+    error: str
+    model: ModelSection
+    unusable: bool = False
+    channels_removed_path: Optional[Path] = None  # the graph without its all-zero channels
+
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    """A model converted for an on-device runtime (tflite: the ``.tflite``; ncnn: the ``.param``,
+    its ``.bin`` beside it), or the converter's reason why not. ``seconds`` is the conversion's
+    own time (None on a cache hit: nothing ran)."""
+
+    path: Optional[Path]
+    error: str
+    input_shape: Optional[tuple[int, ...]]
+    seconds: Optional[float] = None
+    cached: bool = False
+
 
 
 @dataclass(frozen=True)
@@ -138,6 +270,44 @@ class PairResult:
     # on the real device), one description each; empty: the prediction as the predictor made it.
     # The paper kit (report.methodology) names every one used.
     latency_calibrations: tuple[str, ...] = ()
+    # The band latency_uncertainty states, as numbers: latency_ms minus / plus the LODO error
+    # figure (MAPE) of the cell's own kind for the row's own runtime (the calibrated figure's
+    # one-shot error when calibrated); None when latency_ms is None or no figure exists.
+    latency_low_ms: Optional[float] = None
+    latency_high_ms: Optional[float] = None
+    # Memory figures not measured at this limit but inferred from the run at this larger one
+    # (its peak far below this limit: memory.planning); None: measured at this limit
+    memory_inferred_from_mb: Optional[int] = None
+
+    @classmethod
+    def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
+                     memory: MemoryMeasurement, *, threads: int, floor_mb: Optional[int] = None,
+                     channels_removed_ms: Optional[float] = None) -> "PairResult":
+        """One row from the records it shows. A row field takes the value of the record field of
+        the same name, or named with the record's prefix (``model_`` + ``label``, ``profile_`` +
+        ``id``, ``latency_`` + ``uncertainty``, ``memory_`` + ``error``), later records winning
+        (model < profile < latency < memory); only what combines records is computed here."""
+        values: dict[str, Any] = {}
+        for record, prefix, skip in ((model, "model_", {"path", "format", "params", "sparsity"}),
+                                     (profile, "profile_", set()), (latency, "latency_", {"runtime", "threads"}),
+                                     (memory, "memory_", {"model_sha256", "model_format", "params"})):
+            values.update(_named(record, prefix, skip))
+        energy = (latency.latency_ms * profile.power_w
+                  if latency.latency_ms is not None and profile.power_w is not None else None)
+        found = model.sparsity
+        values.update(
+            model_path=str(model.path), model_file_mb=round(model.size_bytes / 2**20, 3), threads=threads,
+            # the measured file's own figures win (a variant's, not its original's)
+            model_format=memory.model_format or model.format,
+            params=memory.params if memory.params is not None else model.params,
+            core=latency.core or profile.fastest_cluster.core,
+            clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz,
+            latency_note=joined(latency.note, sparsity_note(found, model.channels_removed_graph is not None)),
+            host_latency_unstable=unstable(memory.host_latency_mean_ms, memory.host_latency_std_ms),
+            energy_mj=energy, min_ram_mb=floor_mb, model_class=model.class_name,
+            sparsity=found.zero_fraction if found else None, zero_channels=found.zero_channels if found else None,
+            latency_if_channels_removed_ms=channels_removed_ms)
+        return cls(**values)
 
     @property
     def fits(self) -> Optional[bool]:
@@ -167,60 +337,25 @@ class PairResult:
         return cls(**values)
 
 
-@dataclass
-class RunState:
-    """What an interrupted run has finished, written atomically after every pair."""
-
-    config_key: str
-    rows: list[PairResult] = field(default_factory=list)
-
-    def done(self) -> set[tuple[str, str]]:
-        return {r.key for r in self.rows}
-
-    def save(self, path: Path) -> None:
-        payload = {
-            "schema_version": RESULTS_SCHEMA_VERSION,
-            "config_key": self.config_key,
-            "rows": [r.to_dict() for r in self.rows],
-        }
-        write_atomic(path, json.dumps(payload, indent=1))
-
-    @classmethod
-    def load(cls, path: Path) -> Optional["RunState"]:
-        """The saved state; None when there is none. A file that is not a state lodevem wrote
-        (garbage, another schema, a row missing fields) raises ``InputError`` saying what."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
-        except OSError as exc:
-            raise InputError(f"{path}: unreadable run state ({exc.strerror or exc})") from None
-        try:
-            payload = json.loads(text)
-            if not isinstance(payload, dict) or payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
-                raise ValueError(f"not a schema {RESULTS_SCHEMA_VERSION} run state")
-            rows = payload["rows"]
-            if not isinstance(payload["config_key"], str) or not isinstance(rows, list):
-                raise ValueError("config_key or rows of the wrong type")
-            return cls(payload["config_key"], [PairResult.from_dict(r) for r in rows])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"{path}: not a run state lodevem wrote ({str(exc)[:120]})") from None
+_ROW_FIELDS = frozenset(f.name for f in fields(PairResult))
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a reader (or a Ctrl-C) never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600: results are meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _named(record: Any, prefix: str, skip: set[str]) -> dict[str, Any]:
+    """The row fields ``record`` (a dataclass or a pydantic model) provides by name."""
+    names = [f.name for f in fields(record)] if hasattr(record, "__dataclass_fields__") else list(
+        type(record).model_fields)
+    found: dict[str, Any] = {}
+    for name in names:
+        if name in skip:
+            continue
+        for candidate in (name, prefix + name):
+            if candidate in _ROW_FIELDS:
+                found[candidate] = getattr(record, name)
+                break
+    return found
+
+
+pair_result = PairResult.from_records
 
 
 class OutputClaim:

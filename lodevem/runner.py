@@ -2,80 +2,50 @@
 
 The work is arranged so nothing is done twice: each distinct file is exported to ONNX once (in
 the sandbox) and its latency predicted once for all profiles with the predictor loaded once;
-memory does not depend on the CPU, so each model is measured once per distinct RAM limit (16
-profiles -> 6 limits) and the verdict shared by every profile with that limit. Rows are written
-to a state file atomically after every measurement, so an interrupted run keeps what finished
-and ``--resume`` continues it.
+memory does not depend on the CPU, so a verdict is shared by every profile with the same RAM
+(16 profiles -> 6 limits), and of those only the largest and the limits near or below its peak
+are measured: the rows of limits far above it are inferred from it (``memory.planning``; all
+measured with ``--no-infer``). Files live in the artifact store (``store``), rows are written to
+the run state atomically after every measurement (``store.runstate``), so an interrupted run
+keeps what finished and ``--resume`` continues it.
 
 One ``ModelFile`` record per model travels from the command line to its CSV rows, filled in as
-the run learns about it (its derived variant, its export); one ``RunContext`` holds what every
-step of a run shares.
+the run learns about it (its derived variant, its export) and assembled with its latency and
+memory records into rows (``PairResult.from_records``); one ``RunContext`` holds what every step
+of a run shares.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import time
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from . import measure
 from .derive import derive_cached
-from .errors import InputError, LodevemError, ModelFileError
+from .errors import LodevemError, ModelFileError
+from .latency.armsim.run import armsim_cells, armsim_profiler, base_predictor_mode, describe_armsim
 from .latency.calibration import CalibrationSet
-from .measure import ConvertCache, ExportCache, ExportResult, MemoryMeasurement
-from .latency.estimator import DEFAULT_RUNTIME, canonical_runtime
+from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
-from .report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from .report.manifest import collect_manifest
-from .results import ModelFile, PairResult, RunState
+from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
-from .sandbox.usercode import ModelLoading
+from .sandbox.usercode import ModelLoading, with_code_hint
+from .store import ArtifactStore, cache_root, digest
+from .store.artifacts import ConvertCache, ExportCache
+from .store.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
+from .worker.precision import LEVEL_FILE_PRECISION
+from .worker.registry import measured_under, predicted_for
 
-STATE_FILE = ".lodevem-state.json"
 MB = 1024 * 1024
-
-
-def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
-    """Check the files exist and give each a row label: its file name, made unambiguous.
-
-    Two files named ``model.pt`` in different folders become ``a/model.pt`` and ``b/model.pt``
-    (the shortest distinguishing parent path). The same file given twice is benchmarked once.
-    With ``levels``, each file yields one model per level, labelled ``<label>@<level>``
-    (``fp32`` is the file as given).
-    """
-    unique: dict[Path, Path] = {}
-    for path in paths:
-        if not path.exists():
-            raise InputError(f"{path}: model file not found")
-        if not path.is_file():
-            raise InputError(f"{path}: not a file (expected a model file such as model.pt)")
-        unique.setdefault(path.resolve(), path)
-    resolved = list(unique)
-    labels = {p: p.name for p in resolved}
-    depth = 1
-    while len(set(labels.values())) < len(labels) and depth < 32:
-        depth += 1
-        clashing = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
-        for p in resolved:
-            if labels[p] in clashing:
-                labels[p] = "/".join(p.parts[-depth:])
-    models = []
-    for p in resolved:
-        model = ModelFile.from_path(p, labels[p])
-        if not levels:
-            models.append(model)
-        for level in levels:
-            models.append(dataclasses.replace(model, label=f"{labels[p]}@{level}",
-                                              level=None if level == "fp32" else level))
-    return models
 
 
 @dataclass(frozen=True)
@@ -97,6 +67,7 @@ class RunConfig:
     input_shape: Optional[tuple[int, ...]] = None
     timeout_s: float = 600.0
     find_floor: bool = False
+    infer: bool = True  # False (--no-infer): measure every RAM limit, none inferred (memory.planning)
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
@@ -125,7 +96,7 @@ class RunConfig:
             "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
             "backend": self.backend, "loading": self.loading.key,
         }
-        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return digest(key)[:16]
 
     @property
     def runtimes(self) -> tuple[str, ...]:
@@ -154,12 +125,9 @@ class RunContext:
     client: WorkerClient
     exports: ExportCache
     progress: ProgressSink
+    store: ArtifactStore
     warnings: list[str] = field(default_factory=list)
     converts: Optional[ConvertCache] = None
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.config.output / ".cache"
 
     @property
     def backend(self) -> Backend:
@@ -173,8 +141,10 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
-                          cache_dir=config.output / ".cache" / "latency", use_cache=not config.no_cache)
+    store = ArtifactStore(cache_root(config.output), use_cache=not config.no_cache)
+    predictor = Predictor(mode=base_predictor_mode(config.predictor), data_dir=config.nnmeter_data,
+                          runtime=config.latency_runtime, cache_dir=store.folder("latency"),
+                          use_cache=not config.no_cache)
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
@@ -189,12 +159,11 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     for runtime in config.runtimes:  # a missing runtime or converter image stops the run before any work
         backend.identity_for(runtime)
     client = WorkerClient(backend, loading=config.loading)
-    ctx = RunContext(config, client, ExportCache(client, config.output / ".cache" / "onnx", config.timeout_s,
-                                                 use_cache=not config.no_cache),
-                     progress if progress is not None else NullProgress(), warnings,
-                     ConvertCache(client, config.output / ".cache" / "converted", config.timeout_s))
-    state = _load_state(ctx, [m for base in models for m in _per_runtime(base, config.runtimes)],
-                        calibrations.digest())
+    ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
+                     progress if progress is not None else NullProgress(), store, warnings,
+                     ConvertCache(client, store, config.timeout_s))
+    state = load_state(config.output, config.state_key([m for base in models for m in _per_runtime(base, config.runtimes)],
+                                                       calibrations.digest()), config.resume, ctx.warnings)
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
@@ -203,11 +172,17 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_with_graph(ctx, m) for m in models]
     models = [m for base in models for m in _per_runtime(base, config.runtimes)]
     ctx.progress.stage("predicting latency")
-    predictors = _Predictors(config, predictor, ctx.warnings)
-    latencies = {m.label: _predict(ctx, predictors.get(m), m, calibrations) for m in models}
-    removed = {m.label: _predict_channels_removed(ctx, predictors.get(m), m, calibrations) for m in models}
-    for used in predictors.all():
-        ctx.warnings.extend(w for w in used.warnings if w not in ctx.warnings)
+    latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
+    armsim = armsim_profiler(config.predictor, client, store.folder("armsim"), config.timeout_s,
+                             not config.no_cache, ctx.warnings)
+    if armsim is not None:  # armsim's cells where it answers (--predictor armsim|auto, docs/armsim.md)
+        ctx.progress.stage("profiling on emulated Arm cores (armsim)")
+        with ThreadPoolExecutor(max_workers=max(1, min(len(models), config.jobs or os.cpu_count() or 1))) as pool:
+            cells = {m.label: pool.submit(_armsim_cells, ctx, armsim, _serving(ctx, predictor, m).runtime, m,
+                                          latencies[m.label]) for m in models}
+            latencies = {label: future.result() for label, future in cells.items()}
+    removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
+    ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
 
     manifest = collect_manifest(
         list(config.command_line), config.profiles,
@@ -217,12 +192,14 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
-               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
+               "predictor": predictor.describe(), "calibrations": calibrations.describe(),
+               "armsim": describe_armsim(armsim)},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     floors = _find_floors(ctx, models)
-    recorder = _Recorder(ctx, models, latencies, floors, state, manifest, removed)
+    recorder = Recorder(config.output, config.profiles, config.threads, ctx.progress, models, latencies, floors,
+                        state, manifest, removed)
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
@@ -247,43 +224,21 @@ def _per_runtime(model: ModelFile, runtimes: Sequence[str]) -> list[ModelFile]:
 def _runtime(ctx: RunContext, model: ModelFile) -> str:
     """What measures ``model``: its runtime; an .onnx file has no torch form, so under ``torch``
     it is run by onnxruntime (its rows say so)."""
-    runtime = model.runtime or ctx.config.runtimes[0]
-    return "onnxruntime" if runtime == "torch" and model.path.suffix.lower() == ".onnx" else runtime
+    return measured_under(model.runtime or ctx.config.runtimes[0], model.path.suffix)
 
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:
-    """THE ONE PLACE where the runtime a row is measured under maps to the runtime its latency is
-    predicted for: a row measured under tflite or ncnn shows the latency predicted for that
-    runtime (the estimator's ``tflite`` / ``ncnn`` labels); torch and onnxruntime rows, which no
-    phone app ships, keep ``--latency-runtime`` (``default``)."""
-    return measurement_runtime if measurement_runtime in ("tflite", "ncnn") else default
+    """The runtime a row measured under ``measurement_runtime`` has its latency predicted for:
+    the registry's rule (``worker.registry.predicted_for``): its own when it has a latency
+    model, else ``--latency-runtime`` (``default``)."""
+    return predicted_for(measurement_runtime, default)
 
 
-class _Predictors:
-    """One Predictor per latency runtime the run's rows need (``latency_runtime``), the run's own
-    (``--latency-runtime``) first; one that cannot be made for a runtime (``--predictor nn-meter``
-    predicts TFLite only) falls back to the run's, with a warning."""
-
-    def __init__(self, config: RunConfig, default: Predictor, warnings: list[str]) -> None:
-        self.config, self.default, self.warnings = config, default, warnings
-        self.by_runtime: dict[str, Predictor] = {default.runtime: default}
-
-    def get(self, model: ModelFile) -> Predictor:
-        wanted = canonical_runtime(latency_runtime(model.runtime or self.config.runtimes[0],
-                                                   self.config.latency_runtime))
-        if wanted not in self.by_runtime:
-            config = self.config
-            try:
-                self.by_runtime[wanted] = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=wanted,
-                                                    cache_dir=config.output / ".cache" / "latency",
-                                                    use_cache=not config.no_cache)
-            except InputError as exc:
-                self.warnings.append(f"rows measured under {wanted}: latency for {self.default.runtime} ({exc})")
-                self.by_runtime[wanted] = self.default
-        return self.by_runtime[wanted]
-
-    def all(self) -> list[Predictor]:
-        return list({id(p): p for p in self.by_runtime.values()}.values())
+def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predictor:
+    """The run's one predictor pool, for the runtime ``model``'s rows stand for (``latency_runtime``;
+    ``Predictor.serving`` falls back to ``--latency-runtime`` with a warning where the chosen
+    ``--predictor`` cannot serve it)."""
+    return predictor.serving(latency_runtime(model.runtime or ctx.config.runtimes[0], ctx.config.latency_runtime))
 
 
 def _slurm_settings(config: RunConfig) -> Optional[Any]:
@@ -296,39 +251,13 @@ def _slurm_settings(config: RunConfig) -> Optional[Any]:
                          account=config.slurm_account, time_min=config.slurm_time, reattach=config.resume)
 
 
-def _load_state(ctx: RunContext, models: Sequence[ModelFile], calibrations: str = "") -> RunState:
-    """The finished rows to keep: those of an interrupted run with the same key under --resume.
-
-    ``--resume`` over a run of other models or options refuses (resuming would overwrite its
-    rows); a state file lodevem cannot read is set aside under a new name, with a warning, and the
-    run starts afresh.
-    """
-    config = ctx.config
-    key = config.state_key(models, calibrations)
-    if not config.resume:
-        return RunState(key)
-    path = config.output / STATE_FILE
-    try:
-        state = RunState.load(path)
-    except InputError as exc:
-        aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
-        path.rename(aside)
-        ctx.warnings.append(f"--resume: {exc}; kept it as {aside.name} and started afresh")
-        return RunState(key)
-    if state is None or state.config_key == key:
-        return state or RunState(key)
-    raise InputError(f"--resume: {config.output} holds an interrupted run of other models or options; "
-                     "resume it with the same command, run without --resume to start afresh, or choose "
-                     "another --output")
-
-
 def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
     """ONNX export of a file in the sandbox (never in this process), cached by content + shape;
     raises ``ModelFileError`` when the worker refuses the file itself."""
     ctx.progress.working_on(f"exporting {path.name}")
     export = ctx.exports.export(path, sha256, ctx.config.input_shape)
     if export.unusable:
-        raise ModelFileError(export.error)
+        raise ModelFileError(with_code_hint(export.error, path))
     return export
 
 
@@ -343,7 +272,7 @@ def _derive(ctx: RunContext, model: ModelFile) -> ModelFile:
         return model
     ctx.progress.working_on(f"deriving {model.label} in the sandbox")
     try:
-        return derive_cached(model, ctx.cache_dir / "derived", ctx.client, ctx.config.input_shape,
+        return derive_cached(model, ctx.store, ctx.client, ctx.config.input_shape,
                              ctx.config.timeout_s)
     except LodevemError as exc:
         return dataclasses.replace(model, unusable=f"could not derive {model.level}: {exc}")
@@ -368,11 +297,8 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
                                     channels_removed_graph=export.channels_removed_path,
                                     precision=export.model.precision, quantization=export.model.quantization)
     else:  # a variant computes in its level's precision (predicted from the original's graph)
-        model = dataclasses.replace(model, precision=_LEVEL_PRECISION.get(model.level, export.model.precision))
+        model = dataclasses.replace(model, precision=LEVEL_FILE_PRECISION.get(model.level, export.model.precision))
     return model
-
-
-_LEVEL_PRECISION = {"fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"}
 
 
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
@@ -387,8 +313,17 @@ def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
                 for p in config.profiles}
     predicted = predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
     by_id = {p.id: p for p in config.profiles}
-    return {pid: calibrations.apply(predictor, model.graph_path, by_id[pid], prediction)
-            for pid, prediction in predicted.items()}
+    return {pid: calibrations.apply(prediction, by_id[pid], predictor.estimator) for pid, prediction in predicted.items()}
+
+
+def _armsim_cells(ctx: RunContext, profiler: Any, runtime: str, model: ModelFile,
+                  cells: dict[str, LatencyPrediction]) -> dict[str, LatencyPrediction]:
+    if model.unusable is not None or ctx.converts is None:
+        return cells
+    config = ctx.config
+    return armsim_cells(config.predictor, profiler, ctx.converts, ctx.exports, runtime,
+                        (model.measured_path, model.measured_sha256), (model.path, model.sha256), model.level,
+                        config.profiles, config.threads, config.input_shape, cells, ctx.warnings)
 
 
 def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,
@@ -399,27 +334,8 @@ def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: Mode
         return {}
     predicted = predictor.predict(model.channels_removed_graph, ctx.config.profiles, threads=ctx.config.threads)
     by_id = {p.id: p for p in ctx.config.profiles}
-    return {pid: calibrations.apply(predictor, model.channels_removed_graph, by_id[pid], cell).latency_ms
+    return {pid: calibrations.apply(cell, by_id[pid], predictor.estimator).latency_ms
             for pid, cell in predicted.items()}
-
-
-def sparsity_note(model: ModelFile) -> Optional[str]:
-    """What the zeros of a pruned file mean for its latency, or None for a dense file."""
-    found = model.sparsity
-    if found is None or not found.pruned:
-        return None
-    parts = [f"{found.zero_fraction:.0%} of the Conv/Linear weights are zero"]
-    if found.masked_layers:
-        parts.append(f"prune masks attached on {found.masked_layers} layer(s)")
-    if found.zero_channels:
-        parts.append(f"{found.zero_channels} of {found.channels} output channels entirely zero")
-    text = (f"{'; '.join(parts)}: a dense runtime multiplies zeros like any other weight, so this is the dense "
-            f"model's latency; `lodevem derive --levels pruned` removes channels physically")
-    if model.channels_removed_graph is not None:
-        text += "; latency_if_channels_removed_ms: the same graph with the all-zero channels removed"
-    elif found.zero_channels and found.channels_removed:
-        text += f"; no channels-removed figure ({found.channels_removed})"
-    return text
 
 
 def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Optional[int]]:
@@ -434,111 +350,15 @@ def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Opti
         ctx.progress.working_on(f"bisecting the RAM floor of {model.label}")
         floor = measure.find_floor(model, client=ctx.client, settings=MeasureSettings(
                                        runtime=_runtime(ctx, model), warmup=1, runs=3, input_shape=config.input_shape),
-                                   timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
-                                   use_cache=not config.no_cache, exports=ctx.exports, converts=ctx.converts)
+                                   timeout_s=config.timeout_s, exports=ctx.exports, converts=ctx.converts,
+                                   store=ctx.store)
         floors[model.label] = floor.floor_mb
         if floor.floor_mb is None:
             ctx.warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
     return floors
 
 
-def unstable(memory: MemoryMeasurement) -> Optional[str]:
-    """pyperf's rule of thumb for the host timings: std >= 10 % of the mean is unstable."""
-    mean, std = memory.host_latency_mean_ms, memory.host_latency_std_ms
-    if not mean or std is None or std < 0.10 * mean:
-        return None
-    return f"std is {100 * std / mean:.0f} % of the mean"
-
-
-def pair_result(model: ModelFile, profile: Profile, latency: LatencyPrediction, memory: MemoryMeasurement,
-                threads: int, floor_mb: Optional[int], channels_removed_ms: Optional[float] = None) -> PairResult:
-    """One row: the model record, the profile, its latency cell and the measurement it shares."""
-    energy = (latency.latency_ms * profile.power_w
-              if latency.latency_ms is not None and profile.power_w is not None else None)
-    return PairResult(
-        model_label=model.label, model_path=str(model.path), model_sha256=model.sha256, level=model.level,
-        # the measured file's own figures win (a variant's, not its original's)
-        model_format=memory.model_format or model.format, model_file_mb=round(model.size_bytes / MB, 3),
-        params=memory.params if memory.params is not None else model.params,
-        profile_id=profile.id, profile_label=profile.label, tier=profile.tier, chipset=profile.chipset,
-        ram_mb=profile.ram_mb, core=latency.core or profile.fastest_cluster.core,
-        clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz, threads=threads,
-        latency_ms=latency.latency_ms, latency_source=latency.latency_source,
-        latency_uncertainty=latency.uncertainty,
-        latency_note="; ".join(n for n in (latency.note, sparsity_note(model)) if n) or None,
-        verdict=memory.verdict, peak_rss_mb=memory.peak_rss_mb, runtime_baseline_mb=memory.runtime_baseline_mb,
-        model_increment_mb=memory.model_increment_mb, cgroup_peak_mb=memory.cgroup_peak_mb,
-        limit_mb=memory.limit_mb, limit_enforcement=memory.limit_enforcement, backend=memory.backend,
-        runtime=memory.runtime, memory_error=memory.error, memory_cached=memory.cached,
-        host_latency_mean_ms=memory.host_latency_mean_ms, host_latency_std_ms=memory.host_latency_std_ms,
-        host_latency_p50_ms=memory.host_latency_p50_ms, host_latency_p95_ms=memory.host_latency_p95_ms,
-        host_throughput_ips=memory.host_throughput_ips, host_latency_unstable=unstable(memory),
-        power_w=profile.power_w, energy_mj=energy, min_ram_mb=floor_mb,
-        model_class=model.class_name, sparsity=model.sparsity.zero_fraction if model.sparsity else None,
-        zero_channels=model.sparsity.zero_channels if model.sparsity else None,
-        latency_if_channels_removed_ms=channels_removed_ms,
-        precision=model.precision, quantization=model.quantization,
-        latency_calibrations=latency.calibrations,
-    )
-
-
-class _Recorder:
-    """Turns each finished measurement into rows for every profile with that RAM limit, then saves
-    the state and rewrites the CSV and JSON atomically, before reporting progress: an interrupt
-    loses nothing and leaves a valid partial table."""
-
-    def __init__(self, ctx: RunContext, models: Sequence[ModelFile],
-                 latencies: dict[str, dict[str, LatencyPrediction]], floors: dict[str, Optional[int]],
-                 state: RunState, manifest: dict[str, Any],
-                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
-        self.ctx, self.latencies, self.floors, self.state, self.manifest = ctx, latencies, floors, state, manifest
-        self.channels_removed = channels_removed or {}
-        self.models = {m.label: m for m in models}
-        self.done = state.done()
-        self.by_limit: dict[int, list[Profile]] = {}
-        for profile in ctx.config.profiles:
-            self.by_limit.setdefault(profile.ram_mb, []).append(profile)
-        self._unsaved = False
-        self._order = {p.id: i for i, p in enumerate(ctx.config.profiles)}
-        self._model_order = {m.label: i for i, m in enumerate(models)}
-
-    def pending(self, label: str) -> list[Profile]:
-        return [p for p in self.ctx.config.profiles if (label, p.id) not in self.done]
-
-    def rows(self) -> list[PairResult]:
-        """This run's rows in (model, profile) order; rows of other profiles in the state are left out."""
-        return sorted((r for r in self.state.rows if r.profile_id in self._order and r.model_label in self._model_order),
-                      key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
-
-    def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
-        finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
-        for profile in finished:
-            self.state.rows.append(pair_result(self.models[label], profile, self.latencies[label][profile.id],
-                                               memory, self.ctx.config.threads, self.floors.get(label),
-                                               self.channels_removed.get(label, {}).get(profile.id)))
-            self.done.add((label, profile.id))
-        # A measurement served from the cache is not lost by an interrupt (the cache has it), so
-        # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes
-        # the files once instead of once per measurement.
-        self._unsaved = True
-        if not memory.cached:
-            self.flush()
-        for profile in finished:
-            self.ctx.progress.pair_done(label, profile.label)
-
-    def flush(self) -> None:
-        """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
-        if not self._unsaved:
-            return
-        output = self.ctx.config.output
-        self.state.save(output / STATE_FILE)
-        rows = self.rows()
-        write_csv(rows, output / CSV_NAME)
-        write_json(rows, self.manifest, output / JSON_NAME)
-        self._unsaved = False
-
-
-def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Recorder) -> None:
+def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Recorder) -> None:
     """Measure each model with unfinished pairs once per RAM limit those pairs need.
 
     Models are grouped by runtime and by the limits they still need, so a resumed run measures
@@ -547,8 +367,11 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Re
     """
     config = ctx.config
     groups: dict[tuple[str, tuple[int, ...]], list[ModelFile]] = {}
+    reference = max(p.ram_mb for p in config.profiles)
     for m in models:
         limits = tuple(sorted({p.ram_mb for p in recorder.pending(m.label)}))
+        if limits and config.infer:  # a resumed run infers from the same reference run (cached)
+            limits = tuple(sorted({*limits, reference}))
         if limits:
             groups.setdefault((_runtime(ctx, m), limits), []).append(m)
     onnx_files = [m.label for (runtime, _), group in groups.items() for m in group
@@ -559,6 +382,5 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: _Re
     for (runtime, limits), group in groups.items():
         ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
         measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
-                               timeout_s=config.timeout_s, cache_dir=ctx.cache_dir / "measure",
-                               use_cache=not config.no_cache, exports=ctx.exports, on_result=recorder,
-                               converts=ctx.converts)
+                               timeout_s=config.timeout_s, exports=ctx.exports, on_result=recorder,
+                               converts=ctx.converts, store=ctx.store, infer=config.infer)

@@ -9,8 +9,8 @@
 # Both are idempotent: `up` starts only what is not running, `down` stops only what is.
 # Root on Debian/Ubuntu (apt-get). No systemd: each daemon is started directly and stopped by
 # the pid file it wrote. Accounting (slurmdbd + MariaDB) is there because submitit reads job
-# states with `sacct`. Why each slurm.conf / cgroup.conf key: see
-# /work/shared/docs/toolchain-notes.md ("Slurm") and docs/scale-out.md; in short, the job's
+# states with `sacct`. Why each slurm.conf / cgroup.conf key: see docs/scale-out.md
+# ("The single-node cluster"); in short, the job's
 # --mem is enforced by the cgroup v1 memory controller (RAM and swap), the same mechanism as
 # Docker's mem_limit = memswap_limit.
 set -euo pipefail

@@ -162,3 +162,75 @@ def test_no_module_level_mutable_state() -> None:
             if any(call in text for call in ("threading.Event(", "threading.Lock(", "itertools.count(")):
                 offenders.append(f"{rel}:{node.lineno} {names} = {text[:40]}")
     assert offenders == []
+
+
+# -- one prediction, one vocabulary, one registry (issue 20: latency/ owns a prediction) ---------
+
+
+def _top_level_literals(vocabulary: set[str], package: Path = PACKAGE) -> list[tuple[str, str, int, list[str]]]:
+    """(module, top-level name, line, names) of every tuple/list/set literal or dict's keys that
+    spell two or more names of ``vocabulary``: a second home of that vocabulary."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        for statement in ast.parse(path.read_text(), filename=str(path)).body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                owner = statement.name
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                owner = ",".join(ast.unparse(t) for t in targets)
+            else:
+                owner = type(statement).__name__
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Dict):
+                    items = [k for k in node.keys if k is not None]
+                elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                    items = list(node.elts)
+                else:
+                    continue
+                names = {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+                if len(names & vocabulary) >= 2:
+                    found.append((rel, owner, node.lineno, sorted(names & vocabulary)))
+    return found
+
+
+def test_predict_is_a_facade_and_one_class_is_named_predictor() -> None:
+    """The prediction lives in latency/ (kinds, pool, cost model); predict.py only faces it."""
+    assert len((PACKAGE / "predict.py").read_text().splitlines()) <= 150
+    named = [f"{p.relative_to(PACKAGE).as_posix()}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef) and n.name == "Predictor"]
+    assert len(named) == 1 and named[0].startswith("predict.py:"), named
+
+
+def test_one_runtime_registry() -> None:
+    """Runtime names are listed only in worker/registry.py; everything else reads it. Exempt:
+    what merely shares a spelling (package distributions, literature citation tokens)."""
+    from lodevem.worker.registry import RUNTIMES
+
+    shares_a_spelling = {("report/manifest.py", "PACKAGES"),  # distribution names, torch and ncnn among them
+                         ("report/methodology.py", "_RUNTIME_TOKENS"),  # how papers name runtimes
+                         ("report/methodology.py", "_memory_paragraph")}  # display names with citations
+    offenders = [f for f in _top_level_literals(set(RUNTIMES)) if f[0] != "worker/registry.py"
+                 and f[:2] not in shares_a_spelling]
+    assert offenders == []
+    defined = [f"{p.relative_to(PACKAGE).as_posix()}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
+               for n in ast.parse(p.read_text()).body if isinstance(n, (ast.Assign, ast.AnnAssign))
+               and any(ast.unparse(t).endswith("RUNTIMES") for t in (n.targets if isinstance(n, ast.Assign)
+                                                                     else [n.target]))
+               and any(isinstance(c, ast.Constant) and c.value in RUNTIMES for c in ast.walk(n.value))]
+    assert [d for d in defined if not d.startswith("worker/registry.py:")] == []  # none but the registry's
+
+
+def test_one_precision_vocabulary() -> None:
+    """Level, arithmetic and file-precision names are listed only in worker/precision.py."""
+    from lodevem.worker.precision import ARITHMETIC, FILE_PRECISIONS, LEVELS
+
+    vocabulary = set(LEVELS) | set(ARITHMETIC) | set(FILE_PRECISIONS)
+    assert [f for f in _top_level_literals(vocabulary) if f[0] != "worker/precision.py"] == []
+
+
+def test_the_vocabulary_rule_catches_a_second_home(tmp_path: Path) -> None:
+    """The scan is not vacuous: a module listing two level names (or a dict keyed by them) is found."""
+    (tmp_path / "levels2.py").write_text('NAMES = ("fp16", "int8")\n\ndef f(x):\n    return {"tflite": 1, "ncnn": 2}[x]\n')
+    assert _top_level_literals({"fp16", "int8"}, tmp_path) == [("levels2.py", "NAMES", 1, ["fp16", "int8"])]
+    assert _top_level_literals({"tflite", "ncnn"}, tmp_path) == [("levels2.py", "f", 4, ["ncnn", "tflite"])]

@@ -61,14 +61,31 @@ def test_check_prints_every_check() -> None:
     assert ("✗" in result.output) == (result.exit_code == 1)
 
 
-def test_every_command_and_exit_code_is_documented_in_the_readme() -> None:
+def test_every_command_and_exit_code_is_documented_in_the_commands_page() -> None:
     from lodevem.cli import EXIT_CODES
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    commands = (Path(__file__).resolve().parent.parent / "docs" / "commands.md").read_text()
     for name in cli.commands:
-        assert f"### `lodevem {name}`" in readme, f"README lacks a section for `lodevem {name}`"
+        assert f"## `lodevem {name}`" in commands, f"docs/commands.md lacks a section for `lodevem {name}`"
     for code in EXIT_CODES:
-        assert f"\n| {code} |" in readme
+        assert f"\n| {code} |" in commands
     start_options = {opt for param in cli.commands["start"].params for opt in param.opts if opt.startswith("--")}
     for option in start_options - {"--help"}:
-        assert f"`{option}" in readme, f"README's start options table lacks {option}"
+        assert f"`{option}" in commands, f"docs/commands.md's start options table lacks {option}"
+
+
+def test_latency_runtime_offers_only_runtimes_with_a_latency_model(tmp_path: Path) -> None:
+    """``--latency-runtime`` lists what the runtime registry says has a latency model (tflite,
+    ncnn), not every runtime ``--runtime`` measures under; torch is a one-line usage error."""
+    from lodevem.worker.registry import RUNTIMES, latency_runtimes
+
+    assert latency_runtimes() == ("tflite", "ncnn") and set(RUNTIMES) > set(latency_runtimes())
+    for command in ("start", "predict"):
+        shown = run(command, "--help", env={"COLUMNS": "200"}).output
+        assert "[tflite|ncnn]" in shown and "torch|onnxruntime|tflite|ncnn]" not in shown.split("--latency-runtime")[1]
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["predict", str(model), "--latency-runtime", "torch"])
+    assert result.exit_code == 2 and "'torch' is not one of 'tflite', 'ncnn'" in result.output
+    runtimes = run("start", "--help", env={"COLUMNS": "200"}).output
+    assert "torch" in runtimes.split("--runtime")[1]  # measurement runtimes are still all four

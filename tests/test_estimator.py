@@ -15,9 +15,12 @@ import numpy as np
 import pytest
 
 from lodevem.errors import InputError
-from lodevem.latency.estimator import DEFAULT_PARAMS, RUNTIMES, TERMS, Estimator, sum_work, work_vector
+from lodevem.latency.estimator import DEFAULT_PARAMS, TERMS, Estimator, sum_work, work_vector
 from lodevem.latency.kernels import Kernel
 from lodevem.profiles import CORE_TYPES
+from lodevem.worker.registry import latency_runtimes
+
+RUNTIMES = latency_runtimes()
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from lodevem import levels, worker, zoo
 from lodevem.sandbox.process_backend import ProcessBackend
+from lodevem.store import ArtifactStore
 from lodevem.derive import DERIVABLE, derive_cached, derive_variants
 from lodevem.errors import DeriveFailed, InputError
 from lodevem.results import ModelFile
@@ -269,9 +270,11 @@ class _CountingBackend(ProcessBackend):
 def test_derive_cached_derives_once(files: dict[str, Path], tmp_path: Path) -> None:
     backend = _CountingBackend()
     model = ModelFile.from_path(files["mlp"], level="int8")
-    first = derive_cached(model, tmp_path, WorkerClient(backend), input_shape=[1, 256])
-    again = derive_cached(model, tmp_path, WorkerClient(backend), input_shape=[1, 256])
-    assert backend.runs == 1 and again == first and first.variant_path.parent == tmp_path
+    first = derive_cached(model, ArtifactStore(tmp_path), WorkerClient(backend), input_shape=[1, 256])
+    again = derive_cached(model, ArtifactStore(tmp_path), WorkerClient(backend), input_shape=[1, 256])
+    assert backend.runs == 1 and again == first and first.variant_path.parent == tmp_path / "derived"
+    derive_cached(model, ArtifactStore(tmp_path, use_cache=False), WorkerClient(backend), input_shape=[1, 256])
+    assert backend.runs == 2  # --no-cache derives again
     assert first.format == "pickled_module" and first.size_bytes < 0.4 * files["mlp"].stat().st_size
 
 

@@ -180,8 +180,8 @@ def test_process_backend_agrees_on_clear_cases(tiny: Path) -> None:
 
 
 def test_wall_clock_timeout_stops_the_run(docker_backend, tiny: Path) -> None:
-    started = time.monotonic()
+    # A million passes would take hours: the verdict says the timeout stopped it. How soon after
+    # the 3 s it stops is a figure of benchmarks/worker_overheads.py, not an assert here.
     m = _one(tiny, 1024, docker_backend, runs=1_000_000, timeout_s=3)
     assert m.verdict == "timeout" and "timeout" in m.error
-    assert time.monotonic() - started < 30
     assert _labelled(os.getpid()) == []

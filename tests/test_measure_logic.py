@@ -12,6 +12,7 @@ import pytest
 from fakes import FakeBackend, ok_result, outcome
 from lodevem import measure
 from lodevem.errors import InputError
+from lodevem.store import ArtifactStore
 from lodevem.measure import MeasureCache, MemoryMeasurement, cache_key, classify
 from lodevem.results import ModelFile
 from lodevem.sandbox import open_backend
@@ -51,7 +52,7 @@ def test_cache_key_depends_on_every_field() -> None:
 def test_distinct_limits_run_once_largest_first(models: list[Path]) -> None:
     fake = FakeBackend()
     limits = [512, 1024, 512, 256, 1024, 2048, 2048]  # 7 profiles, 4 distinct limits
-    results = measure_models(models, limits, fake, jobs=2)
+    results = measure_models(models, limits, fake, jobs=2, infer=False)
     assert len(fake.calls) == 2 * 4
     for name in ("a.pt", "b.pt"):
         mine = [c for c in fake.calls if c[0] == name]
@@ -77,9 +78,9 @@ def test_identical_files_are_measured_once(tmp_path: Path) -> None:
 def test_cache_hit_and_no_cache(models: list[Path], tmp_path: Path) -> None:
     fake = FakeBackend()
     cache = tmp_path / "out" / ".cache" / "measure"
-    first = measure_models(models[:1], [512, 1024], fake, cache_dir=cache)
+    first = measure_models(models[:1], [512, 1024], fake, cache_dir=cache, infer=False)
     assert len(fake.calls) == 2 and not any(m.cached for m in first.values())
-    second = measure_models(models[:1], [512, 1024], fake, cache_dir=cache)
+    second = measure_models(models[:1], [512, 1024], fake, cache_dir=cache, infer=False)
     assert len(fake.calls) == 2 and all(m.cached for m in second.values())
     assert replace(second[(str(models[0]), 512)], cached=False) == first[(str(models[0]), 512)]
     measure_models(models[:1], [512], fake, cache_dir=cache, use_cache=False)
@@ -87,7 +88,7 @@ def test_cache_hit_and_no_cache(models: list[Path], tmp_path: Path) -> None:
 
 
 def test_timeouts_are_not_cached(tmp_path: Path) -> None:
-    cache = MeasureCache(tmp_path)
+    cache = MeasureCache(ArtifactStore(tmp_path))
     value = measure.to_measurement(run_of(outcome(timed_out=True, exit_code=137)), identity="i", model_sha256="s",
                                    settings=MeasureSettings(), worker_version="w")
     cache.put("k", value)

@@ -14,7 +14,7 @@ import pytest
 from fakes import FakeBackend, InterruptAfter
 from lodevem.errors import InputError
 from lodevem.profiles import load_profiles, select_profiles
-from lodevem.results import RunState
+from lodevem.store.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, run_benchmark
 
 # 256 MB, 512 MB twice, 1 GB twice: five profiles, three distinct limits.
@@ -42,7 +42,7 @@ NEED = {"small.pt": 240.0, "big.pt": 600.0}
 
 def test_each_model_is_measured_once_per_distinct_limit(files: list[Path], tmp_path: Path) -> None:
     fake = FakeBackend(NEED)
-    outcome = run_benchmark(config(files, tmp_path / "out"), backend=fake)
+    outcome = run_benchmark(config(files, tmp_path / "out", infer=False), backend=fake)
     assert len(fake.calls) == 2 * 3
     assert sorted(c[1] for c in fake.calls if c[0] == "big.pt") == [256, 512, 1024]
     assert len(outcome.rows) == 2 * len(PROFILES)
@@ -53,6 +53,37 @@ def test_each_model_is_measured_once_per_distinct_limit(files: list[Path], tmp_p
     assert all(r.latency_ms is None and "no ONNX export" in (r.latency_note or "") for r in outcome.rows)
     # one export per distinct file, before any measurement
     assert fake.actions[:2] == ["export-onnx", "export-onnx"]
+
+
+def test_limits_far_above_the_peak_are_inferred(files: list[Path], tmp_path: Path) -> None:
+    fake = FakeBackend(NEED)
+    rows = {r.key: r for r in run_benchmark(config(files, tmp_path / "out"), backend=fake).rows}
+    # small (240 MB): the 1 GB reference, 512 MB inferred, 256 MB measured; big (600 MB): all measured
+    assert sorted((c[0], c[1]) for c in fake.calls) == [("big.pt", 256), ("big.pt", 512), ("big.pt", 1024),
+                                                         ("small.pt", 256), ("small.pt", 1024)]
+    inferred = rows[("small.pt", "jiophone2")]
+    assert inferred.verdict == "fits" and inferred.memory_inferred_from_mb == 1024
+    assert inferred.limit_enforcement == "inferred from the 1024 MB run: peak 240.0 MB ≪ 512 MB"
+    assert rows[("big.pt", "jiophone2")].memory_inferred_from_mb is None
+    measured = {r.key: r for r in run_benchmark(config(files, tmp_path / "naive", infer=False),
+                                                backend=FakeBackend(NEED)).rows}
+    assert {k: r.verdict for k, r in rows.items()} == {k: r.verdict for k, r in measured.items()}
+
+
+def test_resume_keeps_and_completes_inferred_rows(files: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    fake = FakeBackend(NEED)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(config(files, out), InterruptAfter(3), backend=fake)
+    kept = RunState.load(out / STATE_FILE)
+    assert kept is not None and any(r.memory_inferred_from_mb for r in kept.rows)
+    resumed = run_benchmark(config(files, out, resume=True), backend=fake)
+    assert len(resumed.rows) == 2 * len(PROFILES)
+    kept_rows = {r.key: r for r in kept.rows}
+    assert all(row == kept_rows[row.key] for row in resumed.rows if row.key in kept_rows)
+    small_512 = {r.profile_id: r for r in resumed.rows if r.model_label == "small.pt"}["nokia_2720_flip"]
+    assert small_512.memory_inferred_from_mb == 1024
+    assert len(fake.calls) == 5  # the reference run is served from the cache, never run twice
 
 
 def test_second_run_is_served_from_the_cache(files: list[Path], tmp_path: Path) -> None:
@@ -71,11 +102,11 @@ def test_resume_measures_only_what_is_missing(files: list[Path], tmp_path: Path)
     out = tmp_path / "out"
     fake = FakeBackend(NEED)
     with pytest.raises(KeyboardInterrupt):
-        run_benchmark(config(files, out, no_cache=True), InterruptAfter(3), backend=fake)
+        run_benchmark(config(files, out, no_cache=True, infer=False), InterruptAfter(3), backend=fake)
     kept = RunState.load(out / STATE_FILE)
     assert kept is not None and 3 <= len(kept.rows) < 2 * len(PROFILES)
     before = len(fake.calls)
-    resumed = run_benchmark(config(files, out, no_cache=True, resume=True), backend=fake)
+    resumed = run_benchmark(config(files, out, no_cache=True, resume=True, infer=False), backend=fake)
     assert len(resumed.rows) == 2 * len(PROFILES)
     kept_rows = {r.key: r for r in kept.rows}
     assert all(row == kept_rows[row.key] for row in resumed.rows if row.key in kept_rows)
@@ -87,7 +118,7 @@ def test_resume_measures_only_what_is_missing(files: list[Path], tmp_path: Path)
     resumed_state_rows = RunState.load(out / STATE_FILE).rows
     # a resume with other options would overwrite those rows: it refuses, and keeps them
     with pytest.raises(InputError, match="holds an interrupted run of other models or options"):
-        run_benchmark(config(files, out, no_cache=True, resume=True, runs=7), backend=fake)
+        run_benchmark(config(files, out, no_cache=True, resume=True, runs=7, infer=False), backend=fake)
     assert RunState.load(out / STATE_FILE).rows == resumed_state_rows
 
 
@@ -123,7 +154,8 @@ def test_a_variant_that_cannot_be_derived_gets_error_rows(files: list[Path], tmp
     assert rows[("small.pt@fp32", "nokia_c1")].verdict == "fits"
     failed = rows[("small.pt@int8", "nokia_c1")]
     assert failed.verdict == "error" and failed.memory_error.startswith("could not derive int8")
-    assert len(fake.calls) == 3  # the fp32 file under three limits; the failed variant is never run
+    # the fp32 file at 1 GB (the reference) and 256 MB, 512 MB inferred; the failed variant is never run
+    assert sorted(c[1] for c in fake.calls) == [256, 1024]
 
 
 def test_every_sandbox_run_gets_the_timeout_asked_for(files: list[Path], tmp_path: Path) -> None:

@@ -205,7 +205,7 @@ def test_resume_reattaches_to_a_job_still_running(slurm_conf: str, models: list[
     job instead of submitting the same measurement again, and records its result."""
     output = tmp_path / "out"
     runs = 2500  # tiny_cnn: ~3 ms a pass here, so a job runs long enough to be killed mid-run
-    first = _start(models[1:], output, runs)
+    first = _start(models[1:], output, runs, "--no-infer")  # every limit measured: three jobs to adopt from
     try:
         job_id = _running_measurement(output / ".slurm", first)
         first.kill()
@@ -214,10 +214,10 @@ def test_resume_reattaches_to_a_job_still_running(slurm_conf: str, models: list[
         if first.poll() is None:
             first.kill()
     assert job_id in _queue()  # nobody cancelled it
-    second = _start(models[1:], output, runs, "--resume")
+    second = _start(models[1:], output, runs, "--resume", "--no-infer")
     _, err = second.communicate(timeout=600)
     assert second.returncode == 0, err
-    cached = [json.loads(p.read_text()) for p in (output / ".cache" / "measure").glob("*.json")]
+    cached = [json.loads(p.read_text())["value"] for p in (output / ".cache" / "measure").glob("*.json")]
     assert len(cached) == 3  # tier2's three RAM limits
     assert int(job_id) in [c["observed"].get("slurm_job_id") for c in cached]
     assert {c["verdict"] for c in cached} == {"fits"}

@@ -406,13 +406,12 @@ def test_export_through_worker_is_nn_meter_ready_and_cached(mbv2_onnx: Path, fil
                                                             fusion_rules: Path, scratch: Path) -> None:
     assert len(nn_meter_kernels(mbv2_onnx, fusion_rules)) == EXPECTED_KERNELS["mobilenet_v2"]
     request = {"action": "export-onnx", "model_path": str(files["mobilenet_v2"]), "onnx_path": str(mbv2_onnx)}
-    start = time.perf_counter()
     rc, res, stderr = run_worker(request, scratch)
-    elapsed = time.perf_counter() - start
     assert rc == 0 and res["onnx"]["cached"] is True and res["onnx"]["exporter"] == "legacy"
-    assert res["timings_s"]["import"] is None and "imported torch" not in stderr  # no torch for a cache hit
+    # A cache hit is cheap because it never imports torch (its wall time is a figure of
+    # benchmarks/worker_overheads.py, not an assert: the machine is shared).
+    assert res["timings_s"]["import"] is None and "imported torch" not in stderr
     assert (res["model"]["format"], res["model"]["params"]) == ("pickled_module", 3_504_872)  # from the export
-    assert elapsed < 1.5
     assert res["onnx"]["opset"] == worker.ONNX_OPSET and res["onnx"]["nodes"] > 50
 
 

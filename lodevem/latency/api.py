@@ -29,12 +29,14 @@ from typing import Any, Optional, Sequence
 
 from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
-from ..predict import LatencyPrediction, Predictor as CorePredictor
 from ..profiles import Profile, load_profiles, select_profiles
+from ..store import ArtifactStore
 from ..worker.formats import file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
-from .calibration import CalibrationRecord, CalibrationSet, Measurement, compute_share, now_iso
-from .estimator import canonical_runtime
+from .calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
+from .estimator import DEFAULT_RUNTIME
+from .pool import PredictorPool
+from .records import LatencyPrediction
 
 __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
 
@@ -92,20 +94,22 @@ class LatencyPredictor:
                  nnmeter_data: Optional[Path | str] = None, calibrations: Optional[Path | str] = None,
                  use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (), backend: str = "auto",
                  timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
-        self.core = CorePredictor(mode=predictor, data_dir=nnmeter_data,
-                                  **({"runtime": runtime} if runtime is not None else {}))
-        self._cores = {self.core.runtime: self.core}  # one core predictor per latency runtime asked for
-        self._core_options = {"mode": predictor, "data_dir": nnmeter_data}
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.store = ArtifactStore(self.cache_dir)
+        # the one predictor pool (lodevem.latency.pool): every runtime asked for, one cache of graphs;
+        # its predictions are kept in the store too, so a first call in a new process on a model
+        # whose graph and prediction are there imports neither torch, onnx nor nn-Meter
+        self.core = PredictorPool(mode=predictor, data_dir=nnmeter_data, cache_dir=self.store.folder("latency"))
+        self.core.check_runtime(runtime if runtime is not None else DEFAULT_RUNTIME)  # a bad one: InputError now
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
         self.threads, self.runtime = threads, runtime
         self.input_shape = tuple(input_shape) if input_shape else None
         self.profiles_dir = tuple(profiles_dir)
         self.backend_name, self.timeout_s = backend, timeout_s
         self.loading = loading  # sandbox.usercode.ModelLoading (--code, --arch) for model files
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.warnings: list[str] = []
         self._profiles: Optional[dict[str, Profile]] = None
-        self._exports: Any = None  # measure.ExportCache, opened on the first model file
+        self._exports: Any = None  # artifacts.ExportCache, opened on the first model file
         self._graphs: dict[tuple[Any, ...], ModelGraph] = {}
         self._scratch: Optional[Path] = None
         self._module_exports = 0
@@ -163,6 +167,10 @@ class LatencyPredictor:
         path = Path(model)
         if path.is_file():
             return self._export_file(path, shape)
+        if isinstance(model, str):
+            kept = self._zoo_graph(model, shape)  # in the store: no need to import the zoo (and torch)
+            if kept is not None:
+                return kept
         from .. import zoo
 
         if isinstance(model, str) and model in zoo.ZOO:
@@ -187,29 +195,42 @@ class LatencyPredictor:
 
     def _export_cache(self) -> Any:
         if self._exports is None:
-            from ..measure import ExportCache
+            from ..store.artifacts import ExportCache
             from ..sandbox import open_backend
             from ..sandbox.client import WorkerClient
 
             backend, warning = open_backend(self.backend_name)
             if warning:
                 self.warnings.append(warning)
-            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.cache_dir / "onnx",
-                                        self.timeout_s)
+            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.store, self.timeout_s)
         return self._exports
 
-    def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+    def _zoo_graph(self, name: str, shape: Optional[tuple[int, ...]]) -> Optional[ModelGraph]:
+        """The stored graph of zoo model ``name``, if a run of this lodevem version made it."""
         shape = shape or tuple(DEFAULT_INPUT_SHAPE)
         key = ("zoo", name, shape)
-        if key in self._graphs:
-            return self._graphs[key]
-        target = self.cache_dir / "zoo" / f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"
-        if not target.is_file():
-            from .. import zoo
+        if key not in self._graphs:
+            kept = self.store.lookup("zoo", [f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"],
+                                     {"zoo": name, "input_shape": list(shape), "lodevem": __version__})
+            if kept is None:
+                return None
+            self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape)
+        return self._graphs[key]
 
-            self._export_in_process(zoo.build(name), shape, target)
-        graph = ModelGraph(name, "zoo", file_sha256(str(target)), target, shape)
-        self._graphs[key] = graph
+    def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
+        """One graph per zoo name, shape and lodevem version in the store: a first call in a new
+        process reads it (and its digest, from the sidecar) instead of building and tracing."""
+        kept = self._zoo_graph(name, shape)
+        if kept is not None:
+            return kept
+        from .. import zoo
+
+        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        maker = {"zoo": name, "input_shape": list(shape), "lodevem": __version__}
+        self.store.publish_local("zoo", f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx", maker,
+                                 lambda path: self._export_in_process(zoo.build(name), shape, path))
+        graph = self._zoo_graph(name, shape)
+        assert graph is not None
         return graph
 
     def _export_module(self, module: Any, shape: Optional[tuple[int, ...]]) -> ModelGraph:
@@ -263,23 +284,18 @@ class LatencyPredictor:
         prediction = self._predict_core(graph.onnx_path, chosen, threads, level, runtime)
         if not calibrated:
             return prediction
-        return self.calibrations.apply(self.core, graph.onnx_path, chosen, prediction, runtime)
+        return self.calibrations.apply(prediction, chosen, self.core.estimator, runtime)
 
     def _predict_core(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str],
                       runtime: Optional[str]) -> LatencyPrediction:
-        """The predictor's own figure for ``runtime`` (None: this predictor's default)."""
-        core = self.core
-        if runtime is not None:
-            key = canonical_runtime(runtime)
-            if key not in self._cores:
-                self._cores[key] = CorePredictor(**self._core_options, runtime=key)
-            core = self._cores[key]
-        return core.predict(onnx_path, [profile], threads=threads, level=level)[profile.id]
+        """The pool's own figure for ``runtime`` (None: this predictor's default)."""
+        runtime = runtime if runtime is not None else DEFAULT_RUNTIME
+        return self.core.predict(onnx_path, [profile], threads, level, runtime)[profile.id]
 
     def predict_all(self, models: Sequence[Any], profiles: Sequence[Profile], *, threads: Optional[int] = None,
                     runtime: Optional[str] = None) -> list[ModelLatency]:
         """Every (model, profile) pair, models exported first (a bad file stops before any work)."""
-        self.core.require(profiles)
+        self.core.require(profiles, self.runtime or DEFAULT_RUNTIME)
         graphs = [self.graph(m) for m in models]
         return [ModelLatency(g, p, self.predict(g, p, threads=threads, runtime=runtime))
                 for g in graphs for p in profiles]
@@ -294,7 +310,7 @@ class LatencyPredictor:
         bad model leaves the folder as it was.
         """
         chosen = self.profile(profile)
-        self.core.require([chosen])
+        self.core.require([chosen], self.core.check_runtime(runtime))
         pending = []
         for item in measurements:
             graph = self.graph(item.model, item.input_shape)
@@ -302,14 +318,11 @@ class LatencyPredictor:
             if prediction.latency_ms is None or graph.onnx_path is None:
                 raise InputError(f"{item.model}: cannot calibrate with it, lodevem has no prediction to compare "
                                  f"to ({prediction.note or graph.error})")
-            kernels = self.core.kernel_graph(graph.onnx_path, chosen)
-            if isinstance(kernels, Exception):
-                raise InputError(f"{item.model}: {kernels}")
-            share = compute_share(self.core.estimator, kernels, prediction.core)
+            share = prediction.compute_share  # the cost model's own split of this prediction
             pending.append(CalibrationRecord(
-                profile_id=chosen.id, model_label=graph.label, model_sha256=graph.sha256, graph_sha256=kernels.sha256,
-                measured_ms=item.ms, runtime=runtime, threads=threads, date=now_iso(), note=note,
-                predicted_ms=prediction.latency_ms, compute_ms=prediction.latency_ms * share,
+                profile_id=chosen.id, model_label=graph.label, model_sha256=graph.sha256,
+                graph_sha256=prediction.graph_sha256 or "", measured_ms=item.ms, runtime=runtime, threads=threads,
+                date=now_iso(), note=note, predicted_ms=prediction.latency_ms, compute_ms=prediction.latency_ms * share,
                 memory_ms=prediction.latency_ms * (1 - share), predictor=prediction.latency_source,
                 measured_by=item.measured_by, input_shape=graph.input_shape))
         written = [(self.calibrations.store.add(record), record) for record in pending]

@@ -8,18 +8,17 @@ host must not unpickle what a run wrote), and looks it up before doing any work.
 
 The cache knows nothing of what it stores: the caller builds the key from *everything* that
 determines the value (``digest`` of a JSON-able description) and converts its records to and
-from plain dicts. A key part forgotten is a stale hit, so ``Predictor.cache_identity`` lists
+from plain dicts. A key part forgotten is a stale hit, so ``PredictorPool.cache_identity`` lists
 them in one place. Entries are written atomically; an unreadable or foreign entry is a miss.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..worker.formats import file_sha256
+from ..store import digest, file_digest, write_atomic
 
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
 
@@ -27,15 +26,7 @@ __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
 CACHE_FORMAT = 1
 
 
-def digest(description: Any) -> str:
-    """sha256 of a JSON-able description, canonical (sorted keys, no whitespace)."""
-    text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes (the same digest lodevem names model files by)."""
-    return file_sha256(str(path))
+# ``digest`` / ``file_digest``: the one digest helper, the artifact store's (re-exported here).
 
 
 class JsonCache:
@@ -64,7 +55,5 @@ class JsonCache:
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         if self.dir is None:
             return
-        from ..results import write_atomic
-
         text = json.dumps({"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1, default=str)
         write_atomic(self.dir / f"{key}.json", text)

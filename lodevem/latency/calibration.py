@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
-from .estimator import COMPUTE_TERMS, Estimator, sum_work
-from .kernels import KernelGraph
+from ..store import digest
+from .estimator import Estimator
+from .records import uncertainty_band
+from ..worker.registry import on_device_runtimes
 
 if TYPE_CHECKING:  # the records this step reads and returns; predict.py does not import this module
-    from ..predict import LatencyPrediction, Predictor
+    from .records import LatencyPrediction
     from ..profiles import Profile
 
 __all__ = [
@@ -56,7 +58,6 @@ __all__ = [
     "ParsedLog",
     "apply_calibration",
     "calibrated_source",
-    "compute_share",
     "default_calibrations_dir",
     "fit_calibration",
     "measurements_from_args",
@@ -68,8 +69,9 @@ __all__ = [
 
 CALIBRATIONS_ENV = "LODEVEM_CALIBRATIONS"
 CONFIG_ENV = "XDG_CONFIG_HOME"
-# Runtimes a measurement on a device can be made with (the log parsers know the first two).
-MEASURED_RUNTIMES: tuple[str, ...] = ("tflite", "ncnn", "other")
+# Runtimes a measurement on a device can be made with (the registry's on-device runtimes, whose
+# benchmark tools the log parsers know), and "other" for anything else.
+MEASURED_RUNTIMES: tuple[str, ...] = (*on_device_runtimes(), "other")
 _SCHEMA = 1
 # Below this many records the compute/memory split is not fitted (two unknowns need >= 3 points
 # to leave a residual that says whether the split means anything).
@@ -363,21 +365,6 @@ def measurements_from_log(args: Sequence[str], log: ParsedLog, where: str,
 # --------------------------------------------------------------------------- the fit
 
 
-def compute_share(estimator: Estimator, graph: KernelGraph, core: str) -> float:
-    """The compute-bound fraction of the estimator's time for ``graph`` on ``core``.
-
-    Clock and threads scale both parts alike (one clock, one Amdahl speed-up), so the share
-    depends on the core only. nn-Meter predictions are split with the same share.
-    """
-    work = sum_work(graph.kernels)
-    params = estimator.core(core)
-    n = len(COMPUTE_TERMS)
-    compute = params.compute_scale * sum(t * w for t, w in zip(estimator.theta[:n], work[:n]))
-    memory = params.memory_scale * sum(t * w for t, w in zip(estimator.theta[n:], work[n:]))
-    total = compute + memory
-    return compute / total if total > 0 else 0.0
-
-
 @dataclass(frozen=True)
 class CalibrationFit:
     """The factors in force for one profile: time = a * compute part + b * memory part."""
@@ -456,15 +443,21 @@ def _threads(n: int) -> str:
 # --------------------------------------------------------------------------- applying
 
 
-def oneshot_uncertainty(estimator: Estimator) -> str:
-    """The stated error of a calibrated prediction: the estimator's one-shot calibration MAPE
-    (``uncertainty.oneshot_mape_pct`` in its parameters), or a statement that there is none."""
+def oneshot_figure(estimator: Estimator) -> Optional[float]:
+    """The estimator's one-shot calibration MAPE (``uncertainty.oneshot_mape_pct``), None without one."""
     value = estimator.params.get("uncertainty", {}).get("oneshot_mape_pct")
     try:
         figure = float(value)
     except (TypeError, ValueError):
-        figure = math.nan
-    if not math.isfinite(figure):
+        return None
+    return figure if math.isfinite(figure) else None
+
+
+def oneshot_uncertainty(estimator: Estimator) -> str:
+    """The stated error of a calibrated prediction: the estimator's one-shot calibration MAPE
+    (``uncertainty.oneshot_mape_pct`` in its parameters), or a statement that there is none."""
+    figure = oneshot_figure(estimator)
+    if figure is None:
         return ("one-shot calibration error not available (these estimator parameters have no "
                 "uncertainty.oneshot_mape_pct)")
     return f"±{figure:.0f}% (one-shot calibration MAPE)"
@@ -489,7 +482,8 @@ def apply_calibration(prediction: "LatencyPrediction", fit: Optional[Calibration
     """``prediction`` (a ``LatencyPrediction``) scaled by the profile's fit, with its source,
     uncertainty and note saying so; unchanged when there is no fit or no number.
 
-    ``share``: the prediction's compute-bound share (``compute_share``); ``graph_sha256``: the
+    ``share``: the prediction's compute-bound share (``LatencyPrediction.compute_share``, from the
+    cost model's ``Estimate``); ``graph_sha256``: the
     predicted model's graph digest, to say when it is a calibration model itself; ``mismatch``:
     the note from ``select_records``.
     """
@@ -514,10 +508,15 @@ def apply_calibration(prediction: "LatencyPrediction", fit: Optional[Calibration
     measured = ", ".join(f"{r.model_label} {r.measured_ms:g} ms ({r.runtime}, {r.threads} thread(s), {r.date[:10]})"
                          for r in fit.records)
     described = f"{fit.records[0].profile_id}: x{factor:.3f} from {fit.n} measurement(s) on the device: {measured}"
-    return replace(prediction, latency_ms=prediction.latency_ms * factor,
+    scaled = prediction.latency_ms * factor
+    low, high = uncertainty_band(scaled, oneshot_figure(estimator))
+    return replace(prediction, latency_ms=scaled,
                    latency_source=calibrated_source(prediction.latency_source, fit.n),
                    calibrations=(*prediction.calibrations, described),
-                   uncertainty=oneshot_uncertainty(estimator),
+                   uncertainty=oneshot_uncertainty(estimator), uncertainty_pct=oneshot_figure(estimator),
+                   latency_low_ms=low, latency_high_ms=high,
+                   compute_ms=prediction.compute_ms * fit.compute_factor if prediction.compute_ms is not None else None,
+                   memory_ms=prediction.memory_ms * fit.memory_factor if prediction.memory_ms is not None else None,
                    note="; ".join(n for n in notes if n),
                    kernels=tuple(replace(k, ms=k.ms * factor if k.ms is not None else None)
                                  for k in prediction.kernels))
@@ -560,32 +559,30 @@ class CalibrationSet:
         if not self.enabled:
             return ""
         records = sorted(json.dumps(r.to_dict(), sort_keys=True) for _, r in self.store.records())
-        return hashlib.sha256("\n".join(records).encode()).hexdigest()[:16] if records else ""
+        return digest(records)[:16] if records else ""
 
     def reload(self) -> None:
         """Forget the fits, so records added since are read (after ``lodevem calibrate``)."""
         self._fits.clear()
 
-    def apply(self, predictor: "Predictor", onnx_path: Path | str, profile: "Profile",
-              prediction: "LatencyPrediction", runtime: Optional[str] = None) -> "LatencyPrediction":
-        """``prediction`` of the model at ``onnx_path`` on ``profile``, scaled by the profile's
-        calibration (``predictor``: the ``lodevem.predict.Predictor`` that made it).
+    def apply(self, prediction: "LatencyPrediction", profile: "Profile", estimator: Estimator,
+              runtime: Optional[str] = None) -> "LatencyPrediction":
+        """``prediction`` on ``profile``, scaled by the profile's calibration, with the split into
+        compute- and memory-bound parts the prediction carries (the cost model's ``Estimate``);
+        ``estimator``: the cost model that made it (its one-shot error is the calibrated figure's).
 
         The run's runtime is the prediction's own when it names one (issue 13's field), else
         ``runtime``.
         """
         if prediction.latency_ms is None:
             return prediction
-        runtime = getattr(prediction, "runtime", None) or runtime
+        runtime = prediction.runtime or runtime
         fit, mismatch = self.fit_for(profile.id, runtime, prediction.threads)
         if fit is None:
             return prediction
-        graph = predictor.kernel_graph(onnx_path, profile)
-        if isinstance(graph, Exception):  # no graph means no prediction either; keep it as it is
-            return prediction
-        share = compute_share(predictor.estimator, graph, prediction.core)
         self._used[profile.id] = fit
-        return apply_calibration(prediction, fit, share, predictor.estimator, graph.sha256, mismatch)
+        return apply_calibration(prediction, fit, prediction.compute_share, estimator, prediction.graph_sha256,
+                                 mismatch)
 
     def describe(self) -> dict[str, Any]:
         """What was applied, for the run's manifest."""

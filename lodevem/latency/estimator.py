@@ -44,14 +44,14 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from ..errors import EstimatorError, InputError
+from ..worker.precision import ARITHMETIC
+from ..worker.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
 from .kernels import Kernel
 
 __all__ = [
     "COMPUTE_TERMS",
     "DEFAULT_PARAMS",
     "DEFAULT_RUNTIME",
-    "PRECISIONS",
-    "RUNTIMES",
     "canonical_runtime",
     "MEMORY_TERMS",
     "TERMS",
@@ -69,13 +69,9 @@ DEFAULT_PARAMS: Path = Path(__file__).resolve().parent.parent / "data" / "estima
 COMPUTE_TERMS: tuple[str, ...] = ("conv3x3s1_macs", "gemm_conv_macs", "depthwise_macs", "fc_macs", "winograd_io")
 MEMORY_TERMS: tuple[str, ...] = ("bytes", "kernels")
 TERMS: tuple[str, ...] = COMPUTE_TERMS + MEMORY_TERMS
-# Runtimes the estimator can name. TFLite means TFLite with its XNNPACK CPU delegate (the default
-# CPU path of TFLite >= 2.3 and of LiteRT); nn-Meter's CPU predictors are TFLite 2.1.
-RUNTIMES: tuple[str, ...] = ("tflite", "ncnn")
-DEFAULT_RUNTIME = "tflite"
-_RUNTIME_ALIASES = {"tflite": "tflite", "tflite-xnnpack": "tflite", "xnnpack": "tflite", "litert": "tflite",
-                    "ncnn": "ncnn"}
-PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
+# The runtimes it can name are the registry's with a latency model (``worker.registry``); the
+# arithmetic it has factors for is the precision vocabulary's (``worker.precision.ARITHMETIC``).
+DEFAULT_RUNTIME = DEFAULT_LATENCY_RUNTIME
 # Fewest LODO rows of a cell kind whose MAPE is stated as that kind's uncertainty (4 rows of one
 # board would state that board's luck, not the estimator's error).
 MIN_KIND_ROWS = 8
@@ -133,11 +129,11 @@ def sum_work(kernels: Iterable[Kernel], mac_scale: float = 1.0) -> tuple[float, 
 
 def canonical_runtime(name: str) -> str:
     """``tflite-xnnpack`` / ``litert`` -> ``tflite``; an ``InputError`` for a runtime with no model."""
-    key = str(name).strip().lower()
-    if key not in _RUNTIME_ALIASES:
-        raise InputError(f"no latency model for runtime '{name}': the estimator knows {', '.join(RUNTIMES)} "
-                         f"(published data exist only for those)")
-    return _RUNTIME_ALIASES[key]
+    key = canonical(name)
+    if key is None or key not in latency_runtimes():
+        raise InputError(f"no latency model for runtime '{name}': the estimator knows "
+                         f"{', '.join(latency_runtimes())} (published data exist only for those)")
+    return key
 
 
 def amdahl(q: float, threads: float) -> float:
@@ -193,6 +189,54 @@ class UncertaintyFigure:
     runtime: Optional[str]
     mape_pct: float
     rows: int
+
+
+@dataclass(frozen=True)
+class KernelEstimate:
+    """One kernel's time at its own arithmetic, split into its compute- and memory-bound parts
+    (threads and clock applied to each part, as ``latency_ms`` does)."""
+
+    arithmetic: str
+    compute_ms: float
+    memory_ms: float
+
+    @property
+    def ms(self) -> float:
+        return self.compute_ms + self.memory_ms
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The cost model's whole answer for one graph on one core, clock, runtime and thread count.
+
+    Why one record: the predictor, the nn-Meter transfer and the calibration step all need the
+    same per-kernel figures; computing them once (one ``_parts`` per kernel) keeps them equal by
+    construction. ``arithmetic``: what the cell is stated in (its uncertainty kind); ``notes``:
+    what was assumed where the data is silent; ``figure``: the LODO error figure of the kind
+    (None: no rows of that kind or any pooled one) and ``uncertainty`` its one-line statement.
+    """
+
+    core: str
+    clock_ghz: float
+    runtime: str
+    threads: int
+    arithmetic: str
+    kernels: tuple[KernelEstimate, ...]
+    notes: tuple[str, ...]
+    figure: Optional[UncertaintyFigure]
+    uncertainty: str
+
+    @property
+    def ms(self) -> float:
+        return sum(k.ms for k in self.kernels)
+
+    @property
+    def compute_ms(self) -> float:
+        return sum(k.compute_ms for k in self.kernels)
+
+    @property
+    def memory_ms(self) -> float:
+        return sum(k.memory_ms for k in self.kernels)
 
 
 class Estimator:
@@ -304,8 +348,8 @@ class Estimator:
 
     @staticmethod
     def _check_precision(precision: str) -> None:
-        if precision not in PRECISIONS:
-            raise InputError(f"no latency model for precision '{precision}', expected one of {', '.join(PRECISIONS)}")
+        if precision not in ARITHMETIC:
+            raise InputError(f"no latency model for precision '{precision}', expected one of {', '.join(ARITHMETIC)}")
 
     def _parts(self, work: Sequence[float], core: str, runtime: str, precision: str) -> tuple[float, float]:
         """(compute, memory) Mcycles of ``work`` at one thread, for ``runtime`` and ``precision``."""
@@ -341,6 +385,25 @@ class Estimator:
         compute, memory = self._parts(work, core, runtime, precision)
         cycles = compute * amdahl(params.parallel_compute, n) + memory * amdahl(params.parallel_memory, n)
         return cycles / clock_ghz  # Mcycles / GHz = ms
+
+    def estimate(self, works: Sequence[Sequence[float]], arithmetic: Sequence[str], core: str, clock_ghz: float,
+                 runtime: str = DEFAULT_RUNTIME, threads: int = 1, cluster_cores: Optional[int] = None,
+                 cell_arithmetic: str = "fp32", noted: Sequence[str] = ()) -> Estimate:
+        """Every kernel of a graph (``works``: their ``work_vector``s) at its own ``arithmetic``,
+        in one pass. ``cell_arithmetic``: the kind whose error figure the cell carries;
+        ``noted``: the arithmetic whose assumptions the notes state (``precision_note``)."""
+        self._check_clock(clock_ghz)
+        n = self._threads(threads, cluster_cores)
+        params = self.core(core)
+        a_c, a_m = amdahl(params.parallel_compute, n), amdahl(params.parallel_memory, n)
+        kernels = []
+        for work, precision in zip(works, arithmetic, strict=True):
+            compute, memory = self._parts(work, core, runtime, precision)
+            kernels.append(KernelEstimate(precision, compute * a_c / clock_ghz, memory * a_m / clock_ghz))
+        notes = tuple(note for note in (self.precision_note(core, p, runtime) for p in noted) if note)
+        return Estimate(core, clock_ghz, self.runtime(runtime).name, threads, cell_arithmetic, tuple(kernels), notes,
+                        self.uncertainty_figure(core, runtime, threads, cell_arithmetic),
+                        self.uncertainty(core, runtime, threads, cell_arithmetic))
 
     def work_ms(self, work: Sequence[float], core: str, clock_ghz: float, runtime: str = DEFAULT_RUNTIME) -> float:
         """1-thread fp32 milliseconds for a work vector on ``runtime``."""

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import InputError
+from ..worker.precision import ARITHMETIC, FILE_PRECISIONS
 
 __all__ = [
     "CATEGORIES",
@@ -60,8 +61,6 @@ _ELEMENTWISE_OPS = {
 _MATMUL_TYPES = {"Gemm", "MatMul"}
 _COMPUTE_TYPES = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 PRECISION_KEY = "lodevem.precision"  # written by lodevem.worker.quantized (JSON, see there)
-_PRECISIONS = ("fp32", "fp16", "int8")
-_OVERALL = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 # nn-Meter logs one warning per shapeless node and one for the onnx version; not our user's concern.
 _QUIET_LOGGERS = ("nn-Meter",)
 # Initializers larger than this are emptied before shape inference: only their dims matter to the
@@ -309,9 +308,9 @@ def _node_precisions(model: Any, path: Path) -> _NodePrecisions:
         quantization = f"{quant['scheme']}, {quant['backend']}" if quant else None
     except (ValueError, TypeError, KeyError, AttributeError):
         raise InputError(f"{path}: unreadable {PRECISION_KEY} metadata; delete the file to export it again") from None
-    if default not in _PRECISIONS or overall not in _OVERALL or set(nodes.values()) - set(_PRECISIONS):
+    if default not in ARITHMETIC or overall not in FILE_PRECISIONS or set(nodes.values()) - set(ARITHMETIC):
         raise InputError(f"{path}: {PRECISION_KEY} metadata names an unknown precision; expected "
-                         f"{', '.join(_PRECISIONS)}")
+                         f"{', '.join(ARITHMETIC)}")
     return _NodePrecisions(default, nodes, overall, quantization)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from rich.table import Table
 from rich.text import Text
 
+from ..worker.registry import latency_runtimes
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import VERDICTS, PairResult
 from .cells import (
@@ -124,13 +125,18 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
              "not measured on the phone."]
     lines += [f"  {note.text()}" for note in source_notes(rows)]
     # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
-    backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows})
+    backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows
+                       if r.memory_inferred_from_mb is None})
     lines.append("Peak RAM: peak RSS (VmHWM) measured with the device's RAM as the limit "
                  f"({'; '.join(backends)}); OOM = killed at the limit.")
+    inferred = sum(1 for r in rows if r.memory_inferred_from_mb is not None)
+    if inferred:  # memory.planning: rows of limits far above the peak of the largest limit's run
+        lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit, far "
+                     "above its peak (CSV limit_enforcement; --no-infer measures each).")
     runtimes = list(dict.fromkeys(r.runtime for r in rows))
     if runtimes != ["torch"]:
         line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."
-        if any(r in ("tflite", "ncnn") for r in runtimes):  # runner.latency_runtime
+        if any(r in latency_runtimes() for r in runtimes):  # runner.latency_runtime
             line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "
                      "torch and onnxruntime rows the one for --latency-runtime.")
         lines.append(line)

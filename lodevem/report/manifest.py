@@ -34,6 +34,7 @@ from .. import __version__
 from ..doctor import cgroup_version
 from ..profiles import Profile
 from ..sandbox.base import host_memory_mb
+from ..worker.registry import RUNTIMES
 
 MANIFEST_VERSION = 1
 # Distributions whose versions change the numbers (or their provenance).
@@ -149,7 +150,8 @@ def runtime_versions(runtime: str) -> dict[str, Optional[str]]:
     pinned in ``sandbox.image`` (the process backend runs the host's: see ``packages``)."""
     from ..sandbox.image import CONVERTERS, IMAGES, RUNTIME_IMAGES
 
-    package = {"torch": "torch", "onnxruntime": "onnxruntime", "tflite": "ai-edge-litert", "ncnn": "ncnn"}.get(runtime)
+    spec = RUNTIMES.get(runtime)
+    package = spec.package if spec is not None else None
     pins = dict(r.split("==", 1) for name in RUNTIME_IMAGES.get(runtime, ()) for r in IMAGES[name].requirements)
     converter, converter_version = CONVERTERS.get(runtime, (None, None))
     return {"package": package, "version": pins.get(package or ""), "converter": converter,

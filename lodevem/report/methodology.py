@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import __version__
+from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult, write_atomic
+from ..worker.precision import LEVEL_ARITHMETIC
 from .files import latex_escape
 
 __all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "RunFacts", "bibtex", "cited_keys",
@@ -106,6 +108,8 @@ class RunFacts:
     runtimes: tuple[str, ...]
     backends: tuple[str, ...]
     enforcements: tuple[str, ...]
+    inferred_rows: int  # memory figures inferred from the run at a larger limit (memory.planning)
+    measured_rows: int  # memory figures with a run at their own limit
     warmup: Optional[int]
     runs: Optional[int]
     verdicts: tuple[str, ...]
@@ -184,7 +188,10 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
         calibrations=_distinct([c for r in rows for c in r.latency_calibrations]),
         runtimes=_distinct([r.runtime for r in rows if r.verdict != "error" or r.limit_enforcement]),
         backends=_distinct([r.backend for r in rows if r.limit_enforcement]),
-        enforcements=_distinct([re.sub(r"=\d+MB", "", r.limit_enforcement) for r in rows]),
+        enforcements=_distinct([re.sub(r"=\d+MB", "", r.limit_enforcement) for r in rows
+                                if r.memory_inferred_from_mb is None]),
+        inferred_rows=sum(1 for r in rows if r.memory_inferred_from_mb is not None),
+        measured_rows=sum(1 for r in rows if r.memory_inferred_from_mb is None and r.limit_enforcement),
         warmup=config.get("warmup") if isinstance(config, Mapping) else None,
         runs=config.get("runs") if isinstance(config, Mapping) else None,
         verdicts=_distinct([r.verdict for r in rows]),
@@ -272,7 +279,7 @@ def _latency_paragraph(f: RunFacts) -> str:
     if any(t > 1 for t in f.threads):
         out.append("Multi-thread latency divides the single-thread figure by an Amdahl speed-up with a per-core "
                    "parallel fraction fitted on same-board 1- vs N-thread pairs, capped at the cluster's core count.")
-    if any(level in ("fp16", "int8", "int8-static") for level in f.levels):
+    if any(LEVEL_ARITHMETIC.get(level or "fp32", "fp32") != "fp32" for level in f.levels):
         out.append("fp16 and int8 variants were predicted from the fp32 graph divided by per-core speed-up factors "
                    "fitted on paired ncnn measurements.")
     if f.calibrations:
@@ -309,6 +316,13 @@ def _memory_paragraph(f: RunFacts) -> str:
            "runs, so every run starts from the same page-cache state. The peak reported is the process's resident "
            "high-water mark ({code:VmHWM}); a model fits a device only if the run completed and its VmHWM stayed "
            "within the limit."]
+    if f.inferred_rows:
+        total = f.inferred_rows + f.measured_rows
+        out.append(f"{f.inferred_rows} of the {total} memory figures were not measured at their own limit: each "
+                   "was inferred from the same model's run at the largest limit, whose peak was far below it "
+                   f"(limit at least {1 + RELATIVE:g} x the peak + {ABSOLUTE_MB:g} MB, where a tighter limit does "
+                   "not change the peak); "
+                   "the rows say so in {code:limit_enforcement}.")
     if "thrashing" in f.verdicts:
         out.append("A run far slower than the same model unconstrained, with many major page faults, is reported "
                    "as thrashing (a phone's low-memory killer would have stopped it).")
@@ -340,7 +354,7 @@ def _limitations(f: RunFacts) -> list[str]:
     if f.nnmeter:
         items.append("nn-Meter's regressors model one device and runtime; carrying them to other cores relies on the "
                      "estimator's ratios, so the estimator's error applies to the transfer.")
-    if any(level in ("int8", "int8-static") for level in f.levels):
+    if any(LEVEL_ARITHMETIC.get(level or "fp32") == "int8" for level in f.levels):
         items.append("int8 latency is the fp32 kernel graph scaled by fitted factors; real int8 speed depends on "
                      "the runtime's int8 kernels.")
     if "pruned" in f.levels:

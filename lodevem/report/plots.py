@@ -9,12 +9,13 @@ chosen for a two-column paper (about 7 in wide at 8 pt) and grow with the number
 
 from __future__ import annotations
 
-import textwrap
-
+import math
 import os
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -25,15 +26,18 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+from matplotlib.transforms import ScaledTranslation
 
 from .. import __version__
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
-from .cells import HEATMAP, MIN_RAM, SCATTER, cells, group_by_model, ordered_devices, source_notes
+from .cells import HEATMAP, MIN_RAM, SCATTER, VERDICT_WORDS, cells, group_by_model, ordered_devices, source_notes
+
 # Colour-blind-safe (Okabe-Ito) colours for tiers; models use matplotlib's tab10 cycle.
 TIER_COLOURS = {"tier1": "#009E73", "tier2": "#E69F00", "tier3": "#D55E00"}
-TIER_MARKERS = {"tier1": "o", "tier2": "s", "tier3": "^"}
+# One filled marker shape per device of a figure (15 tell apart at 5 pt; more devices repeat them).
+DEVICE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "p", "h", "d", "H", "8")
 _STYLE = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7,
           "ytick.labelsize": 7, "legend.fontsize": 7, "pdf.fonttype": 42, "svg.hashsalt": "lodevem"}
 
@@ -114,14 +118,64 @@ def _log2_ram_axis(ax: Axes, values: Sequence[float]) -> None:
 
 def latency_heatmap(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],
                     out_dir: Path) -> list[Path]:
-    """Model x device heatmap of predicted latency, devices in tier order; returns PNG and PDF.
+    """Model x device heatmap of predicted latency (``heatmap_figure``); returns PNG and PDF."""
+    if not rows:
+        return []
+    with _paper_style():
+        return _save(heatmap_figure(rows, profiles), out_dir, HEATMAP)
+
+
+def _nice_number(value: float, digits: int) -> float:
+    return float(f"{value:.{digits}g}")
+
+
+def _ms_label(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 or value == round(value) else f"{value:g}"
+
+
+def colourbar_ticks(vmin: float, vmax: float) -> tuple[list[float], list[str]]:
+    """Major ticks for a log colour bar from ``vmin`` to ``vmax`` ms, each label distinct.
+
+    1-2-5 steps when the range holds at least three of them; a narrow range (14.2 to 14.9 ms:
+    the default locator then labels every minor tick "14") gets four log-spaced values,
+    rounded to the fewest significant digits that keep their labels apart."""
+    lo, hi = math.floor(math.log10(vmin)), math.ceil(math.log10(vmax))
+    for mantissas in ((1, 2, 5), (1, 3), (1,)):  # the finest steps that give at most 8 ticks
+        steps = [m * 10.0 ** k for k in range(lo, hi + 1) for m in mantissas if vmin <= m * 10.0 ** k <= vmax]
+        if len(steps) <= 8:
+            break
+    if len(steps) >= 3:
+        if len(steps) < 5:  # few steps: also label the ends, so the bar's range can be read off
+            ends = [_inside(v, vmin, vmax) for v in (vmin, vmax)]
+            steps = sorted(steps + [e for e in ends if e and all(max(e / t, t / e) > 1.3 for t in steps)])
+        return steps, [_ms_label(t) for t in steps]
+    raw = np.geomspace(vmin, vmax, 4)
+    for digits in range(2, 8):
+        ticks = [_inside(float(v), vmin, vmax, digits) for v in raw]
+        labels = [_ms_label(t) for t in ticks if t is not None]
+        if len(set(labels)) == len(raw):
+            return [t for t in ticks if t is not None], labels
+    return [float(v) for v in raw], [f"{v:.8g}" for v in raw]
+
+
+def _inside(value: float, vmin: float, vmax: float, digits: int = 2) -> Optional[float]:
+    """``value`` at ``digits`` significant digits, rounded (or, at an end, rounded inward) so that
+    it stays in the range; None when no such value exists."""
+    scale = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    for step in (round(value / scale), math.ceil(value / scale), math.floor(value / scale)):
+        candidate = _nice_number(step * scale, digits + 1)  # drops float noise (9.4000000001)
+        if vmin <= candidate <= vmax:
+            return candidate
+    return None
+
+
+def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]]) -> Figure:
+    """Model x device heatmap of predicted latency, devices in tier order.
 
     Colour is log latency (models and phones span ms to seconds). A pair where the model does
     not fit in RAM is hatched and says why (``OOM``, ``thrashing``, ``timeout``): its predicted
     latency is not a latency anyone would observe. Each value carries its predictor's mark.
     """
-    if not rows:
-        return []
     devices = ordered_devices(rows, profiles)
     groups = group_by_model(rows, profiles)
     col = {d.profile_id: j for j, d in enumerate(devices)}
@@ -181,58 +235,118 @@ def latency_heatmap(rows: Sequence[PairResult], profiles: Optional[Sequence[Prof
         fig.supxlabel("\n".join(wrapped), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
         if finite.size:
             bar = fig.colorbar(image, ax=ax, label="predicted latency (ms, log scale)", shrink=0.9, pad=0.01)
-            plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")
-            bar.ax.yaxis.set_major_formatter(plain)  # "1,000" reads faster than 10^3 for ms
-            bar.ax.yaxis.set_minor_formatter(plain if vmax / vmin < 10 else NullFormatter())
-        return _save(fig, out_dir, HEATMAP)
+            ticks, labels = colourbar_ticks(vmin, vmax)  # plain "1,000" reads faster than 10^3 for ms
+            bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
+            bar.ax.yaxis.set_major_formatter(FixedFormatter(labels))
+            bar.ax.yaxis.set_minor_locator(NullLocator())
+        return fig
 
 
 def latency_vs_ram(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],
                    out_dir: Path) -> list[Path]:
-    """Peak RAM (x, measured) against predicted latency (y), with every device RAM limit drawn.
-
-    One point per (model, device): colour = model, marker = tier. A pair that ran sits at its
-    measured peak RSS; a pair that did not fit is a cross at the device's limit (it needed more),
-    so a reader sees at a glance which limits each model clears.
-    """
+    """Peak RAM against predicted latency per (model, device) (``scatter_figure``); PNG and PDF."""
     if not rows:
         return []
+    with _paper_style():
+        return _save(scatter_figure(rows, profiles), out_dir, SCATTER)
+
+
+@dataclass(frozen=True)
+class _Point:
+    model: int  # index into the model legend
+    device: int  # index into the device legend
+    x: float
+    y: float
+    ran: bool  # False: did not fit, drawn at the device's RAM
+
+
+def _coinciding(points: Sequence[_Point], ax: Axes, near: tuple[float, float] = (0.02, 0.03)) -> list[list[int]]:
+    """Groups of points that would hide each other: closer than ``near`` (fractions of the axes'
+    width, height; about one marker at the figure's size) on the log axes. Greedy, in order."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+
+    def where(p: _Point) -> tuple[float, float]:
+        return (math.log(p.x / x0) / math.log(x1 / x0), math.log(p.y / y0) / math.log(y1 / y0))
+
+    placed = [where(p) for p in points]
+    groups: list[list[int]] = []
+    for i, (u, v) in enumerate(placed):
+        for group in groups:
+            gu, gv = placed[group[0]]
+            if abs(u - gu) < near[0] and abs(v - gv) < near[1]:
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]]) -> Figure:
+    """Peak RAM (x, measured) against predicted latency (y), with every device RAM limit drawn.
+
+    One point per (model, device): colour = model, marker shape = device, each with its legend,
+    so every point can be named. A pair that ran sits at its measured peak RSS; a pair that did
+    not fit is a hollow marker at the device's limit (it needed more). Points that would hide
+    each other (variants of one model often measure the same) are set side by side, a few points
+    apart, and the caption says so: no model disappears under another.
+    """
     limits = _tier_limits(rows, profiles)
     colours = matplotlib.colormaps["tab10"].colors
-    xs: list[float] = list(limits)
+    devices = ordered_devices(rows, profiles)
+    device_index = {d.profile_id: j for j, d in enumerate(devices)}
+    groups = group_by_model(rows, profiles)
+    points = []
+    for k, group in enumerate(groups.values()):
+        for row in group:
+            if row.latency_ms is None or not math.isfinite(row.latency_ms):
+                continue
+            if row.peak_rss_mb is not None and row.verdict not in VERDICT_WORDS:
+                points.append(_Point(k, device_index[row.profile_id], row.peak_rss_mb, row.latency_ms, True))
+            elif row.fits is False:
+                points.append(_Point(k, device_index[row.profile_id], float(row.limit_mb), row.latency_ms, False))
     with _paper_style():
-        fig = Figure(figsize=(6.8, 4.6), layout="constrained")
+        fig = Figure(figsize=(7.2, 4.8), layout="constrained")
         ax = fig.add_subplot()
-        model_handles = []
-        for k, (label, group) in enumerate(group_by_model(rows, profiles).items()):
-            colour = colours[k % len(colours)]
-            model_handles.append(Line2D([], [], color=colour, marker="o", linestyle="", label=label))
-            for row in group:
-                if row.latency_ms is None:
-                    continue
-                if row.fits and row.peak_rss_mb is not None:
-                    x, marker, face = row.peak_rss_mb, TIER_MARKERS.get(row.tier, "o"), colour
-                elif row.fits is False:
-                    x, marker, face = float(row.limit_mb), "x", colour
-                else:
-                    continue
-                xs.append(x)
-                ax.scatter([x], [row.latency_ms], marker=marker, s=26, color=face,
-                           edgecolors="black" if marker != "x" else None, linewidths=0.4, zorder=3)
-        _log2_ram_axis(ax, xs)
-        limit_handles = _draw_limits(ax, limits)
+        _log2_ram_axis(ax, list(limits) + [p.x for p in points])
+        ys = [p.y for p in points] or [1.0, 10.0]
+        lo, hi = min(ys) / 1.3, max(ys) * 1.3
         ax.set_yscale("log")
-        ax.set_xlabel("peak RAM (MB, measured; x = did not fit, drawn at the device's limit)")
+        ax.set_ylim(lo, hi)
+        ticks, labels = colourbar_ticks(lo, hi)
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_major_formatter(FixedFormatter(labels))
+        ax.yaxis.set_minor_locator(NullLocator())
+        spread = 0
+        for group in _coinciding(points, ax):
+            spread = max(spread, len(group))
+            for slot, i in enumerate(sorted(group, key=lambda i: (points[i].model, points[i].device))):
+                p = points[i]
+                colour = colours[p.model % len(colours)]
+                shift = ScaledTranslation((slot - (len(group) - 1) / 2) * 6.5 / 72, 0, fig.dpi_scale_trans)
+                ax.scatter([p.x], [p.y], marker=DEVICE_MARKERS[p.device % len(DEVICE_MARKERS)], s=28,
+                           facecolors=colour if p.ran else "none", edgecolors="black" if p.ran else colour,
+                           linewidths=0.4 if p.ran else 1.1, zorder=3, transform=ax.transData + shift,
+                           gid=f"{list(groups)[p.model]}|{devices[p.device].profile_id}")
+        limit_handles = _draw_limits(ax, limits)
+        caption = "peak RAM (MB, measured; hollow = did not fit, drawn at the device's RAM)"
+        if spread > 1:
+            caption += f"\npoints with the same values are drawn side by side (up to {spread} at one spot)"
+        ax.set_xlabel(caption)
         ax.set_ylabel("predicted latency (ms)")
         ax.set_title("Latency vs peak RAM per model and device", loc="left")
         ax.grid(True, which="major", axis="y", linewidth=0.3, alpha=0.6)
-        tier_handles = [Line2D([], [], color="grey", marker=TIER_MARKERS[t], linestyle="", label=t)
-                        for t in TIERS if any(r.tier == t for r in rows)]
-        tier_handles.append(Line2D([], [], color="grey", marker="x", linestyle="", label="did not fit"))
-        fig.legend(handles=model_handles, loc="outside right upper", frameon=False, title="model")
-        fig.legend(handles=tier_handles + limit_handles, loc="outside lower center", frameon=False,
-                   ncols=2)
-        return _save(fig, out_dir, SCATTER)
+        model_handles = [Line2D([], [], color=colours[k % len(colours)], marker="o", linestyle="", label=label)
+                         for k, label in enumerate(groups)]
+        device_handles = [Line2D([], [], color="#555555", marker=DEVICE_MARKERS[j % len(DEVICE_MARKERS)],
+                                 linestyle="", markerfacecolor="#bbbbbb",
+                                 label=f"{d.profile_label} ({d.tier}, {_ram_text(d.ram_mb)})")
+                          for j, d in enumerate(devices)]
+        fig.legend(handles=model_handles, loc="outside right upper", frameon=False, title="model (colour)",
+                   alignment="left")
+        fig.legend(handles=device_handles, loc="outside right lower", frameon=False, title="device (shape)",
+                   alignment="left")
+        fig.legend(handles=limit_handles, loc="outside lower center", frameon=False, ncols=2)
+        return fig
 
 
 def min_ram_bar(rows: Sequence[PairResult], out_dir: Path) -> list[Path]:
@@ -246,7 +360,12 @@ def min_ram_bar(rows: Sequence[PairResult], out_dir: Path) -> list[Path]:
             floors[row.model_label] = max(floors.get(row.model_label, 0.0), row.min_ram_mb)
     if not floors:
         return []
-    limits = _tier_limits(rows)
+    with _paper_style():
+        return _save(min_ram_figure(floors, _tier_limits(rows)), out_dir, MIN_RAM)
+
+
+def min_ram_figure(floors: dict[str, float], limits: dict[int, list[str]]) -> Figure:
+    """Bars of each model's minimum RAM (MB) from the axis edge, device RAM sizes as lines."""
     with _paper_style():
         fig = Figure(figsize=(6.8, max(2.2, 0.35 * len(floors) + 1.6)), layout="constrained")
         ax = fig.add_subplot()
@@ -260,4 +379,4 @@ def min_ram_bar(rows: Sequence[PairResult], out_dir: Path) -> list[Path]:
         ax.set_xlabel("minimum RAM the model runs in (MB, measured with --find-floor)")
         ax.set_title("Minimum RAM per model", loc="left")
         fig.legend(handles=limit_handles, loc="outside lower center", frameon=False, ncols=2)
-        return _save(fig, out_dir, MIN_RAM)
+        return fig

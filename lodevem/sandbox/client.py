@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import SandboxError
+from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 # stops ``start`` before any measurement with exit code 2, rather than a row of errors.
 UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
                        "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
-PRECISIONS = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
@@ -129,7 +129,7 @@ class ModelSection:
                    class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
                    input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
                    input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
-                   precision=precision if precision in PRECISIONS else None,
+                   precision=precision if precision in FILE_PRECISIONS else None,
                    quantization=f"{scheme}, {backend}" if scheme and backend else None)
 
 
@@ -371,11 +371,13 @@ class WorkerClient:
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def convert(self, model: Path, runtime: str, target: Path, input_shape: Optional[Sequence[int]],
-                timeout_s: float) -> SandboxRun:
+                timeout_s: float, quantize: Optional[str] = None) -> SandboxRun:
         """Convert ``model`` for ``runtime`` (tflite, ncnn) to ``target`` under the work limit; an
-        ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it."""
+        ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize``
+        ("int8-static", tflite only): quantize the float model to static int8 while converting."""
         request = self._request(action=CONVERT_ACTIONS[runtime], model_path=str(model), runtime=runtime,
-                                input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1)
+                                input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1,
+                                quantize=quantize)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,
@@ -399,7 +401,7 @@ class WorkerClient:
 
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
                        input_shape: Optional[Sequence[int]], timeout_s: float, *, uarch: Optional[str] = None,
-                       warmup: int = 1, inferences: int = 1) -> SandboxRun:
+                       warmup: int = 0, inferences: int = 1) -> SandboxRun:
         """Count one steady-state inference of ``converted`` (a .tflite or ncnn .param) under
         ``runtime``'s Arm build on an emulated ``isa`` core (lodevem-armsim image), under the
         work limit. ``warmup`` inferences run uncounted first (weight packing)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .. import __version__
 from ..errors import BackendUnavailable, LodevemError
+from ..worker.registry import CONVERT_ACTIONS, RUNTIMES
 
 Progress = Callable[[str], None]
 
@@ -53,11 +55,10 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "torch-pruning==1.6.1",
 )
 
-# The on-device runtimes and their converters, pinned (the notes in docs/toolchain-notes say why
+# The on-device runtimes and their converters, pinned (docs/runtimes.md says why
 # these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
 LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
 NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
-CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6", "litert-torch==0.10.0", "pnnx==20261020")
 # The emulated Arm guests' runtimes (docs/armsim.md): the Arm builds of the same runtimes, at the
 # newest versions with aarch64 / armv7l wheels (ncnn's aarch64 wheels stop at 1.0.20250503).
 # Listed whole, installed --no-deps: ncnn's wheel metadata pulls opencv, which it never imports.
@@ -66,8 +67,11 @@ ARMSIM_AARCH64_REQUIREMENTS: tuple[str, ...] = (
     "ml_dtypes==0.7.0", "tqdm==4.70.1", "backports.strenum==1.2.8", "typing_extensions==4.16.0")
 ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = ("ncnn==1.0.20261020",)
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
-# of the conversion cache key and of the manifest.
-CONVERTERS: dict[str, tuple[str, str]] = {"tflite": ("litert-torch", "0.10.0"), "ncnn": ("pnnx", "20261020")}
+# of the conversion cache key and of the manifest; pinned in the runtime registry.
+CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
+                                          for name, spec in RUNTIMES.items() if spec.converter is not None}
+CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6",
+                                         *(f"{package}=={version}" for package, version in CONVERTERS.values()))
 
 
 @dataclass(frozen=True)
@@ -114,14 +118,13 @@ ARMSIM = ImageSpec(
                               ("manylinux_2_27_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")),
                   GuestWheels("wheels-armv7l", ARMSIM_ARMV7L_REQUIREMENTS, ("manylinux_2_31_armv7l",))))
 IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT, ARMSIM)}
-# What each --runtime needs: its measurement image, and the converter image for its file.
+# What each --runtime needs (the registry's): its measurement image, and the converter image for its file.
 # ``armsim`` is not a runtime one measures under but the emulated-core latency predictor's image
 # (``lodevem build-image --runtime armsim``): its profiles run the tflite/ncnn conversions.
-RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {"torch": ("bench",), "onnxruntime": ("bench",),
-                                              "tflite": ("litert", "convert"), "ncnn": ("ncnn", "convert"),
-                                              "armsim": ("armsim", "convert")}
-_MEASURE_IMAGES = {"tflite": "litert", "ncnn": "ncnn"}
-_CONVERT_ACTIONS = ("export-tflite", "export-ncnn")
+RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {
+    **{name: tuple(dict.fromkeys((spec.image, *((spec.converter.image,) if spec.converter else ()))))
+       for name, spec in RUNTIMES.items()},
+    "armsim": ("armsim", "convert")}
 ARMSIM_ACTION = "armsim-profile"
 
 
@@ -129,12 +132,13 @@ def spec_for(action: str, runtime: str) -> ImageSpec:
     """The image a worker request runs in: conversions in ``convert``, tflite/ncnn measurements
     in their runtime's image, everything else (inspect, ONNX export, derive, torch/onnxruntime) in
     ``bench``."""
-    if action in _CONVERT_ACTIONS:
+    spec = RUNTIMES.get(runtime)
+    if action in CONVERT_ACTIONS.values():
         return CONVERT
     if action == ARMSIM_ACTION:
         return ARMSIM
-    if action == "measure" and runtime in _MEASURE_IMAGES:
-        return IMAGES[_MEASURE_IMAGES[runtime]]
+    if action == "measure" and spec is not None:
+        return IMAGES[spec.image]
     return BENCH
 
 
@@ -345,6 +349,37 @@ def context_digest(ctx: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+# The legacy builder prints each step's resulting image as " ---> 0123456789ab".
+_STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12})$", re.MULTILINE)
+
+
+def _remove_stage_images(client: Any, final_id: str, step_ids: list[str]) -> None:
+    """Remove the build-stage images this build left untagged (the ``deps`` stage: the wheels
+    plus the installed packages, 0.4-3 GB per image), so a build leaves no dangling images.
+
+    Only images this build's own log names are candidates, never the final image's ancestors
+    (its layer cache), never a tagged image, and nothing another build or container still uses
+    (the engine refuses those and they are left). The price: a forced rebuild re-runs the deps
+    stage's pip install from the cached wheels instead of reusing that layer."""
+    import docker.errors
+
+    try:
+        kept = {entry.get("Id", "") for entry in client.api.history(final_id)}
+    except docker.errors.APIError:
+        return
+    kept_short = {k.removeprefix("sha256:")[:12] for k in kept}
+    for short in reversed(list(dict.fromkeys(step_ids))):  # the stage's top first, then its parents
+        if short in kept_short:
+            continue
+        try:
+            found = client.images.get(short)
+            if found.tags or found.id == final_id:
+                continue
+            client.images.remove(found.id, noprune=False)
+        except (docker.errors.ImageNotFound, docker.errors.APIError):
+            continue  # already gone with its child, or in use: leave it
+
+
 def build_image(progress_callback: Optional[Progress] = None,
                 debian_mirror: str = DEFAULT_DEBIAN_MIRROR, spec: Optional[ImageSpec] = None, *,
                 tag: Optional[str] = None, nocache: bool = False) -> ImageInfo:
@@ -366,6 +401,7 @@ def build_image(progress_callback: Optional[Progress] = None,
     _say(progress_callback, f"building {tag} from {ctx}")
     image_id: Optional[str] = None
     tail: list[str] = []
+    step_ids: list[str] = []  # every image a step of this build produced or reused (" ---> <id>")
     stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False,
                               nocache=nocache, decode=True, labels={"lodevem.context": context_digest(ctx)},
                               buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description})
@@ -377,8 +413,10 @@ def build_image(progress_callback: Optional[Progress] = None,
         if text:
             tail = (tail + [text])[-20:]
             _say(progress_callback, text)
+            step_ids += _STEP_ID.findall(text)
         image_id = (chunk.get("aux") or {}).get("ID", image_id)
     image = client.images.get(tag)
+    _remove_stage_images(client, image.id, step_ids)
     if image_id is not None and image.id != image_id:
         raise LodevemError(f"image build finished but {tag} is {image.id}, not the built {image_id}")
     if previous is not None and previous != image.id:

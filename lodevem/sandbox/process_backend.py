@@ -30,6 +30,7 @@ from typing import Optional
 
 from ..errors import Cancelled
 from ..worker import WorkerRequest
+from . import image as image_mod
 from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -137,9 +138,6 @@ class _Cgroup:
                 time.sleep(0.02)
 
 
-# What prewarm imports per runtime (the process backend runs the host's python for all of them).
-_WARM_IMPORTS = {"torch": "torch, onnxruntime, numpy", "onnxruntime": "torch, onnxruntime, numpy",
-                 "tflite": "numpy, ai_edge_litert.interpreter", "ncnn": "numpy, ncnn"}
 
 
 class ProcessBackend(Cancellable):
@@ -163,7 +161,9 @@ class ProcessBackend(Cancellable):
         Locked: ``measure_models`` calls it from every job thread at once."""
         with self._warm_lock:
             if runtime not in self._warm:
-                subprocess.run([self.python, "-c", f"import {_WARM_IMPORTS.get(runtime, 'numpy')}"],
+                # what the runtime's image prewarms (the host's python runs every runtime here)
+                warm = image_mod.spec_for("measure", runtime).warm_imports
+                subprocess.run([self.python, "-c", f"import {warm}"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=300)
                 self._warm.add(runtime)
 

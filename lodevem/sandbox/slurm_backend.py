@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..store import digest
+from ..worker.registry import CONVERT_ACTIONS
 from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..worker import WorkerRequest
 from . import slurm_job
@@ -274,9 +276,8 @@ class SlurmBackend(Cancellable):
                                    channels_removed_path=removed, code_paths=code)
 
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
-        payload = json.dumps([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
-                              self.settings.account])
-        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+        return digest([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
+                       self.settings.account])[:24]
 
     @staticmethod
     def _job_info(run_dir: Path) -> Optional[dict[str, Any]]:
@@ -295,7 +296,7 @@ class SlurmBackend(Cancellable):
     def identity_for(self, runtime: str) -> str:
         """torch and onnxruntime only: the converted files of tflite/ncnn are not carried to and
         from the nodes (yet), so those runtimes stop the run before any work, in one line."""
-        if runtime in ("tflite", "ncnn"):
+        if runtime in CONVERT_ACTIONS:
             raise InputError(f"--backend slurm measures with torch or onnxruntime; --runtime {runtime} needs "
                              "--backend docker (or process)")
         return self.identity

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Optional
 
 from ..errors import InputError
 
-__all__ = ["ModelLoading", "code_digest"]
+__all__ = ["ModelLoading", "code_digest", "with_code_hint"]
 
 # Files that are not code and would make the digest depend on the last run (bytecode caches).
 _SKIPPED_DIRS = {"__pycache__", ".git", ".hg", ".mypy_cache", ".pytest_cache", ".ipynb_checkpoints"}
@@ -115,3 +115,63 @@ class ModelLoading:
         """For the manifest."""
         return {"code": [str(p) for p in self.code], "code_sha256": self.digest or None, "arch": self.arch,
                 "arch_kwargs": self.arch_kwargs}
+
+
+# --- the --code hint of a refused file ---------------------------------------------------------
+# The worker can only say which module or class the pickle wanted; where it lives is on the
+# host. A hint naming ``--code ./cocoa`` when there is no ./cocoa sends the user hunting, so the
+# host names a path only after it has seen it exist: the module's folder or file in the current
+# folder or beside the model file, or a script there that defines the __main__ class. The names
+# come from the worker's reply, so only plain identifiers are used, as one path component (stat
+# only) or as a literal searched for in at most _HINT_SCRIPTS small .py files (never imported).
+_MISSING_MODULE = re.compile(r"module '([A-Za-z_]\w*)(?:\.[\w.]*)?' is not importable")
+_MISSING_MAIN_CLASS = re.compile(r"class '([A-Za-z_]\w*)' was defined in the script that saved it")
+_HINT_SCRIPTS, _HINT_SCRIPT_BYTES = 200, 512 * 1024
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    try:
+        text = path.relative_to(cwd).as_posix()
+    except ValueError:
+        text = str(path)
+    return text + ("/" if path.is_dir() else "")
+
+
+def _search_folders(model_path: Path, cwd: Path) -> list[Path]:
+    folders = [cwd, model_path.parent.resolve(), model_path.parent.resolve().parent]
+    return list(dict.fromkeys(f for f in folders if f.is_dir()))
+
+
+def _defines_class(script: Path, name: str) -> bool:
+    try:
+        if not script.is_file() or script.stat().st_size > _HINT_SCRIPT_BYTES:
+            return False
+        with script.open("rb") as handle:
+            text = handle.read(_HINT_SCRIPT_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return re.search(rf"^\s*class\s+{re.escape(name)}\b", text, re.MULTILINE) is not None
+
+
+def with_code_hint(message: str, model_path: Path, cwd: Optional[Path] = None) -> str:
+    """``message`` (a worker's refusal of ``model_path``) plus where the missing code is, when
+    the host can see it: ``(found: --code cocoa/)``; else says where it looked."""
+    cwd = (cwd or Path.cwd()).resolve()
+    folders = _search_folders(model_path, cwd)
+    where = " or ".join(_shown(f, cwd) if f != cwd else "the current folder" for f in folders)
+    module = _MISSING_MODULE.search(message)
+    if module:
+        name = module.group(1)
+        found = [c for f in folders for c in (f / name, f / f"{name}.py") if c.exists()]
+        if found:
+            return f"{message} (found: --code {_shown(found[0], cwd)})"
+        return f"{message} (no {name}/ or {name}.py in {where}: pass the path where it is)"
+    main_class = _MISSING_MAIN_CLASS.search(message)
+    if main_class:
+        name = main_class.group(1)
+        scripts = [s for f in folders for s in sorted(f.glob("*.py"))[:_HINT_SCRIPTS]]
+        found = [s for s in scripts if _defines_class(s, name)]
+        if found:
+            return f"{message} (found: --code {_shown(found[0], cwd)} defines class {name})"
+        return f"{message} (no .py file in {where} defines class {name}: pass the script that does)"
+    return message

@@ -142,13 +142,20 @@ def main() -> int:
     try:
         infer, version, precision, options = (_ncnn if spec["runtime"] == "ncnn" else _tflite)(spec)
         mark(MARK_LOADED)
+        loaded = time.perf_counter()
         for _ in range(int(spec["warmup"])):
             infer()
         mark(MARK_BEGIN)
+        begin = time.perf_counter()
         for _ in range(int(spec["inferences"])):
             infer()
         mark(MARK_END)
-        report = {"ok": True, "runtime_version": version, "precision": precision, "options": options}
+        end = time.perf_counter()
+        # where the emulation time goes (guest clock): start + import + load, warm-up, counted
+        phases = {"load_s": round(loaded - started, 3), "warmup_s": round(begin - loaded, 3),
+                  "counted_s": round(end - begin, 3)}
+        report = {"ok": True, "runtime_version": version, "precision": precision, "options": options,
+                  "phases": phases}
     except Exception as exc:  # reported to the host as a typed error, never a traceback
         report = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
     report["seconds"] = round(time.perf_counter() - started, 3)

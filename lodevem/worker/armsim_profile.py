@@ -96,7 +96,10 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
     cmd = [qemu, "-cpu", cpu, "-L", view_dir,
            "-plugin", f"{plugin},out={counts_path},sysno={sysno},magic={MARKER_MAGIC}",
            os.path.join(view_dir, "usr", "bin", "python3.11"), guest, json.dumps(spec)]
+    # PYTHONHASHSEED fixed: str hashing decides dict probe lengths in the guest's own Python code,
+    # so a random seed moved the count by ~1e-5 run to run; with it fixed, counts repeat exactly.
     env = {"PYTHONPATH": os.path.join(view_dir, "opt", "pydeps"), "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
+           "PYTHONHASHSEED": "0",
            "LANG": "C.UTF-8", "OMP_NUM_THREADS": str(req.threads), "OMP_WAIT_POLICY": "PASSIVE",
            "PATH": "/usr/bin:/bin"}
     progress(f"profiling {os.path.basename(model)} with {req.runtime} under {qemu} -cpu {cpu} ({view} view), "
@@ -123,7 +126,8 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
     res.profile = {"isa": isa, "qemu_cpu": cpu, "uarch": view, "precision": str(report.get("precision", ""))[:20],
                    "options": report.get("options") if isinstance(report.get("options"), dict) else {},
                    "threads": req.threads, "inferences": req.runs, "warmup": req.warmup, "counts": totals,
-                   "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest}
+                   "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest,
+                   "phases": report.get("phases") if isinstance(report.get("phases"), dict) else {}}
     res.timings_s["measure"] = seconds
     progress(f"{totals['total'] / 1e6:.1f} M instructions per inference ({len(threads)} thread(s)), {seconds:.1f} s")
 

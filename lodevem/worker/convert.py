@@ -55,8 +55,31 @@ def _loaded_and_checked(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases
     return torch, module, x
 
 
+def _pt2e_int8(module: Any, x: Any, shape: list[int]) -> tuple[Any, Any]:
+    """Post-training static int8 with litert-torch's PT2E quantizer (symmetric, per-channel
+    weights), calibrated like lodevem's int8-static level (``variants``: the same seeded random
+    inputs), so the .tflite is that level as LiteRT runs it: XNNPACK's QS8 kernels.
+    Returns (quantized graph module, the quant_config for ``litert_torch.convert``)."""
+    import torch
+    from litert_torch.quantize import pt2e_quantizer, quant_config
+    from torchao.quantization.pt2e import quantize_pt2e
+
+    from .variants import CALIBRATION_BATCHES, CALIBRATION_SEED
+
+    quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
+        pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False))
+    graph = torch.export.export(module, (x,)).module()
+    prepared = quantize_pt2e.prepare_pt2e(graph, quantizer)
+    gen = torch.Generator().manual_seed(CALIBRATION_SEED)
+    with torch.no_grad():
+        for _ in range(CALIBRATION_BATCHES):
+            prepared(torch.randn(shape, generator=gen, dtype=torch.float32))
+    return quantize_pt2e.convert_pt2e(prepared, fold_quantize=False), quant_config.QuantConfig(pt2e_quantizer=quantizer)
+
+
 def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
-    """``litert_torch.convert(module, (x,)).export(converted_path)``: a float32 ``.tflite``."""
+    """``litert_torch.convert(module, (x,)).export(converted_path)``: a float32 ``.tflite``;
+    ``quantize="int8-static"``: the float model quantized to static int8 first (``_pt2e_int8``)."""
     out = req.converted_path or ""
     if kind == "onnx":
         raise WorkerError("export_failed", "no ONNX to TFLite converter: litert-torch converts PyTorch modules "
@@ -72,7 +95,12 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
                                            "--runtime tflite`)") from None
     tmp = _temporary_beside(out)
     try:
-        litert_torch.convert(module, (x,)).export(tmp)
+        if req.quantize == "int8-static":
+            progress("quantizing to static int8 (PT2E, litert-torch's quantizer)")
+            quantized, config = _pt2e_int8(module, x, list(res.model["input_shape"]))
+            litert_torch.convert(quantized, (x,), quant_config=config).export(tmp)
+        else:
+            litert_torch.convert(module, (x,)).export(tmp)
         if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:
             raise RuntimeError("litert-torch wrote no file")
         os.replace(tmp, out)
@@ -82,6 +110,7 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
         if os.path.exists(tmp):
             os.unlink(tmp)
     res.converted = _converted_section(req, "tflite", "litert-torch", res.model["input_shape"], t0)
+    res.converted["quantize"] = req.quantize
     res.timings_s["export"] = res.converted["seconds"]
     progress(f"wrote {out} ({res.converted['size_bytes']} bytes, {res.converted['seconds']:.1f} s)")
 

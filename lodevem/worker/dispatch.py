@@ -11,12 +11,12 @@ from .actions import Late
 from .actions import run as run_torch_or_onnx
 from .formats import sniff_format
 from .memory import MemoryPhases
-from .protocol import WorkerRequest, WorkerResult
+from .protocol import CONVERT_ACTIONS, WorkerRequest, WorkerResult
 
 
 def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
     """Dispatch; returns the step to run once memory was recorded (or None)."""
-    if req.action in ("export-tflite", "export-ncnn"):  # PyTorch/ONNX -> an on-device runtime's format
+    if req.action in CONVERT_ACTIONS.values():  # PyTorch/ONNX -> an on-device runtime's format
         from .convert import action_export_ncnn, action_export_tflite
 
         kind = sniff_format(req.model_path)
@@ -27,7 +27,7 @@ def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
 
         action_armsim_profile(req, res, mem)
         return None
-    if req.action == "measure" and req.runtime in ("tflite", "ncnn"):  # torch is never imported
+    if req.action == "measure" and req.runtime in CONVERT_ACTIONS:  # a converted file: torch is never imported
         from .runtimes import action_measure_ncnn, action_measure_tflite
 
         kind = sniff_format(req.model_path)

@@ -180,13 +180,12 @@ def _missing_code(exc: BaseException, code: UserCode) -> str:
     if found and found.group(2) in ("__main__", __package__, f"{__package__}.__main__"):
         given = (f" (not found in {', '.join(os.path.basename(s) for s in code.scripts)})" if code.scripts else "")
         return (f"class {found.group(1)!r} was defined in the script that saved it (__main__){given}; pass that "
-                f"script with --code (e.g. --code train.py)")
+                f"script with --code")
     if found:
         return (f"class {found.group(1)!r} not found in module {found.group(2)!r}; pass the code that defines it "
                 f"with --code")
     if isinstance(exc, ModuleNotFoundError):
-        return (f"module {exc.name!r} is not importable; pass the folder or file that defines it with --code "
-                f"(e.g. --code ./{(exc.name or 'pkg').split('.')[0]})")
+        return f"module {exc.name!r} is not importable; pass the folder or file that defines it with --code"
     return f"{first_line(exc)}; pass the model's code with --code"
 
 

@@ -14,6 +14,10 @@ from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
+from . import registry as _registry
+from .precision import ARITHMETIC, LEVELS
+from .registry import CONVERT_ACTIONS
+
 
 SCHEMA_VERSION = 1
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
@@ -35,10 +39,11 @@ def _source_digest() -> str:
 
 WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect", "derive", "export-tflite", "export-ncnn", "armsim-profile")
-RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
-# The runtimes that measure a converted file (``converted_path``) and the action that makes it.
-CONVERT_ACTIONS = {"tflite": "export-tflite", "ncnn": "export-ncnn"}
+ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile")
+# The runtimes (and the action that makes each converted runtime's file) and the compression
+# levels are the registry's and the precision vocabulary's: one home each (lodevem.levels reads
+# the same names).
+RUNTIMES: tuple[str, ...] = tuple(_registry.RUNTIMES)
 ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
                "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed",
                "weights_mismatch", "internal")
@@ -49,9 +54,7 @@ PROGRESS_PREFIX = "lodevem-worker: "
 # armsim-profile (docs/armsim.md): the emulated ISAs and the precision paths one can ask for
 # (auto: what the runtime does by default on that ISA).
 ARMSIM_ISAS = ("armv7", "armv8.0", "armv8.2")
-ARMSIM_PRECISIONS = ("auto", "fp32", "fp16")
-# Compression levels: the same names as lodevem.levels.LEVELS (this package imports no lodevem code).
-LEVELS = ("fp32", "fp16", "int8", "int8-static", "pruned")
+ARMSIM_PRECISIONS = ("auto", *(a for a in ARITHMETIC if a != "int8"))  # int8 is the file's, not a switch
 
 
 class WorkerError(Exception):
@@ -93,6 +96,8 @@ class WorkerRequest:
     isa: Optional[str] = None
     precision: Optional[str] = None
     uarch: Optional[str] = None
+    # export-tflite only: "int8-static" quantizes the (float) model to static int8 while converting
+    quantize: Optional[str] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -164,6 +169,8 @@ class WorkerRequest:
                                                  and self.precision in ARMSIM_PRECISIONS),
              f"armsim-profile needs runtime tflite or ncnn, converted_path, isa ({', '.join(ARMSIM_ISAS)}) and "
              f"precision ({', '.join(ARMSIM_PRECISIONS)})"),
+            (self.quantize is None or (self.quantize == "int8-static" and self.action == "export-tflite"),
+             "quantize must be null or int8-static, and only for export-tflite"),
             (self.action == "armsim-profile" or (self.isa is None and self.precision is None and self.uarch is None),
              "isa, precision and uarch are only for armsim-profile"),
             (self.uarch is None or (isinstance(self.uarch, str) and re.fullmatch(r"cortex-a\d+", self.uarch) is not None),

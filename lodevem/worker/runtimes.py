@@ -23,14 +23,14 @@ from typing import Any
 from .actions import Late, _file_info, _measure
 from .formats import _format_of
 from .memory import MemoryPhases
-from .protocol import (DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line,
+from .protocol import (CONVERT_ACTIONS, DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line,
                        progress)
 
 
 def _converted(req: WorkerRequest) -> str:
     path = req.converted_path
     if path is None or not all(os.path.isfile(p) for p in artifact_files(path)):
-        action = {"tflite": "export-tflite", "ncnn": "export-ncnn"}[req.runtime]
+        action = CONVERT_ACTIONS[req.runtime]
         raise WorkerError("bad_request", f"runtime '{req.runtime}' needs converted_path of an existing conversion "
                                          f"(run action {action} first); got {path!r}")
     return path

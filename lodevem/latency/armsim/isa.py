@@ -31,8 +31,20 @@ CORE_ISA: dict[str, tuple[str, str]] = {
     "Cortex-A76": ("armv8.2", "cortex-a76"),
 }
 QEMU_CPU = {"armv7": "cortex-a7", "armv8.0": "cortex-a53", "armv8.2": "cortex-a76"}
-# runtime -> the ISAs its Arm wheels cover (LiteRT publishes no armv7 wheel)
-RUNTIME_ISAS: dict[str, tuple[str, ...]] = {"tflite": ("armv8.0", "armv8.2"), "ncnn": ISAS}
+
+
+def runtime_isas(runtime: str) -> tuple[str, ...]:
+    """The ISAs the armsim image has ``runtime``'s Arm build for: where its package (the runtime
+    registry's) is among that guest's wheels (LiteRT publishes no armv7 wheel)."""
+    from ...sandbox.image import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
+    from ...worker.registry import RUNTIMES
+
+    spec = RUNTIMES.get(runtime)
+    if spec is None or spec.converter is None:  # armsim profiles converted files only
+        return ()
+    wheels = {"armv7": ARMSIM_ARMV7L_REQUIREMENTS, "armv8.0": ARMSIM_AARCH64_REQUIREMENTS,
+              "armv8.2": ARMSIM_AARCH64_REQUIREMENTS}
+    return tuple(isa for isa in ISAS if any(r.partition("==")[0] == spec.package for r in wheels[isa]))
 
 
 def isa_for_core(core: str) -> Optional[str]:
@@ -49,4 +61,4 @@ def uarch_for_core(core: str) -> Optional[str]:
 def covered(runtime: str, core: str) -> bool:
     """Whether armsim can profile ``runtime`` for ``core``."""
     isa = isa_for_core(core)
-    return isa is not None and isa in RUNTIME_ISAS.get(runtime, ())
+    return isa is not None and isa in runtime_isas(runtime)

@@ -97,4 +97,6 @@ class ArmsimPredictor:
         detail = (f"{prof.total_instructions / 1e6:.1f} M instructions/inference, {prof.precision} path, "
                   f"{prof.runtime_version} under qemu -cpu {prof.qemu_cpu}")
         return LatencyPrediction(ms, source, threads_used, core, clock, self.runtime,
-                                 uncertainty=f"{low:.3g}-{high:.3g} ms", note=f"{detail}; {note}" if note else detail)
+                                 uncertainty=f"{low:.3g}-{high:.3g} ms", note=f"{detail}; {note}" if note else detail,
+                                 latency_low_ms=low, latency_high_ms=high,
+                                 uncertainty_pct=round(100 * (high - ms) / ms, 1) if ms > 0 else None)

@@ -76,6 +76,8 @@ class InstructionProfile:
     plugin_digest: str
     model_sha256: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    # guest seconds of the emulation's phases: load_s (imports + model load), warmup_s, counted_s
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_instructions(self) -> int:
@@ -117,6 +119,9 @@ class InstructionProfile:
         if not threads or not inferences or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
             return None
         options = data.get("options") if isinstance(data.get("options"), Mapping) else {}
+        raw_phases = data.get("phases") if isinstance(data.get("phases"), Mapping) else {}
+        phases = {name: float(raw_phases[name]) for name in ("load_s", "warmup_s", "counted_s")
+                  if isinstance(raw_phases.get(name), (int, float)) and not isinstance(raw_phases.get(name), bool)}
         return cls(runtime=_text(data.get("runtime"), 20) or runtime,
                    runtime_version=_text(data.get("runtime_version"), 80) or runtime_version,
                    isa=_text(data.get("isa"), 20), qemu_cpu=_text(data.get("qemu_cpu"), 40),
@@ -124,7 +129,8 @@ class InstructionProfile:
                    threads=threads, counts=counts, per_thread=tuple(per_thread), inferences=inferences,
                    seconds=float(seconds), plugin_digest=_text(data.get("plugin_digest"), 64),
                    model_sha256=_text(data.get("model_sha256"), 64) or model_sha256,
-                   options={str(k)[:40]: v for k, v in list(options.items())[:20] if _option_value(v)})
+                   options={str(k)[:40]: v for k, v in list(options.items())[:20] if _option_value(v)},
+                   phases=phases)
 
 
 def _option_value(value: Any) -> bool:

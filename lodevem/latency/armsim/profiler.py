@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ...worker.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
-from .isa import RUNTIME_ISAS
+from .isa import runtime_isas
 from .profile import InstructionProfile
 
 if TYPE_CHECKING:
@@ -83,11 +83,13 @@ def converted_sha256(converted: Path) -> str:
     return digest([file_digest(Path(f)) for f in artifact_files(str(converted))])
 
 
-def profile_key(job: ProfileJob, worker_version: str, model_sha256: Optional[str] = None) -> str:
+def profile_key(job: ProfileJob, worker_version: str, model_sha256: Optional[str] = None, warmup: int = 0,
+                inferences: int = 1) -> str:
     """The cache key of ``job``: everything its counts depend on."""
     return digest({"format": PROFILE_FORMAT, "model_sha256": model_sha256 or converted_sha256(job.converted),
                    "runtime": job.runtime, "isa": job.isa, "uarch": job.uarch, "precision": job.precision,
                    "threads": job.threads, "input_shape": list(job.input_shape) if job.input_shape else None,
+                   "warmup": warmup, "inferences": inferences,
                    "versions": _pinned_versions(), "sources": sources_digest(), "worker": worker_version})
 
 
@@ -95,36 +97,44 @@ class ArmsimProfiler:
     """Makes and caches profiles through a WorkerClient (Docker backend: the lodevem-armsim image).
 
     ``cache_dir``: where profiles are kept (``<output>/.cache/armsim``); None keeps none.
-    ``warmup``/``inferences``: uncounted and counted inferences per profile. Thread-safe: a
-    profile wanted twice at once is made once.
+    ``warmup``/``inferences``: uncounted and counted inferences per profile. No warm-up by
+    default: both runtimes pack weights while loading (ncnn in load_model, XNNPACK when LiteRT
+    applies the delegate), and a warmed-up inference counted within 0.01 % of a first one
+    (mobilenet_v2, tflite and ncnn, ARMv8.0: 196.56 M vs 196.57 M, 184.51 M vs 184.52 M),
+    while a warm-up costs a whole emulated inference. Thread-safe: a profile wanted twice at
+    once is made once.
     """
 
     def __init__(self, client: "WorkerClient", cache_dir: Optional[Path], timeout_s: float, *,
-                 use_cache: bool = True, warmup: int = 1, inferences: int = 1) -> None:
+                 use_cache: bool = True, warmup: int = 0, inferences: int = 1) -> None:
         self.client, self.timeout_s = client, timeout_s
         self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)
         self.warmup, self.inferences = warmup, inferences
         self._lock = threading.Lock()
         self._done: dict[str, ProfileResult] = {}
+        self._key_locks: dict[str, threading.Lock] = {}
         self.made = 0
         self.hits = 0
         self.emulation_s = 0.0
 
     def profile(self, job: ProfileJob) -> ProfileResult:
-        if job.isa not in RUNTIME_ISAS.get(job.runtime, ()):
+        if job.isa not in runtime_isas(job.runtime):
             return ProfileResult(None, f"armsim has no {job.runtime} build for {job.isa}")
         missing = [f for f in artifact_files(str(job.converted)) if not Path(f).is_file()]
         if missing:
             return ProfileResult(None, f"{missing[0]}: converted model file not found")
         sha = converted_sha256(job.converted)
-        key = profile_key(job, self.client.worker_version, sha)
-        with self._lock:
+        key = profile_key(job, self.client.worker_version, sha, self.warmup, self.inferences)
+        with self._lock:  # one lock per key: different profiles run in parallel, the same one once
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
             if key in self._done:
                 return self._done[key]
             kept = self.cache.get(key)
             parsed = InstructionProfile.parse(kept) if kept is not None else None
             if parsed is not None:
-                self.hits += 1
+                with self._lock:
+                    self.hits += 1
                 result = ProfileResult(parsed, cached=True)
             else:
                 result = self._make(job, sha)
@@ -137,8 +147,9 @@ class ArmsimProfiler:
         run = self.client.armsim_profile(job.converted, job.runtime, job.isa, job.precision, job.threads,
                                          job.input_shape, self.timeout_s, uarch=job.uarch, warmup=self.warmup,
                                          inferences=self.inferences)
-        self.made += 1
-        self.emulation_s += run.outcome.wall_s
+        with self._lock:
+            self.made += 1
+            self.emulation_s += run.outcome.wall_s
         reply = run.reply
         if not run.ok or reply is None or reply.profile is None:
             return ProfileResult(None, run.failure_message("the armsim profile came back without counts"))

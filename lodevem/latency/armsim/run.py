@@ -21,15 +21,29 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ...errors import LodevemError
 from ...predict import LatencyPrediction
 from ...profiles import Profile
+from .isa import runtime_isas
 from .predictor import ArmsimPredictor, default_cost_model
 from .profiler import ArmsimProfiler
 
 if TYPE_CHECKING:
-    from ...measure import ConvertCache, ExportCache
+    from ...store.artifacts import ConvertCache, ExportCache
     from ...sandbox.client import WorkerClient
 
 PREDICTOR_CHOICES = ("armsim",)  # added to lodevem.predict.MODES' choices by the CLI
-_RUNTIMES = ("tflite", "ncnn")
+
+
+def base_predictor_mode(mode: str) -> str:
+    """The mode of the run's estimator/nn-Meter Predictor: ``armsim`` runs over the estimator
+    (its fallback for cores armsim does not cover)."""
+    return "estimator" if mode == "armsim" else mode
+
+
+def armsim_profiler(mode: str, client: "WorkerClient", cache_dir: Path, timeout_s: float, use_cache: bool,
+                    warnings: list[str]) -> Optional[ArmsimProfiler]:
+    """The run's profiler when it uses armsim (see ``armsim_usable``), else None."""
+    if not armsim_usable(mode, client, warnings):
+        return None
+    return ArmsimProfiler(client, cache_dir, timeout_s, use_cache=use_cache)
 
 
 def armsim_usable(mode: str, client: "WorkerClient", warnings: list[str]) -> bool:
@@ -54,12 +68,26 @@ def armsim_usable(mode: str, client: "WorkerClient", warnings: list[str]) -> boo
     return not problem
 
 
+def _conversion(converts: "ConvertCache", runtime: str, measured: tuple[Path, str], original: tuple[Path, str],
+                level: Optional[str], shape: Optional[Sequence[int]]) -> Any:
+    """The file armsim profiles. An int8-static level under tflite: the ORIGINAL float model
+    quantized to static int8 by litert-torch's PT2E quantizer while converting (calibrated like
+    the level), because litert-torch cannot convert the level's FX-quantized TorchScript: the
+    profile then runs XNNPACK's int8 kernels, as the level would on the phone. Everything else:
+    the measured file, converted as ``--runtime`` converts it."""
+    if level == "int8-static" and runtime == "tflite":
+        return converts.convert(original[0], original[1], runtime, shape, quantize="int8-static")
+    return converts.convert(measured[0], measured[1], runtime, shape)
+
+
 def armsim_cells(mode: str, profiler: ArmsimProfiler, converts: "ConvertCache", exports: "ExportCache",
-                 runtime: str, measured_path: Path, measured_sha256: str, level: Optional[str],
+                 runtime: str, measured: tuple[Path, str], original: tuple[Path, str], level: Optional[str],
                  profiles: Sequence[Profile], threads: int, input_shape: Optional[Sequence[int]],
                  cells: dict[str, LatencyPrediction], warnings: list[str]) -> dict[str, LatencyPrediction]:
-    """The run's cells for one model with armsim's where it can answer (see the module doc)."""
-    if runtime not in _RUNTIMES:
+    """The run's cells for one model with armsim's where it can answer (see the module doc).
+    ``measured``/``original``: (path, sha256) of the file the run measures (a level's variant)
+    and of the user's file it came from."""
+    if not runtime_isas(runtime):
         return cells
     predictor = ArmsimPredictor(profiler, runtime)
     covered = [p for p in profiles if predictor.covers(p)]
@@ -72,8 +100,8 @@ def armsim_cells(mode: str, profiler: ArmsimProfiler, converts: "ConvertCache", 
         return cells
     shape = input_shape
     if shape is None:  # ncnn files do not record their input shape: the ONNX export's
-        shape = exports.export(measured_path, measured_sha256, None).model.input_shape
-    conversion = converts.convert(measured_path, measured_sha256, runtime, shape)
+        shape = exports.export(measured[0], measured[1], None).model.input_shape
+    conversion = _conversion(converts, runtime, measured, original, level, shape)
     out = dict(cells)
     for profile in covered:
         if conversion.path is None:
@@ -86,7 +114,8 @@ def armsim_cells(mode: str, profiler: ArmsimProfiler, converts: "ConvertCache", 
     return out
 
 
-def describe(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:
-    from .profiler import describe as profiler_describe
+def describe_armsim(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:
+    """The manifest's ``armsim`` entry ({} when the run did not use it)."""
+    from .profiler import describe
 
-    return profiler_describe(profiler)
+    return describe(profiler)

@@ -1,0 +1,224 @@
+"""The seam every latency predictor kind plugs into, and the estimator's own kind.
+
+A **kind** is one way to get a latency cell: the offline estimator (this module), nn-Meter's
+regressors carried to the profile's core (``latency.nnmeter.NnMeterKind``), the real runtime on
+an emulated Arm core (``latency.armsim``, built separately). ``--predictor NAME`` picks one;
+``--predictor auto`` takes the first kind in ``latency.session.KINDS`` order that can predict
+the profile for the runtime now (its ``unavailable`` is None); the estimator always can, so it
+comes last. Which runtimes a kind serves is the runtime registry's (``worker.registry``:
+``RuntimeSpec.predictors``).
+
+Adding a kind = a class with the ``PredictorKind`` methods, a factory entry in
+``latency.session.KINDS``, its name in the registry's ``predictors`` of the runtimes it serves.
+It receives a ``PredictionJob`` (the ONNX export, the runtime's converted file when the run made
+one, the profile, threads, level, the cached kernel-graph loader) and returns the same
+``LatencyPrediction`` record as the others; caching, the auto fallback note, calibration and
+the reports need nothing else from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Protocol
+
+from ..errors import InputError
+from ..profiles import Profile
+from ..worker.precision import LEVEL_LATENCY_NOTES, REDUCED_ARITHMETIC, cell_arithmetic, kernel_arithmetic
+from .estimator import Estimate, Estimator, work_vector
+from .kernels import DEFAULT_RULES, KernelGraph
+from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
+__all__ = ["ArithmeticPlan", "EstimatorKind", "KindSetup", "PredictionJob", "PredictorKind", "plan_arithmetic"]
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PredictionJob:
+    """One (model, profile) cell to predict, as every kind receives it.
+
+    ``graph(rules)``: the model's kernel graph under a fusion-rules file, extracted once per run
+    (an ``InputError`` when the export cannot be read). ``converted_path``: the runtime's own
+    file (``.tflite``, ncnn ``.param``) when the run converted the model, for kinds that run it.
+    """
+
+    onnx_path: Path
+    profile: Profile
+    threads: int
+    level: Optional[str]
+    runtime: str
+    graph: Callable[[Path], "KernelGraph | InputError"]
+    converted_path: Optional[Path] = None
+
+
+class PredictorKind(Protocol):
+    """What a predictor kind provides (see the module docstring)."""
+
+    name: str  # the --predictor value
+    title: str  # how the auto fallback note names it ("offline estimator")
+
+    def check_runtime(self, runtime: str) -> None:
+        """``--predictor NAME`` for a runtime it does not serve: ``InputError`` saying what to use."""
+
+    def unavailable(self, profile: Profile, runtime: str) -> Optional[str]:
+        """None when it can predict ``profile`` for ``runtime`` now; else why not (auto's note)."""
+
+    def require(self, profile: Profile, load: bool) -> None:
+        """``--predictor NAME``: ``InputError`` now when it cannot predict ``profile`` (data missing)."""
+
+    def identity(self, profile: Profile) -> dict[str, Any]:
+        """What of this kind a cached prediction of ``profile`` depends on (data files, rules)."""
+
+    def predict(self, job: PredictionJob, warn: Warn) -> LatencyPrediction:
+        """The cell (``latency_ms`` None with the reason when it has no number)."""
+
+    def evidence(self, profile: Profile) -> Any:
+        """JSON-able facts kept with a cached cell (e.g. legacy pickles read), replayed on a hit."""
+
+    def replay(self, profile: Profile, evidence: Any) -> None:
+        """Take back ``evidence`` of a cached cell, so ``describe`` is the same on a hit."""
+
+    def describe(self) -> dict[str, Any]:
+        """What it used this run, for the manifest."""
+
+
+@dataclass(frozen=True)
+class KindSetup:
+    """What the kinds of one pool share: the cost model, nn-Meter's data folder and its loaded
+    regressors (``nnmeter.NnMeterCache``), and whether cells keep per-kernel figures."""
+
+    estimator: Estimator
+    data_dir: Path
+    nnmeter: Any  # nnmeter.NnMeterCache (nnmeter imports this module: its kind plugs in here)
+    breakdown: bool
+
+
+@dataclass(frozen=True)
+class ArithmeticPlan:
+    """The arithmetic each kernel of a graph runs in for a level (or the file as given), the
+    kind of error figure the cell carries, the arithmetic whose assumptions the notes state, and
+    the note saying what was assumed (None for an fp32 cell)."""
+
+    per_kernel: tuple[str, ...]
+    cell: str
+    noted: tuple[str, ...]
+    prefix: Optional[str]
+    file_note: bool  # the note is "<prefix>: <parts>" (a quantized file) rather than "<prefix>; <notes>"
+
+    def note(self, estimate: Estimate) -> Optional[str]:
+        if self.file_note:
+            return f"{self.prefix}: " + "; ".join(self.counts() + list(estimate.notes))
+        return join_notes([self.prefix, *estimate.notes])
+
+    def counts(self) -> list[str]:
+        n = len(self.per_kernel)
+        return [f"{c}/{n} kernels {p} at per-kernel {p} factors" for p in REDUCED_ARITHMETIC
+                if (c := self.per_kernel.count(p))]
+
+
+def plan_arithmetic(graph: KernelGraph, level: Optional[str]) -> ArithmeticPlan:
+    """Per-kernel arithmetic of ``graph`` under ``level`` (``worker.precision``): a quantized or
+    fp16 file predicted as given uses each kernel's own, so it equals its ``--levels`` twin."""
+    own = tuple(k.precision for k in graph.kernels)
+    cell = cell_arithmetic(level, own)
+    if level is None and any(p != "fp32" for p in own):
+        scheme = f" ({graph.quantization})" if graph.quantization else ""
+        noted = tuple(p for p in REDUCED_ARITHMETIC if p in own)
+        return ArithmeticPlan(own, cell, noted, f"{graph.precision} file{scheme}", True)
+    per_kernel = tuple(kernel_arithmetic(level, k.category, k.precision) for k in graph.kernels)
+    prefix = LEVEL_LATENCY_NOTES.get(level or "")
+    return ArithmeticPlan(per_kernel, cell, (cell,) if prefix else (), prefix, False)
+
+
+def estimate_graph(estimator: Estimator, graph: KernelGraph, plan: ArithmeticPlan, job: PredictionJob,
+                   runtime: str) -> Estimate:
+    """The cost model's ``Estimate`` of ``graph`` on the job's profile (fastest cluster)."""
+    cluster = job.profile.fastest_cluster
+    return estimator.estimate([work_vector(k) for k in graph.kernels], plan.per_kernel, cluster.core,
+                              cluster.clock_ghz, runtime, job.threads, cluster.count, plan.cell, plan.noted)
+
+
+def breakdown(graph: KernelGraph, per_kernel: Any, keep: bool) -> tuple[KernelLatency, ...]:
+    """Per-kernel figures of a cell, when the run keeps them (``--breakdown``)."""
+    if not keep:
+        return ()
+    return tuple(KernelLatency(k.name, k.nnmeter_type, k.category, ms) for k, ms in zip(graph.kernels, per_kernel))
+
+
+class EstimatorKind:
+    """lodevem's offline cost model (``latency.estimator``), for every runtime it has parameters of."""
+
+    name = "estimator"
+    title = "offline estimator"
+
+    def __init__(self, setup: KindSetup) -> None:
+        self.setup, self.estimator = setup, setup.estimator
+
+    def check_runtime(self, runtime: str) -> None:
+        self.estimator.runtime(runtime)  # a runtime the params do not cover: InputError
+
+    def unavailable(self, profile: Profile, runtime: str) -> Optional[str]:
+        return None
+
+    def require(self, profile: Profile, load: bool) -> None:
+        return None
+
+    def identity(self, profile: Profile) -> dict[str, Any]:
+        return {"rules_sha256": rules_digest(DEFAULT_RULES)}
+
+    def evidence(self, profile: Profile) -> Any:
+        return None
+
+    def replay(self, profile: Profile, evidence: Any) -> None:
+        return None
+
+    def predict(self, job: PredictionJob, warn: Warn) -> LatencyPrediction:
+        cluster = job.profile.fastest_cluster
+        core, clock = cluster.core, cluster.clock_ghz
+        graph = job.graph(DEFAULT_RULES)
+        if isinstance(graph, InputError):
+            return LatencyPrediction(None, f"{self.estimator.label} {job.runtime}", job.threads, core, clock,
+                                     job.runtime, note=f"no latency: {graph}")
+        plan = plan_arithmetic(graph, job.level)
+        est = estimate_graph(self.estimator, graph, plan, job, job.runtime)
+        ms = est.ms
+        low, high = uncertainty_band(ms, est.figure.mape_pct if est.figure else None)
+        return LatencyPrediction(
+            latency_ms=ms, latency_source=self.estimator.source_label(job.runtime, core, format_clock(clock)),
+            threads=job.threads, core=core, clock_ghz=clock, runtime=job.runtime, uncertainty=est.uncertainty,
+            note=plan.note(est), kernels=breakdown(graph, [k.ms for k in est.kernels], self.setup.breakdown),
+            latency_low_ms=low, latency_high_ms=high, compute_ms=est.compute_ms, memory_ms=est.memory_ms,
+            graph_sha256=graph.sha256, uncertainty_pct=est.figure.mape_pct if est.figure else None)
+
+    def describe(self) -> dict[str, Any]:
+        est = self.estimator
+        params = est.params.get("provenance", {})
+        unc = est.params.get("uncertainty", {})
+        return {"version": est.version, "params": str(est.path), "params_sha256": _digest(est.params),
+                "fit_date": params.get("fit_date"), "lodo_mape_pct": est.lodo_mape_pct,
+                "lodo_within_10_pct": unc.get("lodo_within_10_pct"),
+                "lodo_within_25_pct": unc.get("lodo_within_25_pct"), "lodo_rows": unc.get("lodo_rows"),
+                "baseline_lodo_mape_pct": unc.get("baseline_lodo_mape_pct"),
+                "data_sources": list(params.get("data_sources") or ()), "data_sha256": params.get("data_sha256"),
+                "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread"),
+                "oneshot_mape_pct": unc.get("oneshot_mape_pct")}
+
+
+def _digest(value: Any) -> str:
+    from .cache import digest
+
+    return digest(value)
+
+
+def rules_digest(rules: Path) -> str:
+    """A fusion-rules file's sha256 (tiny files: identical rules share one kernel extraction),
+    read again when its size or modification time changes."""
+    stat = Path(rules).stat()
+    return _sha256(str(rules), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

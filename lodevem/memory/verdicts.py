@@ -1,0 +1,94 @@
+"""A run's verdict, from what the sandbox reported: ``fits``, ``oom`` (with the phase it died
+in), ``thrashing``, ``timeout`` or ``error``, as one typed ``MemoryMeasurement`` (see the page
+cache note in ``lodevem.measure`` for why fitting needs VmHWM <= limit); and the records of runs
+that did not happen (a model that could not be run, a row inferred from a larger limit's run)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+from ..results import MemoryMeasurement
+from ..sandbox.client import MeasureSettings, ModelSection, SandboxRun, WorkerClient
+from .planning import inferred_note
+
+__all__ = ["classify", "failed_measurement", "inferred", "oom_phase", "to_measurement"]
+
+_PHASES = (("run ", "during inference"), ("warmup ", "during warm-up"), ("loaded", "during warm-up"),
+           ("imported", "while loading the model"), ("start", "during runtime import"))
+
+
+def _mb(kb: Optional[float]) -> Optional[float]:
+    return None if kb is None else round(kb / 1024, 1)
+
+
+def oom_phase(stderr_tail: str) -> Optional[str]:
+    """Where the worker was when it died, from its last progress line."""
+    lines = [ln.split("lodevem-worker: ", 1)[1] for ln in stderr_tail.splitlines() if "lodevem-worker: " in ln]
+    for prefix, phase in _PHASES:
+        if lines and lines[-1].startswith(prefix):
+            return phase
+    return "before the worker started" if not lines else None
+
+
+def classify(run: SandboxRun) -> tuple[str, Optional[str], Optional[str]]:
+    """``(verdict, one-line explanation or None, phase or None)`` for one run."""
+    outcome, limit = run.outcome, run.outcome.limit_mb
+    problem = run.problem()
+    if problem is not None:
+        kind, message = problem
+        if kind != "oom":
+            return kind, message, None
+        phase = oom_phase(outcome.stderr_tail)
+        return "oom", f"out of memory at {limit} MB{' ' + phase if phase else ''} ({outcome.limit_enforcement})", phase
+    memory = run.reply.memory if run.reply is not None else None
+    hwm = _mb(memory.hwm_kb) if memory is not None else None
+    if limit is not None and hwm is not None and hwm > limit:
+        return "oom", (f"peak RSS {hwm:.0f} MB exceeds the {limit} MB limit (it ran only because the runtime's "
+                       "shared pages were cached and charged outside the container)"), "rss over limit"
+    return "fits", None, None
+
+
+def to_measurement(run: SandboxRun, *, identity: str, model_sha256: str, settings: MeasureSettings,
+                   worker_version: str) -> MemoryMeasurement:
+    verdict, message, phase = classify(run)
+    outcome, reply = run.outcome, run.reply
+    mem = reply.memory if reply is not None else None
+    model = reply.model if reply is not None else ModelSection()
+    timings = reply.timings if reply is not None else None
+    cgroup_peak = outcome.observed.get("cgroup_peak_mb")
+    if cgroup_peak is None and mem is not None and mem.cgroup_peak_bytes and outcome.backend == "docker":
+        cgroup_peak = round(mem.cgroup_peak_bytes / 2**20, 1)
+    fitted = verdict in ("fits", "oom") and mem is not None
+    return MemoryMeasurement(
+        verdict=verdict, limit_mb=int(outcome.limit_mb or 0), peak_rss_mb=_mb(mem.hwm_kb) if fitted else None,
+        runtime_baseline_mb=_mb(mem.runtime_baseline_kb) if fitted else None,
+        model_increment_mb=_mb(mem.model_increment_kb) if fitted else None,
+        cgroup_peak_mb=cgroup_peak if fitted else None, error=message, phase=phase, backend=outcome.backend,
+        limit_enforcement=outcome.limit_enforcement, runtime=settings.runtime, wall_s=outcome.wall_s,
+        image_id=identity, worker_version=(reply.worker_version if reply is not None else None) or worker_version,
+        model_sha256=model_sha256, threads=settings.threads, model_format=model.format, params=model.params,
+        major_faults=mem.major_faults if mem is not None else None,
+        host_latency_mean_ms=timings.mean_ms if timings else None, host_latency_std_ms=timings.std_ms if timings else None,
+        host_latency_p50_ms=timings.p50_ms if timings else None, host_latency_p95_ms=timings.p95_ms if timings else None,
+        host_throughput_ips=timings.throughput_ips if timings else None, observed=dict(outcome.observed))
+
+
+def failed_measurement(limit_mb: int, error: str, client: WorkerClient, settings: MeasureSettings,
+                       model_sha256: str) -> MemoryMeasurement:
+    """An ``error`` verdict for a model that could not even be run (export or derivation failed)."""
+    return MemoryMeasurement(
+        verdict="error", limit_mb=limit_mb, peak_rss_mb=None, runtime_baseline_mb=None, model_increment_mb=None,
+        cgroup_peak_mb=None, error=error, phase=None, backend=client.backend.name, limit_enforcement="",
+        runtime=settings.runtime, wall_s=0.0, image_id=client.backend.identity, worker_version=client.worker_version,
+        model_sha256=model_sha256, threads=settings.threads)
+
+
+def inferred(reference: MemoryMeasurement, limit_mb: int) -> MemoryMeasurement:
+    """The row of a limit far above the reference run's peak (``memory.planning``): the same
+    figures, no run of its own (``wall_s`` 0), and ``limit_enforcement`` saying where from."""
+    assert reference.peak_rss_mb is not None
+    return replace(reference, limit_mb=limit_mb, wall_s=0.0, inferred_from_mb=reference.limit_mb,
+                   limit_enforcement=inferred_note(reference.limit_mb, reference.peak_rss_mb, limit_mb))
+
+

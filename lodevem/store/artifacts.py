@@ -1,0 +1,167 @@
+"""Files made in the sandbox from a user's model, kept in the artifact store: ONNX exports and
+tflite / ncnn conversions (``--levels`` variants: ``derive.derive_cached``).
+
+Each producer asks the store first (``ArtifactStore.lookup``: the sidecar must name the same
+maker), else runs the worker with a fresh staging folder as its output and publishes the files
+only when the run succeeded (``ArtifactStore.publish`` validates them). So a model that writes
+its own "converted" file and then fails leaves nothing behind: its staging folder is deleted
+whole, and the next run converts again. Within one run a result, good or bad, is remembered per
+key (one conversion per (file, shape, runtime), shared by every RAM limit and profile; one
+error row per runtime, not one attempt per limit). Thread-safe: parallel measurement jobs of one
+model export and convert it once.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..results import ConversionResult, ExportResult
+from ..sandbox.client import ModelSection, WorkerClient
+from ..sandbox.image import CONVERTERS
+from . import ArtifactStore, digest
+from ..worker.protocol import artifact_files
+
+__all__ = ["ConvertCache", "ExportCache", "converted_name", "loading_sha256", "onnx_name", "shape_text"]
+
+
+def loading_sha256(model_sha256: str, loading_key: str) -> str:
+    """The file's digest, combined with the run's ``--code``/``--arch`` when given: the same
+    weights built by other code are another model to export, derive and measure."""
+    return digest([model_sha256, loading_key]) if loading_key else model_sha256
+
+
+def shape_text(input_shape: Optional[Sequence[int]]) -> str:
+    return "x".join(map(str, input_shape)) if input_shape else "auto"
+
+
+def onnx_name(model_sha256: str, input_shape: Optional[Sequence[int]], loading_key: str = "") -> str:
+    """The store name of an export of a model file at an input shape: one per key."""
+    return f"{loading_sha256(model_sha256, loading_key)[:32]}-{shape_text(input_shape)}.onnx"
+
+
+def converted_name(model_sha256: str, runtime: str, input_shape: Optional[Sequence[int]],
+                   quantize: Optional[str] = None) -> str:
+    """The store name of a conversion: one per (file content, input shape, converter and version,
+    quantization made while converting); an ncnn conversion is this ``.param`` and the ``.bin``
+    beside it."""
+    converter, version = CONVERTERS[runtime]
+    suffix = ".tflite" if runtime == "tflite" else ".ncnn.param"
+    quantized = f"-{quantize}" if quantize else ""
+    return f"{model_sha256[:32]}-{shape_text(input_shape)}-{converter}-{version}{quantized}{suffix}"
+
+
+class ExportCache:
+    """ONNX exports, one per (file content, input shape, loading), shared by the latency stage
+    (the graph to predict from) and onnxruntime measurements (the file to run). The sidecar's
+    maker is the worker version, the sandbox's identity (another image may export another graph)
+    and the loading; its info the worker's model section."""
+
+    KIND = "onnx"
+
+    def __init__(self, client: WorkerClient, store: ArtifactStore, timeout_s: float) -> None:
+        self.client, self.store, self.timeout_s = client, store, timeout_s
+        self._lock = threading.Lock()
+        self._done: dict[str, ExportResult] = {}
+
+    def _maker(self, sha256: str, input_shape: Optional[Sequence[int]], twin: bool) -> dict[str, Any]:
+        return {"model_sha256": sha256, "input_shape": list(input_shape) if input_shape else None,
+                "worker_version": self.client.worker_version, "identity": self.client.backend.identity,
+                "loading": self.client.cache_key, "twin": twin}
+
+    def export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
+        """The graph latency is predicted from: a quantized or fp16 model's float twin."""
+        return self._export(path, sha256, onnx_name(sha256, input_shape, self.client.cache_key), input_shape, True)
+
+    def runtime_export(self, path: Path, sha256: str, input_shape: Optional[Sequence[int]]) -> ExportResult:
+        """The graph onnxruntime measures: the prediction export when the model is fp32, else the
+        export as torch writes it (the float twin would hold fp32 weights)."""
+        predicted = self.export(path, sha256, input_shape)
+        if predicted.model.precision in (None, "fp32") or predicted.unusable:
+            return predicted
+        name = onnx_name(sha256, input_shape, self.client.cache_key)
+        return self._export(path, sha256, name.replace(".onnx", "-runtime.onnx"), input_shape, False)
+
+    def _export(self, path: Path, sha256: str, name: str, input_shape: Optional[Sequence[int]],
+                twin: bool) -> ExportResult:
+        # the prediction export of a file with all-zero channels also gets the graph without them
+        removed = name.replace(".onnx", ".channels-removed.onnx") if twin else None
+        optional = [removed] if removed else []
+        with self._lock:
+            if name in self._done:
+                return self._done[name]
+            maker = self._maker(sha256, input_shape, twin)
+            kept = self.store.lookup(self.KIND, [name], maker)
+            if kept is not None:
+                result = ExportResult(kept.path, "", ModelSection.parse(kept.info.get("model") or {}),
+                                      channels_removed_path=_named(kept.paths, removed))
+            else:
+                result = self._run(path, name, removed, input_shape, twin, maker, optional)
+            self._done[name] = result
+            return result
+
+    def _run(self, path: Path, name: str, removed: Optional[str], input_shape: Optional[Sequence[int]],
+             twin: bool, maker: dict[str, Any], optional: list[str]) -> ExportResult:
+        with self.store.staging() as staged:
+            run = self.client.export_onnx(path, staged / name, input_shape, self.timeout_s, twin=twin,
+                                          channels_removed=staged / removed if removed else None)
+            model = run.reply.model if run.reply is not None else ModelSection()
+            if not run.ok:
+                return ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
+            artifact, error = self.store.publish(self.KIND, staged, [name], maker, {"model": asdict(model)},
+                                                 optional=optional)
+        if artifact is None:
+            return ExportResult(None, f"ONNX export refused: {error}", model)
+        return ExportResult(artifact.path, "", model, channels_removed_path=_named(artifact.paths, removed))
+
+
+def _named(paths: Sequence[Path], name: Optional[str]) -> Optional[Path]:
+    return next((p for p in paths if name is not None and p.name == name), None)
+
+
+class ConvertCache:
+    """Conversions to tflite / ncnn made in the sandbox (converter image, work limit)."""
+
+    KIND = "converted"
+
+    def __init__(self, client: WorkerClient, store: ArtifactStore, timeout_s: float) -> None:
+        self.client, self.store, self.timeout_s = client, store, timeout_s
+        self._lock = threading.Lock()
+        self._done: dict[str, ConversionResult] = {}
+
+    def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]],
+                quantize: Optional[str] = None) -> ConversionResult:
+        """``quantize="int8-static"`` (tflite): the float model quantized to static int8 while
+        converting (armsim's int8-static path, docs/armsim.md)."""
+        shape = tuple(input_shape) if input_shape else None
+        name = converted_name(loading_sha256(sha256, self.client.cache_key), runtime, shape, quantize)
+        names = [Path(f).name for f in artifact_files(name)]
+        maker = {"model_sha256": sha256, "loading": self.client.cache_key, "runtime": runtime,
+                 "converter": list(CONVERTERS[runtime]), "input_shape": list(shape) if shape else None,
+                 "worker_version": self.client.worker_version}
+        if quantize:  # only then: existing conversions keep their makers
+            maker["quantize"] = quantize
+        with self._lock:
+            if name in self._done:
+                return self._done[name]
+            kept = self.store.lookup(self.KIND, names, maker)
+            if kept is not None:
+                result = ConversionResult(kept.path, "", shape, cached=True)
+            else:
+                result = self._run(path, runtime, names, shape, maker, quantize)
+            self._done[name] = result
+            return result
+
+    def _run(self, path: Path, runtime: str, names: list[str], shape: Optional[tuple[int, ...]],
+             maker: dict[str, Any], quantize: Optional[str] = None) -> ConversionResult:
+        with self.store.staging() as staged:
+            run = self.client.convert(path, runtime, staged / names[0], shape, self.timeout_s, quantize)
+            if not run.ok:
+                return ConversionResult(None, run.failure_message(f"{runtime} conversion failed"), shape)
+            artifact, error = self.store.publish(self.KIND, staged, names, maker)
+        if artifact is None:
+            return ConversionResult(None, f"{runtime} conversion refused: {error}", shape)
+        converted = run.reply.converted if run.reply is not None else None
+        return ConversionResult(artifact.path, "", shape, converted.seconds if converted else None)

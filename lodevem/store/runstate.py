@@ -1,0 +1,153 @@
+"""What a run keeps so that an interrupt loses nothing: the state file (``RunState``: finished
+rows and the key they belong to) and the ``Recorder`` that turns each finished measurement into
+rows and saves state, CSV and JSON atomically after each fresh one; ``--resume`` reads the state
+back (``load_state``) and measures only what is missing."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from ..errors import InputError
+from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
+from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
+from . import write_atomic
+
+if TYPE_CHECKING:
+    from ..predict import LatencyPrediction
+    from ..profiles import Profile
+    from ..progress import ProgressSink
+
+__all__ = ["STATE_FILE", "Recorder", "RunState", "load_state"]
+
+STATE_FILE = ".lodevem-state.json"
+
+
+@dataclass
+class RunState:
+    """What an interrupted run has finished, written atomically after every pair."""
+
+    config_key: str
+    rows: list[PairResult] = field(default_factory=list)
+
+    def done(self) -> set[tuple[str, str]]:
+        return {r.key for r in self.rows}
+
+    def save(self, path: Path) -> None:
+        payload = {
+            "schema_version": RESULTS_SCHEMA_VERSION,
+            "config_key": self.config_key,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+        write_atomic(path, json.dumps(payload, indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> Optional["RunState"]:
+        """The saved state; None when there is none. A file that is not a state lodevem wrote
+        (garbage, another schema, a row missing fields) raises ``InputError`` saying what."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
+        except OSError as exc:
+            raise InputError(f"{path}: unreadable run state ({exc.strerror or exc})") from None
+        try:
+            payload = json.loads(text)
+            if not isinstance(payload, dict) or payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
+                raise ValueError(f"not a schema {RESULTS_SCHEMA_VERSION} run state")
+            rows = payload["rows"]
+            if not isinstance(payload["config_key"], str) or not isinstance(rows, list):
+                raise ValueError("config_key or rows of the wrong type")
+            return cls(payload["config_key"], [PairResult.from_dict(r) for r in rows])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"{path}: not a run state lodevem wrote ({str(exc)[:120]})") from None
+
+
+
+def load_state(output: Path, key: str, resume: bool, warnings: list[str]) -> RunState:
+    """The finished rows to keep: those of an interrupted run with the same key under --resume.
+
+    ``--resume`` over a run of other models or options refuses (resuming would overwrite its
+    rows); a state file lodevem cannot read is set aside under a new name, with a warning, and the
+    run starts afresh.
+    """
+    if not resume:
+        return RunState(key)
+    path = Path(output) / STATE_FILE
+    try:
+        state = RunState.load(path)
+    except InputError as exc:
+        aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
+        path.rename(aside)
+        warnings.append(f"--resume: {exc}; kept it as {aside.name} and started afresh")
+        return RunState(key)
+    if state is None or state.config_key == key:
+        return state or RunState(key)
+    raise InputError(f"--resume: {output} holds an interrupted run of other models or options; "
+                     "resume it with the same command, run without --resume to start afresh, or choose "
+                     "another --output")
+
+
+
+class Recorder:
+    """Turns each finished measurement into rows for every profile with that RAM limit, then saves
+    the state and rewrites the CSV and JSON atomically, before reporting progress: an interrupt
+    loses nothing and leaves a valid partial table."""
+
+    def __init__(self, output: Path, profiles: Sequence["Profile"], threads: int, progress: "ProgressSink",
+                 models: Sequence[ModelFile], latencies: dict[str, dict[str, "LatencyPrediction"]],
+                 floors: dict[str, Optional[int]], state: RunState, manifest: dict[str, Any],
+                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
+        self.output, self.profiles, self.threads, self.progress = Path(output), tuple(profiles), threads, progress
+        self.latencies, self.floors, self.state, self.manifest = latencies, floors, state, manifest
+        self.channels_removed = channels_removed or {}
+        self.models = {m.label: m for m in models}
+        self.done = state.done()
+        self.by_limit: dict[int, list[Profile]] = {}
+        for profile in self.profiles:
+            self.by_limit.setdefault(profile.ram_mb, []).append(profile)
+        self._unsaved = False
+        self._order = {p.id: i for i, p in enumerate(self.profiles)}
+        self._model_order = {m.label: i for i, m in enumerate(models)}
+
+    def pending(self, label: str) -> list[Profile]:
+        return [p for p in self.profiles if (label, p.id) not in self.done]
+
+    def rows(self) -> list[PairResult]:
+        """This run's rows in (model, profile) order; rows of other profiles in the state are left out."""
+        return sorted((r for r in self.state.rows if r.profile_id in self._order and r.model_label in self._model_order),
+                      key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
+
+    def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
+        finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
+        for profile in finished:
+            self.state.rows.append(PairResult.from_records(
+                self.models[label], profile, self.latencies[label][profile.id], memory,
+                threads=self.threads, floor_mb=self.floors.get(label),
+                channels_removed_ms=self.channels_removed.get(label, {}).get(profile.id)))
+            self.done.add((label, profile.id))
+        # A measurement served from the cache is not lost by an interrupt (the cache has it), so
+        # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes
+        # the files once instead of once per measurement.
+        self._unsaved = True
+        if not memory.cached:
+            self.flush()
+        for profile in finished:
+            self.progress.pair_done(label, profile.label)
+
+    def flush(self) -> None:
+        """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
+        if not self._unsaved:
+            return
+        self.state.save(self.output / STATE_FILE)
+        rows = self.rows()
+        write_csv(rows, self.output / CSV_NAME)
+        write_json(rows, self.manifest, self.output / JSON_NAME)
+        self._unsaved = False
+
+

@@ -1,0 +1,128 @@
+"""Each figure rendered and read back from its matplotlib objects: tick labels distinct and
+readable, every point nameable by its legends, no point hidden under another.
+
+The data is the issue's: five models on the six tier2 phones, three of them (a whole module, its
+checkpoint and its state_dict) with identical latency and peak RAM; and a heatmap whose latencies
+span 14.0-14.4 ms, where the colour bar used to print "14, 14, 14". No Docker, no torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from lodevem.profiles import Profile, load_profiles, select_profiles
+from lodevem.report.plots import (
+    colourbar_ticks,
+    heatmap_figure,
+    latency_heatmap,
+    latency_vs_ram,
+    min_ram_figure,
+    scatter_figure,
+)
+from lodevem.results import PairResult
+from test_reporter import make_row
+
+TIER2_MS = {"itel_a23_pro": 14.4, "itel_p37": 12.0, "nokia_c1": 48.9, "redmi_a1": 14.2,
+            "samsung_a03_core": 12.1, "tecno_pop5_go": 14.5}
+MODELS = (("cocoa_fp32.pt", 1.0, 237.8), ("cocoa_ckpt.pt", 1.0, 237.8), ("cocoa_weights.pt", 1.0, 237.8),
+          ("cocoa_int8_fx.pt", 0.59, 244.9), ("script_net.pt", 0.23, 230.0))
+
+
+@pytest.fixture(scope="module")
+def tier2() -> list[Profile]:
+    return select_profiles(load_profiles(), tiers=["tier2"])
+
+
+@pytest.fixture(scope="module")
+def rows(tier2: list[Profile]) -> list[PairResult]:
+    made = [make_row(p, model=m, latency=TIER2_MS[p.id] * scale, peak=peak) for m, scale, peak in MODELS for p in tier2]
+    # one pair that did not fit, drawn at its device's RAM
+    return made + [make_row(tier2[0], model="big.pt", verdict="oom", peak=None, latency=300.0)]
+
+
+def drawn(fig: Figure) -> Figure:
+    fig.canvas.draw()  # tick labels and positions are final only after a draw
+    return fig
+
+
+def labels(texts) -> list[str]:
+    return [t.get_text() for t in texts if t.get_text()]
+
+
+@pytest.mark.parametrize("vmin, vmax", [(14.0, 14.4), (14.2, 14.9), (9.5, 10.4), (2.4, 48.9), (3.1, 2480.0),
+                                        (0.4, 90_000.0), (14.0 / 1.5, 14.0 * 1.5), (1.0, 1.02)])
+def test_colourbar_ticks_are_distinct_and_inside(vmin: float, vmax: float) -> None:
+    ticks, text = colourbar_ticks(vmin, vmax)
+    assert 3 <= len(ticks) <= 8 and len(set(text)) == len(text) == len(ticks)
+    assert all(vmin <= t <= vmax for t in ticks) and ticks == sorted(ticks)
+    assert all(len(t) <= 8 for t in text)  # "14.2", "1,000": no 14.4296...
+
+
+def test_heatmap_colour_bar_has_unique_ticks(rows: list[PairResult], tier2: list[Profile]) -> None:
+    narrow = [replace(r, latency_ms=14.0 + 0.1 * i) for i, r in enumerate(r for r in rows
+                                                                           if r.model_label == "cocoa_fp32.pt")]
+    for data in (rows, narrow[:5]):
+        fig = drawn(heatmap_figure(data, tier2))
+        main, bar = fig.axes[0], next(a for a in fig.axes if "log scale" in a.get_ylabel())
+        bar_text = labels(bar.get_yticklabels())
+        assert len(bar_text) >= 3 and len(set(bar_text)) == len(bar_text), bar_text
+        assert labels(bar.yaxis.get_minorticklabels()) == []
+        low, high = bar.get_ylim()
+        assert all(low * (1 - 1e-9) <= t <= high * (1 + 1e-9) for t in bar.get_yticks())
+        models = list(dict.fromkeys(r.model_label for r in data))
+        assert labels(main.get_yticklabels()) == models
+        devices = {r.profile_label for r in data}
+        assert {t.split(" \u00b7 ")[0] for t in labels(main.get_xticklabels())} == devices
+    assert labels(fig.axes[0].get_yticklabels()) == ["cocoa_fp32.pt"]
+    assert [float(t) for t in labels(bar.get_yticklabels())] == pytest.approx([14.0, 14.1, 14.3, 14.4])
+
+
+def test_scatter_names_every_point_and_hides_none(rows: list[PairResult], tier2: list[Profile]) -> None:
+    fig = drawn(scatter_figure(rows, tier2))
+    ax = fig.axes[0]
+    legend_text = {t.get_text() for legend in fig.legends for t in legend.get_texts()}
+    models = list(dict.fromkeys(r.model_label for r in rows))
+    assert set(models) <= legend_text
+    assert {f"{p.label} ({p.tier}, {'512 MB' if p.ram_mb == 512 else f'{p.ram_mb // 1024} GB'})"
+            for p in tier2} <= legend_text
+    points = [c for c in ax.collections if c.get_gid()]
+    gids = [c.get_gid() for c in points]
+    assert len(gids) == len(set(gids)) == len(rows)  # one mark per (model, device), the OOM one too
+    # every (model, device) has its own colour + shape pair, so the legends name each point
+    style = {}
+    for c in points:
+        model, device = c.get_gid().split("|")
+        style[(model, device)] = (tuple(np.round(c.get_facecolor()[0], 3)) if len(c.get_facecolor()) else None,
+                                  tuple(np.round(c.get_edgecolor()[0], 3)), c.get_paths()[0].vertices.tobytes())
+    assert len(set(style.values())) == len(style)
+    # the three identical models are drawn side by side, not on top of each other
+    where = {c.get_gid(): c.get_offset_transform().transform(c.get_offsets())[0] for c in points}
+    for a, b in itertools.combinations(where, 2):
+        assert np.hypot(*(where[a] - where[b])) >= 5.0, (a, b)  # pixels at the canvas's dpi
+    assert "side by side" in ax.get_xlabel()
+    y_text = labels(ax.get_yticklabels())
+    assert len(y_text) >= 3 and len(set(y_text)) == len(y_text)
+    assert labels(ax.yaxis.get_minorticklabels()) == []
+    x_text = labels(ax.get_xticklabels())
+    assert len(set(x_text)) == len(x_text) and "256" in x_text
+
+
+def test_min_ram_figure_ticks_and_bar_labels() -> None:
+    fig = drawn(min_ram_figure({"mobilenet_v2.pt": 300.0, "tiny_cnn.pt": 40.0}, {256: ["tier3"], 512: ["tier2", "tier3"]}))
+    ax = fig.axes[0]
+    x_text = labels(ax.get_xticklabels())
+    assert len(set(x_text)) == len(x_text) >= 3
+    assert labels(ax.get_yticklabels()) == ["tiny_cnn.pt", "mobilenet_v2.pt"]
+    assert [t.get_text() for t in ax.texts] == ["40 MB", "300 MB"]
+
+
+def test_figures_are_written(rows: list[PairResult], tier2: list[Profile], tmp_path: Path) -> None:
+    written = latency_heatmap(rows, tier2, tmp_path) + latency_vs_ram(rows, tier2, tmp_path)
+    assert sorted(p.name for p in written) == ["latency_heatmap.pdf", "latency_heatmap.png",
+                                               "latency_vs_ram.pdf", "latency_vs_ram.png"]

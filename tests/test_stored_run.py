@@ -1,0 +1,62 @@
+"""A stored run: the CSV of a small deterministic ``start`` made before the artifact store and the
+measurement planner (tests/data/start_baseline.csv, see tests/data/README.md), against the same
+run on today's code through the real Docker engine.
+
+Equal: the model and profile columns, every latency column (the estimator is deterministic),
+the memory verdict and limit of every row. Peaks within the VmHWM spread between runs (a few MB).
+New columns are allowed; rows inferred from a larger limit's run must agree like measured ones.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lodevem import zoo
+from lodevem.cli import cli
+
+pytestmark = pytest.mark.docker
+
+BASELINE = Path(__file__).parent / "data" / "start_baseline.csv"
+PROFILES = ("nokia_8110_4g", "jiophone2", "nokia_c1", "itel_a70", "infinix_hot11s")
+EQUAL = ("model_label", "model_sha256", "level", "model_format", "model_file_mb", "params", "profile_id",
+         "profile_label", "tier", "chipset", "ram_mb", "core", "clock_ghz", "threads", "latency_source",
+         "latency_uncertainty", "latency_note", "verdict", "limit_mb", "runtime", "model_class", "sparsity",
+         "precision", "fits")
+CLOSE = ("latency_ms", "energy_mj")  # equal up to float rounding (the cost model sums in another order)
+PEAK_TOLERANCE_MB = 8.0  # the spread of VmHWM between runs of one model is ~1 MB (docs/measurement.md)
+
+
+def _rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with path.open(newline="") as handle:
+        return {(r["model_label"], r["profile_id"]): r for r in csv.DictReader(handle)}
+
+
+def test_a_start_run_gives_the_stored_answers(docker_backend, tmp_path: Path) -> None:
+    models = [zoo.write(name, tmp_path / "models") for name in ("tiny_cnn", "mobilenet_v2")]
+    args = ["start", *map(str, models), "--output", str(tmp_path / "out"), "--runs", "3", "--warmup", "1",
+            "--backend", "docker"]
+    for pid in PROFILES:
+        args += ["--profile", pid]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    stored, now = _rows(BASELINE), _rows(tmp_path / "out" / "benchmark_results.csv")
+    assert set(now) == set(stored)
+    home = str(Path.home())
+    differ = []
+    for key, old in stored.items():
+        new = {k: (v.replace(home + "/", "~/") if isinstance(v, str) else v) for k, v in now[key].items()}
+        assert set(old) <= set(new)  # new columns allowed, none lost
+        differ += [(key, c, old[c], new[c]) for c in EQUAL if new[c] != old[c]]
+        differ += [(key, c, old[c], new[c]) for c in CLOSE if (old[c] or new[c]) and not (
+            old[c] and new[c] and math.isclose(float(old[c]), float(new[c]), rel_tol=1e-9))]
+        if (bool(old["peak_rss_mb"]) != bool(new["peak_rss_mb"]) or old["peak_rss_mb"] and
+                abs(float(new["peak_rss_mb"]) - float(old["peak_rss_mb"])) > PEAK_TOLERANCE_MB):
+            differ.append((key, "peak_rss_mb", old["peak_rss_mb"], new["peak_rss_mb"]))
+    assert differ == []
+    inferred = [r for r in now.values() if r["memory_inferred_from_mb"]]
+    assert inferred and all(r["limit_enforcement"].startswith("inferred from the 4096 MB run") for r in inferred)
