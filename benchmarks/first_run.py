@@ -1,6 +1,7 @@
 """What `make demo` costs on a fresh machine, step by step, and that it leaves no dangling images.
 
     .venv/bin/python benchmarks/first_run.py [--tier tier2] [--venv] [--json out.json]
+    .venv/bin/python benchmarks/first_run.py --demo-only    # the demo's commands, images present
     .venv/bin/python benchmarks/first_run.py --quick
 
 Full mode times what a fresh machine pays after the Docker engine is installed:
@@ -125,6 +126,7 @@ def main() -> int:
     parser.add_argument("--tier", default="tier2")
     parser.add_argument("--venv", action="store_true", help="also time make setup (a fresh venv)")
     parser.add_argument("--quick", action="store_true", help="the demo's first steps on one model, no builds")
+    parser.add_argument("--demo-only", action="store_true", help="time the demo's commands only (images present)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
@@ -133,12 +135,12 @@ def main() -> int:
     print(f"images make demo builds: {', '.join(report['demo_images'])} "
           f"(make test builds {', '.join(s.tag for s in image.specs_for_runtimes(list(image.RUNTIME_IMAGES)))})")
     total = 0.0
-    if args.venv and not args.quick:
+    if args.venv and not (args.quick or args.demo_only):
         with tempfile.TemporaryDirectory(prefix="lodevem-venv-") as tmp:
             report["venv_s"] = round(fresh_venv(Path(tmp) / "venv"), 1)
         total += report["venv_s"]
         print(f"make setup (fresh venv, no pip cache)  {report['venv_s']:8.1f} s")
-    if args.quick:
+    if args.quick or args.demo_only:
         for spec in specs:
             status = image.image_status(spec=spec)
             print(f"{spec.tag}: {'present ' + status.short_id if status.present else 'NOT BUILT'}")
@@ -156,7 +158,7 @@ def main() -> int:
         print(f"{name:<40}{seconds:8.1f} s")
     report["total_s"] = round(total, 1)
     report["load_average_end"] = os.getloadavg()
-    what = "demo steps" if args.quick else ("setup + " if "venv_s" in report else "") + "image build + demo"
+    what = "demo steps" if args.quick or args.demo_only else ("setup + " if "venv_s" in report else "") + "image build + demo"
     print(f"total ({what}){'':<{max(1, 31 - len(what))}}{total:8.1f} s = {total / 60:.1f} min")
     print(f"load average {', '.join(f'{v:.2f}' for v in report['load_average_start'])} at start, "
           f"{', '.join(f'{v:.2f}' for v in report['load_average_end'])} at end (shared machine)")

@@ -13,8 +13,9 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import click
 from rich.console import Console
@@ -27,15 +28,16 @@ from .latency.armsim.run import PREDICTOR_CHOICES as ARMSIM_MODES
 from .latency.pool import MODES
 from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
+from .safe_io import ENTRY_CHARS, json_text, printable
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
 
 EXIT_CODES = {
     0: "success (and every budget gate passed)",
     1: "runtime failure (Docker, a worker crash, an I/O error)",
     2: "usage error or bad input (option, profile file, model file)",
-    3: "a budget gate broke (--max-latency / --fail-on-oom)",
-    130: "interrupted (Ctrl-C); results finished so far are kept",
-    143: "terminated (SIGTERM); results finished so far are kept",
+    3: "a budget gate broke (--max-latency / --fail-on-oom / --fail-on-tight)",
+    130: "interrupted (Ctrl-C); the pairs finished so far are kept (start --resume continues)",
+    143: "terminated (SIGTERM); the pairs finished so far are kept (start --resume continues)",
 }
 
 # Rich assumes 80 columns when stdout is not a terminal; results tables piped into a file or a
@@ -59,13 +61,14 @@ class LodevemGroup(click.Group):
         try:
             with _signals_unwind():
                 return super().invoke(ctx)
-        except LodevemError as exc:
-            raise LodevemClickError(str(exc), exc.exit_code) from None
+        except LodevemError as exc:  # may quote a record, a log or a model's message: escaped, capped
+            raise LodevemClickError(printable(exc, newlines=False), exc.exit_code) from None
         except OSError as exc:  # the file system said no (read-only, full, permissions): name the path
             where = f"{exc.filename}: " if exc.filename else ""
             raise LodevemClickError(f"{where}{exc.strerror or exc}", 1) from None
-        except KeyboardInterrupt as exc:
-            err_console.print("[yellow]Interrupted.[/] Results finished so far are kept.")
+        except KeyboardInterrupt as exc:  # a command that saves partial results says what (see start)
+            err_console.print("[yellow]Interrupted.[/] " + getattr(exc, "lodevem_note", "Nothing was saved."),
+                              markup=True, highlight=False)
             ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
 
 
@@ -493,7 +496,10 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
               "(with --backend slurm: reattach to its jobs still running and collect finished ones).")
 @click.option("--max-latency", type=click.FloatRange(0, min_open=True), default=None, metavar="MS", callback=_finite,
               help="Gate: exit 3 when a predicted latency exceeds MS.")
-@click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not fit a device.")
+@click.option("--fail-on-oom", is_flag=True, help="Gate: exit 3 when a model does not run within a device's RAM.")
+@click.option("--fail-on-tight", is_flag=True, help="Gate: exit 3 also when a model's peak RAM is above a device's "
+              "app budget (verdict tight: the phone's low-memory killer would likely stop it).")
+@click.option("--overwrite", is_flag=True, help="Replace the results of another run in --output (default: refuse).")
 @click.option("--on", "gate_tiers", multiple=True, type=tier_choice,
               help="Apply the gates only to these tiers (repeatable).")
 @calibrations_option
@@ -504,7 +510,8 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @profiles_dir_option
 def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
           tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],
-          fail_on_oom: bool, gate_tiers: tuple[str, ...], latex_marks: str, **options: Any) -> None:
+          fail_on_oom: bool, fail_on_tight: bool, gate_tiers: tuple[str, ...], latex_marks: str,
+          **options: Any) -> None:
     """Benchmark model files on device profiles: predicted latency, measured peak RAM.
 
     Example:
@@ -523,10 +530,14 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
     profiles = select_profiles(load_profiles(profiles_dirs), ids=profile_ids, tiers=tiers)
     config = RunConfig.from_cli(paths, profiles, command_line=sys.argv, **options)
     with OutputClaim(config.output):
-        with RichProgress(err_console) as progress:
-            outcome = run_benchmark(config, progress)
-        for warning in outcome.warnings:
-            err_console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+        started = time.time()
+        try:
+            with RichProgress(err_console) as progress:
+                outcome = run_benchmark(config, progress)
+        except KeyboardInterrupt as exc:
+            exc.lodevem_note = escape(_interrupted_note(config.output, started))  # type: ignore[attr-defined]
+            raise
+        _warn(outcome.warnings)
         console.print(results_table(outcome.rows, profiles))
         for line in model_summaries(outcome.rows):
             console.print(line, markup=False)
@@ -535,11 +546,26 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
     nothing = no_figures(outcome.rows)
     if nothing:
         raise LodevemClickError(nothing, 1)
-    broken = check_budget(outcome.rows, Budget(max_latency, fail_on_oom, gate_tiers))
+    broken = check_budget(outcome.rows, Budget(max_latency, fail_on_oom, gate_tiers, fail_on_tight=fail_on_tight))
     if broken:
         for line in broken:
             err_console.print(f"[red]budget:[/] {line}", highlight=False)
         raise LodevemClickError(f"{len(broken)} pair(s) broke the budget", 3)
+
+
+def _interrupted_note(output: Path, started: float) -> str:
+    """What an interrupted ``start`` kept: the pairs saved in this run's state file, and how to go on."""
+    from .store.runstate import STATE_FILE, RunState
+
+    state_path = output / STATE_FILE
+    try:
+        state = RunState.load(state_path) if state_path.stat().st_mtime >= started else None
+    except (OSError, LodevemError):
+        state = None
+    if state is None or not state.rows:
+        return "No pair had finished: nothing was saved; run the same command again to start over."
+    return (f"{len(state.rows)} pair(s) finished and saved in {output}; continue with the same command and "
+            "--resume.")
 
 
 @cli.command()
@@ -589,13 +615,12 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
                                timeout_s=timeout_s, loading=loading)
     with session:
         profiles = session.profiles(ids=profile_ids, tiers=tiers)
-        session.calibrations.check()
+        calibration_warnings = session.calibrations.check()
         with err_console.status("exporting and predicting"):
             items = session.predict_all(list(models), profiles)
-    for warning in session.warnings + session.core.warnings:
-        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    _warn([*calibration_warnings, *session.warnings, *session.core.warnings])
     if as_json:
-        click.echo(json.dumps([{
+        click.echo(json_text([{
             "model": i.model.label, "model_kind": i.model.kind, "model_sha256": i.model.sha256,
             "profile_id": i.profile.id, "profile_label": i.profile.label, "tier": i.profile.tier,
             "latency_ms": i.latency.latency_ms, "latency_source": i.latency.latency_source,
@@ -624,7 +649,13 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
               metavar="FILE", help="Read the measured times from a TFLite/LiteRT benchmark_model log "
               "(Inference (avg)) or an ncnn benchncnn log (avg per model); MODEL args then need no =MS.")
 @click.option("--note", default="", help="Free-text note kept in the record (board, firmware, governor...).")
-@click.option("--list", "list_only", is_flag=True, help="Show the calibration records (of PROFILE_ID, if given).")
+@click.option("--list", "list_only", is_flag=True, help="Show the calibration records (of PROFILE_ID, if given) "
+              "with their IDs and files.")
+@click.option("--remove", "remove", metavar="ID|PROFILE_ID", default=None,
+              help="Delete one record (its ID, as --list shows it) or every record of a profile.")
+@click.option("--same-chipset", is_flag=True, help="The new records also calibrate every profile with the same "
+              "chipset and core (e.g. jiophone2 -> nokia_2720_flip, both Snapdragon 205); without it such "
+              "profiles stay uncalibrated, with a note.")
 @calibrations_option
 @input_shape_option
 @backend_option
@@ -632,8 +663,8 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 @model_code_options
 @profiles_dir_option
 def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime: Optional[str],
-              threads: Optional[int], log_file: Optional[Path], note: str, list_only: bool,
-              calibrations: Optional[Path], input_shape: Optional[tuple[int, ...]], backend: str,
+              threads: Optional[int], log_file: Optional[Path], note: str, list_only: bool, remove: Optional[str],
+              same_chipset: bool, calibrations: Optional[Path], input_shape: Optional[tuple[int, ...]], backend: str,
               timeout_s: float, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
     """Make a profile yours: record a model's latency measured on the real device.
 
@@ -650,9 +681,11 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
         lodevem calibrate my_phone --from-log benchncnn.txt --profiles-dir my_profiles/
 
         lodevem calibrate --list
+
+        lodevem calibrate --remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
     from .latency.api import LatencyPredictor
-    from .latency.calibration import measurements_from_args, measurements_from_log, parse_benchmark_log
+    from .latency.calibration import measurements_from_args, measurements_from_log, read_benchmark_log, shares_chipset
 
     session = LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,
                                profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
@@ -663,13 +696,18 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
             session.profile(profile_id)
         _print_calibrations(session, profile_id)
         return
+    if remove is not None:
+        if measurements or profile_id is not None:
+            raise InputError("--remove takes one record ID or profile id, no PROFILE_ID or MODEL=MS")
+        _remove_calibrations(session, remove)
+        return
     if profile_id is None:
         raise InputError("no profile given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...]")
     profile = session.profile(profile_id)
-    session.calibrations.check()
+    _warn(session.calibrations.check())
     log_threads = None
     if log_file is not None:
-        log = parse_benchmark_log(log_file.read_text(encoding="utf-8", errors="replace"), str(log_file))
+        log = read_benchmark_log(log_file)
         if runtime is not None and runtime != log.runtime:
             raise InputError(f"--runtime {runtime}: {log_file} is a {log.tool} log ({log.runtime})")
         runtime, log_threads = log.runtime, log.threads
@@ -685,38 +723,70 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
     threads = threads or log_threads or 1
     with session:
         with err_console.status(f"exporting and predicting {len(found)} model(s) on {profile.id}"):
-            written = session.calibrate(profile, found, runtime=runtime, threads=threads, note=note)
-    for warning in session.warnings + session.core.warnings:
-        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+            written = session.calibrate(profile, found, runtime=runtime, threads=threads, note=note,
+                                        same_chipset=same_chipset)
+    _warn(session.warnings + session.core.warnings)
     for path, record in written:
-        console.print(f"[green]✓[/] {escape(profile.id)}: {escape(record.model_label)} measured "
+        label = escape(printable(record.model_label, ENTRY_CHARS))
+        console.print(f"[green]✓[/] {escape(profile.id)}: {label} measured "
                       f"{record.measured_ms:.4g} ms ({record.runtime}, {record.threads} thread(s)), predicted "
-                      f"{record.predicted_ms:.4g} ms by {escape(record.predictor)}: x{record.ratio:.3f}; "
+                      f"{record.predicted_ms:.4g} ms by {escape(printable(record.predictor))}: x{record.ratio:.3f}; "
                       f"[dim]{escape(str(path))}[/]")
     fit, mismatch = session.calibrations.fit_for(profile.id, runtime, threads)
     if fit is not None:
         console.print(f"{escape(profile.id)} is now calibrated for {runtime}, {threads} thread(s): "
                       f"{escape(fit.describe())}" + (f" [yellow]({escape(mismatch)})[/]" if mismatch else ""))
+    siblings = [p.id for p in session.profiles() if p.id != profile.id and shares_chipset(p, profile.chipset,
+                                                                                         {c.core for c in profile.cpu})]
+    if siblings:
+        state = ("calibrated by these records too" if same_chipset else
+                 "not calibrated by them (add --same-chipset to apply them there)")
+        console.print(f"same chipset ({escape(profile.chipset)}) and core: {escape(', '.join(siblings))}: {state}")
+
+
+def _warn(warnings: Sequence[str]) -> None:
+    """Warnings on stderr, one line each, escaped (they may quote a record, a log or a model)."""
+    for warning in dict.fromkeys(warnings):
+        err_console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False, soft_wrap=True)
+
+
+def _remove_calibrations(session: Any, target: str) -> None:
+    """``calibrate --remove``: one record by ID (its file's stem), or every record of a profile."""
+    store = session.calibrations.store
+    _warn(session.calibrations.check())
+    records = store.records()
+    chosen = [(p, r) for p, r in records if p.stem == target] or [(p, r) for p, r in records if r.profile_id == target]
+    if not chosen:
+        known = ", ".join(p.stem for p, _ in records[:5]) + (", ..." if len(records) > 5 else "")
+        raise InputError(f"--remove {printable(target, 80)}: no calibration record with that ID and no profile with "
+                         f"records in {store.folder}" + (f" (IDs: {known})" if known else ""))
+    for path, record in chosen:
+        store.remove(path)
+        console.print(f"removed {escape(path.stem)} ({escape(record.profile_id)}, "
+                      f"{escape(printable(record.model_label, ENTRY_CHARS))} {record.measured_ms:.4g} ms)")
 
 
 def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
+    """One line per record, its ID first (the file is ``ID.json`` in the folder named on top);
+    every field comes from the user's file, so each is escaped, kept on one line and capped."""
+    _warn(session.calibrations.check())
     records = session.calibrations.store.records(profile_id)
     folder = session.calibrations.folder
     if not records:
         console.print(f"no calibration records in {escape(str(folder))}"
                       + (f" for {escape(profile_id)}" if profile_id else ""))
         return
-    table = Table(title=f"lodevem calibrations ({len(records)}) in {folder}; times in ms", title_justify="left")
-    for column in ("Profile", "Model", "Measured", "Predicted", "Factor", "Runtime", "Date", "Note"):
-        table.add_column(column, justify="right" if column in ("Measured", "Predicted", "Factor") else "left",
-                         no_wrap=column != "Note")
-    for _, r in records:
-        table.add_row(Text(r.profile_id), Text(r.model_label), f"{r.measured_ms:.4g}", f"{r.predicted_ms:.4g}",
-                      f"x{r.ratio:.3f}", f"{r.runtime}, {r.threads}t", r.date[:10], Text(r.note))
-    console.print(table)
+    console.print(f"{len(records)} calibration record(s) in {escape(str(folder))} (file: ID.json; times in ms)")
+
+    def cell(text: str, limit: int = ENTRY_CHARS) -> str:
+        return escape(printable(text, limit, newlines=False))
+
+    for path, r in records:
+        note = f"; note: {cell(r.note)}" if r.note else ""
+        scope = "; also same-chipset profiles" if r.scope == "same-chipset" else ""
+        console.print(f"{cell(path.stem)}: {cell(r.profile_id)} {cell(r.model_label)} measured {r.measured_ms:.4g}, "
+                      f"predicted {r.predicted_ms:.4g} (x{r.ratio:.3f}), {r.runtime}, {r.threads} thread(s), "
+                      f"{cell(r.date[:10])}{scope}{note}", soft_wrap=True)
 
 
 @cli.command()
@@ -773,7 +843,8 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
     """What a model file is: format, class, parameters, MACs, input, precision, sparsity, kernels.
 
     The file is loaded and exported in the sandbox, like every load; run it first on a file
-    lodevem did not write.
+    lodevem did not write. A file that cannot be inspected gets one ✗ line ({"path", "error"}
+    with --json) and the next file is inspected; the exit code is 2 if any failed.
 
     Example:
 
@@ -794,11 +865,11 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
                                timeout_s=timeout_s)
     failed = [item for item in found if isinstance(item, InspectionFailure)]
     if as_json:
-        click.echo(json.dumps([item.to_dict() for item in found], indent=1))
+        click.echo(json_text([item.to_dict() for item in found], indent=1))
     else:
         for item in found:
             if isinstance(item, InspectionFailure):
-                err_console.print(f"[red]✗[/] {escape(item.error)}", soft_wrap=True)
+                err_console.print(f"[red]✗[/] {escape(printable(item.error))}", soft_wrap=True)
                 continue
             for line in inspection_lines(item):
                 console.print(line, markup=False, highlight=False, soft_wrap=True)

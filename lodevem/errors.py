@@ -25,6 +25,16 @@ class InputError(LodevemError):
     exit_code = 2
 
 
+class UnsafeInput(InputError):
+    """A path a user or a container named that is not a regular file, or is larger than its kind
+    allows (``lodevem.safe_io``). ``detail``: the message without the path, for callers that name
+    the file their own way; ``path`` is the path as shown (escaped, capped)."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path, self.detail = path, detail
+
+
 class ProfileError(InputError):
     """A device profile file that does not validate, or a profile/tier that does not exist."""
 

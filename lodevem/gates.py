@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -16,13 +17,16 @@ class Budget:
     max_latency_ms: Optional[float] = None
     fail_on_oom: bool = False
     tiers: Sequence[str] = ()
+    fail_on_tight: bool = False  # stricter than fail_on_oom: a peak above the app budget fails too
 
 
 def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
     """One line per (model, device) pair that broke the budget; empty when all passed.
 
     A pair whose latency could not be predicted breaks a latency budget: a gate that passes
-    because a number is missing would hide exactly what it exists to catch.
+    because a number is missing would hide exactly what it exists to catch. So does a latency
+    that is no measurement of anything: 0 or less, infinite or NaN (a calibration that scaled
+    every latency to 0.0 ms would otherwise pass every gate).
     """
     broken = []
     for row in rows:
@@ -31,10 +35,16 @@ def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
         where = f"{row.model_label} on {row.profile_label} ({row.profile_id}, {row.tier})"
         if budget.max_latency_ms is not None:
             if row.latency_ms is None:
-                broken.append(f"{where}: no latency prediction ({row.latency_note or 'unknown reason'})")
+                broken.append(f"{where}: no latency prediction ({(row.latency_note or 'unknown reason')[:300]})")
+            elif not (math.isfinite(row.latency_ms) and row.latency_ms > 0):
+                broken.append(f"{where}: latency {row.latency_ms} ms is not a usable figure (it must be finite "
+                              "and above 0)")
             elif row.latency_ms > budget.max_latency_ms:
                 broken.append(f"{where}: latency {row.latency_ms:,.1f} ms > {budget.max_latency_ms:g} ms")
-        if budget.fail_on_oom and row.verdict != "fits":
+        if budget.fail_on_tight and row.verdict == "tight":
+            broken.append(f"{where}: tight: peak {row.peak_rss_mb:,.0f} MB > app budget {row.app_budget_mb} MB "
+                          f"(fits the {row.limit_mb} MB RAM; a phone's low-memory killer would likely stop it)")
+        elif (budget.fail_on_oom or budget.fail_on_tight) and not row.ran:
             detail = f": {row.memory_error}" if row.memory_error else ""
             broken.append(f"{where}: {row.verdict} under {row.limit_mb} MB{detail}")
     return broken

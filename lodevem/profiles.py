@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from .errors import ProfileError, RefusedYaml
+from .safe_io import PROFILE, UnsafeInput, printable, read_bytes
 
 TIERS: dict[str, str] = {
     "tier1": "Budget Android (2-4 GB)",
@@ -47,7 +48,7 @@ ENV_VAR = "LODEVEM_PROFILES"
 # Limits for files from folders anyone can drop a profile into. A real profile is about 1 kB and
 # three levels deep (mapping > cpu list > cluster); these leave plenty of room and keep a hostile
 # file from costing more than a moment. Values quoted in an error are cut to QUOTE_CHARS.
-MAX_PROFILE_BYTES = 1 << 20
+MAX_PROFILE_BYTES = PROFILE.max_bytes  # 1 MiB, read through safe_io
 MAX_YAML_DEPTH = 32
 QUOTE_CHARS = 80
 
@@ -62,11 +63,8 @@ _TIER_FOLDER = re.compile(r"^tier\d+$")
 
 def _printable(text: str) -> str:
     """``text`` with control characters (a newline in a key or file name) escaped, so an error
-    built from user data stays on one line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-                   for c in text)
+    built from user data stays on one line (``safe_io.printable``, uncapped: ``_clip`` caps)."""
+    return printable(text, None, newlines=False)
 
 
 def _clip(text: str, limit: int = QUOTE_CHARS) -> str:
@@ -141,6 +139,11 @@ class Profile(BaseModel):
     chipset: str = Field(min_length=1)
     cpu: list[Cluster] = Field(min_length=1)
     ram_mb: int = Field(gt=0, le=65536)
+    # What one foreground app can use before the OS's low-memory killer stops it: less than
+    # ram_mb, because the kernel, the OS's services and the killer's free-memory reserve come
+    # first. None (a user's profile without it): verdicts compare with ram_mb only.
+    app_budget_mb: Optional[int] = Field(default=None, gt=0, le=65536)
+    app_budget_source: Optional[str] = Field(default=None, min_length=1)
     nnmeter_predictor: str = "cortexA76cpu_tflite21"
     power_w: Optional[float] = Field(default=None, gt=0.0, le=20.0)
     sources: list[str] = Field(min_length=1)
@@ -149,10 +152,23 @@ class Profile(BaseModel):
     path: Optional[Path] = Field(default=None, exclude=True)
     sha256: Optional[str] = Field(default=None, exclude=True)
 
-    @field_validator("ram_mb", "power_w", mode="before")
+    @field_validator("ram_mb", "power_w", "app_budget_mb", mode="before")
     @classmethod
     def _not_bool(cls, value: object) -> object:
         return _reject_bool(value)
+
+    @model_validator(mode="after")
+    def _budget_within_ram(self) -> "Profile":
+        """A budget is a share of the RAM, and a number without its source is not a fact."""
+        if self.app_budget_mb is not None:
+            if self.app_budget_mb > self.ram_mb:
+                raise ValueError(f"field 'app_budget_mb': {self.app_budget_mb} MB is more than ram_mb "
+                                 f"({self.ram_mb} MB); an app can use at most the device's RAM")
+            if not self.app_budget_source:
+                raise ValueError("field 'app_budget_source' is missing: say where app_budget_mb comes from")
+        elif self.app_budget_source:
+            raise ValueError("field 'app_budget_source' given without 'app_budget_mb'")
+        return self
 
     @property
     def fastest_cluster(self) -> Cluster:
@@ -295,48 +311,18 @@ def _first_error(exc: ValidationError) -> str:
     if err["type"] == "extra_forbidden":
         return f"unknown field '{field}' (see profiles/custom_template.yaml for the fields)"
     if err["type"] == "value_error":  # lodevem's own validators, which quote the value themselves
-        return f"field '{field}': {message}"
+        return message if not err["loc"] else f"field '{field}': {message}"  # a whole-profile check names its field
     return f"field '{field}': {message} (got {_quote(err.get('input'))})"
-
-
-def _check_regular(path: Path, st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
-        raise ProfileError(f"{_where(path)}: not a regular file ({kind}); a profile must be a plain YAML file")
-    if st.st_size > MAX_PROFILE_BYTES:
-        raise ProfileError(f"{_where(path)}: file is {st.st_size} bytes; a profile may be at most "
-                           f"{MAX_PROFILE_BYTES // 1024} KiB")
 
 
 def _read_regular_file(path: Path) -> bytes:
     """The bytes of ``path`` if it is a regular file (or a symlink to one) of at most
-    ``MAX_PROFILE_BYTES``; anything else is a ``ProfileError``.
-
-    A FIFO, socket or device matching ``*.yaml`` must not be opened for a blocking read: opening a
-    FIFO waits for a writer forever, ``/dev/zero`` never ends. ``stat`` looks without opening, and
-    the open is non-blocking and re-checked with ``fstat`` in case the file was swapped between.
-    """
+    ``MAX_PROFILE_BYTES``, read through ``safe_io`` (a FIFO, socket or device matching ``*.yaml``
+    is never opened for a blocking read); anything else is a ``ProfileError``."""
     try:
-        _check_regular(path, os.stat(path))
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            _check_regular(path, os.fstat(fd))
-            chunks, size = [], 0
-            while size <= MAX_PROFILE_BYTES:  # st_size can lie (a file still growing)
-                chunk = os.read(fd, MAX_PROFILE_BYTES + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise ProfileError(f"{_where(path)}: cannot read: {exc.strerror or exc}") from None
-    if size > MAX_PROFILE_BYTES:
-        raise ProfileError(f"{_where(path)}: file grew past {MAX_PROFILE_BYTES} bytes while read; a profile may "
-                           f"be at most {MAX_PROFILE_BYTES // 1024} KiB")
-    return b"".join(chunks)
+        return read_bytes(path, PROFILE)
+    except UnsafeInput as exc:
+        raise ProfileError(f"{_where(path)}: {exc.detail}") from None
 
 
 def load_profile_file(path: Path) -> Profile:

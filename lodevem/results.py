@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from .errors import InputError
-from .report.notes import joined, sparsity_note, unstable
+from .report.notes import joined, quantization_note, sparsity_note, unstable
 from .sandbox.client import ModelSection, SparsitySection
 from .store import write_atomic
-from .worker.formats import file_sha256
+from .store import file_digest as file_sha256
 
 if TYPE_CHECKING:
     from .predict import LatencyPrediction
@@ -33,8 +33,19 @@ __all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeas
 
 RESULTS_SCHEMA_VERSION = 1
 
-# Verdicts of a memory measurement. Only "fits" means the model ran under the limit.
-VERDICTS = ("fits", "oom", "thrashing", "timeout", "error")
+# Verdicts of a row, best first. "fits": it ran and its peak stayed within the device's app budget;
+# "tight": it ran under the RAM limit but its peak is above the app budget (a phone's low-memory
+# killer would likely stop it); the rest: it did not complete under the RAM limit, or could not run.
+VERDICTS = ("fits", "tight", "oom", "thrashing", "timeout", "error")
+
+
+def budget_verdict(measured: str, peak_mb: Optional[float], app_budget_mb: Optional[int]) -> str:
+    """The row's verdict from the measurement's (shared by every profile with the same RAM) and
+    the profile's app budget: a run that fit the RAM limit with a peak above the budget is
+    ``tight``. Without a budget (a user's profile without one) the measurement's verdict stands."""
+    if measured == "fits" and peak_mb is not None and app_budget_mb is not None and peak_mb > app_budget_mb:
+        return "tight"
+    return measured
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,9 @@ class ModelFile:
     channels_removed_graph: Optional[Path] = None  # the export with the all-zero channels removed
     precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed (the worker's twin)
     quantization: Optional[str] = None  # "scheme, backend", e.g. "static, onnxruntime QDQ"
+    input_shape: Optional[tuple[int, ...]] = None  # what it is exported, measured and predicted with
+    input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
+    precision_by_class: tuple[tuple[str, str, int], ...] = ()  # (kernel kind, precision, count), from the export
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -270,6 +284,14 @@ class PairResult:
     # on the real device), one description each; empty: the prediction as the predictor made it.
     # The paper kit (report.methodology) names every one used.
     latency_calibrations: tuple[str, ...] = ()
+    # The device's app memory budget (profile app_budget_mb) and what the peak leaves of it
+    # (budget - peak; negative: over budget); None without a budget or a peak.
+    app_budget_mb: Optional[int] = None
+    headroom_mb: Optional[float] = None
+    # The input the model was exported, measured and predicted with ("1x3x224x224") and where
+    # that shape came from ("--input-shape", "recorded in the file", "default").
+    input_shape: Optional[str] = None
+    input_shape_source: Optional[str] = None
     # The band latency_uncertainty states, as numbers: latency_ms minus / plus the LODO error
     # figure (MAPE) of the cell's own kind for the row's own runtime (the calibrated figure's
     # one-shot error when calibrated); None when latency_ms is None or no figure exists.
@@ -302,7 +324,14 @@ class PairResult:
             params=memory.params if memory.params is not None else model.params,
             core=latency.core or profile.fastest_cluster.core,
             clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz,
-            latency_note=joined(latency.note, sparsity_note(found, model.channels_removed_graph is not None)),
+            latency_note=joined(latency.note, sparsity_note(found, model.channels_removed_graph is not None),
+                                quantization_note(model.precision, model.precision_by_class)),
+            # the measurement is shared by every profile with this RAM; the budget is the profile's own
+            verdict=budget_verdict(memory.verdict, memory.peak_rss_mb, profile.app_budget_mb),
+            headroom_mb=(round(profile.app_budget_mb - memory.peak_rss_mb, 1)
+                         if profile.app_budget_mb is not None and memory.peak_rss_mb is not None
+                         and memory.verdict == "fits" else None),
+            input_shape="x".join(map(str, model.input_shape)) if model.input_shape else None,
             host_latency_unstable=unstable(memory.host_latency_mean_ms, memory.host_latency_std_ms),
             energy_mj=energy, min_ram_mb=floor_mb, model_class=model.class_name,
             sparsity=found.zero_fraction if found else None, zero_channels=found.zero_channels if found else None,
@@ -311,12 +340,18 @@ class PairResult:
 
     @property
     def fits(self) -> Optional[bool]:
-        """True/False when the measurement decided it; None when it could not run."""
+        """True when it ran within the app budget; False when over it (tight) or when it did not
+        complete under the RAM limit; None when it could not run."""
         if self.verdict == "fits":
             return True
-        if self.verdict in ("oom", "thrashing", "timeout"):
+        if self.verdict in ("tight", "oom", "thrashing", "timeout"):
             return False
         return None
+
+    @property
+    def ran(self) -> bool:
+        """True when the model completed under the RAM limit (fits or tight): its peak is a figure."""
+        return self.verdict in ("fits", "tight")
 
     @property
     def key(self) -> tuple[str, str]:

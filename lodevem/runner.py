@@ -35,6 +35,7 @@ from .predict import LatencyPrediction, Predictor
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.manifest import collect_manifest
+from .report.notes import kernel_precisions
 from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
@@ -71,6 +72,7 @@ class RunConfig:
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
+    overwrite: bool = False  # replace another run's results in ``output`` (else refuse: store.runstate.refuse_other_run)
     calibrations: Optional[Path] = None
     uncalibrated: bool = False
     command_line: tuple[str, ...] = ()
@@ -162,8 +164,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
                      progress if progress is not None else NullProgress(), store, warnings,
                      ConvertCache(client, store, config.timeout_s))
-    state = load_state(config.output, config.state_key([m for base in models for m in _per_runtime(base, config.runtimes)],
-                                                       calibrations.digest()), config.resume, ctx.warnings)
+    planned = [m for base in models for m in _per_runtime(base, config.runtimes)]
+    state = load_state(config.output, config.state_key(planned, calibrations.digest()), config.resume, ctx.warnings,
+                       pairs={(m.label, p.id) for m in planned for p in config.profiles}, overwrite=config.overwrite)
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
@@ -189,6 +192,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
         image_id=backend.identity, backend=backend.name,
         runtimes={r: backend.identity_for(r) for r in config.runtimes},
+        images=backend.image_ids() if hasattr(backend, "image_ids") else None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
@@ -290,7 +294,14 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     pruned = model.level == "pruned"
     export = (_export(ctx, model.measured_path, model.measured_sha256) if pruned
               else _export(ctx, model.path, model.sha256))
-    model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error)
+    model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error,
+                                input_shape=export.model.input_shape or ctx.config.input_shape,
+                                input_shape_source=export.model.input_shape_source
+                                or ("--input-shape" if ctx.config.input_shape else None),
+                                precision_by_class=kernel_precisions(export.path))
+    warning = export.model.input_shape_warning
+    if warning and f"{model.path.name}: {warning}" not in ctx.warnings:
+        ctx.warnings.append(f"{model.path.name}: {warning}")
     if model.level is None:  # a variant's format and params come from its derivation
         model = dataclasses.replace(model, format=export.model.format, params=export.model.params,
                                     class_name=export.model.class_name, sparsity=export.model.sparsity,
@@ -370,7 +381,9 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Rec
     reference = max(p.ram_mb for p in config.profiles)
     for m in models:
         limits = tuple(sorted({p.ram_mb for p in recorder.pending(m.label)}))
-        if limits and config.infer:  # a resumed run infers from the same reference run (cached)
+        if limits and config.infer and not config.no_cache:
+            # a resumed run infers from the same reference run, served from the measurement cache
+            # (with --no-cache it would be run again: the largest pending limit is the reference)
             limits = tuple(sorted({*limits, reference}))
         if limits:
             groups.setdefault((_runtime(ctx, m), limits), []).append(m)

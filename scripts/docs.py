@@ -211,7 +211,15 @@ class Scratch:
         """``lodevem ARGV``; ``fresh``: a ``start`` that must run as a new run into its folder."""
         if fresh and argv[:1] == ("start",):
             self.clear_results(self.root / cwd / _option(argv, "--output", "results"))
-        return self.run([sys.executable, "-m", "lodevem.cli", *argv], cwd=cwd)
+        return self.run([sys.executable, "-m", "lodevem.cli", *self.expand(argv, cwd)], cwd=cwd)
+
+    def expand(self, argv: Sequence[str], cwd: str = "") -> list[str]:
+        """Globs expanded as the shell of the ``$`` line would (sorted, relative to the folder)."""
+        folder, out = self.root / cwd, []
+        for arg in argv:
+            found = sorted(str(p.relative_to(folder)) for p in folder.glob(arg)) if "*" in arg else []
+            out += found or [arg]
+        return out
 
     @staticmethod
     def clear_results(folder: Path) -> None:

@@ -39,8 +39,9 @@ QUICK = {q.script: q for q in (
     Quick("cached_rerun.py", (r"^first run\s+\d+\.\d+ s", r"^cached reruns\s+\d+\.\d+ s",
                               r"^rerun / first\s+\d+\.\d+", r"every measurement cached: True",
                               r"^rerun imported heavy modules: none")),
-    Quick("harness.py", (r"^design: \d+ measurements in \d+\.\d+ s", r"ratio design/naive = \d+\.\d+",
-                         r"CV \d+\.\d+ %")),
+    Quick("hostile_inputs.py", (r"^log line of \d+ KB: lodevem's parser \d+\.\d+ ms CPU",
+                                r"^a model printing \d+ MB \(process backend\): host peak RSS .* reply ok: True"),
+          needs=()),
     Quick("latency_accuracy.py", (r"^SCORE est_1t_fp32=\S+ ",), needs=()),
     Quick("predict_api.py", (r"^first call: median \d+\.\d+ s", r"^cached call: median \d+\.\d+ ms",
                              r"^nn\.Module \(mobilenet_v2\) passed directly"), needs=()),
@@ -55,16 +56,23 @@ QUICK = {q.script: q for q in (
 )}
 
 
+# Quick runs another test file makes, with more checks than printed figures.
+ELSEWHERE = {"harness.py": "test_harness.py"}
+
+
 def test_every_benchmark_has_a_quick_run() -> None:
     scripts = sorted(p.name for p in BENCHMARKS.glob("*.py"))
-    assert scripts == sorted(QUICK), "a benchmark without a quick run here rots unseen"
+    assert scripts == sorted([*QUICK, *ELSEWHERE]), "a benchmark without a quick run in the tests rots unseen"
+    for script, test_file in ELSEWHERE.items():
+        text = (ROOT / "tests" / test_file).read_text()
+        assert script in text and '"--quick"' in text, f"tests/{test_file} no longer runs {script} --quick"
 
 
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_quick_mode_prints_its_figures(name: str, request: pytest.FixtureRequest) -> None:
     quick = QUICK[name]
     source = (BENCHMARKS / name).read_text()
-    if '"--quick"' not in source:  # harness.py and latency_accuracy.py get theirs with issues 24 / armfit
+    if '"--quick"' not in source:  # latency_accuracy.py gets its own with the armfit branch
         pytest.skip(f"benchmarks/{name} has no --quick mode on this branch yet")
     if "docker" in quick.needs:
         request.getfixturevalue("docker_backend")

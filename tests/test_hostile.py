@@ -109,7 +109,8 @@ def test_a_sandbox_that_fills_its_output_folder_is_stopped(docker_backend, tmp_p
     run = WorkerClient(backend).export_onnx(model, tmp_path / "filler.onnx", (1, 3, 8, 8), timeout_s=120)
     problem = run.problem()
     assert problem is not None and "over the 16 MB cap" in problem[1], problem
-    assert run.outcome.wall_s < 25  # killed while it stalled, not after
+    # killed while it stalled (SIGKILL: 128 + 9), not after: no wall-time assert on a shared machine
+    assert run.outcome.limit_breach and run.outcome.exit_code == 137, run.outcome
     assert not (tmp_path / "filler.onnx").exists()
 
 
@@ -124,10 +125,11 @@ def _labelled_by(pid: int) -> list[str]:
 
 def _stage(out: Path) -> str:
     """Which stage a run writing into ``out`` is in, from what it has written so far."""
-    if not list((out / ".cache" / "onnx").glob("*.onnx")):
+    cache = out / ".cache"
+    if not list((cache / "onnx").glob("*.onnx")):
         return "exporting"
-    if (out / ".cache").exists() and not list((out / ".cache" / "derived").glob("*.pt")) and \
-            (out / ".cache" / "derived").exists():
+    # a derivation writes into a staging folder of the artifact store, published when it succeeded
+    if not list((cache / "derived").glob("*.pt")) and any((cache / ".staging").glob("run-*")):
         return "deriving"
     return "measuring"
 

@@ -22,7 +22,7 @@ from lodevem.predict import LatencyPrediction, Predictor
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.report.files import write_csv
 from lodevem.results import ModelFile
-from lodevem.runner import pair_result
+from lodevem.results import pair_result
 from lodevem.worker import export_module
 
 
@@ -86,7 +86,7 @@ def test_the_row_and_csv_carry_the_band(onnx: dict[str, Path], tmp_path: Path) -
                                phase=None, backend="process", limit_enforcement="", runtime="torch", wall_s=0.0,
                                image_id="", worker_version="", model_sha256="0" * 64, threads=1)
     model = ModelFile.from_path(onnx["mobilenet_v2"], "mobilenet_v2.onnx")
-    row = pair_result(model, jiophone, cell, memory, 1, None)
+    row = pair_result(model, jiophone, cell, memory, threads=1)
     assert (row.latency_low_ms, row.latency_high_ms) == (cell.latency_low_ms, cell.latency_high_ms)
     assert row.latency_low_ms < row.latency_ms < row.latency_high_ms
     with open(write_csv([row], tmp_path / "results.csv"), newline="") as f:

@@ -90,7 +90,8 @@ def render(table: Any) -> str:
 
 def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], profiles: list[Profile]) -> None:
     text = render(results_table(rows, profiles))
-    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Fits in RAM"):
+    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Verdict", "App budget (MB)",
+                   "Headroom (MB)"):
         assert column in text
     cocoa = text[text.index("cocoa_fp32.pt"):text.index("tiny_cnn.pt")].splitlines()
     oom_line = next(line for line in cocoa if "Nokia 8110" in line)
@@ -203,7 +204,8 @@ def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
     assert {"torch", "nn-meter", "onnx", "onnxruntime", "docker", "pandas"} <= set(manifest["packages"])
     for key in ("cpu_model", "cpu_count", "kernel", "os", "cgroup_version"):
         assert key in manifest["host"]
-    assert manifest["backend"] == {"name": "process", "image_id": "sha256:1234", "docker_server_version": None}
+    assert manifest["backend"] == {"name": "process", "image_id": "sha256:1234", "images": {},
+                                   "docker_server_version": None}
     assert [p["sha256"] for p in manifest["profiles"]] == [p.sha256 for p in profiles]
     assert all(len(p["sha256"]) == 64 for p in manifest["profiles"])
     assert manifest["models"] == models and manifest["extra"]["runs"] == 50

@@ -124,7 +124,8 @@ def test_conversion_failure_is_an_error_row_and_the_run_goes_on(runtime_backend,
                        backend="docker", runtime="torch,tflite", jobs=1, predictor="estimator", timeout_s=300)
     rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
     assert set(rows) == {"torch", "tflite"}
-    assert rows["torch"].verdict == "fits" and rows["torch"].model_label == "data_dependent.pt [torch]"
+    # under torch the 256 MB phone's RAM holds it, its 103 MB app budget does not (PyTorch alone is ~220 MB)
+    assert rows["torch"].verdict == "tight" and rows["torch"].model_label == "data_dependent.pt [torch]"
     tflite = rows["tflite"]
     assert tflite.verdict == "error" and tflite.model_label == "data_dependent.pt [tflite]"
     assert tflite.memory_error.startswith("tflite conversion failed: litert-torch cannot convert")
@@ -192,6 +193,6 @@ def test_a_tflite_or_ncnn_row_shows_the_latency_predicted_for_its_runtime(runtim
                        backend="docker", runtime="torch,ncnn", jobs=1, predictor="estimator", timeout_s=300,
                        latency_runtime="tflite")
     rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
-    assert rows["torch"].verdict == rows["ncnn"].verdict == "fits"
+    assert rows["torch"].verdict == "tight" and rows["ncnn"].verdict == "fits"  # the 103 MB app budget
     assert "tflite" in rows["torch"].latency_source and "ncnn" in rows["ncnn"].latency_source
     assert rows["torch"].latency_ms and rows["ncnn"].latency_ms and rows["torch"].latency_ms != rows["ncnn"].latency_ms

@@ -30,8 +30,7 @@ from typing import Any, Optional, Sequence
 from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
 from ..profiles import Profile, load_profiles, select_profiles
-from ..store import ArtifactStore
-from ..worker.formats import file_sha256
+from ..store import ArtifactStore, file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from .calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
 from .estimator import DEFAULT_RUNTIME
@@ -215,6 +214,7 @@ class LatencyPredictor:
             if kept is None:
                 return None
             self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape)
+            self.core.known_digest(kept.path, self._graphs[key].sha256)
         return self._graphs[key]
 
     def _export_zoo(self, name: str, shape: Optional[tuple[int, ...]]) -> ModelGraph:
@@ -303,8 +303,9 @@ class LatencyPredictor:
     # -- calibration --------------------------------------------------------------------------------
 
     def calibrate(self, profile: str | Profile, measurements: Sequence[Measurement], *, runtime: str,
-                  threads: int, note: str = "") -> list[tuple[Path, CalibrationRecord]]:
-        """Store one calibration record per measurement of a model on ``profile``'s device.
+                  threads: int, note: str = "", same_chipset: bool = False) -> list[tuple[Path, CalibrationRecord]]:
+        """Store one calibration record per measurement of a model on ``profile``'s device
+        (``same_chipset``: the records also calibrate profiles with its chipset and core).
 
         Every model is exported and predicted (uncalibrated) before anything is written, so a
         bad model leaves the folder as it was.
@@ -324,7 +325,8 @@ class LatencyPredictor:
                 graph_sha256=prediction.graph_sha256 or "", measured_ms=item.ms, runtime=runtime, threads=threads,
                 date=now_iso(), note=note, predicted_ms=prediction.latency_ms, compute_ms=prediction.latency_ms * share,
                 memory_ms=prediction.latency_ms * (1 - share), predictor=prediction.latency_source,
-                measured_by=item.measured_by, input_shape=graph.input_shape))
+                measured_by=item.measured_by, input_shape=tuple(graph.input_shape) if graph.input_shape else None,
+                scope="same-chipset" if same_chipset else "profile", chipset=chosen.chipset, core=prediction.core))
         written = [(self.calibrations.store.add(record), record) for record in pending]
         self.calibrations.reload()
         return written

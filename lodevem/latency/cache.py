@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ..safe_io import CACHE_RECORD, UnsafeInput, json_text, read_text
 from ..store import digest, file_digest, write_atomic
 
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
@@ -44,8 +45,8 @@ class JsonCache:
         if not self.enabled or self.dir is None:
             return None
         try:
-            payload = json.loads((self.dir / f"{key}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            payload = json.loads(read_text(self.dir / f"{key}.json", CACHE_RECORD, follow=False))
+        except (UnsafeInput, ValueError):  # missing, not a regular file, too big, not JSON: a miss
             return None
         if not isinstance(payload, dict) or payload.get("cache_format") != CACHE_FORMAT:
             return None
@@ -55,5 +56,5 @@ class JsonCache:
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         if self.dir is None:
             return
-        text = json.dumps({"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1, default=str)
+        text = json_text({"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1, default=str)
         write_atomic(self.dir / f"{key}.json", text)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
+from ..safe_io import CALIBRATION_RECORD, LOG, LOG_LINE_CHARS, bounded_lines, clip, printable, read_text
 from ..store import digest
 from .estimator import Estimator
 from .records import uncertainty_band
@@ -64,7 +65,9 @@ __all__ = [
     "measurements_from_log",
     "oneshot_uncertainty",
     "parse_benchmark_log",
+    "read_benchmark_log",
     "select_records",
+    "shares_chipset",
 ]
 
 CALIBRATIONS_ENV = "LODEVEM_CALIBRATIONS"
@@ -93,6 +96,35 @@ def default_calibrations_dir(explicit: Optional[Path | str] = None) -> Path:
 # --------------------------------------------------------------------------- records
 
 
+# The record schema's bounds, checked when a record is written *and* when one is read (the
+# folder is the user's: hand-edited, copied from elsewhere, or planted). Why these figures:
+# * a latency is 1 µs .. 1e7 ms (2.8 h): no inference on a phone is faster than a microsecond
+#   (one kernel launch), and nothing slower is a latency a table could compare;
+# * a factor (measured / predicted) is 1/100 .. 100: boards with the same core differ 1.6-1.8x
+#   (the module docstring); a factor 100 off is a wrong unit (us given as ms) or the wrong model;
+# * threads 1..16 (the CLI's range), input shapes of 1..8 dimensions of 1..65536.
+MIN_MS = 1e-3
+MAX_MS = 1e7
+MIN_FACTOR = 0.01
+MAX_FACTOR = 100.0
+MAX_THREADS = 16
+_TEXT_CAPS = {"profile_id": 128, "model_label": 300, "model_sha256": 64, "graph_sha256": 64, "runtime": 16,
+              "date": 40, "note": 1000, "predictor": 300, "measured_by": 600, "scope": 16, "chipset": 200,
+              "core": 80}
+SCOPES = ("profile", "same-chipset")
+
+
+def check_ms(value: Any, what: str) -> float:
+    """``value`` as a latency in ms within [MIN_MS, MAX_MS]; else ``InputError`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{what}: expected a number of milliseconds, got {type(value).__name__}")
+    number = float(value)
+    if not (math.isfinite(number) and MIN_MS <= number <= MAX_MS):
+        raise InputError(f"{what}: {number:g} ms is outside {MIN_MS:g}..{MAX_MS:g} ms, the latencies a device "
+                         "can measure")
+    return number
+
+
 @dataclass(frozen=True)
 class CalibrationRecord:
     """One model measured on one device, with what lodevem predicted for it at the time.
@@ -100,6 +132,12 @@ class CalibrationRecord:
     ``graph_sha256`` digests the model's kernel-graph *structure*, so the same architecture
     given as a ``.pt`` file or as a zoo name is recognised as the calibration model itself.
     ``predicted_ms`` = ``compute_ms`` + ``memory_ms`` (the estimator's split of the prediction).
+    ``scope`` ``same-chipset`` (``calibrate --same-chipset``): the record also calibrates every
+    profile whose ``chipset`` and core are this one's; ``profile`` (default): its own only.
+
+    Every record is checked against the schema's bounds (``MIN_MS``.. ``MAX_MS``, ``MIN_FACTOR``..
+    ``MAX_FACTOR``, finite, positive; see docs/security.md) when it is made and when it is read:
+    ``validated`` raises a one-line ``InputError`` naming where the record came from.
     """
 
     profile_id: str
@@ -118,6 +156,12 @@ class CalibrationRecord:
     measured_by: str
     input_shape: Optional[tuple[int, ...]] = None
     schema: int = _SCHEMA
+    scope: str = "profile"
+    chipset: str = ""
+    core: str = ""
+
+    def __post_init__(self) -> None:
+        self.validated(f"calibration of {clip(str(self.model_label), 80)} on {clip(str(self.profile_id), 80)}")
 
     @property
     def ratio(self) -> float:
@@ -129,10 +173,54 @@ class CalibrationRecord:
         """A newer record with the same key replaces an older one (a re-measurement)."""
         return (self.profile_id, self.graph_sha256, self.runtime, self.threads)
 
-    def file_name(self) -> str:
+    def validated(self, where: str) -> "CalibrationRecord":
+        """This record when every field is within the schema (see the class docstring)."""
+        for name, cap in _TEXT_CAPS.items():
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise InputError(f"{where}: field {name} must be text, got {type(value).__name__}")
+            if len(value) > cap:
+                raise InputError(f"{where}: field {name} is {len(value)} characters, at most {cap}")
+            if not value.isprintable():  # a terminal escape in a note would reach every table
+                raise InputError(f"{where}: field {name} holds a control character "
+                                 f"({printable(next(c for c in value if not c.isprintable()))})")
+        for name in ("measured_ms", "predicted_ms"):
+            check_ms(getattr(self, name), f"{where}: field {name}")
+        for name in ("compute_ms", "memory_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and 0 <= value <= MAX_MS):
+                raise InputError(f"{where}: field {name} must be a finite number of ms >= 0")
+        if abs(self.compute_ms + self.memory_ms - self.predicted_ms) > 1e-6 * self.predicted_ms + 1e-9:
+            raise InputError(f"{where}: compute_ms + memory_ms must equal predicted_ms")
+        if not MIN_FACTOR <= self.ratio <= MAX_FACTOR:
+            raise InputError(f"{where}: measured {self.measured_ms:g} ms against {self.predicted_ms:g} ms predicted "
+                             f"is a factor {self.ratio:.3g}, outside {MIN_FACTOR:g}..{MAX_FACTOR:g} (a wrong unit "
+                             "or another model?)")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= MAX_THREADS:
+            raise InputError(f"{where}: field threads must be a whole number 1..{MAX_THREADS}")
+        if self.runtime not in MEASURED_RUNTIMES:
+            raise InputError(f"{where}: field runtime must be one of {', '.join(MEASURED_RUNTIMES)}")
+        if self.scope not in SCOPES:
+            raise InputError(f"{where}: field scope must be one of {', '.join(SCOPES)}")
+        if self.schema != _SCHEMA:
+            raise InputError(f"{where}: schema {self.schema!r}, this lodevem reads schema {_SCHEMA}")
+        shape = self.input_shape
+        if shape is not None and not (isinstance(shape, tuple) and 1 <= len(shape) <= 8 and all(
+                isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 65536 for d in shape)):
+            raise InputError(f"{where}: field input_shape must be 1..8 whole numbers 1..65536")
+        try:
+            _dt.datetime.fromisoformat(self.date)
+        except ValueError:
+            raise InputError(f"{where}: field date is not an ISO 8601 date") from None
+        return self
+
+    def file_name(self, serial: int = 0) -> str:
+        """``PROFILE--STAMP--DIGEST.json``; the digest covers the whole record and ``serial``, so
+        two measurements in the same second get two names (``CalibrationStore.add`` picks a free one)."""
         stamp = re.sub(r"[^0-9]", "", self.date)[:14]
-        digest = hashlib.sha256(f"{self.model_sha256}{self.runtime}{self.threads}{self.date}".encode()).hexdigest()
-        return f"{self.profile_id}--{stamp}--{digest[:10]}.json"
+        payload = json.dumps(self.to_dict(), sort_keys=True, allow_nan=False) + f"#{serial}"
+        return f"{self.profile_id}--{stamp}--{hashlib.sha256(payload.encode()).hexdigest()[:12]}.json"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -140,22 +228,22 @@ class CalibrationRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str) -> "CalibrationRecord":
+    def from_dict(cls, data: Any, where: str) -> "CalibrationRecord":
+        """A record from parsed JSON, type-checked (no coercion of text to numbers) and validated."""
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: not a lodevem calibration record (expected a JSON object)")
         names = {f.name for f in fields(cls)}
-        missing = sorted(n for n in names - set(data) if n not in ("input_shape", "schema"))
+        missing = sorted(n for n in names - set(data) if n not in ("input_shape", "schema", "scope", "chipset", "core"))
         if missing:
             raise InputError(f"{where}: not a lodevem calibration record (missing {', '.join(missing)})")
-        try:
-            record = cls(**{k: v for k, v in data.items() if k in names})
-            record = replace(record, measured_ms=float(record.measured_ms), predicted_ms=float(record.predicted_ms),
-                             compute_ms=float(record.compute_ms), memory_ms=float(record.memory_ms),
-                             threads=int(record.threads),
-                             input_shape=tuple(int(d) for d in record.input_shape) if record.input_shape else None)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"{where}: malformed calibration record ({exc})") from None
-        if not (record.measured_ms > 0 and record.predicted_ms > 0 and math.isfinite(record.measured_ms)):
-            raise InputError(f"{where}: calibration record needs positive measured_ms and predicted_ms")
-        return record
+        values = {k: v for k, v in data.items() if k in names}
+        shape = values.get("input_shape")
+        if shape is not None:
+            values["input_shape"] = tuple(shape) if isinstance(shape, list) else shape
+        record = object.__new__(cls)  # validated with ``where`` below, not __post_init__'s text
+        for f in fields(cls):
+            object.__setattr__(record, f.name, values.get(f.name, f.default))
+        return record.validated(where)
 
 
 def now_iso() -> str:
@@ -164,47 +252,88 @@ def now_iso() -> str:
 
 
 class CalibrationStore:
-    """The calibrations folder: one JSON file per record, written atomically."""
+    """The calibrations folder: one JSON file per record, written atomically under a name no
+    other record holds; read through ``safe_io`` (regular files of at most 64 KiB), each record
+    validated, a bad one skipped with a one-line warning in ``warnings`` (never a crash)."""
 
     def __init__(self, folder: Path | str) -> None:
         self.folder = Path(folder)
+        self.warnings: list[str] = []
 
     def add(self, record: CalibrationRecord) -> Path:
-        path = self.folder / record.file_name()
+        record.validated("the new calibration record")
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        try:
-            tmp.write_text(json.dumps(record.to_dict(), indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return path
+        text = json.dumps(record.to_dict(), indent=1, allow_nan=False) + "\n"
+        for serial in range(1000):
+            path = self.folder / record.file_name(serial)
+            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+            try:
+                with open(tmp, "x", encoding="utf-8") as handle:  # lodevem's own new file
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.link(tmp, path)  # atomic, and fails when the name is taken: never overwrites
+                return path
+            except FileExistsError:
+                continue
+            finally:
+                tmp.unlink(missing_ok=True)
+        raise InputError(f"{self.folder}: no free calibration record name for {record.profile_id}")
+
+    def remove(self, path: Path) -> None:
+        """Delete one record file (``calibrate --remove``)."""
+        path.unlink()
 
     def records(self, profile_id: Optional[str] = None) -> list[tuple[Path, CalibrationRecord]]:
-        """Every record (of one profile), oldest first. A missing folder holds none; a file that
-        is not a record is an ``InputError`` naming it (it would change latencies unseen)."""
+        """Every valid record (of one profile), oldest first. A missing folder holds none; a file
+        that is not a valid record is skipped with a warning naming it (in ``warnings``)."""
         if not self.folder.is_dir():
             return []
         found = []
         for path in sorted(self.folder.glob("*.json")):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise InputError(f"{path}: unreadable calibration record ({exc}); fix or remove it") from None
-            if not isinstance(data, dict):
-                raise InputError(f"{path}: not a lodevem calibration record (expected a JSON object)")
-            record = CalibrationRecord.from_dict(data, str(path))
+                text = read_text(path, CALIBRATION_RECORD, errors="strict")
+                try:
+                    data = json.loads(text, parse_constant=_no_constant)
+                except RecursionError:
+                    raise InputError(f"{path}: nested too deep for a calibration record") from None
+                except ValueError as exc:
+                    raise InputError(f"{path}: unreadable calibration record ({clip(str(exc))})") from None
+                record = CalibrationRecord.from_dict(data, str(path))
+            except InputError as exc:
+                warning = printable(f"{exc}; skipped (fix or remove it)", newlines=False)
+                if warning not in self.warnings:
+                    self.warnings.append(warning)
+                continue
             if profile_id is None or record.profile_id == profile_id:
                 found.append((path, record))
         return sorted(found, key=lambda item: (item[1].date, item[0].name))
 
     def current(self, profile_id: str) -> list[CalibrationRecord]:
         """A profile's records in force: the newest per (model graph, runtime, threads)."""
-        latest: dict[tuple[str, str, str, int], CalibrationRecord] = {}
-        for _, record in self.records(profile_id):
-            latest[record.key] = record
-        return list(latest.values())
+        return _newest(r for _, r in self.records(profile_id))
+
+    def siblings(self, profile: "Profile") -> list[CalibrationRecord]:
+        """Records of other profiles with ``profile``'s chipset and one of its cores, newest per key."""
+        return _newest(r for _, r in self.records() if r.profile_id != profile.id
+                       and shares_chipset(profile, r.chipset, {r.core}))
+
+
+def shares_chipset(profile: "Profile", chipset: str, cores: set[str]) -> bool:
+    """Whether ``profile`` has ``chipset`` and one of ``cores``: what ``--same-chipset`` carries
+    a calibration across (the same SoC, so the same cores, clocks and memory)."""
+    return profile.chipset == chipset and bool(cores & {c.core for c in profile.cpu})
+
+
+def _newest(records: Any) -> list[CalibrationRecord]:
+    latest: dict[tuple[str, str, str, int], CalibrationRecord] = {}
+    for record in records:
+        latest[record.key] = record
+    return list(latest.values())
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a calibration record may hold")
 
 
 # --------------------------------------------------------------------------- benchmark logs
@@ -230,8 +359,12 @@ class ParsedLog:
 
 
 _NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
-# TFLite / LiteRT benchmark_model: "Inference timings in us: Init: ..., Inference (avg): 12345.6"
-_TFLITE_SUMMARY = re.compile(r"Inference timings in us:.*?Inference \(avg\):\s*" + _NUMBER)
+# TFLite / LiteRT benchmark_model: "Inference timings in us: Init: ..., Inference (avg): 12345.6".
+# Parsed line by line (lines over safe_io.LOG_LINE_CHARS skipped): find the summary's literal
+# start, then one anchored number after its "Inference (avg):": linear in the line, where a lazy
+# ``.*?`` between the two was quadratic on a 1 MB line repeating the first phrase.
+_TFLITE_START = "Inference timings in us:"
+_TFLITE_AVG = re.compile(r"Inference \(avg\):\s*" + _NUMBER)
 _TFLITE_THREADS = re.compile(r"Num threads:\s*\[(\d+)\]")
 _TFLITE_GRAPH = re.compile(r"Graph:\s*\[([^\]]+)\]")
 # ncnn benchncnn: "        mobilenet_v2  min =   23.45  max =   25.67  avg =   24.12"
@@ -239,22 +372,37 @@ _NCNN_LINE = re.compile(r"^\s*(\S+)\s+min\s*=\s*" + _NUMBER + r"\s+max\s*=\s*" +
 _NCNN_SETTING = re.compile(r"^\s*(loop_count|num_threads|powersave|gpu_device|cooling_down)\s*=\s*(-?\d+)\s*$")
 
 
+def read_benchmark_log(path: Path) -> ParsedLog:
+    """``--from-log FILE``: read through ``safe_io`` (a regular file of at most 16 MiB) and parsed."""
+    return parse_benchmark_log(read_text(path, LOG), str(path))
+
+
+def _tflite_ms(line: str) -> Optional[float]:
+    start = line.find(_TFLITE_START)
+    if start < 0:
+        return None
+    match = _TFLITE_AVG.search(line, start + len(_TFLITE_START))
+    return float(match.group(1)) / 1000.0 if match else None
+
+
 def parse_benchmark_log(text: str, where: str) -> ParsedLog:
     """Read a ``benchmark_model`` (TFLite/LiteRT) or ``benchncnn`` (ncnn) log.
 
     benchmark_model prints microseconds (possibly as ``2.95034e+06``), benchncnn milliseconds;
     both come back in ms. Log prefixes (``INFO: ``, Android's ``I tflite  : ``) are tolerated.
-    Raises ``InputError`` naming ``where`` when neither tool's timing lines are found.
+    Raises ``InputError`` naming ``where`` when neither tool's timing lines are found. Linear
+    time: one pass per line, lines longer than ``LOG_LINE_CHARS`` skipped.
     """
-    tflite = [float(m.group(1)) / 1000.0 for m in _TFLITE_SUMMARY.finditer(text)]
+    lines, skipped = bounded_lines(text, LOG_LINE_CHARS)
+    tflite = [ms for ms in map(_tflite_ms, lines) if ms is not None]
     if tflite:
-        threads = [int(t) for t in _TFLITE_THREADS.findall(text)]
-        graphs = _TFLITE_GRAPH.findall(text)
+        threads = [int(m.group(1)) for m in map(_TFLITE_THREADS.search, lines) if m]
+        graphs = [m.group(1) for m in map(_TFLITE_GRAPH.search, lines) if m]
         names = [Path(g.strip()).stem for g in graphs] if len(graphs) == len(tflite) else [None] * len(tflite)
         return ParsedLog("tflite", "benchmark_model", threads[0] if len(set(threads)) == 1 else None,
                          tuple(LogEntry(n, ms) for n, ms in zip(names, tflite)), "")
     entries, settings = [], {}
-    for line in text.splitlines():
+    for line in lines:
         setting = _NCNN_SETTING.match(line)
         if setting:
             settings[setting.group(1)] = int(setting.group(2))
@@ -269,9 +417,10 @@ def parse_benchmark_log(text: str, where: str) -> ParsedLog:
         threads = settings.pop("num_threads", None)
         return ParsedLog("ncnn", "benchncnn", threads, tuple(entries),
                          ", ".join(f"{k}={v}" for k, v in settings.items()))
-    raise InputError(f"{where}: no timings found: expected TFLite benchmark_model output (a line 'Inference "
-                     "timings in us: ... Inference (avg): N') or ncnn benchncnn output (lines 'NAME  min = N  "
-                     "max = N  avg = N')")
+    long_lines = f" ({skipped} line(s) over {LOG_LINE_CHARS} characters skipped)" if skipped else ""
+    raise InputError(f"{where}: no timings found{long_lines}: expected TFLite benchmark_model output (a line "
+                     "'Inference timings in us: ... Inference (avg): N') or ncnn benchncnn output (lines 'NAME  "
+                     "min = N  max = N  avg = N')")
 
 
 @dataclass(frozen=True)
@@ -292,8 +441,8 @@ def _positive_ms(text: str, what: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise InputError(f"{what}: expected MODEL=MS with MS a positive number of milliseconds, got {text!r}")
-    return value
+        raise InputError(f"{what}: expected MODEL=MS with MS a positive number of milliseconds, got {clip(text, 80)!r}")
+    return check_ms(value, what)
 
 
 def measurements_from_args(args: Sequence[str]) -> list[Measurement]:
@@ -329,18 +478,20 @@ def measurements_from_log(args: Sequence[str], log: ParsedLog, where: str,
         if len(args) != len(log.entries):
             raise InputError(f"{where}: the log holds {len(log.entries)} benchmark_model run(s) but "
                              f"{len(args)} MODEL(s) were given; name one MODEL per run, in order")
-        return [Measurement(a, e.ms, f"{origin}: Inference (avg)" + (f" of {e.name}" if e.name else ""))
-                for a, e in zip(args, log.entries)]
+        return [Measurement(a, check_ms(e.ms, f"{where}: run {i + 1}"),
+                            f"{origin}: Inference (avg)" + (f" of {e.name}" if e.name else ""))
+                for i, (a, e) in enumerate(zip(args, log.entries))]
     by_name = {e.name: e for e in log.entries if e.name}
     to_zoo = {name: entry["zoo"] for name, entry in model_map.items() if isinstance(entry, dict) and "zoo" in entry}
     shapes = {name: tuple(entry["input"]) for name, entry in model_map.items()
               if isinstance(entry, dict) and entry.get("input")}
     if not args:
-        found = [Measurement(to_zoo[name], e.ms, f"{origin}: {name} avg", shapes.get(name))
+        found = [Measurement(to_zoo[name], check_ms(e.ms, f"{where}: {name}"), f"{origin}: {name} avg",
+                             shapes.get(name))
                  for name, e in by_name.items() if name in to_zoo]
         if not found:
             raise InputError(f"{where}: no entry of this benchncnn log is a lodevem zoo model (zoo models "
-                             f"benchncnn knows: {', '.join(sorted(to_zoo))}); name them: MODEL=ENTRY")
+                             f"benchncnn knows: {clip(', '.join(sorted(to_zoo)))}); name them: MODEL=ENTRY")
         return found
     from_zoo: dict[str, str] = {}
     for name, zoo_name in to_zoo.items():  # benchncnn's own entry names first (not the "std:" TFLite ones)
@@ -355,10 +506,10 @@ def measurements_from_log(args: Sequence[str], log: ParsedLog, where: str,
         candidates = [entry_name] if entry_name else [model, stem, from_zoo.get(model, ""), from_zoo.get(stem, "")]
         name = next((c for c in candidates if c in by_name), None)
         if name is None:
-            raise InputError(f"{where}: no benchncnn entry for {arg!r}; entries: {', '.join(by_name)} "
-                             "(name one with MODEL=ENTRY)")
+            raise InputError(f"{where}: no benchncnn entry for {clip(arg, 80)!r}; entries: "
+                             f"{clip(', '.join(by_name))} (name one with MODEL=ENTRY)")
         shape = shapes.get(name) if to_zoo.get(name) in (model, stem) else None
-        found.append(Measurement(model, by_name[name].ms, f"{origin}: {name} avg", shape))
+        found.append(Measurement(model, check_ms(by_name[name].ms, f"{where}: {name}"), f"{origin}: {name} avg", shape))
     return found
 
 
@@ -412,7 +563,7 @@ def fit_calibration(profile_id: str, records: Sequence[CalibrationRecord]) -> Op
                               fallback="the models' compute/memory mixes are too alike to fit two factors")
     a = (sc * smm - sm * scm) / det
     b = (sm * scc - sc * scm) / det
-    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+    if not (MIN_FACTOR <= a <= MAX_FACTOR and MIN_FACTOR <= b <= MAX_FACTOR):
         return CalibrationFit(profile_id, records, single, single, split=False,
                               fallback=f"a two-factor fit gave compute x{a:.2f}, memory x{b:.2f}: one factor used")
     return CalibrationFit(profile_id, records, a, b, split=True)
@@ -492,7 +643,8 @@ def apply_calibration(prediction: "LatencyPrediction", fit: Optional[Calibration
     factor = fit.factor(share)
     models = ", ".join(f"{r.model_label} {r.measured_ms:.4g} ms ({r.runtime}, {_threads(r.threads)})"
                        for r in fit.records)
-    notes = [prediction.note, f"calibrated on {fit.profile_id} with {models}: x{factor:.3f}"
+    donors = ", ".join(sorted({r.profile_id for r in fit.records}))
+    notes = [prediction.note, f"calibrated on {donors} with {models}: x{factor:.3f}"
              + (f" ({fit.describe()})" if fit.split or fit.fallback else "")]
     own = [r for r in fit.records if graph_sha256 and r.graph_sha256 == graph_sha256]
     if own:
@@ -536,29 +688,51 @@ class CalibrationSet:
         self._fits: dict[tuple[str, Optional[str], int], tuple[Optional[CalibrationFit], Optional[str]]] = {}
         self._used: dict[str, CalibrationFit] = {}
 
-    def fit_for(self, profile_id: str, runtime: Optional[str], threads: int) -> tuple[Optional[CalibrationFit],
-                                                                                     Optional[str]]:
-        """The fit in force for a profile and the run's settings, and the mismatch note if any."""
+    def fit_for(self, profile_id: str, runtime: Optional[str], threads: int,
+                profile: Optional["Profile"] = None) -> tuple[Optional[CalibrationFit], Optional[str]]:
+        """The fit in force for a profile and the run's settings, and a note if any: the mismatch
+        note of ``select_records``, or (``profile`` given, no records of its own) that a profile
+        with the same chipset and core is calibrated, applied here only when its records were
+        made with ``--same-chipset``."""
         key = (profile_id, runtime, threads)
         if key not in self._fits:
             if not self.enabled:
                 self._fits[key] = (None, None)
             else:
-                chosen, note = select_records(self.store.current(profile_id), runtime, threads)
-                self._fits[key] = (fit_calibration(profile_id, chosen), note)
+                own = self.store.current(profile_id)
+                borrowed = self.store.siblings(profile) if profile is not None and not own else []
+                shared = [r for r in borrowed if r.scope == "same-chipset"]
+                chosen, note = select_records(own or shared, runtime, threads)
+                fit = fit_calibration(profile_id, chosen)
+                donors = ", ".join(sorted({r.profile_id for r in (shared or borrowed)}))
+                if shared and fit is not None:
+                    note = "; ".join(n for n in (f"calibration of {donors} applied: same chipset "
+                                                 f"({shared[0].chipset}) and core ({shared[0].core}), "
+                                                 "recorded with --same-chipset", note) if n)
+                elif borrowed:
+                    note = (f"not calibrated: {donors} (same chipset {borrowed[0].chipset}, core {borrowed[0].core}) "
+                            f"is; `lodevem calibrate {borrowed[0].profile_id} ... --same-chipset` applies it here too")
+                self._fits[key] = (fit, note)
         return self._fits[key]
 
-    def check(self) -> None:
-        """Read every record now, so a malformed file stops a run before any work."""
+    def check(self) -> list[str]:
+        """Read every record now; returns one warning per file that is not a valid record (it
+        is skipped: it changes no latency)."""
         if self.enabled:
             self.store.records()
+        return self.warnings
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line per calibration file skipped as invalid."""
+        return self.store.warnings
 
     def digest(self) -> str:
         """A digest of the records in force ("" when disabled or none): a run resumed after a new
         calibration must not mix rows scaled with the old and the new factors."""
         if not self.enabled:
             return ""
-        records = sorted(json.dumps(r.to_dict(), sort_keys=True) for _, r in self.store.records())
+        records = sorted(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) for _, r in self.store.records())
         return digest(records)[:16] if records else ""
 
     def reload(self) -> None:
@@ -577,8 +751,10 @@ class CalibrationSet:
         if prediction.latency_ms is None:
             return prediction
         runtime = prediction.runtime or runtime
-        fit, mismatch = self.fit_for(profile.id, runtime, prediction.threads)
+        fit, mismatch = self.fit_for(profile.id, runtime, prediction.threads, profile)
         if fit is None:
+            if mismatch:  # a profile of the same chipset is calibrated: say why this one is not
+                return replace(prediction, note="; ".join(n for n in (prediction.note, mismatch) if n))
             return prediction
         self._used[profile.id] = fit
         return apply_calibration(prediction, fit, prediction.compute_share, estimator, prediction.graph_sha256,

@@ -196,14 +196,15 @@ class EstimatorKind:
         est = self.estimator
         params = est.params.get("provenance", {})
         unc = est.params.get("uncertainty", {})
-        return {"version": est.version, "params": str(est.path), "params_sha256": _digest(est.params),
+        # nested under "estimator": the pool merges every kind's keys, and the paper kit reads this block
+        return {"estimator": {"version": est.version, "params": str(est.path), "params_sha256": _digest(est.params),
                 "fit_date": params.get("fit_date"), "lodo_mape_pct": est.lodo_mape_pct,
                 "lodo_within_10_pct": unc.get("lodo_within_10_pct"),
                 "lodo_within_25_pct": unc.get("lodo_within_25_pct"), "lodo_rows": unc.get("lodo_rows"),
                 "baseline_lodo_mape_pct": unc.get("baseline_lodo_mape_pct"),
                 "data_sources": list(params.get("data_sources") or ()), "data_sha256": params.get("data_sha256"),
                 "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread"),
-                "oneshot_mape_pct": unc.get("oneshot_mape_pct")}
+                "oneshot_mape_pct": unc.get("oneshot_mape_pct")}}
 
 
 def _digest(value: Any) -> str:

@@ -22,6 +22,11 @@ from ..results import PairResult
 # Verdicts for which the table shows a word instead of the predicted latency.
 VERDICT_WORDS: Mapping[str, str] = MappingProxyType(
     {"oom": "OOM", "thrashing": "thrashing", "timeout": "timeout", "error": "error"})
+# What the verdicts mean, said once for the console caption, the .tex footnote and the docs.
+VERDICT_LEGEND = ("Verdict: fits = peak within the device's app budget (what one app can use before the "
+                  "OS's low-memory killer stops it, profile app_budget_mb); tight = above the budget but "
+                  "within the RAM (the phone would likely kill the app); OOM = killed at the RAM limit. "
+                  "Headroom = budget - peak.")
 # One mark per latency source, so every number says which predictor produced it.
 MARKS: Mapping[str, str] = MappingProxyType({"estimator": "*", "nn-meter": "\u2020"})
 # File stems of the figures (plots draws them, figure_cache decides whether they need drawing).
@@ -29,6 +34,10 @@ HEATMAP = "latency_heatmap"
 SCATTER = "latency_vs_ram"
 MIN_RAM = "min_ram"
 OTHER_MARK = "\u2021"
+# Added after the predictor's mark when a calibration (a measurement on the real device) scaled the number.
+CALIBRATED_MARK = "\u00a7"
+CALIBRATED_NOTE = ("scaled by a calibration against a measurement on the device "
+                   "(CSV column latency_calibrations)")
 
 
 # --------------------------------------------------------------------------- ordering
@@ -99,10 +108,58 @@ def cells(row: PairResult) -> Cells:
         latency, mark = "n/a", ""
     else:
         latency, mark = f"{row.latency_ms:,.1f}", latency_mark(row.latency_source)
+        if row.latency_calibrations:
+            mark += CALIBRATED_MARK
     ram = None
-    if row.verdict == "fits" and row.peak_rss_mb is not None:
+    if row.ran and row.peak_rss_mb is not None:
         ram = f"{row.peak_rss_mb:,.0f}"
     return Cells(latency, mark, ram, row.fits)
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """What a run covered, counted the way a reader counts: one model file measured under three
+    runtimes is "1 model, 3 runtimes", not "3 models"; its --levels variants are more files."""
+
+    models: int  # the user's files
+    files: int  # files measured: each model's variants (levels) included
+    runtimes: tuple[str, ...]
+    levels: tuple[str, ...]  # "fp32" for a file as given
+
+    def text(self) -> str:
+        parts = [f"{self.models} model{'s' if self.models != 1 else ''}"]
+        if self.files != self.models:
+            parts.append(f"{self.files} files")
+        if len(self.runtimes) > 1:
+            parts.append(f"{len(self.runtimes)} runtimes")
+        if len(self.levels) > 1:
+            parts.append(f"{len(self.levels)} levels")
+        return ", ".join(parts)
+
+
+def run_counts(rows: Sequence[PairResult]) -> RunCounts:
+    models = list(dict.fromkeys(r.model_path for r in rows))
+    files = list(dict.fromkeys((r.model_path, r.level) for r in rows))
+    return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.runtime for r in rows)),
+                     tuple(dict.fromkeys(r.level or "fp32" for r in rows)))
+
+
+def base_label(row: PairResult) -> str:
+    """The row's model label without its `` [runtime]`` suffix (several --runtime values)."""
+    return re.sub(r" \[[a-z0-9]+\]$", "", row.model_label)
+
+
+def input_shape_text(rows: Sequence[PairResult]) -> str:
+    """``1x3x224x224 (default)``: the input every model ran with and where it came from; one
+    entry per model when they differ."""
+    by_model: dict[str, str] = {}
+    for row in rows:
+        shape = row.input_shape or "unknown"
+        by_model.setdefault(base_label(row), f"{shape} ({row.input_shape_source})" if row.input_shape_source else shape)
+    shapes = list(dict.fromkeys(by_model.values()))
+    if len(shapes) <= 1:
+        return shapes[0] if shapes else "unknown"
+    return "; ".join(f"{label} {shape}" for label, shape in by_model.items())
 
 
 # --------------------------------------------------------------------------- legend
@@ -125,11 +182,13 @@ class SourceNote:
 def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
     """The legend for the marks actually shown, in a stable order (estimator first)."""
     by_mark: dict[str, tuple[set[str], set[str]]] = {}
+    calibrated = False
     for row in rows:
         c = cells(row)
         if not c.is_number:
             continue
-        details, uncertainties = by_mark.setdefault(c.mark, (set(), set()))
+        calibrated = calibrated or c.mark.endswith(CALIBRATED_MARK)
+        details, uncertainties = by_mark.setdefault(c.mark.removesuffix(CALIBRATED_MARK), (set(), set()))
         source = row.latency_source or ""
         detail = source.split(":", 1)[-1].split("\u2192")[0].split(" (")[0].strip()
         details.add(detail if c.mark != OTHER_MARK else source)
@@ -146,6 +205,8 @@ def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
             name = what or "other predictor"
         # The error figure first ("±18% (LODO MAPE)"), then qualifications, in a stable order.
         notes.append(SourceNote(mark, name, uncertainty_text(uncertainties)))
+    if calibrated:
+        notes.append(SourceNote(CALIBRATED_MARK, CALIBRATED_NOTE, ""))
     return notes
 
 

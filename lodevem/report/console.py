@@ -20,7 +20,10 @@ from ..worker.registry import latency_runtimes
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import VERDICTS, PairResult
 from .cells import (
+    VERDICT_LEGEND,
     VERDICT_WORDS,
+    input_shape_text,
+    run_counts,
     uncertainty_text,
     cells,
     group_by_model,
@@ -34,8 +37,9 @@ if TYPE_CHECKING:  # lodevem.zoo imports torch; the table only reads the records
     from ..latency.api import ModelLatency
     from ..zoo import ZooSummary
 
-_FITS_STYLE: Mapping[Optional[bool], str] = MappingProxyType({True: "green", False: "red", None: "yellow"})
-_FITS_SYMBOL: Mapping[Optional[bool], str] = MappingProxyType({True: "\u2713", False: "\u2717", None: "?"})
+_VERDICT_SYMBOL: Mapping[str, str] = MappingProxyType({"fits": "\u2713", "tight": "!", "error": "?"})  # else \u2717
+_VERDICT_STYLE: Mapping[str, str] = MappingProxyType({"fits": "green", "tight": "yellow", "oom": "red",
+                                                      "thrashing": "red", "timeout": "red", "error": "yellow"})
 
 
 def results_table(rows: Sequence[PairResult],
@@ -47,24 +51,41 @@ def results_table(rows: Sequence[PairResult],
     """
     groups = group_by_model(rows, profiles)
     n_devices = len(ordered_devices(rows, profiles))
-    table = Table(title=f"lodevem results: {len(groups)} model(s) \u00d7 {n_devices} device profile(s)",
+    counts = run_counts(rows)
+    table = Table(title=f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile(s); "
+                        f"input {input_shape_text(rows)}",
                   title_justify="left", caption=_results_caption(rows), caption_justify="left")
     table.add_column("Model File", no_wrap=True)
     table.add_column("Device Profile")
     table.add_column("Latency (ms)", justify="right", no_wrap=True)
     table.add_column("Peak RAM (MB)", justify="right", no_wrap=True)
-    table.add_column("Fits in RAM", justify="center", no_wrap=True)
+    table.add_column("Verdict", no_wrap=True)
+    table.add_column("App budget (MB)", justify="right", no_wrap=True)
+    table.add_column("Headroom (MB)", justify="right", no_wrap=True)
     for label, group in groups.items():
         for i, row in enumerate(group):
             c = cells(row)
-            style = _FITS_STYLE[c.fits]
+            style = _VERDICT_STYLE.get(row.verdict, "yellow")
             failed = not c.is_number and c.latency != "n/a"
             latency = Text(c.latency + c.mark, style=style if failed else "")
+            if range_text(row):  # the numeric band of the error figure, beside the number it qualifies
+                latency.append(f" ({range_text(row)})", style="dim")
             ram = Text(c.peak_ram, style="") if c.peak_ram else Text("\u2014", style=style if failed else "dim")
-            table.add_row(Text(label if i == 0 else "", style="bold"), Text(row.profile_label),
-                          latency, ram, Text(_FITS_SYMBOL[c.fits], style=f"bold {style}"),
-                          end_section=i == len(group) - 1)
+            verdict = Text(f"{_VERDICT_SYMBOL.get(row.verdict, chr(0x2717))} "
+                           f"{VERDICT_WORDS.get(row.verdict, row.verdict)}", style=f"bold {style}")
+            budget = Text(f"{row.app_budget_mb:,}" if row.app_budget_mb is not None else "\u2014", style="dim")
+            headroom = Text(f"{row.headroom_mb:+,.0f}" if row.headroom_mb is not None else "\u2014",
+                            style=style if row.headroom_mb is not None else "dim")
+            cols = [Text(label if i == 0 else "", style="bold"), Text(row.profile_label), latency]
+            table.add_row(*cols, ram, verdict, budget, headroom, end_section=i == len(group) - 1)
     return table
+
+
+def range_text(row: PairResult) -> Optional[str]:
+    """``40.1\u201359.3``: the latency's numeric range (the error figure of its kind), or None."""
+    if not cells(row).is_number or row.latency_low_ms is None or row.latency_high_ms is None:
+        return None
+    return f"{row.latency_low_ms:,.1f}\u2013{row.latency_high_ms:,.1f}"
 
 
 def latency_table(items: Sequence["ModelLatency"]) -> Table:
@@ -128,11 +149,12 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
     backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows
                        if r.memory_inferred_from_mb is None})
     lines.append("Peak RAM: peak RSS (VmHWM) measured with the device's RAM as the limit "
-                 f"({'; '.join(backends)}); OOM = killed at the limit.")
+                 f"({'; '.join(backends)}), including the runtime's own footprint.")
     inferred = sum(1 for r in rows if r.memory_inferred_from_mb is not None)
     if inferred:  # memory.planning: rows of limits far above the peak of the largest limit's run
         lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit, far "
                      "above its peak (CSV limit_enforcement; --no-infer measures each).")
+    lines.append(VERDICT_LEGEND)
     runtimes = list(dict.fromkeys(r.runtime for r in rows))
     if runtimes != ["torch"]:
         line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."
@@ -162,11 +184,13 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
                 head = f"fits on {len(fitting)} of {len(group)} devices"
             else:
                 head = "fits on the 1 device" if len(group) == 1 else f"fits on all {len(group)} devices"
-            lowest = max({r.tier for r in fitting}, key=tier_rank)
-            text = f"{label}: {head}; lowest tier it runs on: {lowest} = {TIERS.get(lowest, lowest)}"
-            peaks = [r.peak_rss_mb for r in fitting if r.peak_rss_mb is not None]
+            text = f"{label}: {head}; {_lowest_tier_text(group, fitting)}"
+            peaks = [r for r in fitting if r.peak_rss_mb is not None]
             if peaks:
-                text += f"; peak RAM {max(peaks):,.0f} MB"
+                top = max(peaks, key=lambda r: r.peak_rss_mb or 0.0)
+                text += f"; peak RAM {top.peak_rss_mb:,.0f} MB"
+                if top.runtime_baseline_mb is not None:
+                    text += f", of which runtime {top.runtime_baseline_mb:,.0f} MB ({top.runtime})"
             shown = [(r.latency_ms, latency_mark(r.latency_source)) for r in fitting if cells(r).is_number]
             if shown:
                 lo, hi = min(shown), max(shown)
@@ -174,6 +198,9 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
                 text += f"; predicted latency {span} ms"
             if failed:
                 text += f"; does not fit: {_verdict_counts(failed)}"
+        hint = _smaller_runtime_hint(group, rows)
+        if hint:
+            text += f"; {hint}"
             if undecided:
                 text += f"; undecided: {_verdict_counts(undecided)}"
         sparse = [r for r in group if r.sparsity is not None and (r.sparsity >= 0.01 or r.zero_channels)]
@@ -198,6 +225,35 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
     return lines
 
 
+def _lowest_tier_text(group: Sequence[PairResult], fitting: Sequence[PairResult]) -> str:
+    """"lowest tier it runs on" only when the run tried the tier below it (or there is none);
+    else "lowest tier tested", so an untried tier is never implied to fail or to fit."""
+    lowest = max({r.tier for r in fitting}, key=tier_rank)
+    tried = {r.tier for r in group}
+    below = [t for t in TIERS if tier_rank(t) > tier_rank(lowest)]
+    if not below or any(t in tried for t in below):
+        return f"lowest tier it runs on: {lowest} = {TIERS.get(lowest, lowest)}"
+    return f"lowest tier tested: {lowest} = {TIERS.get(lowest, lowest)} ({', '.join(below)} not tried)"
+
+
+def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult]) -> Optional[str]:
+    """For torch rows over the app budget or the RAM: most of the peak is PyTorch itself, which no
+    phone app ships; name an on-device runtime, with its figure when this run measured it."""
+    over = [r for r in group if r.runtime == "torch" and r.verdict in ("tight", "oom", "thrashing")]
+    if not over:
+        return None
+    worst = over[0]
+    same = [r for r in rows if r.model_path == worst.model_path and r.level == worst.level
+            and r.profile_id == worst.profile_id and r.runtime in ("tflite", "ncnn")]
+    base = (f"the PyTorch runtime alone takes {worst.runtime_baseline_mb:,.0f} MB"
+            if worst.runtime_baseline_mb is not None else "PyTorch's own footprint is part of the peak")
+    if same:
+        other = same[0]
+        peak = f"peak {other.peak_rss_mb:,.0f} MB, {other.verdict}" if other.peak_rss_mb is not None else other.verdict
+        return f"{base}: on {worst.profile_label} under {other.runtime} ({peak}) in this run"
+    return f"{base}: an app would ship a smaller runtime, try --runtime tflite"
+
+
 def _verdict_counts(rows: Sequence[PairResult]) -> str:
     counts: dict[str, int] = {}
     for row in sorted(rows, key=lambda r: VERDICTS.index(r.verdict) if r.verdict in VERDICTS else 99):
@@ -213,10 +269,11 @@ def profiles_table(profiles: Sequence[Profile]) -> Table:
                   caption=tiers, caption_justify="left")
     for column, justify in (("ID", "left"), ("Device", "left"), ("Chipset", "left"),
                             ("Cores", "left"), ("Clock", "right"), ("RAM", "right"),
-                            ("Tier", "left")):
-        table.add_column(column, justify=justify, no_wrap=column in ("ID", "RAM", "Tier"))
+                            ("App budget", "right"), ("Tier", "left")):
+        table.add_column(column, justify=justify, no_wrap=column in ("ID", "RAM", "App budget", "Tier"))
     for p in profiles:
-        table.add_row(p.id, p.label, p.chipset, p.cores_label, p.clock_label, p.ram_label, p.tier)
+        budget = f"{p.app_budget_mb} MB" if p.app_budget_mb is not None else "\u2014"
+        table.add_row(p.id, p.label, p.chipset, p.cores_label, p.clock_label, p.ram_label, budget, p.tier)
     return table
 
 
@@ -246,7 +303,12 @@ def inspection_lines(found: Any) -> list[str]:
         size = f", {model.param_bytes / 1e6:.2f} MB of tensors" if model.param_bytes is not None else ""
         fact("parameters", f"{model.params:,}{size}")
     if model.input_shape:
-        fact("input", "x".join(map(str, model.input_shape)) + (f" {model.input_dtype}" if model.input_dtype else ""))
+        source = getattr(model, "input_shape_source", None)
+        fact("input", "x".join(map(str, model.input_shape)) + (f" {model.input_dtype}" if model.input_dtype else "")
+             + (f" ({source})" if source else ""))
+        warning = getattr(model, "input_shape_warning", None)
+        if warning:
+            fact("", f"warning: {warning}")
     precision = getattr(model, "precision", None)
     quantization = getattr(model, "quantization", None)
     if precision or found.precision_by_class:

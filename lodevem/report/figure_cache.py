@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
+from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
 from .. import __version__
 from ..latency.cache import digest, file_digest
 from ..profiles import Profile
@@ -70,13 +71,13 @@ def _record_path(out_dir: Path, stem: str) -> Path:
 def kept_files(out_dir: Path, stem: str, key: str) -> Optional[tuple[Path, ...]]:
     """The figure's files when the last drawing had these inputs and they are unchanged."""
     try:
-        record = json.loads(_record_path(out_dir, stem).read_text(encoding="utf-8"))
+        record = json.loads(read_text(_record_path(out_dir, stem), CACHE_RECORD, follow=False))
         if record.get("inputs_sha256") != key:
             return None
         paths = tuple(Path(out_dir) / f"{stem}.{ext}" for ext in EXTENSIONS)
         if any(file_digest(p) != record["files"][p.name] for p in paths):
             return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (UnsafeInput, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return paths
 
@@ -84,7 +85,7 @@ def kept_files(out_dir: Path, stem: str, key: str) -> Optional[tuple[Path, ...]]
 def remember(out_dir: Path, stem: str, key: str, paths: Sequence[Path]) -> None:
     """Record the inputs of a figure just drawn, with the digest of each file it wrote."""
     record = {"inputs_sha256": key, "lodevem": __version__, "files": {p.name: file_digest(p) for p in paths}}
-    write_atomic(_record_path(out_dir, stem), json.dumps(record, indent=1) + "\n")
+    write_atomic(_record_path(out_dir, stem), json.dumps(record, indent=1, allow_nan=False) + "\n")
 
 
 def write_figures(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],

@@ -18,11 +18,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
+from ..safe_io import RESULTS_FILE, read_text
 from .. import __version__
 from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
-from .cells import OTHER_MARK, cells, group_by_model, source_notes, threads_text
+from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
 from .console import model_summaries
 
 CSV_NAME = "benchmark_results.csv"
@@ -31,7 +32,13 @@ TEX_NAME = "benchmark_results.tex"
 
 # The LaTeX spelling of each latency mark, and of the Fits column per ``marks=`` style.
 _LATEX_MARKS: Mapping[str, str] = MappingProxyType({
-    "*": r"\textsuperscript{*}", "\u2020": r"\textsuperscript{\dag}", OTHER_MARK: r"\textsuperscript{\ddag}"})
+    "*": r"\textsuperscript{*}", "\u2020": r"\textsuperscript{\dag}", OTHER_MARK: r"\textsuperscript{\ddag}",
+    CALIBRATED_MARK: r"\textsuperscript{\S}"})
+
+
+def _latex_mark(mark: str) -> str:
+    """A cell's mark in LaTeX: the predictor's, then the calibration's when it has one."""
+    return "".join(_LATEX_MARKS.get(part, "") for part in mark)
 _LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
     "text": MappingProxyType({True: "yes", False: "no", None: "?"}),
     "ding": MappingProxyType({True: r"\ding{51}", False: r"\ding{55}", None: "?"})})
@@ -105,7 +112,7 @@ def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
     A file of another ``schema_version`` is refused with an ``InputError`` rather than misread:
     its fields may mean something else.
     """
-    payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    payload = json.loads(read_text(path, RESULTS_FILE, errors="strict"))
     version = payload.get("schema_version")
     if version != RESULTS_SCHEMA_VERSION:
         raise InputError(f"{path}: results schema_version {version!r}, expected {RESULTS_SCHEMA_VERSION} "
@@ -116,7 +123,7 @@ def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
 _LATEX_SPECIAL: Mapping[int, str] = MappingProxyType(str.maketrans({
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-    "<": r"\textless{}", ">": r"\textgreater{}",
+    "<": r"\textless{}", ">": r"\textgreater{}", "\u00b1": r"$\pm$", "\u00a7": r"\S{}",
 }))
 
 
@@ -126,7 +133,7 @@ def latex_escape(text: str) -> str:
 
 
 def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None,
-                marks: str = "text", notes: bool = False) -> str:
+                marks: str = "text", notes: bool = True) -> str:
     """The text of ``benchmark_results.tex``; see ``write_latex``."""
     if marks not in _LATEX_FITS:
         raise InputError(f"marks must be one of {', '.join(_LATEX_FITS)}, got {marks!r}")
@@ -146,22 +153,23 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             out.append(r"\midrule")
         for i, row in enumerate(group):
             c = cells(row)
-            latency = latex_escape(c.latency) + _LATEX_MARKS.get(c.mark, "")
+            latency = latex_escape(c.latency) + _latex_mark(c.mark)
             cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
                     latex_escape(row.tier.removeprefix("tier")), latency, c.peak_ram or "--",
-                    fits_text[c.fits]]
+                    "tight" if row.verdict == "tight" else fits_text[c.fits]]
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
-    if notes and legend:
-        for n in legend:  # one line per note: an ``l`` cell never wraps
-            text = _LATEX_MARKS[n.mark] + " " + latex_escape(n.text()[2:])
-            out.append(r"\multicolumn{6}{@{}l}{\footnotesize " + text + r"} \\")
+    if notes:  # the footnote under the table: each mark with its error figure, then the verdicts
+        lines = [_LATEX_MARKS[n.mark] + " " + latex_escape(n.text()[len(n.mark) + 1:]) for n in legend]
+        lines.append(latex_escape(VERDICT_LEGEND))
+        for text in lines:  # a p{} cell wraps long lines inside the table's width
+            out.append(r"\multicolumn{6}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
     out.append(r"\end{tabular}")
     return "\n".join(out) + "\n"
 
 
 def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Sequence[Profile]] = None,
-                marks: str = "text", notes: bool = False) -> Path:
+                marks: str = "text", notes: bool = True) -> Path:
     """A booktabs ``tabular`` for ``\\input{}`` inside the user's own ``table`` environment.
 
     Columns: Model, Device, Tier, Latency (ms), Peak RAM (MB), Fits; one row per pair, the model
@@ -169,7 +177,8 @@ def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Seque
     ``marks="text"`` (default) writes ``yes``/``no``; ``marks="ding"`` writes ``\\ding{51}`` /
     ``\\ding{55}`` and needs ``\\usepackage{pifont}``. A model that cannot load shows ``OOM`` and
     ``--``. Latency marks (``*`` estimator, ``\\dag`` nn-Meter) are explained in the comment at the
-    top, for the user's caption; ``notes=True`` adds them as a footnote row under the table.
+    top, for the user's caption, and (``notes=True``, the default) in a footnote under the table that
+    states each mark and its error figure (\u00b1) and what the verdicts mean; ``notes=False`` leaves it out.
     The table is written by hand rather than with ``Styler.to_latex``: Styler cannot put a
     booktabs ``\\midrule`` between row groups (only ``\\cline``), and the model grouping matters.
     """

@@ -161,11 +161,13 @@ def runtime_versions(runtime: str) -> dict[str, Optional[str]]:
 def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
                      models: Sequence[Mapping[str, Any]], image_id: Optional[str], backend: str,
                      extra: Optional[Mapping[str, Any]] = None,
-                     runtimes: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+                     runtimes: Optional[Mapping[str, str]] = None,
+                     images: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """The ``environment`` block of a results file (see the module docstring for reproducing).
 
     ``runtimes``: each measured runtime and the identity of what measured it (image id); the
     block names the runtime's and its converter's pinned versions (``runtime_versions``).
+    ``images``: tag -> id of every image the run used (measurement and converter images).
 
     ``models`` are dicts with at least ``label``, ``path`` and ``sha256``; ``extra`` holds the
     run's settings (warm-up, runs, threads, predictor and its data, ...) and is stored as given.
@@ -185,7 +187,7 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
                    "executable": sys.executable},
         "packages": package_versions(),
         "host": host_info(),
-        "backend": {"name": backend, "image_id": image_id,
+        "backend": {"name": backend, "image_id": image_id, "images": dict(images or {}),
                     "docker_server_version": docker_server_version() if backend == "docker" else None},
         "profiles": [{"id": p.id, "tier": p.tier, "ram_mb": p.ram_mb,
                       "path": str(p.path) if p.path else None, "sha256": p.sha256} for p in profiles],

@@ -28,6 +28,7 @@ from typing import Any, Optional
 from .. import __version__
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult, write_atomic
+from .cells import RunCounts, run_counts
 from ..worker.precision import LEVEL_ARITHMETIC
 from .files import latex_escape
 
@@ -120,6 +121,16 @@ class RunFacts:
     host_cpu: Optional[str]
     cgroup_version: Optional[str]
     packages: Mapping[str, Optional[str]]
+    counts: Optional[RunCounts] = None
+    # (runtime the rows were measured under, runtime their latency was predicted for), per row group
+    latency_for: tuple[tuple[str, str], ...] = ()
+    images: tuple[tuple[str, str], ...] = ()  # (tag, id) of every image the run used
+    # (runtime, its package version, converter, converter version) as pinned for the images
+    runtime_versions: tuple[tuple[str, Optional[str], Optional[str], Optional[str]], ...] = ()
+    baselines: tuple[tuple[str, float, float], ...] = ()  # (runtime, min, max) baseline MB over rows that ran
+    input_shapes: tuple[str, ...] = ()  # "1x3x224x224 (default)" per distinct shape
+    budgets: tuple[tuple[str, int], ...] = ()  # (profile label, app budget MB)
+    user_precisions: tuple[str, ...] = ()  # precisions of the user's own files other than fp32
 
     @property
     def predicted(self) -> bool:
@@ -202,7 +213,32 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
         host_cpu=_get(manifest, "host", "cpu_model"),
         cgroup_version=_get(manifest, "host", "cgroup_version"),
         packages=dict(_get(manifest, "packages") or {}),
+        counts=run_counts(rows),
+        latency_for=_distinct([(r.runtime, lr) for r in rows if r.latency_ms is not None
+                               for lr in [latency_runtime_of(r.latency_source)] if lr]),
+        images=tuple(sorted((str(k), str(v)) for k, v in (_get(manifest, "backend", "images") or {}).items())),
+        runtime_versions=tuple((name, _get(info, "version"), _get(info, "converter"), _get(info, "converter_version"))
+                               for name, info in (_get(manifest, "runtimes") or {}).items()
+                               if name in {r.runtime for r in rows}),
+        baselines=tuple((rt, min(v), max(v)) for rt in _distinct([r.runtime for r in rows])
+                        for v in [[r.runtime_baseline_mb for r in rows
+                                   if r.runtime == rt and r.runtime_baseline_mb is not None]] if v),
+        input_shapes=_distinct([f"{r.input_shape} ({r.input_shape_source})" if r.input_shape_source
+                                else r.input_shape for r in rows if r.input_shape]),
+        budgets=_distinct([(r.profile_label, r.app_budget_mb) for r in rows if r.app_budget_mb is not None]),
+        user_precisions=_distinct([r.precision for r in rows if r.level is None and r.precision
+                                   and r.precision != "fp32"]),
     )
+
+
+def latency_runtime_of(source: Optional[str]) -> Optional[str]:
+    """The runtime a latency source says it predicts: ``estimator:v2 ncnn (...)`` -> ncnn; nn-Meter's
+    predictors model TFLite; None when the source does not say."""
+    text = source or ""
+    match = re.match(r"estimator:\S+ ([a-z][a-z0-9-]*)", text)
+    if match:
+        return match.group(1)
+    return "tflite" if text.startswith("nn-meter:") else None
 
 
 # --- the text ------------------------------------------------------------------------------------
@@ -256,7 +292,8 @@ def _latency_paragraph(f: RunFacts) -> str:
             "fixed per-kernel overhead, with a compute and a memory scale per core type, divided by the clock. "
             f"It was fitted on {e.rows_used if e.rows_used is not None else 'the'} published latencies of common CNNs on "
             f"ARM boards measured with {data}, with efficiencies of its own for each runtime"
-            + (f"; the latencies stand for {e.runtime}" if e.runtime else "")
+            + (f"; the latencies stand for {f.latency_for[0][1]}" if len({lr for _, lr in f.latency_for}) == 1
+               else "")
             + f". Scored leave-one-device-out over {e.lodo_rows} single-thread fp32 rows, its mean absolute "
             f"percentage error is {_pct(e.lodo_mape_pct)}"
             + (f" ({_pct(e.lodo_within_10_pct)} of the predictions within 10 %, {_pct(e.lodo_within_25_pct)} within "
@@ -272,13 +309,26 @@ def _latency_paragraph(f: RunFacts) -> str:
                    f"which model {ref} running TFLite 2.1 {{cite:litert}} with one thread, gave each kernel's time, "
                    "carried to the profile's core and clock kernel by kernel with the estimator's time ratio "
                    "between the two cores; kernels nn-Meter has no regressor for are not counted.")
+    if len({lr for _, lr in f.latency_for}) > 1:
+        out.append("Each row's latency stands for one runtime: " + "; ".join(
+            f"rows measured under {measured} show the latency predicted for {predicted}"
+            for measured, predicted in f.latency_for) + ".")
     named = [(k, n) for k, n in f.latency_runtimes if not any(k == key for _, key, _ in _data_refs(f))]
-    if named:
+    if named and len({lr for _, lr in f.latency_for}) <= 1:  # several: the sentence per row group says it
         out.append("The predictions model the " + _and([f"{n} {{cite:{k}}}" for k, n in named]) + " runtime"
                    + ("s" if len(named) > 1 else "") + ".")
     if any(t > 1 for t in f.threads):
         out.append("Multi-thread latency divides the single-thread figure by an Amdahl speed-up with a per-core "
                    "parallel fraction fitted on same-board 1- vs N-thread pairs, capped at the cluster's core count.")
+    variants = [level for level in f.levels if level]
+    if variants or f.user_precisions:
+        parts = []
+        if variants:
+            parts.append(f"variants derived by lodevem from each model ({{code:--levels}}): {_and(list(variants))}")
+        if f.user_precisions:
+            parts.append(f"files the user quantized ({_and(list(f.user_precisions))}), predicted from the kernels' "
+                         "own precisions")
+        out.append("The files measured include " + " and ".join(parts) + ".")
     if any(LEVEL_ARITHMETIC.get(level or "fp32", "fp32") != "fp32" for level in f.levels):
         out.append("fp16 and int8 variants were predicted from the fp32 graph divided by per-core speed-up factors "
                    "fitted on paired ncnn measurements.")
@@ -291,14 +341,27 @@ def _latency_paragraph(f: RunFacts) -> str:
 def _memory_paragraph(f: RunFacts) -> str:
     if not f.backends:
         return "No memory measurement could be made in this run (see the rows' memory errors)."
+    pinned = {name: (version, conv, conv_version) for name, version, conv, conv_version in f.runtime_versions}
+
+    def converted(runtime: str) -> str:
+        version, conv, conv_version = pinned.get(runtime, (None, None, None))
+        head = f" {version}" if version else ""
+        return head + (f" (converted with {conv} {conv_version})" if conv else "")
+
     names = {"torch": f"PyTorch{_version(f, 'torch')} {{cite:pytorch}}",
-             "onnxruntime": f"ONNX Runtime{_version(f, 'onnxruntime')} {{cite:onnxruntime}} (on the ONNX export)"}
+             "onnxruntime": f"ONNX Runtime{_version(f, 'onnxruntime')} {{cite:onnxruntime}} (on the ONNX export)",
+             "tflite": f"LiteRT{converted('tflite')} {{cite:litert}}",
+             "ncnn": f"ncnn{converted('ncnn')} {{cite:ncnn}}"}
     runtimes = _and([names.get(r, r) for r in f.runtimes])
     sandboxes = []
     for backend in f.backends:
         if backend == "docker":
             engine = f" (Docker engine {f.docker_version})" if f.docker_version else ""
-            image = f", image {{code:{f.image_id.removeprefix('docker:')[:19]}}}" if f.image_id else ""
+            if f.images:
+                image = ", images " + _and([f"{{code:{tag} {ident.removeprefix('docker:')[:19]}}}"
+                                            for tag, ident in f.images])
+            else:
+                image = f", image {{code:{f.image_id.removeprefix('docker:')[:19]}}}" if f.image_id else ""
             sandboxes.append(f"a Docker container{engine} without network, with a read-only root file system and "
                              f"every capability dropped{image}")
         elif backend == "process":
@@ -314,8 +377,16 @@ def _memory_paragraph(f: RunFacts) -> str:
            f"{_and(sandboxes)}, limited to each device's RAM ({limits}), for {passes}. Profiles with the same "
            "RAM share one measurement. The runtime's shared libraries were read once beforehand, outside the limited "
            "runs, so every run starts from the same page-cache state. The peak reported is the process's resident "
-           "high-water mark ({code:VmHWM}); a model fits a device only if the run completed and its VmHWM stayed "
-           "within the limit."]
+           "high-water mark ({code:VmHWM}); a model runs on a device only if the run completed and its VmHWM "
+           "stayed within the limit."]
+    if f.input_shapes:
+        out.append(f"Every model was run with input {_and(list(f.input_shapes))}.")
+    if f.budgets:
+        budgets = _and([f"{label} {mb} MB" for label, mb in f.budgets])
+        out.append("The verdict compares the peak with each device's app budget, what one app can use before the "
+                   f"OS's low-memory killer stops it ({budgets}; estimates per device class from published figures, "
+                   "with their sources in the profiles): fits within the budget, tight above it but within the RAM, "
+                   "OOM killed at the RAM limit.")
     if f.inferred_rows:
         total = f.inferred_rows + f.measured_rows
         out.append(f"{f.inferred_rows} of the {total} memory figures were not measured at their own limit: each "
@@ -334,15 +405,18 @@ def _limitations(f: RunFacts) -> list[str]:
     if f.host_machine and f.host_machine not in ("aarch64", "arm64", "armv7l", "armv8l"):
         items.append(f"Memory was measured on an {f.host_machine} host, not on the phones' ARM CPUs: code size, "
                      "allocator behaviour and kernel choices of the ARM build differ, so peak RAM on a device may differ.")
-    if f.runtime_baseline_mb:
-        lo, hi = f.runtime_baseline_mb
-        span = f"{lo:g} MB" if lo == hi else f"{lo:g}-{hi:g} MB"
-        items.append(f"Peak RAM includes the measurement runtime's own footprint ({span} before the model was "
-                     "loaded); an on-device runtime such as TFLite or ncnn has a baseline of its own.")
+    if f.baselines:
+        spans = [f"{rt} {lo:g} MB" if lo == hi else f"{rt} {lo:g}-{hi:g} MB" for rt, lo, hi in f.baselines]
+        on_device = any(rt in ("tflite", "ncnn") for rt, _, _ in f.baselines)
+        items.append(f"Peak RAM includes the measurement runtime's own footprint before the model was loaded "
+                     f"({_and(spans)})" + ("; an on-device runtime such as TFLite or ncnn has a smaller baseline of "
+                                          "its own." if not on_device else ", so rows of different runtimes differ "
+                                          "by that footprint as well as by the model."))
     if f.backends:
-        items.append("Device RAM is not all available to an app (the OS reserves a share), so fitting is necessary, "
-                     "not sufficient; the phone's OS is not emulated (no low-memory killer, thermal throttling or "
-                     "background apps).")
+        budget = ("The app budgets are estimates per device class (Android, Android Go, KaiOS), not measurements on "
+                  "each phone; " if f.budgets else "Device RAM is not all available to an app (the OS reserves a "
+                  "share), so fitting is necessary, not sufficient; ")
+        items.append(budget + "the phone's OS is not emulated (no thermal throttling or background apps).")
     e = f.estimator
     if f.estimator_profiles and e is not None:
         spread = f"; {e.same_core_spread}" if e.same_core_spread else "; a single device can be further off"
@@ -372,11 +446,11 @@ def _paragraphs(f: RunFacts) -> tuple[str, str, list[str], str]:
     intro = (f"Results were produced with lodevem {f.lodevem_version} {{cite:lodevem}}"
              + (f" (commit {{code:{f.git_commit[:12]}}}" + (" with local changes" if f.git_dirty else "") + ")"
                 if f.git_commit else "")
-             + f" for {len(f.models)} model{'s' if len(f.models) != 1 else ''} on {len(f.profiles)} device profile"
+             + f" for {f.counts.text() if f.counts else f'{len(f.models)} models'} on {len(f.profiles)} device profile"
              + ("s" if len(f.profiles) != 1 else "") + f" ({_and(list(f.tiers))}): {'; '.join(f.devices)}.")
     provenance = ("Each device profile cites the sources of its specifications, and the run's manifest "
                   "({code:benchmark_results.json}, {code:environment}) records the command, package versions, "
-                  "the sandbox image and the sha256 of every model and profile.")
+                  "the sandbox images and the sha256 of every model and profile.")
     return intro + " " + _latency_paragraph(f), _memory_paragraph(f), _limitations(f), provenance
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
+from ..safe_io import printable
 from ..errors import SandboxError
 from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
@@ -115,6 +116,8 @@ class ModelSection:
     param_bytes: Optional[int] = None
     precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed
     quantization: Optional[str] = None  # "scheme, backend"
+    input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
+    input_shape_warning: Optional[str] = None  # the default shape contradicted by the first layers
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
@@ -130,7 +133,9 @@ class ModelSection:
                    input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
                    input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
                    precision=precision if precision in FILE_PRECISIONS else None,
-                   quantization=f"{scheme}, {backend}" if scheme and backend else None)
+                   quantization=f"{scheme}, {backend}" if scheme and backend else None,
+                   input_shape_source=_text(data.get("input_shape_source"), 40),
+                   input_shape_warning=_text(data.get("input_shape_warning"), 300))
 
 
 @dataclass(frozen=True)
@@ -262,7 +267,8 @@ def _typed(data: dict[str, Any], host_paths: dict[str, str]) -> WorkerReply:
         message = _text(error.get("message")) or "the worker failed without a message"
         for inside, host in sorted(host_paths.items(), key=lambda kv: -len(kv[0])):
             message = message.replace(inside, host)
-        failure = WorkerFailure(_text(error.get("kind"), 40) or "internal", message)
+        # the model's own words, maybe with terminal escapes: escaped here, where they enter the host
+        failure = WorkerFailure(_text(error.get("kind"), 40) or "internal", printable(message, _MAX_TEXT))
     return WorkerReply(
         ok=data.get("ok") is True and failure is None,
         schema_version=_integer(data.get("schema_version")),
@@ -322,7 +328,7 @@ class SandboxRun:
         if out.oom_killed:
             return "oom", f"out of memory at {out.limit_mb} MB ({out.limit_enforcement})"
         if self.reply is None:
-            last = (out.stderr_tail.strip().splitlines() or ["no output"])[-1][:200]
+            last = printable((out.stderr_tail.strip().splitlines() or ["no output"])[-1], 200)
             return "error", f"worker died with exit code {out.exit_code} and no result: {last}"
         if self.reply.failure is not None:
             return "error", self.reply.failure.message

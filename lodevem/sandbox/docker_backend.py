@@ -27,9 +27,18 @@ from . import image as image_mod
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..worker import WorkerRequest, artifact_files
 from .engine import EngineAPI
-from .base import PIDS_LIMIT, POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
+from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
+from .base import PIDS_LIMIT, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
+from .watch import WatchResult, watch
 
 LABEL = "lodevem"
+REQUEST_IN_IMAGE = "/request/request.json"
+# A container's log on the host's disk: one json-file of at most this size (Docker rotates it
+# away past it), so a model that prints 300 MB leaves at most this much; the host reads back only
+# the last lines of it (Docker splits a line into 16 KiB messages, so lines bound the bytes).
+LOG_MAX_SIZE = "8m"
+LOG_TAIL_LINES = 256
+PROGRESS_LINES = 20
 CONTAINER_USER = "1000:1000"  # the image's `bench` user
 PKG_IN_IMAGE = "/opt/lodevem/lodevem"
 
@@ -170,6 +179,12 @@ class DockerBackend(Cancellable):
         for name in image_mod.RUNTIME_IMAGES.get(runtime, ("bench",)):
             self._image(image_mod.IMAGES[name], runtime)
         return f"docker:{self._image(image_mod.spec_for('measure', runtime), runtime)}"
+
+    def image_ids(self) -> dict[str, str]:
+        """Tag -> id of every image this backend has looked up (what the run used), for the manifest."""
+        with self._images_lock:
+            return {image_mod.IMAGES[name].tag if name in image_mod.IMAGES else name: found
+                    for name, found in self._images.items()}
 
     def _image(self, spec: "image_mod.ImageSpec", runtime: str) -> str:
         """The id of ``spec``'s image, looked up once; one-line BackendUnavailable when missing."""
@@ -336,28 +351,46 @@ class DockerBackend(Cancellable):
                        timeout_s: float, reference_s: Optional[float], on_progress: Optional[ProgressFn],
                        scratch: Optional[Path]) -> RunOutcome:
         import docker.errors
+        from docker.types import LogConfig, Mount
 
         threads = str(request.threads)
         limits: dict[str, Any] = {}
         if limit_mb is not None:
             limits = {"mem_limit": f"{limit_mb}m", "memswap_limit": f"{limit_mb}m"}
         started = time.monotonic()
-        container = self.client.containers.create(
-            self._image_for(request), ["--request", request.to_json()], **limits,
-            network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
-            environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
-            labels=_labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
-        )
+        # The request in a read-only file, not on the command line (--arch-kwargs can be long);
+        # the container's log capped on the host's disk (json-file, one file of LOG_MAX_SIZE).
+        request_dir = tempfile.mkdtemp(prefix="lodevem-request-")
+        request_file = Path(request_dir) / "request.json"
+        request_file.write_text(request.to_json(), encoding="utf-8")
+        if os.geteuid() == 0:  # the container's user reads it; nobody else on the host
+            os.chown(request_dir, CONTAINER_UID, CONTAINER_UID)
+            os.chown(request_file, CONTAINER_UID, CONTAINER_UID)
+        else:  # a 0700 folder of ours is closed to uid 1000
+            os.chmod(request_dir, 0o755)
+            os.chmod(request_file, 0o644)
+        mounts = [*mounts, Mount(REQUEST_IN_IMAGE, str(request_file), type="bind", read_only=True)]
+        try:
+            container = self.client.containers.create(
+                self._image_for(request), ["--request-file", REQUEST_IN_IMAGE], **limits,
+                network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
+                security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
+                log_config=LogConfig(type=LogConfig.types.JSON, config={"max-size": LOG_MAX_SIZE, "max-file": "1"}),
+                environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
+                labels=_labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
+            )
+        except BaseException:
+            shutil.rmtree(request_dir, ignore_errors=True)
+            raise
         self.live.add(container)
         try:
             container.start()
             monitor = ThrashMonitor(limit_mb * 2**20 if limit_mb else None, reference_s)
             try:
-                exit_code, timed_out, evidence, breach = self._watch(container, monitor, started, timeout_s,
-                                                                     on_progress, scratch)
-                stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-                stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
+                ended = self._watch(container, monitor, started, timeout_s, on_progress, scratch)
+                exit_code, timed_out, evidence, breach = ended.exit_code, ended.timed_out, ended.evidence, ended.breach
+                stdout = _log_tail(container, REPLY_TAIL_BYTES, stdout=True)
+                stderr = _log_tail(container, OUTPUT_TAIL_BYTES, stdout=False)
                 container.reload()
                 state = container.attrs.get("State", {})
             except docker.errors.APIError as exc:
@@ -380,43 +413,46 @@ class DockerBackend(Cancellable):
             except Exception:  # removed by the signal path already
                 pass
             self.live.discard(container)
+            shutil.rmtree(request_dir, ignore_errors=True)
 
     def _watch(self, container: Any, monitor: ThrashMonitor, started: float, timeout_s: float,
-               on_progress: Optional[ProgressFn], scratch: Optional[Path]
-               ) -> tuple[Optional[int], bool, Optional[str], str]:
-        """Block in ``wait`` POLL_S at a time (no busy loop), sampling cgroup stats and the scratch
-        folder's size in between. Returns (exit code, timed out, thrashing evidence, disk breach)."""
+               on_progress: Optional[ProgressFn], scratch: Optional[Path]) -> WatchResult:
+        """The shared watch loop (``watch.watch``) with the container's wait, stats and kill, the
+        scratch folder's size as a further limit, and the progress lines of stderr's tail."""
         import requests
 
-        seen_lines = 0
-        while True:
+        def wait(timeout: float) -> Optional[int]:
             try:
-                return int(container.wait(timeout=POLL_S)["StatusCode"]), False, None, ""
+                return int(container.wait(timeout=timeout)["StatusCode"])
             except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
-                pass
-            now = time.monotonic()
-            usage, faults = self._sample(container)
-            monitor.add(now, usage, faults)
-            evidence = monitor.check(now)
-            timed_out = now - started > timeout_s
-            if self.cancelled.is_set():
+                return None
+
+        def kill() -> Optional[int]:
+            try:
                 container.kill()
-                raise Cancelled("measurement cancelled")
-            if on_progress is not None:
-                lines = container.logs(stdout=False, stderr=True).decode(errors="replace").splitlines()
-                for line in lines[seen_lines:]:
-                    on_progress(line)
-                seen_lines = len(lines)
+            except Exception:
+                pass
+            return int(container.wait(timeout=30)["StatusCode"])
+
+        def breach() -> str:
             written = _tree_bytes(scratch) if scratch is not None else 0
-            breach = (f"stopped: the sandbox wrote {written / 2**20:.0f} MB into its output folder, over the "
-                      f"{self.max_output_bytes // 2**20} MB cap") if written > self.max_output_bytes else ""
-            if evidence is not None or timed_out or breach:
-                try:
-                    container.kill()
-                except Exception:
-                    pass
-                status = container.wait(timeout=30)
-                return int(status["StatusCode"]), timed_out and evidence is None and not breach, evidence, breach
+            return (f"stopped: the sandbox wrote {written / 2**20:.0f} MB into its output folder, over the "
+                    f"{self.max_output_bytes // 2**20} MB cap") if written > self.max_output_bytes else ""
+
+        last: list[str] = []  # the last stderr line passed on
+
+        def progress() -> None:  # the new lines among the last few of stderr (never the whole log)
+            if on_progress is None:
+                return
+            lines = _log_tail(container, OUTPUT_TAIL_BYTES, stdout=False, lines=PROGRESS_LINES).splitlines()
+            seen = max((i + 1 for i, line in enumerate(lines) if last and line == last[0]), default=0)
+            for line in lines[seen:]:
+                on_progress(line)
+            if lines:
+                last[:] = lines[-1:]
+
+        return watch(wait, lambda: self._sample(container), kill, monitor, started, timeout_s,
+                     cancelled=self.cancelled, breach=breach, tick=progress)
 
     @staticmethod
     def _sample(container: Any) -> tuple[Optional[int], Optional[int]]:
@@ -442,6 +478,13 @@ class DockerBackend(Cancellable):
 # folder is the only place the container can write outside its tmpfs.
 MAX_OUTPUT_BYTES = 4 * 2**30
 CONTAINER_UID = 1000
+
+
+def _log_tail(container: Any, max_bytes: int, *, stdout: bool, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``max_bytes`` of the container's stdout (or stderr), from its last ``lines``
+    log lines: the host never reads the whole log."""
+    data = container.logs(stdout=stdout, stderr=not stdout, tail=lines)
+    return data[-max_bytes:].decode(errors="replace")
 
 
 def _tree_bytes(folder: Path) -> int:

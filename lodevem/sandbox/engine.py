@@ -92,7 +92,7 @@ class EngineAPI:
 
     def containers(self, label: str) -> list[ListedContainer]:
         """Every container (running or not) carrying ``label`` (``key=value``)."""
-        filters = urllib.parse.quote(json.dumps({"label": [label]}))
+        filters = urllib.parse.quote(json.dumps({"label": [label]}, allow_nan=False))
         status, data = self._get(f"/containers/json?all=1&filters={filters}")
         if status != 200 or not isinstance(data, list):
             raise OSError(f"the Docker engine answered {status} when listing containers")

@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ..errors import Cancelled
+from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
 from ..worker import WorkerRequest
 from . import image as image_mod
-from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
+from .base import Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
+from .watch import TailBuffer, drain, kill_group, wait_child, watch
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _LAUNCHER = (
@@ -197,20 +198,30 @@ class ProcessBackend(Cancellable):
                # No current folder on sys.path: the user's code is importable only through --code,
                # as in the container (else a run from the project folder would pass here and fail there).
                "PYTHONSAFEPATH": "1"}
-        cmd = [self.python, "-c", _LAUNCHER, str(cgroup.path / "cgroup.procs") if cgroup else "", str(rlimit),
-               "-m", "lodevem.worker", "--request", request.to_json()]
         started = time.monotonic()
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # The request travels in a file (--arch-kwargs can be long; an argument list has a limit)
+        # and the output through pipes into tail buffers: the host never holds more than their tails.
+        out, err = TailBuffer(REPLY_TAIL_BYTES), TailBuffer(OUTPUT_TAIL_BYTES)
+        with tempfile.NamedTemporaryFile("w", prefix="lodevem-request-", suffix=".json") as request_file:
+            request_file.write(request.to_json())
+            request_file.flush()
+            cmd = [self.python, "-c", _LAUNCHER, str(cgroup.path / "cgroup.procs") if cgroup else "", str(rlimit),
+                   "-m", "lodevem.worker", "--request-file", request_file.name]
             try:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                        start_new_session=True)
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True)
+                readers = [drain(proc.stdout, out), drain(proc.stderr, err)]  # type: ignore[arg-type]
                 monitor = ThrashMonitor(limit_bytes, reference_s)
                 try:
-                    timed_out, evidence = self._watch(proc, cgroup, monitor, started, timeout_s)
+                    sample = cgroup.usage_and_faults if cgroup else lambda: (None, None)
+                    ended = watch(lambda t: wait_child(proc, t), sample,
+                                  lambda: kill_group(proc), monitor, started, timeout_s, cancelled=self.cancelled)
                 finally:
                     if proc.poll() is None:  # KeyboardInterrupt or an error in the watch loop
-                        os.killpg(proc.pid, signal.SIGKILL)
-                        proc.wait()
+                        kill_group(proc)
+                    for reader in readers:  # the pipes close when the group is gone
+                        reader.join(timeout=5)
+                timed_out, evidence = ended.timed_out, ended.evidence
                 oom_kills = cgroup.oom_kills() if cgroup else 0
                 observed = monitor.summary()
                 if cgroup is not None:
@@ -219,9 +230,9 @@ class ProcessBackend(Cancellable):
             finally:
                 if cgroup is not None:
                     cgroup.__exit__(None, None, None)
-            out.seek(0)
-            err.seek(0)
-            stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        stdout, stderr = out.text(), err.text()
+        if err.dropped:
+            observed["stderr_dropped_bytes"] = err.dropped
         if on_progress is not None:
             for line in stderr.splitlines():
                 on_progress(line)
@@ -237,25 +248,3 @@ class ProcessBackend(Cancellable):
             stdout=stdout, stderr_tail=tail(stderr), limit_mb=limit_mb, limit_enforcement=self.enforcement(limit_mb),
             observed=observed)
 
-    def _watch(self, proc: subprocess.Popen, cgroup: Optional[_Cgroup], monitor: ThrashMonitor, started: float,
-               timeout_s: float) -> tuple[bool, Optional[str]]:
-        """Wait POLL_S at a time (blocking, no busy loop); sample the cgroup; kill on timeout/thrash."""
-        while True:
-            try:
-                proc.wait(timeout=POLL_S)
-                return False, None
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if cgroup is not None:
-                monitor.add(now, *cgroup.usage_and_faults())
-            evidence = monitor.check(now)
-            timed_out = now - started > timeout_s
-            if self.cancelled.is_set():
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise Cancelled("measurement cancelled")
-            if evidence is not None or timed_out:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                return timed_out and evidence is None, evidence

@@ -30,7 +30,6 @@ died of SIGKILL with no timeout or thrashing to explain it, or when the job ende
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -43,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..store import digest
+from ..safe_io import read_tail
+from ..store import digest, file_digest
 from ..worker.registry import CONVERT_ACTIONS
 from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..worker import WorkerRequest
@@ -84,18 +84,7 @@ class JobCounts:
 
 def _read_tail(path: Path, cap: int = _READ_CAP) -> str:
     """The last ``cap`` bytes of a text file a job wrote (no link followed), '' when absent."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - cap), os.SEEK_SET)
-        return os.read(fd, cap).decode(errors="replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
+    return read_tail(path, cap)
 
 
 def _report(path: Path) -> Optional[dict[str, Any]]:
@@ -239,11 +228,7 @@ class SlurmBackend(Cancellable):
         with self._lock:
             if key in self._copied:
                 return self._copied[key]
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-        target = self.workdir / "models" / f"{digest.hexdigest()[:32]}{path.suffix}"
+        target = self.workdir / "models" / f"{file_digest(path)[:32]}{path.suffix}"  # regular files only
         if not target.is_file() or target.stat().st_size != st.st_size:
             tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
             shutil.copyfile(path, tmp)
@@ -321,7 +306,7 @@ class SlurmBackend(Cancellable):
                 raise SandboxError(f"sbatch refused the job: {' '.join(str(exc).split())[:300]}") from None
         (run_dir / "job.json").write_text(json.dumps({"job_id": str(job.job_id), "owner_pid": os.getpid(),
                                                       "owner_host": os.uname().nodename,
-                                                      "submitted": time.time()}))
+                                                      "submitted": time.time()}, allow_nan=False))
         return job
 
     def _job_alive(self, job_id: str) -> bool:

@@ -26,7 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from .base import POLL_S, ThrashMonitor
+from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
+from .base import ThrashMonitor
+from .watch import TailBuffer, drain, kill_group, wait_child, watch
 
 REPORT = "report.json"
 STARTED = "started"
@@ -86,10 +88,14 @@ class JobCgroup:
         return self.read_int("memory.usage_in_bytes"), self.keyed("memory.stat", "total_pgmajfault")
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data))
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    _write_text(path, json.dumps(data, allow_nan=False))
 
 
 def run_in_job(run_dir: str, timeout_s: float, threads: int, reference_s: Optional[float] = None) -> None:
@@ -103,28 +109,24 @@ def run_in_job(run_dir: str, timeout_s: float, threads: int, reference_s: Option
            "PYTHONPATH": os.pathsep.join([pkg_parent] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     monitor = ThrashMonitor(cgroup.limit_bytes if cgroup else None, reference_s)
     started = time.monotonic()
-    timed_out, evidence = False, None
-    with open(folder / WORKER_STDOUT, "wb") as out, open(folder / WORKER_STDERR, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "lodevem.worker", "--request-file", str(folder / REQUEST)],
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        try:
-            while True:
-                try:
-                    proc.wait(timeout=POLL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                now = time.monotonic()
-                if cgroup is not None:
-                    monitor.add(now, *cgroup.sample())
-                evidence = monitor.check(now)
-                timed_out = now - started > timeout_s and evidence is None
-                if evidence is not None or timed_out:
-                    break
-        finally:
-            if proc.poll() is None:  # timeout, thrashing, or the job being cancelled (SIGTERM)
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    # Output through pipes into tail buffers, written to the run folder at the end: a model that
+    # prints without end fills neither the node's memory nor the shared folder.
+    out, err = TailBuffer(REPLY_TAIL_BYTES), TailBuffer(OUTPUT_TAIL_BYTES)
+    proc = subprocess.Popen([sys.executable, "-m", "lodevem.worker", "--request-file", str(folder / REQUEST)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
+    readers = [drain(proc.stdout, out), drain(proc.stderr, err)]  # type: ignore[arg-type]
+    try:
+        ended = watch(lambda t: wait_child(proc, t), cgroup.sample if cgroup else lambda: (None, None),
+                      lambda: kill_group(proc), monitor, started, timeout_s)
+    finally:
+        if proc.poll() is None:  # the job being cancelled (SIGTERM) or an error in the loop
+            kill_group(proc)
+        for reader in readers:
+            reader.join(timeout=5)
+        for name, buffer in ((WORKER_STDOUT, out), (WORKER_STDERR, err)):
+            _write_text(folder / name, buffer.text())
+    timed_out, evidence = ended.timed_out, ended.evidence
     observed = monitor.summary()
     oom_kills = 0
     if cgroup is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..errors import InputError
+from ..safe_io import CODE_TOTAL_BYTES, Kind, clip, hash_into, read_text
 
 __all__ = ["ModelLoading", "code_digest", "with_code_hint"]
 
@@ -27,12 +28,15 @@ _ARCH = re.compile(r"^(zoo:[\w-]+|[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\
 
 
 def _code_files(root: Path) -> Iterable[Path]:
+    """Every entry of a --code folder to hash, links included (``os.walk`` does not descend into
+    linked folders; ``safe_io.hash_into`` hashes a link as its target string)."""
     if root.is_file():
         yield root
         return
     count = 0
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        files = [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not os.path.islink(os.path.join(folder, d)))
         for name in sorted(files):
             if name.endswith(_SKIPPED_SUFFIXES):
                 continue
@@ -44,18 +48,72 @@ def _code_files(root: Path) -> Iterable[Path]:
 
 
 def code_digest(paths: Iterable[Path]) -> str:
-    """sha256 over every code file's relative path and bytes (bytecode caches skipped)."""
+    """sha256 over every code file's relative path and bytes (bytecode caches skipped), streamed
+    through ``safe_io.hash_into``: links hashed as links, FIFOs and devices refused, each file and
+    all of them together size-capped (``safe_io.CODE_FILE``, ``CODE_TOTAL_BYTES``)."""
     digest = hashlib.sha256()
+    budget = [CODE_TOTAL_BYTES]
     for root in paths:
         digest.update(b"entry\0" + root.name.encode() + b"\0")
         for path in _code_files(root):
             rel = path.relative_to(root).as_posix() if root.is_dir() else path.name
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise InputError(f"--code {path}: cannot read ({exc.strerror})") from None
-            digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+            digest.update(os.fsencode(rel) + b"\0")
+            hash_into(digest, path, budget)
     return digest.hexdigest()
+
+
+# --arch-kwargs are a callable's keyword arguments (widths, class counts), not data: a few hundred
+# bytes in practice. Past these they are refused before json parses them (a 5,000-deep nesting
+# is a RecursionError in json, 128 KB no longer fits an exec argument list).
+MAX_ARCH_KWARGS_BYTES = 16 * 2**10
+MAX_ARCH_KWARGS_DEPTH = 16
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def parse_arch_kwargs(text: str) -> dict[str, Any]:
+    """``--arch-kwargs`` as a dict, within ``MAX_ARCH_KWARGS_BYTES`` and ``MAX_ARCH_KWARGS_DEPTH``;
+    each problem is one ``InputError`` naming the option."""
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_ARCH_KWARGS_BYTES:
+        raise InputError(f"--arch-kwargs: {size} bytes; at most {MAX_ARCH_KWARGS_BYTES // 1024} KiB of JSON "
+                         "(keyword arguments of the --arch callable)")
+    # Brackets bound the depth before json recurses into them: a string holding brackets only
+    # overestimates, which the exact check below corrects.
+    opened = max_open = 0
+    for char in text:
+        if char in "[{":
+            opened += 1
+            max_open = max(max_open, opened)
+        elif char in "]}":
+            opened -= 1
+    too_deep = max_open > 4 * MAX_ARCH_KWARGS_DEPTH
+    kwargs: Any = None
+    if not too_deep:
+        try:
+            kwargs = json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError:
+            too_deep = True
+        except ValueError as exc:
+            raise InputError(f"--arch-kwargs: not valid JSON ({clip(str(exc))})") from None
+    if too_deep or _depth(kwargs) > MAX_ARCH_KWARGS_DEPTH:
+        raise InputError(f"--arch-kwargs: nested deeper than {MAX_ARCH_KWARGS_DEPTH} levels")
+    if not isinstance(kwargs, dict):
+        raise InputError(f"--arch-kwargs: expected a JSON object of keyword arguments, got {clip(text, 80)!r}")
+    return kwargs
 
 
 @dataclass(frozen=True)
@@ -95,12 +153,7 @@ class ModelLoading:
         if arch_kwargs is not None:
             if arch is None:
                 raise InputError("--arch-kwargs needs --arch")
-            try:
-                kwargs = json.loads(arch_kwargs)
-            except ValueError as exc:
-                raise InputError(f"--arch-kwargs: not valid JSON ({exc})") from None
-            if not isinstance(kwargs, dict):
-                raise InputError(f"--arch-kwargs: expected a JSON object of keyword arguments, got {arch_kwargs!r}")
+            kwargs = parse_arch_kwargs(arch_kwargs)
         return cls(code=tuple(entries), digest=code_digest(entries) if entries else "", arch=arch,
                    arch_kwargs=kwargs)
 
@@ -109,7 +162,7 @@ class ModelLoading:
         """What cache keys add for this loading ('' when the file loads on its own)."""
         if not self.code and self.arch is None:
             return ""
-        return json.dumps([self.digest, self.arch, self.arch_kwargs], sort_keys=True)
+        return json.dumps([self.digest, self.arch, self.arch_kwargs], sort_keys=True, allow_nan=False)
 
     def describe(self) -> dict[str, Any]:
         """For the manifest."""
@@ -127,6 +180,7 @@ class ModelLoading:
 _MISSING_MODULE = re.compile(r"module '([A-Za-z_]\w*)(?:\.[\w.]*)?' is not importable")
 _MISSING_MAIN_CLASS = re.compile(r"class '([A-Za-z_]\w*)' was defined in the script that saved it")
 _HINT_SCRIPTS, _HINT_SCRIPT_BYTES = 200, 512 * 1024
+_HINT_SCRIPT = Kind("script", _HINT_SCRIPT_BYTES)
 
 
 def _shown(path: Path, cwd: Path) -> str:
@@ -144,11 +198,8 @@ def _search_folders(model_path: Path, cwd: Path) -> list[Path]:
 
 def _defines_class(script: Path, name: str) -> bool:
     try:
-        if not script.is_file() or script.stat().st_size > _HINT_SCRIPT_BYTES:
-            return False
-        with script.open("rb") as handle:
-            text = handle.read(_HINT_SCRIPT_BYTES).decode("utf-8", "replace")
-    except OSError:
+        text = read_text(script, _HINT_SCRIPT)  # a regular file within the cap, else no hint
+    except InputError:
         return False
     return re.search(rf"^\s*class\s+{re.escape(name)}\b", text, re.MULTILINE) is not None
 

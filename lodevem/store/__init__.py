@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
+from ..safe_io import json_text
+
 __all__ = ["FORMAT_VERSION", "MAX_ARTIFACT_BYTES", "MAX_RECORD_BYTES", "Artifact", "ArtifactStore", "cache_root",
            "digest", "file_digest", "write_atomic"]
 
@@ -54,7 +56,7 @@ FORMAT_VERSION = 2
 # Largest file a sandbox run may hand to the store (the sandbox's scratch cap is the same 4 GiB).
 MAX_ARTIFACT_BYTES = 4 * 2**30
 # Largest JSON record read back (a measurement record is ~2 KB; a sidecar less).
-MAX_RECORD_BYTES = 1 * 2**20
+MAX_RECORD_BYTES = 1 * 2**20  # = safe_io.CACHE_RECORD
 CACHE_FOLDER = ".cache"
 
 
@@ -65,13 +67,13 @@ def cache_root(output: Path) -> Path:
 
 def digest(description: Any) -> str:
     """sha256 (hex) of a JSON-able description, canonical: sorted keys, no whitespace."""
-    text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str)
+    text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def file_digest(path: Path | str) -> str:
     """sha256 of a file's bytes, streamed (the digest lodevem names model files by)."""
-    from ..worker.formats import file_sha256
+    from ..safe_io import sha256_file as file_sha256  # regular files only: a FIFO or /dev/zero is refused
 
     return file_sha256(str(path))
 
@@ -91,22 +93,14 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def _read_json(path: Path) -> Optional[Any]:
-    """A JSON file lodevem wrote, read bounded: a regular file under ``MAX_RECORD_BYTES``, else None."""
+    """A JSON file lodevem wrote, read through ``safe_io`` (a regular file, no link, under
+    ``MAX_RECORD_BYTES``), else None."""
+    from ..safe_io import CACHE_RECORD, UnsafeInput, read_bytes
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        return json.loads(read_bytes(path, CACHE_RECORD, follow=False).decode("utf-8"))
+    except (UnsafeInput, ValueError):
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_RECORD_BYTES + 1)
-        return json.loads(data.decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
 
 
 def _stat(path: Path) -> Optional[list[int]]:
@@ -224,7 +218,7 @@ class ArtifactStore:
         for name in found:
             stats = _stat(folder / name)
             files[name] = [*stats, sums[name]] if stats else None
-        write_atomic(self.sidecar(main), json.dumps({"format_version": FORMAT_VERSION, "kind": kind,
+        write_atomic(self.sidecar(main), json_text({"format_version": FORMAT_VERSION, "kind": kind,
                                                      "maker": dict(maker), "files": files,
                                                      "info": dict(info or {})}, indent=1, default=str))
         paths = tuple(folder / n for n in [*names, *[o for o in optional if o in found]])
@@ -263,5 +257,5 @@ class ArtifactStore:
 
     def put_record(self, kind: str, key: str, value: Mapping[str, Any]) -> None:
         write_atomic(self.folder(kind) / f"{key}.json",
-                     json.dumps({"format_version": FORMAT_VERSION, "kind": kind, "value": dict(value)}, indent=1,
-                                default=str))
+                     json_text({"format_version": FORMAT_VERSION, "kind": kind, "value": dict(value)}, indent=1,
+                               default=str))

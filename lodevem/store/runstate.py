@@ -6,12 +6,14 @@ back (``load_state``) and measures only what is missing."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
+from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
 from . import write_atomic
@@ -42,20 +44,20 @@ class RunState:
             "config_key": self.config_key,
             "rows": [r.to_dict() for r in self.rows],
         }
-        write_atomic(path, json.dumps(payload, indent=1))
+        write_atomic(path, json_text(payload, indent=1))
 
     @classmethod
     def load(cls, path: Path) -> Optional["RunState"]:
         """The saved state; None when there is none. A file that is not a state lodevem wrote
         (garbage, another schema, a row missing fields) raises ``InputError`` saying what."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
-        except OSError as exc:
-            raise InputError(f"{path}: unreadable run state ({exc.strerror or exc})") from None
+        try:
+            text = read_text(path, RESULTS_FILE, errors="strict")  # a regular file, size-capped
+        except UnsafeInput as exc:
+            if exc.detail.startswith("not UTF-8"):
+                raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
+            raise InputError(f"{path}: unreadable run state ({exc.detail})") from None
         try:
             payload = json.loads(text)
             if not isinstance(payload, dict) or payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
@@ -69,14 +71,18 @@ class RunState:
 
 
 
-def load_state(output: Path, key: str, resume: bool, warnings: list[str]) -> RunState:
+def load_state(output: Path, key: str, resume: bool, warnings: list[str],
+               pairs: Optional[set[tuple[str, str]]] = None, overwrite: bool = False) -> RunState:
     """The finished rows to keep: those of an interrupted run with the same key under --resume.
 
     ``--resume`` over a run of other models or options refuses (resuming would overwrite its
     rows); a state file lodevem cannot read is set aside under a new name, with a warning, and the
-    run starts afresh.
+    run starts afresh. Without ``--resume``, a folder holding another run's results refuses
+    unless ``overwrite`` (``refuse_other_run``); ``pairs``: the (model, profile) pairs of this run.
     """
     if not resume:
+        if pairs is not None:
+            refuse_other_run(Path(output), key, pairs, overwrite)
         return RunState(key)
     path = Path(output) / STATE_FILE
     try:
@@ -92,6 +98,27 @@ def load_state(output: Path, key: str, resume: bool, warnings: list[str]) -> Run
                      "resume it with the same command, run without --resume to start afresh, or choose "
                      "another --output")
 
+
+
+def refuse_other_run(output: Path, key: str, pairs: set[tuple[str, str]], overwrite: bool = False) -> None:
+    """Refuse to start afresh over another run's results: its rows would be replaced silently
+    (a second ``start`` once turned an 8-row CSV into a 4-row one without a word).
+
+    The same run again (same key, none of its rows outside this run's pairs) replaces nothing it
+    would not write again, so a rerun into its own folder (the cached rerun) stays allowed.
+    """
+    present = [name for name in (CSV_NAME, JSON_NAME, STATE_FILE) if os.path.lexists(output / name)]
+    if overwrite or not present:
+        return
+    try:
+        state = RunState.load(output / STATE_FILE)
+    except InputError:
+        state = None
+    if state is not None and state.config_key == key and state.done() <= pairs:
+        return
+    held = f"{len(state.rows)} rows" if state is not None else ", ".join(present)
+    raise InputError(f"--output {output} holds the results of another run ({held}); continue it with --resume, "
+                     "choose a new --output, or pass --overwrite to replace them")
 
 
 class Recorder:

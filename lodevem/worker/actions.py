@@ -15,6 +15,7 @@ from .memory import MemoryPhases, _released
 from .onnx_export import (_atomic_onnx_save, _metadata, export_module, load_onnx, nn_meter_friendly, onnx_model_info,
                           onnx_section, resolve_static)
 from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
+from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .sparsity import remove_zero_channels, sparsity_report
 from .timing import latency_stats, timed_passes
@@ -47,8 +48,11 @@ def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: 
     """Load the model and fill ``res.model``; returns (eval-mode module, example input)."""
     t0 = time.perf_counter()
     module, fmt, hint = load_torch_model(req.model_path, kind, load_options(req))
+    hint = hint or recorded_input_shape(module)
     shape = req.input_shape or hint or list(DEFAULT_INPUT_SHAPE)
-    res.model = {**_file_info(req.model_path, fmt), **torch_model_info(module, shape)}
+    res.model = {**_file_info(req.model_path, fmt), **torch_model_info(module, shape),
+                 "input_shape_source": SOURCE_REQUEST if req.input_shape else SOURCE_RECORDED if hint
+                 else SOURCE_DEFAULT}
     res.timings_s["load"] = time.perf_counter() - t0
     mem.mark("after_load")
     progress(f"loaded {fmt}, {res.model['params']} params, input {shape} {res.model['input_dtype']}")
@@ -199,8 +203,19 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         torch = _import_torch(req, res, mem)
         module, x = _load_torch(req, res, mem, kind)
         t0 = time.perf_counter()
-        with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
-            timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
+        check = DefaultShapeCheck(module, res.model["input_shape"]) \
+            if res.model.get("input_shape_source") == SOURCE_DEFAULT else None
+        try:
+            with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
+                timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
+        except WorkerError as exc:
+            warning = check.warning() if check is not None else None
+            raise (WorkerError(exc.kind, f"{exc.message}; {warning}") if warning else exc) from None
+        finally:
+            if check is not None:
+                check.close()
+        if check is not None and check.warning():
+            res.model["input_shape_warning"] = check.warning()
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)

@@ -140,10 +140,16 @@ def build_arch(arch: str, kwargs: Optional[dict[str, Any]]) -> Any:
         if build is None or not callable(build):
             raise WorkerError("bad_request", f"--arch {arch}: {module_name} has no callable {attr!r}")
     try:
-        return build(**kwargs)
+        built = build(**kwargs)
     except Exception as exc:
         raise WorkerError("model_failed", f"--arch {arch}: building it with {kwargs or 'no arguments'} raised "
                                           f"{type(exc).__name__}: {first_line(exc, 200)}") from None
+    import torch
+
+    if not isinstance(built, torch.nn.Module):  # else an AttributeError deep in the load, per command
+        raise WorkerError("not_a_model", f"--arch {arch}: the callable returned {type(built).__name__[:80]}, "
+                                         "not an nn.Module; name the class (or a function returning an instance)")
+    return built
 
 
 def weights_of(path: str, obj: Any) -> tuple[dict[str, Any], str]:
