@@ -402,6 +402,8 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
                                         f"(cycles of {v} code = factor x its counts x the core's CPIs; reference: "
                                         "the oldest profiled ncnn)")}
                             for (v, f), x in sorted(result.version_factors.items())],
+        "costed_code": sorted({(p.runtime_version, KERNEL_FAMILY.get(p.uarch, "")) for r in rows
+                               if (p := match_profile(r, profiles)) is not None}),
         "version_factors_note": ("a newer runtime's kernels can run at another IPC on the same core (ncnn 1.0.20250503 "
                                  "executes ~2x the instructions of 1.0.20221128 under the A53 view): one factor per "
                                  "(runtime version, kernel family), fitted where a core has rows of both versions "

@@ -134,6 +134,7 @@ class CostModel:
                                     derived=bool(c["derived"]), source=str(c["source"]))
                 for name, c in params["cores"].items()}
             self.cpi_max = float(params["bounds"]["cpi_max"])
+            self.costed_code: set[tuple[str, str]] = {(str(v), str(f)) for v, f in params["costed_code"]}
             self.version_factors: dict[tuple[str, str], float] = {
                 (str(v["runtime_version"]), str(v["family"])): float(v["factor"]) for v in params["version_factors"]}
             unc = params["uncertainty"]
@@ -197,8 +198,9 @@ class CostModel:
         if profile.runtime_version not in self.runtime_versions.get(profile.runtime, (profile.runtime_version,)):
             note += (f"; {profile.runtime_version} is not a version the fit profiled last "
                      f"({', '.join(self.runtime_versions[profile.runtime])})")
-        elif (profile.runtime_version, family) not in self.version_factors and profile.runtime == "ncnn":
-            note += f"; no dev rows of {profile.runtime_version} on {family} cores: their IPC is assumed unchanged"
+        elif (profile.runtime_version, family) not in self.costed_code:
+            note += (f"; no dev rows were costed with {profile.runtime_version} on {family} cores: its IPC there is "
+                     "assumed to be that of the code the rows ran")
         return ms, ms * max(0.0, 1 - m), ms * (1 + m), note
 
 
