@@ -1,9 +1,17 @@
 #!/usr/bin/env python
-"""How good is the offline latency estimator? Leave-one-device-out on the dev data, or a score
-of any measurement file; plus timing.
+"""How good are the latency predictors? Leave-one-device-out on the dev data, or a score of any
+measurement file; plus timing.
 
-    python benchmarks/latency_accuracy.py [--data benchmarks/data/arm-cpu-latency-dev.csv]
-    python benchmarks/latency_accuracy.py --score FILE     # FILE: the dev CSV's columns
+    python benchmarks/latency_accuracy.py [--predictor estimator|armsim|both] [--data benchmarks/data/arm-cpu-latency-dev.csv]
+    python benchmarks/latency_accuracy.py --score FILE [--predictor ...]   # FILE: the dev CSV's columns
+    python benchmarks/latency_accuracy.py --quick --predictor both         # < 1 min, what the tests run
+
+``--predictor`` (default ``estimator``): which LODO table(s) to print; ``both`` prints both and one
+SCORE line each (estimator first, armsim last). armsim is costed from the stored instruction
+profiles of the dev graphs (``lodevem/data/armsim_dev_profiles.json``: no emulation here) and refitted
+per fold by ``scripts/fit_armsim.py``'s ``fit``. ``--quick``: no timing, no leave-one-model-out,
+and the estimator's figures are the LODO it stored in its params when they were fitted on this
+data (its LODO exports and refits the zoo graphs; armsim's LODO always runs, it takes seconds).
 
 1. Default: leave-one-device-out (LODO). Every device of the dev data is held out in turn, the
    estimator refitted on the others (``scripts/fit_estimator.py``'s ``fit``, the shipped options)
@@ -19,9 +27,11 @@ of any measurement file; plus timing.
 4. Time to predict the 11 zoo models on the shipped profiles (skip with ``--skip-timing``).
 The last line is machine-readable:
 ``SCORE est_1t_fp32=<mape> baseline_1t_fp32=<mape> threads=<mape> fp16=<mape> int8=<mape> oneshot=<mape> rows=<n>``
+or for armsim ``SCORE predictor=armsim armsim_1t_fp32=<mape> threads=... fp16=... int8=... oneshot=... rows=<n>``
 (percent, one decimal; ``na`` where there are no rows).
-Targets (issue 13, LODO): 1-thread fp32 <= 15 % and <= 0.5x the baseline; multi-thread and fp16
-<= 20 %; int8 <= 20 %; one-shot <= 8 %.
+Targets (LODO): estimator (issue 13) 1-thread fp32 <= 15 % and <= 0.5x the baseline; multi-thread and
+fp16 <= 20 %; int8 <= 20 %; one-shot <= 8 %. armsim (issue 23): 1-thread fp32 <= 12 %, multi-thread,
+fp16 and int8 <= 15 %, one-shot <= 6 %; plus its physics checks (``physics_checks``).
 """
 
 from __future__ import annotations
@@ -39,10 +49,13 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
+import fit_armsim as fa  # noqa: E402
 import fit_estimator as fe  # noqa: E402  (the fit script is the single definition of the fit)
 
 TARGETS: dict[str, float] = {"1t_fp32": 15.0, "threads": 20.0, "fp16": 20.0, "int8": 20.0, "oneshot": 8.0}
+ARMSIM_TARGETS: dict[str, float] = {"1t_fp32": 12.0, "threads": 15.0, "fp16": 15.0, "int8": 15.0, "oneshot": 6.0}
 TARGET_RATIO = 0.5
+PREDICTORS = ("estimator", "armsim", "both")
 
 
 def _fmt(label: str, s: Optional[dict]) -> str:
@@ -52,16 +65,17 @@ def _fmt(label: str, s: Optional[dict]) -> str:
             f"{s['bias_pct']:+6.1f}%   {s['rows']:4d}")
 
 
-def report(summary: dict, title: str, targets: bool) -> None:
+def report(summary: dict, title: str, targets: bool, predictor: str = "estimator") -> None:
     """Print the figures of ``fe.score_summary``; ``targets``: say which LODO targets are met."""
     cats = summary["categories"]
+    label_of = {"estimator": "estimator v2", "armsim": f"armsim {fa.COST_MODEL_VERSION}"}[predictor]
     print(title)
     print(f"  {'':<52s} {'MAPE':>7s}   {'±10%':>7s}   {'±25%':>7s}   {'bias':>7s}   rows")
     for key, label in fe.CATEGORIES.items():
-        print(_fmt(f"estimator v2, {label}", cats[key]))
-        if key == "1t_fp32":
+        print(_fmt(f"{label_of}, {label}", cats[key]))
+        if key == "1t_fp32" and summary.get("baseline_1t_fp32"):
             print(_fmt("FLOPs-proportional baseline, 1-thread fp32 rows", summary["baseline_1t_fp32"]))
-            if summary["unseen_core_1t_fp32"]:
+            if summary.get("unseen_core_1t_fp32"):
                 print(_fmt("  of which core type absent from the fit (derived)", summary["unseen_core_1t_fp32"]))
     print(_fmt("one-shot calibration (1 model measured per board/kind)", summary["oneshot"]))
     print(_fmt("all rows", summary["all"]))
@@ -78,15 +92,15 @@ def report(summary: dict, title: str, targets: bool) -> None:
     if not targets:
         return
     print("  targets (LODO):")
-    base = summary["baseline_1t_fp32"]["mape_pct"] if summary["baseline_1t_fp32"] else float("nan")
-    for key, limit in TARGETS.items():
+    base = summary["baseline_1t_fp32"]["mape_pct"] if summary.get("baseline_1t_fp32") else float("nan")
+    for key, limit in (ARMSIM_TARGETS if predictor == "armsim" else TARGETS).items():
         s = summary["oneshot"] if key == "oneshot" else cats[key]
         if not s:
             print(f"    {key:<8s} <= {limit:g}%: no rows")
             continue
         met = s["mape_pct"] <= limit
         extra = ""
-        if key == "1t_fp32":
+        if key == "1t_fp32" and predictor == "estimator":
             ratio = s["mape_pct"] / base if base else float("inf")
             met = met and ratio <= TARGET_RATIO
             extra = f", {ratio:.2f}x the baseline's {base:.1f}% (target <= {TARGET_RATIO:g}x)"
@@ -171,11 +185,122 @@ def timing(cache: Path) -> None:
     print(f"  (median predicted latency over all cells: {a53:.0f} ms)")
 
 
+def armsim_score_file(path: Path, dev: list[fe.Row], profiles: list[fa.DevProfile]) -> dict:
+    """armsim fitted on the dev data, every row of ``path`` that has a stored profile scored."""
+    loaded = fe.load_rows(path, strict=False)
+    for reason in loaded.skipped:
+        print(f"  skipped {path.name} {reason}")
+    missing = fa.unmatched(loaded.rows, profiles)
+    if missing:
+        print(f"  skipped {len(missing)} rows with no stored armsim profile of their graph / ISA / precision: "
+              + ", ".join(sorted({f"{r.model} ({r.runtime}, {r.core})" for r in missing})))
+    result = fa.fit(dev, profiles)
+    return fe.score_summary(fa.score(result, loaded.rows, profiles, {r.core for r in dev}))
+
+
+def estimator_stored_summary() -> Optional[dict]:
+    """The estimator's LODO figures as its params file stored them (valid for the data it names)."""
+    params = json.loads(fe.DEFAULT_OUT.read_text())
+    if params.get("provenance", {}).get("data_sha256") != fe.sha256(fe.DEFAULT_DATA):
+        return None
+    unc = params["uncertainty"]
+    oneshot = {"mape_pct": unc["oneshot_mape_pct"], "rows": unc["oneshot_rows"], "within_10_pct": float("nan"),
+               "within_25_pct": float("nan"), "bias_pct": float("nan")}
+    return {"categories": unc["categories"], "oneshot": oneshot, "per_kind": unc["per_kind"],
+            "baseline_1t_fp32": None, "all": None, "per_runtime": {}, "per_core": {}, "per_board": {}}
+
+
+def report_stored(summary: dict) -> None:
+    print("Estimator v2, leave-one-device-out as stored in lodevem/data/estimator_params.json (--quick: not rerun):")
+    for key, label in fe.CATEGORIES.items():
+        s = summary["categories"][key]
+        print(f"  {'estimator v2, ' + label:<52s} {s['mape_pct']:6.1f}%   {s['rows']:4d} rows" if s else f"  {label}: na")
+    print(f"  {'one-shot calibration':<52s} {summary['oneshot']['mape_pct']:6.1f}%   {summary['oneshot']['rows']:4d} rows")
+
+
+def physics_checks(profiles_path: Path = fa.DEFAULT_PROFILES, params: Path = fa.DEFAULT_OUT) -> list[tuple[str, Optional[bool], str]]:
+    """(check, passed or None when the profiles to decide it are absent, figures) per physics check."""
+    from lodevem.latency.armsim.costmodel import CostModelUnavailable, load
+
+    model = load(params)
+    store = json.loads(profiles_path.read_text())
+    extra = [p for p in store.get("physics", [])]
+    out: list[tuple[str, Optional[bool], str]] = []
+
+    def find(**want: str) -> Optional[fa.DevProfile]:
+        for p in extra + store["profiles"]:
+            if all(str(p.get(k)) == v for k, v in want.items()) and p.get("threads", 1) == 1:
+                return fa.DevProfile(p["graph_key"], p["runtime"], p["runtime_version"], p["isa"], p["uarch"],
+                                     p["precision"], 1,
+                                     {k: int(v) for k, v in p["counts"].items()}, int(p["total_instructions"]))
+        return None
+
+    fp32 = find(graph_key="std:mobilenet_v2", runtime="tflite", isa="armv8.2", precision="fp32")
+    # the fully int8 file (litert-torch PT2E with its quant_config); a QDQ file converted without it
+    # runs TFLite's reference kernels (std_mobilenet_v2_int8.tflite: 3.7x the instructions of fp32)
+    int8 = find(graph_key="std:mobilenet_v2", runtime="tflite", isa="armv8.2", precision="int8",
+                graph_file="std_mobilenet_v2_int8s.tflite")
+    cores = [c for c, cc in model.cores.items() if cc.isa == "armv8.2"]
+    if fp32 is None or int8 is None:
+        out.append(("int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core", None,
+                    "no stored tflite armv8.2 int8 profile of mobilenet_v2"))
+    else:
+        figs = []
+        ok = True
+        for c in sorted(cores):
+            try:
+                a = model.predict_ms(fp32, c, 2.0, 1)[0]
+                b = model.predict_ms(int8, c, 2.0, 1)[0]
+            except CostModelUnavailable as exc:
+                figs.append(f"{c}: {exc}")
+                ok = False
+                continue
+            ok = ok and b < a
+            figs.append(f"{c} fp32 {a:.1f} ms, int8 {b:.1f} ms @2GHz")
+        out.append(("int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core", ok, "; ".join(figs)))
+    # LiteRT's default (XNNPACK without the fp16 flag, what armsim's guest asks for) runs a float file in
+    # fp32 on an fp16-capable core: no half-precision arithmetic in the counts, so the fp16 = fp32 latency.
+    floats = [p for p in store["profiles"] if p["runtime"] == "tflite" and p["isa"] == "armv8.2" and p["precision"] == "fp32"]
+    if not floats:
+        out.append(("tflite on ARMv8.2 runs float files in fp32 by default (fp16 = fp32)", None,
+                    "no stored tflite armv8.2 profile"))
+    else:
+        share = max(p["counts"]["simd_fp16"] / max(1, p["counts"]["simd_arith"]) for p in floats)
+        out.append(("tflite on ARMv8.2 runs float files in fp32 by default (fp16 = fp32)", share < 0.01,
+                    f"{len(floats)} profiles, at most {100 * share:.2f}% of SIMD arithmetic in fp16, path "
+                    f"{sorted({p['precision'] for p in floats})}"))
+    return out
+
+
+def run_armsim(rows: list[fe.Row], args: argparse.Namespace) -> dict:
+    profiles = fa.load_profiles(args.profiles)
+    if args.score is not None:
+        summary = armsim_score_file(args.score, rows, profiles)
+        report(summary, f"Score of {args.score} (armsim fitted on {args.data.name}):", targets=False, predictor="armsim")
+        return summary
+    missing = fa.unmatched(rows, profiles)
+    summary = fe.score_summary(fa.lodo(rows, profiles))
+    devices = len({r.device for r in rows})
+    report(summary, f"armsim leave-one-device-out: {devices} held-out devices, {summary['all']['rows']} rows "
+                    f"({len(missing)} dev rows have no stored profile)", targets=True, predictor="armsim")
+    if missing:
+        print("  rows without a profile: " + ", ".join(sorted({f"{r.core} {r.runtime} {r.precision}" for r in missing})))
+    print("  physics checks (stored profiles, shipped cost model):")
+    for name, ok, figs in physics_checks(args.profiles):
+        print(f"    {'PASS' if ok else 'NO DATA' if ok is None else 'FAIL'}: {name} ({figs})")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=fe.DEFAULT_DATA, help="the dev data (fit and LODO)")
     parser.add_argument("--score", type=Path, default=None, metavar="FILE",
-                        help="score every row of FILE (the dev CSV's columns) with the estimator fitted on the dev data")
+                        help="score every row of FILE (the dev CSV's columns) with the predictor(s) fitted on the dev data")
+    parser.add_argument("--predictor", choices=PREDICTORS, default="estimator",
+                        help="estimator (default), armsim (stored instruction profiles + cost model) or both")
+    parser.add_argument("--profiles", type=Path, default=fa.DEFAULT_PROFILES, help="armsim's stored dev profiles")
+    parser.add_argument("--quick", action="store_true",
+                        help="no timing, no leave-one-model-out, the estimator's stored LODO (< 1 min)")
     parser.add_argument("--onnx-cache", type=Path, default=fe.DEFAULT_CACHE)
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--skip-lomo", action="store_true", help="skip leave-one-model-out")
@@ -184,22 +309,37 @@ def main(argv: list[str] | None = None) -> int:
     if args.score is not None and not args.score.is_file():
         print(f"error: --score {args.score}: not a readable file", file=sys.stderr)
         return 2
-    if not args.skip_timing:
-        timing(args.onnx_cache / "zoo-224")
-        print()
+    if args.predictor != "estimator" and not args.profiles.is_file():
+        print(f"error: --profiles {args.profiles}: not a readable file", file=sys.stderr)
+        return 2
     rows = fe.load_rows(args.data)
-    if args.score is not None:
-        summary = score_file(args.score, rows, args.onnx_cache)
-        report(summary, f"Score of {args.score} (estimator fitted on {args.data.name}):", targets=False)
-    else:
-        works = fe.dev_works(rows, args.onnx_cache)
-        summary = fe.score_summary(fe.lodo(rows, works))
-        devices = len({r.device for r in rows})
-        report(summary, f"Leave-one-device-out: {devices} held-out devices, {summary['all']['rows']} rows", targets=True)
-        if not args.skip_lomo:
+    lines = []
+    if args.predictor in ("estimator", "both"):
+        if not (args.skip_timing or args.quick):
+            timing(args.onnx_cache / "zoo-224")
             print()
-            leave_one_model_out(rows, works)
-    print(fe.score_line(summary))
+        if args.score is not None:
+            summary = score_file(args.score, rows, args.onnx_cache)
+            report(summary, f"Score of {args.score} (estimator fitted on {args.data.name}):", targets=False)
+        elif args.quick and (stored := estimator_stored_summary()) is not None:
+            summary = stored
+            report_stored(summary)
+        else:
+            works = fe.dev_works(rows, args.onnx_cache)
+            summary = fe.score_summary(fe.lodo(rows, works))
+            devices = len({r.device for r in rows})
+            report(summary, f"Leave-one-device-out: {devices} held-out devices, {summary['all']['rows']} rows", targets=True)
+            if not (args.skip_lomo or args.quick):
+                print()
+                leave_one_model_out(rows, works)
+        lines.append(fe.score_line(summary) if summary.get("all") is not None else fe.score_line(
+            dict(summary, all={"rows": sum((s or {}).get("rows", 0) for s in summary["categories"].values())},
+                 baseline_1t_fp32=None)))
+        print()
+    if args.predictor in ("armsim", "both"):
+        lines.append(fa.score_line(run_armsim(rows, args)))
+    for line in lines:
+        print(line)
     return 0
 
 

@@ -1,0 +1,238 @@
+"""armsim's per-core cost model: instruction counts of one inference -> milliseconds on a core.
+
+Why counts and not FLOPs: the runtime itself chose its kernels (Winograd or GEMM, packing, im2col,
+fp16 or int8 paths, dot-product instructions) and the emulator counted what they executed, so the
+cost model only has to say what an instruction of each class costs on a core:
+
+    cycles_1t = v[version, family] * sum_g N_g(profile) * cpi[core][g]   g in GROUPS (simd, memory, scalar)
+    ms        = cycles_1t * A(q[core], n) / (clock_GHz * 1e6),  A(q, n) = (1 - q) + q / n
+
+* Three instruction groups, three cycles-per-instruction figures per core, each bounded below by
+  the core's issue width (an in-order dual-issue Cortex-A53 cannot retire more than 2
+  instructions a cycle, so no group may cost less than 1/2 cycle; memory instructions no less than
+  one per load/store pipe) and above by ``CPI_MAX``. The bounds and their sources are in
+  ``data/armsim_params.json`` beside the fitted figures.
+* Threads: Amdahl per core (``q``), fitted on the multi-thread rows of boards that measured 1 and N
+  threads. A profile counted at N threads is still charged as its 1-thread total: the busiest
+  thread's share is what Amdahl's q stands for, and the dev rows fit q, not per-thread counts.
+* Runtime versions: ``v`` is a cycles factor per (runtime version, kernel family), fitted where a
+  core has dev rows costed with two versions (1 elsewhere, said in the note): newer kernels can run
+  at another IPC on the same core, which instruction counts alone cannot see.
+* No cache model (the profiler counts no misses): memory stalls are folded into the memory
+  group's CPI, which is why it is fitted per core and not fixed at the pipe limit.
+* Uncertainty: a cell states the leave-one-device-out MAPE of its own kind (core x 1/multi thread
+  x precision x runtime), falling back to pooled kinds; ``low = ms * (1 - m)``, ``high = ms * (1 + m)``.
+
+Every number comes from ``data/armsim_params.json``, written by ``scripts/fit_armsim.py`` from the
+stored dev profiles (``data/armsim_dev_profiles.json``); this module holds no fitted constants.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Optional, Protocol, Sequence
+
+__all__ = [
+    "COST_MODEL_VERSION",
+    "DEFAULT_PARAMS",
+    "GROUPS",
+    "CostModel",
+    "CostModelUnavailable",
+    "CoreCost",
+    "KindFigure",
+    "group_counts",
+    "load",
+    "predict_ms",
+]
+
+COST_MODEL_VERSION = "v1"
+DEFAULT_PARAMS: Path = Path(__file__).resolve().parents[2] / "data" / "armsim_params.json"
+
+# Instruction classes of armsim's profiler, grouped by the pipeline that executes them.
+# simd_fp16 and simd_dot are subsets of simd_arith (counted there as well), so they are not summed.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "simd": ("simd_arith",),
+    "memory": ("simd_load", "simd_store", "scalar_load", "scalar_store"),
+    "scalar": ("int_alu", "branch", "other"),
+}
+# Runtime code tuned per core family: ncnn's use_a53_a55_optimized_kernel (set from the MIDR) picks
+# in-order-scheduled kernels on A53 and A55 alike; XNNPACK has per-core GEMMs. A newer runtime's
+# kernels can run at another IPC on the same core, so the cost model carries one cycles factor per
+# (runtime version, family), fitted where the dev data has a core measured with two versions.
+KERNEL_FAMILY: dict[str, str] = {"cortex-a53": "in-order A53/A55", "cortex-a55": "in-order A53/A55",
+                                 "cortex-a7": "armv7", "cortex-a73": "out-of-order", "cortex-a76": "out-of-order"}
+# Fewest LODO rows of a kind whose MAPE is stated as that kind's uncertainty (as the estimator).
+MIN_KIND_ROWS = 8
+
+
+class CostModelUnavailable(LookupError):
+    """The cost model does not cover this core or kind; the message says why in one line."""
+
+
+class ProfileLike(Protocol):
+    """What the cost model reads of an ``InstructionProfile`` (armsim's record)."""
+
+    runtime: str
+    runtime_version: str
+    isa: str
+    uarch: str
+    precision: str
+    counts: Mapping[str, int]
+
+
+def group_counts(counts: Mapping[str, int]) -> dict[str, float]:
+    """Instructions per group of one inference (missing classes count 0)."""
+    return {g: float(sum(int(counts.get(c, 0)) for c in classes)) for g, classes in GROUPS.items()}
+
+
+@dataclass(frozen=True)
+class CoreCost:
+    """One core's fitted figures and where they come from."""
+
+    core: str
+    isa: str
+    cpi: dict[str, float]  # group -> cycles per instruction
+    cpi_min: dict[str, float]  # physical lower bounds (issue width, load/store pipes)
+    parallel_fraction: float
+    derived: bool  # no dev rows of this core: figures carried from other cores (see source)
+    source: str
+
+    def cycles(self, counts: Mapping[str, int]) -> float:
+        n = group_counts(counts)
+        return sum(n[g] * self.cpi[g] for g in GROUPS)
+
+
+@dataclass(frozen=True)
+class KindFigure:
+    """LODO MAPE of one kind of cell; ``core``/``runtime`` None: pooled over them."""
+
+    core: Optional[str]
+    threads: str  # "1" | "multi"
+    precision: str
+    runtime: Optional[str]
+    mape_pct: float
+    rows: int
+
+
+class CostModel:
+    """The fitted cost model (immutable); ``load()`` reads the shipped parameters."""
+
+    def __init__(self, params: Mapping[str, Any], path: Optional[Path] = None) -> None:
+        where = path or "armsim cost-model parameters"
+        try:
+            self.version = str(params["version"])
+            self.runtime_versions: dict[str, tuple[str, ...]] = {
+                str(k): tuple(str(x) for x in v) for k, v in params["runtime_versions"].items()}
+            self.cores: dict[str, CoreCost] = {
+                str(name): CoreCost(core=str(name), isa=str(c["isa"]),
+                                    cpi={g: float(c["cpi"][g]) for g in GROUPS},
+                                    cpi_min={g: float(c["cpi_min"][g]) for g in GROUPS},
+                                    parallel_fraction=float(c["parallel_fraction"]),
+                                    derived=bool(c["derived"]), source=str(c["source"]))
+                for name, c in params["cores"].items()}
+            self.cpi_max = float(params["bounds"]["cpi_max"])
+            self.costed_code: set[tuple[str, str]] = {(str(v), str(f)) for v, f in params["costed_code"]}
+            self.version_factors: dict[tuple[str, str], float] = {
+                (str(v["runtime_version"]), str(v["family"])): float(v["factor"]) for v in params["version_factors"]}
+            unc = params["uncertainty"]
+            self.kinds: tuple[KindFigure, ...] = tuple(
+                KindFigure(k.get("core"), str(k["threads"]), str(k["precision"]), k.get("runtime"),
+                           float(k["mape_pct"]), int(k["rows"])) for k in unc["per_kind"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CostModelUnavailable(f"{where}: malformed parameters ({type(exc).__name__}: {exc})") from None
+        for c in self.cores.values():
+            if not 0 <= c.parallel_fraction <= 1 or any(
+                    not (c.cpi_min[g] > 0 and c.cpi_min[g] - 1e-9 <= c.cpi[g] <= self.cpi_max + 1e-9) for g in GROUPS):
+                raise CostModelUnavailable(f"{where}: {c.core}: figures outside their physical bounds")
+        if any(not 0.1 <= f <= 10 for f in self.version_factors.values()):
+            raise CostModelUnavailable(f"{where}: a runtime-version factor outside [0.1, 10]")
+
+    def core(self, core: str) -> CoreCost:
+        try:
+            return self.cores[core]
+        except KeyError:
+            raise CostModelUnavailable(f"armsim cost model {self.version} has no figures for {core} "
+                                       f"(covered: {', '.join(sorted(self.cores))})") from None
+
+    def kind_figure(self, core: str, threads: int, precision: str, runtime: str) -> Optional[KindFigure]:
+        """This cell's own kind, else the same kind pooled over cores, then over runtimes too."""
+        kind = "1" if threads == 1 else "multi"
+        for want in ((core, runtime), (None, runtime), (None, None)):
+            for fig in self.kinds:
+                if (fig.core, fig.runtime) == want and (fig.threads, fig.precision) == (kind, precision) \
+                        and fig.rows >= MIN_KIND_ROWS:
+                    return fig
+        return None
+
+    def cycles_1t(self, profile: ProfileLike, core: str) -> float:
+        cost = self.core(core)
+        if profile.isa != cost.isa:
+            raise CostModelUnavailable(f"a {profile.isa} profile cannot be costed on {core} ({cost.isa})")
+        return cost.cycles(profile.counts) * self.version_factor(profile)
+
+    def version_factor(self, profile: ProfileLike) -> float:
+        return self.version_factors.get((profile.runtime_version, KERNEL_FAMILY.get(profile.uarch, "")), 1.0)
+
+    def predict_ms(self, profile: ProfileLike, core: str, clock_ghz: float, threads: int
+                   ) -> tuple[float, float, float, str]:
+        """(ms, low_ms, high_ms, source_note) of one inference at ``threads`` threads."""
+        if not clock_ghz > 0 or threads < 1:
+            raise CostModelUnavailable(f"clock {clock_ghz} GHz / {threads} threads: expected positive values")
+        cost = self.core(core)
+        q = cost.parallel_fraction
+        ms = self.cycles_1t(profile, core) * ((1 - q) + q / threads) / (clock_ghz * 1e6)
+        fig = self.kind_figure(core, threads, profile.precision, profile.runtime)
+        if fig is None:
+            raise CostModelUnavailable(f"no LODO figure for {threads}-thread {profile.precision} {profile.runtime} "
+                                       f"on {core}: the cost model states no latency it cannot bound")
+        m = fig.mape_pct / 100
+        pooled = "" if fig.core else (" pooled over cores" if fig.runtime else " pooled over cores and runtimes")
+        note = (f"armsim:{self.version} {profile.runtime} {profile.isa} {profile.precision} ({core}@{clock_ghz:g}GHz, "
+                f"{threads}t); ±{fig.mape_pct:.0f}% LODO MAPE of {fig.rows} rows{pooled}")
+        if cost.derived:
+            note += f"; {core} has no dev rows: {cost.source}"
+        family = KERNEL_FAMILY.get(profile.uarch, "")
+        if profile.runtime_version not in self.runtime_versions.get(profile.runtime, (profile.runtime_version,)):
+            note += (f"; {profile.runtime_version} is not a version the fit profiled last "
+                     f"({', '.join(self.runtime_versions[profile.runtime])})")
+        elif (profile.runtime_version, family) not in self.costed_code:
+            note += (f"; no dev rows were costed with {profile.runtime_version} on {family} cores: its IPC there is "
+                     "assumed to be that of the code the rows ran")
+        return ms, ms * max(0.0, 1 - m), ms * (1 + m), note
+
+
+@lru_cache(maxsize=4)
+def _load_cached(path: str, mtime: float) -> CostModel:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise CostModelUnavailable(f"{p}: unreadable armsim cost-model parameters ({exc})") from None
+    return CostModel(data, p)
+
+
+def load(path: Path = DEFAULT_PARAMS) -> CostModel:
+    """The cost model of a params file (cached per file version)."""
+    try:
+        mtime = Path(path).stat().st_mtime
+    except OSError:
+        raise CostModelUnavailable(f"{path}: no armsim cost-model parameters (run scripts/fit_armsim.py)") from None
+    return _load_cached(str(path), mtime)
+
+
+def predict_ms(profile: ProfileLike, core: str, clock_ghz: float, threads: int) -> tuple[float, float, float, str]:
+    """The interface armsim's predictor calls: the shipped cost model's figures for one cell."""
+    return load().predict_ms(profile, core, clock_ghz, threads)
+
+
+def fitted_cpi_summary(model: CostModel, cores: Sequence[str] = ()) -> str:
+    """One line per core: its CPI per group and q (for scripts and docs)."""
+    lines = []
+    for name in cores or sorted(model.cores):
+        c = model.cores[name]
+        lines.append(f"{name:<11s} {c.isa:<8s} " + " ".join(f"{g}={c.cpi[g]:.2f}" for g in GROUPS)
+                     + f" q={c.parallel_fraction:.2f}" + (" (derived)" if c.derived else ""))
+    return "\n".join(lines)

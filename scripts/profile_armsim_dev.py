@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+"""Count the instructions of the dev graphs under emulated Arm cores: the data the cost model fits.
+
+    python scripts/profile_armsim_dev.py --host-root DIR --plugin libicount.so --guest armsim_guest.py \\
+        [--graphs .lodevem-build/armsim-dev] [--out lodevem/data/armsim_dev_profiles.json] [--only KEY ...]
+
+Why a script beside armsim's profiler: the dev graphs are profiled once, offline, for every
+(runtime, ISA, precision path, runtime version) the dev rows need, including an ncnn of the rows'
+era (1.0.20221128, the oldest ncnn with a cp311 aarch64 wheel) that the product image does not
+carry. It runs the same pieces as the armsim image: Debian's qemu-user 7.2 (``qemu-aarch64 -cpu
+cortex-a53 | cortex-a76``, ``qemu-arm -cpu cortex-a7``), lodevem's counting plugin
+(``lodevem/sandbox/armsim/lodevem_icount.c`` compiled against Debian's qemu-plugin.h) and
+armsim's guest script (``lodevem/worker/armsim_guest.py``), on a Debian bookworm userland DIR
+with python3.11 whose wheel folders are given per runtime version (``--site``). One steady-state
+inference is counted: the difference of the plugin's snapshots at the guest's begin and end
+markers after one warm-up inference (the first packs weights).
+
+Each profile is stored with what made it: graph file digest, runtime version, qemu cpu, plugin
+digest and the command line; ``scripts/fit_armsim.py`` refits from the stored file offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import armsim_dev_graphs as graphs  # noqa: E402
+
+DEFAULT_OUT = REPO / "lodevem" / "data" / "armsim_dev_profiles.json"
+QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch64", "cortex-a76", 125),
+        "armv7": ("qemu-arm", "cortex-a7", 159)}  # marker syscall: sched_get_priority_max (arm64 125, arm EABI 159)
+# The core views a site profiles under (armsim's make_views.py names; CORE_ISA maps a core to one).
+MARKER_MAGIC = 0x4C4F0000
+CLASSES = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
+           "int_alu", "branch", "other", "total", "bytes_r", "bytes_w")
+
+
+def sha256_files(*paths: Path) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()
+
+
+def parse_marks(text: str) -> dict[str, list[list[int]]]:
+    """Plugin output -> {mark id: per-vCPU rows of the 13 counters}."""
+    marks: dict[str, list[list[int]]] = {}
+    current: Optional[str] = None
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:1] == ["mark"]:
+            current = parts[1]
+            marks[current] = []
+        elif parts[:1] == ["vcpu"] and current is not None:
+            marks[current].append([int(v) for v in parts[2:]])
+    return marks
+
+
+def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    qemu, cpu, sysno = QEMU[job["isa"]]
+    root = Path(args.views) / job["uarch"]
+    with tempfile.TemporaryDirectory(prefix="armfit-prof-") as tmp:
+        out, report = Path(tmp) / "counts.txt", Path(tmp) / "report.json"
+        spec = {"runtime": job["runtime"], "model": str(job["file"]), "threads": job["threads"], "precision": "auto",
+                "input_shape": job["input_shape"], "warmup": 1, "inferences": 1, "report": str(report)}
+        cmd = [qemu, "-cpu", cpu, "-L", str(root), "-plugin",
+               f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
+               str(root / "usr/bin/python3.11"), str(args.guest), json.dumps(spec)]
+        env = dict(os.environ, PYTHONPATH=job["site"], OMP_NUM_THREADS=str(job["threads"]))
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, check=False, timeout=args.timeout, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+        seconds = time.perf_counter() - t0
+        rep = json.loads(report.read_text()) if report.exists() else {"ok": False, "error": "no report"}
+        if not rep.get("ok"):
+            raise RuntimeError(f"{job['key']}: {rep.get('error')}")
+        marks = parse_marks(out.read_text())
+    begin, end = marks["1"], marks["2"]
+    per_thread = []
+    for i, (b, e) in enumerate(zip(begin, end)):
+        d = dict(zip(CLASSES, (y - x for x, y in zip(b, e))))
+        per_thread.append({"thread": i, "total": d["total"], "counts": {c: d[c] for c in CLASSES[:10]}})
+    counts = {c: sum(t["counts"][c] for t in per_thread) for c in CLASSES[:10]}
+    # the command as data: host folders named by their role, never by this machine's paths
+    shown = " ".join(["PYTHONPATH=<wheels " + job["site_label"] + ">", qemu, "-cpu", cpu, "-L", f"<views>/{job['uarch']}",
+                      "-plugin", f"<lodevem_icount.so>,out=<counts>,sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
+                      f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
+                      shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
+    return {"graph_key": job["graph_key"], "graph_file": Path(job["file"]).name,
+            "graph_sha256": sha256_files(*[Path(f) for f in graphs_artifacts(Path(job["file"]))]),
+            "runtime": job["runtime"], "runtime_version": rep["runtime_version"], "isa": job["isa"], "qemu_cpu": cpu,
+            "uarch": job["uarch"],
+            "precision": rep["precision"], "runtime_options": rep.get("options", {}), "threads": job["threads"],
+            "counts": counts, "total_instructions": sum(t["total"] for t in per_thread), "per_thread": per_thread,
+            "wheels": job["site_label"], "inferences": 1, "plugin_digest": args.plugin_digest, "seconds": round(seconds, 1),
+            "command": shown}
+
+
+def graphs_artifacts(path: Path) -> list[Path]:
+    return [path, path.with_suffix(".bin")] if path.suffix == ".param" else [path]
+
+
+def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every (graph, runtime, core view, precision, version) a site lists that the dev rows need;
+    within a site the biggest graph (resnet50) last, so one slow graph does not hold up the rest."""
+    from lodevem.latency.armsim.isa import CORE_ISA
+
+    maps = graphs.fe.graph_maps()
+    rows = graphs.fe.load_rows(graphs.fe.DEFAULT_DATA)
+    need = sorted({(r.graph_key, "tflite" if r.graph_key.startswith("std:") else "ncnn", r.core, r.precision)
+                   for r in rows}, key=lambda n: (n[0] == "resnet50", n))
+    out, seen = [], set()
+    for site in args.site:
+        label, views, runtime, path = site.split(":", 3)
+        for key, runtime_, core, precision in need:
+            isa, _ = CORE_ISA[core]
+            for view in views.split(","):
+                view_isa = {"cortex-a7": "armv7", "cortex-a53": "armv8.0", "cortex-a73": "armv8.0"}.get(view, "armv8.2")
+                if runtime_ != runtime or view_isa != isa:
+                    continue
+                f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
+                ident = (key, runtime, view, precision, label)
+                if ident in seen or not f.exists():
+                    continue
+                seen.add(ident)
+                hw = maps[key].input_hw
+                out.append({"key": f"{key} {runtime} {view} {precision} {label}", "graph_key": key, "runtime": runtime,
+                            "isa": isa, "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, hw, hw],
+                            "site": path, "site_label": label})
+    for name in args.physics:  # files for the physics checks (not dev rows): std:mobilenet_v2 variants
+        for view in ("cortex-a55", "cortex-a76"):
+            f = args.graphs / name
+            if f.exists():
+                out.append({"key": f"physics {name} {view}", "graph_key": "std:mobilenet_v2", "runtime": "tflite",
+                            "isa": "armv8.2", "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, 224, 224],
+                            "site": args.physics_site, "site_label": "litert-2.3.0", "physics": True})
+    return [j for j in out if not args.only or any(o in j["key"] for o in args.only)]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--views", type=Path, required=True,
+                        help="the core views armsim's make_views.py makes from Debian arm64/armhf userlands")
+    parser.add_argument("--plugin", type=Path, required=True, help="lodevem_icount.c compiled against qemu-plugin.h")
+    parser.add_argument("--guest", type=Path, required=True)
+    parser.add_argument("--site", action="append", required=True, metavar="LABEL:ISAS:RUNTIME:PYTHONPATH",
+                        help="a runtime version's wheels and the views to profile under, e.g. "
+                             "ncnn-20250503:cortex-a53,cortex-a55:ncnn:/x/site:/x/common")
+    parser.add_argument("--graphs", type=Path, default=graphs.DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--physics", nargs="*", default=[], metavar="FILE",
+                        help="also profile these .tflite files of mobilenet_v2 (int8, fp16) for the physics checks")
+    parser.add_argument("--physics-site", default="", help="PYTHONPATH of LiteRT for --physics")
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args(argv)
+
+    # the plugin's source digest (the image records its own build's digest; the source decides the counts)
+    args.plugin_digest = "sha256:" + sha256_files(REPO / "lodevem" / "sandbox" / "armsim" / "lodevem_icount.c")[:16]
+    store = json.loads(args.out.read_text()) if args.out.exists() else {"profiles": []}
+    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])}
+    for job in jobs(args):
+        if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done:
+            continue
+        try:
+            prof = one_profile(job, args)
+        except Exception as exc:  # one graph that fails is reported, the rest go on
+            print(f"FAILED {job['key']}: {exc}", flush=True)
+            continue
+        ident = (prof["graph_file"], prof["uarch"], prof["runtime_version"])
+        store["profiles"] = [p for p in store["profiles"] if (p["graph_file"], p["uarch"], p["runtime_version"]) != ident]
+        if job.get("physics"):
+            store["physics"] = [p for p in store.get("physics", []) if (p["graph_file"], p["uarch"]) !=
+                                (prof["graph_file"], prof["uarch"])] + [prof]
+            args.out.write_text(json.dumps(store, indent=1) + "\n")
+            print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}", flush=True)
+            continue
+        store["profiles"].append(prof)
+        store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
+        args.out.write_text(json.dumps(store, indent=1) + "\n")
+        print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}, "
+              f"{prof['seconds']:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
