@@ -70,6 +70,12 @@ class EstimatorError(LodevemError):
     """The estimator's parameter file is missing or malformed (a packaging problem, exit code 1)."""
 
 
+class CostModelUnavailable(LookupError):
+    """The armsim cost model does not cover this core or kind (or its parameters are malformed);
+    the message says why in one line. A LookupError, not a LodevemError: the armsim predictor
+    turns it into an unavailable cell or the estimator's fallback, never a failed run."""
+
+
 class DeriveFailed(LodevemError):
     """Some compression levels could not be derived; ``written`` holds the variants that were.
 

@@ -39,11 +39,15 @@ OWN_READS = {
     ("latency/sklearn_compat.py", "load_predictor_file"), ("latency/sklearn_compat.py", "load_legacy_pickle"),
     ("latency/pool.py", "__init__"), ("latency/kinds.py", "_sha256"),
     ("sandbox/slurm_backend.py", "_job_info"),
+    # armsim: its shipped parameters and the digest of its own plugin/guest/Dockerfile sources
+    ("latency/armsim/costmodel.py", "_load_cached"), ("latency/armsim/profiler.py", "sources_digest"),
+    ("latency/armsim/run.py", "auto_prefers_armsim"),
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
 WRITES = {("latency/calibration.py", "add"), ("latency/nnmeter.py", "fetch_predictors"), ("zoo.py", "write"),
           ("store/__init__.py", "write_atomic"), ("results.py", "__enter__"),
-          ("sandbox/docker_backend.py", "_take_output"), ("sandbox/slurm_job.py", "run_in_job")}
+          ("sandbox/docker_backend.py", "_take_output"), ("sandbox/slurm_job.py", "run_in_job"),
+          ("sandbox/armsim/make_views.py", "main")}  # make_views: the image build's cpu views
 READS = {"read_text", "read_bytes", "open", "fdopen"}
 
 

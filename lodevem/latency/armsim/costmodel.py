@@ -35,6 +35,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol, Sequence
 
+from ...errors import CostModelUnavailable
+
 __all__ = [
     "COST_MODEL_VERSION",
     "DEFAULT_PARAMS",
@@ -66,10 +68,6 @@ KERNEL_FAMILY: dict[str, str] = {"cortex-a53": "in-order A53/A55", "cortex-a55":
                                  "cortex-a7": "armv7", "cortex-a73": "out-of-order", "cortex-a76": "out-of-order"}
 # Fewest LODO rows of a kind whose MAPE is stated as that kind's uncertainty (as the estimator).
 MIN_KIND_ROWS = 8
-
-
-class CostModelUnavailable(LookupError):
-    """The cost model does not cover this core or kind; the message says why in one line."""
 
 
 class ProfileLike(Protocol):

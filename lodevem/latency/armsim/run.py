@@ -8,9 +8,13 @@ profiles it per ISA (cached) and applies the cost model.
 * ``armsim``: every covered cell is armsim's; a cell it cannot fill says why (``latency_ms``
   None), never falls back silently. Uncovered cores (no Arm build of the runtime for the ISA)
   keep the estimator's cell, with a run warning naming them.
-* ``auto``: armsim where it gives a number, the estimator's cell everywhere else, and armsim is
-  used only when its image is present and the cost model is installed (otherwise nothing here
-  runs).
+* ``auto``: armsim only for runtimes where the fit's default-predictor decision
+  (``data/armsim_params.json`` ``default_predictor``, written by ``scripts/fit_armsim.py``) has
+  armsim winning LODO on every pooled kind of that runtime, and only when its image and cost
+  model are present. With the shipped fit armsim loses every pooled kind (e.g. 1-thread fp32
+  43.5 % vs the estimator's 20.1 %), so ``auto`` runs no emulation: the per-core wins it has
+  (5 of 43 kinds, by 0.1-6.5 points on 4-18 rows) are within fold noise, and emulating every
+  tflite/ncnn cell would cost minutes for a worse number.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ def armsim_usable(mode: str, client: "WorkerClient", warnings: list[str]) -> boo
     cost model present. ``armsim`` without them is an error the user must see."""
     if mode not in ("armsim", "auto"):
         return False
+    if mode == "auto" and not auto_prefers_armsim():
+        return False
     problem = ""
     if default_cost_model() is None:
         problem = "the armsim cost model (lodevem/latency/armsim/costmodel.py) is not installed"
@@ -66,6 +72,22 @@ def armsim_usable(mode: str, client: "WorkerClient", warnings: list[str]) -> boo
     if problem and mode == "armsim":
         raise LodevemError(f"--predictor armsim: {problem}")
     return not problem
+
+
+def auto_prefers_armsim(runtime: Optional[str] = None) -> bool:
+    """Whether the shipped fit chose armsim over the estimator for every pooled (all-core) kind,
+    of ``runtime`` or of every runtime: the rule ``--predictor auto`` follows (module doc)."""
+    import json
+
+    from .costmodel import DEFAULT_PARAMS
+
+    try:  # lodevem's own shipped data, not a user's file
+        kinds = json.loads(DEFAULT_PARAMS.read_text())["default_predictor"]["kinds"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    pooled = [k for k in kinds if isinstance(k, dict) and k.get("core") is None
+              and (runtime is None or k.get("runtime") in (runtime, None))]
+    return bool(pooled) and all(k.get("default") == "armsim" for k in pooled)
 
 
 def _conversion(converts: "ConvertCache", runtime: str, measured: tuple[Path, str], original: tuple[Path, str],
