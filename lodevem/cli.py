@@ -260,8 +260,8 @@ def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
                         type=click.Choice([*MODES, *ARMSIM_MODES]),
                         help="Latency predictor. armsim (start only): the runtime's own Arm instructions counted "
                         "on an emulated core, needs `lodevem build-image --runtime armsim` (docs/armsim.md). auto: "
-                        "armsim where its image is built and it covers the core, else nn-Meter when its predictor "
-                        "data is present, else the estimator.")(fn)
+                        "nn-Meter when its predictor data is present, else the estimator; armsim only where its "
+                        "fit beat the estimator leave-one-device-out (today: nowhere, docs/armsim-accuracy.md).")(fn)
 
 
 def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
