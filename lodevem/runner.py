@@ -43,7 +43,7 @@ from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore, cache_root, digest
 from .store.artifacts import ConvertCache, ExportCache
 from .store.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
-from .worker.precision import LEVEL_FILE_PRECISION
+from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from .worker.registry import measured_under, predicted_for
 
 MB = 1024 * 1024
@@ -298,7 +298,10 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
                                 input_shape=export.model.input_shape or ctx.config.input_shape,
                                 input_shape_source=export.model.input_shape_source
                                 or ("--input-shape" if ctx.config.input_shape else None),
-                                precision_by_class=kernel_precisions(export.path))
+                                # the kernel graph is read only for the partial-quantization note:
+                                # a cached rerun of any other file imports no ONNX or nn-Meter
+                                precision_by_class=(kernel_precisions(export.path)
+                                                    if export.model.precision in PARTLY_QUANTIZED else ()))
     warning = export.model.input_shape_warning
     if warning and f"{model.path.name}: {warning}" not in ctx.warnings:
         ctx.warnings.append(f"{model.path.name}: {warning}")

@@ -32,7 +32,7 @@ def test_make_demo_builds_only_the_bench_image_and_make_test_builds_all() -> Non
     assert [s.tag for s in image.specs_for_runtimes(demo[0].split(","))] == [image.BENCH.tag]
     assert "scripts/demo.sh" in dry_run("demo")
     full = re.findall(r"lodevem build-image --runtime (\S+)", dry_run("test"))
-    assert full and set(full[0].split(",")) == {"torch", "onnxruntime", "tflite", "ncnn"}
+    assert full and set(full[0].split(",")) == {"torch", "onnxruntime", "tflite", "ncnn", "armsim"}
 
 
 def test_demo_script_uses_only_the_default_runtime() -> None:
