@@ -101,13 +101,18 @@ def test_64mb_is_oom_during_runtime_import(docker_backend, tiny: Path) -> None:
 
 
 def test_shared_limits_run_once(docker_backend, tiny: Path) -> None:
-    counting = Counting(docker_backend)
+    """Profiles with the same RAM share one run; with --no-infer each distinct limit runs once, by
+    default the 512 MB row is inferred from the 1024 MB run (tiny's ~240 MB peak is far below)."""
     profiles_ram = [1024, 1024, 1024, 512, 512, 512, 512]  # e.g. 3 + 4 profiles
-    results = measure.measure_models([tiny], profiles_ram, client=WorkerClient(counting),
-                                     settings=MeasureSettings(warmup=1, runs=2), jobs=2)
-    assert counting.runs == 2
-    assert {k[1] for k in results} == {512, 1024}
-    assert all(m.verdict == "fits" for m in results.values())
+    for infer, runs in ((False, 2), (True, 1)):
+        counting = Counting(docker_backend)
+        results = measure.measure_models([tiny], profiles_ram, client=WorkerClient(counting),
+                                         settings=MeasureSettings(warmup=1, runs=2), jobs=2, infer=infer)
+        assert counting.runs == runs, infer
+        assert {k[1] for k in results} == {512, 1024}
+        assert all(m.verdict == "fits" for m in results.values())
+        assert [m.inferred_from_mb for _, m in sorted(results.items(), key=lambda kv: kv[0][1])] == \
+            ([1024, None] if infer else [None, None])
 
 
 def test_bad_model_file_is_an_error_with_the_workers_message(docker_backend, model_dir: Path) -> None:
