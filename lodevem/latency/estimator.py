@@ -466,6 +466,11 @@ class Estimator:
             measured = [r.name for r in self.runtimes.values() if precision in r.measured_precisions]
             notes.append(f"no {rt.name} {precision} rows: the {precision} factors fitted on "
                          f"{'/'.join(measured) or 'no runtime'} applied to the {rt.name} fp32 estimate")
+            if precision == "int8" and rt.name == "tflite" and params.fp16_arithmetic:
+                # ARMv8.2 cores also have SDOT, which XNNPACK's QS8 kernels use and ncnn's older
+                # int8 kernels (the rows the factor came from) did not: the estimator cannot see it.
+                notes.append(f"XNNPACK's int8 kernels use dot-product instructions on the {core}: "
+                             "--predictor armsim counts them (docs/armsim.md)")
         return "; ".join(notes) or None
 
     # -- uncertainty ----------------------------------------------------------------------------
