@@ -101,10 +101,11 @@ def test_verdicts_and_peaks_equal_dockers(slurm_conf: str, docker_backend, model
                                           tmp_path: Path) -> None:
     """2 models x 3 limits (one OOM for both): the same verdicts as Docker, VmHWM within 5 %."""
     slurm = _slurm(tmp_path / "workdir")
+    # infer=False: every limit really runs on both backends (no row inferred from a larger one)
     got_slurm = measure.measure_models(models, LIMITS, client=WorkerClient(slurm), settings=QUICK, jobs=2,
-                                       timeout_s=300, use_cache=False)
+                                       timeout_s=300, use_cache=False, infer=False)
     got_docker = measure.measure_models(models, LIMITS, client=WorkerClient(docker_backend), settings=QUICK,
-                                        jobs=2, timeout_s=300, use_cache=False)
+                                        jobs=2, timeout_s=300, use_cache=False, infer=False)
     assert len(got_slurm) == len(got_docker) == 6
     for key, on_docker in got_docker.items():
         on_slurm = got_slurm[key]
