@@ -50,6 +50,11 @@ def test_a_start_run_gives_the_stored_answers(docker_backend, tmp_path: Path) ->
     differ = []
     for key, old in stored.items():
         new = {k: (v.replace(home + "/", "~/") if isinstance(v, str) else v) for k, v in now[key].items()}
+        # The one intended change (issue 22): a run under the RAM limit but over the profile's app
+        # budget was "fits" and is now "tight"; it still ran, with the same peak.
+        if new["verdict"] == "tight" and old["verdict"] == "fits" and float(new["headroom_mb"]) < 0 \
+                and float(new["peak_rss_mb"]) <= float(new["ram_mb"]):
+            new = {**new, "verdict": "fits", "fits": "True"}
         assert set(old) <= set(new)  # new columns allowed, none lost
         differ += [(key, c, old[c], new[c]) for c in EQUAL if new[c] != old[c]]
         differ += [(key, c, old[c], new[c]) for c in CLOSE if (old[c] or new[c]) and not (

@@ -283,7 +283,10 @@ def test_edited_code_is_exported_again(docker_backend, project: Path, tmp_path: 
                                                   "return self.head(self.features(x).amax((2, 3)))"))
     for path in copy.parent.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
-    second = start(project, tmp_path / "out", model, "--code", str(copy))
+    # edited code is another run: into the same folder (and its caches) only with --overwrite
+    refused = start(project, tmp_path / "out", model, "--code", str(copy))
+    assert refused.exit_code == 2 and "--overwrite" in refused.output, refused.output
+    second = start(project, tmp_path / "out", model, "--code", str(copy), "--overwrite")
     assert second.exit_code == 0, second.output
     exports = sorted((tmp_path / "out" / ".cache" / "onnx").glob("*.onnx"))
     assert len(exports) == 2, exports
