@@ -142,7 +142,11 @@ def test_onnxruntime_runtime_has_a_leaner_baseline(docker_backend, tiny: Path, t
 
 def test_sigint_removes_running_containers(docker_backend, tiny: Path, tmp_path: Path) -> None:
     script = tmp_path / "run.py"
+    # SIGINT as a fresh shell gives it: an ignored SIGINT is inherited across exec, and Python
+    # then installs no KeyboardInterrupt handler (the pytest process may hold one ignored).
     script.write_text(textwrap.dedent(f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from lodevem import measure
         from lodevem.sandbox import open_backend
         from lodevem.sandbox.client import MeasureSettings, WorkerClient
