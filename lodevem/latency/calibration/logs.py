@@ -1,0 +1,190 @@
+"""Device benchmark logs (TFLite/LiteRT ``benchmark_model``, ncnn ``benchncnn``) and the
+``MODEL=MS`` arguments of ``lodevem calibrate``, turned into measurements."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ...errors import InputError
+from ...safe_io import LOG, LOG_LINE_CHARS, bounded_lines, clip, read_text
+from .records import check_ms
+
+__all__ = ["LogEntry", "Measurement", "ParsedLog", "measurements_from_args", "measurements_from_log",
+           "parse_benchmark_log", "read_benchmark_log"]
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One model's average inference time in a benchmark log (``name`` None: the log names none)."""
+
+    name: Optional[str]
+    ms: float
+
+
+@dataclass(frozen=True)
+class ParsedLog:
+    """What a device benchmark log says: the tool's runtime, its thread count, the timings."""
+
+    runtime: str
+    tool: str
+    threads: Optional[int]
+    entries: tuple[LogEntry, ...]
+    settings: str  # the tool's other settings, for the record ("loop_count=8, powersave=2")
+
+
+_NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
+# TFLite / LiteRT benchmark_model: "Inference timings in us: Init: ..., Inference (avg): 12345.6".
+# Parsed line by line (lines over safe_io.LOG_LINE_CHARS skipped): find the summary's literal
+# start, then one anchored number after its "Inference (avg):": linear in the line, where a lazy
+# ``.*?`` between the two was quadratic on a 1 MB line repeating the first phrase.
+_TFLITE_START = "Inference timings in us:"
+_TFLITE_AVG = re.compile(r"Inference \(avg\):\s*" + _NUMBER)
+_TFLITE_THREADS = re.compile(r"Num threads:\s*\[(\d+)\]")
+_TFLITE_GRAPH = re.compile(r"Graph:\s*\[([^\]]+)\]")
+# ncnn benchncnn: "        mobilenet_v2  min =   23.45  max =   25.67  avg =   24.12"
+_NCNN_LINE = re.compile(r"^\s*(\S+)\s+min\s*=\s*" + _NUMBER + r"\s+max\s*=\s*" + _NUMBER + r"\s+avg\s*=\s*" + _NUMBER)
+_NCNN_SETTING = re.compile(r"^\s*(loop_count|num_threads|powersave|gpu_device|cooling_down)\s*=\s*(-?\d+)\s*$")
+
+
+def read_benchmark_log(path: Path) -> ParsedLog:
+    """``--from-log FILE``: read through ``safe_io`` (a regular file of at most 16 MiB) and parsed."""
+    return parse_benchmark_log(read_text(path, LOG), str(path))
+
+
+def _tflite_ms(line: str) -> Optional[float]:
+    start = line.find(_TFLITE_START)
+    if start < 0:
+        return None
+    match = _TFLITE_AVG.search(line, start + len(_TFLITE_START))
+    return float(match.group(1)) / 1000.0 if match else None
+
+
+def parse_benchmark_log(text: str, where: str) -> ParsedLog:
+    """Read a ``benchmark_model`` (TFLite/LiteRT) or ``benchncnn`` (ncnn) log.
+
+    benchmark_model prints microseconds (possibly as ``2.95034e+06``), benchncnn milliseconds;
+    both come back in ms. Log prefixes (``INFO: ``, Android's ``I tflite  : ``) are tolerated.
+    Raises ``InputError`` naming ``where`` when neither tool's timing lines are found. Linear
+    time: one pass per line, lines longer than ``LOG_LINE_CHARS`` skipped.
+    """
+    lines, skipped = bounded_lines(text, LOG_LINE_CHARS)
+    tflite = [ms for ms in map(_tflite_ms, lines) if ms is not None]
+    if tflite:
+        threads = [int(m.group(1)) for m in map(_TFLITE_THREADS.search, lines) if m]
+        graphs = [m.group(1) for m in map(_TFLITE_GRAPH.search, lines) if m]
+        names = [Path(g.strip()).stem for g in graphs] if len(graphs) == len(tflite) else [None] * len(tflite)
+        return ParsedLog("tflite", "benchmark_model", threads[0] if len(set(threads)) == 1 else None,
+                         tuple(LogEntry(n, ms) for n, ms in zip(names, tflite)), "")
+    entries, settings = [], {}
+    for line in lines:
+        setting = _NCNN_SETTING.match(line)
+        if setting:
+            settings[setting.group(1)] = int(setting.group(2))
+            continue
+        match = _NCNN_LINE.match(line)
+        if match:
+            entries.append(LogEntry(match.group(1), float(match.group(4))))
+    if entries:
+        if settings.get("gpu_device", -1) != -1:
+            raise InputError(f"{where}: benchncnn ran on GPU device {settings['gpu_device']}; lodevem predicts "
+                             "CPU latency (rerun with gpu_device = -1)")
+        threads = settings.pop("num_threads", None)
+        return ParsedLog("ncnn", "benchncnn", threads, tuple(entries),
+                         ", ".join(f"{k}={v}" for k, v in settings.items()))
+    long_lines = f" ({skipped} line(s) over {LOG_LINE_CHARS} characters skipped)" if skipped else ""
+    raise InputError(f"{where}: no timings found{long_lines}: expected TFLite benchmark_model output (a line "
+                     "'Inference timings in us: ... Inference (avg): N') or ncnn benchncnn output (lines 'NAME  "
+                     "min = N  max = N  avg = N')")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One model's measured time on the device, before it becomes a record: ``model`` as the
+    user named it (a path or a zoo name), where the figure came from, and the input shape the
+    benchmark used when lodevem knows it (ncnn's squeezenet runs at 227x227)."""
+
+    model: str
+    ms: float
+    measured_by: str
+    input_shape: Optional[tuple[int, ...]] = None
+
+
+def _positive_ms(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{what}: expected MODEL=MS with MS a positive number of milliseconds, got {clip(text, 80)!r}")
+    return check_ms(value, what)
+
+
+def measurements_from_args(args: Sequence[str]) -> list[Measurement]:
+    """``MODEL=MS`` arguments (``mobilenet_v2.pt=24.1``); the last ``=`` splits, so a path may hold one."""
+    if not args:
+        raise InputError("no measurements given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...] "
+                         "(or --from-log FILE)")
+    found = []
+    for arg in args:
+        model, sep, ms = arg.rpartition("=")
+        if not sep or not model:
+            raise InputError(f"{arg!r}: expected MODEL=MS (a model file or zoo name, '=', its measured "
+                             "milliseconds), e.g. mobilenet_v2=24.1")
+        found.append(Measurement(model, _positive_ms(ms, repr(arg)), "given on the command line"))
+    return found
+
+
+def measurements_from_log(args: Sequence[str], log: ParsedLog, where: str,
+                          model_map: dict[str, Any]) -> list[Measurement]:
+    """Pair the models named on the command line with a log's timings.
+
+    benchmark_model logs one model per run: MODEL arguments pair with its ``Inference (avg)``
+    lines in order, one each. benchncnn logs many models by name: ``MODEL`` is found by its
+    zoo name or file stem (``mobilenet_v1`` is benchncnn's ``mobilenet``, through the estimator's
+    ``model_map``), ``MODEL=ENTRY`` names the log entry; no MODEL takes every entry that is a zoo
+    model (int8 entries are skipped: the prediction is fp32).
+    """
+    origin = f"{log.tool} log {where}" + (f" ({log.settings})" if log.settings else "")
+    if log.tool == "benchmark_model":
+        if any("=" in a for a in args):
+            raise InputError(f"{where}: a benchmark_model log times one model per run; give MODEL (no =MS) "
+                             "for each run in the log, in order")
+        if len(args) != len(log.entries):
+            raise InputError(f"{where}: the log holds {len(log.entries)} benchmark_model run(s) but "
+                             f"{len(args)} MODEL(s) were given; name one MODEL per run, in order")
+        return [Measurement(a, check_ms(e.ms, f"{where}: run {i + 1}"),
+                            f"{origin}: Inference (avg)" + (f" of {e.name}" if e.name else ""))
+                for i, (a, e) in enumerate(zip(args, log.entries))]
+    by_name = {e.name: e for e in log.entries if e.name}
+    to_zoo = {name: entry["zoo"] for name, entry in model_map.items() if isinstance(entry, dict) and "zoo" in entry}
+    shapes = {name: tuple(entry["input"]) for name, entry in model_map.items()
+              if isinstance(entry, dict) and entry.get("input")}
+    if not args:
+        found = [Measurement(to_zoo[name], check_ms(e.ms, f"{where}: {name}"), f"{origin}: {name} avg",
+                             shapes.get(name))
+                 for name, e in by_name.items() if name in to_zoo]
+        if not found:
+            raise InputError(f"{where}: no entry of this benchncnn log is a lodevem zoo model (zoo models "
+                             f"benchncnn knows: {clip(', '.join(sorted(to_zoo)))}); name them: MODEL=ENTRY")
+        return found
+    from_zoo: dict[str, str] = {}
+    for name, zoo_name in to_zoo.items():  # benchncnn's own entry names first (not the "std:" TFLite ones)
+        if name in by_name:
+            from_zoo.setdefault(zoo_name, name)
+    found = []
+    for arg in args:
+        model, sep, entry_name = arg.rpartition("=")
+        if not sep:
+            model, entry_name = arg, ""
+        stem = Path(model).stem
+        candidates = [entry_name] if entry_name else [model, stem, from_zoo.get(model, ""), from_zoo.get(stem, "")]
+        name = next((c for c in candidates if c in by_name), None)
+        if name is None:
+            raise InputError(f"{where}: no benchncnn entry for {clip(arg, 80)!r}; entries: "
+                             f"{clip(', '.join(by_name))} (name one with MODEL=ENTRY)")
+        shape = shapes.get(name) if to_zoo.get(name) in (model, stem) else None
+        found.append(Measurement(model, check_ms(by_name[name].ms, f"{where}: {name}"), f"{origin}: {name} avg", shape))
+    return found
