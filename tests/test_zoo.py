@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from lodevem import zoo
+from lodevem.worker.variants import count_macs
 
 EXPECTED_PARAMS: dict[str, int] = {
     "mobilenet_v1": 4_231_976,
@@ -119,14 +120,14 @@ def test_build_does_not_disturb_global_rng() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_MMACS))
 def test_macs_close_to_reference(name: str) -> None:
-    mmacs = zoo.count_macs(_built(name), INPUT_224) / 1e6
+    mmacs = count_macs(_built(name), INPUT_224) / 1e6
     assert mmacs == pytest.approx(EXPECTED_MMACS[name], rel=0.03)
 
 
 def test_mflops_is_twice_macs_and_counting_is_side_effect_free() -> None:
     model = zoo.build("tiny_cnn").train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    macs = zoo.count_macs(model, (1, 3, 64, 64))
+    macs = count_macs(model, (1, 3, 64, 64))
     assert macs > 0
     assert zoo.count_mflops(model, (1, 3, 64, 64)) == pytest.approx(2 * macs / 1e6)
     assert model.training, "train/eval mode must be restored"
@@ -142,7 +143,7 @@ def test_count_macs_grouped_conv_and_linear() -> None:
         nn.Flatten(),
         nn.Linear(16 * 4 * 4, 5),  # 5*256
     )
-    assert zoo.count_macs(model, (1, 8, 4, 4)) == 8 * 16 * 9 + 16 * 16 * 8 + 5 * 256
+    assert count_macs(model, (1, 8, 4, 4)) == 8 * 16 * 9 + 16 * 16 * 8 + 5 * 256
 
 
 def test_unknown_name_raises_keyerror_listing_valid_names() -> None:

@@ -150,8 +150,9 @@ def specs_for_runtimes(runtimes: "tuple[str, ...] | list[str]") -> list[ImageSpe
 
 # The image's python is Debian bookworm's 3.11 on glibc 2.36: accept any manylinux up to that.
 _PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)] + ["manylinux2014_x86_64"]
-_WORKER_FILES = ("__init__.py", "zoo.py")  # plus the worker/ package (_WORKER_PACKAGE), copied whole
+_WORKER_FILES = ("__init__.py",)  # plus the worker/ package (_WORKER_PACKAGE) and the zoo, copied whole
 _WORKER_PACKAGE = "worker"
+_WORKER_PACKAGES = (_WORKER_PACKAGE, "zoo")  # the zoo: `--arch zoo:NAME` builds one in the sandbox
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,8 @@ def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpe
     for name in _WORKER_FILES:
         if (here / name).is_file():
             shutil.copy2(here / name, pkg / name)
-    shutil.copytree(worker, pkg / _WORKER_PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for package in _WORKER_PACKAGES:
+        shutil.copytree(here / package, pkg / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for source in spec.extra_sources:
         target = ctx / Path(source).name
         shutil.rmtree(target, ignore_errors=True)

@@ -9,7 +9,7 @@ import platform
 import time
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
 from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
@@ -346,3 +346,28 @@ def _reload_check(path: str, fmt: str, example: Any) -> None:
               else torch.load(path, map_location="cpu", weights_only=False))
     with torch.inference_mode():
         loaded(example)
+
+
+def count_macs(module: Any, input_shape: Sequence[int]) -> int:
+    """Multiply-accumulates of one forward pass on a zero tensor of ``input_shape``: lodevem's one
+    MAC counter (``probe_layers``' hook), for the pruning report, the zoo's MFLOPs and the tests.
+
+    Counts Conv (``out_elems * in_ch/groups * prod(kernel)``, grouped/depthwise aware) and Linear
+    (``out_elems * in_features``) only; biases, BN, activations, pooling and element-wise ops are
+    ignored. This is the convention behind torchvision's published "GFLOPS" column (which is
+    really GMACs), so mobilenet_v2 at 224x224 gives ~300.8M. The batch dimension of
+    ``input_shape`` is included. The pass runs in eval mode (BN running statistics untouched) and
+    the module's train/eval flags are restored.
+    """
+    import torch
+
+    modes = {m: m.training for m in module.modules()}
+    first = next(module.parameters(), None)
+    example = torch.zeros(tuple(input_shape), device=first.device if first is not None else None,
+                          dtype=first.dtype if first is not None else None)
+    try:
+        module.eval()
+        return int(probe_layers(module, example)["macs"])
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
