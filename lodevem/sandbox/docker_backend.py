@@ -164,15 +164,6 @@ class DockerBackend(Cancellable):
     def identity(self) -> str:
         return f"docker:{self.image_id}"
 
-    def server_version(self) -> Optional[str]:
-        """The engine's version for the manifest; None when it does not answer."""
-        if self.engine is None:
-            return None
-        try:
-            return self.engine.version()
-        except OSError:
-            return None
-
     def identity_for(self, runtime: str) -> str:
         """The measurement image's id for ``runtime``; also checks that its converter image is
         there (tflite, ncnn), so a missing image stops the run before any work."""

@@ -67,11 +67,6 @@ def sparsity_report(module: Any) -> Optional[dict[str, Any]]:
             "layers": per_layer[:MAX_LAYERS_REPORTED]}
 
 
-def is_pruned(report: Optional[dict[str, Any]]) -> bool:
-    return bool(report) and (report["zero_fraction"] >= SPARSE_ENOUGH or report["zero_channels"] > 0
-                             or report["masked_layers"] > 0)
-
-
 def remove_zero_channels(model: Any, example: Any) -> tuple[Optional[Any], str]:
     """``model`` with its all-zero output channels physically removed, IN PLACE (a module with
     prune masks cannot be deep-copied: call this after the dense graph was exported), and what

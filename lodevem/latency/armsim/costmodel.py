@@ -224,13 +224,3 @@ def load(path: Path = DEFAULT_PARAMS) -> CostModel:
 def predict_ms(profile: ProfileLike, core: str, clock_ghz: float, threads: int) -> tuple[float, float, float, str]:
     """The interface armsim's predictor calls: the shipped cost model's figures for one cell."""
     return load().predict_ms(profile, core, clock_ghz, threads)
-
-
-def fitted_cpi_summary(model: CostModel, cores: Sequence[str] = ()) -> str:
-    """One line per core: its CPI per group and q (for scripts and docs)."""
-    lines = []
-    for name in cores or sorted(model.cores):
-        c = model.cores[name]
-        lines.append(f"{name:<11s} {c.isa:<8s} " + " ".join(f"{g}={c.cpi[g]:.2f}" for g in GROUPS)
-                     + f" q={c.parallel_fraction:.2f}" + (" (derived)" if c.derived else ""))
-    return "\n".join(lines)

@@ -158,32 +158,6 @@ class ArmsimProfiler:
         return ProfileResult(dataclasses.replace(reply.profile, model_sha256=sha))
 
 
-def profile_files(converted: Path, runtime: str, isa: str, *, threads: int = 1, precision: str = "auto",
-                  uarch: Optional[str] = None, input_shape: Optional[Sequence[int]] = None,
-                  cache_dir: Optional[Path] = None, timeout_s: float = 900.0,
-                  client: Optional["WorkerClient"] = None) -> InstructionProfile:
-    """One profile from Python (scripts, the cost-model fit): a Docker-backed client unless one is
-    given; raises ``LodevemError`` with the one-line reason when there is no profile."""
-    from ...errors import LodevemError
-
-    if client is None:
-        client = default_client()
-    result = ArmsimProfiler(client, cache_dir, timeout_s).profile(
-        ProfileJob(Path(converted), runtime, isa, threads, precision, uarch,
-                   tuple(input_shape) if input_shape else None))
-    if result.profile is None:
-        raise LodevemError(f"{converted}: no armsim profile ({result.error})")
-    return result.profile
-
-
-def default_client() -> "WorkerClient":
-    """A WorkerClient over the Docker backend (the only backend that has the armsim image)."""
-    from ...sandbox import open_backend
-    from ...sandbox.client import WorkerClient
-
-    return WorkerClient(open_backend("docker")[0])
-
-
 def describe(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:
     """For the manifest: how many profiles were made and read from the cache, and the cost."""
     if profiler is None:
