@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TIER ?= tier2
 
-.PHONY: setup docker image demo-image slurm test demo docs clean
+.PHONY: setup docker image demo-image slurm lint test demo docs clean
 
 setup: $(VENV)/.installed
 
@@ -36,8 +36,14 @@ demo-image: setup docker  ## build only the images the demo needs ($(DEMO_RUNTIM
 slurm:                 ## a single-node Slurm cluster (root; installs Slurm when missing)
 	bash scripts/slurm-cluster.sh up
 
+# ruff (lint and import order) and mypy (types: strict on calibration, zoo, store, safe_io), as
+# configured in pyproject.toml; docs/development.md. Seconds, no engine needed.
+lint: setup            ## ruff and mypy over the package, tests, scripts and benchmarks
+	$(BIN)/ruff check lodevem tests scripts benchmarks
+	$(BIN)/mypy
+
 # tests/test_slurm.py brings the Slurm cluster up itself (scripts/slurm-cluster.sh) when run as root.
-test: setup image      ## the full test suite, against the real Docker engine and a real Slurm cluster
+test: setup lint image ## lint, then the full test suite, against the real Docker engine and a real Slurm cluster
 	$(BIN)/python -m pytest -q -rs
 
 demo: setup demo-image ## zoo models into models/, then the tier2 benchmark

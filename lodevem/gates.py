@@ -55,5 +55,5 @@ def no_figures(rows: Sequence[PairResult]) -> Optional[str]:
     error): such a run is not a result, whatever was written, so it must not exit 0."""
     if not rows or any(r.latency_ms is not None or r.verdict != "error" for r in rows):
         return None
-    first = next((r.memory_error or r.latency_note for r in rows if r.memory_error or r.latency_note), "")
+    first = next((r.memory_error or r.latency_note or "" for r in rows if r.memory_error or r.latency_note), "")
     return f"no pair produced a latency or a memory figure ({len(rows)} pairs); the first reason: {first[:300]}"

@@ -199,7 +199,8 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
                    settings: MeasureSettings = MeasureSettings(), jobs: Optional[int] = None, timeout_s: float = 300.0,
                    cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
                    on_result: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None,
-                   store: Optional[ArtifactStore] = None, infer: bool = True) -> dict[tuple[str, int], MemoryMeasurement]:
+                   store: Optional[ArtifactStore] = None,
+                   infer: bool = True) -> dict[tuple[str, int], MemoryMeasurement]:
     """Measure every model under every DISTINCT limit, ``jobs`` runs at a time; results are keyed
     by (model label, limit).
 
@@ -271,8 +272,8 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
 
     "At what point does the model break?": fits at ``floor_mb``, fails at ``fails_at_mb``, and the
     two are at most ``tolerance_mb`` apart. The first probes after the top run bracket its peak
-    (``planning.floor_bracket``), so the search usually ends in 3-4 runs. Thrashing and timeouts count as failing; a worker
-    error stops the search (it would fail at any limit).
+    (``planning.floor_bracket``), so the search usually ends in 3-4 runs. Thrashing and timeouts
+    count as failing; a worker error stops the search (it would fail at any limit).
     """
     target = _as_model(model)
     plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store)

@@ -13,7 +13,6 @@ import hashlib
 import os
 import re
 import reprlib
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -232,7 +231,7 @@ class _ProfileYamlLoader(yaml.SafeLoader):
     def _refuse(self, problem: str, mark: Any, field: Optional[str] = None) -> RefusedYaml:
         return RefusedYaml(field or self._field(), problem, mark)
 
-    def compose_node(self, parent: Optional[Node], index: object) -> Node:
+    def compose_node(self, parent: Optional[Node], index: object) -> Optional[Node]:
         # ``index`` is the key node for a mapping value, the position for a list item, None for a key.
         part = index.value if isinstance(index, ScalarNode) else str(index) if isinstance(index, int) else None
         if part is not None:
@@ -241,7 +240,7 @@ class _ProfileYamlLoader(yaml.SafeLoader):
         try:
             event = self.peek_event()
             if isinstance(event, AliasEvent):
-                raise self._refuse(f"YAML alias '*{_clip(event.anchor)}' is not allowed in a profile "
+                raise self._refuse(f"YAML alias '*{_clip(event.anchor or '')}' is not allowed in a profile "
                                    "(write the value out)", event.start_mark)
             if isinstance(event, NodeEvent) and event.anchor is not None:
                 raise self._refuse(f"YAML anchor '&{_clip(event.anchor)}' is not allowed in a profile",
@@ -253,7 +252,9 @@ class _ProfileYamlLoader(yaml.SafeLoader):
                                    "(only plain values, lists and mappings)", event.start_mark)
             if isinstance(event, CollectionStartEvent) and self._depth > MAX_YAML_DEPTH:
                 raise self._refuse(f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
-            node = super().compose_node(parent, index)
+            node = super().compose_node(parent, index)  # type: ignore[arg-type]  # a key node, an int or None
+            if node is None:
+                return None
             if node.tag == self._MERGE_TAG:
                 raise self._refuse("YAML merge keys ('<<') are not allowed in a profile", node.start_mark)
             self._fields[id(node)] = self._field()
@@ -284,7 +285,7 @@ class _ProfileYamlLoader(yaml.SafeLoader):
                     raise self._refuse(f"given twice, on lines {earlier.start_mark.line + 1} and "
                                        f"{key_node.start_mark.line + 1} (YAML would silently keep the last)",
                                        None, name)
-        return super().construct_mapping(node, deep)
+        return super().construct_mapping(node, deep)  # type: ignore[arg-type]  # PyYAML refuses a non-mapping
 
 
 def _yaml_problem(exc: "yaml.YAMLError | RefusedYaml") -> str:

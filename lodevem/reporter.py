@@ -30,8 +30,15 @@ from .report.cells import (
     source_kind,
     source_notes,
 )
-from .report.console import (inspection_lines, latency_legend, latency_table, model_summaries, profiles_table,
-                             results_table, zoo_table)
+from .report.console import (
+    inspection_lines,
+    latency_legend,
+    latency_table,
+    model_summaries,
+    profiles_table,
+    results_table,
+    zoo_table,
+)
 from .report.files import (
     CSV_NAME,
     JSON_NAME,

@@ -13,16 +13,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from .errors import InputError
 from .report.notes import joined, quantization_note, sparsity_note, unstable
 from .sandbox.client import ModelSection, SparsitySection
-from .store import write_atomic
 from .store import file_digest as file_sha256
+from .store import write_atomic
 
 if TYPE_CHECKING:
     from .predict import LatencyPrediction

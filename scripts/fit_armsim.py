@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO))
 
 import fit_estimator as fe  # noqa: E402  (rows, graph keys, LODO summaries: one definition)
+
 from lodevem.latency.armsim.costmodel import COST_MODEL_VERSION, GROUPS, KERNEL_FAMILY, CostModel, group_counts  # noqa: E402
 from lodevem.latency.armsim.isa import isa_for_core, uarch_for_core  # noqa: E402  (the predictor's own table)
 

@@ -7,8 +7,8 @@ from typing import Optional
 
 import pytest
 
-from lodevem.sandbox import image
 from lodevem.errors import BackendUnavailable
+from lodevem.sandbox import image
 
 
 def _daemon_reason() -> Optional[str]:

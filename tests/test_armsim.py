@@ -17,11 +17,11 @@ from lodevem.latency.armsim.isa import covered, isa_for_core
 from lodevem.latency.armsim.predictor import ArmsimPredictor
 from lodevem.latency.armsim.profile import DISJOINT_CLASSES, InstructionProfile
 from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob, profile_key
-from lodevem.store import ArtifactStore
-from lodevem.store.artifacts import ConvertCache
 from lodevem.profiles import load_profiles
 from lodevem.sandbox import image
 from lodevem.sandbox.client import WorkerClient
+from lodevem.store import ArtifactStore
+from lodevem.store.artifacts import ConvertCache
 from lodevem.worker.protocol import WORKER_VERSION
 
 pytestmark = pytest.mark.docker
@@ -195,7 +195,8 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
 
     import torch
 
-    from lodevem.latency.armsim import predictor as predictor_module, run as run_module
+    from lodevem.latency.armsim import predictor as predictor_module
+    from lodevem.latency.armsim import run as run_module
     from lodevem.profiles import select_profiles
     from lodevem.runner import RunConfig, run_benchmark
 

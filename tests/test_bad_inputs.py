@@ -24,12 +24,12 @@ import yaml
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_profiles import VALID
 
 from lodevem.cli import cli
 from lodevem.errors import ProfileError
 from lodevem.profiles import MAX_PROFILE_BYTES, Profile, load_profile_file
 from lodevem.worker.protocol import WorkerError, WorkerRequest
-from test_profiles import VALID
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -479,9 +479,10 @@ def test_max_latency_must_be_a_positive_finite_number(value: str, tmp_path: Path
 
 
 def test_a_run_without_any_figure_does_not_pass() -> None:
+    from test_reporter import make_row
+
     from lodevem.gates import no_figures
     from lodevem.profiles import load_profiles
-    from test_reporter import make_row
 
     profile = load_profiles()[0]
     failed = [make_row(profile, verdict="error", latency=None, peak=None, memory_error="worker died"),

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from test_slurm import slurm_conf  # noqa: F401  (the fixture that brings the cluster up)
 
 ROOT = Path(__file__).resolve().parent.parent

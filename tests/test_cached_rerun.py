@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_paper_kit import make_row
 
 from lodevem import zoo
 from lodevem.latency.estimator import Estimator
@@ -26,7 +27,6 @@ from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
 from lodevem.report.figure_cache import HEATMAP, SCATTER, write_figures
 from lodevem.worker.onnx_export import export_module
-from test_paper_kit import make_row
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "nn_meter", "matplotlib", "onnx", "sklearn", "scipy")
@@ -137,9 +137,9 @@ from lodevem.cli import cli
 try:
     cli(sys.argv[1:], prog_name="lodevem", standalone_mode=False)
 finally:
-    heavy = sorted({m.split(".")[0] for m in sys.modules} & set(%r))
+    heavy = sorted({m.split(".")[0] for m in sys.modules} & set(HEAVY_NAMES))
     print("HEAVY=" + json.dumps(heavy))
-""" % (HEAVY,)
+""".replace("HEAVY_NAMES", repr(HEAVY))
 
 
 def _start(models: list[Path], out: Path) -> list[str]:

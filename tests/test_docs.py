@@ -11,14 +11,12 @@ import ast
 import difflib
 import importlib.util
 import inspect
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
 
 import click
-import pytest
 from click.testing import CliRunner
 
 from lodevem.cli import cli

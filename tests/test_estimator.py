@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -220,7 +220,6 @@ def test_fit_recovers_known_parameters(fit_module) -> None:
                 precisions = ["fp32"] if runtime == "tflite" else [
                     "fp16" if core in ("Cortex-A55", "Cortex-A76") else "fp32", "int8"]
                 for precision in precisions:
-                    key = f"m{i}" if runtime == "ncnn" else f"std:m{i}"
                     model = f"m{i}" + ("_int8" if precision == "int8" else "")
                     row = fe.Row(device, core, clock, threads, model, precision, 1.0, runtime)
                     rows.append(fe.Row(device, core, clock, threads, model, precision,

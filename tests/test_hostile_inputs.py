@@ -4,7 +4,6 @@ bounded container output, bounded options and messages. Container cases use the 
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import pickle
@@ -19,8 +18,8 @@ from click.testing import CliRunner
 from lodevem.cli import cli
 from lodevem.errors import InputError
 from lodevem.gates import Budget, check_budget
-from lodevem.latency.calibration import parse_benchmark_log, read_benchmark_log
-from lodevem.safe_io import LOG_LINE_CHARS, UnsafeInput, json_text, printable, read_text, LOG
+from lodevem.latency.calibration import parse_benchmark_log
+from lodevem.safe_io import LOG, LOG_LINE_CHARS, UnsafeInput, json_text, printable, read_text
 from lodevem.sandbox.usercode import MAX_ARCH_KWARGS_DEPTH, code_digest, parse_arch_kwargs
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
@@ -253,7 +252,7 @@ def test_a_model_that_prints_300_mb_leaves_a_small_host_and_a_capped_log(docker_
 
     import docker.types  # noqa: F401  (imported here, not by two threads at once: docker-py is not safe so)
 
-    docker_backend.client  # opened before the spy thread uses it
+    _ = docker_backend.client  # opened before the spy thread uses it
     watcher = threading.Thread(target=spy, daemon=True)
     before = _hwm_mb()
     watcher.start()

@@ -21,8 +21,7 @@ from lodevem.measure import MemoryMeasurement
 from lodevem.predict import LatencyPrediction, Predictor
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.report.files import write_csv
-from lodevem.results import ModelFile
-from lodevem.results import pair_result
+from lodevem.results import ModelFile, pair_result
 from lodevem.worker import export_module
 
 

@@ -23,12 +23,12 @@ import torch
 from torch import nn
 
 from lodevem import levels, worker, zoo
-from lodevem.sandbox.process_backend import ProcessBackend
-from lodevem.store import ArtifactStore
 from lodevem.derive import DERIVABLE, derive_cached, derive_variants
 from lodevem.errors import DeriveFailed, InputError
 from lodevem.results import ModelFile
 from lodevem.sandbox.client import WorkerClient
+from lodevem.sandbox.process_backend import ProcessBackend
+from lodevem.store import ArtifactStore
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),  # torch.ao quantization, torch.jit

@@ -20,14 +20,12 @@ from typing import Any, Optional
 
 import pytest
 import torch
+from fakes import Counting
 from torch import nn
 
 from lodevem import measure, zoo
-from lodevem.sandbox import open_backend
+from lodevem.sandbox import image, open_backend
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
-from lodevem.sandbox import image
-
-from fakes import Counting
 
 pytestmark = pytest.mark.docker
 

@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-
 from fakes import FakeBackend, ok_result, outcome
+
 from lodevem import measure
 from lodevem.errors import InputError
-from lodevem.store import ArtifactStore
 from lodevem.measure import MeasureCache, MemoryMeasurement, cache_key, classify
 from lodevem.results import ModelFile
 from lodevem.sandbox import open_backend
 from lodevem.sandbox.base import ThrashMonitor
 from lodevem.sandbox.client import MeasureSettings, SandboxRun, WorkerClient, parse_reply
+from lodevem.store import ArtifactStore
 
 
 def run_of(o) -> SandboxRun:

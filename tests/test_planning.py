@@ -6,11 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from fakes import FakeBackend
+
 from lodevem import measure
-from lodevem.memory.planning import (ABSOLUTE_MB, RELATIVE, floor_bracket, inferred_note, plan_limits,
-                                     reference_limit, safe_above)
+from lodevem.memory.planning import (
+    ABSOLUTE_MB,
+    RELATIVE,
+    floor_bracket,
+    inferred_note,
+    plan_limits,
+    reference_limit,
+    safe_above,
+)
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 
 LIMITS = (256, 512, 1024, 2048, 3072, 4096)  # the 16 profiles' distinct RAM limits

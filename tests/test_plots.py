@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from test_reporter import make_row
 
 from lodevem.profiles import Profile, load_profiles, select_profiles
 from lodevem.report.plots import (
@@ -26,7 +27,6 @@ from lodevem.report.plots import (
     scatter_figure,
 )
 from lodevem.results import PairResult
-from test_reporter import make_row
 
 TIER2_MS = {"itel_a23_pro": 14.4, "itel_p37": 12.0, "nokia_c1": 48.9, "redmi_a1": 14.2,
             "samsung_a03_core": 12.1, "tecno_pop5_go": 14.5}

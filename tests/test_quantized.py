@@ -52,8 +52,16 @@ def _write_models(folder: Path) -> dict[str, Path]:
     """Every variant as a user saves it; nn.Sequential of torch's own classes, so the files load
     anywhere (no user code needed)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
-    from torch.ao.quantization import (DeQuantStub, QuantStub, convert, fuse_modules, get_default_qconfig,
-                                       get_default_qconfig_mapping, prepare, quantize_dynamic)
+    from torch.ao.quantization import (
+        DeQuantStub,
+        QuantStub,
+        convert,
+        fuse_modules,
+        get_default_qconfig,
+        get_default_qconfig_mapping,
+        prepare,
+        quantize_dynamic,
+    )
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
     torch.manual_seed(0)
@@ -195,9 +203,7 @@ def test_twin_has_the_fp32_graph_work(exported: dict[str, Any]) -> None:
 
 def test_static_int8_is_fp32_over_the_fitted_factor_on_every_core(exported: dict[str, Any], profiles: list[Any],
                                                                   tmp_path: Path) -> None:
-    est = Estimator.load()
     predictor = Predictor("estimator")
-    fp32 = predictor.predict(exported["fp32.pt"][0], profiles)
     for name in ("static.pt", "fx_traced.pt", "fx_scripted.pt", "fx_pickled.pt", "qdq.onnx", "qoperator.onnx"):
         path = exported[name][0]
         int8 = predictor.predict(path, profiles)
@@ -214,7 +220,6 @@ def test_static_int8_is_fp32_over_the_fitted_factor_on_every_core(exported: dict
 
 
 def test_dynamic_int8_changes_only_the_fc_kernels(exported: dict[str, Any], profiles: list[Any]) -> None:
-    est = Estimator.load()
     predictor = Predictor("estimator", breakdown=True)
     fp32 = predictor.predict(exported["fp32.pt"][0], profiles)
     dyn = predictor.predict(exported["dynamic.pt"][0], profiles)
@@ -309,11 +314,11 @@ def test_start_predicts_quantized_and_half_files_as_what_they_are(docker_backend
 
     got = rows(tmp_path / "files", *map(str, files))
     levels = rows(tmp_path / "levels", str(models["fp32.pt"]), "--levels", "fp32,fp16,int8-static")
-    for (label, pid), row in got.items():
+    for row in got.values():
         assert float(row["latency_ms"]) > 0 and float(row["peak_rss_mb"]) > 0, row
     expected = {"fp32.pt": ("fp32", ""), "half.pt": ("fp16", ""), "static.pt": ("int8-static", "static, torch.ao eager"),
                 "dynamic.pt": ("int8-dynamic", "dynamic, torch.ao eager"), "qdq.onnx": ("int8-static", "static, onnxruntime QDQ")}
-    for (label, pid), row in got.items():
+    for (label, _pid), row in got.items():
         assert row["precision"] == expected[label][0], row
         assert row["quantization"].startswith(expected[label][1]) and bool(row["quantization"]) == bool(expected[label][1])
     for pid, core in (("itel_a70", "Cortex-A55"), ("nokia_c1", "Cortex-A7")):

@@ -18,9 +18,9 @@ from rich.console import Console
 
 from lodevem import __version__
 from lodevem.errors import InputError
+from lodevem.profiles import Profile, load_profiles
 from lodevem.report.manifest import collect_manifest
 from lodevem.report.plots import latency_heatmap, latency_vs_ram, min_ram_bar
-from lodevem.profiles import Profile, load_profiles
 from lodevem.reporter import (
     csv_columns,
     latex_escape,

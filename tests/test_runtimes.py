@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from fakes import Counting
 from torch import nn
 
-from fakes import Counting
 from lodevem import measure, zoo
 from lodevem.profiles import load_profiles, select_profiles
 from lodevem.runner import RunConfig, run_benchmark

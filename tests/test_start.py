@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from fakes import InterruptAfter
+
 from lodevem import measure, zoo
 from lodevem.cli import cli
 from lodevem.profiles import load_profiles, select_profiles
-from lodevem.store.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, label_models, run_benchmark
+from lodevem.store.runstate import RunState
 
 pytestmark = pytest.mark.docker
 
@@ -73,7 +73,7 @@ def test_oom_row_is_formatted_as_the_readme_shows(first_run) -> None:
     oom = rows[("mobilenet_v2.pt", "nokia_8110_4g")]
     assert oom["verdict"] == "oom" and oom["fits"] == "False"
     assert rows[("mobilenet_v2.pt", "nokia_c1")]["verdict"] == "fits"
-    line = next(l for l in result.output.splitlines() if "Nokia 8110 4G" in l and "OOM" in l)
+    line = next(text for text in result.output.splitlines() if "Nokia 8110 4G" in text and "OOM" in text)
     assert re.search(r"OOM\s*│\s*—\s*│\s*✗", line), line
 
 
@@ -83,7 +83,7 @@ def test_latex_table_is_balanced_with_one_row_per_pair(first_run) -> None:
     assert tex.count(r"\toprule") == 1 and tex.count(r"\bottomrule") == 1
     assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
     body = tex.split(r"\midrule", 1)[1].split(r"\bottomrule")[0]
-    data_rows = [l for l in body.splitlines() if l.strip().endswith(r"\\")]
+    data_rows = [row for row in body.splitlines() if row.strip().endswith(r"\\")]
     assert len(data_rows) == 2 * len(PROFILES)
     columns = re.search(r"\\begin\{tabular\}\{([a-z|]+)\}", tex).group(1).replace("|", "")
     for line in data_rows:

@@ -9,8 +9,8 @@ import pickle
 from pathlib import Path
 
 import pytest
-
 from fakes import Counting
+
 from lodevem import measure
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.store import FORMAT_VERSION, ArtifactStore, cache_root, digest

@@ -225,9 +225,9 @@ def test_console_and_tex_state_range_marks_and_verdicts() -> None:
     from dataclasses import replace
 
     from rich.console import Console
+    from test_reporter import make_row
 
     from lodevem.reporter import latex_table, results_table
-    from test_reporter import make_row
 
     by_id = {p.id: p for p in load_profiles()}
     rows = [replace(make_row(by_id["nokia_8110_4g"], peak=237.0, latency=49.7), verdict="tight", app_budget_mb=103,

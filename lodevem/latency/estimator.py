@@ -311,7 +311,8 @@ class Estimator:
         try:
             params = json.loads(path.read_text())
         except OSError as exc:
-            raise EstimatorError(f"{path}: cannot read estimator parameters ({exc.strerror}); reinstall lodevem") from None
+            raise EstimatorError(f"{path}: cannot read estimator parameters ({exc.strerror}); "
+                                 "reinstall lodevem") from None
         except json.JSONDecodeError as exc:
             raise EstimatorError(f"{path}: estimator parameters are not valid JSON ({exc})") from None
         return cls(params, path)

@@ -285,7 +285,8 @@ def fetch_predictors(name: str, data_dir: Path | str, timeout_s: float = 600.0) 
         except requests.exceptions.Timeout:
             raise LodevemError(_offline_message(url, target, f"no answer within {timeout_s:g} s")) from None
         except requests.exceptions.HTTPError as exc:
-            raise LodevemError(_offline_message(url, target, f"HTTP {exc.response.status_code}")) from None
+            status = exc.response.status_code if exc.response is not None else "?"
+            raise LodevemError(_offline_message(url, target, f"HTTP {status}")) from None
         unpacked = Path(tmp) / "unpacked"
         try:
             with zipfile.ZipFile(zip_path) as archive:

@@ -133,7 +133,7 @@ class _CheckedTree(Tree):
 def _widen_nodes(nodes: np.ndarray) -> np.ndarray:
     """Copy old node records into the current dtype; fields the old layout lacks stay 0."""
     widened = np.zeros(nodes.shape, dtype=NODE_DTYPE)
-    for name in nodes.dtype.names:
+    for name in nodes.dtype.names or ():
         widened[name] = nodes[name]  # also casts 32-bit / other-endian indices
     return widened
 
@@ -229,7 +229,7 @@ def _unpickle(file: IO[bytes], info: LoadInfo) -> Any:
         obj = _RestrictedUnpickler(file, info).load()
     for w in caught:
         if issubclass(w.category, InconsistentVersionWarning):
-            info.sklearn_version = w.message.original_sklearn_version
+            info.sklearn_version = getattr(w.message, "original_sklearn_version", None)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return obj

@@ -59,18 +59,21 @@ def to_measurement(run: SandboxRun, *, identity: str, model_sha256: str, setting
     cgroup_peak = outcome.observed.get("cgroup_peak_mb")
     if cgroup_peak is None and mem is not None and mem.cgroup_peak_bytes and outcome.backend == "docker":
         cgroup_peak = round(mem.cgroup_peak_bytes / 2**20, 1)
-    fitted = verdict in ("fits", "oom") and mem is not None
+    fitted = mem if verdict in ("fits", "oom") else None
     return MemoryMeasurement(
-        verdict=verdict, limit_mb=int(outcome.limit_mb or 0), peak_rss_mb=_mb(mem.hwm_kb) if fitted else None,
-        runtime_baseline_mb=_mb(mem.runtime_baseline_kb) if fitted else None,
-        model_increment_mb=_mb(mem.model_increment_kb) if fitted else None,
-        cgroup_peak_mb=cgroup_peak if fitted else None, error=message, phase=phase, backend=outcome.backend,
+        verdict=verdict, limit_mb=int(outcome.limit_mb or 0),
+        peak_rss_mb=_mb(fitted.hwm_kb) if fitted is not None else None,
+        runtime_baseline_mb=_mb(fitted.runtime_baseline_kb) if fitted is not None else None,
+        model_increment_mb=_mb(fitted.model_increment_kb) if fitted is not None else None,
+        cgroup_peak_mb=cgroup_peak if fitted is not None else None, error=message, phase=phase, backend=outcome.backend,
         limit_enforcement=outcome.limit_enforcement, runtime=settings.runtime, wall_s=outcome.wall_s,
         image_id=identity, worker_version=(reply.worker_version if reply is not None else None) or worker_version,
         model_sha256=model_sha256, threads=settings.threads, model_format=model.format, params=model.params,
         major_faults=mem.major_faults if mem is not None else None,
-        host_latency_mean_ms=timings.mean_ms if timings else None, host_latency_std_ms=timings.std_ms if timings else None,
-        host_latency_p50_ms=timings.p50_ms if timings else None, host_latency_p95_ms=timings.p95_ms if timings else None,
+        host_latency_mean_ms=timings.mean_ms if timings else None,
+        host_latency_std_ms=timings.std_ms if timings else None,
+        host_latency_p50_ms=timings.p50_ms if timings else None,
+        host_latency_p95_ms=timings.p95_ms if timings else None,
         host_throughput_ips=timings.throughput_ips if timings else None, observed=dict(outcome.observed))
 
 

@@ -19,11 +19,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
 from .. import __version__
 from ..latency.cache import digest, file_digest
 from ..profiles import Profile
 from ..results import PairResult, write_atomic
+from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
 from .cells import HEATMAP, MIN_RAM, SCATTER
 
 EXTENSIONS = ("png", "pdf")

@@ -18,11 +18,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
-from ..safe_io import RESULTS_FILE, read_text
 from .. import __version__
 from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
+from ..safe_io import RESULTS_FILE, read_text
 from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
 from .console import model_summaries
 

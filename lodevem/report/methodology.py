@@ -28,9 +28,9 @@ from typing import Any, Optional
 from .. import __version__
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult, write_atomic
-from .cells import RunCounts, run_counts
 from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes
+from .cells import RunCounts, run_counts
 from .files import latex_escape
 
 __all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "RunFacts", "bibtex", "cited_keys",
@@ -287,11 +287,13 @@ def _latency_paragraph(f: RunFacts) -> str:
         n = len(f.estimator_profiles)
         scope = "every profile" if n == len(f.profiles) else f"{n} of the profiles ({_and(list(f.estimator_profiles))})"
         out.append(
-            f"For {scope}, lodevem's offline estimator {e.version} (fitted {e.fit_date or 'on an unrecorded date'}) gave "
+            f"For {scope}, lodevem's offline estimator {e.version} "
+            f"(fitted {e.fit_date or 'on an unrecorded date'}) gave "
             "the latency: a kernel-level cost model that charges each kernel the multiply-accumulates of its kind "
             "(3x3 stride-1, GEMM-like and depthwise convolutions, fully connected layers), the bytes it moves and a "
             "fixed per-kernel overhead, with a compute and a memory scale per core type, divided by the clock. "
-            f"It was fitted on {e.rows_used if e.rows_used is not None else 'the'} published latencies of common CNNs on "
+            f"It was fitted on {e.rows_used if e.rows_used is not None else 'the'} "
+            "published latencies of common CNNs on "
             f"ARM boards measured with {data}, with efficiencies of its own for each runtime"
             + (f"; the latencies stand for {f.latency_for[0][1]}" if len({lr for _, lr in f.latency_for}) == 1
                else "")
@@ -304,7 +306,8 @@ def _latency_paragraph(f: RunFacts) -> str:
             + (f", and a board calibrated with one measured model comes to {_pct(e.oneshot_mape_pct)} in the same "
                "simulation" if e.oneshot_mape_pct is not None else "") + ".")
     for nn in f.nnmeter:
-        ref = (f"a {nn.reference_core} at {nn.reference_clock_ghz:g} GHz" if nn.reference_core and nn.reference_clock_ghz
+        ref = (f"a {nn.reference_core} at {nn.reference_clock_ghz:g} GHz"
+               if nn.reference_core and nn.reference_clock_ghz
                else "its reference device")
         out.append(f"For {_and(list(nn.profiles))}, nn-Meter's {{code:{nn.name}}} kernel regressors {{cite:nnmeter}}, "
                    f"which model {ref} running TFLite 2.1 {{cite:litert}} with one thread, gave each kernel's time, "
@@ -405,7 +408,8 @@ def _limitations(f: RunFacts) -> list[str]:
     items = []
     if f.host_machine and f.host_machine not in ("aarch64", "arm64", "armv7l", "armv8l"):
         items.append(f"Memory was measured on an {f.host_machine} host, not on the phones' ARM CPUs: code size, "
-                     "allocator behaviour and kernel choices of the ARM build differ, so peak RAM on a device may differ.")
+                     "allocator behaviour and kernel choices of the ARM build differ, so peak RAM on a device "
+                     "may differ.")
     if f.baselines:
         spans = [f"{rt} {lo:g} MB" if lo == hi else f"{rt} {lo:g}-{hi:g} MB" for rt, lo, hi in f.baselines]
         on_device = any(rt in on_device_runtimes() for rt, _, _ in f.baselines)

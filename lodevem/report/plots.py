@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import matplotlib
 import numpy as np
@@ -38,14 +38,14 @@ from .cells import HEATMAP, MIN_RAM, SCATTER, VERDICT_WORDS, cells, group_by_mod
 TIER_COLOURS = {"tier1": "#009E73", "tier2": "#E69F00", "tier3": "#D55E00"}
 # One filled marker shape per device of a figure (15 tell apart at 5 pt; more devices repeat them).
 DEVICE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "p", "h", "d", "H", "8")
-_STYLE = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7,
+_STYLE: dict[str, Any] = {"font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8, "xtick.labelsize": 7,
           "ytick.labelsize": 7, "legend.fontsize": 7, "pdf.fonttype": 42, "svg.hashsalt": "lodevem"}
 
 
 @contextmanager
 def _paper_style() -> Iterator[None]:
     """Paper-sized fonts for the figures built inside, restored afterwards (rcParams are global)."""
-    with matplotlib.rc_context(_STYLE):
+    with matplotlib.rc_context(_STYLE):  # type: ignore[arg-type]  # matplotlib's stub wants literal keys
         yield
 
 
@@ -93,8 +93,9 @@ def _draw_limits(ax: Axes, limits: dict[int, list[str]]) -> list[Line2D]:
         colours.append(TIER_COLOURS.get(max(tiers, key=tier_rank), "grey"))
         ax.axvline(ram, color=colours[-1], linestyle="--", linewidth=1, zorder=1)
     top = ax.secondary_xaxis("top")
-    top.set_xticks(list(limits), [f"{_ram_text(ram)}\n{tiers[0]}{''.join('+' + t.removeprefix('tier') for t in tiers[1:])}"
-                                  for ram, tiers in limits.items()], fontsize=6)
+    labels = [f"{_ram_text(ram)}\n{tiers[0]}{''.join('+' + t.removeprefix('tier') for t in tiers[1:])}"
+              for ram, tiers in limits.items()]
+    top.set_xticks(list(limits), labels, fontsize=6)
     top.xaxis.set_minor_locator(NullLocator())
     top.tick_params(length=2)
     for label, colour in zip(top.get_xticklabels(), colours):
@@ -201,7 +202,7 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
         for i, group in enumerate(groups.values()):
             for row in group:
                 j, c = col[row.profile_id], cells(row)
-                if c.is_number:
+                if c.is_number and row.latency_ms is not None:
                     rgba = cmap(norm(row.latency_ms))
                     dark = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] < 0.5
                     text = f"{row.latency_ms:,.0f}" if row.latency_ms >= 100 else f"{row.latency_ms:.1f}"
@@ -291,7 +292,7 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     apart, and the caption says so: no model disappears under another.
     """
     limits = _tier_limits(rows, profiles)
-    colours = matplotlib.colormaps["tab10"].colors
+    colours = matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # a ListedColormap
     devices = ordered_devices(rows, profiles)
     device_index = {d.profile_id: j for j, d in enumerate(devices)}
     groups = group_by_model(rows, profiles)
@@ -317,9 +318,9 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
         ax.yaxis.set_major_formatter(FixedFormatter(labels))
         ax.yaxis.set_minor_locator(NullLocator())
         spread = 0
-        for group in _coinciding(points, ax):
-            spread = max(spread, len(group))
-            for slot, i in enumerate(sorted(group, key=lambda i: (points[i].model, points[i].device))):
+        for cluster in _coinciding(points, ax):
+            spread = max(spread, len(cluster))
+            for slot, i in enumerate(sorted(cluster, key=lambda i: (points[i].model, points[i].device))):
                 p = points[i]
                 colour = colours[p.model % len(colours)]
                 shift = ScaledTranslation((slot - (len(group) - 1) / 2) * 6.5 / 72, 0, fig.dpi_scale_trans)

@@ -25,13 +25,31 @@ this module and an allow-list of lodevem's own data files. The caps are listed i
 
 from __future__ import annotations
 
-from .files import (CACHE_RECORD, CALIBRATION_RECORD, CODE_FILE, CODE_TOTAL_BYTES, LOG, MODEL_FILE, OUTPUT_TAIL_BYTES, PROFILE,
-                    REPLY_TAIL_BYTES, RESULTS_FILE, Kind, hash_into, read_bytes, read_tail, read_text, regular_fd,
-                    sha256_file)
-from .text import ENTRY_CHARS, LOG_LINE_CHARS, MESSAGE_CHARS, bounded_lines, clip, json_text, printable
 from ..errors import UnsafeInput
+from .files import (
+    CACHE_RECORD,
+    CALIBRATION_RECORD,
+    CODE_FILE,
+    CODE_TOTAL_BYTES,
+    LOG,
+    MODEL_FILE,
+    OUTPUT_TAIL_BYTES,
+    PROFILE,
+    REPLY_TAIL_BYTES,
+    RESULTS_FILE,
+    Kind,
+    hash_into,
+    read_bytes,
+    read_tail,
+    read_text,
+    regular_fd,
+    sha256_file,
+)
+from .text import ENTRY_CHARS, LOG_LINE_CHARS, MESSAGE_CHARS, bounded_lines, clip, json_text, printable
 
-__all__ = ["CACHE_RECORD", "CALIBRATION_RECORD", "CODE_FILE", "CODE_TOTAL_BYTES", "ENTRY_CHARS", "Kind", "LOG", "LOG_LINE_CHARS",
-           "MESSAGE_CHARS", "MODEL_FILE", "OUTPUT_TAIL_BYTES", "PROFILE", "REPLY_TAIL_BYTES", "RESULTS_FILE",
-           "UnsafeInput", "bounded_lines", "clip", "hash_into", "json_text", "printable", "read_bytes", "read_tail",
-           "read_text", "regular_fd", "sha256_file"]
+__all__ = [
+    "CACHE_RECORD", "CALIBRATION_RECORD", "CODE_FILE", "CODE_TOTAL_BYTES", "ENTRY_CHARS", "Kind", "LOG",
+    "LOG_LINE_CHARS", "MESSAGE_CHARS", "MODEL_FILE", "OUTPUT_TAIL_BYTES", "PROFILE", "REPLY_TAIL_BYTES",
+    "RESULTS_FILE", "UnsafeInput", "bounded_lines", "clip", "hash_into", "json_text", "printable", "read_bytes",
+    "read_tail", "read_text", "regular_fd", "sha256_file",
+]

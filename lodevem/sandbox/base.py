@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
-
 # A run is thrashing when, for SUSTAIN_S seconds in a row, the major-fault rate over the last
 # WINDOW_S seconds stays above FAULT_RATE/s while usage is within NEAR_LIMIT of the limit.
 # Calibrated on this machine (see measure.py's docstring): a healthy run makes < 5 major

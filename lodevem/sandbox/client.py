@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..safe_io import printable
 from ..errors import SandboxError
+from ..safe_io import printable
 from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
@@ -39,6 +39,16 @@ def _text(value: Any, limit: int = _MAX_TEXT) -> Optional[str]:
     if not isinstance(value, str):
         return None
     return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """``value`` when the reply holds an object there, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    """``value`` when the reply holds a list there, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def _number(value: Any) -> Optional[float]:
@@ -86,7 +96,7 @@ class SparsitySection:
         if fraction is None or not 0 <= fraction <= 1:
             return None
         layers = []
-        for item in (data.get("layers") if isinstance(data.get("layers"), list) else [])[:50]:
+        for item in _items(data.get("layers"))[:50]:
             if not isinstance(item, dict):
                 continue
             name, zf = _text(item.get("name"), 200), _number(item.get("zero_fraction"))
@@ -124,13 +134,13 @@ class ModelSection:
         shape = data.get("input_shape")
         dims = tuple(d for d in shape if _integer(d) is not None and d > 0) if isinstance(shape, list) else ()
         precision = _text(data.get("precision"), 20)
-        quant = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
+        quant = _mapping(data.get("quantization"))
         scheme, backend = _text(quant.get("scheme"), 40), _text(quant.get("backend"), 80)
         if isinstance(data.get("quantization"), str):  # a record lodevem wrote from this section
             scheme, _, backend = (_text(data["quantization"], 122) or "").partition(", ")
         return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
                    class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
-                   input_shape=dims if dims and len(dims) == len(shape) <= 8 else None,
+                   input_shape=dims if dims and isinstance(shape, list) and len(dims) == len(shape) <= 8 else None,
                    input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
                    precision=precision if precision in FILE_PRECISIONS else None,
                    quantization=f"{scheme}, {backend}" if scheme and backend else None,
@@ -171,7 +181,7 @@ class MemorySection:
     def parse(cls, data: dict[str, Any]) -> Optional["MemorySection"]:
         if not data:
             return None
-        cgroup = data.get("cgroup") if isinstance(data.get("cgroup"), dict) else {}
+        cgroup = _mapping(data.get("cgroup"))
         return cls(hwm_kb=_number(data.get("hwm_kb")), runtime_baseline_kb=_number(data.get("runtime_baseline_kb")),
                    model_increment_kb=_number(data.get("model_increment_kb")),
                    major_faults=_integer(data.get("major_faults")),
@@ -207,7 +217,7 @@ class DerivedSection:
     def parse(cls, derived: dict[str, Any], variant: dict[str, Any]) -> Optional["DerivedSection"]:
         if not derived:
             return None
-        raw_notes = variant.get("notes") if isinstance(variant.get("notes"), list) else []
+        raw_notes = _items(variant.get("notes"))
         notes = [n for n in (_text(x, 500) for x in raw_notes) if n]
         reason = _text(derived.get("format_reason"), 500)
         if reason:

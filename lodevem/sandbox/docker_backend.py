@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from . import image as image_mod
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
-from ..worker import WorkerRequest, artifact_files
-from .engine import EngineAPI
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
+from ..worker import WorkerRequest, artifact_files
+from . import image as image_mod
 from .base import PIDS_LIMIT, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
+from .engine import EngineAPI
 from .watch import WatchResult, watch
 
 LABEL = "lodevem"

@@ -22,8 +22,8 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Optional

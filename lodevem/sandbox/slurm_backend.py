@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..safe_io import read_tail
 from ..store import digest, file_digest
-from ..worker.registry import CONVERT_ACTIONS
-from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..worker import WorkerRequest
+from ..worker.registry import CONVERT_ACTIONS
 from . import slurm_job
 from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_mb
 
@@ -100,9 +100,12 @@ def _report(path: Path) -> Optional[dict[str, Any]]:
         v = data.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
-    observed = data.get("observed") if isinstance(data.get("observed"), dict) else {}
+    observed = data.get("observed")
+    if not isinstance(observed, dict):
+        observed = {}
+    exit_code = num("exit_code")
     return {
-        "exit_code": int(num("exit_code")) if num("exit_code") is not None else None,
+        "exit_code": int(exit_code) if exit_code is not None else None,
         "killed_by_sigkill": data.get("killed_by_sigkill") is True,
         "oom_kills": int(num("oom_kills") or 0),
         "timed_out": data.get("timed_out") is True,
@@ -320,7 +323,7 @@ class SlurmBackend(Cancellable):
             raise Cancelled("measurement cancelled")
         key = self._run_key(request, limit_mb, timeout_s)
         run_dir = self.workdir / "runs" / key
-        job = None
+        job: Any = None  # a submitit Job once submitted
         inner = self._inner(request, run_dir)  # deterministic: the same paths an adopted job was given
         info = self._job_info(run_dir)
         if info is not None and self.settings.reattach and (
@@ -346,7 +349,8 @@ class SlurmBackend(Cancellable):
                     from .docker_backend import _take_output  # the same distrustful copy as Docker's
 
                     _take_output(run_dir / "out", Path(inside).name, Path(wanted), MAX_OUTPUT_BYTES)
-            host_paths = {i: h for i, h in ((inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
+            host_paths = {i: h for i, h in ((inner.model_path, request.model_path),
+                                            (inner.onnx_path, request.onnx_path),
                                             (inner.derive_out, request.derive_out)) if i and h}
             shutil.rmtree(run_dir, ignore_errors=True)
             return dataclasses.replace(outcome, host_paths=host_paths)

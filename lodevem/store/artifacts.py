@@ -21,8 +21,8 @@ from typing import Any, Optional, Sequence
 from ..results import ConversionResult, ExportResult
 from ..sandbox.client import ModelSection, WorkerClient
 from ..sandbox.image import CONVERTERS
-from . import ArtifactStore, digest
 from ..worker.protocol import artifact_files
+from . import ArtifactStore, digest
 
 __all__ = ["ConvertCache", "ExportCache", "converted_name", "loading_sha256", "onnx_name", "shape_text"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
-from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
+from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
 from . import write_atomic
 
 if TYPE_CHECKING:
@@ -147,7 +147,8 @@ class Recorder:
 
     def rows(self) -> list[PairResult]:
         """This run's rows in (model, profile) order; rows of other profiles in the state are left out."""
-        return sorted((r for r in self.state.rows if r.profile_id in self._order and r.model_label in self._model_order),
+        return sorted((r for r in self.state.rows
+                       if r.profile_id in self._order and r.model_label in self._model_order),
                       key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
 
     def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:

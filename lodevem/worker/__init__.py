@@ -35,30 +35,75 @@ re-exported here.
 
 from __future__ import annotations
 
-# The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
-from .protocol import (  # noqa: F401
-    SCHEMA_VERSION, WORKER_RELEASE, WORKER_VERSION, EXIT_OK, EXIT_ERROR, ACTIONS, RUNTIMES, ERROR_KINDS, FORMATS,
-    DEFAULT_INPUT_SHAPE, PROGRESS_PREFIX, LEVELS, CONVERT_ACTIONS, WorkerError, WorkerRequest, WorkerResult,
-    artifact_files, progress, first_line,
-)
-from .memory import (  # noqa: F401
-    proc_status_kb, cgroup_memory, MemoryPhases,
-)
-from .formats import (  # noqa: F401
-    HOW_TO_SAVE, CHECKPOINT_KEYS, sniff_format, file_sha256, load_torch_model, torch_model_info,
-    make_torch_input,
-)
-from .timing import (  # noqa: F401
-    timed_passes, percentile, latency_stats,
-)
-from .onnx_export import (  # noqa: F401
-    ONNX_OPSET, export_module, nn_meter_friendly, onnx_section, load_onnx, onnx_model_info, resolve_static,
-)
-from .variants import (  # noqa: F401
-    PRUNING_RATIO, CALIBRATION_BATCHES, CALIBRATION_SEED, NOTE_DYNAMIC, NOTE_PRUNED,
-    derive_variant, quantization_engine, probe_layers, serialized_size, write_variant,
-)
 from .actions import (  # noqa: F401
-    Late, action_inspect, action_measure_torch, action_derive, action_measure_ort, action_export,
+    Late,
+    action_derive,
+    action_export,
+    action_inspect,
+    action_measure_ort,
+    action_measure_torch,
 )
 from .dispatch import run  # noqa: F401  (every action, the tflite/ncnn ones included)
+from .formats import (  # noqa: F401
+    CHECKPOINT_KEYS,
+    HOW_TO_SAVE,
+    file_sha256,
+    load_torch_model,
+    make_torch_input,
+    sniff_format,
+    torch_model_info,
+)
+from .memory import (  # noqa: F401
+    MemoryPhases,
+    cgroup_memory,
+    proc_status_kb,
+)
+from .onnx_export import (  # noqa: F401
+    ONNX_OPSET,
+    export_module,
+    load_onnx,
+    nn_meter_friendly,
+    onnx_model_info,
+    onnx_section,
+    resolve_static,
+)
+
+# The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
+from .protocol import (  # noqa: F401
+    ACTIONS,
+    CONVERT_ACTIONS,
+    DEFAULT_INPUT_SHAPE,
+    ERROR_KINDS,
+    EXIT_ERROR,
+    EXIT_OK,
+    FORMATS,
+    LEVELS,
+    PROGRESS_PREFIX,
+    RUNTIMES,
+    SCHEMA_VERSION,
+    WORKER_RELEASE,
+    WORKER_VERSION,
+    WorkerError,
+    WorkerRequest,
+    WorkerResult,
+    artifact_files,
+    first_line,
+    progress,
+)
+from .timing import (  # noqa: F401
+    latency_stats,
+    percentile,
+    timed_passes,
+)
+from .variants import (  # noqa: F401
+    CALIBRATION_BATCHES,
+    CALIBRATION_SEED,
+    NOTE_DYNAMIC,
+    NOTE_PRUNED,
+    PRUNING_RATIO,
+    derive_variant,
+    probe_layers,
+    quantization_engine,
+    serialized_size,
+    write_variant,
+)

@@ -9,14 +9,29 @@ import platform
 import time
 from typing import Any, Callable, Optional
 
-from .formats import (_format_of, file_sha256, load_options, load_torch_model, make_torch_input, sniff_format,
-                      torch_model_info)
+from .formats import (
+    _format_of,
+    file_sha256,
+    load_options,
+    load_torch_model,
+    make_torch_input,
+    sniff_format,
+    torch_model_info,
+)
 from .memory import MemoryPhases, _released
-from .onnx_export import (_atomic_onnx_save, _metadata, export_module, load_onnx, nn_meter_friendly, onnx_model_info,
-                          onnx_section, resolve_static)
+from .onnx_export import (
+    _atomic_onnx_save,
+    _metadata,
+    export_module,
+    load_onnx,
+    nn_meter_friendly,
+    onnx_model_info,
+    onnx_section,
+    resolve_static,
+)
+from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
-from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .sparsity import remove_zero_channels, sparsity_report
 from .timing import latency_stats, timed_passes
 from .variants import _derive, write_variant

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 MARKER_MAGIC = 0x4C4F0000  # "LO": the plugin's magic=...; marker id = argument - MAGIC
 MARK_BEGIN, MARK_END, MARK_LOADED = 1, 2, 3
@@ -137,7 +138,7 @@ def _tflite(spec: dict) -> tuple:
 
 def main() -> int:
     spec = json.loads(sys.argv[1])
-    report = {"ok": False}
+    report: dict[str, Any] = {"ok": False}
     started = time.perf_counter()
     try:
         infer, version, precision, options = (_ncnn if spec["runtime"] == "ncnn" else _tflite)(spec)

@@ -78,8 +78,8 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
     qemu, cpu, default_view, sysno = ISA_TARGETS[isa]
     view = req.uarch or default_view
     if view not in _VIEW_ARCH or (_VIEW_ARCH[view] == "armhf") != (isa == "armv7"):
-        raise WorkerError("bad_request", f"uarch {view} is not an {isa} core this image has a view for "
-                                         f"({', '.join(v for v, a in _VIEW_ARCH.items() if (a == 'armhf') == (isa == 'armv7'))})")
+        views = ", ".join(v for v, a in _VIEW_ARCH.items() if (a == "armhf") == (isa == "armv7"))
+        raise WorkerError("bad_request", f"uarch {view} is not an {isa} core this image has a view for ({views})")
     if req.runtime == "tflite" and isa == "armv7":
         raise WorkerError("bad_request", "LiteRT publishes no armv7 (armhf) wheel: armv7 profiles are ncnn only")
     root = armsim_root()
@@ -112,7 +112,8 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
         stderr_lines = (proc.stderr or "").strip().splitlines()
         reason = report.get("error") or (stderr_lines[-1] if stderr_lines else f"exit code {proc.returncode}")
         raise WorkerError("model_failed" if report else "internal",
-                          f"{req.runtime} under emulated {cpu} failed on {os.path.basename(model)}: {first_line(reason)}")
+                          f"{req.runtime} under emulated {cpu} failed on {os.path.basename(model)}: "
+                          f"{first_line(reason)}")
     try:
         with open(counts_path) as fh:
             rows = per_inference(fh.read(_MAX_COUNTS_BYTES), req.runs)

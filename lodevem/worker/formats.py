@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .protocol import WorkerError, first_line, progress
-from .usercode import UserCode, build_arch, load_into, weights_of
 from .quantized import FX_PICKLE_HINT, quantized_conv_unpickling
-
+from .usercode import UserCode, build_arch, load_into, weights_of
 
 HOW_TO_SAVE = ("save the whole module with torch.save(model, path), or "
                "torch.jit.save(torch.jit.script(model), path), or "
@@ -286,9 +285,9 @@ def _script_packed_tensors(module: Any) -> list[Any]:
     out: list[Any] = []
     for _, sub in module.named_modules():
         packed = getattr(sub, "_packed_params", None) if hasattr(sub, "_packed_params") else None
-        if isinstance(packed, torch.ScriptObject) and "unpack" in packed._method_names():
+        if isinstance(packed, torch.ScriptObject) and "unpack" in packed._method_names():  # type: ignore[attr-defined]
             try:
-                out += [t for t in packed.unpack() if torch.is_tensor(t)]
+                out += [t for t in packed.unpack() if torch.is_tensor(t)]  # type: ignore[attr-defined]
             except Exception:  # an unknown packed layout: leave it uncounted
                 pass
     return out

@@ -13,7 +13,6 @@ from typing import Any, Optional
 from .formats import HOW_TO_SAVE
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
 
-
 # Opset 13: nn-Meter's converter knows its op set; opset >= 14 emits HardSwish, which nn-Meter
 # has no alias for, while at 13 the exporter writes HardSigmoid+Mul (detected as kernels).
 ONNX_OPSET = 13
@@ -172,7 +171,7 @@ def onnx_model_info(model: Any, input_shape: Optional[list[int]]) -> dict[str, A
     """params/param_bytes from initializers (what onnxruntime holds), shape/dtype from graph input."""
     from onnx import helper
 
-    params, by_dtype = 0, {}
+    params, by_dtype = 0, dict[str, int]()
     for init in model.graph.initializer:
         n = 1
         for d in init.dims:

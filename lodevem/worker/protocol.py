@@ -10,14 +10,13 @@ import json
 import re
 import reprlib
 import sys
-from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, Optional
 
 from . import registry as _registry
 from .precision import ARITHMETIC, LEVELS
 from .registry import CONVERT_ACTIONS
-
 
 SCHEMA_VERSION = 1
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
@@ -173,7 +172,8 @@ class WorkerRequest:
              "quantize must be null or int8-static, and only for export-tflite"),
             (self.action == "armsim-profile" or (self.isa is None and self.precision is None and self.uarch is None),
              "isa, precision and uarch are only for armsim-profile"),
-            (self.uarch is None or (isinstance(self.uarch, str) and re.fullmatch(r"cortex-a\d+", self.uarch) is not None),
+            (self.uarch is None
+             or (isinstance(self.uarch, str) and re.fullmatch(r"cortex-a\d+", self.uarch) is not None),
              "uarch must be null or cortex-aNN"),
             (self.action not in CONVERT_ACTIONS.values() or self.converted_path is not None,
              f"{self.action} needs converted_path (where to write)"),

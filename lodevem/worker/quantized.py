@@ -79,11 +79,11 @@ def quantized_conv_unpickling() -> Iterator[None]:
             torch.nn.Module.__init__(self)
         original(self, state)
 
-    _ConvNd.__setstate__ = setstate
+    _ConvNd.__setstate__ = setstate  # type: ignore[method-assign]  # undone below
     try:
         yield
     finally:
-        _ConvNd.__setstate__ = original
+        _ConvNd.__setstate__ = original  # type: ignore[method-assign]
 
 
 def torch_quantization(module: Any) -> Optional[dict[str, str]]:
@@ -342,13 +342,15 @@ def _float_op(node: Any, float_op: str, resolve: Any, dequant: Any, const: Any, 
     if op == "QLinearConv":
         inputs = [operand(ins[0], ins[1], ins[2], 1), operand(ins[3], ins[4], ins[5], 0)]
         if len(ins) > 8 and ins[8]:  # int32 bias with scale x_scale * w_scale
-            bias = consts[ins[8]].astype("float32") * consts[ins[1]].astype("float32") * consts[ins[4]].astype("float32")
+            bias = (consts[ins[8]].astype("float32") * consts[ins[1]].astype("float32")
+                    * consts[ins[4]].astype("float32"))
             inputs.append(const(f"{ins[8]}_lodevem_float", bias.reshape(-1)))
     elif op == "QGemm":  # per-output-channel weight scales: axis 0 of B when transB, else axis 1
         transb = next((a.i for a in node.attribute if a.name == "transB"), 0)
         inputs = [operand(ins[0], ins[1], ins[2], 1), operand(ins[3], ins[4], ins[5], 0 if transb else 1)]
         if len(ins) > 6 and ins[6]:
-            bias = consts[ins[6]].astype("float32") * consts[ins[1]].astype("float32") * consts[ins[4]].astype("float32")
+            bias = (consts[ins[6]].astype("float32") * consts[ins[1]].astype("float32")
+                    * consts[ins[4]].astype("float32"))
             inputs.append(const(f"{ins[6]}_lodevem_float", bias.reshape(-1)))
     elif op == "QLinearMatMul":
         inputs = [operand(ins[0], ins[1], ins[2], 1), operand(ins[3], ins[4], ins[5], -1)]

@@ -23,8 +23,16 @@ from typing import Any
 from .actions import Late, _file_info, _measure
 from .formats import _format_of
 from .memory import MemoryPhases
-from .protocol import (CONVERT_ACTIONS, DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line,
-                       progress)
+from .protocol import (
+    CONVERT_ACTIONS,
+    DEFAULT_INPUT_SHAPE,
+    WorkerError,
+    WorkerRequest,
+    WorkerResult,
+    artifact_files,
+    first_line,
+    progress,
+)
 
 
 def _converted(req: WorkerRequest) -> str:

@@ -32,7 +32,8 @@ def recorded_input_shape(module: Any) -> Optional[list[int]]:
             continue
         shape = getattr(value, "shape", value)
         try:
-            dims = [int(d) for d in shape] if isinstance(shape, (list, tuple)) or hasattr(shape, "__iter__") else None
+            dims = [int(d) for d in shape] if shape is not None and (
+                isinstance(shape, (list, tuple)) or hasattr(shape, "__iter__")) else None
         except (TypeError, ValueError):
             dims = None
         if dims and 1 <= len(dims) <= 8 and all(0 < d <= 1 << 16 for d in dims):
@@ -51,7 +52,7 @@ class DefaultShapeCheck:
     def __init__(self, module: Any, shape: list[int]) -> None:
         import torch.nn as nn
 
-        self.shape, self.features = list(shape), None
+        self.shape, self.features = list(shape), None  # type: list[Any], Optional[int]
         self._hook = None
         self.conv = _first(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
         self.linear = _first(module, (nn.Linear,))

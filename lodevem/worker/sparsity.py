@@ -100,7 +100,7 @@ def remove_zero_channels(model: Any, example: Any) -> tuple[Optional[Any], str]:
         warnings.simplefilter("ignore")
         try:
             graph = tp.DependencyGraph().build_dependency(model, example_inputs=example)
-            for name, (sub, idxs) in dead.items():
+            for sub, idxs in dead.values():
                 fn = (tp.prune_linear_out_channels if isinstance(sub, torch.nn.Linear)
                       else tp.prune_conv_out_channels)
                 current = _zero_rows(sub)

@@ -9,7 +9,6 @@ from typing import Any, Callable
 
 from .protocol import WorkerError, WorkerRequest, first_line, progress
 
-
 # What a forward pass that fails says when the input is the problem (as torch phrases it).
 _SHAPE_WORDS = re.compile(r"shape|size|dimension|channels|mat1|mat2|expected input|expected .*input", re.I)
 _MORE_INPUTS = re.compile(r"required positional argument|missing value for argument|expected \d+ arguments", re.I)

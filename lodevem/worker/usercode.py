@@ -132,13 +132,15 @@ def build_arch(arch: str, kwargs: Optional[dict[str, Any]]) -> Any:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             raise WorkerError("unsupported_format", f"--arch {arch}: module {exc.name!r} is not importable in the "
-                                                    f"sandbox; pass the folder or file that defines it with --code")
+                                                    f"sandbox; pass the folder or file that defines it with --code"
+                              ) from None
         except Exception as exc:
             raise WorkerError("model_failed", f"--arch {arch}: importing {module_name} raised {type(exc).__name__}: "
                                               f"{first_line(exc, 200)}") from None
-        build = _getattr_path(module, attr)
-        if build is None or not callable(build):
+        found = _getattr_path(module, attr)
+        if found is None or not callable(found):
             raise WorkerError("bad_request", f"--arch {arch}: {module_name} has no callable {attr!r}")
+        build = found
     try:
         built = build(**kwargs)
     except Exception as exc:

@@ -9,11 +9,11 @@ import platform
 import time
 import traceback
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
+from .macs import layer_macs
 from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
-
 
 PRUNING_RATIO = 0.5
 CALIBRATION_BATCHES, CALIBRATION_SEED = 8, 0
@@ -95,7 +95,8 @@ def _static_int8(module: Any, example: Any, keep_original: bool) -> tuple[Any, l
             for _ in range(CALIBRATION_BATCHES):
                 prepared(torch.randn(shape, generator=gen, dtype=torch.float32).to(example.dtype))
         variant = convert_fx(prepared)
-    layers = _quantized_layers(variant, "torch.ao.nn.quantized") + _quantized_layers(variant, "torch.ao.nn.intrinsic.quantized")
+    layers = (_quantized_layers(variant, "torch.ao.nn.quantized")
+              + _quantized_layers(variant, "torch.ao.nn.intrinsic.quantized"))
     note = (f"static int8 (FX graph mode, {engine} engine): conv/linear weights int8 per channel, activation ranges "
             f"calibrated on {CALIBRATION_BATCHES} random inputs of shape {shape} (seed {CALIBRATION_SEED}); real "
             f"data would set other ranges, so accuracy is unknown")
@@ -125,20 +126,14 @@ def probe_layers(module: Any, example: Any) -> dict[str, Any]:
     def hook(name: str) -> Callable[..., None]:
         def record(m: Any, _inp: Any, out: Any) -> None:
             nonlocal macs
-            if isinstance(m, torch.nn.Linear):
-                macs += out.numel() * m.in_features
-                widths[name] = m.out_features
-            else:
-                k = 1
-                for d in m.kernel_size:
-                    k *= d
-                macs += out.numel() * (m.in_channels // m.groups) * k
-                widths[name] = m.out_channels
+            macs += layer_macs(m, out)
+            widths[name] = m.out_features if isinstance(m, torch.nn.Linear) else m.out_channels
             order.append(name)
             produced[id(out)] = name
         return record
 
-    layers = {name: m for name, m in module.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.modules.conv._ConvNd))}
+    layers = {name: m for name, m in module.named_modules()
+              if isinstance(m, (torch.nn.Linear, torch.nn.modules.conv._ConvNd))}
     handles = [m.register_forward_hook(hook(name)) for name, m in layers.items()]
     try:
         with torch.no_grad():
@@ -346,28 +341,3 @@ def _reload_check(path: str, fmt: str, example: Any) -> None:
               else torch.load(path, map_location="cpu", weights_only=False))
     with torch.inference_mode():
         loaded(example)
-
-
-def count_macs(module: Any, input_shape: Sequence[int]) -> int:
-    """Multiply-accumulates of one forward pass on a zero tensor of ``input_shape``: lodevem's one
-    MAC counter (``probe_layers``' hook), for the pruning report, the zoo's MFLOPs and the tests.
-
-    Counts Conv (``out_elems * in_ch/groups * prod(kernel)``, grouped/depthwise aware) and Linear
-    (``out_elems * in_features``) only; biases, BN, activations, pooling and element-wise ops are
-    ignored. This is the convention behind torchvision's published "GFLOPS" column (which is
-    really GMACs), so mobilenet_v2 at 224x224 gives ~300.8M. The batch dimension of
-    ``input_shape`` is included. The pass runs in eval mode (BN running statistics untouched) and
-    the module's train/eval flags are restored.
-    """
-    import torch
-
-    modes = {m: m.training for m in module.modules()}
-    first = next(module.parameters(), None)
-    example = torch.zeros(tuple(input_shape), device=first.device if first is not None else None,
-                          dtype=first.dtype if first is not None else None)
-    try:
-        module.eval()
-        return int(probe_layers(module, example)["macs"])
-    finally:
-        for m, mode in modes.items():
-            m.training = mode

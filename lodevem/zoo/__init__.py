@@ -15,7 +15,7 @@ stochastic depth that is an identity in eval mode.
 Modules, one concern each: ``blocks`` (shared layers and the init), ``mobile`` and ``classic``
 (the architectures), ``registry`` (names -> seeded builders), ``summary`` (parameters and
 MFLOPs for ``lodevem zoo``; MACs are counted by the worker's one counter,
-``worker.variants.count_macs``), ``files`` (writing a ``.pt``). Everything public is
+``worker.macs.count_macs``), ``files`` (writing a ``.pt``). Everything public is
 importable from here, and the architectures are *pickled* under this package's name
 (``lodevem.zoo.MobileNetV2``): a ``.pt`` written by ``write`` does not depend on which module
 of the package defines the class, so files written before and after this layout are
@@ -27,8 +27,18 @@ from __future__ import annotations
 from .blocks import ConvBNAct, SqueezeExcitation, StochasticDepth, make_divisible
 from .classic import BasicBlock, Bottleneck, Fire, ResNet, ShuffleNetV2, ShuffleUnit, SqueezeNet11, channel_shuffle
 from .files import write
-from .mobile import (EfficientNetB0, InvertedResidualV2, InvertedResidualV3, MBConv, MNASInvertedResidual, MNASNet,
-                     MobileNetV1, MobileNetV2, MobileNetV3, TinyCNN)
+from .mobile import (
+    EfficientNetB0,
+    InvertedResidualV2,
+    InvertedResidualV3,
+    MBConv,
+    MNASInvertedResidual,
+    MNASNet,
+    MobileNetV1,
+    MobileNetV2,
+    MobileNetV3,
+    TinyCNN,
+)
 from .registry import DEFAULT_INPUT, SEED, ZOO, ZooEntry, build, names
 from .summary import ZooSummary, count_mflops, count_params, describe_all
 
@@ -39,11 +49,34 @@ __all__ = [
     "ZooEntry",
     "ZooSummary",
     "build",
+    "channel_shuffle",
     "count_mflops",
     "count_params",
     "describe_all",
+    "make_divisible",
     "names",
     "write",
+    # the architectures (and the layers they are built of)
+    "BasicBlock",
+    "Bottleneck",
+    "ConvBNAct",
+    "EfficientNetB0",
+    "Fire",
+    "InvertedResidualV2",
+    "InvertedResidualV3",
+    "MBConv",
+    "MNASInvertedResidual",
+    "MNASNet",
+    "MobileNetV1",
+    "MobileNetV2",
+    "MobileNetV3",
+    "ResNet",
+    "ShuffleNetV2",
+    "ShuffleUnit",
+    "SqueezeExcitation",
+    "SqueezeNet11",
+    "StochasticDepth",
+    "TinyCNN",
 ]
 
 # The classes a pickled zoo model names: ``lodevem.zoo.<Class>`` (see the docstring).

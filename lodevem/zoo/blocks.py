@@ -75,7 +75,8 @@ class SqueezeExcitation(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         scale = self.scale_activation(self.fc2(self.activation(self.fc1(self.avgpool(x)))))
-        return scale * x
+        out: Tensor = scale * x
+        return out
 
 
 class StochasticDepth(nn.Module):
@@ -139,4 +140,5 @@ class _PoolClassify(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.features(x)
         x = nn.functional.adaptive_avg_pool2d(x, 1)
-        return self.classifier(torch.flatten(x, 1))
+        out: Tensor = self.classifier(torch.flatten(x, 1))
+        return out

@@ -53,7 +53,7 @@ class ShuffleUnit(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if self.stride == 1:
             # split with a static size (not chunk): exports as one Split node
-            x1, x2 = x.split(x.shape[1] // 2, dim=1)
+            x1, x2 = torch.split(x, x.shape[1] // 2, dim=1)
             out = torch.cat((x1, self.branch2(x2)), dim=1)
         else:
             out = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
@@ -85,7 +85,8 @@ class ShuffleNetV2(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.conv1(x))
         x = self.conv5(self.stage4(self.stage3(self.stage2(x))))
-        return self.fc(x.mean([2, 3]))
+        out: Tensor = self.fc(x.mean([2, 3]))
+        return out
 
 
 # --------------------------------------------------------------------------
@@ -166,7 +167,8 @@ class BasicBlock(nn.Module):
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(out + identity)
+        result: Tensor = self.relu(out + identity)
+        return result
 
 
 class Bottleneck(nn.Module):
@@ -190,7 +192,8 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
+        result: Tensor = self.relu(out + identity)
+        return result
 
 
 class ResNet(nn.Module):
@@ -229,4 +232,5 @@ class ResNet(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+        out: Tensor = self.fc(torch.flatten(self.avgpool(x), 1))
+        return out

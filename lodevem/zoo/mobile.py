@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from torch import Tensor, nn
 
-from .blocks import ConvBNAct, SqueezeExcitation, StochasticDepth, _hswish, _PoolClassify, _relu, _relu6, _silu, make_divisible
+from .blocks import (
+    ConvBNAct,
+    SqueezeExcitation,
+    StochasticDepth,
+    _hswish,
+    _PoolClassify,
+    _relu,
+    _relu6,
+    _silu,
+    make_divisible,
+)
 
 # --------------------------------------------------------------------------
 # tiny_cnn
@@ -76,7 +86,8 @@ class InvertedResidualV2(nn.Module):
         self.conv = nn.Sequential(*layers)
 
     def forward(self, x: Tensor) -> Tensor:
-        return x + self.conv(x) if self.use_res_connect else self.conv(x)
+        out: Tensor = self.conv(x)
+        return x + out if self.use_res_connect else out
 
 
 class MobileNetV2(_PoolClassify):
@@ -111,7 +122,7 @@ class InvertedResidualV3(nn.Module):
         super().__init__()
         self.use_res_connect = stride == 1 and in_ch == out_ch
         act = _hswish if use_hs else _relu
-        bn = {"bn_eps": 0.001, "bn_momentum": 0.01}
+        bn: dict[str, Any] = {"bn_eps": 0.001, "bn_momentum": 0.01}
         layers: list[nn.Module] = []
         if exp_ch != in_ch:
             layers.append(ConvBNAct(in_ch, exp_ch, 1, act=act, **bn))
@@ -122,7 +133,7 @@ class InvertedResidualV3(nn.Module):
         self.block = nn.Sequential(*layers)
 
     def forward(self, x: Tensor) -> Tensor:
-        result = self.block(x)
+        result: Tensor = self.block(x)
         return result + x if self.use_res_connect else result
 
 
@@ -167,7 +178,7 @@ class MobileNetV3(_PoolClassify):
 
     def __init__(self, cfg: Sequence[_V3Cfg], last_ch: int, num_classes: int = 1000) -> None:
         super().__init__()
-        bn = {"bn_eps": 0.001, "bn_momentum": 0.01}
+        bn: dict[str, Any] = {"bn_eps": 0.001, "bn_momentum": 0.01}
         layers: list[nn.Module] = [ConvBNAct(3, cfg[0][0], 3, 2, act=_hswish, **bn)]
         layers += [InvertedResidualV3(*c) for c in cfg]
         lastconv_in = cfg[-1][3]
@@ -209,7 +220,8 @@ class MNASInvertedResidual(nn.Module):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.layers(x) + x if self.apply_residual else self.layers(x)
+        out: Tensor = self.layers(x)
+        return out + x if self.apply_residual else out
 
 
 def _mnas_stack(in_ch: int, out_ch: int, kernel: int, stride: int, expand: int, repeats: int) -> nn.Sequential:
@@ -247,7 +259,8 @@ class MNASNet(nn.Module):
         self.classifier = nn.Sequential(nn.Dropout(0.2, inplace=True), nn.Linear(1280, num_classes))
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.classifier(self.layers(x).mean([2, 3]))
+        out: Tensor = self.classifier(self.layers(x).mean([2, 3]))
+        return out
 
 
 # --------------------------------------------------------------------------
@@ -274,8 +287,11 @@ class MBConv(nn.Module):
         self.stochastic_depth = StochasticDepth(sd_prob)
 
     def forward(self, x: Tensor) -> Tensor:
-        result = self.block(x)
-        return self.stochastic_depth(result) + x if self.use_res_connect else result
+        result: Tensor = self.block(x)
+        if not self.use_res_connect:
+            return result
+        out: Tensor = self.stochastic_depth(result) + x
+        return out
 
 
 class EfficientNetB0(_PoolClassify):

@@ -118,8 +118,10 @@ class InstructionProfile:
         seconds = data.get("seconds")
         if not threads or not inferences or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
             return None
-        options = data.get("options") if isinstance(data.get("options"), Mapping) else {}
-        raw_phases = data.get("phases") if isinstance(data.get("phases"), Mapping) else {}
+        options = data.get("options")
+        options = options if isinstance(options, Mapping) else {}
+        raw_phases = data.get("phases")
+        raw_phases = raw_phases if isinstance(raw_phases, Mapping) else {}
         phases = {name: float(raw_phases[name]) for name in ("load_s", "warmup_s", "counted_s")
                   if isinstance(raw_phases.get(name), (int, float)) and not isinstance(raw_phases.get(name), bool)}
         return cls(runtime=_text(data.get("runtime"), 20) or runtime,

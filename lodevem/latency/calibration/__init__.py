@@ -32,15 +32,38 @@ from __future__ import annotations
 
 from .apply import CalibrationSet, apply_calibration, calibrated_source, oneshot_figure, oneshot_uncertainty
 from .fit import CalibrationFit, fit_calibration, select_records
-from .logs import (LogEntry, Measurement, ParsedLog, measurements_from_args, measurements_from_log,
-                   parse_benchmark_log, read_benchmark_log)
-from .records import (MAX_FACTOR, MAX_MS, MAX_THREADS, MEASURED_RUNTIMES, MIN_FACTOR, MIN_MS, SCOPES,
-                      CalibrationRecord, check_ms, now_iso)
+from .logs import (
+    LogEntry,
+    Measurement,
+    ParsedLog,
+    measurements_from_args,
+    measurements_from_log,
+    parse_benchmark_log,
+    read_benchmark_log,
+)
+from .records import (
+    MAX_FACTOR,
+    MAX_MS,
+    MAX_THREADS,
+    MEASURED_RUNTIMES,
+    MIN_FACTOR,
+    MIN_MS,
+    SCOPES,
+    CalibrationRecord,
+    check_ms,
+    now_iso,
+)
 from .store import CALIBRATIONS_ENV, CalibrationStore, default_calibrations_dir, shares_chipset
 
 __all__ = [
     "CALIBRATIONS_ENV",
+    "MAX_FACTOR",
+    "MAX_MS",
+    "MAX_THREADS",
     "MEASURED_RUNTIMES",
+    "MIN_FACTOR",
+    "MIN_MS",
+    "SCOPES",
     "CalibrationFit",
     "CalibrationRecord",
     "CalibrationSet",
@@ -50,10 +73,13 @@ __all__ = [
     "ParsedLog",
     "apply_calibration",
     "calibrated_source",
+    "check_ms",
     "default_calibrations_dir",
     "fit_calibration",
     "measurements_from_args",
     "measurements_from_log",
+    "now_iso",
+    "oneshot_figure",
     "oneshot_uncertainty",
     "parse_benchmark_log",
     "read_benchmark_log",

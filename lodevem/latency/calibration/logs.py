@@ -78,7 +78,8 @@ def parse_benchmark_log(text: str, where: str) -> ParsedLog:
         names = [Path(g.strip()).stem for g in graphs] if len(graphs) == len(tflite) else [None] * len(tflite)
         return ParsedLog("tflite", "benchmark_model", threads[0] if len(set(threads)) == 1 else None,
                          tuple(LogEntry(n, ms) for n, ms in zip(names, tflite)), "")
-    entries, settings = [], {}
+    entries: list[LogEntry] = []
+    settings: dict[str, int] = {}
     for line in lines:
         setting = _NCNN_SETTING.match(line)
         if setting:
@@ -91,8 +92,7 @@ def parse_benchmark_log(text: str, where: str) -> ParsedLog:
         if settings.get("gpu_device", -1) != -1:
             raise InputError(f"{where}: benchncnn ran on GPU device {settings['gpu_device']}; lodevem predicts "
                              "CPU latency (rerun with gpu_device = -1)")
-        threads = settings.pop("num_threads", None)
-        return ParsedLog("ncnn", "benchncnn", threads, tuple(entries),
+        return ParsedLog("ncnn", "benchncnn", settings.pop("num_threads", None), tuple(entries),
                          ", ".join(f"{k}={v}" for k, v in settings.items()))
     long_lines = f" ({skipped} line(s) over {LOG_LINE_CHARS} characters skipped)" if skipped else ""
     raise InputError(f"{where}: no timings found{long_lines}: expected TFLite benchmark_model output (a line "
@@ -181,10 +181,11 @@ def measurements_from_log(args: Sequence[str], log: ParsedLog, where: str,
             model, entry_name = arg, ""
         stem = Path(model).stem
         candidates = [entry_name] if entry_name else [model, stem, from_zoo.get(model, ""), from_zoo.get(stem, "")]
-        name = next((c for c in candidates if c in by_name), None)
-        if name is None:
+        found_name = next((c for c in candidates if c in by_name), None)
+        if found_name is None:
             raise InputError(f"{where}: no benchncnn entry for {clip(arg, 80)!r}; entries: "
                              f"{clip(', '.join(by_name))} (name one with MODEL=ENTRY)")
-        shape = shapes.get(name) if to_zoo.get(name) in (model, stem) else None
-        found.append(Measurement(model, check_ms(by_name[name].ms, f"{where}: {name}"), f"{origin}: {name} avg", shape))
+        shape = shapes.get(found_name) if to_zoo.get(found_name) in (model, stem) else None
+        found.append(Measurement(model, check_ms(by_name[found_name].ms, f"{where}: {found_name}"),
+                                 f"{origin}: {found_name} avg", shape))
     return found

@@ -15,13 +15,14 @@ Usage: python3 make_views.py ROOT_ARM64 ROOT_ARMHF OUT_DIR
 
 import os
 import sys
+from typing import Any
 
 CPUS = 8  # processors the views declare: enough for --threads up to 8
 # view name -> (userland, implementer, variant, part, revision, architecture, features)
 _V8_0 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid"
 _V8_2 = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
 _V7 = "half thumb fastmult vfp edsp neon vfpv3 tls vfpv4 idiva idivt vfpd32 lpae evtstrm"
-VIEWS = {
+VIEWS: dict[str, tuple[Any, ...]] = {
     "cortex-a53": ("arm64", 0x41, 0x0, 0xD03, 4, "8", _V8_0),
     "cortex-a73": ("arm64", 0x41, 0x0, 0xD09, 2, "8", _V8_0),
     "cortex-a55": ("arm64", 0x41, 0x1, 0xD05, 0, "8", _V8_2),
