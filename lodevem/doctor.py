@@ -111,7 +111,9 @@ def check_cgroups() -> Check:
 
 def check_torch() -> Check:
     if importlib.util.find_spec("torch") is None:
-        return Check("torch", "fail", "not installed", "pip install torch==2.13.0 (CPU wheel)")
+        from .sandbox.image import TORCH_PIN
+
+        return Check("torch", "fail", "not installed", f"pip install {TORCH_PIN} (CPU wheel)")
     from importlib.metadata import version
 
     return Check("torch", "ok", f"{version('torch')} (host side: ONNX export of zoo models)")

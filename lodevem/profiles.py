@@ -9,7 +9,6 @@ verdict; each error is one line naming the file, the field and what was expected
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import re
 import reprlib
@@ -24,6 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from .errors import ProfileError, RefusedYaml
 from .safe_io import PROFILE, UnsafeInput, printable, read_bytes
+from .store import bytes_digest
 
 TIERS: dict[str, str] = {
     "tier1": "Budget Android (2-4 GB)",
@@ -354,7 +354,7 @@ def load_profile_file(path: Path) -> Profile:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(f"{_where(path)}: {_first_error(exc)}") from None
-    return profile.model_copy(update={"path": path, "sha256": hashlib.sha256(raw_bytes).hexdigest()})
+    return profile.model_copy(update={"path": path, "sha256": bytes_digest(raw_bytes)})
 
 
 def profile_dirs(extra_dirs: Sequence[Path | str] = ()) -> list[Path]:

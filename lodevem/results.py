@@ -22,14 +22,13 @@ from .errors import InputError
 from .report.notes import joined, quantization_note, sparsity_note, unstable
 from .sandbox.client import ModelSection, SparsitySection
 from .store import file_digest as file_sha256
-from .store import write_atomic
 
 if TYPE_CHECKING:
     from .predict import LatencyPrediction
     from .profiles import Profile
 
 __all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement", "FloorResult", "ExportResult",
-           "ConversionResult", "VERDICTS", "OutputClaim", "write_atomic"]
+           "ConversionResult", "VERDICTS", "OutputClaim"]
 
 RESULTS_SCHEMA_VERSION = 1
 

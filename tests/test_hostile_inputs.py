@@ -43,8 +43,8 @@ OWN_READS = {
     ("latency/armsim/run.py", "auto_prefers_armsim"),
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
-WRITES = {("latency/calibration/store.py", "add"), ("latency/nnmeter.py", "fetch_predictors"), ("zoo/files.py", "write"),
-          ("store/__init__.py", "write_atomic"), ("results.py", "__enter__"),
+WRITES = {("latency/nnmeter.py", "fetch_predictors"), ("store/files.py", "atomic_file"),
+          ("store/files.py", "write_new"), ("results.py", "__enter__"),
           ("sandbox/docker_backend.py", "_take_output"), ("sandbox/slurm_job.py", "run_in_job"),
           ("sandbox/armsim/make_views.py", "main")}  # make_views: the image build's cpu views
 READS = {"read_text", "read_bytes", "open", "fdopen"}

@@ -164,3 +164,44 @@ def test_a_first_call_on_a_stored_zoo_model_loads_nothing_heavy(tmp_path: Path) 
     assert "torch" in first_heavy  # the first process built and exported the model
     assert again_heavy == "-", again_heavy  # the second read graph and prediction from the store
     assert list((tmp_path / "zoo").glob("tiny_cnn-*.onnx.json"))
+
+
+# --------------------------------------------------------------------------- the one writer
+
+
+def test_a_failed_atomic_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    from lodevem.store import atomic_file, write_atomic
+
+    target = tmp_path / "deep" / "result.csv"
+    write_atomic(target, "old\n")
+    with pytest.raises(RuntimeError, match="half-way"):
+        with atomic_file(target) as handle:
+            handle.write("new, half")
+            raise RuntimeError("half-way")
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["result.csv"]
+    assert oct(target.stat().st_mode & 0o777) == oct(0o644)  # shared results, not mkstemp's 0600
+
+
+def test_write_new_never_replaces_and_json_file_has_no_nan(tmp_path: Path) -> None:
+    import json
+
+    from lodevem.store import write_json_file, write_new
+
+    path = tmp_path / "record.json"
+    assert write_new(path, "first")
+    assert not write_new(path, "second")
+    assert path.read_text() == "first" and [p.name for p in tmp_path.iterdir()] == ["record.json"]
+    write_json_file(tmp_path / "x.json", {"ms": float("nan"), "ok": [1.5, float("inf")]}, indent=1)
+    assert json.loads((tmp_path / "x.json").read_text()) == {"ms": None, "ok": [1.5, None]}
+
+
+def test_the_user_cache_folder_is_named_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lodevem.latency.api import default_cache_dir
+    from lodevem.sandbox.image import build_dir
+    from lodevem.store import user_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert user_cache_dir() == default_cache_dir() == tmp_path / "lodevem" and build_dir() == tmp_path / "lodevem" / "build"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert user_cache_dir() == Path.home() / ".cache" / "lodevem"

@@ -19,7 +19,6 @@ is applied as a step after the prediction (``latency.calibration``).
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -30,7 +29,8 @@ from typing import Any, Optional, Sequence
 from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
 from ..profiles import Profile, load_profiles, select_profiles
-from ..store import ArtifactStore, file_digest as file_sha256
+from ..store import ArtifactStore, user_cache_dir
+from ..store import file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from .calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
 from .estimator import DEFAULT_RUNTIME
@@ -42,8 +42,7 @@ __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/lodevem`` (default ``~/.cache/lodevem``): exports of files and zoo models."""
-    root = os.environ.get("XDG_CACHE_HOME")
-    return (Path(root) if root else Path.home() / ".cache") / "lodevem"
+    return user_cache_dir()
 
 
 @dataclass(frozen=True)

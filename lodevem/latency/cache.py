@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..safe_io import CACHE_RECORD, UnsafeInput, json_text, read_text
-from ..store import digest, file_digest, write_atomic
+from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
+from ..store import digest, file_digest, write_json_file
 
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
 
@@ -56,5 +56,5 @@ class JsonCache:
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         if self.dir is None:
             return
-        text = json_text({"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1, default=str)
-        write_atomic(self.dir / f"{key}.json", text)
+        write_json_file(self.dir / f"{key}.json", {"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1,
+                   default=str)

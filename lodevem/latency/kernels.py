@@ -18,7 +18,6 @@ and resnet18 31, the counts nn-Meter reports for its CPU predictor.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import warnings
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import InputError
+from ..store import bytes_digest
 from ..worker.precision import ARITHMETIC, FILE_PRECISIONS
 
 __all__ = [
@@ -270,8 +270,8 @@ def extract_kernels(onnx_path: Path | str, rules_path: Path | str | None = None)
     ]
     if not kernels:
         raise InputError(f"{path}: nn-Meter found no kernels in this graph (no shaped operators)")
-    digest = hashlib.sha256(model.SerializeToString()).hexdigest()
-    return KernelGraph(source=str(path), sha256=digest, rules=str(rules), kernels=tuple(kernels),
+    return KernelGraph(source=str(path), sha256=bytes_digest(model.SerializeToString()), rules=str(rules),
+                       kernels=tuple(kernels),
                        precision=node_precision.overall, quantization=node_precision.quantization)
 
 

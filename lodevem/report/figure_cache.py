@@ -22,8 +22,9 @@ from typing import Optional
 from .. import __version__
 from ..latency.cache import digest, file_digest
 from ..profiles import Profile
-from ..results import PairResult, write_atomic
+from ..results import PairResult
 from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
+from ..store.files import write_json_file
 from .cells import HEATMAP, MIN_RAM, SCATTER
 
 EXTENSIONS = ("png", "pdf")
@@ -85,7 +86,7 @@ def kept_files(out_dir: Path, stem: str, key: str) -> Optional[tuple[Path, ...]]
 def remember(out_dir: Path, stem: str, key: str, paths: Sequence[Path]) -> None:
     """Record the inputs of a figure just drawn, with the digest of each file it wrote."""
     record = {"inputs_sha256": key, "lodevem": __version__, "files": {p.name: file_digest(p) for p in paths}}
-    write_atomic(_record_path(out_dir, stem), json.dumps(record, indent=1, allow_nan=False) + "\n")
+    write_json_file(_record_path(out_dir, stem), record, indent=1)
 
 
 def write_figures(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],

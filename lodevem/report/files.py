@@ -21,8 +21,9 @@ from typing import Any, Optional
 from .. import __version__
 from ..errors import InputError
 from ..profiles import Profile
-from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
+from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, read_text
+from ..store.files import write_atomic, write_json_file
 from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
 from .console import model_summaries
 
@@ -101,8 +102,7 @@ def write_json(rows: Sequence[PairResult], manifest: Mapping[str, Any], path: Pa
         "summary": model_summaries(rows),
         "results": [r.to_dict() for r in rows],
     }
-    text = json.dumps(_json_safe(payload), indent=2, ensure_ascii=False, allow_nan=False, default=str)
-    write_atomic(Path(path), text + "\n")
+    write_json_file(Path(path), _json_safe(payload), indent=2, ensure_ascii=False, default=str)
     return Path(path)
 
 

@@ -27,7 +27,8 @@ from typing import Any, Optional
 
 from .. import __version__
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
-from ..results import PairResult, write_atomic
+from ..results import PairResult
+from ..store.files import write_atomic
 from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes
 from .cells import RunCounts, run_counts

@@ -10,8 +10,6 @@ chosen for a two-column paper (about 7 in wide at 8 pt) and grow with the number
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import textwrap
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -32,6 +30,7 @@ from matplotlib.transforms import ScaledTranslation
 from .. import __version__
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
+from ..store.files import atomic_path
 from .cells import HEATMAP, MIN_RAM, SCATTER, VERDICT_WORDS, cells, group_by_model, ordered_devices, source_notes
 
 # Colour-blind-safe (Okabe-Ito) colours for tiers; models use matplotlib's tab10 cycle.
@@ -50,21 +49,15 @@ def _paper_style() -> Iterator[None]:
 
 
 def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``stem.png`` and ``stem.pdf`` atomically (a temporary file, then ``os.replace``)."""
+    """Write ``stem.png`` and ``stem.pdf`` atomically (``store.atomic_path``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for ext, metadata in (("png", {"Software": f"lodevem {__version__}"}),
                           ("pdf", {"Creator": f"lodevem {__version__}", "CreationDate": None})):
         final = out_dir / f"{stem}.{ext}"
-        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".{ext}", dir=out_dir)
-        os.close(fd)
-        try:
+        with atomic_path(final) as tmp:
             fig.savefig(tmp, format=ext, dpi=200, metadata=metadata)
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         written.append(final)
     return written
 

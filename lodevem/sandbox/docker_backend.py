@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
+from ..store.files import atomic_file
 from ..worker import WorkerRequest, artifact_files
 from . import image as image_mod
 from .base import PIDS_LIMIT, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
@@ -528,24 +529,14 @@ def _take_output(scratch: Path, name: str, target: Path, max_bytes: int = MAX_OU
             raise SandboxError(f"the sandbox left {name} as something other than a regular file: refused")
         if info.st_size > max_bytes:
             raise SandboxError(f"the sandbox wrote {info.st_size} bytes to {name}, over the {max_bytes} byte cap")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        try:
+        with atomic_file(target, "wb", durable=True) as sink:
             copied = 0
-            with os.fdopen(out, "wb") as sink:
-                while chunk := os.read(fd, 1 << 20):
-                    copied += len(chunk)
-                    if copied > max_bytes:
-                        raise SandboxError(f"the sandbox wrote more than {max_bytes} bytes to {name}")
-                    sink.write(chunk)
-                sink.flush()
-                os.fsync(sink.fileno())
+            while chunk := os.read(fd, 1 << 20):
+                copied += len(chunk)
+                if copied > max_bytes:
+                    raise SandboxError(f"the sandbox wrote more than {max_bytes} bytes to {name}")
+                sink.write(chunk)
             if copied != info.st_size:  # validated before it takes the final name
                 raise SandboxError(f"{name} changed while it was copied ({copied} of {info.st_size} bytes)")
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
     finally:
         os.close(fd)

@@ -44,11 +44,19 @@ BASE_IMAGE = "debian:bookworm"
 # Where debootstrap fetches the offline base image from; `lodevem build-image --debian-mirror`
 # (or $LODEVEM_DEBIAN_MIRROR, read by the CLI) passes another one down.
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# The pins written once: the images' requirements below, `lodevem doctor`'s advice, and
+# tests/test_pins.py, which holds pyproject.toml's `runtimes` extra and the Makefile's TORCH_SPEC
+# to them (neither can import Python).
+TORCH_PIN = "torch==2.13.0"
+NUMPY_PIN = "numpy==2.4.6"
+LITERT_PIN = "ai-edge-litert==2.3.0"
+NCNN_PIN = "ncnn==1.0.20261020"
+
 # Pinned to what lodevem is developed against, so the container's onnxruntime/onnx match the
-# host's exporter. torch==2.13.0 resolves to the CPU wheel where pip's find-links has it.
+# host's exporter. TORCH_PIN resolves to the CPU wheel where pip's find-links has it.
 IMAGE_REQUIREMENTS: tuple[str, ...] = (
-    "torch==2.13.0",
-    "numpy==2.4.6",
+    TORCH_PIN,
+    NUMPY_PIN,
     "onnx==1.23.2",
     "onnxruntime==1.32.0",
     "onnxsim==0.8.1",
@@ -57,20 +65,20 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
 
 # The on-device runtimes and their converters, pinned (docs/runtimes.md says why
 # these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
-LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
-NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
+LITERT_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, LITERT_PIN)
+NCNN_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, NCNN_PIN)
 # The emulated Arm guests' runtimes (docs/armsim.md): the Arm builds of the same runtimes, at the
 # newest versions with aarch64 / armv7l wheels (ncnn's aarch64 wheels stop at 1.0.20250503).
 # Listed whole, installed --no-deps: ncnn's wheel metadata pulls opencv, which it never imports.
 ARMSIM_AARCH64_REQUIREMENTS: tuple[str, ...] = (
-    "ai-edge-litert==2.3.0", "ncnn==1.0.20250503", "numpy==2.4.6", "flatbuffers==25.12.19", "protobuf==7.36.2",
+    LITERT_PIN, "ncnn==1.0.20250503", NUMPY_PIN, "flatbuffers==25.12.19", "protobuf==7.36.2",
     "ml_dtypes==0.7.0", "tqdm==4.70.1", "backports.strenum==1.2.8", "typing_extensions==4.16.0")
-ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = ("ncnn==1.0.20261020",)
+ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = (NCNN_PIN,)
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
 # of the conversion cache key and of the manifest; pinned in the runtime registry.
 CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
                                           for name, spec in RUNTIMES.items() if spec.converter is not None}
-CONVERT_REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.4.6",
+CONVERT_REQUIREMENTS: tuple[str, ...] = (TORCH_PIN, NUMPY_PIN,
                                          *(f"{package}=={version}" for package, version in CONVERTERS.values()))
 
 
@@ -205,9 +213,11 @@ def docker_client(timeout: int = 120):  # -> docker.DockerClient
 
 
 def build_dir() -> Path:
-    """``$XDG_CACHE_HOME/lodevem/build``: wheels and context survive between builds."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "lodevem" / "build"
+    """``$XDG_CACHE_HOME/lodevem/build`` (``store.user_cache_dir``): wheels and context survive
+    between builds."""
+    from ..store import user_cache_dir
+
+    return user_cache_dir() / "build"
 
 
 def image_status(client: Any = None, spec: Optional[ImageSpec] = None) -> ImageStatus:

@@ -44,7 +44,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..safe_io import read_tail
-from ..store import digest, file_digest
+from ..store import atomic_path, digest, file_digest
 from ..worker import WorkerRequest
 from ..worker.registry import CONVERT_ACTIONS
 from . import slurm_job
@@ -233,10 +233,8 @@ class SlurmBackend(Cancellable):
                 return self._copied[key]
         target = self.workdir / "models" / f"{file_digest(path)[:32]}{path.suffix}"  # regular files only
         if not target.is_file() or target.stat().st_size != st.st_size:
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
-            shutil.copyfile(path, tmp)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            with atomic_path(target) as tmp:
+                shutil.copyfile(path, tmp)
         with self._lock:
             self._copied[key] = target
         return target

@@ -16,7 +16,6 @@ not submitit's; the cost is that the job cgroup also holds this wrapper (python 
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
@@ -24,9 +23,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
+from ..store.files import write_atomic, write_json_file
 from .base import ThrashMonitor
 from .watch import TailBuffer, drain, kill_group, wait_child, watch
 
@@ -88,14 +88,6 @@ class JobCgroup:
         return self.read_int("memory.usage_in_bytes"), self.keyed("memory.stat", "total_pgmajfault")
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    _write_text(path, json.dumps(data, allow_nan=False))
 
 
 def run_in_job(run_dir: str, timeout_s: float, threads: int, reference_s: Optional[float] = None) -> None:
@@ -125,7 +117,7 @@ def run_in_job(run_dir: str, timeout_s: float, threads: int, reference_s: Option
         for reader in readers:
             reader.join(timeout=5)
         for name, buffer in ((WORKER_STDOUT, out), (WORKER_STDERR, err)):
-            _write_text(folder / name, buffer.text())
+            write_atomic(folder / name, buffer.text())
     timed_out, evidence = ended.timed_out, ended.evidence
     observed = monitor.summary()
     oom_kills = 0
@@ -137,7 +129,7 @@ def run_in_job(run_dir: str, timeout_s: float, threads: int, reference_s: Option
     # A killed child's peak, which its own reply cannot give (KiB on Linux).
     observed["child_maxrss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
     code = proc.returncode
-    _write_json(folder / REPORT, {
+    write_json_file(folder / REPORT, {
         "exit_code": 128 - code if code < 0 else code, "killed_by_sigkill": code == -signal.SIGKILL,
         "oom_kills": oom_kills, "timed_out": timed_out, "thrash_evidence": evidence or "",
         "wall_s": round(time.monotonic() - started, 3), "cgroup_enforced": cgroup is not None,

@@ -46,10 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from ..safe_io import json_text
+from .files import atomic_file, atomic_path, write_atomic, write_json_file, write_new
 
-__all__ = ["FORMAT_VERSION", "MAX_ARTIFACT_BYTES", "MAX_RECORD_BYTES", "Artifact", "ArtifactStore", "cache_root",
-           "digest", "file_digest", "write_atomic"]
+__all__ = ["FORMAT_VERSION", "MAX_ARTIFACT_BYTES", "MAX_RECORD_BYTES", "Artifact", "ArtifactStore", "atomic_file",
+           "atomic_path", "bytes_digest", "cache_root", "digest", "file_digest", "user_cache_dir", "write_atomic",
+           "write_json_file", "write_new"]
 
 # Bump when a stored layout changes: every record carries it, so older entries become misses.
 FORMAT_VERSION = 2
@@ -65,10 +66,22 @@ def cache_root(output: Path) -> Path:
     return Path(output) / CACHE_FOLDER
 
 
+def user_cache_dir() -> Path:
+    """THE user's cache folder: ``$XDG_CACHE_HOME/lodevem``, default ``~/.cache/lodevem`` (the
+    Python API's exports, ``build-image``'s wheels and contexts under ``build/``)."""
+    root = os.environ.get("XDG_CACHE_HOME")
+    return (Path(root) if root else Path.home() / ".cache") / "lodevem"
+
+
 def digest(description: Any) -> str:
     """sha256 (hex) of a JSON-able description, canonical: sorted keys, no whitespace."""
     text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def bytes_digest(data: bytes) -> str:
+    """sha256 (hex) of bytes already in memory (a profile file, a serialized graph)."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def file_digest(path: Path | str) -> str:
@@ -76,20 +89,6 @@ def file_digest(path: Path | str) -> str:
     from ..safe_io import sha256_file as file_sha256  # regular files only: a FIFO or /dev/zero is refused
 
     return file_sha256(str(path))
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that a reader (or a Ctrl-C) never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600: results are meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _read_json(path: Path) -> Optional[Any]:
@@ -218,9 +217,8 @@ class ArtifactStore:
         for name in found:
             stats = _stat(folder / name)
             files[name] = [*stats, sums[name]] if stats else None
-        write_atomic(self.sidecar(main), json_text({"format_version": FORMAT_VERSION, "kind": kind,
-                                                     "maker": dict(maker), "files": files,
-                                                     "info": dict(info or {})}, indent=1, default=str))
+        write_json_file(self.sidecar(main), {"format_version": FORMAT_VERSION, "kind": kind, "maker": dict(maker),
+                                        "files": files, "info": dict(info or {})}, indent=1, default=str)
         paths = tuple(folder / n for n in [*names, *[o for o in optional if o in found]])
         return Artifact(kind, paths, dict(maker), dict(info or {})), ""
 
@@ -256,6 +254,5 @@ class ArtifactStore:
         return value if isinstance(value, dict) else None
 
     def put_record(self, kind: str, key: str, value: Mapping[str, Any]) -> None:
-        write_atomic(self.folder(kind) / f"{key}.json",
-                     json_text({"format_version": FORMAT_VERSION, "kind": kind, "value": dict(value)}, indent=1,
-                               default=str))
+        write_json_file(self.folder(kind) / f"{key}.json",
+                   {"format_version": FORMAT_VERSION, "kind": kind, "value": dict(value)}, indent=1, default=str)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..errors import InputError
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
-from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
-from . import write_atomic
+from ..safe_io import RESULTS_FILE, UnsafeInput, read_text
+from .files import write_json_file
 
 if TYPE_CHECKING:
     from ..predict import LatencyPrediction
@@ -44,7 +44,7 @@ class RunState:
             "config_key": self.config_key,
             "rows": [r.to_dict() for r in self.rows],
         }
-        write_atomic(path, json_text(payload, indent=1))
+        write_json_file(path, payload, indent=1)
 
     @classmethod
     def load(cls, path: Path) -> Optional["RunState"]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -19,24 +18,18 @@ def write(name: str, out_dir: Path) -> Path:
     without knowing the architecture, but loading needs ``lodevem.zoo``
     importable and ``torch.load(..., weights_only=False)``.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.pt"
-    tmp = out_dir / f".{name}.pt.tmp{os.getpid()}"
+    from ..store.files import atomic_file  # host-only: the image's copy of the zoo never writes
+
+    path = Path(out_dir) / f"{name}.pt"
     try:
         # Through a Python file object, so a full or read-only disk is an OSError naming the file
         # (torch's own writer reports it as an opaque RuntimeError), and never a truncated .pt.
-        with open(tmp, "wb") as handle:
+        with atomic_file(path, "wb") as handle:
             torch.save(build(name), handle)
-        os.replace(tmp, path)
     except (OSError, RuntimeError) as exc:
-        tmp.unlink(missing_ok=True)
         # torch's zip writer turns the disk's OSError into a RuntimeError of its own on the way out
         cause = exc if isinstance(exc, OSError) else exc.__context__
         if isinstance(cause, OSError):
             raise OSError(cause.errno, cause.strerror, str(path)) from None
-        raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
         raise
     return path

@@ -4,8 +4,6 @@ checked against the schema's bounds whenever one is made or read (the folder is 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, fields
@@ -13,6 +11,7 @@ from typing import Any, Optional
 
 from ...errors import InputError
 from ...safe_io import clip, printable
+from ...store import digest
 from ...worker.registry import on_device_runtimes
 
 __all__ = ["MAX_FACTOR", "MAX_MS", "MAX_THREADS", "MEASURED_RUNTIMES", "MIN_FACTOR", "MIN_MS", "SCOPES",
@@ -147,8 +146,7 @@ class CalibrationRecord:
         """``PROFILE--STAMP--DIGEST.json``; the digest covers the whole record and ``serial``, so
         two measurements in the same second get two names (``CalibrationStore.add`` picks a free one)."""
         stamp = re.sub(r"[^0-9]", "", self.date)[:14]
-        payload = json.dumps(self.to_dict(), sort_keys=True, allow_nan=False) + f"#{serial}"
-        return f"{self.profile_id}--{stamp}--{hashlib.sha256(payload.encode()).hexdigest()[:12]}.json"
+        return f"{self.profile_id}--{stamp}--{digest([self.to_dict(), serial])[:12]}.json"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

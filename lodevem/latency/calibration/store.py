@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from ...errors import InputError
-from ...safe_io import CALIBRATION_RECORD, clip, printable, read_text
+from ...safe_io import CALIBRATION_RECORD, clip, json_text, printable, read_text
+from ...store.files import write_new
 from .records import CalibrationRecord
 
 if TYPE_CHECKING:
@@ -44,21 +45,11 @@ class CalibrationStore:
     def add(self, record: CalibrationRecord) -> Path:
         record.validated("the new calibration record")
         self.folder.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(record.to_dict(), indent=1, allow_nan=False) + "\n"
+        text = json_text(record.to_dict(), indent=1) + "\n"
         for serial in range(1000):
             path = self.folder / record.file_name(serial)
-            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-            try:
-                with open(tmp, "x", encoding="utf-8") as handle:  # lodevem's own new file
-                    handle.write(text)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.link(tmp, path)  # atomic, and fails when the name is taken: never overwrites
+            if write_new(path, text):  # atomic, durable, and never overwrites another record
                 return path
-            except FileExistsError:
-                continue
-            finally:
-                tmp.unlink(missing_ok=True)
         raise InputError(f"{self.folder}: no free calibration record name for {record.profile_id}")
 
     def remove(self, path: Path) -> None:

@@ -1,0 +1,31 @@
+"""Version pins are written once (lodevem/sandbox/image.py and the runtime registry); the files
+that cannot import Python (pyproject.toml, the Makefile) must say the same, or a user's
+`pip install lodevem[runtimes]` and the images would measure different runtimes."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from lodevem.sandbox.image import LITERT_PIN, NCNN_PIN, TORCH_PIN
+from lodevem.worker.registry import RUNTIMES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is in the standard library from 3.11")
+def test_the_runtimes_extra_pins_what_the_images_pin() -> None:
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["runtimes"]
+    converters = {f"{spec.converter.package}=={spec.converter.version}" for spec in RUNTIMES.values()
+                  if spec.converter is not None and spec.converter.package == "pnnx"}
+    assert set(extra) == {LITERT_PIN, NCNN_PIN} | converters
+
+
+def test_the_makefile_installs_the_pinned_torch() -> None:
+    spec = re.search(r"^TORCH_SPEC \?= (.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert spec is not None and spec.group(1).strip() == TORCH_PIN
