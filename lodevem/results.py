@@ -16,7 +16,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from .errors import InputError
 from .report.notes import joined, quantization_note, sparsity_note, unstable
@@ -304,15 +305,11 @@ class PairResult:
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
                      memory: MemoryMeasurement, *, threads: int, floor_mb: Optional[int] = None,
                      channels_removed_ms: Optional[float] = None) -> "PairResult":
-        """One row from the records it shows. A row field takes the value of the record field of
-        the same name, or named with the record's prefix (``model_`` + ``label``, ``profile_`` +
-        ``id``, ``latency_`` + ``uncertainty``, ``memory_`` + ``error``), later records winning
-        (model < profile < latency < memory); only what combines records is computed here."""
-        values: dict[str, Any] = {}
-        for record, prefix, skip in ((model, "model_", {"path", "format", "params", "sparsity"}),
-                                     (profile, "profile_", set()), (latency, "latency_", {"runtime", "threads"}),
-                                     (memory, "memory_", {"model_sha256", "model_format", "params"})):
-            values.update(_named(record, prefix, skip))
+        """One row from the records it shows: each row field either copied from the record field
+        ``ROW_SOURCES`` names, or computed here from several (``COMPUTED_ROW_FIELDS``)."""
+        values: dict[str, Any] = {row: getattr(record, name)
+                                  for record, mapping in zip((model, profile, latency, memory), ROW_SOURCES.values())
+                                  for row, name in mapping.items()}
         energy = (latency.latency_ms * profile.power_w
                   if latency.latency_ms is not None and profile.power_w is not None else None)
         found = model.sparsity
@@ -371,22 +368,34 @@ class PairResult:
         return cls(**values)
 
 
-_ROW_FIELDS = frozenset(f.name for f in fields(PairResult))
-
-
-def _named(record: Any, prefix: str, skip: set[str]) -> dict[str, Any]:
-    """The row fields ``record`` (a dataclass or a pydantic model) provides by name."""
-    names = [f.name for f in fields(record)] if hasattr(record, "__dataclass_fields__") else list(
-        type(record).model_fields)
-    found: dict[str, Any] = {}
-    for name in names:
-        if name in skip:
-            continue
-        for candidate in (name, prefix + name):
-            if candidate in _ROW_FIELDS:
-                found[candidate] = getattr(record, name)
-                break
-    return found
+# The row fields each record fills, row field -> record field, written out: a field renamed on
+# either side fails tests/test_results_mapping.py instead of silently emptying a column (rows
+# used to be filled by matching names). Keyed by the record's class name, in from_records' order.
+ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "ModelFile": MappingProxyType({
+        "model_label": "label", "model_sha256": "sha256", "level": "level", "precision": "precision",
+        "quantization": "quantization", "input_shape_source": "input_shape_source"}),
+    "Profile": MappingProxyType({
+        "profile_id": "id", "profile_label": "label", "tier": "tier", "chipset": "chipset", "ram_mb": "ram_mb",
+        "app_budget_mb": "app_budget_mb", "power_w": "power_w"}),
+    "LatencyPrediction": MappingProxyType({
+        "latency_ms": "latency_ms", "latency_source": "latency_source", "latency_uncertainty": "uncertainty",
+        "latency_calibrations": "calibrations", "latency_low_ms": "latency_low_ms",
+        "latency_high_ms": "latency_high_ms"}),
+    "MemoryMeasurement": MappingProxyType({
+        "limit_mb": "limit_mb", "peak_rss_mb": "peak_rss_mb", "runtime_baseline_mb": "runtime_baseline_mb",
+        "model_increment_mb": "model_increment_mb", "cgroup_peak_mb": "cgroup_peak_mb", "memory_error": "error",
+        "backend": "backend", "limit_enforcement": "limit_enforcement", "runtime": "runtime",
+        "host_latency_mean_ms": "host_latency_mean_ms", "host_latency_std_ms": "host_latency_std_ms",
+        "host_latency_p50_ms": "host_latency_p50_ms", "host_latency_p95_ms": "host_latency_p95_ms",
+        "host_throughput_ips": "host_throughput_ips", "memory_cached": "cached",
+        "memory_inferred_from_mb": "inferred_from_mb"}),
+})
+# The row fields from_records computes from several records (every other field is in ROW_SOURCES).
+COMPUTED_ROW_FIELDS = frozenset({
+    "model_path", "model_file_mb", "threads", "model_format", "params", "core", "clock_ghz", "latency_note",
+    "verdict", "headroom_mb", "input_shape", "host_latency_unstable", "energy_mj", "min_ram_mb", "model_class",
+    "sparsity", "zero_channels", "latency_if_channels_removed_ms"})
 
 
 pair_result = PairResult.from_records

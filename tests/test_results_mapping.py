@@ -1,0 +1,74 @@
+"""A row's fields come from the records by an explicit mapping (results.ROW_SOURCES): renaming a
+field on a record or on the row must fail here, not silently empty a column (issue 29)."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+
+from lodevem.latency.records import LatencyPrediction
+from lodevem.profiles import Profile, load_profiles
+from lodevem.results import COMPUTED_ROW_FIELDS, ROW_SOURCES, MemoryMeasurement, ModelFile, PairResult
+
+RECORDS = {"ModelFile": ModelFile, "Profile": Profile, "LatencyPrediction": LatencyPrediction,
+           "MemoryMeasurement": MemoryMeasurement}
+
+
+def _names(cls: type) -> set[str]:
+    return {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set(cls.model_fields)
+
+
+def _covered(sources: dict[str, dict[str, str]]) -> list[str]:
+    return [row for mapping in sources.values() for row in mapping] + sorted(COMPUTED_ROW_FIELDS)
+
+
+def _problems(sources: dict[str, dict[str, str]], row_fields: set[str]) -> list[str]:
+    found = [f"{cls}.{name} (for {row}) is not a field" for cls, mapping in sources.items()
+             for row, name in mapping.items() if name not in _names(RECORDS[cls])]
+    covered = _covered(sources)
+    found += [f"{row} is filled twice" for row in sorted({r for r in covered if covered.count(r) > 1})]
+    found += [f"{row} is not a row field" for row in sorted(set(covered) - row_fields)]
+    found += [f"{row} is filled by nothing" for row in sorted(row_fields - set(covered))]
+    return found
+
+
+def test_every_row_field_has_exactly_one_source_and_every_source_exists() -> None:
+    assert list(ROW_SOURCES) == list(RECORDS)  # from_records zips the records in this order
+    assert _problems({k: dict(v) for k, v in ROW_SOURCES.items()}, _names(PairResult)) == []
+
+
+def test_a_renamed_field_on_either_side_is_caught() -> None:
+    sources = {k: dict(v) for k, v in ROW_SOURCES.items()}
+    renamed_record = {**sources, "LatencyPrediction": {**sources["LatencyPrediction"],
+                                                       "latency_uncertainty": "uncertainty_text"}}
+    assert _problems(renamed_record, _names(PairResult)) == [
+        "LatencyPrediction.uncertainty_text (for latency_uncertainty) is not a field"]
+    row_fields = (_names(PairResult) - {"memory_error"}) | {"memory_message"}
+    assert _problems(sources, row_fields) == ["memory_error is not a row field", "memory_message is filled by nothing"]
+
+
+def test_a_row_carries_each_record_value_to_its_column(tmp_path: Path) -> None:
+    model_path = tmp_path / "m.onnx"
+    model_path.write_bytes(b"not read here")
+    model = replace(ModelFile.from_path(model_path, "m.onnx"), level="int8-static", precision="int8")
+    profile = next(p for p in load_profiles() if p.id == "jiophone2")
+    latency = LatencyPrediction(latency_ms=12.5, latency_source="estimator:v1", threads=1,
+                                uncertainty="±20%", note="a note", core="Cortex-A53", clock_ghz=1.3,
+                                calibrations=("x1.1",), latency_low_ms=10.0, latency_high_ms=15.0)
+    memory = MemoryMeasurement(verdict="fits", limit_mb=512, peak_rss_mb=100.0, runtime_baseline_mb=60.0,
+                               model_increment_mb=40.0, cgroup_peak_mb=101.0, error="memory says", phase=None,
+                               backend="docker", limit_enforcement="cgroup", runtime="torch", wall_s=1.0,
+                               image_id="img", worker_version="w", model_sha256="0" * 64, threads=1, cached=True,
+                               host_latency_mean_ms=3.0, inferred_from_mb=1024)
+    row = PairResult.from_records(model, profile, latency, memory, threads=1)
+    for record in (model, profile, latency, memory):
+        for column, name in ROW_SOURCES[type(record).__name__].items():
+            assert getattr(row, column) == getattr(record, name), column
+    assert (row.latency_uncertainty, row.memory_error, row.memory_cached) == ("±20%", "memory says", True)
+
+
+@pytest.mark.parametrize("cls", list(RECORDS.values()))
+def test_the_records_are_typed_records(cls: type) -> None:
+    assert _names(cls)
