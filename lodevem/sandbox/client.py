@@ -21,17 +21,20 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..errors import SandboxError
 from ..safe_io import printable
 from ..worker.precision import FILE_PRECISIONS
-from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
+from ..worker.protocol import (
+    CONVERT_ACTIONS,
+    ERROR_KINDS,
+    SCHEMA_VERSION,
+    UNUSABLE_FILE_KINDS,
+    WORKER_VERSION,
+    WorkerRequest,
+)
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
 
 if TYPE_CHECKING:
     from ..latency.armsim.profile import InstructionProfile
 
-# Worker error kinds that mean the user's file (or --input-shape) is unusable: a bad input that
-# stops ``start`` before any measurement with exit code 2, rather than a row of errors.
-UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-                       "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
 _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
@@ -278,7 +281,8 @@ def _typed(data: dict[str, Any], host_paths: dict[str, str]) -> WorkerReply:
         for inside, host in sorted(host_paths.items(), key=lambda kv: -len(kv[0])):
             message = message.replace(inside, host)
         # the model's own words, maybe with terminal escapes: escaped here, where they enter the host
-        failure = WorkerFailure(_text(error.get("kind"), 40) or "internal", printable(message, _MAX_TEXT))
+        kind = _text(error.get("kind"), 40)
+        failure = WorkerFailure(kind if kind in ERROR_KINDS else "internal", printable(message, _MAX_TEXT))
     return WorkerReply(
         ok=data.get("ok") is True and failure is None,
         schema_version=_integer(data.get("schema_version")),

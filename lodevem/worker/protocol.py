@@ -46,6 +46,10 @@ RUNTIMES: tuple[str, ...] = tuple(_registry.RUNTIMES)
 ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
                "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed",
                "weights_mismatch", "internal")
+# The kinds that mean the user's file (or --input-shape) is unusable: the host stops ``start``
+# before any measurement with exit code 2 (a bad input), rather than writing a row of errors.
+UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
+                       "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
 # state_dict: weights (a state_dict or a training checkpoint) loaded into the module --arch built.
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx", "state_dict")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-ISAS: tuple[str, ...] = ("armv7", "armv8.0", "armv8.2")
+from ...worker.protocol import ARMSIM_ISAS
+
+ISAS: tuple[str, ...] = ARMSIM_ISAS  # the worker protocol's list: one home
 # profile core (lodevem.profiles.CORE_TYPES) -> (isa, uarch view)
 CORE_ISA: dict[str, tuple[str, str]] = {
     "Cortex-A7": ("armv7", "cortex-a7"),
