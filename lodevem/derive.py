@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
-from .store.artifacts import loading_sha256, shape_text
+from .sandbox.artifacts import loading_sha256, shape_text
 from .results import ModelFile
 from .sandbox.client import SandboxRun, WorkerClient
 from .store import ArtifactStore

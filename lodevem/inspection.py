@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from .errors import InputError, ModelFileError, SandboxError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
-from .store.artifacts import ExportCache
+from .sandbox.artifacts import ExportCache
 from .store import ArtifactStore
 from .results import ModelFile
 from .sandbox.client import ModelSection, WorkerClient

@@ -14,7 +14,7 @@ import pytest
 from fakes import FakeBackend, InterruptAfter
 from lodevem.errors import InputError
 from lodevem.profiles import load_profiles, select_profiles
-from lodevem.store.runstate import RunState
+from lodevem.report.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, run_benchmark
 
 # 256 MB, 512 MB twice, 1 GB twice: five profiles, three distinct limits.

@@ -14,7 +14,7 @@ from fakes import InterruptAfter
 from lodevem import measure, zoo
 from lodevem.cli import cli
 from lodevem.profiles import load_profiles, select_profiles
-from lodevem.store.runstate import RunState
+from lodevem.report.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, label_models, run_benchmark
 
 pytestmark = pytest.mark.docker

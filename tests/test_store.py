@@ -14,7 +14,7 @@ from fakes import Counting
 from lodevem import measure
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.store import FORMAT_VERSION, ArtifactStore, cache_root, digest
-from lodevem.store.artifacts import converted_name
+from lodevem.sandbox.artifacts import converted_name
 
 MAKER = {"model_sha256": "abc", "worker_version": "w1"}
 
@@ -144,7 +144,7 @@ def test_a_failed_conversion_leaves_nothing_to_copy_or_reuse(docker_backend, tmp
 
 _FIRST_CALL = """
 import sys
-from lodevem.latency.api import LatencyPredictor
+from lodevem.predict.api import LatencyPredictor
 p = LatencyPredictor("nokia_c1", cache_dir=sys.argv[1], predictor="estimator")
 ms = p.predict("tiny_cnn").latency_ms
 heavy = sorted(m for m in ("torch", "onnx", "nn_meter", "sklearn") if m in sys.modules)

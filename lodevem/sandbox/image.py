@@ -34,7 +34,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .. import __version__
 from ..errors import BackendUnavailable, LodevemError
-from ..worker.registry import CONVERT_ACTIONS, RUNTIMES
+from ..worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
 
 Progress = Callable[[str], None]
 
@@ -59,13 +59,6 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
 # these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
 LITERT_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ai-edge-litert==2.3.0")
 NCNN_REQUIREMENTS: tuple[str, ...] = ("numpy==2.4.6", "ncnn==1.0.20261020")
-# The emulated Arm guests' runtimes (docs/armsim.md): the Arm builds of the same runtimes, at the
-# newest versions with aarch64 / armv7l wheels (ncnn's aarch64 wheels stop at 1.0.20250503).
-# Listed whole, installed --no-deps: ncnn's wheel metadata pulls opencv, which it never imports.
-ARMSIM_AARCH64_REQUIREMENTS: tuple[str, ...] = (
-    "ai-edge-litert==2.3.0", "ncnn==1.0.20250503", "numpy==2.4.6", "flatbuffers==25.12.19", "protobuf==7.36.2",
-    "ml_dtypes==0.7.0", "tqdm==4.70.1", "backports.strenum==1.2.8", "typing_extensions==4.16.0")
-ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = ("ncnn==1.0.20261020",)
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
 # of the conversion cache key and of the manifest; pinned in the runtime registry.
 CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)

@@ -16,15 +16,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional
 
 from ...worker.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
 from .isa import runtime_isas
 from .profile import InstructionProfile
-
-if TYPE_CHECKING:
-    from ...sandbox.client import WorkerClient
 
 PROFILE_FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent  # lodevem/
@@ -34,8 +31,9 @@ _SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "
             "worker/armsim_profile.py")
 
 
-def _pinned_versions() -> dict[str, str]:
-    from ...sandbox.image import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
+def pinned_versions() -> dict[str, str]:
+    """The Arm guests' runtime pins (``worker.registry``: the armsim image installs them)."""
+    from ...worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
 
     pins = {}
     for requirement in ARMSIM_AARCH64_REQUIREMENTS + tuple(f"{r}#armv7l" for r in ARMSIM_ARMV7L_REQUIREMENTS):
@@ -90,11 +88,12 @@ def profile_key(job: ProfileJob, worker_version: str, model_sha256: Optional[str
                    "runtime": job.runtime, "isa": job.isa, "uarch": job.uarch, "precision": job.precision,
                    "threads": job.threads, "input_shape": list(job.input_shape) if job.input_shape else None,
                    "warmup": warmup, "inferences": inferences,
-                   "versions": _pinned_versions(), "sources": sources_digest(), "worker": worker_version})
+                   "versions": pinned_versions(), "sources": sources_digest(), "worker": worker_version})
 
 
 class ArmsimProfiler:
-    """Makes and caches profiles through a WorkerClient (Docker backend: the lodevem-armsim image).
+    """Makes and caches profiles through a WorkerClient (Docker backend: the lodevem-armsim image),
+    handed in by the face (``latency.kinds.SandboxAccess``: this package imports no sandbox code).
 
     ``cache_dir``: where profiles are kept (``<output>/.cache/armsim``); None keeps none.
     ``warmup``/``inferences``: uncounted and counted inferences per profile. No warm-up by
@@ -105,7 +104,7 @@ class ArmsimProfiler:
     once is made once.
     """
 
-    def __init__(self, client: "WorkerClient", cache_dir: Optional[Path], timeout_s: float, *,
+    def __init__(self, client: Any, cache_dir: Optional[Path], timeout_s: float, *,
                  use_cache: bool = True, warmup: int = 0, inferences: int = 1) -> None:
         self.client, self.timeout_s = client, timeout_s
         self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)
@@ -156,32 +155,6 @@ class ArmsimProfiler:
         import dataclasses
 
         return ProfileResult(dataclasses.replace(reply.profile, model_sha256=sha))
-
-
-def profile_files(converted: Path, runtime: str, isa: str, *, threads: int = 1, precision: str = "auto",
-                  uarch: Optional[str] = None, input_shape: Optional[Sequence[int]] = None,
-                  cache_dir: Optional[Path] = None, timeout_s: float = 900.0,
-                  client: Optional["WorkerClient"] = None) -> InstructionProfile:
-    """One profile from Python (scripts, the cost-model fit): a Docker-backed client unless one is
-    given; raises ``LodevemError`` with the one-line reason when there is no profile."""
-    from ...errors import LodevemError
-
-    if client is None:
-        client = default_client()
-    result = ArmsimProfiler(client, cache_dir, timeout_s).profile(
-        ProfileJob(Path(converted), runtime, isa, threads, precision, uarch,
-                   tuple(input_shape) if input_shape else None))
-    if result.profile is None:
-        raise LodevemError(f"{converted}: no armsim profile ({result.error})")
-    return result.profile
-
-
-def default_client() -> "WorkerClient":
-    """A WorkerClient over the Docker backend (the only backend that has the armsim image)."""
-    from ...sandbox import open_backend
-    from ...sandbox.client import WorkerClient
-
-    return WorkerClient(open_backend("docker")[0])
 
 
 def describe(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
 from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
-from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
+from ..store import write_atomic
+from .files import CSV_NAME, JSON_NAME, write_csv, write_json
 from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
-from . import write_atomic
 
 if TYPE_CHECKING:
-    from ..predict import LatencyPrediction
+    from ..latency.records import LatencyPrediction
     from ..profiles import Profile
     from ..progress import ProgressSink
 
