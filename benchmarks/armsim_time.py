@@ -5,7 +5,7 @@
         [--tier tier2] [--jobs N] [--fresh-build] [--json out.json]
 
 What a ``start --predictor armsim`` run adds over the estimator is the armsim stage the runner
-runs (``lodevem.latency.armsim.run.armsim_cells``, in parallel over models like the runner):
+kind runs (``lodevem.latency.armsim.kind.ArmsimKind``, through the predictor pool; here in parallel over models):
 for every model its conversion for the latency runtime (the run's ConvertCache; a ``--runtime
 tflite|ncnn`` run has it already) and one profile per distinct (ISA, uarch) of the tier's
 fastest cores, each a full emulation in the lodevem-armsim image. This script runs exactly that
@@ -38,12 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lodevem import zoo  # noqa: E402
 from lodevem.latency.armsim.isa import covered, isa_for_core, uarch_for_core  # noqa: E402
 from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob  # noqa: E402
+from lodevem.store import ArtifactStore  # noqa: E402
+from lodevem.sandbox.artifacts import ConvertCache, ExportCache  # noqa: E402
 from lodevem.profiles import load_profiles, select_profiles  # noqa: E402
 from lodevem.sandbox import image  # noqa: E402
 from lodevem.sandbox.client import WorkerClient  # noqa: E402
 from lodevem.sandbox.docker_backend import DockerBackend  # noqa: E402
 from lodevem.store import ArtifactStore  # noqa: E402
-from lodevem.store.artifacts import ConvertCache, ExportCache  # noqa: E402
 
 MODELS = "mobilenet_v2,mobilenet_v3_small,resnet18,squeezenet1_1,shufflenet_v2_x1_0"
 

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 __all__ = ["LatencyPrediction", "Predictor", "__version__", "predict_latency"]
 
 if TYPE_CHECKING:
-    from .latency.api import LatencyPredictor as Predictor
+    from .predict.api import LatencyPredictor as Predictor
     from .predict import LatencyPrediction
     from .profiles import Profile
 
@@ -38,7 +38,7 @@ def predict_latency(model: Any, profile: "str | Profile", input_shape: Optional[
     ``runtime`` (``ncnn``/``tflite``) selects matching calibrations of the profile. For loops,
     make one ``Predictor`` and call its ``predict``: this function builds a new one each call.
     """
-    from .latency.api import LatencyPredictor
+    from .predict.api import LatencyPredictor
 
     with LatencyPredictor(predictor=predictor, calibrations=calibrations, use_calibrations=use_calibrations,
                           profiles_dir=profiles_dir, backend=backend) as session:
@@ -48,7 +48,7 @@ def predict_latency(model: Any, profile: "str | Profile", input_shape: Optional[
 def __getattr__(name: str) -> Any:
     """``lodevem.Predictor`` and ``lodevem.LatencyPrediction``, imported on first use (PEP 562)."""
     if name == "Predictor":
-        from .latency.api import LatencyPredictor
+        from .predict.api import LatencyPredictor
 
         return LatencyPredictor
     if name == "LatencyPrediction":

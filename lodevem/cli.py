@@ -24,7 +24,6 @@ from rich.markup import escape
 from . import __version__
 from .errors import InputError, Interrupted, LodevemError
 from .latency.calibration import MEASURED_RUNTIMES
-from .latency.armsim.run import PREDICTOR_CHOICES as ARMSIM_MODES
 from .latency.pool import MODES
 from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
@@ -256,8 +255,8 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--predictor auto|nn-meter|estimator|armsim`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
-                        # the predictor kinds (latency.pool.KINDS) and armsim (latency.armsim.run)
-                        type=click.Choice([*MODES, *ARMSIM_MODES]),
+                        # the predictor kinds: the one registry, latency.pool.KINDS
+                        type=click.Choice(list(MODES)),
                         help="Latency predictor. armsim (start only): the runtime's own Arm instructions counted "
                         "on an emulated core, needs `lodevem build-image --runtime armsim` (docs/armsim.md). auto: "
                         "nn-Meter when its predictor data is present, else the estimator; armsim only where its "
@@ -555,7 +554,7 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 
 def _interrupted_note(output: Path, started: float) -> str:
     """What an interrupted ``start`` kept: the pairs saved in this run's state file, and how to go on."""
-    from .store.runstate import STATE_FILE, RunState
+    from .report.runstate import STATE_FILE, RunState
 
     state_path = output / STATE_FILE
     try:
@@ -601,7 +600,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
     """
     import json
 
-    from .latency.api import LatencyPredictor
+    from .predict.api import LatencyPredictor
     from .reporter import latency_legend, latency_table
 
     if not models:
@@ -684,7 +683,7 @@ def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime:
 
         lodevem calibrate --remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
-    from .latency.api import LatencyPredictor
+    from .predict.api import LatencyPredictor
     from .latency.calibration import measurements_from_args, measurements_from_log, read_benchmark_log, shares_chipset
 
     session = LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,

@@ -23,11 +23,11 @@ from typing import Optional, Sequence
 
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
+from .sandbox.artifacts import loading_sha256, shape_text
 from .results import ModelFile
 from .sandbox.client import SandboxRun, WorkerClient
 from .store import ArtifactStore
 from .store import file_digest as file_sha256
-from .store.artifacts import loading_sha256, shape_text
 
 DERIVABLE = tuple(level for level in LEVELS if level != "fp32")
 DEFAULT_TIMEOUT_S = 600.0

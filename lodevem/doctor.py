@@ -27,16 +27,6 @@ class Check:
     required: bool = True
 
 
-def cgroup_version() -> Optional[int]:
-    """2 for a unified hierarchy, 1 for a v1 memory controller, None when neither is mounted."""
-    root = Path("/sys/fs/cgroup")
-    if (root / "cgroup.controllers").exists():
-        return 2
-    if (root / "memory").is_dir():
-        return 1
-    return None
-
-
 def check_docker() -> Check:
     hint = (
         "install and start the engine: apt-get install -y docker.io && "
@@ -95,6 +85,8 @@ def check_runtime_images() -> list[Check]:
 
 
 def check_cgroups() -> Check:
+    from .sandbox.base import cgroup_version
+
     version = cgroup_version()
     if version is None:
         return Check("cgroups", "fail", "no cgroup hierarchy mounted at /sys/fs/cgroup",

@@ -61,7 +61,7 @@ from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurem
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
 from .store import ArtifactStore, digest
-from .store.artifacts import ConvertCache, ExportCache, loading_sha256
+from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 
 # --- the measurement cache ----------------------------------------------------------------------
 

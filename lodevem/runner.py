@@ -6,7 +6,7 @@ memory does not depend on the CPU, so a verdict is shared by every profile with 
 (16 profiles -> 6 limits), and of those only the largest and the limits near or below its peak
 are measured: the rows of limits far above it are inferred from it (``memory.planning``; all
 measured with ``--no-infer``). Files live in the artifact store (``store``), rows are written to
-the run state atomically after every measurement (``store.runstate``), so an interrupted run
+the run state atomically after every measurement (``report.runstate``), so an interrupted run
 keeps what finished and ``--resume`` continues it.
 
 One ``ModelFile`` record per model travels from the command line to its CSV rows, filled in as
@@ -18,9 +18,7 @@ of a run shares.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -28,21 +26,20 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import LodevemError, ModelFileError
-from .latency.armsim.run import armsim_cells, armsim_profiler, base_predictor_mode, describe_armsim
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
-from .predict import LatencyPrediction, Predictor
+from .predict import LatencyPrediction, Predictor, SandboxAccess, converted_file
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.manifest import collect_manifest
-from .report.notes import kernel_precisions
+from .results.notes import kernel_precisions
 from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore, cache_root, digest
-from .store.artifacts import ConvertCache, ExportCache
-from .store.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
+from .sandbox.artifacts import ConvertCache, ExportCache
+from .report.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
 from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from .worker.registry import measured_under, predicted_for
 
@@ -72,7 +69,7 @@ class RunConfig:
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
-    overwrite: bool = False  # replace another run's results in ``output`` (else refuse: store.runstate.refuse_other_run)
+    overwrite: bool = False  # replace another run's results in ``output`` (else refuse: report.runstate.refuse_other_run)
     calibrations: Optional[Path] = None
     uncalibrated: bool = False
     command_line: tuple[str, ...] = ()
@@ -144,12 +141,14 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     """
     models = label_models(config.models, config.levels)
     store = ArtifactStore(cache_root(config.output), use_cache=not config.no_cache)
-    predictor = Predictor(mode=base_predictor_mode(config.predictor), data_dir=config.nnmeter_data,
-                          runtime=config.latency_runtime, cache_dir=store.folder("latency"),
-                          use_cache=not config.no_cache)
+    calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
+    opened: list[WorkerClient] = []  # the sandbox's client, once the backend is open (kinds that run in it)
+    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
+                          cache_dir=store.folder("latency"), use_cache=not config.no_cache, calibrations=calibrations,
+                          sandbox=SandboxAccess(lambda: opened[0] if opened else None, store.folder,
+                                                config.timeout_s, not config.no_cache))
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
-    calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
     calibrations.check()  # and on a calibration record that does not read
     warnings: list[str] = []
     if backend is None:
@@ -161,6 +160,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     for runtime in config.runtimes:  # a missing runtime or converter image stops the run before any work
         backend.identity_for(runtime)
     client = WorkerClient(backend, loading=config.loading)
+    opened.append(client)
+    predictor.require(config.profiles, load=False)  # and what needs the sandbox (--predictor armsim: its image)
     ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
                      progress if progress is not None else NullProgress(), store, warnings,
                      ConvertCache(client, store, config.timeout_s))
@@ -175,16 +176,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_with_graph(ctx, m) for m in models]
     models = [m for base in models for m in _per_runtime(base, config.runtimes)]
     ctx.progress.stage("predicting latency")
-    latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
-    armsim = armsim_profiler(config.predictor, client, store.folder("armsim"), config.timeout_s,
-                             not config.no_cache, ctx.warnings)
-    if armsim is not None:  # armsim's cells where it answers (--predictor armsim|auto, docs/armsim.md)
-        ctx.progress.stage("profiling on emulated Arm cores (armsim)")
-        with ThreadPoolExecutor(max_workers=max(1, min(len(models), config.jobs or os.cpu_count() or 1))) as pool:
-            cells = {m.label: pool.submit(_armsim_cells, ctx, armsim, _serving(ctx, predictor, m).runtime, m,
-                                          latencies[m.label]) for m in models}
-            latencies = {label: future.result() for label, future in cells.items()}
-    removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
+    latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m) for m in models}
+    removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m) for m in models}
     ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
 
     manifest = collect_manifest(
@@ -196,8 +189,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
-               "predictor": predictor.describe(), "calibrations": calibrations.describe(),
-               "armsim": describe_armsim(armsim)},
+               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
@@ -315,41 +307,24 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     return model
 
 
-def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile,
-             calibrations: CalibrationSet) -> dict[str, LatencyPrediction]:
-    """Latency of one model on every profile, scaled by each profile's calibration (a step after
-    the prediction); a model without an export gets cells saying why. ``predictor`` is the one
-    for the runtime the model's rows are measured under (``latency_runtime``)."""
-    config = ctx.config
-    if model.graph_path is None:
-        reason = f"no ONNX export: {model.graph_error}"
-        return {p.id: LatencyPrediction.unavailable(p, reason, config.threads, predictor.runtime)
-                for p in config.profiles}
-    predicted = predictor.predict(model.graph_path, config.profiles, threads=config.threads, level=model.level)
-    by_id = {p.id: p for p in config.profiles}
-    return {pid: calibrations.apply(prediction, by_id[pid], predictor.estimator) for pid, prediction in predicted.items()}
+def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
+    """Latency of one model on every profile through the front door (``Predictor.cells``:
+    predicted, then scaled by each profile's calibration); a model without an export gets cells
+    saying why. ``predictor`` is the one for the runtime the model's rows stand for
+    (``latency_runtime``); kinds that run that runtime get its converted file on demand."""
+    convert = (converted_file(ctx.converts, model, predictor.runtime)
+               if ctx.converts is not None and model.unusable is None else None)
+    return predictor.cells(model.graph_path, ctx.config.profiles, ctx.config.threads, model.level, convert,
+                           export_error=model.graph_error or "")
 
 
-def _armsim_cells(ctx: RunContext, profiler: Any, runtime: str, model: ModelFile,
-                  cells: dict[str, LatencyPrediction]) -> dict[str, LatencyPrediction]:
-    if model.unusable is not None or ctx.converts is None:
-        return cells
-    config = ctx.config
-    return armsim_cells(config.predictor, profiler, ctx.converts, ctx.exports, runtime,
-                        (model.measured_path, model.measured_sha256), (model.path, model.sha256), model.level,
-                        config.profiles, config.threads, config.input_shape, cells, ctx.warnings)
-
-
-def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,
-                              calibrations: CalibrationSet) -> dict[str, Optional[float]]:
+def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, Optional[float]]:
     """For a file with all-zero output channels: the latency of its graph with them removed
     (calibrated like the row's own latency, so the two compare)."""
     if model.channels_removed_graph is None:
         return {}
-    predicted = predictor.predict(model.channels_removed_graph, ctx.config.profiles, threads=ctx.config.threads)
-    by_id = {p.id: p for p in ctx.config.profiles}
-    return {pid: calibrations.apply(cell, by_id[pid], predictor.estimator).latency_ms
-            for pid, cell in predicted.items()}
+    cells = predictor.cells(model.channels_removed_graph, ctx.config.profiles, ctx.config.threads)
+    return {pid: cell.latency_ms for pid, cell in cells.items()}
 
 
 def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Optional[int]]:

@@ -17,11 +17,12 @@ from lodevem.latency.armsim.isa import covered, isa_for_core
 from lodevem.latency.armsim.predictor import ArmsimPredictor
 from lodevem.latency.armsim.profile import DISJOINT_CLASSES, InstructionProfile
 from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob, profile_key
+from lodevem.store import ArtifactStore
+from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.profiles import load_profiles
 from lodevem.sandbox import image
 from lodevem.sandbox.client import WorkerClient
 from lodevem.store import ArtifactStore
-from lodevem.store.artifacts import ConvertCache
 from lodevem.worker.protocol import WORKER_VERSION
 
 pytestmark = pytest.mark.docker
@@ -196,12 +197,11 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
     import torch
 
     from lodevem.latency.armsim import predictor as predictor_module
-    from lodevem.latency.armsim import run as run_module
     from lodevem.profiles import select_profiles
     from lodevem.runner import RunConfig, run_benchmark
 
-    for module in (predictor_module, run_module):  # armfit's cost model stands in as a placeholder
-        monkeypatch.setattr(module, "default_cost_model", lambda: placeholder_cost_for_plumbing_tests)
+    # armfit's cost model stands in as a placeholder (the armsim kind reads it from the predictor module)
+    monkeypatch.setattr(predictor_module, "default_cost_model", lambda: placeholder_cost_for_plumbing_tests)
     bad = tmp_path / "data_dependent.pt"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -218,4 +218,4 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
     failed = rows["data_dependent.pt"]
     assert failed.verdict == "error" and failed.latency_ms is None
     assert "tflite conversion failed" in (failed.latency_note or "")
-    assert outcome.manifest["extra"]["armsim"]["profiles_made"] == 1
+    assert outcome.manifest["extra"]["predictor"]["armsim"]["profiles_made"] == 1

@@ -40,11 +40,11 @@ OWN_READS = {
     ("sandbox/slurm_backend.py", "_job_info"),
     # armsim: its shipped parameters and the digest of its own plugin/guest/Dockerfile sources
     ("latency/armsim/costmodel.py", "_load_cached"), ("latency/armsim/profiler.py", "sources_digest"),
-    ("latency/armsim/run.py", "auto_prefers_armsim"),
+    ("latency/armsim/kind.py", "identity"),
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
 WRITES = {("latency/nnmeter.py", "fetch_predictors"), ("store/files.py", "atomic_file"),
-          ("store/files.py", "write_new"), ("results.py", "__enter__"),
+          ("store/files.py", "write_new"), ("results/__init__.py", "__enter__"),
           ("sandbox/docker_backend.py", "_take_output"), ("sandbox/slurm_job.py", "run_in_job"),
           ("sandbox/armsim/make_views.py", "main")}  # make_views: the image build's cpu views
 READS = {"read_text", "read_bytes", "open", "fdopen"}

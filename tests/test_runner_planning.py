@@ -14,8 +14,8 @@ from fakes import FakeBackend, InterruptAfter
 
 from lodevem.errors import InputError
 from lodevem.profiles import load_profiles, select_profiles
+from lodevem.report.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, run_benchmark
-from lodevem.store.runstate import RunState
 
 # 256 MB, 512 MB twice, 1 GB twice: five profiles, three distinct limits.
 PROFILES = ("nokia_8110_4g", "jiophone2", "nokia_2720_flip", "nokia_c1", "tecno_pop5_go")

@@ -14,8 +14,8 @@ from fakes import InterruptAfter
 from lodevem import measure, zoo
 from lodevem.cli import cli
 from lodevem.profiles import load_profiles, select_profiles
+from lodevem.report.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, label_models, run_benchmark
-from lodevem.store.runstate import RunState
 
 pytestmark = pytest.mark.docker
 

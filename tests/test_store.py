@@ -14,7 +14,7 @@ from fakes import Counting
 from lodevem import measure
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.store import FORMAT_VERSION, ArtifactStore, cache_root, digest
-from lodevem.store.artifacts import converted_name
+from lodevem.sandbox.artifacts import converted_name
 
 MAKER = {"model_sha256": "abc", "worker_version": "w1"}
 
@@ -144,7 +144,7 @@ def test_a_failed_conversion_leaves_nothing_to_copy_or_reuse(docker_backend, tmp
 
 _FIRST_CALL = """
 import sys
-from lodevem.latency.api import LatencyPredictor
+from lodevem.predict.api import LatencyPredictor
 p = LatencyPredictor("nokia_c1", cache_dir=sys.argv[1], predictor="estimator")
 ms = p.predict("tiny_cnn").latency_ms
 heavy = sorted(m for m in ("torch", "onnx", "nn_meter", "sklearn") if m in sys.modules)
@@ -197,7 +197,7 @@ def test_write_new_never_replaces_and_json_file_has_no_nan(tmp_path: Path) -> No
 
 
 def test_the_user_cache_folder_is_named_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lodevem.latency.api import default_cache_dir
+    from lodevem.predict.api import default_cache_dir
     from lodevem.sandbox.image import build_dir
     from lodevem.store import user_cache_dir
 

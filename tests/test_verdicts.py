@@ -19,9 +19,9 @@ from lodevem.errors import ProfileError
 from lodevem.gates import Budget, check_budget
 from lodevem.profiles import load_profile_file, load_profiles
 from lodevem.report.console import _lowest_tier_text, model_summaries
-from lodevem.report.notes import quantization_note
+from lodevem.results.notes import quantization_note
 from lodevem.results import VERDICTS, budget_verdict
-from lodevem.store.runstate import RunState
+from lodevem.report.runstate import RunState
 
 FAST = ("--runs", "2", "--warmup", "0", "--backend", "docker", "--profile", "nokia_8110_4g",
         "--profile", "nokia_c1")

@@ -2,18 +2,19 @@
 
 A **kind** is one way to get a latency cell: the offline estimator (this module), nn-Meter's
 regressors carried to the profile's core (``latency.nnmeter.NnMeterKind``), the real runtime on
-an emulated Arm core (``latency.armsim``, built separately). ``--predictor NAME`` picks one;
-``--predictor auto`` takes the first kind in ``latency.session.KINDS`` order that can predict
-the profile for the runtime now (its ``unavailable`` is None); the estimator always can, so it
-comes last. Which runtimes a kind serves is the runtime registry's (``worker.registry``:
-``RuntimeSpec.predictors``).
+an emulated Arm core (``latency.armsim.kind.ArmsimKind``). ``--predictor NAME`` picks one;
+``--predictor auto`` chooses per cell among the kinds the runtime registry names for the runtime
+(``worker.registry``: ``RuntimeSpec.predictors``), by their own stored held-out errors
+(``held_out``; see ``latency.pool.PredictorPool.kind_for``).
 
-Adding a kind = a class with the ``PredictorKind`` methods, a factory entry in
-``latency.session.KINDS``, its name in the registry's ``predictors`` of the runtimes it serves.
-It receives a ``PredictionJob`` (the ONNX export, the runtime's converted file when the run made
-one, the profile, threads, level, the cached kernel-graph loader) and returns the same
-``LatencyPrediction`` record as the others; caching, the auto fallback note, calibration and
-the reports need nothing else from it.
+Adding a kind = a class with the ``PredictorKind`` methods in its own module, a factory entry in
+``latency.pool.KINDS``, and its name in the registry's ``predictors`` of the runtimes it serves;
+nothing else. It receives a ``PredictionJob`` (the ONNX export, the cached kernel-graph loader,
+the profile, threads, level, and ``convert``: the runtime's own file from the run's conversion
+cache, made on first call) and returns the same ``LatencyPrediction`` record as the others;
+caching, auto's choice and notes, calibration and the reports need nothing else from it. A kind
+that runs something in the sandbox gets it from ``KindSetup.sandbox`` (``SandboxAccess``): the
+latency package itself imports no sandbox code.
 """
 
 from __future__ import annotations
@@ -26,13 +27,39 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..errors import InputError
 from ..profiles import Profile
-from ..worker.precision import LEVEL_LATENCY_NOTES, REDUCED_ARITHMETIC, cell_arithmetic, kernel_arithmetic
+from ..worker.precision import LEVEL_LATENCY_NOTES, REDUCED_ARITHMETIC, cell_arithmetic, kernel_arithmetic, \
+    level_arithmetic
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
-__all__ = ["ArithmeticPlan", "EstimatorKind", "KindSetup", "PredictionJob", "PredictorKind", "plan_arithmetic"]
+__all__ = ["ArithmeticPlan", "ConvertedFile", "EstimatorKind", "HeldOut", "KindSetup", "PredictionJob",
+           "PredictorKind", "SandboxAccess", "plan_arithmetic"]
 
 Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ConvertedFile:
+    """The runtime's own file of a cell's model (``.tflite``, ncnn ``.param``) as the run's
+    conversion cache made it, or why there is none (``path`` None, ``error`` one line), with the
+    input shape it was converted at."""
+
+    path: Optional[Path]
+    error: str = ""
+    input_shape: Optional[tuple[int, ...]] = None
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A kind's own stored held-out error for a kind of cell: what ``--predictor auto`` compares.
+    ``scope``: what the figure is pooled over ("Cortex-A55", "cores", "cores and runtimes")."""
+
+    mape_pct: float
+    rows: int
+    scope: str
+
+    def text(self) -> str:
+        return f"±{self.mape_pct:.1f}% held-out ({self.rows} rows, {self.scope})"
 
 
 @dataclass(frozen=True)
@@ -40,8 +67,9 @@ class PredictionJob:
     """One (model, profile) cell to predict, as every kind receives it.
 
     ``graph(rules)``: the model's kernel graph under a fusion-rules file, extracted once per run
-    (an ``InputError`` when the export cannot be read). ``converted_path``: the runtime's own
-    file (``.tflite``, ncnn ``.param``) when the run converted the model, for kinds that run it.
+    (an ``InputError`` when the export cannot be read). ``convert()``: the runtime's own file
+    from the run's conversion cache (made on the first call; None: the caller has no file to
+    convert, e.g. an ``nn.Module`` of the Python API), for kinds that run the runtime.
     """
 
     onnx_path: Path
@@ -50,7 +78,15 @@ class PredictionJob:
     level: Optional[str]
     runtime: str
     graph: Callable[[Path], "KernelGraph | InputError"]
-    converted_path: Optional[Path] = None
+    convert: Optional[Callable[[], ConvertedFile]] = None
+
+    def arithmetic(self) -> str:
+        """The arithmetic the cell is stated in (``worker.precision``): the level's, else the
+        file's own (read from its kernel graph; fp32 when the graph does not read)."""
+        if self.level is not None:
+            return level_arithmetic(self.level)
+        graph = self.graph(DEFAULT_RULES)
+        return "fp32" if isinstance(graph, InputError) else plan_arithmetic(graph, None).cell
 
 
 class PredictorKind(Protocol):
@@ -67,6 +103,10 @@ class PredictorKind(Protocol):
 
     def require(self, profile: Profile, load: bool) -> None:
         """``--predictor NAME``: ``InputError`` now when it cannot predict ``profile`` (data missing)."""
+
+    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
+        """Its own stored held-out error for this kind of cell (None: it states none; such a kind
+        is chosen by auto only by coming first in ``latency.pool.KINDS``)."""
 
     def identity(self, profile: Profile) -> dict[str, Any]:
         """What of this kind a cached prediction of ``profile`` depends on (data files, rules)."""
@@ -85,14 +125,30 @@ class PredictorKind(Protocol):
 
 
 @dataclass(frozen=True)
+class SandboxAccess:
+    """The sandbox as a kind may use it, handed in by the face that opened it (the latency
+    package imports no sandbox code). ``client()``: the ``sandbox.client.WorkerClient`` (None:
+    no sandbox is open yet, e.g. ``start`` before its backend opens, the Python API before its
+    first model file); ``folder(name)``: the artifact store's folder for a kind's own cache
+    (``<output>/.cache/<name>``)."""
+
+    client: Callable[[], Any]
+    folder: Callable[[str], Optional[Path]]
+    timeout_s: float = 600.0
+    use_cache: bool = True
+
+
+@dataclass(frozen=True)
 class KindSetup:
     """What the kinds of one pool share: the cost model, nn-Meter's data folder and its loaded
-    regressors (``nnmeter.NnMeterCache``), and whether cells keep per-kernel figures."""
+    regressors (``nnmeter.NnMeterCache``), whether cells keep per-kernel figures, and the
+    sandbox when the face has one (``SandboxAccess``)."""
 
     estimator: Estimator
     data_dir: Path
     nnmeter: Any  # nnmeter.NnMeterCache (nnmeter imports this module: its kind plugs in here)
     breakdown: bool
+    sandbox: Optional[SandboxAccess] = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +221,10 @@ class EstimatorKind:
     def require(self, profile: Profile, load: bool) -> None:
         return None
 
+    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
+        fig = self.estimator.uncertainty_figure(profile.fastest_cluster.core, runtime, threads, arithmetic)
+        return held_out_of(fig)
+
     def identity(self, profile: Profile) -> dict[str, Any]:
         return {"rules_sha256": rules_digest(DEFAULT_RULES)}
 
@@ -205,6 +265,15 @@ class EstimatorKind:
                 "data_sources": list(params.get("data_sources") or ()), "data_sha256": params.get("data_sha256"),
                 "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread"),
                 "oneshot_mape_pct": unc.get("oneshot_mape_pct")}}
+
+
+def held_out_of(fig: Any) -> Optional[HeldOut]:
+    """A ``HeldOut`` from a kind figure record (the estimator's ``UncertaintyFigure``, armsim's
+    ``KindFigure``: ``core``, ``runtime``, ``mape_pct``, ``rows``), the one reader of both."""
+    if fig is None:
+        return None
+    scope = fig.core or ("cores" if fig.runtime else "cores and runtimes")
+    return HeldOut(float(fig.mape_pct), int(fig.rows), scope)
 
 
 def _digest(value: Any) -> str:

@@ -35,7 +35,7 @@ import yaml
 from ..errors import InputError, LodevemError
 from .estimator import work_vector
 from .kernels import Kernel
-from .kinds import KindSetup, PredictionJob, breakdown, estimate_graph, plan_arithmetic, rules_digest
+from .kinds import HeldOut, KindSetup, PredictionJob, breakdown, estimate_graph, plan_arithmetic, rules_digest
 from .records import LatencyPrediction, format_clock, join_notes, uncertainty_band
 
 if TYPE_CHECKING:
@@ -342,6 +342,11 @@ class NnMeterKind:
             return f"nn-Meter predictor '{name}' is not a CPU predictor"
         if not self.cache.available(name):
             return f"no nn-Meter data in {predictor_dir(self.data_dir, name)}"
+        return None
+
+    def held_out(self, profile: "Profile", runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
+        """None: nn-Meter's own error is on its reference core, not held out on these phones (the
+        cell's band is the transfer's); auto takes it by its place first in ``pool.KINDS``."""
         return None
 
     def require(self, profile: "Profile", load: bool) -> None:

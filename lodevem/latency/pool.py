@@ -6,6 +6,15 @@ kernel graphs and the cache index once per runtime. Here the kinds (``latency.ki
 once, graphs are extracted once per (file, fusion rules), and the runtime is an argument of each
 prediction, checked against the runtime registry and the chosen ``--predictor``.
 
+``KINDS`` is the one registry of predictor kinds (with the runtime registry's
+``RuntimeSpec.predictors`` saying which runtimes each serves). ``--predictor auto`` chooses per
+cell (``kind_for``): the first kind in ``KINDS`` order that serves the runtime and can predict
+the profile now, replaced by a later available kind whose own stored held-out error for the
+cell's kind (core x threads x arithmetic x runtime, ``PredictorKind.held_out``) is lower; the
+cell's note says the comparison. A kind stating no held-out figure (nn-Meter: its own error is on
+its reference core) is chosen only by coming first. A chosen kind whose cell has no number hands
+the cell to the next candidate, with the reason in the note.
+
 Finished cells are kept as JSON (``<output>/.cache/latency``) keyed by everything that
 determines them (``cache_identity``), so a rerun of unchanged inputs needs neither nn-Meter nor
 onnx; nn-Meter's regressors are loaded only when a cell is not in the cache.
@@ -24,22 +33,33 @@ from ..worker.precision import LEVELS
 from .cache import JsonCache, digest, file_digest
 from .estimator import Estimator, canonical_runtime
 from .kernels import Kernel, KernelGraph, extract_kernels
-from .kinds import EstimatorKind, KindSetup, PredictionJob, PredictorKind, rules_digest
+from .armsim.kind import ArmsimKind
+from .kinds import ConvertedFile, EstimatorKind, HeldOut, KindSetup, PredictionJob, PredictorKind, SandboxAccess, \
+    rules_digest
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
 from .records import KernelLatency, LatencyPrediction, join_notes
 
-__all__ = ["KINDS", "MODES", "PredictorPool"]
+__all__ = ["FALLBACK", "KINDS", "MODES", "PredictorPool", "modes"]
 
-# The predictor kinds, in --predictor auto's order of preference (the estimator, always able, last).
-KINDS: dict[str, Callable[[KindSetup], PredictorKind]] = {"nn-meter": NnMeterKind, "estimator": EstimatorKind}
+# The one registry of predictor kinds, in --predictor auto's order: a later kind replaces an
+# earlier one for a cell only when its own held-out error there is lower (see the module doc).
+KINDS: dict[str, Callable[[KindSetup], PredictorKind]] = {
+    "nn-meter": NnMeterKind, "estimator": EstimatorKind, "armsim": ArmsimKind}
+# The kind that can always answer: a named kind's uncovered cells are its (with a warning).
+FALLBACK = "estimator"
 MODES: tuple[str, ...] = ("auto", *KINDS)
+
+
+def modes() -> tuple[str, ...]:
+    """The ``--predictor`` values now (``KINDS`` as registered at this moment)."""
+    return ("auto", *KINDS)
 
 
 def _prediction_sources() -> list[Path]:
     """The source files a prediction's number comes from: the facade, the latency wing, and the
     vocabulary and registry it reads (an edited cost model must not be served from the cache)."""
     package = Path(__file__).resolve().parent.parent
-    return [package / "predict.py", *sorted((package / "latency").rglob("*.py")),
+    return [*sorted((package / "predict").glob("*.py")), *sorted((package / "latency").rglob("*.py")),
             package / "worker" / "precision.py", package / "worker" / "registry.py"]
 
 
@@ -53,13 +73,14 @@ class PredictorPool:
 
     def __init__(self, mode: str = "auto", data_dir: Optional[Path | str] = None,
                  estimator: Optional[Estimator] = None, breakdown: bool = False,
-                 cache_dir: Optional[Path | str] = None, use_cache: bool = True) -> None:
-        if mode not in MODES:
-            raise InputError(f"unknown latency predictor '{mode}', expected one of {', '.join(MODES)}")
+                 cache_dir: Optional[Path | str] = None, use_cache: bool = True,
+                 sandbox: Optional[SandboxAccess] = None) -> None:
+        if mode not in modes():
+            raise InputError(f"unknown latency predictor '{mode}', expected one of {', '.join(modes())}")
         self.mode = mode
         folder = default_data_dir(data_dir)
         self.setup = KindSetup(estimator if estimator is not None else Estimator.load(), folder,
-                               NnMeterCache(folder), breakdown)
+                               NnMeterCache(folder), breakdown, sandbox)
         self.kinds: dict[str, PredictorKind] = {name: make(self.setup) for name, make in KINDS.items()}
         self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)
         self.warnings: list[str] = []
@@ -87,13 +108,70 @@ class PredictorPool:
             self.kinds[self.mode].check_runtime(name)
         return name
 
+    def _unavailable(self, kind: PredictorKind, profile: Profile, runtime: str) -> Optional[str]:
+        """Why ``kind`` cannot predict ``profile`` for ``runtime`` now: its own reason, or that the
+        runtime registry does not name it for the runtime (``RuntimeSpec.predictors``)."""
+        from ..worker.registry import RUNTIMES
+
+        why = kind.unavailable(profile, runtime)
+        if why is None and (runtime not in RUNTIMES or kind.name not in RUNTIMES[runtime].predictors):
+            why = f"{kind.title} does not predict {runtime}"
+        return why
+
+    def candidates(self, job: PredictionJob) -> tuple[list[PredictorKind], list[str]]:
+        """The kinds that may predict ``job``'s cell, best first, and the notes saying why
+        (kinds passed over, auto's comparison of held-out errors). See the module docstring."""
+        profile, runtime = job.profile, job.runtime
+        if self.mode != "auto":
+            kind = self.kinds[self.mode]
+            kind.require(profile, load=False)  # a named kind without its data or image: its error, no fallback
+            why = kind.unavailable(profile, runtime)
+            if why is None or kind.name == FALLBACK:
+                return [kind], []
+            self.warn(f"--predictor {kind.name}: {why}: those cells are the {self.kinds[FALLBACK].title}'s")
+            return [self.kinds[FALLBACK]], [why]
+        reasons: list[str] = []
+        able: list[PredictorKind] = []
+        for kind in self.kinds.values():
+            why = self._unavailable(kind, profile, runtime)
+            if why is None:
+                able.append(kind)
+            elif not able:  # passed over by order; a later kind could only have won a comparison
+                reasons.append(why)
+        if not able:
+            raise InputError(f"profile '{profile.id}': no latency predictor for {runtime} ({'; '.join(reasons)})")
+        ranked, compared = self._rank(able, job)
+        return ranked, reasons + compared
+
+    def _rank(self, able: list[PredictorKind], job: PredictionJob) -> tuple[list[PredictorKind], list[str]]:
+        """Auto's order among the available kinds: the first, unless a later one's held-out
+        error is lower (only kinds stating a figure are compared; ``held_out``)."""
+        if len(able) == 1:
+            return able, []
+        arithmetic = job.arithmetic()
+        figures: dict[str, Optional[HeldOut]] = {
+            k.name: k.held_out(job.profile, job.runtime, job.threads, arithmetic) for k in able}
+        best = able[0]
+        for kind in able[1:]:
+            mine, theirs = figures[kind.name], figures[best.name]
+            if mine is not None and theirs is not None and mine.mape_pct < theirs.mape_pct:
+                best = kind
+        ranked = [best, *(k for k in able if k is not best)]
+        rivals = [k for k in ranked[1:] if figures[k.name] is not None]
+        best_fig = figures[best.name]
+        if best_fig is None or not rivals:
+            return ranked, []
+        others = ", ".join(f"{k.name} {figures[k.name].text()}" for k in rivals)  # type: ignore[union-attr]
+        return ranked, [f"auto chose {best.name} {best_fig.text()} over {others}"]
+
     def kind_for(self, profile: Profile, runtime: str) -> tuple[PredictorKind, list[str]]:
-        """The kind that predicts ``profile`` for ``runtime``, and why auto passed over the others."""
+        """The first kind that may predict ``profile`` for ``runtime`` before any comparison of
+        figures (what ``require`` checks), and why the others were passed over."""
         if self.mode != "auto":
             return self.kinds[self.mode], []
         reasons = []
         for kind in self.kinds.values():
-            why = kind.unavailable(profile, runtime)
+            why = self._unavailable(kind, profile, runtime)
             if why is None:
                 return kind, reasons
             reasons.append(why)
@@ -101,9 +179,10 @@ class PredictorPool:
 
     def require(self, profiles: Sequence[Profile], runtime: str, load: bool = True) -> None:
         """Fail fast, before any benchmark runs: a profile's core without estimator parameters,
-        ``--predictor nn-meter`` without data. ``load=True`` also loads what the kinds read (a
-        refused regressor file is reported here); ``load=False`` (the runner) leaves loading to
-        the first cell the cache does not hold, so a fully cached rerun reads no pickle."""
+        ``--predictor nn-meter`` without data, ``--predictor armsim`` without its image. ``load=True``
+        also loads what the kinds read (a refused regressor file is reported here); ``load=False``
+        (the runner) leaves loading to the first cell the cache does not hold, so a fully cached
+        rerun reads no pickle."""
         for profile in profiles:
             self._cluster(profile)
             self.kind_for(profile, runtime)[0].require(profile, load)
@@ -125,22 +204,27 @@ class PredictorPool:
         }
 
     def predict(self, onnx_path: Path | str, profiles: Sequence[Profile], threads: int, level: Optional[str],
-                runtime: str, converted_path: Optional[Path] = None) -> dict[str, LatencyPrediction]:
+                runtime: str, convert: Optional[Callable[[], ConvertedFile]] = None) -> dict[str, LatencyPrediction]:
         """Cells of one exported model on every profile, keyed by profile id. ``level``: the
         compression variant the file is (``worker.precision.LEVELS``): predicted from the fp32
-        graph with each kernel at the level's arithmetic."""
+        graph with each kernel at the level's arithmetic. ``convert``: the runtime's own file
+        from the caller's conversion cache, for kinds that run it (made once, on first use)."""
         if threads < 1:
             raise InputError(f"--threads must be >= 1, got {threads}")
         if level is not None and level not in LEVELS:
             raise InputError(f"no latency model for level '{level}'")
         runtime = self.check_runtime(runtime)
-        return {p.id: self._predict_one(Path(onnx_path), p, threads, level, runtime, converted_path)
+        convert = _once(convert) if convert is not None else None
+        return {p.id: self._predict_one(Path(onnx_path), p, threads, level, runtime, convert)
                 for p in profiles}
 
     def _predict_one(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str], runtime: str,
-                     converted_path: Optional[Path]) -> LatencyPrediction:
+                     convert: Optional[Callable[[], ConvertedFile]]) -> LatencyPrediction:
         self._cluster(profile)
-        kind, reasons = self.kind_for(profile, runtime)
+        job = PredictionJob(onnx_path, profile, threads, level, runtime, lambda rules: self._graph(onnx_path, rules),
+                            convert)
+        ranked, reasons = self.candidates(job)
+        kind = ranked[0]
         key = (digest(self.cache_identity(onnx_path, profile, threads, level, runtime, kind, reasons))
                if self.cache.dir else None)
         entry = self.cache.get(key) if key else None
@@ -158,18 +242,26 @@ class PredictorPool:
         self.cache_misses += 1
         self._collected = []
         try:
-            job = PredictionJob(onnx_path, profile, threads, level, runtime, lambda rules: self._graph(onnx_path, rules),
-                                converted_path)
-            prediction = kind.predict(job, self.warn)
-            if reasons and prediction.latency_ms is not None:
-                reason = "; ".join(reasons)
-                prediction = replace(prediction, note=join_notes([prediction.note, f"{reason}: {kind.title}"]))
-                self.warn(f"{reason}: latencies come from the {kind.title}")
+            prediction, used, failed = kind.predict(job, self.warn), kind, []
+            for other in ranked[1:]:  # auto: a chosen kind without a number hands the cell on
+                if prediction.latency_ms is not None:
+                    break
+                failed.append(f"{used.name}: {prediction.note or 'no number'}")
+                prediction, used = other.predict(job, self.warn), other
+            passed = [r for r in reasons if not r.startswith("auto chose")]
+            chose = [r for r in reasons if r.startswith("auto chose")]
+            if (passed or failed) and prediction.latency_ms is not None:
+                reason = "; ".join(passed + failed)
+                prediction = replace(prediction, note=join_notes([prediction.note, f"{reason}: {used.title}"]))
+                self.warn(f"{reason}: latencies come from the {used.title}")
+            if chose and prediction.latency_ms is not None and used is kind:
+                prediction = replace(prediction, note=join_notes([prediction.note, *chose]))
             collected = list(self._collected)
         finally:
             self._collected = None
-        evidence = kind.evidence(profile)
-        if key:
+        evidence = used.evidence(profile)
+        # a kind's cell without a number (an armsim conversion that failed) is tried again next run
+        if key and not failed and (prediction.latency_ms is not None or used.name == FALLBACK):
             self.cache.put(key, {"prediction": prediction.to_dict(), "warnings": collected, "evidence": evidence})
         return prediction
 
@@ -218,3 +310,15 @@ class PredictorPool:
             except InputError as exc:
                 self._graphs[key] = exc
         return self._graphs[key]
+
+
+def _once(convert: Callable[[], ConvertedFile]) -> Callable[[], ConvertedFile]:
+    """``convert`` made at most once (every profile of a model shares the converted file)."""
+    made: list[ConvertedFile] = []
+
+    def converted() -> ConvertedFile:
+        if not made:
+            made.append(convert())
+        return made[0]
+
+    return converted

@@ -10,11 +10,13 @@ memory-bound parts a calibration scales separately.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..profiles import Profile
 
-__all__ = ["KernelLatency", "LatencyPrediction", "format_clock", "join_notes", "uncertainty_band"]
+__all__ = ["KernelLatency", "LatencyPrediction", "ModelGraph", "ModelLatency", "format_clock", "join_notes",
+           "uncertainty_band"]
 
 
 def format_clock(clock_ghz: float) -> str:
@@ -102,3 +104,26 @@ class LatencyPrediction:
         """A cell with no number and the reason (e.g. the model could not be exported)."""
         cluster = profile.fastest_cluster
         return cls(None, "unavailable", threads, cluster.core, cluster.clock_ghz, runtime, note=f"no latency: {reason}")
+
+
+@dataclass(frozen=True)
+class ModelGraph:
+    """A model as the predictor sees it: its ONNX export (``onnx_path`` None: the export failed,
+    ``error`` says why). ``kind``: ``file`` | ``zoo`` | ``module``. ``sha256``: the file's
+    content for a file, the export's for a zoo model or a module."""
+
+    label: str
+    kind: str
+    sha256: str
+    onnx_path: Optional[Path]
+    input_shape: Optional[tuple[int, ...]]
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ModelLatency:
+    """One (model, profile) latency, as ``lodevem predict`` prints it (``report.console``)."""
+
+    model: ModelGraph
+    profile: Profile
+    latency: LatencyPrediction

@@ -34,7 +34,7 @@ from .cells import (
 )
 
 if TYPE_CHECKING:  # lodevem.zoo imports torch; the table only reads the records' fields
-    from ..latency.api import ModelLatency
+    from ..latency.records import ModelLatency
     from ..zoo import ZooSummary
 
 _VERDICT_SYMBOL: Mapping[str, str] = MappingProxyType({"fits": "\u2713", "tight": "!", "error": "?"})  # else \u2717

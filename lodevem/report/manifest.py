@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import __version__
-from ..doctor import cgroup_version
 from ..profiles import Profile
-from ..sandbox.base import host_memory_mb
+from ..sandbox.base import cgroup_version, host_memory_mb
 from ..worker.registry import RUNTIMES
 
 MANIFEST_VERSION = 1

@@ -34,7 +34,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .. import __version__
 from ..errors import BackendUnavailable, LodevemError
-from ..worker.registry import CONVERT_ACTIONS, RUNTIMES
+from ..worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
 
 Progress = Callable[[str], None]
 

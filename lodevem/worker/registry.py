@@ -9,8 +9,8 @@ a row's latency stands for (``runner.latency_runtime``), the predictor kinds tha
 runtime (``latency.kinds``) and the runtimes a device measurement can be made with
 (``latency.calibration``). Stdlib only, no I/O.
 
-A new runtime is one ``RuntimeSpec`` below; a new latency predictor kind for a runtime (the
-emulated-core ``armsim`` predictor) adds its name to that runtime's ``predictors``.
+A new runtime is one ``RuntimeSpec`` below; a new latency predictor kind for a runtime adds its
+name to that runtime's ``predictors`` (and its factory to ``latency.pool.KINDS``, nothing else).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ class RuntimeSpec:
 
     ``image``: the image (``sandbox.image.IMAGES`` name) its measurements run in.
     ``converter``: how its file is made (None: it runs the exported model as is).
-    ``predictors``: the latency predictor kinds that predict for it (``--predictor auto`` tries
-    them in ``latency.pool.KINDS`` order; empty: no latency model, and a row measured under it
-    shows the latency of ``--latency-runtime``). ``aliases``: other names users write for it.
+    ``predictors``: the latency predictor kinds that predict for it (``--predictor auto`` chooses
+    among them per cell, ``latency.pool.PredictorPool.kind_for``; empty: no latency model, and a
+    row measured under it shows the latency of ``--latency-runtime``). ``aliases``: other names users write for it.
     ``on_device``: a phone app ships it, so a device benchmark may be measured with it.
     """
 
@@ -63,12 +63,22 @@ RUNTIMES: dict[str, RuntimeSpec] = {spec.name: spec for spec in (
     # TFLite means TFLite with its XNNPACK CPU delegate (the default CPU path of TFLite >= 2.3 and
     # of LiteRT); nn-Meter's CPU predictors are TFLite 2.1, so nn-Meter serves tflite only.
     RuntimeSpec("tflite", "LiteRT / TFLite with XNNPACK", "litert", "ai-edge-litert",
-                Converter("litert-torch", "0.10.0", "export-tflite"), predictors=("nn-meter", "estimator"),
+                Converter("litert-torch", "0.10.0", "export-tflite"), predictors=("nn-meter", "estimator", "armsim"),
                 aliases=("tflite-xnnpack", "xnnpack", "litert"), on_device=True),
     RuntimeSpec("ncnn", "ncnn (Tencent)", "ncnn", "ncnn", Converter("pnnx", "20261020", "export-ncnn"),
-                predictors=("estimator",), on_device=True),
+                predictors=("estimator", "armsim"), on_device=True),
 )}
 DEFAULT_LATENCY_RUNTIME = "tflite"
+# The emulated Arm guests' runtimes (docs/armsim.md): the Arm builds of the same runtimes, at the
+# newest versions with aarch64 / armv7l wheels (ncnn's aarch64 wheels stop at 1.0.20250503).
+# Listed whole, installed --no-deps: ncnn's wheel metadata pulls opencv, which it never imports.
+# Here, not in ``sandbox.image`` (which builds the image from them), because the armsim predictor
+# (``latency.armsim``: which ISAs have a build, its profile cache key) reads them too and the
+# latency package imports no sandbox code.
+ARMSIM_AARCH64_REQUIREMENTS: tuple[str, ...] = (
+    "ai-edge-litert==2.3.0", "ncnn==1.0.20250503", "numpy==2.4.6", "flatbuffers==25.12.19", "protobuf==7.36.2",
+    "ml_dtypes==0.7.0", "tqdm==4.70.1", "backports.strenum==1.2.8", "typing_extensions==4.16.0")
+ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = ("ncnn==1.0.20261020",)
 # The worker action that makes each converted runtime's file.
 CONVERT_ACTIONS: dict[str, str] = {name: spec.converter.action for name, spec in RUNTIMES.items() if spec.converter}
 

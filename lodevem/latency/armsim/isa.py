@@ -38,8 +38,7 @@ QEMU_CPU = {"armv7": "cortex-a7", "armv8.0": "cortex-a53", "armv8.2": "cortex-a7
 def runtime_isas(runtime: str) -> tuple[str, ...]:
     """The ISAs the armsim image has ``runtime``'s Arm build for: where its package (the runtime
     registry's) is among that guest's wheels (LiteRT publishes no armv7 wheel)."""
-    from ...sandbox.image import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
-    from ...worker.registry import RUNTIMES
+    from ...worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, RUNTIMES
 
     spec = RUNTIMES.get(runtime)
     if spec is None or spec.converter is None:  # armsim profiles converted files only

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ...predict import LatencyPrediction, format_clock
+from ..records import LatencyPrediction, format_clock
 from ...profiles import Profile
 from .isa import covered, isa_for_core, uarch_for_core
 from .profile import InstructionProfile

@@ -17,14 +17,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ...worker.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
 from .isa import runtime_isas
 from .profile import InstructionProfile
-
-if TYPE_CHECKING:
-    from ...sandbox.client import WorkerClient
 
 PROFILE_FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent  # lodevem/
@@ -34,8 +32,9 @@ _SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "
             "worker/armsim_profile.py")
 
 
-def _pinned_versions() -> dict[str, str]:
-    from ...sandbox.image import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
+def pinned_versions() -> dict[str, str]:
+    """The Arm guests' runtime pins (``worker.registry``: the armsim image installs them)."""
+    from ...worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
 
     pins = {}
     for requirement in ARMSIM_AARCH64_REQUIREMENTS + tuple(f"{r}#armv7l" for r in ARMSIM_ARMV7L_REQUIREMENTS):
@@ -90,11 +89,12 @@ def profile_key(job: ProfileJob, worker_version: str, model_sha256: Optional[str
                    "runtime": job.runtime, "isa": job.isa, "uarch": job.uarch, "precision": job.precision,
                    "threads": job.threads, "input_shape": list(job.input_shape) if job.input_shape else None,
                    "warmup": warmup, "inferences": inferences,
-                   "versions": _pinned_versions(), "sources": sources_digest(), "worker": worker_version})
+                   "versions": pinned_versions(), "sources": sources_digest(), "worker": worker_version})
 
 
 class ArmsimProfiler:
-    """Makes and caches profiles through a WorkerClient (Docker backend: the lodevem-armsim image).
+    """Makes and caches profiles through a WorkerClient (Docker backend: the lodevem-armsim image),
+    handed in by the face (``latency.kinds.SandboxAccess``: this package imports no sandbox code).
 
     ``cache_dir``: where profiles are kept (``<output>/.cache/armsim``); None keeps none.
     ``warmup``/``inferences``: uncounted and counted inferences per profile. No warm-up by
@@ -105,7 +105,7 @@ class ArmsimProfiler:
     once is made once.
     """
 
-    def __init__(self, client: "WorkerClient", cache_dir: Optional[Path], timeout_s: float, *,
+    def __init__(self, client: Any, cache_dir: Optional[Path], timeout_s: float, *,
                  use_cache: bool = True, warmup: int = 0, inferences: int = 1) -> None:
         self.client, self.timeout_s = client, timeout_s
         self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)

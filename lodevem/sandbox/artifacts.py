@@ -14,17 +14,44 @@ model export and convert it once.
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..results import ConversionResult, ExportResult
-from ..sandbox.client import ModelSection, WorkerClient
-from ..sandbox.image import CONVERTERS
+from ..store import ArtifactStore, digest
 from ..worker.protocol import artifact_files
-from . import ArtifactStore, digest
+from .client import ModelSection, WorkerClient
+from .image import CONVERTERS
 
-__all__ = ["ConvertCache", "ExportCache", "converted_name", "loading_sha256", "onnx_name", "shape_text"]
+__all__ = ["ConversionResult", "ConvertCache", "ExportCache", "ExportResult", "converted_name", "loading_sha256",
+           "onnx_name", "shape_text"]
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """The ONNX export of one model file: the graph latency is predicted from (and the file
+    onnxruntime runs), or why there is none. ``unusable``: the worker refused the file itself."""
+
+    path: Optional[Path]
+    error: str
+    model: ModelSection
+    unusable: bool = False
+    channels_removed_path: Optional[Path] = None  # the graph without its all-zero channels
+
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    """A model converted for an on-device runtime (tflite: the ``.tflite``; ncnn: the ``.param``,
+    its ``.bin`` beside it), or the converter's reason why not. ``seconds`` is the conversion's
+    own time (None on a cache hit: nothing ran)."""
+
+    path: Optional[Path]
+    error: str
+    input_shape: Optional[tuple[int, ...]]
+    seconds: Optional[float] = None
+    cached: bool = False
+
 
 
 def loading_sha256(model_sha256: str, loading_key: str) -> str:

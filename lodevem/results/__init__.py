@@ -19,14 +19,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from .errors import InputError
-from .report.notes import joined, quantization_note, sparsity_note, unstable
-from .sandbox.client import ModelSection, SparsitySection
-from .store import file_digest as file_sha256
+from ..errors import InputError
+from ..sandbox.artifacts import ConversionResult, ExportResult  # the sandbox's records, re-exported
+from ..sandbox.client import ModelSection, SparsitySection
+from ..store import file_digest as file_sha256
+from ..store import write_atomic
+from .notes import joined, quantization_note, sparsity_note, unstable
 
 if TYPE_CHECKING:
-    from .predict import LatencyPrediction
-    from .profiles import Profile
+    from ..latency.records import LatencyPrediction
+    from ..profiles import Profile
 
 __all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement", "FloorResult", "ExportResult",
            "ConversionResult", "VERDICTS", "OutputClaim"]
@@ -193,33 +195,6 @@ class FloorResult:
     probes: tuple[tuple[int, str], ...]  # (limit, verdict) in the order tried
     at_floor: Optional[MemoryMeasurement]
     error: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    """The ONNX export of one model file: the graph latency is predicted from (and the file
-    onnxruntime runs), or why there is none. ``unusable``: the worker refused the file itself."""
-
-    path: Optional[Path]
-    error: str
-    model: ModelSection
-    unusable: bool = False
-    channels_removed_path: Optional[Path] = None  # the graph without its all-zero channels
-
-
-
-@dataclass(frozen=True)
-class ConversionResult:
-    """A model converted for an on-device runtime (tflite: the ``.tflite``; ncnn: the ``.param``,
-    its ``.bin`` beside it), or the converter's reason why not. ``seconds`` is the conversion's
-    own time (None on a cache hit: nothing ran)."""
-
-    path: Optional[Path]
-    error: str
-    input_shape: Optional[tuple[int, ...]]
-    seconds: Optional[float] = None
-    cached: bool = False
-
 
 
 @dataclass(frozen=True)

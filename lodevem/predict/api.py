@@ -13,8 +13,9 @@ A model reaches the predictor as an ONNX export, made where it is safe to make i
   between calls without changing identity; keep the ``ModelGraph`` that ``graph()`` returns to
   predict it again without a new export.
 
-Then the run's ``lodevem.predict.Predictor`` predicts, and the profile's calibration (if any)
-is applied as a step after the prediction (``latency.calibration``).
+Then the run's front door, ``lodevem.predict.Predictor.cells``, predicts and applies the
+profile's calibration (if any), exactly as ``start`` does; a model file also gets its runtime's
+converted form on demand (the same ``ConvertCache`` as ``start``) for kinds that run it (armsim).
 """
 
 from __future__ import annotations
@@ -22,20 +23,20 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
+from ..latency.calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
+from ..latency.estimator import DEFAULT_RUNTIME
+from ..latency.kinds import ConvertedFile, SandboxAccess
+from ..latency.records import LatencyPrediction, ModelGraph, ModelLatency
 from ..profiles import Profile, load_profiles, select_profiles
 from ..store import ArtifactStore, user_cache_dir
 from ..store import file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
-from .calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
-from .estimator import DEFAULT_RUNTIME
-from .pool import PredictorPool
-from .records import LatencyPrediction
+from . import Predictor
 
 __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
 
@@ -43,29 +44,6 @@ __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/lodevem`` (default ``~/.cache/lodevem``): exports of files and zoo models."""
     return user_cache_dir()
-
-
-@dataclass(frozen=True)
-class ModelGraph:
-    """A model as the predictor sees it: its ONNX export (``onnx_path`` None: the export failed,
-    ``error`` says why). ``kind``: ``file`` | ``zoo`` | ``module``. ``sha256``: the file's
-    content for a file, the export's for a zoo model or a module."""
-
-    label: str
-    kind: str
-    sha256: str
-    onnx_path: Optional[Path]
-    input_shape: Optional[tuple[int, ...]]
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class ModelLatency:
-    """One (model, profile) latency, as ``lodevem predict`` prints it."""
-
-    model: ModelGraph
-    profile: Profile
-    latency: LatencyPrediction
 
 
 def _is_module(model: Any) -> bool:
@@ -94,12 +72,15 @@ class LatencyPredictor:
                  timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None, loading: Any = None) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.store = ArtifactStore(self.cache_dir)
-        # the one predictor pool (lodevem.latency.pool): every runtime asked for, one cache of graphs;
-        # its predictions are kept in the store too, so a first call in a new process on a model
-        # whose graph and prediction are there imports neither torch, onnx nor nn-Meter
-        self.core = PredictorPool(mode=predictor, data_dir=nnmeter_data, cache_dir=self.store.folder("latency"))
-        self.core.check_runtime(runtime if runtime is not None else DEFAULT_RUNTIME)  # a bad one: InputError now
+        # the run's front door (lodevem.predict.Predictor, one pool: every runtime asked for, one
+        # cache of graphs); its predictions are kept in the store too, so a first call in a new
+        # process on a model whose graph and prediction are there imports neither torch, onnx nor nn-Meter
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
+        self.door = Predictor(mode=predictor, data_dir=nnmeter_data, cache_dir=self.store.folder("latency"),
+                              runtime=runtime if runtime is not None else DEFAULT_RUNTIME,  # a bad one: InputError now
+                              calibrations=self.calibrations,
+                              sandbox=SandboxAccess(self._open_client, self.store.folder, timeout_s))
+        self.core = self.door.pool
         self.threads, self.runtime = threads, runtime
         self.input_shape = tuple(input_shape) if input_shape else None
         self.profiles_dir = tuple(profiles_dir)
@@ -107,7 +88,9 @@ class LatencyPredictor:
         self.loading = loading  # sandbox.usercode.ModelLoading (--code, --arch) for model files
         self.warnings: list[str] = []
         self._profiles: Optional[dict[str, Profile]] = None
-        self._exports: Any = None  # artifacts.ExportCache, opened on the first model file
+        self._exports: Any = None  # sandbox.artifacts.ExportCache, opened on the first model file
+        self._converts: Any = None  # sandbox.artifacts.ConvertCache, beside it
+        self._files: dict[Path, tuple[Path, str]] = {}  # export -> (model file, sha256): what converts
         self._graphs: dict[tuple[Any, ...], ModelGraph] = {}
         self._scratch: Optional[Path] = None
         self._module_exports = 0
@@ -188,20 +171,44 @@ class LatencyPredictor:
         if export.unusable:
             raise ModelFileError(export.error)
         graph = ModelGraph(path.name, "file", sha, export.path, shape, export.error if export.path is None else "")
+        if export.path is not None:
+            self._files[Path(export.path)] = (path, sha)
         self._graphs[key] = graph
         return graph
 
     def _export_cache(self) -> Any:
         if self._exports is None:
-            from ..store.artifacts import ExportCache
             from ..sandbox import open_backend
+            from ..sandbox.artifacts import ConvertCache, ExportCache
             from ..sandbox.client import WorkerClient
 
             backend, warning = open_backend(self.backend_name)
             if warning:
                 self.warnings.append(warning)
-            self._exports = ExportCache(WorkerClient(backend, loading=self.loading), self.store, self.timeout_s)
+            client = WorkerClient(backend, loading=self.loading)
+            self._exports = ExportCache(client, self.store, self.timeout_s)
+            self._converts = ConvertCache(client, self.store, self.timeout_s)
         return self._exports
+
+    def _open_client(self) -> Any:
+        """The sandbox's client once a model file opened it (None before: kinds that need the
+        sandbox, armsim, have nothing to run without a file)."""
+        return self._exports.client if self._exports is not None else None
+
+    def _converter(self, graph: ModelGraph, runtime: str) -> Optional[Callable[[], ConvertedFile]]:
+        """The model file behind ``graph`` in ``runtime``'s own form, made on demand by the
+        sandbox's conversion cache (zoo models and modules: None, no file to convert)."""
+        source = self._files.get(Path(graph.onnx_path)) if graph.onnx_path is not None else None
+        if source is None or self._converts is None:
+            return None
+        path, sha = source
+        converts, shape = self._converts, graph.input_shape
+
+        def convert() -> ConvertedFile:
+            result = converts.convert(path, sha, runtime, shape)
+            return ConvertedFile(result.path, result.error or "", shape)
+
+        return convert
 
     def _zoo_graph(self, name: str, shape: Optional[tuple[int, ...]]) -> Optional[ModelGraph]:
         """The stored graph of zoo model ``name``, if a run of this lodevem version made it."""
@@ -278,23 +285,14 @@ class LatencyPredictor:
         threads = threads if threads is not None else self.threads
         runtime = runtime if runtime is not None else self.runtime
         graph = self.graph(model, input_shape)
-        if graph.onnx_path is None:
-            return LatencyPrediction.unavailable(chosen, f"no ONNX export: {graph.error}", threads)
-        prediction = self._predict_core(graph.onnx_path, chosen, threads, level, runtime)
-        if not calibrated:
-            return prediction
-        return self.calibrations.apply(prediction, chosen, self.core.estimator, runtime)
-
-    def _predict_core(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str],
-                      runtime: Optional[str]) -> LatencyPrediction:
-        """The pool's own figure for ``runtime`` (None: this predictor's default)."""
-        runtime = runtime if runtime is not None else DEFAULT_RUNTIME
-        return self.core.predict(onnx_path, [profile], threads, level, runtime)[profile.id]
+        door = self.door.serving_exactly(runtime) if runtime is not None else self.door
+        return door.cells(graph.onnx_path, [chosen], threads, level, self._converter(graph, door.runtime),
+                          export_error=graph.error, calibrated=calibrated)[chosen.id]
 
     def predict_all(self, models: Sequence[Any], profiles: Sequence[Profile], *, threads: Optional[int] = None,
                     runtime: Optional[str] = None) -> list[ModelLatency]:
         """Every (model, profile) pair, models exported first (a bad file stops before any work)."""
-        self.core.require(profiles, self.runtime or DEFAULT_RUNTIME)
+        self.door.require(profiles)
         graphs = [self.graph(m) for m in models]
         return [ModelLatency(g, p, self.predict(g, p, threads=threads, runtime=runtime))
                 for g in graphs for p in profiles]
@@ -310,7 +308,7 @@ class LatencyPredictor:
         bad model leaves the folder as it was.
         """
         chosen = self.profile(profile)
-        self.core.require([chosen], self.core.check_runtime(runtime))
+        self.door.serving_exactly(runtime).require([chosen])
         pending = []
         for item in measurements:
             graph = self.graph(item.model, item.input_shape)

@@ -1,0 +1,151 @@
+"""A predictor kind plugs in through the one registry alone (``latency.pool.KINDS`` plus its name
+in the runtime registry's ``RuntimeSpec.predictors``): a kind defined in this test module, with no
+other edit to lodevem, is a ``--predictor`` value, is what ``start`` (the runner) and the front door
+(``lodevem.predict.Predictor``, under ``predict`` and the Python API) use, and takes part in
+``--predictor auto``'s choice by its held-out error. Real onnx exports, the real estimator, the
+real process backend for ``start``.
+
+The toy kind's number is the kernel count of the graph in milliseconds: a plumbing figure, named
+as such in its source, never a latency shown to a user.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+import torch
+
+from lodevem import zoo
+from lodevem.errors import InputError
+from lodevem.latency import pool
+from lodevem.latency.kernels import DEFAULT_RULES
+from lodevem.latency.kinds import HeldOut, KindSetup, PredictionJob
+from lodevem.latency.records import LatencyPrediction
+from lodevem.predict import Predictor
+from lodevem.profiles import Profile, load_profiles
+from lodevem.worker import registry
+from lodevem.worker.onnx_export import export_module
+
+
+class ToyKind:
+    """A predictor kind that lives in this test module only."""
+
+    name = "toy"
+    title = "toy kind (plumbing test)"
+    figure: Optional[float] = 1.0  # its stated held-out MAPE; the tests move it around the estimator's
+
+    def __init__(self, setup: KindSetup) -> None:
+        self.setup = setup
+        self.cells = 0
+
+    def check_runtime(self, runtime: str) -> None:
+        if "toy" not in registry.RUNTIMES[runtime].predictors:
+            raise InputError(f"--predictor toy does not serve {runtime}")
+
+    def unavailable(self, profile: Profile, runtime: str) -> Optional[str]:
+        return None
+
+    def require(self, profile: Profile, load: bool) -> None:
+        return None
+
+    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
+        return HeldOut(self.figure, 50, "cores") if self.figure is not None else None
+
+    def identity(self, profile: Profile) -> dict[str, Any]:
+        return {"toy": 1}
+
+    def evidence(self, profile: Profile) -> Any:
+        return None
+
+    def replay(self, profile: Profile, evidence: Any) -> None:
+        return None
+
+    def predict(self, job: PredictionJob, warn: Any) -> LatencyPrediction:
+        graph = job.graph(DEFAULT_RULES)
+        if isinstance(graph, InputError):
+            return LatencyPrediction.unavailable(job.profile, str(graph), job.threads, job.runtime)
+        self.cells += 1
+        cluster = job.profile.fastest_cluster
+        return LatencyPrediction(float(len(graph.kernels)), f"toy:plumbing {job.runtime}", job.threads, cluster.core,
+                                 cluster.clock_ghz, job.runtime)
+
+    def describe(self) -> dict[str, Any]:
+        return {"toy": {"cells": self.cells}}
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> type[ToyKind]:
+    """ToyKind registered: one KINDS entry, its name in tflite's and ncnn's predictors."""
+    monkeypatch.setitem(pool.KINDS, "toy", ToyKind)
+    for name in ("tflite", "ncnn"):
+        spec = registry.RUNTIMES[name]
+        monkeypatch.setitem(registry.RUNTIMES, name, dataclasses.replace(spec, predictors=(*spec.predictors, "toy")))
+    monkeypatch.setattr(ToyKind, "figure", 1.0)
+    return ToyKind
+
+
+@pytest.fixture(scope="module")
+def onnx_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("onnx") / "tiny_cnn.onnx"
+    export_module(zoo.build("tiny_cnn"), torch.zeros(1, 3, 224, 224), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def profiles() -> list[Profile]:
+    by_id = {p.id: p for p in load_profiles()}
+    return [by_id["nokia_c1"], by_id["itel_p37"]]
+
+
+def test_a_registered_kind_is_a_predictor_value_of_the_front_door(toy, onnx_file: Path, profiles) -> None:
+    assert "toy" in pool.modes()
+    cells = Predictor("toy", cache_dir=None).predict(onnx_file, profiles)
+    assert {c.latency_source for c in cells.values()} == {"toy:plumbing tflite"}
+    assert all(c.latency_ms is not None and c.latency_ms > 0 for c in cells.values())
+
+
+def test_without_the_registry_entry_it_is_no_choice(onnx_file: Path) -> None:
+    assert "toy" not in pool.modes()
+    with pytest.raises(InputError, match="unknown latency predictor 'toy'"):
+        Predictor("toy")
+
+
+def test_auto_takes_the_kind_with_the_lower_held_out_error_and_says_so(toy, onnx_file: Path, profiles) -> None:
+    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    for cell in cells.values():
+        assert cell.latency_source == "toy:plumbing tflite"
+        assert "auto chose toy ±1.0% held-out (50 rows, cores) over estimator ±" in (cell.note or "")
+    toy.figure = 99.0  # now the estimator's own figure is lower
+    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    for cell in cells.values():
+        assert cell.latency_source.startswith("estimator")
+        assert "over toy ±99.0% held-out" in (cell.note or "")
+    toy.figure = None  # a kind stating no figure never wins a comparison: the first available stays
+    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    assert all(c.latency_source.startswith("estimator") and "auto chose" not in (c.note or "")
+               for c in cells.values())
+
+
+def test_the_kind_serves_only_the_runtimes_the_registry_names(toy, onnx_file: Path, profiles) -> None:
+    spec = registry.RUNTIMES["ncnn"]
+    registry.RUNTIMES["ncnn"] = dataclasses.replace(spec, predictors=tuple(p for p in spec.predictors if p != "toy"))
+    cells = Predictor("auto", runtime="ncnn", cache_dir=None).predict(onnx_file, profiles)
+    assert all(c.latency_source.startswith("estimator") for c in cells.values())
+    with pytest.raises(InputError, match="does not serve ncnn"):
+        Predictor("toy", runtime="ncnn")
+
+
+def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
+    from lodevem.profiles import select_profiles
+    from lodevem.runner import RunConfig, run_benchmark
+
+    model = zoo.write("tiny_cnn", tmp_path)
+    chosen = tuple(select_profiles(load_profiles(), ids=["nokia_c1"]))
+    outcome = run_benchmark(RunConfig(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
+                                      backend="process", predictor="toy", timeout_s=600))
+    (row,) = outcome.rows
+    assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
+    assert outcome.manifest["extra"]["predictor"]["toy"] == {"cells": 1}
