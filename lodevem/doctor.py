@@ -11,7 +11,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -25,16 +25,6 @@ class Check:
     detail: str
     hint: str = ""
     required: bool = True
-
-
-def cgroup_version() -> Optional[int]:
-    """2 for a unified hierarchy, 1 for a v1 memory controller, None when neither is mounted."""
-    root = Path("/sys/fs/cgroup")
-    if (root / "cgroup.controllers").exists():
-        return 2
-    if (root / "memory").is_dir():
-        return 1
-    return None
 
 
 def check_docker() -> Check:
@@ -95,6 +85,8 @@ def check_runtime_images() -> list[Check]:
 
 
 def check_cgroups() -> Check:
+    from .sandbox.base import cgroup_version
+
     version = cgroup_version()
     if version is None:
         return Check("cgroups", "fail", "no cgroup hierarchy mounted at /sys/fs/cgroup",

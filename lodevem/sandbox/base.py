@@ -42,6 +42,16 @@ WORK_LIMIT_CAP_MB = 8192
 PIDS_LIMIT = 64  # every sandboxed run; a fork bomb stops there
 
 
+def cgroup_version() -> Optional[int]:
+    """2 for a unified hierarchy, 1 for a v1 memory controller, None when neither is mounted."""
+    root = Path("/sys/fs/cgroup")
+    if (root / "cgroup.controllers").exists():
+        return 2
+    if (root / "memory").is_dir():
+        return 1
+    return None
+
+
 def host_memory_mb() -> Optional[int]:
     """MemTotal of this machine in MiB (None when /proc/meminfo cannot be read)."""
     try:
