@@ -38,13 +38,13 @@ by ``scripts/fit_estimator.py``; this module holds no latencies and no fitted co
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..errors import EstimatorError, InputError
+from ..safe_io import fields
 from ..worker.precision import ARITHMETIC
 from ..worker.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
 from .kernels import Kernel
@@ -194,21 +194,6 @@ class UncertaintyFigure:
     rows: int
 
 
-def _figure(value: Any) -> Optional[float]:
-    """A published figure as a finite float, None when absent or not a number."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _count(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 @dataclass(frozen=True)
 class FitAccuracy:
     """The fit's published error figures (``uncertainty`` in the parameters file), typed: the
@@ -227,9 +212,9 @@ class FitAccuracy:
     def from_dict(cls, data: Any) -> "FitAccuracy":
         if not isinstance(data, dict):
             return cls()
-        return cls(_figure(data.get("lodo_mape_pct")), _figure(data.get("lodo_within_10_pct")),
-                   _figure(data.get("lodo_within_25_pct")), _count(data.get("lodo_rows")),
-                   _figure(data.get("baseline_lodo_mape_pct")), _figure(data.get("oneshot_mape_pct")),
+        return cls(fields.number(data.get("lodo_mape_pct")), fields.number(data.get("lodo_within_10_pct")),
+                   fields.number(data.get("lodo_within_25_pct")), fields.integer(data.get("lodo_rows")),
+                   fields.number(data.get("baseline_lodo_mape_pct")), fields.number(data.get("oneshot_mape_pct")),
                    str(data.get("same_core_spread") or ""))
 
 
@@ -253,7 +238,7 @@ class FitProvenance:
         model_map = data.get("model_map")
         return cls(str(data["fit_date"]) if data.get("fit_date") else None,
                    tuple(str(s) for s in sources) if isinstance(sources, list) else (),
-                   str(data["data_sha256"]) if data.get("data_sha256") else None, _count(data.get("rows_used")),
+                   str(data["data_sha256"]) if data.get("data_sha256") else None, fields.integer(data.get("rows_used")),
                    dict(model_map) if isinstance(model_map, dict) else {})
 
 

@@ -33,6 +33,7 @@ from typing import Any, Optional, Union
 
 from .. import __version__
 from ..profiles import Profile
+from ..safe_io import fields
 from ..sandbox.base import cgroup_version, host_memory_mb
 from ..worker.registry import RUNTIMES
 
@@ -71,18 +72,15 @@ def _git(args: Sequence[str], cwd: Path) -> Optional[str]:
 
 
 def _text(data: Mapping[str, Any], key: str) -> Optional[str]:
-    value = data.get(key)
-    return None if value is None else str(value)
+    return fields.text(data.get(key))
 
 
 def _int(data: Mapping[str, Any], key: str) -> Optional[int]:
-    value = data.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return fields.integer(data.get(key))
 
 
 def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    return value if isinstance(value, Mapping) else {}
+    return fields.mapping(data.get(key))
 
 
 @dataclass(frozen=True)
