@@ -15,9 +15,8 @@ rich tables and summary lines; ``files``: CSV, JSON and LaTeX; ``plots``: the fi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .profiles import Profile
 from .report.cells import (
@@ -51,6 +50,7 @@ from .report.files import (
     write_json,
     write_latex,
 )
+from .report.manifest import ManifestLike
 from .report.methodology import write_paper_kit
 from .results import PairResult
 
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 
-def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest: Mapping[str, Any],
+def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest: ManifestLike,
               out_dir: Path, plots: bool = True, latex_marks: str = "text") -> list[Path]:
     """Write CSV, JSON, LaTeX, the paper kit (methodology.md/.tex, references.bib) and (unless
     ``plots=False``) the figures; return every path written.

@@ -31,7 +31,7 @@ from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor, SandboxAccess, converted_file
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
-from .report.manifest import collect_manifest
+from .report.manifest import Manifest, collect_manifest
 from .results.notes import kernel_precisions
 from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
@@ -112,7 +112,7 @@ class BenchmarkOutcome:
     """Rows in (model, tier, profile) order, the manifest, and warnings for the user."""
 
     rows: list[PairResult]
-    manifest: dict[str, Any]
+    manifest: Manifest
     warnings: list[str] = field(default_factory=list)
 
 

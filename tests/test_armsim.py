@@ -218,4 +218,4 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
     failed = rows["data_dependent.pt"]
     assert failed.verdict == "error" and failed.latency_ms is None
     assert "tflite conversion failed" in (failed.latency_note or "")
-    assert outcome.manifest["extra"]["predictor"]["armsim"]["profiles_made"] == 1
+    assert outcome.manifest.extra["predictor"]["armsim"]["profiles_made"] == 1

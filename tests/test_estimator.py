@@ -270,3 +270,18 @@ def test_score_line_from_a_small_synthetic_file(fit_module, tmp_path) -> None:
     assert float(fields["threads"]) == pytest.approx(9.1, abs=0.2)
     assert float(fields["oneshot"]) == pytest.approx(0.0, abs=0.1)  # one board-kind scale removes it
     assert "skipped board.csv line 6" in out.stdout
+
+
+def test_the_fits_figures_and_provenance_are_typed_from_the_parameters_file() -> None:
+    import json
+
+    from lodevem.latency.estimator import DEFAULT_PARAMS, FitAccuracy
+
+    raw = json.loads(DEFAULT_PARAMS.read_text())
+    est = Estimator.load()
+    assert est.accuracy.oneshot_mape_pct == raw["uncertainty"]["oneshot_mape_pct"]
+    assert est.accuracy.lodo_mape_pct == raw["uncertainty"]["lodo_mape_pct"] == est.lodo_mape_pct
+    assert est.provenance.model_map == raw["provenance"]["model_map"]
+    assert est.provenance.data_sources == tuple(raw["provenance"]["data_sources"])
+    bad = FitAccuracy.from_dict({"oneshot_mape_pct": "n/a", "lodo_mape_pct": float("nan"), "lodo_rows": True})
+    assert (bad.oneshot_mape_pct, bad.lodo_mape_pct, bad.lodo_rows) == (None, None, None)

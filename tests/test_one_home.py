@@ -21,3 +21,23 @@ def test_an_unknown_error_kind_from_a_sandbox_is_internal() -> None:
     for kind, seen in (("corrupt", "corrupt"), ("\x1b[31mhostile", "internal"), (None, "internal")):
         reply = client.parse_reply(json.dumps({"ok": False, "error": {"kind": kind, "message": "m"}}))
         assert reply is not None and reply.failure is not None and reply.failure.kind == seen
+
+
+def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
+    """``WorkerResult``'s fields are the reply's one definition: a section renamed in the worker
+    and not in the host's parser (or the reverse) reads as empty, silently, without this."""
+    import ast
+    from dataclasses import fields
+    from pathlib import Path
+
+    tree = ast.parse(Path(client.__file__).read_text())
+    read = {node.args[1].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_section"
+            and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)}
+    read |= {node.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+             and getattr(node.func.value, "id", "") == "data" and node.args and isinstance(node.args[0], ast.Constant)
+             and node.args[0].value in ("ok", "schema_version", "worker_version", "profile")}
+    written = {f.name for f in fields(protocol.WorkerResult)}
+    assert {"model", "memory", "latency", "error", "ok"} <= read
+    assert read <= written, sorted(read - written)

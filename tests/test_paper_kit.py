@@ -62,8 +62,9 @@ def manifest(profiles: list[Profile], backend: str = "docker", predictor: Predic
              **config: Any) -> dict[str, Any]:
     predictor = predictor or Predictor("estimator")
     settings = {"warmup": 5, "runs": 50, "threads": 1, **config}
+    # the JSON form, as a results file holds it (run_facts reads it back into a Manifest)
     return collect_manifest(["lodevem", "start"], profiles, [], image_id="docker:sha256:" + "9" * 64,
-                            backend=backend, extra={"config": settings, "predictor": predictor.describe()})
+                            backend=backend, extra={"config": settings, "predictor": predictor.describe()}).to_dict()
 
 
 def kit(rows: list[PairResult], env: dict[str, Any]) -> tuple[str, str, str]:

@@ -19,7 +19,7 @@ from rich.console import Console
 from lodevem import __version__
 from lodevem.errors import InputError
 from lodevem.profiles import Profile, load_profiles
-from lodevem.report.manifest import collect_manifest
+from lodevem.report.manifest import Manifest, collect_manifest
 from lodevem.report.plots import latency_heatmap, latency_vs_ram, min_ram_bar
 from lodevem.reporter import (
     csv_columns,
@@ -194,8 +194,11 @@ def test_write_all_without_plots(rows: list[PairResult], profiles: list[Profile]
 def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
     argv = ["lodevem", "start", "models/my model.pt", "--tier", "tier2"]
     models = [{"label": "my model.pt", "path": "models/my model.pt", "sha256": "cd" * 32}]
-    manifest = collect_manifest(argv, profiles, models, image_id="sha256:1234", backend="process",
-                                extra={"runs": 50, "warmup": 5})
+    typed = collect_manifest(argv, profiles, models, image_id="sha256:1234", backend="process",
+                             extra={"runs": 50, "warmup": 5})
+    assert typed.command_line == tuple(argv) and typed.lodevem.version == __version__
+    assert typed.backend.name == "process" and typed.host.cgroup_version in ("v1", "v2", None)
+    manifest = typed.to_dict()
     for key in ("created_utc", "command_line", "command", "lodevem", "python", "packages", "host",
                 "backend", "profiles", "models", "extra"):
         assert key in manifest
@@ -211,3 +214,5 @@ def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
     assert manifest["models"] == models and manifest["extra"]["runs"] == 50
     assert manifest["created_utc"].endswith("Z")
     json.dumps(manifest)  # storable as is
+    assert Manifest.from_dict(json.loads(json.dumps(manifest))) == typed  # and read back whole
+    assert Manifest.from_dict({}).command_line == () and Manifest.from_dict({"host": []}).host.machine is None

@@ -38,12 +38,13 @@ by ``scripts/fit_estimator.py``; this module holds no latencies and no fitted co
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..errors import EstimatorError, InputError
+from ..safe_io import fields
 from ..worker.precision import ARITHMETIC
 from ..worker.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
 from .kernels import Kernel
@@ -56,6 +57,8 @@ __all__ = [
     "MEMORY_TERMS",
     "TERMS",
     "CoreParams",
+    "FitAccuracy",
+    "FitProvenance",
     "Estimator",
     "EstimatorError",
     "cost_class",
@@ -192,6 +195,54 @@ class UncertaintyFigure:
 
 
 @dataclass(frozen=True)
+class FitAccuracy:
+    """The fit's published error figures (``uncertainty`` in the parameters file), typed: the
+    leave-one-device-out MAPE and hit rates, the FLOPs baseline's MAPE, and the one-shot
+    calibration MAPE a calibrated prediction states. None: the file has no such figure."""
+
+    lodo_mape_pct: Optional[float] = None
+    lodo_within_10_pct: Optional[float] = None
+    lodo_within_25_pct: Optional[float] = None
+    lodo_rows: Optional[int] = None
+    baseline_lodo_mape_pct: Optional[float] = None
+    oneshot_mape_pct: Optional[float] = None
+    same_core_spread: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "FitAccuracy":
+        if not isinstance(data, dict):
+            return cls()
+        return cls(fields.number(data.get("lodo_mape_pct")), fields.number(data.get("lodo_within_10_pct")),
+                   fields.number(data.get("lodo_within_25_pct")), fields.integer(data.get("lodo_rows")),
+                   fields.number(data.get("baseline_lodo_mape_pct")), fields.number(data.get("oneshot_mape_pct")),
+                   str(data.get("same_core_spread") or ""))
+
+
+@dataclass(frozen=True)
+class FitProvenance:
+    """Where the fit came from (``provenance`` in the parameters file), typed: when, from which
+    data (its sources and sha256), how many rows, and ``model_map`` (benchmark names -> zoo
+    models and inputs, what ``calibrate --from-log`` pairs a benchncnn log with)."""
+
+    fit_date: Optional[str] = None
+    data_sources: tuple[str, ...] = ()
+    data_sha256: Optional[str] = None
+    rows_used: Optional[int] = None
+    model_map: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "FitProvenance":
+        if not isinstance(data, dict):
+            return cls()
+        sources = data.get("data_sources")
+        model_map = data.get("model_map")
+        return cls(str(data["fit_date"]) if data.get("fit_date") else None,
+                   tuple(str(s) for s in sources) if isinstance(sources, list) else (),
+                   str(data["data_sha256"]) if data.get("data_sha256") else None, fields.integer(data.get("rows_used")),
+                   dict(model_map) if isinstance(model_map, dict) else {})
+
+
+@dataclass(frozen=True)
 class KernelEstimate:
     """One kernel's time at its own arithmetic, split into its compute- and memory-bound parts
     (threads and clock applied to each part, as ``latency_ms`` does)."""
@@ -291,6 +342,8 @@ class Estimator:
                                   float(k["mape_pct"]), int(k["rows"]))
                 for k in unc.get("per_kind", ()))
             self.spread_note: str = str(unc.get("same_core_spread", ""))
+            self.accuracy = FitAccuracy.from_dict(unc)
+            self.provenance = FitProvenance.from_dict(params.get("provenance"))
         except (KeyError, TypeError, ValueError) as exc:
             where = path or "estimator parameters"
             raise EstimatorError(f"{where}: malformed estimator parameters ({type(exc).__name__}: {exc})") from None

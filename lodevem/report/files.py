@@ -26,6 +26,7 @@ from ..safe_io import RESULTS_FILE, read_text
 from ..store.files import write_atomic, write_json_file
 from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
 from .console import model_summaries
+from .manifest import ManifestLike, manifest_dict
 
 CSV_NAME = "benchmark_results.csv"
 JSON_NAME = "benchmark_results.json"
@@ -89,7 +90,7 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def write_json(rows: Sequence[PairResult], manifest: Mapping[str, Any], path: Path) -> Path:
+def write_json(rows: Sequence[PairResult], manifest: ManifestLike, path: Path) -> Path:
     """Rows plus the environment they came from, like optimum-benchmark's ``benchmark.json``.
 
     ``schema_version`` lets a later lodevem refuse or convert an old file instead of misreading
@@ -98,7 +99,7 @@ def write_json(rows: Sequence[PairResult], manifest: Mapping[str, Any], path: Pa
     payload = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "lodevem_version": __version__,
-        "environment": dict(manifest),
+        "environment": manifest_dict(manifest),
         "summary": model_summaries(rows),
         "results": [r.to_dict() for r in rows],
     }

@@ -25,15 +25,21 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .. import __version__
 from ..profiles import Profile
+from ..safe_io import fields
 from ..sandbox.base import cgroup_version, host_memory_mb
 from ..worker.registry import RUNTIMES
+
+__all__ = ["MANIFEST_VERSION", "PACKAGES", "BackendInfo", "HostInfo", "LodevemSource", "Manifest", "ManifestLike",
+           "ProfileEntry", "PythonInfo", "RuntimeEntry", "collect_manifest", "docker_server_version", "host_info",
+           "lodevem_source", "manifest_dict", "package_versions", "runtime_versions"]
 
 MANIFEST_VERSION = 1
 # Distributions whose versions change the numbers (or their provenance).
@@ -62,7 +68,205 @@ def _git(args: Sequence[str], cwd: Path) -> Optional[str]:
     return done.stdout.strip()
 
 
-def lodevem_source() -> dict[str, Any]:
+# --------------------------------------------------------------------------- the record
+
+
+def _text(data: Mapping[str, Any], key: str) -> Optional[str]:
+    return fields.text(data.get(key))
+
+
+def _int(data: Mapping[str, Any], key: str) -> Optional[int]:
+    return fields.integer(data.get(key))
+
+
+def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    return fields.mapping(data.get(key))
+
+
+@dataclass(frozen=True)
+class LodevemSource:
+    """The lodevem code that ran: version, and the git commit of an editable install."""
+
+    version: str
+    git_commit: Optional[str]
+    git_dirty: Optional[bool]
+    source: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LodevemSource":
+        dirty = data.get("git_dirty")
+        return cls(_text(data, "version") or "", _text(data, "git_commit"),
+                   dirty if isinstance(dirty, bool) else None, _text(data, "source") or "")
+
+
+@dataclass(frozen=True)
+class PythonInfo:
+    version: str
+    implementation: str
+    executable: str
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PythonInfo":
+        return cls(_text(data, "version") or "", _text(data, "implementation") or "", _text(data, "executable") or "")
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """The machine the memory was measured on (the latency is predicted, not measured here)."""
+
+    cpu_model: Optional[str]
+    cpu_count: Optional[int]
+    cpu_affinity: Optional[int]
+    mem_total_mb: Optional[int]
+    machine: Optional[str]
+    kernel: Optional[str]
+    os: Optional[str]
+    cgroup_version: Optional[str]  # "v1", "v2"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "HostInfo":
+        return cls(_text(data, "cpu_model"), _int(data, "cpu_count"), _int(data, "cpu_affinity"),
+                   _int(data, "mem_total_mb"), _text(data, "machine"), _text(data, "kernel"), _text(data, "os"),
+                   _text(data, "cgroup_version"))
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What measured: the backend, its measurement image, every image the run used (tag -> id)."""
+
+    name: str
+    image_id: Optional[str]
+    images: Mapping[str, str] = field(default_factory=dict)
+    docker_server_version: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "BackendInfo":
+        images = _section(data, "images")
+        return cls(_text(data, "name") or "", _text(data, "image_id"), {str(k): str(v) for k, v in images.items()},
+                   _text(data, "docker_server_version"))
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    """A profile the run used, with the digest of its YAML (custom ones with their path)."""
+
+    id: str
+    tier: str
+    ram_mb: Optional[int]
+    path: Optional[str]
+    sha256: Optional[str]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ProfileEntry":
+        return cls(_text(data, "id") or "", _text(data, "tier") or "", _int(data, "ram_mb"), _text(data, "path"),
+                   _text(data, "sha256"))
+
+
+@dataclass(frozen=True)
+class RuntimeEntry:
+    """A measured runtime: its pinned package and converter versions, and what measured it."""
+
+    package: Optional[str]
+    version: Optional[str]
+    converter: Optional[str]
+    converter_version: Optional[str]
+    measured_in: Optional[str]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RuntimeEntry":
+        return cls(*(_text(data, k) for k in ("package", "version", "converter", "converter_version",
+                                              "measured_in")))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The ``environment`` block of a results file, typed (see the module docstring for how to
+    reproduce a run from it). ``models`` and ``extra`` are stored as the runner gives them:
+    ``extra`` holds the run's settings and each component's own ``describe()``."""
+
+    created_utc: str
+    command_line: tuple[str, ...]
+    working_directory: str
+    lodevem: LodevemSource
+    python: PythonInfo
+    packages: Mapping[str, Optional[str]]
+    host: HostInfo
+    backend: BackendInfo
+    profiles: tuple[ProfileEntry, ...]
+    models: tuple[Mapping[str, Any], ...]
+    runtimes: Mapping[str, RuntimeEntry]
+    extra: Mapping[str, Any]
+    manifest_version: int = MANIFEST_VERSION
+
+    @property
+    def command(self) -> str:
+        """The exact command line, shell-quoted (to paste into a shell)."""
+        return shlex.join(self.command_line)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, keys in the order a reader expects (``command`` included)."""
+        return {
+            "manifest_version": self.manifest_version,
+            "created_utc": self.created_utc,
+            "command_line": list(self.command_line),
+            "command": self.command,
+            "working_directory": self.working_directory,
+            "lodevem": asdict(self.lodevem),
+            "python": asdict(self.python),
+            "packages": dict(self.packages),
+            "host": asdict(self.host),
+            "backend": {**asdict(self.backend), "images": dict(self.backend.images)},
+            "profiles": [asdict(p) for p in self.profiles],
+            "models": [dict(m) for m in self.models],
+            "runtimes": {name: asdict(entry) for name, entry in self.runtimes.items()},
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Manifest":
+        """A manifest read back from a results file; a missing or mistyped part reads as empty or
+        None (an older file, or one edited by hand), never as an error: it only describes."""
+        argv = data.get("command_line")
+        profiles = data.get("profiles")
+        models = data.get("models")
+        version = data.get("manifest_version")
+        return cls(
+            created_utc=_text(data, "created_utc") or "",
+            command_line=tuple(str(a) for a in argv) if isinstance(argv, list) else (),
+            working_directory=_text(data, "working_directory") or "",
+            lodevem=LodevemSource.from_dict(_section(data, "lodevem")),
+            python=PythonInfo.from_dict(_section(data, "python")),
+            packages={str(k): None if v is None else str(v) for k, v in _section(data, "packages").items()},
+            host=HostInfo.from_dict(_section(data, "host")),
+            backend=BackendInfo.from_dict(_section(data, "backend")),
+            profiles=tuple(ProfileEntry.from_dict(p) for p in profiles if isinstance(p, Mapping))
+            if isinstance(profiles, list) else (),
+            models=tuple(dict(m) for m in models if isinstance(m, Mapping)) if isinstance(models, list) else (),
+            runtimes={str(k): RuntimeEntry.from_dict(v) for k, v in _section(data, "runtimes").items()
+                      if isinstance(v, Mapping)},
+            extra=dict(_section(data, "extra")),
+            manifest_version=version if isinstance(version, int) else MANIFEST_VERSION,
+        )
+
+    @classmethod
+    def coerce(cls, manifest: "ManifestLike") -> "Manifest":
+        """``manifest`` as a ``Manifest``: itself, or read from its JSON form."""
+        return manifest if isinstance(manifest, Manifest) else cls.from_dict(manifest)
+
+
+# What writers accept: the typed record, or its JSON form read back from a results file.
+ManifestLike = Union[Manifest, Mapping[str, Any]]
+
+
+def manifest_dict(manifest: ManifestLike) -> dict[str, Any]:
+    """The JSON form of ``manifest`` (typed or already a mapping)."""
+    return manifest.to_dict() if isinstance(manifest, Manifest) else dict(manifest)
+
+
+# --------------------------------------------------------------------------- collecting it
+
+
+def lodevem_source() -> LodevemSource:
     """Version and git commit of the lodevem code that ran.
 
     The commit is recorded only when the package's parent folder is itself a git checkout (an
@@ -75,8 +279,7 @@ def lodevem_source() -> dict[str, Any]:
         commit = _git(["rev-parse", "HEAD"], root)
         status = _git(["status", "--porcelain", "--untracked-files=no"], root) if commit else None
         dirty = None if status is None else bool(status)
-    return {"version": __version__, "git_commit": commit, "git_dirty": dirty,
-            "source": str(root / "lodevem")}
+    return LodevemSource(__version__, commit, dirty, str(root / "lodevem"))
 
 
 def docker_server_version(timeout: float = _PROBE_TIMEOUT_S) -> Optional[str]:
@@ -128,20 +331,14 @@ def _os_name() -> str:
     return platform.platform()
 
 
-def host_info() -> dict[str, Any]:
+def host_info() -> HostInfo:
     """The machine the memory was measured on (the latency is predicted, not measured here)."""
     affinity = getattr(os, "sched_getaffinity", None)
     version = cgroup_version()
-    return {
-        "cpu_model": _cpuinfo(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(affinity(0)) if affinity else None,
-        "mem_total_mb": host_memory_mb(),
-        "machine": platform.machine(),
-        "kernel": platform.release(),
-        "os": _os_name(),
-        "cgroup_version": f"v{version}" if version else None,
-    }
+    return HostInfo(cpu_model=_cpuinfo(), cpu_count=os.cpu_count(),
+                    cpu_affinity=len(affinity(0)) if affinity else None, mem_total_mb=host_memory_mb(),
+                    machine=platform.machine(), kernel=platform.release(), os=_os_name(),
+                    cgroup_version=f"v{version}" if version else None)
 
 
 def runtime_versions(runtime: str) -> dict[str, Optional[str]]:
@@ -161,7 +358,7 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
                      models: Sequence[Mapping[str, Any]], image_id: Optional[str], backend: str,
                      extra: Optional[Mapping[str, Any]] = None,
                      runtimes: Optional[Mapping[str, str]] = None,
-                     images: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+                     images: Optional[Mapping[str, str]] = None) -> Manifest:
     """The ``environment`` block of a results file (see the module docstring for reproducing).
 
     ``runtimes``: each measured runtime and the identity of what measured it (image id); the
@@ -173,25 +370,20 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
     The Docker engine is asked for its version only for the docker backend.
     """
     now = datetime.now(timezone.utc).replace(microsecond=0)
-    argv = [str(a) for a in command_line]
-    return {
-        "manifest_version": MANIFEST_VERSION,
-        "created_utc": now.isoformat().replace("+00:00", "Z"),
-        "command_line": argv,
-        "command": shlex.join(argv),
-        "working_directory": os.getcwd(),
-        "lodevem": lodevem_source(),
-        "python": {"version": platform.python_version(),
-                   "implementation": platform.python_implementation(),
-                   "executable": sys.executable},
-        "packages": package_versions(),
-        "host": host_info(),
-        "backend": {"name": backend, "image_id": image_id, "images": dict(images or {}),
-                    "docker_server_version": docker_server_version() if backend == "docker" else None},
-        "profiles": [{"id": p.id, "tier": p.tier, "ram_mb": p.ram_mb,
-                      "path": str(p.path) if p.path else None, "sha256": p.sha256} for p in profiles],
-        "models": [dict(m) for m in models],
-        "runtimes": {name: {**runtime_versions(name), "measured_in": identity}
-                     for name, identity in (runtimes or {}).items()},
-        "extra": dict(extra or {}),
-    }
+    return Manifest(
+        created_utc=now.isoformat().replace("+00:00", "Z"),
+        command_line=tuple(str(a) for a in command_line),
+        working_directory=os.getcwd(),
+        lodevem=lodevem_source(),
+        python=PythonInfo(platform.python_version(), platform.python_implementation(), sys.executable),
+        packages=package_versions(),
+        host=host_info(),
+        backend=BackendInfo(backend, image_id, dict(images or {}),
+                            docker_server_version() if backend == "docker" else None),
+        profiles=tuple(ProfileEntry(p.id, p.tier, p.ram_mb, str(p.path) if p.path else None, p.sha256)
+                       for p in profiles),
+        models=tuple(dict(m) for m in models),
+        runtimes={name: RuntimeEntry(**runtime_versions(name), measured_in=identity)
+                  for name, identity in (runtimes or {}).items()},
+        extra=dict(extra or {}),
+    )

@@ -33,6 +33,7 @@ from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes
 from .cells import RunCounts, run_counts
 from .files import latex_escape
+from .manifest import Manifest, ManifestLike
 
 __all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "RunFacts", "bibtex", "cited_keys",
            "methodology_latex", "methodology_markdown", "run_facts", "write_paper_kit"]
@@ -151,10 +152,12 @@ def _get(mapping: Any, *path: str) -> Any:
     return mapping
 
 
-def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFacts:
-    """Gather what the run used from its rows (per pair) and its manifest (per run)."""
+def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
+    """Gather what the run used from its rows (per pair) and its manifest (per run: the typed
+    record, or its JSON form read back from a results file)."""
+    env = Manifest.coerce(manifest)
     sources = _distinct([r.latency_source for r in rows if r.latency_ms is not None])
-    predictor = _get(manifest, "extra", "predictor") or {}
+    predictor = env.extra.get("predictor") or {}
     est = predictor.get("estimator") if isinstance(predictor, Mapping) else None
     estimator_profiles = _distinct([r.profile_id for r in rows
                                     if r.latency_ms is not None and r.latency_source.startswith("estimator:")])
@@ -180,11 +183,11 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
     derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty
                          and "not measured: derived" in r.latency_uncertainty])
     ran = [r.runtime_baseline_mb for r in rows if r.runtime_baseline_mb is not None]
-    config = _get(manifest, "extra", "config") or {}
+    config = env.extra.get("config") or {}
     return RunFacts(
-        lodevem_version=str(_get(manifest, "lodevem", "version") or __version__),
-        git_commit=_get(manifest, "lodevem", "git_commit"),
-        git_dirty=_get(manifest, "lodevem", "git_dirty"),
+        lodevem_version=env.lodevem.version or __version__,
+        git_commit=env.lodevem.git_commit,
+        git_dirty=env.lodevem.git_dirty,
         models=_distinct([r.model_label for r in rows]),
         profiles=_distinct([r.profile_id for r in rows]),
         devices=_distinct([f"{r.profile_label} ({r.chipset}, {r.core} @ {r.clock_ghz:g} GHz, {r.ram_mb} MB)"
@@ -209,19 +212,18 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
         runs=config.get("runs") if isinstance(config, Mapping) else None,
         verdicts=_distinct([r.verdict for r in rows]),
         runtime_baseline_mb=(min(ran), max(ran)) if ran else (),
-        image_id=_get(manifest, "backend", "image_id"),
-        docker_version=_get(manifest, "backend", "docker_server_version"),
-        host_machine=_get(manifest, "host", "machine"),
-        host_cpu=_get(manifest, "host", "cpu_model"),
-        cgroup_version=_get(manifest, "host", "cgroup_version"),
-        packages=dict(_get(manifest, "packages") or {}),
+        image_id=env.backend.image_id,
+        docker_version=env.backend.docker_server_version,
+        host_machine=env.host.machine,
+        host_cpu=env.host.cpu_model,
+        cgroup_version=env.host.cgroup_version,
+        packages=dict(env.packages),
         counts=run_counts(rows),
         latency_for=_distinct([(r.runtime, lr) for r in rows if r.latency_ms is not None
                                for lr in [latency_runtime_of(r.latency_source)] if lr]),
-        images=tuple(sorted((str(k), str(v)) for k, v in (_get(manifest, "backend", "images") or {}).items())),
-        runtime_versions=tuple((name, _get(info, "version"), _get(info, "converter"), _get(info, "converter_version"))
-                               for name, info in (_get(manifest, "runtimes") or {}).items()
-                               if name in {r.runtime for r in rows}),
+        images=tuple(sorted(env.backend.images.items())),
+        runtime_versions=tuple((name, info.version, info.converter, info.converter_version)
+                               for name, info in env.runtimes.items() if name in {r.runtime for r in rows}),
         baselines=tuple((rt, min(v), max(v)) for rt in _distinct([r.runtime for r in rows])
                         for v in [[r.runtime_baseline_mb for r in rows
                                    if r.runtime == rt and r.runtime_baseline_mb is not None]] if v),
@@ -545,7 +547,7 @@ def bibtex(facts: RunFacts) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_paper_kit(rows: Sequence[PairResult], manifest: Mapping[str, Any], out_dir: Path) -> list[Path]:
+def write_paper_kit(rows: Sequence[PairResult], manifest: ManifestLike, out_dir: Path) -> list[Path]:
     """Write ``methodology.md``, ``methodology.tex`` and ``references.bib``; return their paths."""
     facts = run_facts(rows, manifest)
     out_dir = Path(out_dir)

@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..errors import InputError
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..latency.records import LatencyPrediction
     from ..profiles import Profile
     from ..progress import ProgressSink
+    from ..report.manifest import Manifest
 
 __all__ = ["STATE_FILE", "Recorder", "RunState", "load_state"]
 
@@ -131,7 +132,7 @@ class Recorder:
 
     def __init__(self, output: Path, profiles: Sequence["Profile"], threads: int, progress: "ProgressSink",
                  models: Sequence[ModelFile], latencies: dict[str, dict[str, "LatencyPrediction"]],
-                 floors: dict[str, Optional[int]], state: RunState, manifest: dict[str, Any],
+                 floors: dict[str, Optional[int]], state: RunState, manifest: "Manifest",
                  channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
         self.output, self.profiles, self.threads, self.progress = Path(output), tuple(profiles), threads, progress
         self.latencies, self.floors, self.state, self.manifest = latencies, floors, state, manifest

@@ -13,13 +13,12 @@ also checks that the sandbox speaks this lodevem's protocol: a reply with anothe
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import SandboxError
-from ..safe_io import printable
+from ..safe_io import fields, printable
 from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import (
     CONVERT_ACTIONS,
@@ -39,34 +38,13 @@ _MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
 def _text(value: Any, limit: int = _MAX_TEXT) -> Optional[str]:
-    if not isinstance(value, str):
-        return None
-    return value if len(value) <= limit else value[: limit - 3] + "..."
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    """``value`` when the reply holds an object there, else an empty one."""
-    return value if isinstance(value, dict) else {}
-
-
-def _items(value: Any) -> list[Any]:
-    """``value`` when the reply holds a list there, else an empty one."""
-    return value if isinstance(value, list) else []
-
-
-def _number(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _integer(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return fields.text(value, limit)
 
 
 def _section(reply: dict[str, Any], name: str) -> dict[str, Any]:
-    value = reply.get(name)
-    return value if isinstance(value, dict) else {}
+    return fields.mapping(reply.get(name))
+
+
 
 
 @dataclass(frozen=True)
@@ -95,19 +73,20 @@ class SparsitySection:
     def parse(cls, data: Any) -> Optional["SparsitySection"]:
         if not isinstance(data, dict):
             return None
-        fraction = _number(data.get("zero_fraction"))
+        fraction = fields.number(data.get("zero_fraction"))
         if fraction is None or not 0 <= fraction <= 1:
             return None
         layers = []
-        for item in _items(data.get("layers"))[:50]:
+        for item in fields.items(data.get("layers"))[:50]:
             if not isinstance(item, dict):
                 continue
-            name, zf = _text(item.get("name"), 200), _number(item.get("zero_fraction"))
-            zc, ch = _integer(item.get("zero_channels")), _integer(item.get("channels"))
+            name, zf = _text(item.get("name"), 200), fields.number(item.get("zero_fraction"))
+            zc, ch = fields.integer(item.get("zero_channels")), fields.integer(item.get("channels"))
             if name is not None and zf is not None and zc is not None and ch is not None:
                 layers.append(LayerSparsity(name, zf, zc, ch))
-        return cls(zero_fraction=fraction, zero_channels=_integer(data.get("zero_channels")) or 0,
-                   channels=_integer(data.get("channels")) or 0, masked_layers=_integer(data.get("masked_layers")) or 0,
+        return cls(zero_fraction=fraction, zero_channels=fields.integer(data.get("zero_channels")) or 0,
+                   channels=fields.integer(data.get("channels")) or 0,
+                   masked_layers=fields.integer(data.get("masked_layers")) or 0,
                    layers=tuple(layers), channels_removed=_text(data.get("channels_removed"), 300))
 
     @property
@@ -135,16 +114,16 @@ class ModelSection:
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
         shape = data.get("input_shape")
-        dims = tuple(d for d in shape if _integer(d) is not None and d > 0) if isinstance(shape, list) else ()
+        dims = tuple(d for d in shape if fields.integer(d) is not None and d > 0) if isinstance(shape, list) else ()
         precision = _text(data.get("precision"), 20)
-        quant = _mapping(data.get("quantization"))
+        quant = fields.mapping(data.get("quantization"))
         scheme, backend = _text(quant.get("scheme"), 40), _text(quant.get("backend"), 80)
         if isinstance(data.get("quantization"), str):  # a record lodevem wrote from this section
             scheme, _, backend = (_text(data["quantization"], 122) or "").partition(", ")
-        return cls(format=_text(data.get("format"), 40), params=_integer(data.get("params")),
+        return cls(format=_text(data.get("format"), 40), params=fields.integer(data.get("params")),
                    class_name=_text(data.get("class_name"), 200), sparsity=SparsitySection.parse(data.get("sparsity")),
                    input_shape=dims if dims and isinstance(shape, list) and len(dims) == len(shape) <= 8 else None,
-                   input_dtype=_text(data.get("input_dtype"), 20), param_bytes=_integer(data.get("param_bytes")),
+                   input_dtype=_text(data.get("input_dtype"), 20), param_bytes=fields.integer(data.get("param_bytes")),
                    precision=precision if precision in FILE_PRECISIONS else None,
                    quantization=f"{scheme}, {backend}" if scheme and backend else None,
                    input_shape_source=_text(data.get("input_shape_source"), 40),
@@ -167,7 +146,7 @@ class ConvertedSection:
             return None
         return cls(format=_text(data.get("format"), 20) or "", converter=_text(data.get("converter"), 40) or "",
                    converter_version=_text(data.get("converter_version"), 40) or "",
-                   seconds=_number(data.get("seconds")))
+                   seconds=fields.number(data.get("seconds")))
 
 
 @dataclass(frozen=True)
@@ -184,11 +163,12 @@ class MemorySection:
     def parse(cls, data: dict[str, Any]) -> Optional["MemorySection"]:
         if not data:
             return None
-        cgroup = _mapping(data.get("cgroup"))
-        return cls(hwm_kb=_number(data.get("hwm_kb")), runtime_baseline_kb=_number(data.get("runtime_baseline_kb")),
-                   model_increment_kb=_number(data.get("model_increment_kb")),
-                   major_faults=_integer(data.get("major_faults")),
-                   cgroup_peak_bytes=_number(cgroup.get("peak_bytes")))
+        cgroup = fields.mapping(data.get("cgroup"))
+        return cls(hwm_kb=fields.number(data.get("hwm_kb")),
+                   runtime_baseline_kb=fields.number(data.get("runtime_baseline_kb")),
+                   model_increment_kb=fields.number(data.get("model_increment_kb")),
+                   major_faults=fields.integer(data.get("major_faults")),
+                   cgroup_peak_bytes=fields.number(cgroup.get("peak_bytes")))
 
 
 @dataclass(frozen=True)
@@ -203,7 +183,7 @@ class HostTimings:
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "HostTimings":
-        return cls(**{name: _number(data.get(name)) for name in ("mean_ms", "std_ms", "p50_ms", "p95_ms",
+        return cls(**{name: fields.number(data.get(name)) for name in ("mean_ms", "std_ms", "p50_ms", "p95_ms",
                                                                   "throughput_ips")})
 
 
@@ -220,12 +200,13 @@ class DerivedSection:
     def parse(cls, derived: dict[str, Any], variant: dict[str, Any]) -> Optional["DerivedSection"]:
         if not derived:
             return None
-        raw_notes = _items(variant.get("notes"))
+        raw_notes = fields.items(variant.get("notes"))
         notes = [n for n in (_text(x, 500) for x in raw_notes) if n]
         reason = _text(derived.get("format_reason"), 500)
         if reason:
             notes.append(reason)
-        return cls(format=_text(derived.get("format"), 40) or "", params_after=_integer(variant.get("params_after")),
+        return cls(format=_text(derived.get("format"), 40) or "",
+                   params_after=fields.integer(variant.get("params_after")),
                    notes=tuple(notes))
 
 
@@ -285,7 +266,7 @@ def _typed(data: dict[str, Any], host_paths: dict[str, str]) -> WorkerReply:
         failure = WorkerFailure(kind if kind in ERROR_KINDS else "internal", printable(message, _MAX_TEXT))
     return WorkerReply(
         ok=data.get("ok") is True and failure is None,
-        schema_version=_integer(data.get("schema_version")),
+        schema_version=fields.integer(data.get("schema_version")),
         worker_version=_text(data.get("worker_version"), 80),
         failure=failure,
         model=ModelSection.parse(_section(data, "model")),

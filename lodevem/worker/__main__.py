@@ -70,7 +70,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         except Exception as exc:  # informative only; the measurement stands
             traceback.print_exc(file=sys.stderr)
             progress(f"a step after the measurement failed: {first_line(repr(exc))}")
-    progress("done" if res.ok else f"error {res.error['kind']}: {res.error['message']}")
+    error = res.error or {"kind": "internal", "message": "no error recorded"}
+    progress("done" if res.ok else f"error {error['kind']}: {error['message']}")
     sys.stdout.flush()
     result_out.write(res.to_json() + "\n")
     result_out.flush()

@@ -207,31 +207,33 @@ def _derive(req: WorkerRequest, res: WorkerResult, kind: str, module: Any, examp
 
     level = req.level
     assert level is not None
-    fmt = res.model["format"]
+    model = res.model
+    assert model is not None  # filled by the load, before any derivation
+    fmt = model["format"]
     if fmt == "torchscript" and level != "fp16":
         raise WorkerError("level_failed", f"level {level} needs a pickled nn.Module (torch.save(model)): a TorchScript "
                                           f"file's compiled graph cannot be quantized or pruned here (fp16 works)")
     progress(f"deriving {level}")
     t0 = time.perf_counter()
-    before = {k: res.model[k] for k in ("params", "param_bytes", "dtype")}
+    before = {k: model[k] for k in ("params", "param_bytes", "dtype")}
     try:
         variant, notes, details = derive_variant(module, level, example, keep_original)
-        info = torch_model_info(variant, res.model["input_shape"])
-        x = make_torch_input(res.model["input_shape"], info["input_dtype"])
+        info = torch_model_info(variant, model["input_shape"])
+        x = make_torch_input(model["input_shape"], info["input_dtype"])
         with torch.inference_mode():
             variant(x)
     except WorkerError:
         raise
     except Exception as exc:
-        raise _level_failure(req, kind, level, exc, res.model["input_shape"]) from None
-    res.timings_s["derive"] = time.perf_counter() - t0
-    res.model.update(info)
+        raise _level_failure(req, kind, level, exc, model["input_shape"]) from None
+    derive_s = res.timings_s["derive"] = time.perf_counter() - t0
+    model.update(info)
     res.variant = {"level": level, "params_before": before["params"], "params_after": info["params"],
                    "param_bytes_before": before["param_bytes"], "param_bytes_after": info["param_bytes"],
                    "dtype_before": before["dtype"], "dtype_after": info["dtype"],
-                   "serialized_bytes": None, "serialized_format": None, "derive_s": round(res.timings_s["derive"], 3),
+                   "serialized_bytes": None, "serialized_format": None, "derive_s": round(derive_s, 3),
                    "notes": notes, "details": details}
-    progress(f"derived {level} in {res.timings_s['derive']:.2f} s: {before['params']} -> {info['params']} params, "
+    progress(f"derived {level} in {derive_s:.2f} s: {before['params']} -> {info['params']} params, "
              f"{before['param_bytes']} -> {info['param_bytes']} bytes")
     return variant, x
 
@@ -282,7 +284,7 @@ def serialized_size(variant: Any, example: Any) -> tuple[int, str]:
         return len(variant.save_to_buffer()), "torchscript"
     try:
         counter = _ByteCounter()
-        torch.save(variant, counter)
+        torch.save(variant, counter)  # type: ignore[arg-type]  # a write-only file object: bytes counted
         return counter.n, "pickled_module"
     except Exception:
         return len(_trace(variant, example).save_to_buffer()), "torchscript"

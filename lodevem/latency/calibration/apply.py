@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -24,12 +23,7 @@ __all__ = ["CalibrationSet", "apply_calibration", "calibrated_source", "oneshot_
 
 def oneshot_figure(estimator: Estimator) -> Optional[float]:
     """The estimator's one-shot calibration MAPE (``uncertainty.oneshot_mape_pct``), None without one."""
-    value = estimator.params.get("uncertainty", {}).get("oneshot_mape_pct")
-    try:
-        figure = float(value)
-    except (TypeError, ValueError):
-        return None
-    return figure if math.isfinite(figure) else None
+    return estimator.accuracy.oneshot_mape_pct
 
 
 def oneshot_uncertainty(estimator: Estimator) -> str:
