@@ -184,7 +184,7 @@ class PredictorPool:
         figures (what ``require`` checks), and why the others were passed over."""
         if self.mode != "auto":
             return self.kinds[self.mode], []
-        reasons = []
+        reasons: list[str] = []
         for kind in self.kinds.values():
             why = self._unavailable(kind, profile, runtime)
             if why is None:
