@@ -118,11 +118,15 @@ def test_auto_takes_the_kind_with_the_lower_held_out_error_and_says_so(toy, onnx
     for cell in cells.values():
         assert cell.latency_source == "toy:plumbing tflite"
         assert "auto chose toy ±1.0% held-out (50 rows, cores) over estimator ±" in (cell.note or "")
-    toy.figure = 99.0  # now the estimator's own figure is lower
-    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+        assert "for 1-thread fp32 tflite on Cortex-A" in (cell.note or "")
+    toy.figure = 99.0  # now the estimator's own figure is lower: it keeps its cells, the manifest says why
+    kept = Predictor("auto", cache_dir=None)
+    cells = kept.predict(onnx_file, profiles)
     for cell in cells.values():
-        assert cell.latency_source.startswith("estimator")
-        assert "over toy ±99.0% held-out" in (cell.note or "")
+        assert cell.latency_source.startswith("estimator") and "auto chose" not in (cell.note or "")
+    choices = kept.describe()["auto_choices"]
+    assert len(choices) == 2 and all(c.startswith("auto chose estimator ±") and "over toy ±99.0% held-out" in c
+                                     for c in choices)
     toy.figure = None  # a kind stating no figure never wins a comparison: the first available stays
     cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "auto chose" not in (c.note or "")
@@ -149,3 +153,33 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
     assert outcome.manifest["extra"]["predictor"]["toy"] == {"cells": 1}
+
+
+def test_the_auto_rule_is_one_pure_function() -> None:
+    """``auto_pick`` is what the pool applies per cell (and what a benchmark can score)."""
+    fig = {"a": HeldOut(20.0, 58, "cores"), "b": HeldOut(19.0, 8, "Cortex-A55"), "c": None}
+    assert pool.auto_pick(["a", "b"], fig) == "b"
+    assert pool.auto_pick(["b", "a"], fig) == "b"
+    assert pool.auto_pick(["c", "a", "b"], fig) == "c"  # a first kind stating no figure stays
+    assert pool.auto_pick(["a", "c"], fig) == "a"
+    assert pool.auto_pick(["a", "b"], {**fig, "b": HeldOut(20.0, 8, "x")}) == "a"  # a tie keeps the order
+
+
+def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles) -> None:
+    """armsim is in the registry like the others; under the process backend (no images) a named
+    ``--predictor armsim`` is an error naming why, and auto passes over it without a word in the
+    cells (the estimator comes first and armsim could only have won a comparison)."""
+    from lodevem.errors import LodevemError
+    from lodevem.latency.kinds import SandboxAccess
+    from lodevem.sandbox import open_backend
+    from lodevem.sandbox.client import WorkerClient
+
+    assert "armsim" in pool.KINDS and all("armsim" in registry.RUNTIMES[r].predictors for r in ("tflite", "ncnn"))
+    client = WorkerClient(open_backend("process")[0])
+    sandbox = SandboxAccess(lambda: client, lambda name: None)
+    with pytest.raises(LodevemError, match="--predictor armsim: armsim runs only under the Docker backend, not process"):
+        Predictor("armsim", sandbox=sandbox, cache_dir=None).require(profiles)
+    auto = Predictor("auto", sandbox=sandbox, cache_dir=None)
+    cells = auto.predict(onnx_file, profiles)
+    assert all(c.latency_source.startswith("estimator") and "armsim" not in (c.note or "") for c in cells.values())
+    assert "auto_choices" not in auto.describe()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .. import __version__
 from ..errors import InputError
@@ -39,7 +39,7 @@ from .kinds import ConvertedFile, EstimatorKind, HeldOut, KindSetup, PredictionJ
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
 from .records import KernelLatency, LatencyPrediction, join_notes
 
-__all__ = ["FALLBACK", "KINDS", "MODES", "PredictorPool", "modes"]
+__all__ = ["FALLBACK", "KINDS", "MODES", "PredictorPool", "auto_pick", "modes"]
 
 # The one registry of predictor kinds, in --predictor auto's order: a later kind replaces an
 # earlier one for a cell only when its own held-out error there is lower (see the module doc).
@@ -48,6 +48,19 @@ KINDS: dict[str, Callable[[KindSetup], PredictorKind]] = {
 # The kind that can always answer: a named kind's uncovered cells are its (with a warning).
 FALLBACK = "estimator"
 MODES: tuple[str, ...] = ("auto", *KINDS)
+
+
+def auto_pick(order: Sequence[str], figures: Mapping[str, Optional[HeldOut]]) -> str:
+    """``--predictor auto``'s rule for one cell, given the kinds able to predict it in ``KINDS``
+    order and each one's own held-out figure: the first, replaced by any later kind whose figure
+    is lower than the current choice's (a kind without a figure is never compared). Pure, so a
+    benchmark can score exactly what ``start`` picks (``benchmarks/latency_accuracy.py``)."""
+    best = order[0]
+    for name in order[1:]:
+        mine, theirs = figures.get(name), figures.get(best)
+        if mine is not None and theirs is not None and mine.mape_pct < theirs.mape_pct:
+            best = name
+    return best
 
 
 def modes() -> tuple[str, ...]:
@@ -84,6 +97,7 @@ class PredictorPool:
         self.kinds: dict[str, PredictorKind] = {name: make(self.setup) for name, make in KINDS.items()}
         self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)
         self.warnings: list[str] = []
+        self.choices: dict[str, None] = {}  # auto's comparisons of held-out errors, in order, once each
         self.cache_hits = self.cache_misses = 0
         self._graphs: dict[tuple[str, str], KernelGraph | InputError] = {}
         self._file_digests: dict[Path, str] = {}
@@ -151,25 +165,26 @@ class PredictorPool:
         arithmetic = job.arithmetic()
         figures: dict[str, Optional[HeldOut]] = {
             k.name: k.held_out(job.profile, job.runtime, job.threads, arithmetic) for k in able}
-        best = able[0]
-        for kind in able[1:]:
-            mine, theirs = figures[kind.name], figures[best.name]
-            if mine is not None and theirs is not None and mine.mape_pct < theirs.mape_pct:
-                best = kind
+        best = self.kinds[auto_pick([k.name for k in able], figures)]
         ranked = [best, *(k for k in able if k is not best)]
         rivals = [k for k in ranked[1:] if figures[k.name] is not None]
         best_fig = figures[best.name]
         if best_fig is None or not rivals:
             return ranked, []
         others = ", ".join(f"{k.name} {figures[k.name].text()}" for k in rivals)  # type: ignore[union-attr]
-        return ranked, [f"auto chose {best.name} {best_fig.text()} over {others}"]
+        choice = (f"auto chose {best.name} {best_fig.text()} over {others} for {job.threads}-thread {arithmetic} "
+                  f"{job.runtime} on {job.profile.fastest_cluster.core}")
+        self.choices.setdefault(choice, None)
+        # in the cell's note where the comparison overrode auto's order (a kept first choice is the
+        # behaviour users know; its comparison is in the manifest's predictor.auto_choices)
+        return ranked, [choice] if best is not able[0] else []
 
     def kind_for(self, profile: Profile, runtime: str) -> tuple[PredictorKind, list[str]]:
         """The first kind that may predict ``profile`` for ``runtime`` before any comparison of
         figures (what ``require`` checks), and why the others were passed over."""
         if self.mode != "auto":
             return self.kinds[self.mode], []
-        reasons = []
+        reasons: list[str] = []
         for kind in self.kinds.values():
             why = self._unavailable(kind, profile, runtime)
             if why is None:
@@ -272,6 +287,8 @@ class PredictorPool:
             described.update(kind.describe())
         described["estimator"] = {**described.get("estimator", {}), "runtime": runtime}
         described["latency_cache"] = {"hits": self.cache_hits, "misses": self.cache_misses}
+        if self.choices:
+            described["auto_choices"] = list(self.choices)
         return described
 
     def _cluster(self, profile: Profile) -> Cluster:

@@ -9,6 +9,11 @@ whole, and the next run converts again. Within one run a result, good or bad, is
 key (one conversion per (file, shape, runtime), shared by every RAM limit and profile; one
 error row per runtime, not one attempt per limit). Thread-safe: parallel measurement jobs of one
 model export and convert it once.
+
+Why in the sandbox package (it was ``store.artifacts``): these caches run the worker, and their
+records (``ExportResult``, ``ConversionResult``; re-exported by ``results``) are what the sandbox
+made, so the store stays the low-level home of files and digests that the sandbox, the latency
+wing and the records all import, with no cycle between them.
 """
 
 from __future__ import annotations
