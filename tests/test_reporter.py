@@ -90,9 +90,12 @@ def render(table: Any) -> str:
 
 def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], profiles: list[Profile]) -> None:
     text = render(results_table(rows, profiles))
-    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Verdict", "App budget (MB)",
+    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Fits in RAM", "App budget (MB)",
                    "Headroom (MB)"):
         assert column in text
+    header = next(line for line in text.splitlines() if "Model File" in line)
+    assert header.rstrip(" \u2503").endswith("Headroom (MB)")  # the verdict in Fits in RAM, budget columns after it
+    assert header.index("Peak RAM (MB)") < header.index("Fits in RAM") < header.index("App budget (MB)")
     cocoa = text[text.index("cocoa_fp32.pt"):text.index("tiny_cnn.pt")].splitlines()
     oom_line = next(line for line in cocoa if "Nokia 8110" in line)
     assert re.search(r"\sOOM\s*\W\s*\u2014\s*\W\s*\u2717\s", oom_line), oom_line
@@ -101,6 +104,71 @@ def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], pr
     assert "offline estimator" in text and "\u00b125 %" in text  # the caption explains the marks
     # devices in tier order (tier1, tier2, tier3) inside each model, whatever the profile order
     assert ["Spark" in cocoa[0], "Nokia C1" in cocoa[1], "8110" in cocoa[2]] == [True] * 3
+
+
+def _wide_rows(profiles: list[Profile], models: tuple[str, ...]) -> list[PairResult]:
+    """Every profile (the longest labels included) for each model, every verdict the table draws."""
+    verdicts = ("fits", "tight", "oom", "thrashing", "timeout", "error")
+    rows = []
+    for m, model in enumerate(models):
+        for i, profile in enumerate(profiles):
+            verdict = verdicts[(i + m) % len(verdicts)]
+            ran = verdict in ("fits", "tight")
+            rows.append(make_row(profile, model=model, verdict=verdict, latency=1234.5 / (i + 1),
+                                 peak=241.7 if ran else None, latency_low_ms=1000.0 / (i + 1),
+                                 latency_high_ms=1500.0 / (i + 1), app_budget_mb=profile.app_budget_mb,
+                                 headroom_mb=(profile.app_budget_mb - 241.7) if ran and profile.app_budget_mb else None))
+    return rows
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+@pytest.mark.parametrize("models", [("mobilenet_v2.pt", "tiny_cnn.pt"),
+                                    ("mobilenet_v2.pt@int8-static [tflite]", "resnet18.pt@pruned [ncnn]")])
+def test_console_table_reads_at_any_width(width: int, models: tuple[str, ...]) -> None:
+    """Issue 29: every device name stays whole on one line at 80, 100, 120 and 200 columns; no
+    line is wider than the terminal; optional columns go first and the footer names them; the
+    promised columns are always there (stacked per model when the model column does not fit)."""
+    every = load_profiles()
+    table = results_table(_wide_rows(every, models), every)
+    console = Console(record=True, width=width)
+    console.print(table)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "\u2026" not in text  # nothing cut to an ellipsis
+    for profile in every:
+        assert any(profile.label in line for line in lines), (width, profile.label)
+    layout = table.layout(width)
+    headers = {c.header for c in layout.columns}
+    assert {"Device Profile", "Latency (ms)", "Peak RAM (MB)", "Fits in RAM"} <= headers
+    assert "\u2713 fits" in text and "! tight" in text and "\u2717 OOM" in text
+    assert "1,234.5* (1,000.0\u20131,500.0)" in text  # the number, its mark and its range, on one line
+    flat = " ".join(text.split())  # the footer as a reader sees it, whatever its wrapping
+    if layout.dropped:
+        assert f"not shown at this width: {', '.join(layout.dropped)} (a " in flat.lower().replace(
+            "app budget (mb)", "App budget (MB)").replace("headroom (mb)", "Headroom (MB)")
+        assert "the CSV and JSON have them all" in flat
+    else:
+        assert "not shown at this width" not in flat.lower()
+    if layout.stacked:
+        assert all(any(line.strip() == model for line in lines) for model in models)
+    if width == 200:  # wide enough for everything: one table, nothing left out
+        assert not layout.stacked and not layout.dropped
+    # optional columns go before any promised one, the highest priority number first
+    shown = [c.header for c in layout.columns]
+    assert layout.dropped == tuple(h for h in ("App budget (MB)", "Headroom (MB)") if h not in shown)
+    if "Headroom (MB)" in layout.dropped:
+        assert "App budget (MB)" in layout.dropped
+
+
+def test_console_footer_at_80_columns_names_what_it_left_out(profiles: list[Profile]) -> None:
+    every = load_profiles()
+    table = results_table(_wide_rows(every, ("mobilenet_v2.pt",)), every)
+    console = Console(record=True, width=80)
+    console.print(table)
+    flat = " ".join(console.export_text().split())
+    assert "Not shown at this width: App budget (MB)" in flat or "not shown at this width: App budget (MB)" in flat
+    assert f"a {table.full_width()}-column terminal shows one table with every column" in flat
 
 
 def test_summaries(rows: list[PairResult]) -> None:

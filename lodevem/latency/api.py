@@ -32,6 +32,7 @@ from ..errors import InputError, LodevemError, ModelFileError
 from ..profiles import Profile, load_profiles, select_profiles
 from ..store import ArtifactStore, file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
+from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
 from .calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
 from .estimator import DEFAULT_RUNTIME
 from .pool import PredictorPool
@@ -50,7 +51,9 @@ def default_cache_dir() -> Path:
 class ModelGraph:
     """A model as the predictor sees it: its ONNX export (``onnx_path`` None: the export failed,
     ``error`` says why). ``kind``: ``file`` | ``zoo`` | ``module``. ``sha256``: the file's
-    content for a file, the export's for a zoo model or a module."""
+    content for a file, the export's for a zoo model or a module. ``input_shape``: the shape it
+    was exported with, ``input_shape_source`` where that came from (``--input-shape``,
+    ``recorded in the file``, ``default``), as ``predict`` prints it."""
 
     label: str
     kind: str
@@ -58,6 +61,7 @@ class ModelGraph:
     onnx_path: Optional[Path]
     input_shape: Optional[tuple[int, ...]]
     error: str = ""
+    input_shape_source: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,27 @@ class ModelLatency:
     model: ModelGraph
     profile: Profile
     latency: LatencyPrediction
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form ``lodevem predict --json`` prints: one flat object per (model, profile)."""
+        latency = self.latency
+        return {
+            "model": self.model.label, "model_kind": self.model.kind, "model_sha256": self.model.sha256,
+            "input_shape": list(self.model.input_shape) if self.model.input_shape else None,
+            "input_shape_source": self.model.input_shape_source,
+            "profile_id": self.profile.id, "profile_label": self.profile.label, "tier": self.profile.tier,
+            "latency_ms": latency.latency_ms, "latency_source": latency.latency_source,
+            "latency_uncertainty": latency.uncertainty, "latency_low_ms": latency.latency_low_ms,
+            "latency_high_ms": latency.latency_high_ms, "latency_note": latency.note,
+            "latency_calibrations": list(latency.calibrations),
+            "runtime": latency.runtime or None, "threads": latency.threads, "core": latency.core,
+            "clock_ghz": latency.clock_ghz,
+        }
+
+
+def _shape_source(given: Optional[tuple[int, ...]]) -> str:
+    """Where the shape of a zoo model's or a module's export came from (a file's export says so itself)."""
+    return SOURCE_REQUEST if given else SOURCE_DEFAULT
 
 
 def _is_module(model: Any) -> bool:
@@ -188,7 +213,8 @@ class LatencyPredictor:
         export = self._export_cache().export(path, sha, shape)
         if export.unusable:
             raise ModelFileError(export.error)
-        graph = ModelGraph(path.name, "file", sha, export.path, shape, export.error if export.path is None else "")
+        graph = ModelGraph(path.name, "file", sha, export.path, export.model.input_shape or shape,
+                           export.error if export.path is None else "", export.model.input_shape_source)
         self._graphs[key] = graph
         return graph
 
@@ -206,14 +232,15 @@ class LatencyPredictor:
 
     def _zoo_graph(self, name: str, shape: Optional[tuple[int, ...]]) -> Optional[ModelGraph]:
         """The stored graph of zoo model ``name``, if a run of this lodevem version made it."""
-        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        given, shape = shape, shape or tuple(DEFAULT_INPUT_SHAPE)
         key = ("zoo", name, shape)
         if key not in self._graphs:
             kept = self.store.lookup("zoo", [f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"],
                                      {"zoo": name, "input_shape": list(shape), "lodevem": __version__})
             if kept is None:
                 return None
-            self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape)
+            self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape,
+                                           input_shape_source=_shape_source(given))
             self.core.known_digest(kept.path, self._graphs[key].sha256)
         return self._graphs[key]
 
@@ -234,13 +261,14 @@ class LatencyPredictor:
         return graph
 
     def _export_module(self, module: Any, shape: Optional[tuple[int, ...]]) -> ModelGraph:
-        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        given, shape = shape, shape or tuple(DEFAULT_INPUT_SHAPE)
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="lodevem-modules-"))
         self._module_exports += 1  # a fresh name each time: the predictor caches graphs by path
         target = self._scratch / f"module-{self._module_exports}.onnx"
         self._export_in_process(module, shape, target)
-        return ModelGraph(type(module).__name__, "module", file_sha256(str(target)), target, shape)
+        return ModelGraph(type(module).__name__, "module", file_sha256(str(target)), target, shape,
+                          input_shape_source=_shape_source(given))
 
     @staticmethod
     def _export_in_process(module: Any, shape: tuple[int, ...], target: Path) -> None:

@@ -448,8 +448,8 @@ def _positive_ms(text: str, what: str) -> float:
 def measurements_from_args(args: Sequence[str]) -> list[Measurement]:
     """``MODEL=MS`` arguments (``mobilenet_v2.pt=24.1``); the last ``=`` splits, so a path may hold one."""
     if not args:
-        raise InputError("no measurements given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...] "
-                         "(or --from-log FILE)")
+        raise InputError("no measurements given: lodevem calibrate add PROFILE_ID MODEL=MS [MODEL=MS ...] "
+                         "(or lodevem calibrate from-log LOG PROFILE_ID)")
     found = []
     for arg in args:
         model, sep, ms = arg.rpartition("=")
@@ -711,7 +711,8 @@ class CalibrationSet:
                                                  "recorded with --same-chipset", note) if n)
                 elif borrowed:
                     note = (f"not calibrated: {donors} (same chipset {borrowed[0].chipset}, core {borrowed[0].core}) "
-                            f"is; `lodevem calibrate {borrowed[0].profile_id} ... --same-chipset` applies it here too")
+                            f"is; `lodevem calibrate add {borrowed[0].profile_id} ... --same-chipset` applies it "
+                            "here too")
                 self._fits[key] = (fit, note)
         return self._fits[key]
 
