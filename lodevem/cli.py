@@ -685,8 +685,8 @@ def calibrate() -> None:
 
     \b
     Examples:
-        lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite --note "stock governor"
-        lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir my_profiles/
+        lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite
+        lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
         lodevem calibrate list
         lodevem calibrate remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
@@ -732,9 +732,10 @@ def calibrate_add(profile_id: str, measurements: tuple[str, ...], runtime: Optio
     MODEL is a model file (its sha256 is recorded; exported in the sandbox) or a zoo model name;
     MS its measured milliseconds.
 
+    \b
     Example:
-
-        lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite --note "stock governor"
+        lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite \\
+            --note "stock governor"
     """
     from .calibrate import arg_measurements
 
@@ -766,9 +767,9 @@ def calibrate_from_log(log_file: Path, profile_id: str, models: tuple[str, ...],
     order) or an ncnn benchncnn log (avg per model: MODEL found by its zoo name or file stem,
     MODEL=ENTRY names the log's entry; no MODEL takes every entry that is a zoo model).
 
+    \b
     Example:
-
-        lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir my_profiles/
+        lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
     """
     from .calibrate import log_measurements, threads_of
 

@@ -233,7 +233,7 @@ class LatencyPredictor:
     def _zoo_graph(self, name: str, shape: Optional[tuple[int, ...]]) -> Optional[ModelGraph]:
         """The stored graph of zoo model ``name``, if a run of this lodevem version made it."""
         given, shape = shape, shape or tuple(DEFAULT_INPUT_SHAPE)
-        key = ("zoo", name, shape)
+        key = ("zoo", name, shape, _shape_source(given))
         if key not in self._graphs:
             kept = self.store.lookup("zoo", [f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"],
                                      {"zoo": name, "input_shape": list(shape), "lodevem": __version__})
@@ -252,11 +252,11 @@ class LatencyPredictor:
             return kept
         from .. import zoo
 
-        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        given, shape = shape, shape or tuple(DEFAULT_INPUT_SHAPE)
         maker = {"zoo": name, "input_shape": list(shape), "lodevem": __version__}
         self.store.publish_local("zoo", f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx", maker,
                                  lambda path: self._export_in_process(zoo.build(name), shape, path))
-        graph = self._zoo_graph(name, shape)
+        graph = self._zoo_graph(name, given)
         assert graph is not None
         return graph
 
