@@ -684,7 +684,7 @@ def calibrate() -> None:
     (--profiles-dir): copy the template, measure one model on your phone, calibrate.
 
     \b
-    Examples:
+    Example:
         lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite
         lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
         lodevem calibrate list
