@@ -34,6 +34,7 @@ from lodevem.reporter import (
     write_latex,
 )
 from lodevem.results import PairResult
+from lodevem.verdict import Verdict
 
 PROFILE_IDS = ("nokia_8110_4g", "tecno_spark8", "nokia_c1")  # deliberately not in tier order
 
@@ -169,6 +170,22 @@ def test_console_footer_at_80_columns_names_what_it_left_out(profiles: list[Prof
     flat = " ".join(console.export_text().split())
     assert "Not shown at this width: App budget (MB)" in flat or "not shown at this width: App budget (MB)" in flat
     assert f"a {table.full_width()}-column terminal shows one table with every column" in flat
+
+
+def test_a_verdict_is_one_enum_and_the_files_keep_its_text(rows: list[PairResult], profiles: list[Profile],
+                                                           tmp_path: Path) -> None:
+    """Rows hold ``Verdict`` members whatever they were built from; the CSV and the JSON carry the
+    same words as before the enum (``oom``, ``fits``), and reading them back gives the members."""
+    assert all(isinstance(r.verdict, Verdict) for r in rows)  # make_row passes the text
+    assert rows[0].verdict is Verdict.OOM and rows[0].verdict == "oom" and f"{rows[0].verdict}" == "oom"
+    with write_csv(rows, tmp_path / "r.csv").open(newline="") as handle:
+        assert [r["verdict"] for r in csv.DictReader(handle)] == [r.verdict.value for r in rows]
+    path = write_json(rows, {}, tmp_path / "r.json")
+    assert [r["verdict"] for r in json.loads(path.read_text())["results"]] == [r.verdict.value for r in rows]
+    back, _ = read_json(path)
+    assert [r.verdict for r in back] == [r.verdict for r in rows] and all(isinstance(r.verdict, Verdict) for r in back)
+    with pytest.raises(ValueError, match="'fit'"):  # a misspelt verdict fails where it is made
+        make_row(profiles[0], verdict="fit")
 
 
 def test_summaries(rows: list[PairResult]) -> None:
