@@ -737,7 +737,7 @@ def calibrate_add(profile_id: str, measurements: tuple[str, ...], runtime: Optio
         lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite \\
             --note "stock governor"
     """
-    from .calibrate import arg_measurements
+    from .latency.calibrate import arg_measurements
 
     session = _calibration_session(calibrations, profiles_dirs, input_shape=input_shape, backend=backend,
                                    timeout_s=timeout_s, loading=loading)
@@ -771,7 +771,7 @@ def calibrate_from_log(log_file: Path, profile_id: str, models: tuple[str, ...],
     Example:
         lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
     """
-    from .calibrate import log_measurements, threads_of
+    from .latency.calibrate import log_measurements, threads_of
 
     session = _calibration_session(calibrations, profiles_dirs, input_shape=input_shape, backend=backend,
                                    timeout_s=timeout_s, loading=loading)
@@ -784,7 +784,7 @@ def calibrate_from_log(log_file: Path, profile_id: str, models: tuple[str, ...],
 def _calibrate(session: Any, profile_id: str, found: Sequence[Any], runtime: str, threads: int, note: str,
                same_chipset: bool) -> None:
     """Store the records and print them, the profile's fit and its chipset siblings."""
-    from .calibrate import calibrate_profile
+    from .latency.calibrate import calibrate_profile
 
     with err_console.status(f"exporting and predicting {len(found)} model(s) on {profile_id}"):
         outcome = calibrate_profile(session, profile_id, found, runtime=runtime, threads=threads, note=note,
@@ -851,7 +851,7 @@ def calibrate_remove(target: str, calibrations: Optional[Path]) -> None:
 
         lodevem calibrate remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
-    from .calibrate import remove_records
+    from .latency.calibrate import remove_records
 
     session = _calibration_session(calibrations, ())
     _warn(session.calibrations.check())

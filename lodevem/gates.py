@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .results import PairResult
-from .verdict import Verdict
+from .worker.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 from .errors import InputError
 from .memory.planning import floor_bracket, plan_limits
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
-from .verdict import Verdict
+from .worker.verdict import Verdict
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS

@@ -23,7 +23,7 @@ from .report.notes import joined, quantization_note, sparsity_note, unstable
 from .sandbox.client import ModelSection, SparsitySection
 from .store import write_atomic
 from .store import file_digest as file_sha256
-from .verdict import VERDICTS, Verdict
+from .worker.verdict import VERDICTS, Verdict
 
 if TYPE_CHECKING:
     from .predict import LatencyPrediction

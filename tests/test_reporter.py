@@ -34,7 +34,7 @@ from lodevem.reporter import (
     write_latex,
 )
 from lodevem.results import PairResult
-from lodevem.verdict import Verdict
+from lodevem.worker.verdict import Verdict
 
 PROFILE_IDS = ("nokia_8110_4g", "tecno_spark8", "nokia_c1")  # deliberately not in tier order
 

@@ -18,7 +18,7 @@ from typing import Optional
 
 from ..profiles import Profile, tier_rank
 from ..results import PairResult
-from ..verdict import Verdict
+from ..worker.verdict import Verdict
 
 # Verdicts for which the table shows a word instead of the predicted latency.
 VERDICT_WORDS: Mapping[Verdict, str] = MappingProxyType(

@@ -19,7 +19,7 @@ from rich.text import Text
 from ..worker.registry import latency_runtimes, on_device_runtimes
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
-from ..verdict import VERDICTS, Verdict
+from ..worker.verdict import VERDICTS, Verdict
 from .cells import (
     CALIBRATED_MARK,
     CALIBRATED_NOTE,

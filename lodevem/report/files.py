@@ -23,7 +23,7 @@ from .. import __version__
 from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
-from ..verdict import Verdict
+from ..worker.verdict import Verdict
 from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
 from .console import model_summaries
 

@@ -28,7 +28,7 @@ from typing import Any, Optional
 from .. import __version__
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult, write_atomic
-from ..verdict import Verdict
+from ..worker.verdict import Verdict
 from .cells import RunCounts, run_counts
 from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..safe_io import printable
 from ..errors import SandboxError
-from ..verdict import Verdict
+from ..worker.verdict import Verdict
 from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import CONVERT_ACTIONS, SCHEMA_VERSION, WORKER_VERSION, WorkerRequest
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb

@@ -3,8 +3,8 @@
 The command line (``cli.py``: the ``calibrate`` group, ``add``, ``from-log``, ``list``, ``remove``)
 parses options and prints what these functions return; the rules live here: which runtime and
 thread count a log implies, which records an ID names, which other profiles share the chipset.
-The records, their store and the fit are ``latency.calibration``'s; predictions go through the
-``LatencyPredictor`` session, as ``predict`` and the Python API do.
+The records, their store and the fit are ``calibration``'s (beside this module); predictions go
+through the ``LatencyPredictor`` session (``api``), as ``predict`` and the Python API do.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .errors import InputError
-from .latency.api import LatencyPredictor
-from .latency.calibration import (
+from ..errors import InputError
+from ..safe_io import printable
+from .api import LatencyPredictor
+from .calibration import (
     CalibrationRecord,
     Measurement,
     measurements_from_args,
@@ -23,7 +24,6 @@ from .latency.calibration import (
     read_benchmark_log,
     shares_chipset,
 )
-from .safe_io import printable
 
 __all__ = ["CalibrationOutcome", "Removed", "calibrate_profile", "log_measurements", "remove_records"]
 

@@ -1,9 +1,11 @@
 """The verdict of a (model, device profile) row: one enum, so a misspelt verdict is an error at
 import time rather than a comparison that is silently never true.
 
-A leaf module (it imports nothing of lodevem), like ``errors``: the sandbox names the failure
-kinds of a run with it, ``memory.verdicts`` decides a run's verdict, ``results`` stores it and
-``report`` shows it, without any of them importing another for the vocabulary.
+Why in the worker package, like the precision vocabulary (``worker.precision``): the sandbox
+names the failure kinds of a run with it, ``memory.verdicts`` decides a run's verdict,
+``results`` stores it and ``report`` shows it, and those packages may not import each other for
+a word; every one of them already imports the worker package, which imports nothing of the host.
+Stdlib only, no I/O.
 
 The members are ``str``-valued and print as their value, so the CSV, the JSON, the run-state
 file and f-strings carry the same text as before the enum existed (``fits``, ``tight``, ...),
