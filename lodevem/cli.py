@@ -923,8 +923,6 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
 
         lodevem inspect models/*.pt --code cocoa/
     """
-    import json
-
     from .inspection import InspectionFailure, inspect_in_sandbox
     from .reporter import inspection_lines
 

@@ -118,7 +118,8 @@ def _wide_rows(profiles: list[Profile], models: tuple[str, ...]) -> list[PairRes
             rows.append(make_row(profile, model=model, verdict=verdict, latency=1234.5 / (i + 1),
                                  peak=241.7 if ran else None, latency_low_ms=1000.0 / (i + 1),
                                  latency_high_ms=1500.0 / (i + 1), app_budget_mb=profile.app_budget_mb,
-                                 headroom_mb=(profile.app_budget_mb - 241.7) if ran and profile.app_budget_mb else None))
+                                 headroom_mb=(profile.app_budget_mb - 241.7) if ran and profile.app_budget_mb
+                                 else None))
     return rows
 
 

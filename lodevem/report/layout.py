@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Optional, TypeVar
 
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -49,15 +49,15 @@ class Column(Generic[T]):
     header: str
     cell: Callable[[T], Text]
     priority: int = 0
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     model: bool = False
 
 
 @dataclass(frozen=True)
-class Layout:
+class Layout(Generic[T]):
     """What a width allows: the columns shown, whether stacked, and the columns left out."""
 
-    columns: tuple[Column, ...]
+    columns: tuple[Column[T], ...]
     stacked: bool
     dropped: tuple[str, ...]
     width: int  # the table's own width in this layout
@@ -77,12 +77,11 @@ class FittedTable(Generic[T]):
     """
 
     def __init__(self, title: str, columns: Sequence[Column[T]], groups: dict[str, list[T]],
-                 caption: Optional[Text] = None, caption_first: Sequence[Text] = ()) -> None:
+                 caption: Optional[Text] = None) -> None:
         self.title = title
         self.columns = tuple(columns)
         self.groups = groups
         self.caption = caption
-        self.notes = tuple(caption_first)  # lines between the table and the caption
         self._cells = {id(c): [[c.cell(row) for row in rows] for rows in groups.values()] for c in self.columns}
 
     # -- widths -------------------------------------------------------------------------------------
@@ -104,7 +103,7 @@ class FittedTable(Generic[T]):
     def table_width(self, columns: Sequence[Column[T]]) -> int:
         return sum(self._min_width(c) + _PADDING + _RULE for c in columns) + _RULE
 
-    def layout(self, width: int) -> Layout:
+    def layout(self, width: int) -> Layout[T]:
         """The layout for a console ``width`` columns wide (see the module docstring)."""
         for stacked in (False, True):
             shown = [c for c in self.columns if not (stacked and c.model)]
@@ -122,7 +121,7 @@ class FittedTable(Generic[T]):
 
     # -- rendering ----------------------------------------------------------------------------------
 
-    def _widths(self, layout: Layout, width: int) -> list[int]:
+    def _widths(self, layout: Layout[T], width: int) -> list[int]:
         """Each column's minimum, then any room left given to headers that would wrap."""
         widths = [self._min_width(c) for c in layout.columns]
         room = width - layout.width
@@ -133,10 +132,10 @@ class FittedTable(Generic[T]):
                 room -= extra
         return widths
 
-    def _table(self, layout: Layout, widths: Sequence[int], groups: Sequence[int]) -> Table:
+    def _table(self, layout: Layout[T], widths: Sequence[int], groups: Sequence[int]) -> Table:
         table = Table()
         for column, w in zip(layout.columns, widths):
-            table.add_column(column.header, justify=column.justify, width=w)  # type: ignore[arg-type]
+            table.add_column(column.header, justify=column.justify, width=w)
         for g in groups:
             rows = self._cells[id(self.columns[0])][g]
             for i in range(len(rows)):
@@ -162,13 +161,12 @@ class FittedTable(Generic[T]):
             for g, label in enumerate(self.groups):
                 yield Text(label, style="bold")
                 yield self._table(layout, widths, [g])
-        yield from self.notes
         if layout.dropped or layout.stacked:
             yield Text(self.footer(layout), style="dim")
         if self.caption is not None:
             yield self.caption
 
-    def footer(self, layout: Layout) -> str:
+    def footer(self, layout: Layout[T]) -> str:
         """What this width left out or rearranged, and where everything is."""
         parts = []
         if layout.stacked:
