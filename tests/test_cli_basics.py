@@ -124,3 +124,26 @@ def test_predict_prints_starts_latency_cell_and_its_input_at_the_terminals_width
     cells = re.findall(r"\d[\d,]*\.\d\* \(\d[\d,]*\.\d\u2013\d[\d,]*\.\d\)", result.stdout)
     assert len(cells) == 8  # every pair: value, the estimator's mark, its band
     assert "predicted for 1 thread under tflite" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_list_keeps_every_device_name_whole_at_any_width(width: int) -> None:
+    """``lodevem list`` leaves the hardware details out on a narrow terminal (named under the
+    table), never the device's ID, name, RAM or tier, and never cuts one."""
+    from lodevem.profiles import load_profiles
+
+    result = run("list", env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= width and "\u2026" not in result.output
+    for profile in load_profiles():
+        row = next(line for line in lines if f" {profile.id} " in line)
+        assert profile.label in row and profile.tier in row and profile.ram_label in row
+    flat = " ".join(result.output.split())
+    header = next(line for line in lines if line.startswith("\u2503"))
+    hidden = [name for name in ("Chipset", "Cores", "Clock", "App budget") if name not in header]
+    if hidden:
+        assert f"Not shown at this width: {', '.join(hidden)} (a " in flat
+    else:
+        assert "Not shown" not in flat
+    assert (width >= 200) <= (not hidden)  # 200 columns show everything

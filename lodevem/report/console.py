@@ -327,19 +327,26 @@ def _verdict_counts(rows: Sequence[PairResult]) -> str:
     return ", ".join(f"{word} on {n}" for word, n in counts.items())
 
 
-def profiles_table(profiles: Sequence[Profile]) -> Table:
-    """The ``lodevem list`` table: one row per device profile."""
+# The ``lodevem list`` table: what names a device and decides its verdicts always shown; the
+# hardware details go first on a narrow terminal (the profile YAML files have them all).
+PROFILE_COLUMNS: tuple[Column[Profile], ...] = (
+    Column("ID", lambda p: Text(p.id)),
+    Column("Device", lambda p: Text(p.label)),
+    Column("Chipset", lambda p: Text(p.chipset), priority=4),
+    Column("Cores", lambda p: Text(p.cores_label), priority=3),
+    Column("Clock", lambda p: Text(p.clock_label), priority=2, justify="right"),
+    Column("RAM", lambda p: Text(p.ram_label), justify="right"),
+    Column("App budget", lambda p: Text(f"{p.app_budget_mb} MB" if p.app_budget_mb is not None else "\u2014"),
+           priority=1, justify="right"),
+    Column("Tier", lambda p: Text(p.tier)),
+)
+
+
+def profiles_table(profiles: Sequence[Profile]) -> FittedTable[Profile]:
+    """The ``lodevem list`` table: one row per device profile, fitted to the console's width."""
     tiers = ", ".join(f"{t} = {d}" for t, d in TIERS.items())
-    table = Table(title=f"lodevem device profiles ({len(profiles)})", title_justify="left",
-                  caption=tiers, caption_justify="left")
-    for column, justify in (("ID", "left"), ("Device", "left"), ("Chipset", "left"),
-                            ("Cores", "left"), ("Clock", "right"), ("RAM", "right"),
-                            ("App budget", "right"), ("Tier", "left")):
-        table.add_column(column, justify=justify, no_wrap=column in ("ID", "RAM", "App budget", "Tier"))
-    for p in profiles:
-        budget = f"{p.app_budget_mb} MB" if p.app_budget_mb is not None else "\u2014"
-        table.add_row(p.id, p.label, p.chipset, p.cores_label, p.clock_label, p.ram_label, budget, p.tier)
-    return table
+    return FittedTable(f"lodevem device profiles ({len(profiles)})", PROFILE_COLUMNS, {"": list(profiles)},
+                       caption=Text(tiers), complete="the profile YAML files have them all")
 
 
 def zoo_table(summaries: Sequence[ZooSummary]) -> Table:

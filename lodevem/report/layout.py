@@ -77,11 +77,12 @@ class FittedTable(Generic[T]):
     """
 
     def __init__(self, title: str, columns: Sequence[Column[T]], groups: dict[str, list[T]],
-                 caption: Optional[Text] = None) -> None:
+                 caption: Optional[Text] = None, complete: str = "the CSV and JSON have them all") -> None:
         self.title = title
         self.columns = tuple(columns)
         self.groups = groups
         self.caption = caption
+        self.complete = complete  # where a reader finds every column (the footer says it)
         self._cells = {id(c): [[c.cell(row) for row in rows] for rows in groups.values()] for c in self.columns}
 
     # -- widths -------------------------------------------------------------------------------------
@@ -105,15 +106,16 @@ class FittedTable(Generic[T]):
 
     def layout(self, width: int) -> Layout[T]:
         """The layout for a console ``width`` columns wide (see the module docstring)."""
-        for stacked in (False, True):
+        can_stack = any(c.model for c in self.columns)  # a table of one kind of row has nothing to stack by
+        for stacked in (False, True) if can_stack else (False,):
             shown = [c for c in self.columns if not (stacked and c.model)]
             optional = sorted((c for c in shown if c.priority > 0), key=lambda c: -c.priority)
             while self.table_width(shown) > width and optional:
                 shown.remove(optional.pop(0))
-            if self.table_width(shown) <= width or stacked:
+            if self.table_width(shown) <= width or stacked or not can_stack:
                 dropped = tuple(c.header for c in self.columns if c not in shown and not c.model)
                 return Layout(tuple(shown), stacked, dropped, self.table_width(shown))
-        raise AssertionError("unreachable")  # pragma: no cover - the stacked pass always returns
+        raise AssertionError("unreachable")  # pragma: no cover - the last pass always returns
 
     def full_width(self) -> int:
         """The width every column needs in one table (what the footer tells a reader to use)."""
@@ -175,7 +177,7 @@ class FittedTable(Generic[T]):
             parts.append(f"not shown at this width: {', '.join(layout.dropped)}")
         text = "; ".join(parts)
         return (f"{text[:1].upper()}{text[1:]} (a {self.full_width()}-column terminal shows one table with "
-                "every column; the CSV and JSON have them all).")
+                f"every column; {self.complete}).")
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement(min(options.max_width, self.layout(options.max_width).width), options.max_width)
