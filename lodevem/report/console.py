@@ -1,7 +1,10 @@
 """The console tables and summary lines: what ``lodevem start``, ``list`` and ``zoo`` print.
 
-Everything here returns a rich ``Table`` or plain strings and prints nothing itself, so ``cli.py``
-decides where output goes. User-supplied strings (file names, labels) enter tables as ``Text``,
+Everything here returns a renderable (a ``layout.FittedTable``, which picks its columns at the
+width of the console printing it, or a rich ``Table``) or plain strings and prints nothing
+itself, so ``cli.py`` decides where output goes. A table's columns are declared once
+(``RESULT_COLUMNS``, ``LATENCY_COLUMNS``, ``PROFILE_COLUMNS``), each with the priority at which a
+narrow terminal leaves it out. User-supplied strings (file names, labels) enter tables as ``Text``,
 never as markup, so a ``[`` in a file name is shown as typed. The cell rules (order, marks,
 words for failures) come from ``cells``, shared with the LaTeX table and the plots.
 """
@@ -106,7 +109,8 @@ RESULT_COLUMNS: tuple[Column[PairResult], ...] = (
 )
 
 
-def results_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None) -> FittedTable[PairResult]:
+def results_table(rows: Sequence[PairResult],
+                  profiles: Optional[Sequence[Profile]] = None) -> FittedTable[PairResult]:
     """The results table of ``lodevem start``, one section per model, devices in tier order; its
     layout fits the width of the console that prints it (``report.layout``).
 
@@ -119,13 +123,6 @@ def results_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profil
     title = (f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile(s); "
              f"input {input_shape_text(rows)}")
     return FittedTable(title, RESULT_COLUMNS, groups, caption=_results_caption(rows))
-
-
-def range_text(row: PairResult) -> Optional[str]:
-    """``40.1\u201359.3``: the latency's numeric range (the error figure of its kind), or None."""
-    if not cells(row).is_number or row.latency_low_ms is None or row.latency_high_ms is None:
-        return None
-    return f"{row.latency_low_ms:,.1f}\u2013{row.latency_high_ms:,.1f}"
 
 
 def _predicted_cell(item: "ModelLatency") -> Text:
