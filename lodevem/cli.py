@@ -39,10 +39,19 @@ EXIT_CODES = {
     143: "terminated (SIGTERM); the pairs finished so far are kept (start --resume continues)",
 }
 
-# Rich assumes 80 columns when stdout is not a terminal; results tables piped into a file or a
-# CI log read better wider. $COLUMNS still wins.
-console = Console(highlight=False, width=None if os.environ.get("COLUMNS") or sys.stdout.isatty() else 120)
+console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
+
+
+def _output_width() -> Optional[int]:
+    """$COLUMNS, else the terminal's (None: rich asks the terminal), else 120: rich assumes 80
+    columns when stdout is not a terminal, and results tables piped into a file or a CI log
+    read better wider. Read on every command, not at import, so a caller that sets $COLUMNS
+    (a test, a script) gets that width."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if sys.stdout.isatty() else 120
 
 
 class LodevemClickError(click.ClickException):
@@ -57,6 +66,7 @@ class LodevemGroup(click.Group):
     """Click group that maps library errors and Ctrl-C to lodevem's documented exit codes."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        console.width = _output_width()  # type: ignore[assignment]  # None: the terminal's own width
         try:
             with _signals_unwind():
                 return super().invoke(ctx)
@@ -66,9 +76,10 @@ class LodevemGroup(click.Group):
             where = f"{exc.filename}: " if exc.filename else ""
             raise LodevemClickError(f"{where}{exc.strerror or exc}", 1) from None
         except KeyboardInterrupt as exc:  # a command that saves partial results says what (see start)
-            err_console.print("[yellow]Interrupted.[/] " + getattr(exc, "lodevem_note", "Nothing was saved."),
-                              markup=True, highlight=False)
-            ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
+            stopped = exc if isinstance(exc, Interrupted) else Interrupted.from_interrupt(
+                exc, Interrupted.NOTHING_SAVED)
+            err_console.print("[yellow]Interrupted.[/] " + escape(stopped.note), markup=True, highlight=False)
+            ctx.exit(128 + stopped.signum)
 
 
 @contextlib.contextmanager
@@ -534,8 +545,7 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
             with RichProgress(err_console) as progress:
                 outcome = run_benchmark(config, progress)
         except KeyboardInterrupt as exc:
-            exc.lodevem_note = escape(_interrupted_note(config.output, started))  # type: ignore[attr-defined]
-            raise
+            raise Interrupted.from_interrupt(exc, _interrupted_note(config.output, started)) from None
         _warn(outcome.warnings)
         console.print(results_table(outcome.rows, profiles))
         for line in model_summaries(outcome.rows):
@@ -598,7 +608,6 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 
         lodevem predict models/mobilenet_v2.pt resnet18 --tier tier3
     """
-    import json
 
     from .predict.api import LatencyPredictor
     from .reporter import latency_legend, latency_table
@@ -619,15 +628,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
             items = session.predict_all(list(models), profiles)
     _warn([*calibration_warnings, *session.warnings, *session.core.warnings])
     if as_json:
-        click.echo(json_text([{
-            "model": i.model.label, "model_kind": i.model.kind, "model_sha256": i.model.sha256,
-            "profile_id": i.profile.id, "profile_label": i.profile.label, "tier": i.profile.tier,
-            "latency_ms": i.latency.latency_ms, "latency_source": i.latency.latency_source,
-            "latency_uncertainty": i.latency.uncertainty, "latency_low_ms": i.latency.latency_low_ms,
-            "latency_high_ms": i.latency.latency_high_ms, "latency_note": i.latency.note,
-            "runtime": getattr(i.latency, "runtime", None) or latency_runtime,
-            "threads": i.latency.threads, "core": i.latency.core, "clock_ghz": i.latency.clock_ghz,
-        } for i in items], indent=1))
+        click.echo(json_text([item.to_dict() for item in items], indent=1))
     else:
         console.print(latency_table(items))
         for line in latency_legend(items):
@@ -636,138 +637,191 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
         raise LodevemClickError("no latency could be predicted for any (model, profile) pair", 1)
 
 
-@cli.command()
-@click.argument("profile_id", required=False)
-@click.argument("measurements", nargs=-1, metavar="MODEL=MS...")
-@click.option("--runtime", type=click.Choice(list(MEASURED_RUNTIMES)), default=None,
-              help="Runtime the device measurement was made with. Default: the log's tool (--from-log); "
-              "required without a log.")
-@click.option("--threads", type=click.IntRange(1, 16), default=None,
-              help="Threads the device measurement used. Default: the log's (num_threads), else 1.")
-@click.option("--from-log", "log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              metavar="FILE", help="Read the measured times from a TFLite/LiteRT benchmark_model log "
-              "(Inference (avg)) or an ncnn benchncnn log (avg per model); MODEL args then need no =MS.")
-@click.option("--note", default="", help="Free-text note kept in the record (board, firmware, governor...).")
-@click.option("--list", "list_only", is_flag=True, help="Show the calibration records (of PROFILE_ID, if given) "
-              "with their IDs and files.")
-@click.option("--remove", "remove", metavar="ID|PROFILE_ID", default=None,
-              help="Delete one record (its ID, as --list shows it) or every record of a profile.")
-@click.option("--same-chipset", is_flag=True, help="The new records also calibrate every profile with the same "
-              "chipset and core (e.g. jiophone2 -> nokia_2720_flip, both Snapdragon 205); without it such "
-              "profiles stay uncalibrated, with a note.")
-@calibrations_option
-@input_shape_option
-@backend_option
-@timeout_option
-@model_code_options
-@profiles_dir_option
-def calibrate(profile_id: Optional[str], measurements: tuple[str, ...], runtime: Optional[str],
-              threads: Optional[int], log_file: Optional[Path], note: str, list_only: bool, remove: Optional[str],
-              same_chipset: bool, calibrations: Optional[Path], input_shape: Optional[tuple[int, ...]], backend: str,
-              timeout_s: float, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+class CalibrateGroup(click.Group):
+    """``calibrate``'s subcommands; the flag forms of lodevem 0.1 (``calibrate PROFILE MODEL=MS``,
+    ``--list``, ``--remove ID``, ``PROFILE MODEL --from-log FILE``) still work for this release:
+    rewritten to the subcommand, with a deprecation line on stderr."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = _legacy_calibrate(args)
+        return super().parse_args(ctx, args)
+
+
+def _legacy_calibrate(args: list[str]) -> list[str]:
+    """The subcommand form of a 0.1 ``calibrate`` command line (see ``CalibrateGroup``)."""
+
+    def take(flag: str) -> Optional[tuple[list[str], Optional[str]]]:
+        for i, arg in enumerate(args):
+            if arg == flag:
+                return args[:i] + args[i + 2:], args[i + 1] if i + 1 < len(args) else None
+            if arg.startswith(flag + "="):
+                return args[:i] + args[i + 1:], arg.split("=", 1)[1]
+        return None
+
+    if "--list" in args:
+        name, rest = "list", [a for a in args if a != "--list"]
+    elif (removed := take("--remove")) is not None:
+        name, rest = "remove", removed[0] + ([removed[1]] if removed[1] is not None else [])
+    elif (logged := take("--from-log")) is not None:
+        name, rest = "from-log", ([logged[1]] if logged[1] is not None else []) + logged[0]
+    else:
+        name, rest = "add", args
+    err_console.print(f"[yellow]deprecated:[/] the flag form of calibrate goes in the next release; use "
+                      f"`lodevem calibrate {name}` (lodevem calibrate --help)", highlight=False, soft_wrap=True)
+    return [name, *rest]
+
+
+@cli.group(cls=CalibrateGroup)
+def calibrate() -> None:
     """Make a profile yours: record a model's latency measured on the real device.
 
-    MODEL is a model file (its sha256 is recorded; exported in the sandbox) or a zoo model name;
-    MS its measured milliseconds. From then on start and predict scale that profile's latencies:
-    one measurement gives one factor (measured / predicted), three or more separate factors for
-    the compute- and the memory-bound parts of each prediction. Works for custom profiles
+    A record holds a model's measured milliseconds on a profile's device beside lodevem's
+    prediction for it; from then on start and predict scale that profile's latencies: one
+    measurement gives one factor (measured / predicted), three or more separate factors for the
+    compute- and the memory-bound parts of each prediction. Works for custom profiles
     (--profiles-dir): copy the template, measure one model on your phone, calibrate.
 
+    \b
     Example:
-
-        lodevem calibrate jiophone2 mobilenet_v2=412.5 --runtime tflite --note "stock governor"
-
-        lodevem calibrate my_phone --from-log benchncnn.txt --profiles-dir my_profiles/
-
-        lodevem calibrate --list
-
-        lodevem calibrate --remove jiophone2--20261201155000--0a1b2c3d4e5f
+        lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite
+        lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
+        lodevem calibrate list
+        lodevem calibrate remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
     from .predict.api import LatencyPredictor
     from .latency.calibration import measurements_from_args, measurements_from_log, read_benchmark_log, shares_chipset
 
-    session = LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,
-                               profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
-    if list_only:
-        if measurements:
-            raise InputError("--list takes at most a PROFILE_ID, no MODEL=MS")
-        if profile_id is not None:
-            session.profile(profile_id)
-        _print_calibrations(session, profile_id)
-        return
-    if remove is not None:
-        if measurements or profile_id is not None:
-            raise InputError("--remove takes one record ID or profile id, no PROFILE_ID or MODEL=MS")
-        _remove_calibrations(session, remove)
-        return
-    if profile_id is None:
-        raise InputError("no profile given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...]")
-    profile = session.profile(profile_id)
-    _warn(session.calibrations.check())
-    log_threads = None
-    if log_file is not None:
-        log = read_benchmark_log(log_file)
-        if runtime is not None and runtime != log.runtime:
-            raise InputError(f"--runtime {runtime}: {log_file} is a {log.tool} log ({log.runtime})")
-        runtime, log_threads = log.runtime, log.threads
-        found = measurements_from_log(measurements, log, str(log_file),
-                                      session.core.estimator.params.get("provenance", {}).get("model_map", {}))
-    else:
-        if runtime is None:
-            raise InputError("--runtime is required without --from-log: the runtime the measurement was "
-                             "made with (tflite, ncnn or other)")
-        found = measurements_from_args(measurements)
-    if threads is not None and log_threads is not None and threads != log_threads:
-        raise InputError(f"--threads {threads}, but {log_file} says the benchmark ran {log_threads} thread(s)")
-    threads = threads or log_threads or 1
-    with session:
-        with err_console.status(f"exporting and predicting {len(found)} model(s) on {profile.id}"):
-            written = session.calibrate(profile, found, runtime=runtime, threads=threads, note=note,
-                                        same_chipset=same_chipset)
-    _warn(session.warnings + session.core.warnings)
-    for path, record in written:
+
+def measurement_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What ``calibrate add`` and ``calibrate from-log`` share: how the measurement was made and
+    how lodevem exports and predicts the models for the record."""
+    for option in reversed([
+        click.option("--note", default="", help="Free-text note kept in the record (board, firmware, governor...)."),
+        click.option("--same-chipset", is_flag=True, help="The new records also calibrate every profile with the "
+                     "same chipset and core (e.g. jiophone2 -> nokia_2720_flip, both Snapdragon 205); without it "
+                     "such profiles stay uncalibrated, with a note."),
+        calibrations_option, input_shape_option, backend_option, timeout_option, model_code_options,
+        profiles_dir_option,
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _calibration_session(calibrations: Optional[Path], profiles_dirs: tuple[Path, ...], *,
+                         input_shape: Optional[tuple[int, ...]] = None, backend: str = "auto",
+                         timeout_s: float = 600.0, loading: Any = None) -> Any:
+    from .predict.api import LatencyPredictor
+
+    return LatencyPredictor(input_shape=input_shape, predictor="auto", calibrations=calibrations,
+                            profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
+
+
+@calibrate.command("add")
+@click.argument("profile_id")
+@click.argument("measurements", nargs=-1, metavar="MODEL=MS...")
+@click.option("--runtime", type=click.Choice(list(MEASURED_RUNTIMES)), default=None,
+              help="Runtime the device measurement was made with (required).")
+@click.option("--threads", type=click.IntRange(1, 16), default=1, show_default=True,
+              help="Threads the device measurement used.")
+@measurement_options
+def calibrate_add(profile_id: str, measurements: tuple[str, ...], runtime: Optional[str], threads: int, note: str,
+                  same_chipset: bool, calibrations: Optional[Path], input_shape: Optional[tuple[int, ...]],
+                  backend: str, timeout_s: float, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+    """Record MODEL=MS measurements made on PROFILE_ID's device.
+
+    MODEL is a model file (its sha256 is recorded; exported in the sandbox) or a zoo model name;
+    MS its measured milliseconds.
+
+    \b
+    Example:
+        lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite \\
+            --note "stock governor"
+    """
+    from .predict.calibrate import arg_measurements
+
+    session = _calibration_session(calibrations, profiles_dirs, input_shape=input_shape, backend=backend,
+                                   timeout_s=timeout_s, loading=loading)
+    session.profile(profile_id)  # an unknown profile first: its error suggests the near names
+    found = arg_measurements(measurements)
+    if runtime is None:
+        raise InputError("--runtime is required: the runtime the measurement was made with (tflite, ncnn or other)")
+    _calibrate(session, profile_id, found, runtime, threads, note, same_chipset)
+
+
+@calibrate.command("from-log")
+@click.argument("log_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="LOG")
+@click.argument("profile_id")
+@click.argument("models", nargs=-1, metavar="[MODEL[=ENTRY]...]")
+@click.option("--runtime", type=click.Choice(list(MEASURED_RUNTIMES)), default=None,
+              help="Runtime the device measurement was made with. Default: the log's tool's (it must agree).")
+@click.option("--threads", type=click.IntRange(1, 16), default=None,
+              help="Threads the device measurement used. Default: the log's (num_threads), else 1.")
+@measurement_options
+def calibrate_from_log(log_file: Path, profile_id: str, models: tuple[str, ...], runtime: Optional[str],
+                       threads: Optional[int], note: str, same_chipset: bool, calibrations: Optional[Path],
+                       input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float,
+                       profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+    """Record the times of a device benchmark LOG for PROFILE_ID.
+
+    LOG is a TFLite/LiteRT benchmark_model log (Inference (avg); one MODEL per run in it, in
+    order) or an ncnn benchncnn log (avg per model: MODEL found by its zoo name or file stem,
+    MODEL=ENTRY names the log's entry; no MODEL takes every entry that is a zoo model).
+
+    \b
+    Example:
+        lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
+    """
+    from .predict.calibrate import log_measurements, threads_of
+
+    session = _calibration_session(calibrations, profiles_dirs, input_shape=input_shape, backend=backend,
+                                   timeout_s=timeout_s, loading=loading)
+    session.profile(profile_id)
+    log = log_measurements(session, log_file, models, runtime)
+    _calibrate(session, profile_id, log.measurements, log.runtime, threads_of(threads, log.threads, log_file),
+               note, same_chipset)
+
+
+def _calibrate(session: Any, profile_id: str, found: Sequence[Any], runtime: str, threads: int, note: str,
+               same_chipset: bool) -> None:
+    """Store the records and print them, the profile's fit and its chipset siblings."""
+    from .predict.calibrate import calibrate_profile
+
+    with err_console.status(f"exporting and predicting {len(found)} model(s) on {profile_id}"):
+        outcome = calibrate_profile(session, profile_id, found, runtime=runtime, threads=threads, note=note,
+                                    same_chipset=same_chipset)
+    _warn(outcome.warnings)
+    profile = escape(outcome.profile_id)
+    for path, record in outcome.written:
         label = escape(printable(record.model_label, ENTRY_CHARS))
-        console.print(f"[green]✓[/] {escape(profile.id)}: {label} measured "
+        console.print(f"[green]✓[/] {profile}: {label} measured "
                       f"{record.measured_ms:.4g} ms ({record.runtime}, {record.threads} thread(s)), predicted "
                       f"{record.predicted_ms:.4g} ms by {escape(printable(record.predictor))}: x{record.ratio:.3f}; "
                       f"[dim]{escape(str(path))}[/]")
-    fit, mismatch = session.calibrations.fit_for(profile.id, runtime, threads)
-    if fit is not None:
-        console.print(f"{escape(profile.id)} is now calibrated for {runtime}, {threads} thread(s): "
-                      f"{escape(fit.describe())}" + (f" [yellow]({escape(mismatch)})[/]" if mismatch else ""))
-    siblings = [p.id for p in session.profiles() if p.id != profile.id and shares_chipset(p, profile.chipset,
-                                                                                         {c.core for c in profile.cpu})]
-    if siblings:
+    if outcome.fit is not None:
+        console.print(f"{profile} is now calibrated for {runtime}, {threads} thread(s): {escape(outcome.fit)}"
+                      + (f" [yellow]({escape(outcome.mismatch)})[/]" if outcome.mismatch else ""))
+    if outcome.siblings:
         state = ("calibrated by these records too" if same_chipset else
                  "not calibrated by them (add --same-chipset to apply them there)")
-        console.print(f"same chipset ({escape(profile.chipset)}) and core: {escape(', '.join(siblings))}: {state}")
+        console.print(f"same chipset ({escape(outcome.chipset)}) and core: {escape(', '.join(outcome.siblings))}: "
+                      f"{state}")
 
 
-def _warn(warnings: Sequence[str]) -> None:
-    """Warnings on stderr, one line each, escaped (they may quote a record, a log or a model)."""
-    for warning in dict.fromkeys(warnings):
-        err_console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False, soft_wrap=True)
+@calibrate.command("list")
+@click.argument("profile_id", required=False)
+@calibrations_option
+@profiles_dir_option
+def calibrate_list(profile_id: Optional[str], calibrations: Optional[Path], profiles_dirs: tuple[Path, ...]) -> None:
+    """Show the calibration records (of PROFILE_ID, if given) with their IDs and files.
 
+    Example:
 
-def _remove_calibrations(session: Any, target: str) -> None:
-    """``calibrate --remove``: one record by ID (its file's stem), or every record of a profile."""
-    store = session.calibrations.store
-    _warn(session.calibrations.check())
-    records = store.records()
-    chosen = [(p, r) for p, r in records if p.stem == target] or [(p, r) for p, r in records if r.profile_id == target]
-    if not chosen:
-        known = ", ".join(p.stem for p, _ in records[:5]) + (", ..." if len(records) > 5 else "")
-        raise InputError(f"--remove {printable(target, 80)}: no calibration record with that ID and no profile with "
-                         f"records in {store.folder}" + (f" (IDs: {known})" if known else ""))
-    for path, record in chosen:
-        store.remove(path)
-        console.print(f"removed {escape(path.stem)} ({escape(record.profile_id)}, "
-                      f"{escape(printable(record.model_label, ENTRY_CHARS))} {record.measured_ms:.4g} ms)")
-
-
-def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
-    """One line per record, its ID first (the file is ``ID.json`` in the folder named on top);
-    every field comes from the user's file, so each is escaped, kept on one line and capped."""
+        lodevem calibrate list jiophone2
+    """
+    session = _calibration_session(calibrations, profiles_dirs)
+    if profile_id is not None:
+        session.profile(profile_id)
     _warn(session.calibrations.check())
     records = session.calibrations.store.records(profile_id)
     folder = session.calibrations.folder
@@ -777,7 +831,7 @@ def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
         return
     console.print(f"{len(records)} calibration record(s) in {escape(str(folder))} (file: ID.json; times in ms)")
 
-    def cell(text: str, limit: int = ENTRY_CHARS) -> str:
+    def cell(text: str, limit: int = ENTRY_CHARS) -> str:  # every field comes from the user's file
         return escape(printable(text, limit, newlines=False))
 
     for path, r in records:
@@ -786,6 +840,32 @@ def _print_calibrations(session: Any, profile_id: Optional[str]) -> None:
         console.print(f"{cell(path.stem)}: {cell(r.profile_id)} {cell(r.model_label)} measured {r.measured_ms:.4g}, "
                       f"predicted {r.predicted_ms:.4g} (x{r.ratio:.3f}), {r.runtime}, {r.threads} thread(s), "
                       f"{cell(r.date[:10])}{scope}{note}", soft_wrap=True)
+
+
+@calibrate.command("remove")
+@click.argument("target", metavar="ID|PROFILE_ID")
+@calibrations_option
+def calibrate_remove(target: str, calibrations: Optional[Path]) -> None:
+    """Delete one record (its ID, as `calibrate list` shows it) or every record of a profile.
+
+    Example:
+
+        lodevem calibrate remove jiophone2--20261201155000--0a1b2c3d4e5f
+    """
+    from .predict.calibrate import remove_records
+
+    session = _calibration_session(calibrations, ())
+    _warn(session.calibrations.check())
+    for item in remove_records(session, target):
+        record = item.record
+        console.print(f"removed {escape(item.record_id)} ({escape(record.profile_id)}, "
+                      f"{escape(printable(record.model_label, ENTRY_CHARS))} {record.measured_ms:.4g} ms)")
+
+
+def _warn(warnings: Sequence[str]) -> None:
+    """Warnings on stderr, one line each, escaped (they may quote a record, a log or a model)."""
+    for warning in dict.fromkeys(warnings):
+        err_console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False, soft_wrap=True)
 
 
 @cli.command()
@@ -810,19 +890,14 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
 
         lodevem derive models/mobilenet_v2.pt --levels int8-static,pruned --out models/
     """
-    from .derive import derive_variants
-    from .sandbox import open_backend
-    from .sandbox.client import WorkerClient
+    from .derive import derive_in_sandbox
 
     wanted = tuple(level for level in levels if level != "fp32")
     if not wanted:
         raise click.BadParameter("fp32 is the file as given: nothing to derive", param_hint="--levels")
-    chosen, warning = open_backend(backend)
-    if warning:
-        err_console.print(f"[yellow]warning:[/] {warning}")
     with console.status(f"deriving {', '.join(wanted)} from {model.name}"):
-        derived = derive_variants(model, wanted, out_dir, WorkerClient(chosen, loading=loading), input_shape=input_shape,
-                                  timeout_s=timeout_s)
+        derived = derive_in_sandbox(model, wanted, out_dir, backend=backend, loading=loading, input_shape=input_shape,
+                                    timeout_s=timeout_s, on_warning=lambda text: _warn([text]))
     for item in derived:
         note = f" [dim]({escape(item.note)})[/]" if item.note else ""
         params = f"{item.params:,}" if item.params is not None else "?"
@@ -849,19 +924,12 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
 
         lodevem inspect models/*.pt --code cocoa/
     """
-    import json
-
-    from .inspection import InspectionFailure, inspect_models
+    from .inspection import InspectionFailure, inspect_in_sandbox
     from .reporter import inspection_lines
-    from .sandbox import open_backend
-    from .sandbox.client import WorkerClient
 
-    chosen, warning = open_backend(backend)
-    if warning:
-        err_console.print(f"[yellow]warning:[/] {warning}")
     with err_console.status(f"inspecting {len(models)} file(s) in the sandbox"):
-        found = inspect_models(list(models), WorkerClient(chosen, loading=loading), input_shape=input_shape,
-                               timeout_s=timeout_s)
+        found = inspect_in_sandbox(list(models), backend=backend, loading=loading, input_shape=input_shape,
+                                   timeout_s=timeout_s, on_warning=lambda text: _warn([text]))
     failed = [item for item in found if isinstance(item, InspectionFailure)]
     if as_json:
         click.echo(json_text([item.to_dict() for item in found], indent=1))

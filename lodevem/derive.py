@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
 from .sandbox.artifacts import loading_sha256, shape_text
 from .results import ModelFile
+from .sandbox import open_client
 from .sandbox.client import SandboxRun, WorkerClient
+from .sandbox.usercode import ModelLoading
 from .store import ArtifactStore
 from .store import file_digest as file_sha256
 
@@ -45,6 +47,18 @@ def _check_levels(levels: Sequence[str]) -> None:
         raise InputError(f"fp32 is the file as given, nothing to derive; derivable levels: {', '.join(DERIVABLE)}")
     if not levels:
         raise InputError(f"no level given; derivable levels: {', '.join(DERIVABLE)}")
+
+
+def derive_in_sandbox(model: Path, levels: Sequence[str], out_dir: Path, *, backend: str = "auto",
+                      loading: Optional[ModelLoading] = None, input_shape: Optional[Sequence[int]] = None,
+                      timeout_s: float = DEFAULT_TIMEOUT_S,
+                      on_warning: Callable[[str], None] = lambda _: None) -> list[ModelFile]:
+    """``lodevem derive``: open the sandbox ``backend`` names (its warning, if any, goes to
+    ``on_warning`` before any work) and derive each level there (``derive_variants``)."""
+    client, warning = open_client(backend, loading)
+    if warning:
+        on_warning(warning)
+    return derive_variants(model, levels, out_dir, client, input_shape=input_shape, timeout_s=timeout_s)
 
 
 def derive_variants(model: Path, levels: Sequence[str], out_dir: Path, client: WorkerClient,

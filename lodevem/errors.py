@@ -55,11 +55,23 @@ class SandboxError(LodevemError):
 
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM arrived; unwinds like Ctrl-C (cleanup runs) and carries the signal, so
-    the exit code can be 128 + its number (130 for Ctrl-C, 143 for SIGTERM)."""
+    the exit code can be 128 + its number (130 for Ctrl-C, 143 for SIGTERM).
 
-    def __init__(self, signum: int) -> None:
+    ``note``: what the interrupted command kept, in one line for the user. A command that saves
+    partial results re-raises with its own (``with_note``); the default says nothing was."""
+
+    NOTHING_SAVED = "Nothing was saved."
+
+    def __init__(self, signum: int, note: str = NOTHING_SAVED) -> None:
         super().__init__(f"signal {signum}")
-        self.signum = signum
+        self.signum, self.note = signum, note
+
+    @classmethod
+    def from_interrupt(cls, exc: KeyboardInterrupt, note: str) -> "Interrupted":
+        """The same interruption (its signal; a bare Ctrl-C is SIGINT) with what was kept."""
+        import signal
+
+        return cls(getattr(exc, "signum", signal.SIGINT), note)
 
 
 class Cancelled(LodevemError):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .results import PairResult
+from .worker.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
                               "and above 0)")
             elif row.latency_ms > budget.max_latency_ms:
                 broken.append(f"{where}: latency {row.latency_ms:,.1f} ms > {budget.max_latency_ms:g} ms")
-        if budget.fail_on_tight and row.verdict == "tight":
+        if budget.fail_on_tight and row.verdict == Verdict.TIGHT:
             broken.append(f"{where}: tight: peak {row.peak_rss_mb:,.0f} MB > app budget {row.app_budget_mb} MB "
                           f"(fits the {row.limit_mb} MB RAM; a phone's low-memory killer would likely stop it)")
         elif (budget.fail_on_oom or budget.fail_on_tight) and not row.ran:
@@ -53,7 +54,7 @@ def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
 def no_figures(rows: Sequence[PairResult]) -> Optional[str]:
     """A one-line failure when no pair produced any figure (no latency, and every measurement an
     error): such a run is not a result, whatever was written, so it must not exit 0."""
-    if not rows or any(r.latency_ms is not None or r.verdict != "error" for r in rows):
+    if not rows or any(r.latency_ms is not None or r.verdict != Verdict.ERROR for r in rows):
         return None
     first = next((r.memory_error or r.latency_note or "" for r in rows if r.memory_error or r.latency_note), "")
     return f"no pair produced a latency or a memory figure ({len(rows)} pairs); the first reason: {first[:300]}"

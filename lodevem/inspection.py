@@ -12,7 +12,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .errors import InputError, ModelFileError, SandboxError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
@@ -22,6 +22,8 @@ from .results import ModelFile
 from .sandbox.client import ModelSection, WorkerClient
 from .sandbox.usercode import with_code_hint
 from .store import ArtifactStore
+from .sandbox import open_client
+from .sandbox.usercode import ModelLoading, with_code_hint
 
 __all__ = ["InspectionFailure", "ModelInspection", "inspect_models"]
 
@@ -74,6 +76,17 @@ class InspectionFailure:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "error": self.error}
+
+
+def inspect_in_sandbox(paths: Sequence[Path], *, backend: str = "auto", loading: Optional[ModelLoading] = None,
+                       input_shape: Optional[Sequence[int]] = None, timeout_s: float = 600.0,
+                       on_warning: Callable[[str], None] = lambda _: None) -> list[ModelInspection | InspectionFailure]:
+    """``lodevem inspect``: open the sandbox ``backend`` names (its warning, if any, goes to
+    ``on_warning`` before any work) and inspect each file there (``inspect_models``)."""
+    client, warning = open_client(backend, loading)
+    if warning:
+        on_warning(warning)
+    return inspect_models(paths, client, input_shape=input_shape, timeout_s=timeout_s)
 
 
 def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: Optional[Sequence[int]] = None,

@@ -57,6 +57,7 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 from .errors import InputError
 from .memory.planning import floor_bracket, plan_limits
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
+from .worker.verdict import Verdict
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
@@ -94,7 +95,7 @@ class MeasureCache:
         # Timeouts say more about the machine than the model, and errors can be fixed without
         # changing the file (permissions, a worker bug): neither is cached. Both are quick to redo
         # or deserve a retry.
-        if self.store is None or value.verdict in ("timeout", "error"):
+        if self.store is None or value.verdict in (Verdict.TIMEOUT, Verdict.ERROR):
             return
         self.store.put_record(self.KIND, key, value.to_dict())
 
@@ -249,7 +250,7 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
                     value = future.result()
                     record(sha, limit, value)
                     if limit == limits[0]:
-                        reference = value.wall_s if value.verdict == "fits" else None
+                        reference = value.wall_s if value.verdict == Verdict.FITS else None
                         plan_ = plan_limits(limits[1:], limit, value.verdict, value.peak_rss_mb, infer=infer)
                         for smaller in plan_.measured:
                             submit(sha, smaller, reference)
@@ -293,7 +294,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
 
     try:
         top = probe(hi_mb, None)
-        if top.verdict == "error":
+        if top.verdict == Verdict.ERROR:
             return result(None, None, None, top.error)
         if not top.fits:
             return result(None, hi_mb, None, f"does not fit even at {hi_mb} MB ({top.verdict})")
@@ -304,7 +305,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
                 if limit >= good:
                     continue
                 value = probe(limit, reference)
-                if value.verdict == "error":
+                if value.verdict == Verdict.ERROR:
                     return result(None, None, None, value.error)
                 if not value.fits:
                     bad = limit
@@ -312,7 +313,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
                 good, good_value = limit, value
         if bad is None:
             low = probe(lo_mb, reference)
-            if low.verdict == "error":
+            if low.verdict == Verdict.ERROR:
                 return result(None, None, None, low.error)
             if low.fits:
                 return result(lo_mb, None, low)
@@ -320,7 +321,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
         while good - bad > tolerance_mb:
             mid = (good + bad) // 2
             value = probe(mid, reference)
-            if value.verdict == "error":
+            if value.verdict == Verdict.ERROR:
                 return result(None, bad, None, value.error)
             if value.fits:
                 good, good_value = mid, value

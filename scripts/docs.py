@@ -119,14 +119,14 @@ BLOCKS: tuple[Block, ...] = (
     Block("predict", "cheap", (lodevem("predict", "mobilenet_v2", "resnet18", "--profile", "jiophone2",
                                        "--profile", "nokia_c1"),), needs=("no-calibrations",)),
     Block("calibrate", "cheap", (
-        Step(("calibrate", "jiophone2", "mobilenet_v2=412.5", "--runtime", "tflite", "--note", "stock governor"),
-             'lodevem calibrate jiophone2 mobilenet_v2=412.5 --runtime tflite --note "stock governor"'),
+        Step(("calibrate", "add", "jiophone2", "mobilenet_v2=412.5", "--runtime", "tflite", "--note", "stock governor"),
+             'lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite --note "stock governor"'),
         lodevem("predict", "mobilenet_v2", "resnet18", "--profile", "jiophone2", "--profile", "nokia_c1")),
         needs=("no-calibrations",)),
     Block("api-loop", "cheap", (Step((), kind="python"),), needs=("jiophone2-calibrated",)),
     Block("calibrate-from-log", "cheap", (lodevem(
-        "calibrate", "my_phone", "mobilenet_v2", "resnet18", "shufflenet_v2_x1_0", "efficientnet_b0",
-        "--from-log", "benchncnn.txt", "--profiles-dir", "my-phones/"),), needs=("no-calibrations", "my-phone")),
+        "calibrate", "from-log", "benchncnn.txt", "my_phone", "mobilenet_v2", "resnet18", "shufflenet_v2_x1_0",
+        "efficientnet_b0", "--profiles-dir", "my-phones/"),), needs=("no-calibrations", "my-phone")),
     Block("fetch-offline", "cheap", (lodevem("fetch-predictors", "--nnmeter-data", "nnm/", "--timeout", "10",
                                              expect=1, show_status=True),), needs=("offline",)),
     Block("check", "sandbox", (lodevem("check"),)),

@@ -153,7 +153,8 @@ def test_calibrated_source_keeps_the_core_part_last() -> None:
 def test_round_trip_own_model_reproduces_its_measurement_another_moves_by_the_same_factor(env) -> None:
     before = predict_json(env, "mobilenet_v2", "resnet18", "--profile", PROFILE, "--profile", "itel_it5626")
     measured = 0.8 * before[("mobilenet_v2", PROFILE)]["latency_ms"]
-    result = run(env, "calibrate", PROFILE, f"mobilenet_v2={measured}", "--runtime", "tflite", "--note", "round trip")
+    result = run(env, "calibrate", "add", PROFILE, f"mobilenet_v2={measured}", "--runtime", "tflite",
+                 "--note", "round trip")
     assert result.exit_code == 0, result.output
     records = list(Path(env["LODEVEM_CALIBRATIONS"]).glob("*.json"))
     assert len(records) == 1
@@ -173,13 +174,13 @@ def test_round_trip_own_model_reproduces_its_measurement_another_moves_by_the_sa
     uncalibrated = predict_json(env, "resnet18", "--profile", PROFILE, "--uncalibrated")
     assert uncalibrated[("resnet18", PROFILE)] == before[("resnet18", PROFILE)]
 
-    listing = run(env, "calibrate", "--list")
+    listing = run(env, "calibrate", "list")
     assert listing.exit_code == 0 and "jiophone2" in listing.output and "round trip" in listing.output
 
 
 def test_calibrate_from_a_benchmark_model_log(env) -> None:
     log = LOGS / "benchmark_model_xnnpack.txt"
-    result = run(env, "calibrate", PROFILE, "mobilenet_v2", "--from-log", str(log), "--note", "xnnpack")
+    result = run(env, "calibrate", "from-log", str(log), PROFILE, "mobilenet_v2", "--note", "xnnpack")
     assert result.exit_code == 0, result.output
     (path,) = Path(env["LODEVEM_CALIBRATIONS"]).glob("*.json")
     record = json.loads(path.read_text())
@@ -190,7 +191,8 @@ def test_calibrate_from_a_benchmark_model_log(env) -> None:
 
 
 def test_other_threads_are_applied_with_a_note(env) -> None:
-    assert run(env, "calibrate", PROFILE, "mobilenet_v2=300", "--runtime", "ncnn", "--threads", "4").exit_code == 0
+    added = run(env, "calibrate", "add", PROFILE, "mobilenet_v2=300", "--runtime", "ncnn", "--threads", "4")
+    assert added.exit_code == 0, added.output
     row = predict_json(env, "mobilenet_v2", "--profile", PROFILE)[("mobilenet_v2", PROFILE)]
     assert "calibrated(n=1)" in row["latency_source"]
     assert "calibration measured with ncnn, 4 threads, this prediction is for tflite, 1 thread: applied anyway" in row[
@@ -204,7 +206,7 @@ def test_a_custom_profile_calibrated_from_a_benchncnn_log(env, tmp_path: Path) -
     shutil.copy(ROOT / "profiles" / "custom_template.yaml", phones / "my_phone.yaml")
     log = LOGS / "benchncnn.txt"
     models = ("mobilenet_v2", "resnet18", "shufflenet_v2_x1_0", "efficientnet_b0")
-    result = run(env, "calibrate", "my_phone", *models, "--from-log", str(log), "--profiles-dir", str(phones))
+    result = run(env, "calibrate", "from-log", str(log), "my_phone", *models, "--profiles-dir", str(phones))
     assert result.exit_code == 0, result.output
     assert "my_phone is now calibrated for ncnn, 4 thread(s)" in result.output
     rows = predict_json(env, *models, "mobilenet_v1", "--profile", "my_phone", "--profiles-dir", str(phones),
@@ -222,19 +224,19 @@ def test_a_custom_profile_calibrated_from_a_benchncnn_log(env, tmp_path: Path) -
 
 
 def test_errors_are_one_line_with_exit_2(env) -> None:
-    one_line_error(run(env, "calibrate", "no_such_phone", "mobilenet_v2=12", "--runtime", "tflite"),
+    one_line_error(run(env, "calibrate", "add", "no_such_phone", "mobilenet_v2=12", "--runtime", "tflite"),
                    "unknown profile 'no_such_phone'")
-    one_line_error(run(env, "calibrate", PROFILE, "mobilenet_v2", "--runtime", "tflite"), "expected MODEL=MS")
-    one_line_error(run(env, "calibrate", PROFILE, "mobilenet_v2=fast", "--runtime", "tflite"), "'fast'")
-    one_line_error(run(env, "calibrate", PROFILE, "mobilenet_v2", "--from-log", str(LOGS / "not_a_benchmark.txt")),
+    one_line_error(run(env, "calibrate", "add", PROFILE, "mobilenet_v2", "--runtime", "tflite"), "expected MODEL=MS")
+    one_line_error(run(env, "calibrate", "add", PROFILE, "mobilenet_v2=fast", "--runtime", "tflite"), "'fast'")
+    one_line_error(run(env, "calibrate", "from-log", str(LOGS / "not_a_benchmark.txt"), PROFILE, "mobilenet_v2"),
                    "not_a_benchmark.txt", "no timings found")
-    one_line_error(run(env, "calibrate", PROFILE, "no_such_model=12", "--runtime", "tflite"),
+    one_line_error(run(env, "calibrate", "add", PROFILE, "no_such_model=12", "--runtime", "tflite"),
                    "no_such_model", "zoo model name")
     one_line_error(run(env, "predict", "mobilenet_v2", "--profile", "no_such_phone"), "unknown profile")
-    one_line_error(run(env, "calibrate", PROFILE, "mobilenet_v2", "--from-log", str(LOGS / "benchncnn.txt"),
+    one_line_error(run(env, "calibrate", "from-log", str(LOGS / "benchncnn.txt"), PROFILE, "mobilenet_v2",
                        "--runtime", "tflite"), "--runtime tflite", "benchncnn log")
-    one_line_error(run(env, "calibrate", PROFILE, "mobilenet_v2=12"), "--runtime is required")
-    one_line_error(run(env, "calibrate", PROFILE, "resnet18", "--from-log", str(LOGS / "benchmark_model_xnnpack.txt"),
+    one_line_error(run(env, "calibrate", "add", PROFILE, "mobilenet_v2=12"), "--runtime is required")
+    one_line_error(run(env, "calibrate", "from-log", str(LOGS / "benchmark_model_xnnpack.txt"), PROFILE, "resnet18",
                        "--threads", "4"), "--threads 4", "1 thread(s)")
     assert not Path(env["LODEVEM_CALIBRATIONS"]).exists()  # nothing was written by a failed calibrate
 

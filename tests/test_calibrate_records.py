@@ -1,6 +1,7 @@
 """Calibration records as validated data (issue 21 item 3, issue 22 item 7): bounds checked on
 write and on read, a bad record one warning and skipped, no NaN/Infinity in JSON, unique record
-names, ``--remove``, ``--list`` with IDs, and ``--same-chipset``. Real estimator and exports."""
+names, ``calibrate remove``, ``calibrate list`` with IDs, ``--same-chipset``, and the 0.1 flag forms
+(``--list``, ``--remove``) still working with a deprecation line. Real estimator and exports."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _record(**change) -> dict:
 
 @pytest.mark.parametrize("value", ["1e308", "1e-300", "5e-324", "inf", "nan", "0", "-3"])
 def test_out_of_range_measurements_are_refused_before_anything_is_written(env, value: str) -> None:
-    result = run(env, "calibrate", PROFILE, f"mobilenet_v2={value}", "--runtime", "tflite")
+    result = run(env, "calibrate", "add", PROFILE, f"mobilenet_v2={value}", "--runtime", "tflite")
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     assert not Path(env["LODEVEM_CALIBRATIONS"]).exists()
@@ -54,7 +55,7 @@ def test_out_of_range_measurements_are_refused_before_anything_is_written(env, v
 
 def test_a_factor_far_from_one_is_refused_on_write(env) -> None:
     """0.002 ms for mobilenet_v2 is in the latency range but 1/100,000 of the prediction: a unit error."""
-    result = run(env, "calibrate", PROFILE, "mobilenet_v2=0.002", "--runtime", "tflite")
+    result = run(env, "calibrate", "add", PROFILE, "mobilenet_v2=0.002", "--runtime", "tflite")
     assert result.exit_code == 2 and "factor" in result.output and "outside" in result.output, result.output
     assert not Path(env["LODEVEM_CALIBRATIONS"]).exists()
 
@@ -82,7 +83,7 @@ def test_hostile_records_are_skipped_one_warning_each_never_a_crash(env) -> None
     with open(folder / "sparse.json", "wb") as handle:  # 2 GB that costs no disk
         handle.truncate(2 * 2**30)
     (folder / "good.json").write_text(json.dumps(_record()))
-    for args in (["predict", "mobilenet_v2", "--profile", PROFILE, "--json"], ["calibrate", "--list"]):
+    for args in (["predict", "mobilenet_v2", "--profile", PROFILE, "--json"], ["calibrate", "list"]):
         result = CliRunner().invoke(cli, args, env=env)
         assert result.exit_code == 0, result.output
         assert "Traceback" not in result.output and "\x1b" not in result.output and "\x07" not in result.output
@@ -109,42 +110,43 @@ def test_records_are_validated_on_write_and_names_are_unique(tmp_path: Path) -> 
 
 def test_two_calibrations_in_the_same_second_keep_both_records(env) -> None:
     for ms in ("400", "401"):
-        assert run(env, "calibrate", PROFILE, f"mobilenet_v2={ms}", "--runtime", "tflite").exit_code == 0
+        assert run(env, "calibrate", "add", PROFILE, f"mobilenet_v2={ms}", "--runtime", "tflite").exit_code == 0
     for ms in ("400", "401"):  # the very same measurement again: still a record of its own
-        assert run(env, "calibrate", PROFILE, f"mobilenet_v2={ms}", "--runtime", "tflite").exit_code == 0
+        assert run(env, "calibrate", "add", PROFILE, f"mobilenet_v2={ms}", "--runtime", "tflite").exit_code == 0
     assert len(list(Path(env["LODEVEM_CALIBRATIONS"]).glob("*.json"))) == 4
 
 
 def test_list_shows_ids_and_the_folder_and_remove_deletes_by_id_or_profile(env) -> None:
-    assert run(env, "calibrate", PROFILE, "mobilenet_v2=400", "--runtime", "tflite").exit_code == 0
-    assert run(env, "calibrate", PROFILE, "resnet18=900", "--runtime", "tflite").exit_code == 0
-    assert run(env, "calibrate", "itel_it5626", "mobilenet_v2=300", "--runtime", "tflite").exit_code == 0
+    assert run(env, "calibrate", "add", PROFILE, "mobilenet_v2=400", "--runtime", "tflite").exit_code == 0
+    assert run(env, "calibrate", "add", PROFILE, "resnet18=900", "--runtime", "tflite").exit_code == 0
+    assert run(env, "calibrate", "add", "itel_it5626", "mobilenet_v2=300", "--runtime", "tflite").exit_code == 0
     folder = Path(env["LODEVEM_CALIBRATIONS"])
     ids = sorted(p.stem for p in folder.glob("*.json"))
-    listing = run(env, "calibrate", "--list")
+    listing = run(env, "calibrate", "list")
     assert listing.exit_code == 0 and str(folder) in listing.output.replace("\n", "")
     assert all(i in listing.output for i in ids)
     itel = next(i for i in ids if i.startswith("itel"))
-    removed = run(env, "calibrate", "--remove", itel)
+    removed = run(env, "calibrate", "remove", itel)
     assert removed.exit_code == 0 and itel in removed.output
     assert not (folder / f"{itel}.json").exists() and len(list(folder.glob("*.json"))) == 2
-    assert run(env, "calibrate", "--remove", PROFILE).exit_code == 0
+    assert run(env, "calibrate", "remove", PROFILE).exit_code == 0
     assert not list(folder.glob("*.json"))
-    missing = run(env, "calibrate", "--remove", "no-such-record")
+    missing = run(env, "calibrate", "remove", "no-such-record")
     assert missing.exit_code == 2 and "no-such-record" in missing.output and len(missing.output.splitlines()) == 1
 
 
 def test_same_chipset_applies_only_when_asked_and_says_so(env) -> None:
     before = predict(env, "mobilenet_v2", "--profile", SIBLING)[("mobilenet_v2", SIBLING)]
     measured = 0.8 * predict(env, "mobilenet_v2", "--profile", PROFILE)[("mobilenet_v2", PROFILE)]["latency_ms"]
-    plain = run(env, "calibrate", PROFILE, f"mobilenet_v2={measured}", "--runtime", "tflite")
+    plain = run(env, "calibrate", "add", PROFILE, f"mobilenet_v2={measured}", "--runtime", "tflite")
     assert plain.exit_code == 0 and SIBLING in plain.output and "--same-chipset" in plain.output
     row = predict(env, "mobilenet_v2", "--profile", SIBLING)[("mobilenet_v2", SIBLING)]
     assert row["latency_ms"] == before["latency_ms"] and "calibrated" not in row["latency_source"]
     assert "not calibrated: jiophone2" in row["latency_note"] and "--same-chipset" in row["latency_note"]
 
-    assert run(env, "calibrate", "--remove", PROFILE).exit_code == 0
-    shared = run(env, "calibrate", PROFILE, f"mobilenet_v2={measured}", "--runtime", "tflite", "--same-chipset")
+    assert run(env, "calibrate", "remove", PROFILE).exit_code == 0
+    shared = run(env, "calibrate", "add", PROFILE, f"mobilenet_v2={measured}", "--runtime", "tflite",
+                 "--same-chipset")
     assert shared.exit_code == 0 and "calibrated by these records too" in shared.output
     row = predict(env, "mobilenet_v2", "--profile", SIBLING)[("mobilenet_v2", SIBLING)]
     assert row["latency_ms"] == pytest.approx(0.8 * before["latency_ms"], rel=1e-6)
@@ -155,6 +157,23 @@ def test_same_chipset_applies_only_when_asked_and_says_so(env) -> None:
 
 
 def test_a_note_with_a_terminal_escape_is_refused_on_write(env) -> None:
-    result = run(env, "calibrate", PROFILE, "mobilenet_v2=400", "--runtime", "tflite", "--note", "ok\x1b[2J")
+    result = run(env, "calibrate", "add", PROFILE, "mobilenet_v2=400", "--runtime", "tflite", "--note", "ok\x1b[2J")
     assert result.exit_code == 2 and "control character" in result.output and "\x1b" not in result.output
     assert not Path(env["LODEVEM_CALIBRATIONS"]).exists()
+
+
+def test_the_flag_forms_of_0_1_still_work_with_a_deprecation_line(env) -> None:
+    """``calibrate PROFILE MODEL=MS``, ``--list`` and ``--remove`` run the subcommand they became
+    and say so on stderr, in one line naming it; stdout is the subcommand's own."""
+    added = run(env, "calibrate", PROFILE, "mobilenet_v2=400", "--runtime", "tflite")
+    assert added.exit_code == 0, added.output
+    (line,) = [line for line in added.stderr.splitlines() if line.startswith("deprecated:")]
+    assert "`lodevem calibrate add`" in line
+    assert f"{PROFILE}: mobilenet_v2 measured 400 ms" in added.stdout
+    listing = run(env, "calibrate", "--list", PROFILE)
+    assert listing.exit_code == 0 and "`lodevem calibrate list`" in listing.stderr
+    assert listing.stdout == run(env, "calibrate", "list", PROFILE).stdout
+    removed = run(env, "calibrate", f"--remove={PROFILE}")
+    assert removed.exit_code == 0 and "`lodevem calibrate remove`" in removed.stderr
+    assert removed.stdout.startswith("removed ") and not list(Path(env["LODEVEM_CALIBRATIONS"]).glob("*.json"))
+

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from lodevem import __version__
@@ -89,3 +91,59 @@ def test_latency_runtime_offers_only_runtimes_with_a_latency_model(tmp_path: Pat
     assert result.exit_code == 2 and "'torch' is not one of 'tflite', 'ncnn'" in result.output
     runtimes = run("start", "--help", env={"COLUMNS": "200"}).output
     assert "torch" in runtimes.split("--runtime")[1]  # measurement runtimes are still all four
+
+
+@pytest.fixture(scope="module")
+def predict_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """No calibrations, no nn-Meter data (the estimator, whatever the machine has), one export cache."""
+    base = tmp_path_factory.mktemp("predict-width")
+    (base / "nnmeter").mkdir()
+    return {"XDG_CACHE_HOME": str(base / "cache"), "LODEVEM_CALIBRATIONS": str(base / "calibrations"),
+            "LODEVEM_NNMETER_DATA": str(base / "nnmeter")}
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_predict_prints_starts_latency_cell_and_its_input_at_the_terminals_width(width: int,
+                                                                                predict_env: dict[str, str]) -> None:
+    """Issue 29: ``predict`` at COLUMNS=N uses N columns (its title no longer wraps at the table's
+    40), keeps every device name on one line, and prints start's latency cell (the number, its
+    predictor's mark, its range) and the input shape with where it came from."""
+    from lodevem.profiles import load_profiles, select_profiles
+
+    result = run("predict", "tiny_cnn", "resnet18", "--tier", "tier3", env={**predict_env, "COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= width
+    title = "lodevem latency: 2 model(s) \u00d7 4 device profile(s); input 1x3x224x224 (default)"
+    if width >= len(title):
+        assert lines[0] == title
+    else:
+        assert " ".join(result.stdout.split()).startswith(title)
+    for profile in select_profiles(load_profiles(), tiers=["tier3"]):
+        assert any(profile.label in line for line in lines), profile.label
+    cells = re.findall(r"\d[\d,]*\.\d\* \(\d[\d,]*\.\d\u2013\d[\d,]*\.\d\)", result.stdout)
+    assert len(cells) == 8  # every pair: value, the estimator's mark, its band
+    assert "predicted for 1 thread under tflite" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_list_keeps_every_device_name_whole_at_any_width(width: int) -> None:
+    """``lodevem list`` leaves the hardware details out on a narrow terminal (named under the
+    table), never the device's ID, name, RAM or tier, and never cuts one."""
+    from lodevem.profiles import load_profiles
+
+    result = run("list", env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= width and "\u2026" not in result.output
+    for profile in load_profiles():
+        row = next(line for line in lines if f" {profile.id} " in line)
+        assert profile.label in row and profile.tier in row and profile.ram_label in row
+    flat = " ".join(result.output.split())
+    header = next(line for line in lines if line.startswith("\u2503"))
+    hidden = [name for name in ("Chipset", "Cores", "Clock", "App budget") if name not in header]
+    if hidden:
+        assert f"Not shown at this width: {', '.join(hidden)} (a " in flat
+    else:
+        assert "Not shown" not in flat
+    assert (width >= 200) <= (not hidden)  # 200 columns show everything

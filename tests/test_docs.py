@@ -84,7 +84,10 @@ def test_command_reference_covers_every_command() -> None:
 
 
 def test_every_command_has_an_example_of_itself() -> None:
-    for name, command in cli.commands.items():
+    commands = {name: command for name, command in cli.commands.items()}
+    for group, command in cli.commands.items():  # a group's subcommands too (calibrate add, ...)
+        commands.update({f"{group} {name}": sub for name, sub in getattr(command, "commands", {}).items()})
+    for name, command in commands.items():
         doc = inspect.cleandoc(command.help or "")
         assert "\nExample:\n" in doc, f"`lodevem {name}` has no Example: block in its docstring"
         example = doc.split("\nExample:\n", 1)[1]

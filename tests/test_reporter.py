@@ -34,6 +34,7 @@ from lodevem.reporter import (
     write_latex,
 )
 from lodevem.results import PairResult
+from lodevem.worker.verdict import Verdict
 
 PROFILE_IDS = ("nokia_8110_4g", "tecno_spark8", "nokia_c1")  # deliberately not in tier order
 
@@ -90,9 +91,12 @@ def render(table: Any) -> str:
 
 def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], profiles: list[Profile]) -> None:
     text = render(results_table(rows, profiles))
-    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Verdict", "App budget (MB)",
+    for column in ("Model File", "Device Profile", "Latency (ms)", "Peak RAM (MB)", "Fits in RAM", "App budget (MB)",
                    "Headroom (MB)"):
         assert column in text
+    header = next(line for line in text.splitlines() if "Model File" in line)
+    assert header.rstrip(" \u2503").endswith("Headroom (MB)")  # the verdict in Fits in RAM, budget columns after it
+    assert header.index("Peak RAM (MB)") < header.index("Fits in RAM") < header.index("App budget (MB)")
     cocoa = text[text.index("cocoa_fp32.pt"):text.index("tiny_cnn.pt")].splitlines()
     oom_line = next(line for line in cocoa if "Nokia 8110" in line)
     assert re.search(r"\sOOM\s*\W\s*\u2014\s*\W\s*\u2717\s", oom_line), oom_line
@@ -101,6 +105,88 @@ def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], pr
     assert "offline estimator" in text and "\u00b125 %" in text  # the caption explains the marks
     # devices in tier order (tier1, tier2, tier3) inside each model, whatever the profile order
     assert ["Spark" in cocoa[0], "Nokia C1" in cocoa[1], "8110" in cocoa[2]] == [True] * 3
+
+
+def _wide_rows(profiles: list[Profile], models: tuple[str, ...]) -> list[PairResult]:
+    """Every profile (the longest labels included) for each model, every verdict the table draws."""
+    verdicts = ("fits", "tight", "oom", "thrashing", "timeout", "error")
+    rows = []
+    for m, model in enumerate(models):
+        for i, profile in enumerate(profiles):
+            verdict = verdicts[(i + m) % len(verdicts)]
+            ran = verdict in ("fits", "tight")
+            rows.append(make_row(profile, model=model, verdict=verdict, latency=1234.5 / (i + 1),
+                                 peak=241.7 if ran else None, latency_low_ms=1000.0 / (i + 1),
+                                 latency_high_ms=1500.0 / (i + 1), app_budget_mb=profile.app_budget_mb,
+                                 headroom_mb=(profile.app_budget_mb - 241.7) if ran and profile.app_budget_mb
+                                 else None))
+    return rows
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+@pytest.mark.parametrize("models", [("mobilenet_v2.pt", "tiny_cnn.pt"),
+                                    ("mobilenet_v2.pt@int8-static [tflite]", "resnet18.pt@pruned [ncnn]")])
+def test_console_table_reads_at_any_width(width: int, models: tuple[str, ...]) -> None:
+    """Issue 29: every device name stays whole on one line at 80, 100, 120 and 200 columns; no
+    line is wider than the terminal; optional columns go first and the footer names them; the
+    promised columns are always there (stacked per model when the model column does not fit)."""
+    every = load_profiles()
+    table = results_table(_wide_rows(every, models), every)
+    console = Console(record=True, width=width)
+    console.print(table)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "\u2026" not in text  # nothing cut to an ellipsis
+    for profile in every:
+        assert any(profile.label in line for line in lines), (width, profile.label)
+    layout = table.layout(width)
+    headers = {c.header for c in layout.columns}
+    assert {"Device Profile", "Latency (ms)", "Peak RAM (MB)", "Fits in RAM"} <= headers
+    assert "\u2713 fits" in text and "! tight" in text and "\u2717 OOM" in text
+    assert "1,234.5* (1,000.0\u20131,500.0)" in text  # the number, its mark and its range, on one line
+    flat = " ".join(text.split())  # the footer as a reader sees it, whatever its wrapping
+    if layout.dropped:
+        assert f"not shown at this width: {', '.join(layout.dropped)} (a " in flat.lower().replace(
+            "app budget (mb)", "App budget (MB)").replace("headroom (mb)", "Headroom (MB)")
+        assert "the CSV and JSON have them all" in flat
+    else:
+        assert "not shown at this width" not in flat.lower()
+    if layout.stacked:
+        assert all(any(line.strip() == model for line in lines) for model in models)
+    if width == 200:  # wide enough for everything: one table, nothing left out
+        assert not layout.stacked and not layout.dropped
+    # optional columns go before any promised one, the highest priority number first
+    shown = [c.header for c in layout.columns]
+    assert layout.dropped == tuple(h for h in ("App budget (MB)", "Headroom (MB)") if h not in shown)
+    if "Headroom (MB)" in layout.dropped:
+        assert "App budget (MB)" in layout.dropped
+
+
+def test_console_footer_at_80_columns_names_what_it_left_out(profiles: list[Profile]) -> None:
+    every = load_profiles()
+    table = results_table(_wide_rows(every, ("mobilenet_v2.pt",)), every)
+    console = Console(record=True, width=80)
+    console.print(table)
+    flat = " ".join(console.export_text().split())
+    assert "Not shown at this width: App budget (MB)" in flat or "not shown at this width: App budget (MB)" in flat
+    assert f"a {table.full_width()}-column terminal shows one table with every column" in flat
+
+
+def test_a_verdict_is_one_enum_and_the_files_keep_its_text(rows: list[PairResult], profiles: list[Profile],
+                                                           tmp_path: Path) -> None:
+    """Rows hold ``Verdict`` members whatever they were built from; the CSV and the JSON carry the
+    same words as before the enum (``oom``, ``fits``), and reading them back gives the members."""
+    assert all(isinstance(r.verdict, Verdict) for r in rows)  # make_row passes the text
+    assert rows[0].verdict is Verdict.OOM and rows[0].verdict == "oom" and f"{rows[0].verdict}" == "oom"
+    with write_csv(rows, tmp_path / "r.csv").open(newline="") as handle:
+        assert [r["verdict"] for r in csv.DictReader(handle)] == [r.verdict.value for r in rows]
+    path = write_json(rows, {}, tmp_path / "r.json")
+    assert [r["verdict"] for r in json.loads(path.read_text())["results"]] == [r.verdict.value for r in rows]
+    back, _ = read_json(path)
+    assert [r.verdict for r in back] == [r.verdict for r in rows] and all(isinstance(r.verdict, Verdict) for r in back)
+    with pytest.raises(ValueError, match="'fit'"):  # a misspelt verdict fails where it is made
+        make_row(profiles[0], verdict="fit")
 
 
 def test_summaries(rows: list[PairResult]) -> None:

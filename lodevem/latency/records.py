@@ -118,6 +118,7 @@ class ModelGraph:
     onnx_path: Optional[Path]
     input_shape: Optional[tuple[int, ...]]
     error: str = ""
+    input_shape_source: Optional[str] = None  # --input-shape, recorded in the file, default: as predict prints it
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,20 @@ class ModelLatency:
     model: ModelGraph
     profile: Profile
     latency: LatencyPrediction
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form ``lodevem predict --json`` prints: one flat object per (model, profile)."""
+        latency = self.latency
+        return {
+            "model": self.model.label, "model_kind": self.model.kind, "model_sha256": self.model.sha256,
+            "input_shape": list(self.model.input_shape) if self.model.input_shape else None,
+            "input_shape_source": self.model.input_shape_source,
+            "profile_id": self.profile.id, "profile_label": self.profile.label, "tier": self.profile.tier,
+            "latency_ms": latency.latency_ms, "latency_source": latency.latency_source,
+            "latency_uncertainty": latency.uncertainty, "latency_low_ms": latency.latency_low_ms,
+            "latency_high_ms": latency.latency_high_ms, "latency_note": latency.note,
+            "latency_calibrations": list(latency.calibrations),
+            "runtime": latency.runtime or None, "threads": latency.threads, "core": latency.core,
+            "clock_ghz": latency.clock_ghz,
+        }
+

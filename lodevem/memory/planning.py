@@ -39,6 +39,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from ..worker.verdict import Verdict
+
 __all__ = ["ABSOLUTE_MB", "RELATIVE", "LimitPlan", "floor_bracket", "inferred_note", "plan_limits",
            "safe_above"]
 
@@ -67,11 +69,11 @@ def reference_limit(limits: Iterable[int]) -> Optional[int]:
     return max(values) if values else None
 
 
-def plan_limits(limits: Iterable[int], reference_mb: int, verdict: str, peak_mb: Optional[float], *,
+def plan_limits(limits: Iterable[int], reference_mb: int, verdict: Verdict, peak_mb: Optional[float], *,
                 infer: bool = True, relative: float = RELATIVE, absolute_mb: float = ABSOLUTE_MB) -> LimitPlan:
     """Split the limits below ``reference_mb`` once its run (``verdict``, ``peak_mb``) is known."""
     below = sorted({int(v) for v in limits if int(v) < reference_mb}, reverse=True)
-    if not infer or verdict != "fits" or peak_mb is None:
+    if not infer or verdict != Verdict.FITS or peak_mb is None:
         return LimitPlan(reference_mb, tuple(below), ())
     floor = safe_above(peak_mb, relative, absolute_mb)
     return LimitPlan(reference_mb, tuple(v for v in below if v < floor), tuple(v for v in below if v >= floor))

@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..results import MemoryMeasurement
 from ..sandbox.client import MeasureSettings, ModelSection, SandboxRun, WorkerClient
+from ..worker.verdict import Verdict
 from .planning import inferred_note
 
 __all__ = ["classify", "failed_measurement", "inferred", "oom_phase", "to_measurement"]
@@ -31,22 +32,22 @@ def oom_phase(stderr_tail: str) -> Optional[str]:
     return "before the worker started" if not lines else None
 
 
-def classify(run: SandboxRun) -> tuple[str, Optional[str], Optional[str]]:
+def classify(run: SandboxRun) -> tuple[Verdict, Optional[str], Optional[str]]:
     """``(verdict, one-line explanation or None, phase or None)`` for one run."""
     outcome, limit = run.outcome, run.outcome.limit_mb
     problem = run.problem()
     if problem is not None:
         kind, message = problem
-        if kind != "oom":
+        if kind != Verdict.OOM:
             return kind, message, None
         phase = oom_phase(outcome.stderr_tail)
-        return "oom", f"out of memory at {limit} MB{' ' + phase if phase else ''} ({outcome.limit_enforcement})", phase
+        return Verdict.OOM, f"out of memory at {limit} MB{' ' + phase if phase else ''} ({outcome.limit_enforcement})", phase
     memory = run.reply.memory if run.reply is not None else None
     hwm = _mb(memory.hwm_kb) if memory is not None else None
     if limit is not None and hwm is not None and hwm > limit:
-        return "oom", (f"peak RSS {hwm:.0f} MB exceeds the {limit} MB limit (it ran only because the runtime's "
+        return Verdict.OOM, (f"peak RSS {hwm:.0f} MB exceeds the {limit} MB limit (it ran only because the runtime's "
                        "shared pages were cached and charged outside the container)"), "rss over limit"
-    return "fits", None, None
+    return Verdict.FITS, None, None
 
 
 def to_measurement(run: SandboxRun, *, identity: str, model_sha256: str, settings: MeasureSettings,
@@ -59,7 +60,7 @@ def to_measurement(run: SandboxRun, *, identity: str, model_sha256: str, setting
     cgroup_peak = outcome.observed.get("cgroup_peak_mb")
     if cgroup_peak is None and mem is not None and mem.cgroup_peak_bytes and outcome.backend == "docker":
         cgroup_peak = round(mem.cgroup_peak_bytes / 2**20, 1)
-    fitted = mem if verdict in ("fits", "oom") else None
+    fitted = mem if verdict in (Verdict.FITS, Verdict.OOM) else None
     return MemoryMeasurement(
         verdict=verdict, limit_mb=int(outcome.limit_mb or 0),
         peak_rss_mb=_mb(fitted.hwm_kb) if fitted is not None else None,
@@ -81,7 +82,7 @@ def failed_measurement(limit_mb: int, error: str, client: WorkerClient, settings
                        model_sha256: str) -> MemoryMeasurement:
     """An ``error`` verdict for a model that could not even be run (export or derivation failed)."""
     return MemoryMeasurement(
-        verdict="error", limit_mb=limit_mb, peak_rss_mb=None, runtime_baseline_mb=None, model_increment_mb=None,
+        verdict=Verdict.ERROR, limit_mb=limit_mb, peak_rss_mb=None, runtime_baseline_mb=None, model_increment_mb=None,
         cgroup_peak_mb=None, error=error, phase=None, backend=client.backend.name, limit_enforcement="",
         runtime=settings.runtime, wall_s=0.0, image_id=client.backend.identity, worker_version=client.worker_version,
         model_sha256=model_sha256, threads=settings.threads)

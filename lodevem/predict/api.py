@@ -37,6 +37,7 @@ from ..store import ArtifactStore, user_cache_dir
 from ..store import file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from . import Predictor
+from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
 
 __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
 
@@ -44,6 +45,11 @@ __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/lodevem`` (default ``~/.cache/lodevem``): exports of files and zoo models."""
     return user_cache_dir()
+
+
+def _shape_source(given: Optional[tuple[int, ...]]) -> str:
+    """Where the shape of a zoo model's or a module's export came from (a file's export says so itself)."""
+    return SOURCE_REQUEST if given else SOURCE_DEFAULT
 
 
 def _is_module(model: Any) -> bool:
@@ -170,7 +176,8 @@ class LatencyPredictor:
         export = self._export_cache().export(path, sha, shape)
         if export.unusable:
             raise ModelFileError(export.error)
-        graph = ModelGraph(path.name, "file", sha, export.path, shape, export.error if export.path is None else "")
+        graph = ModelGraph(path.name, "file", sha, export.path, export.model.input_shape or shape,
+                           export.error if export.path is None else "", export.model.input_shape_source)
         if export.path is not None:
             self._files[Path(export.path)] = (path, sha)
         self._graphs[key] = graph
@@ -212,14 +219,15 @@ class LatencyPredictor:
 
     def _zoo_graph(self, name: str, shape: Optional[tuple[int, ...]]) -> Optional[ModelGraph]:
         """The stored graph of zoo model ``name``, if a run of this lodevem version made it."""
-        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
-        key = ("zoo", name, shape)
+        given, shape = shape, shape or tuple(DEFAULT_INPUT_SHAPE)
+        key = ("zoo", name, shape, _shape_source(given))
         if key not in self._graphs:
             kept = self.store.lookup("zoo", [f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx"],
                                      {"zoo": name, "input_shape": list(shape), "lodevem": __version__})
             if kept is None:
                 return None
-            self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape)
+            self._graphs[key] = ModelGraph(name, "zoo", self.store.file_sha256(kept.path), kept.path, shape,
+                                           input_shape_source=_shape_source(given))
             self.core.known_digest(kept.path, self._graphs[key].sha256)
         return self._graphs[key]
 
@@ -231,22 +239,23 @@ class LatencyPredictor:
             return kept
         from .. import zoo
 
-        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        given, shape = shape, shape or tuple(DEFAULT_INPUT_SHAPE)
         maker = {"zoo": name, "input_shape": list(shape), "lodevem": __version__}
         self.store.publish_local("zoo", f"{name}-{'x'.join(map(str, shape))}-{__version__}.onnx", maker,
                                  lambda path: self._export_in_process(zoo.build(name), shape, path))
-        graph = self._zoo_graph(name, shape)
+        graph = self._zoo_graph(name, given)
         assert graph is not None
         return graph
 
     def _export_module(self, module: Any, shape: Optional[tuple[int, ...]]) -> ModelGraph:
-        shape = shape or tuple(DEFAULT_INPUT_SHAPE)
+        given, shape = shape, shape or tuple(DEFAULT_INPUT_SHAPE)
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="lodevem-modules-"))
         self._module_exports += 1  # a fresh name each time: the predictor caches graphs by path
         target = self._scratch / f"module-{self._module_exports}.onnx"
         self._export_in_process(module, shape, target)
-        return ModelGraph(type(module).__name__, "module", file_sha256(str(target)), target, shape)
+        return ModelGraph(type(module).__name__, "module", file_sha256(str(target)), target, shape,
+                          input_shape_source=_shape_source(given))
 
     @staticmethod
     def _export_in_process(module: Any, shape: tuple[int, ...], target: Path) -> None:

@@ -18,10 +18,11 @@ from typing import Optional
 
 from ..profiles import Profile, tier_rank
 from ..results import PairResult
+from ..worker.verdict import Verdict
 
 # Verdicts for which the table shows a word instead of the predicted latency.
-VERDICT_WORDS: Mapping[str, str] = MappingProxyType(
-    {"oom": "OOM", "thrashing": "thrashing", "timeout": "timeout", "error": "error"})
+VERDICT_WORDS: Mapping[Verdict, str] = MappingProxyType(
+    {Verdict.OOM: "OOM", Verdict.THRASHING: "thrashing", Verdict.TIMEOUT: "timeout", Verdict.ERROR: "error"})
 # What the verdicts mean, said once for the console caption, the .tex footnote and the docs.
 VERDICT_LEGEND = ("Verdict: fits = peak within the device's app budget (what one app can use before the "
                   "OS's low-memory killer stops it, profile app_budget_mb); tight = above the budget but "

@@ -1,7 +1,10 @@
 """The console tables and summary lines: what ``lodevem start``, ``list`` and ``zoo`` print.
 
-Everything here returns a rich ``Table`` or plain strings and prints nothing itself, so ``cli.py``
-decides where output goes. User-supplied strings (file names, labels) enter tables as ``Text``,
+Everything here returns a renderable (a ``layout.FittedTable``, which picks its columns at the
+width of the console printing it, or a rich ``Table``) or plain strings and prints nothing
+itself, so ``cli.py`` decides where output goes. A table's columns are declared once
+(``RESULT_COLUMNS``, ``LATENCY_COLUMNS``, ``PROFILE_COLUMNS``), each with the priority at which a
+narrow terminal leaves it out. User-supplied strings (file names, labels) enter tables as ``Text``,
 never as markup, so a ``[`` in a file name is shown as typed. The cell rules (order, marks,
 words for failures) come from ``cells``, shared with the LaTeX table and the plots.
 """
@@ -18,8 +21,11 @@ from rich.text import Text
 
 from ..worker.registry import latency_runtimes, on_device_runtimes
 from ..profiles import TIERS, Profile, tier_rank
-from ..results import VERDICTS, PairResult
+from ..results import PairResult
+from ..worker.verdict import VERDICTS, Verdict
 from .cells import (
+    CALIBRATED_MARK,
+    CALIBRATED_NOTE,
     VERDICT_LEGEND,
     VERDICT_WORDS,
     input_shape_text,
@@ -32,19 +38,81 @@ from .cells import (
     source_notes,
     threads_text,
 )
+from .layout import Column, FittedTable
 
 if TYPE_CHECKING:  # lodevem.zoo imports torch; the table only reads the records' fields
     from ..latency.records import ModelLatency
     from ..zoo import ZooSummary
 
-_VERDICT_SYMBOL: Mapping[str, str] = MappingProxyType({"fits": "\u2713", "tight": "!", "error": "?"})  # else \u2717
-_VERDICT_STYLE: Mapping[str, str] = MappingProxyType({"fits": "green", "tight": "yellow", "oom": "red",
-                                                      "thrashing": "red", "timeout": "red", "error": "yellow"})
+_VERDICT_SYMBOL: Mapping[Verdict, str] = MappingProxyType({Verdict.FITS: "\u2713", Verdict.TIGHT: "!",
+                                                          Verdict.ERROR: "?"})  # else \u2717
+_VERDICT_STYLE: Mapping[Verdict, str] = MappingProxyType({
+    Verdict.FITS: "green", Verdict.TIGHT: "yellow", Verdict.OOM: "red", Verdict.THRASHING: "red",
+    Verdict.TIMEOUT: "red", Verdict.ERROR: "yellow"})
+
+
+def latency_text(value: Optional[float], mark: str, low: Optional[float], high: Optional[float]) -> Text:
+    """The latency cell of ``start`` and ``predict`` alike: the number, its predictor's mark (and
+    the calibration's), and the numeric band of its error figure beside it (``31.2* (25.0\u201337.4)``)."""
+    if value is None:
+        return Text("n/a", style="yellow")
+    text = Text(f"{value:,.1f}{mark}")
+    if low is not None and high is not None:
+        text.append(f" ({low:,.1f}\u2013{high:,.1f})", style="dim")
+    return text
+
+
+def _latency_cell(row: PairResult) -> Text:
+    c = cells(row)
+    if c.is_number:
+        return latency_text(row.latency_ms, c.mark, row.latency_low_ms, row.latency_high_ms)
+    failed = c.latency != "n/a"  # a word saying why there is no number (OOM, timeout...)
+    return Text(c.latency, style=_VERDICT_STYLE.get(row.verdict, "yellow") if failed else "yellow")
+
+
+def _ram_cell(row: PairResult) -> Text:
+    c = cells(row)
+    if c.peak_ram:
+        return Text(c.peak_ram)
+    failed = not c.is_number and c.latency != "n/a"
+    return Text("\u2014", style=_VERDICT_STYLE.get(row.verdict, "yellow") if failed else "dim")
+
+
+def _verdict_cell(row: PairResult) -> Text:
+    word = VERDICT_WORDS.get(row.verdict, str(row.verdict))
+    return Text(f"{_VERDICT_SYMBOL.get(row.verdict, chr(0x2717))} {word}",
+                style=f"bold {_VERDICT_STYLE.get(row.verdict, 'yellow')}")
+
+
+def _budget_cell(row: PairResult) -> Text:
+    return Text(f"{row.app_budget_mb:,}" if row.app_budget_mb is not None else "\u2014", style="dim")
+
+
+def _headroom_cell(row: PairResult) -> Text:
+    if row.headroom_mb is None:
+        return Text("\u2014", style="dim")
+    return Text(f"{row.headroom_mb:+,.0f}", style=_VERDICT_STYLE.get(row.verdict, "yellow"))
+
+
+# The results table of ``lodevem start``. The first five are the columns promised from the start
+# (priority 0: always shown); an optional column says with its priority how early it is left out
+# on a narrow terminal (the highest number first), and the footer then names it. A new column is
+# one more entry here.
+RESULT_COLUMNS: tuple[Column[PairResult], ...] = (
+    Column("Model File", lambda row: Text(row.model_label), model=True),
+    Column("Device Profile", lambda row: Text(row.profile_label)),
+    Column("Latency (ms)", _latency_cell, justify="right"),
+    Column("Peak RAM (MB)", _ram_cell, justify="right"),
+    Column("Fits in RAM", _verdict_cell),
+    Column("App budget (MB)", _budget_cell, priority=2, justify="right"),
+    Column("Headroom (MB)", _headroom_cell, priority=1, justify="right"),
+)
 
 
 def results_table(rows: Sequence[PairResult],
-                  profiles: Optional[Sequence[Profile]] = None) -> Table:
-    """The results table of ``lodevem start``, one section per model, devices in tier order.
+                  profiles: Optional[Sequence[Profile]] = None) -> FittedTable[PairResult]:
+    """The results table of ``lodevem start``, one section per model, devices in tier order; its
+    layout fits the width of the console that prints it (``report.layout``).
 
     User-supplied strings (file names, labels) are passed as ``Text`` so that a ``[`` in a file
     name is never read as rich markup.
@@ -52,63 +120,53 @@ def results_table(rows: Sequence[PairResult],
     groups = group_by_model(rows, profiles)
     n_devices = len(ordered_devices(rows, profiles))
     counts = run_counts(rows)
-    table = Table(title=f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile(s); "
-                        f"input {input_shape_text(rows)}",
-                  title_justify="left", caption=_results_caption(rows), caption_justify="left")
-    table.add_column("Model File", no_wrap=True)
-    table.add_column("Device Profile")
-    table.add_column("Latency (ms)", justify="right", no_wrap=True)
-    table.add_column("Peak RAM (MB)", justify="right", no_wrap=True)
-    table.add_column("Verdict", no_wrap=True)
-    table.add_column("App budget (MB)", justify="right", no_wrap=True)
-    table.add_column("Headroom (MB)", justify="right", no_wrap=True)
-    for label, group in groups.items():
-        for i, row in enumerate(group):
-            c = cells(row)
-            style = _VERDICT_STYLE.get(row.verdict, "yellow")
-            failed = not c.is_number and c.latency != "n/a"
-            latency = Text(c.latency + c.mark, style=style if failed else "")
-            if range_text(row):  # the numeric band of the error figure, beside the number it qualifies
-                latency.append(f" ({range_text(row)})", style="dim")
-            ram = Text(c.peak_ram, style="") if c.peak_ram else Text("\u2014", style=style if failed else "dim")
-            verdict = Text(f"{_VERDICT_SYMBOL.get(row.verdict, chr(0x2717))} "
-                           f"{VERDICT_WORDS.get(row.verdict, row.verdict)}", style=f"bold {style}")
-            budget = Text(f"{row.app_budget_mb:,}" if row.app_budget_mb is not None else "\u2014", style="dim")
-            headroom = Text(f"{row.headroom_mb:+,.0f}" if row.headroom_mb is not None else "\u2014",
-                            style=style if row.headroom_mb is not None else "dim")
-            cols = [Text(label if i == 0 else "", style="bold"), Text(row.profile_label), latency]
-            table.add_row(*cols, ram, verdict, budget, headroom, end_section=i == len(group) - 1)
-    return table
+    title = (f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile(s); "
+             f"input {input_shape_text(rows)}")
+    return FittedTable(title, RESULT_COLUMNS, groups, caption=_results_caption(rows))
 
 
-def range_text(row: PairResult) -> Optional[str]:
-    """``40.1\u201359.3``: the latency's numeric range (the error figure of its kind), or None."""
-    if not cells(row).is_number or row.latency_low_ms is None or row.latency_high_ms is None:
-        return None
-    return f"{row.latency_low_ms:,.1f}\u2013{row.latency_high_ms:,.1f}"
+def _predicted_cell(item: "ModelLatency") -> Text:
+    latency = item.latency
+    mark = latency_mark(latency.latency_source) + (CALIBRATED_MARK if latency.calibrations else "")
+    return latency_text(latency.latency_ms, mark, latency.latency_low_ms, latency.latency_high_ms)
 
 
-def latency_table(items: Sequence["ModelLatency"]) -> Table:
+# The table of ``lodevem predict``: start's first columns, the same latency cell.
+LATENCY_COLUMNS: tuple[Column["ModelLatency"], ...] = (
+    Column("Model", lambda item: Text(item.model.label), model=True),
+    Column("Device Profile", lambda item: Text(item.profile.label)),
+    Column("Latency (ms)", _predicted_cell, justify="right"),
+)
+
+
+def latency_table(items: Sequence["ModelLatency"]) -> FittedTable["ModelLatency"]:
     """The table of ``lodevem predict``: ``start``'s columns without the memory ones (Model,
-    Device Profile, Latency), the predictor's mark on each number, the legend as caption."""
+    Device Profile, Latency with its mark and range), the input shape each model was predicted
+    with in the title; ``latency_legend`` is printed under it."""
     labels = list(dict.fromkeys(i.model.label for i in items))
     profiles = list(dict.fromkeys(i.profile.id for i in items))
-    table = Table(title=f"lodevem latency: {len(labels)} model(s) \u00d7 {len(profiles)} device profile(s)",
-                  title_justify="left")
-    table.add_column("Model", no_wrap=True)
-    table.add_column("Device Profile")
-    table.add_column("Latency (ms)", justify="right", no_wrap=True)
-    ordered = sorted(items, key=lambda i: (labels.index(i.model.label), tier_rank(i.profile.tier),
-                                           profiles.index(i.profile.id)))
-    for n, item in enumerate(ordered):
-        first = n == 0 or ordered[n - 1].model.label != item.model.label
-        last = n == len(ordered) - 1 or ordered[n + 1].model.label != item.model.label
-        ms = item.latency.latency_ms
-        cell = Text(f"{ms:,.1f}{latency_mark(item.latency.latency_source)}") if ms is not None else Text(
-            "n/a", style="yellow")
-        table.add_row(Text(item.model.label if first else "", style="bold"), Text(item.profile.label), cell,
-                      end_section=last)
-    return table
+    groups: dict[str, list["ModelLatency"]] = {label: [] for label in labels}
+    for item in sorted(items, key=lambda i: (labels.index(i.model.label), tier_rank(i.profile.tier),
+                                             profiles.index(i.profile.id))):
+        groups[item.model.label].append(item)
+    title = (f"lodevem latency: {len(labels)} model(s) \u00d7 {len(profiles)} device profile(s); "
+             f"input {predicted_shape_text(items)}")
+    return FittedTable(title, LATENCY_COLUMNS, groups)
+
+
+def predicted_shape_text(items: Sequence["ModelLatency"]) -> str:
+    """``1x3x224x224 (default)``: the input each model was predicted with and where that shape came
+    from, once when every model shares it (as ``start``'s title says it)."""
+    by_model: dict[str, str] = {}
+    for item in items:
+        graph = item.model
+        shape = "x".join(map(str, graph.input_shape)) if graph.input_shape else "unknown"
+        source = getattr(graph, "input_shape_source", None)
+        by_model.setdefault(graph.label, f"{shape} ({source})" if source else shape)
+    shapes = list(dict.fromkeys(by_model.values()))
+    if len(shapes) <= 1:
+        return shapes[0] if shapes else "unknown"
+    return "; ".join(f"{label} {shape}" for label, shape in by_model.items())
 
 
 def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
@@ -117,7 +175,9 @@ def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
     markup): print with ``markup=False``."""
     threads = sorted({i.latency.threads for i in items})
     what = "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
-    lines = [f"Latency: predicted for {what} on the device's fastest core, not measured on the phone."]
+    runtimes = sorted({i.latency.runtime for i in items if i.latency.runtime})
+    under = f" under {'/'.join(runtimes)}" if runtimes else ""
+    lines = [f"Latency: predicted for {what}{under} on the device's fastest core, not measured on the phone."]
     legend: dict[str, set[str]] = {}
     for item in items:
         if item.latency.latency_ms is None:
@@ -129,6 +189,8 @@ def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
             legend.setdefault(key, set())
     for key, uncertainties in legend.items():
         lines.append(f"  {key}" + (f", uncertainty {uncertainty_text(uncertainties)}" if uncertainties else ""))
+    if any(i.latency.calibrations and i.latency.latency_ms is not None for i in items):
+        lines.append(f"  {CALIBRATED_MARK} {CALIBRATED_NOTE.split(' (')[0]}")
     notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
     for item in items:
         for part in (item.latency.note or "").split("; "):
@@ -239,7 +301,7 @@ def _lowest_tier_text(group: Sequence[PairResult], fitting: Sequence[PairResult]
 def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult]) -> Optional[str]:
     """For torch rows over the app budget or the RAM: most of the peak is PyTorch itself, which no
     phone app ships; name an on-device runtime, with its figure when this run measured it."""
-    over = [r for r in group if r.runtime == "torch" and r.verdict in ("tight", "oom", "thrashing")]
+    over = [r for r in group if r.runtime == "torch" and r.verdict in (Verdict.TIGHT, Verdict.OOM, Verdict.THRASHING)]
     if not over:
         return None
     worst = over[0]
@@ -256,25 +318,32 @@ def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult
 
 def _verdict_counts(rows: Sequence[PairResult]) -> str:
     counts: dict[str, int] = {}
-    for row in sorted(rows, key=lambda r: VERDICTS.index(r.verdict) if r.verdict in VERDICTS else 99):
-        word = VERDICT_WORDS.get(row.verdict, row.verdict.replace("_", " "))
+    for row in sorted(rows, key=lambda r: VERDICTS.index(r.verdict)):
+        word = VERDICT_WORDS.get(row.verdict, str(row.verdict))
         counts[word] = counts.get(word, 0) + 1
     return ", ".join(f"{word} on {n}" for word, n in counts.items())
 
 
-def profiles_table(profiles: Sequence[Profile]) -> Table:
-    """The ``lodevem list`` table: one row per device profile."""
+# The ``lodevem list`` table: what names a device and decides its verdicts always shown; the
+# hardware details go first on a narrow terminal (the profile YAML files have them all).
+PROFILE_COLUMNS: tuple[Column[Profile], ...] = (
+    Column("ID", lambda p: Text(p.id)),
+    Column("Device", lambda p: Text(p.label)),
+    Column("Chipset", lambda p: Text(p.chipset), priority=4),
+    Column("Cores", lambda p: Text(p.cores_label), priority=3),
+    Column("Clock", lambda p: Text(p.clock_label), priority=2, justify="right"),
+    Column("RAM", lambda p: Text(p.ram_label), justify="right"),
+    Column("App budget", lambda p: Text(f"{p.app_budget_mb} MB" if p.app_budget_mb is not None else "\u2014"),
+           priority=1, justify="right"),
+    Column("Tier", lambda p: Text(p.tier)),
+)
+
+
+def profiles_table(profiles: Sequence[Profile]) -> FittedTable[Profile]:
+    """The ``lodevem list`` table: one row per device profile, fitted to the console's width."""
     tiers = ", ".join(f"{t} = {d}" for t, d in TIERS.items())
-    table = Table(title=f"lodevem device profiles ({len(profiles)})", title_justify="left",
-                  caption=tiers, caption_justify="left")
-    for column, justify in (("ID", "left"), ("Device", "left"), ("Chipset", "left"),
-                            ("Cores", "left"), ("Clock", "right"), ("RAM", "right"),
-                            ("App budget", "right"), ("Tier", "left")):
-        table.add_column(column, justify=justify, no_wrap=column in ("ID", "RAM", "App budget", "Tier"))
-    for p in profiles:
-        budget = f"{p.app_budget_mb} MB" if p.app_budget_mb is not None else "\u2014"
-        table.add_row(p.id, p.label, p.chipset, p.cores_label, p.clock_label, p.ram_label, budget, p.tier)
-    return table
+    return FittedTable(f"lodevem device profiles ({len(profiles)})", PROFILE_COLUMNS, {"": list(profiles)},
+                       caption=Text(tiers), complete="the profile YAML files have them all")
 
 
 def zoo_table(summaries: Sequence[ZooSummary]) -> Table:

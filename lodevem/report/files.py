@@ -24,6 +24,8 @@ from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, read_text
 from ..store.files import write_atomic, write_json_file
+from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
+from ..worker.verdict import Verdict
 from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
 from .console import model_summaries
 from .manifest import ManifestLike, manifest_dict
@@ -157,7 +159,7 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             latency = latex_escape(c.latency) + _latex_mark(c.mark)
             cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
                     latex_escape(row.tier.removeprefix("tier")), latency, c.peak_ram or "--",
-                    "tight" if row.verdict == "tight" else fits_text[c.fits]]
+                    "tight" if row.verdict == Verdict.TIGHT else fits_text[c.fits]]
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
     if notes:  # the footnote under the table: each mark with its error figure, then the verdicts

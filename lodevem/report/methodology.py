@@ -29,6 +29,9 @@ from .. import __version__
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult
 from ..store.files import write_atomic
+from ..results import PairResult, write_atomic
+from ..worker.verdict import Verdict
+from .cells import RunCounts, run_counts
 from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes
 from .cells import RunCounts, run_counts
@@ -116,7 +119,7 @@ class RunFacts:
     measured_rows: int  # memory figures with a run at their own limit
     warmup: Optional[int]
     runs: Optional[int]
-    verdicts: tuple[str, ...]
+    verdicts: tuple[Verdict, ...]
     runtime_baseline_mb: tuple[float, ...]  # (min, max) over rows that ran, or ()
     image_id: Optional[str]
     docker_version: Optional[str]
@@ -202,7 +205,7 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         threads=tuple(sorted(_distinct([r.threads for r in rows]))),
         levels=_distinct([r.level for r in rows]),
         calibrations=_distinct([c for r in rows for c in r.latency_calibrations]),
-        runtimes=_distinct([r.runtime for r in rows if r.verdict != "error" or r.limit_enforcement]),
+        runtimes=_distinct([r.runtime for r in rows if r.verdict != Verdict.ERROR or r.limit_enforcement]),
         backends=_distinct([r.backend for r in rows if r.limit_enforcement]),
         enforcements=_distinct([re.sub(r"=\d+MB", "", r.limit_enforcement) for r in rows
                                 if r.memory_inferred_from_mb is None]),
@@ -401,7 +404,7 @@ def _memory_paragraph(f: RunFacts) -> str:
                    f"(limit at least {1 + RELATIVE:g} x the peak + {ABSOLUTE_MB:g} MB, where a tighter limit does "
                    "not change the peak); "
                    "the rows say so in {code:limit_enforcement}.")
-    if "thrashing" in f.verdicts:
+    if Verdict.THRASHING in f.verdicts:
         out.append("A run far slower than the same model unconstrained, with many major page faults, is reported "
                    "as thrashing (a phone's low-memory killer would have stopped it).")
     return " ".join(out)

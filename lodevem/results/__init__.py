@@ -24,6 +24,7 @@ from ..sandbox.artifacts import ConversionResult, ExportResult  # the sandbox's 
 from ..sandbox.client import ModelSection, SparsitySection
 from ..store import file_digest as file_sha256
 from ..store import write_atomic
+from ..worker.verdict import VERDICTS, Verdict
 from .notes import joined, quantization_note, sparsity_note, unstable
 
 if TYPE_CHECKING:
@@ -35,19 +36,13 @@ __all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeas
 
 RESULTS_SCHEMA_VERSION = 1
 
-# Verdicts of a row, best first. "fits": it ran and its peak stayed within the device's app budget;
-# "tight": it ran under the RAM limit but its peak is above the app budget (a phone's low-memory
-# killer would likely stop it); the rest: it did not complete under the RAM limit, or could not run.
-VERDICTS = ("fits", "tight", "oom", "thrashing", "timeout", "error")
-
-
-def budget_verdict(measured: str, peak_mb: Optional[float], app_budget_mb: Optional[int]) -> str:
+def budget_verdict(measured: Verdict, peak_mb: Optional[float], app_budget_mb: Optional[int]) -> Verdict:
     """The row's verdict from the measurement's (shared by every profile with the same RAM) and
     the profile's app budget: a run that fit the RAM limit with a peak above the budget is
     ``tight``. Without a budget (a user's profile without one) the measurement's verdict stands."""
-    if measured == "fits" and peak_mb is not None and app_budget_mb is not None and peak_mb > app_budget_mb:
-        return "tight"
-    return measured
+    if measured == Verdict.FITS and peak_mb is not None and app_budget_mb is not None and peak_mb > app_budget_mb:
+        return Verdict.TIGHT
+    return Verdict(measured)
 
 
 @dataclass(frozen=True)
@@ -143,7 +138,7 @@ def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[Mode
 class MemoryMeasurement:
     """One model under one memory limit. Latency fields are the HOST CPU's (informational)."""
 
-    verdict: str
+    verdict: Verdict
     limit_mb: int
     peak_rss_mb: Optional[float]
     runtime_baseline_mb: Optional[float]
@@ -171,9 +166,12 @@ class MemoryMeasurement:
     observed: dict[str, Any] = field(default_factory=dict)
     inferred_from_mb: Optional[int] = None  # not run: inferred from the run at this limit (memory.planning)
 
+    def __post_init__(self) -> None:  # a record read back from JSON holds the text: the member again
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+
     @property
     def fits(self) -> bool:
-        return self.verdict == "fits"
+        return self.verdict == Verdict.FITS
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -224,7 +222,7 @@ class PairResult:
     latency_uncertainty: Optional[str]
     latency_note: Optional[str]
     # Memory: measured for real under the device's RAM limit
-    verdict: str
+    verdict: Verdict
     peak_rss_mb: Optional[float]
     runtime_baseline_mb: Optional[float]
     model_increment_mb: Optional[float]
@@ -301,7 +299,7 @@ class PairResult:
             verdict=budget_verdict(memory.verdict, memory.peak_rss_mb, profile.app_budget_mb),
             headroom_mb=(round(profile.app_budget_mb - memory.peak_rss_mb, 1)
                          if profile.app_budget_mb is not None and memory.peak_rss_mb is not None
-                         and memory.verdict == "fits" else None),
+                         and memory.verdict == Verdict.FITS else None),
             input_shape="x".join(map(str, model.input_shape)) if model.input_shape else None,
             host_latency_unstable=unstable(memory.host_latency_mean_ms, memory.host_latency_std_ms),
             energy_mj=energy, min_ram_mb=floor_mb, model_class=model.class_name,
@@ -309,20 +307,19 @@ class PairResult:
             latency_if_channels_removed_ms=channels_removed_ms)
         return cls(**values)
 
+    def __post_init__(self) -> None:  # a row read back from the CSV/JSON holds the text: the member again
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+
     @property
     def fits(self) -> Optional[bool]:
         """True when it ran within the app budget; False when over it (tight) or when it did not
-        complete under the RAM limit; None when it could not run."""
-        if self.verdict == "fits":
-            return True
-        if self.verdict in ("tight", "oom", "thrashing", "timeout"):
-            return False
-        return None
+        complete under the RAM limit; None when it could not run (``Verdict.fits``)."""
+        return self.verdict.fits
 
     @property
     def ran(self) -> bool:
         """True when the model completed under the RAM limit (fits or tight): its peak is a figure."""
-        return self.verdict in ("fits", "tight")
+        return self.verdict.ran
 
     @property
     def key(self) -> tuple[str, str]:

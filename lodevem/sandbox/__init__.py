@@ -16,11 +16,13 @@ from ..errors import BackendUnavailable, InputError
 from .base import Backend, RunOutcome, ThrashMonitor
 
 if TYPE_CHECKING:
+    from .client import WorkerClient
     from .slurm_backend import SlurmSettings
+    from .usercode import ModelLoading
 
 BACKENDS = ("auto", "docker", "process", "slurm")
 
-__all__ = ["BACKENDS", "Backend", "RunOutcome", "ThrashMonitor", "open_backend"]
+__all__ = ["BACKENDS", "Backend", "RunOutcome", "ThrashMonitor", "open_backend", "open_client"]
 
 
 # Why ``auto`` never falls back to the process backend: a model file is code, and the process
@@ -66,3 +68,13 @@ def open_backend(requested: str = "auto", slurm: "Optional[SlurmSettings]" = Non
         if requested == "docker":
             raise
         raise BackendUnavailable(f"{exc}{NO_FALLBACK}") from None
+
+
+def open_client(requested: str = "auto",
+                loading: "Optional[ModelLoading]" = None) -> tuple["WorkerClient", Optional[str]]:
+    """``(client, warning or None)``: the worker client of ``--backend`` for one command that loads
+    model files (derive, inspect), ``loading`` saying how (``--code``, ``--arch``)."""
+    from .client import WorkerClient
+
+    backend, warning = open_backend(requested)
+    return WorkerClient(backend, loading=loading), warning

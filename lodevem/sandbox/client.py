@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import SandboxError
 from ..safe_io import fields, printable
+from ..worker.verdict import Verdict
 from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import (
     CONVERT_ACTIONS,
@@ -307,7 +308,7 @@ class SandboxRun:
         failure = self.reply.failure if self.reply is not None else None
         return failure is not None and failure.kind in UNUSABLE_FILE_KINDS
 
-    def problem(self) -> Optional[tuple[str, str]]:
+    def problem(self) -> Optional[tuple[Verdict, str]]:
         """``(kind, one-line explanation)`` when the run did not succeed, else None.
 
         Kinds: ``thrashing``, ``timeout``, ``oom`` (killed by the kernel), ``error`` (the
@@ -315,18 +316,18 @@ class SandboxRun:
         """
         out = self.outcome
         if out.limit_breach:
-            return "error", out.limit_breach
+            return Verdict.ERROR, out.limit_breach
         if out.thrashing:
-            return "thrashing", f"stopped as thrashing after {out.wall_s:.0f} s: {out.thrash_evidence}"
+            return Verdict.THRASHING, f"stopped as thrashing after {out.wall_s:.0f} s: {out.thrash_evidence}"
         if out.timed_out:
-            return "timeout", f"no result within the {out.wall_s:.0f} s wall-clock timeout"
+            return Verdict.TIMEOUT, f"no result within the {out.wall_s:.0f} s wall-clock timeout"
         if out.oom_killed:
-            return "oom", f"out of memory at {out.limit_mb} MB ({out.limit_enforcement})"
+            return Verdict.OOM, f"out of memory at {out.limit_mb} MB ({out.limit_enforcement})"
         if self.reply is None:
             last = printable((out.stderr_tail.strip().splitlines() or ["no output"])[-1], 200)
-            return "error", f"worker died with exit code {out.exit_code} and no result: {last}"
+            return Verdict.ERROR, f"worker died with exit code {out.exit_code} and no result: {last}"
         if self.reply.failure is not None:
-            return "error", self.reply.failure.message
+            return Verdict.ERROR, self.reply.failure.message
         return None
 
     def failure_message(self, default: str = "the worker failed without a message") -> str:

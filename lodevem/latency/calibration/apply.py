@@ -133,7 +133,8 @@ class CalibrationSet:
                                                  "recorded with --same-chipset", note) if n)
                 elif borrowed:
                     note = (f"not calibrated: {donors} (same chipset {borrowed[0].chipset}, core {borrowed[0].core}) "
-                            f"is; `lodevem calibrate {borrowed[0].profile_id} ... --same-chipset` applies it here too")
+                            f"is; `lodevem calibrate add {borrowed[0].profile_id} ... --same-chipset` applies it "
+                            "here too")
                 self._fits[key] = (fit, note)
         return self._fits[key]
 

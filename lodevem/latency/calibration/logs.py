@@ -125,8 +125,8 @@ def _positive_ms(text: str, what: str) -> float:
 def measurements_from_args(args: Sequence[str]) -> list[Measurement]:
     """``MODEL=MS`` arguments (``mobilenet_v2.pt=24.1``); the last ``=`` splits, so a path may hold one."""
     if not args:
-        raise InputError("no measurements given: lodevem calibrate PROFILE_ID MODEL=MS [MODEL=MS ...] "
-                         "(or --from-log FILE)")
+        raise InputError("no measurements given: lodevem calibrate add PROFILE_ID MODEL=MS [MODEL=MS ...] "
+                         "(or lodevem calibrate from-log LOG PROFILE_ID)")
     found = []
     for arg in args:
         model, sep, ms = arg.rpartition("=")

@@ -1,0 +1,125 @@
+"""``lodevem calibrate``'s work: record measurements made on a real device, list and remove records.
+
+The command line (``cli.py``: the ``calibrate`` group, ``add``, ``from-log``, ``list``, ``remove``)
+parses options and prints what these functions return; the rules live here: which runtime and
+thread count a log implies, which records an ID names, which other profiles share the chipset.
+The records, their store and the fit are ``calibration``'s (beside this module); predictions go
+through the ``LatencyPredictor`` session (``api``), as ``predict`` and the Python API do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from ..errors import InputError
+from ..safe_io import printable
+from .api import LatencyPredictor
+from ..latency.calibration import (
+    CalibrationRecord,
+    Measurement,
+    measurements_from_args,
+    measurements_from_log,
+    read_benchmark_log,
+    shares_chipset,
+)
+
+__all__ = ["CalibrationOutcome", "Removed", "calibrate_profile", "log_measurements", "remove_records"]
+
+
+@dataclass(frozen=True)
+class CalibrationOutcome:
+    """What ``calibrate add`` / ``from-log`` did: the records written (file, record), the profile's
+    fit now (``fit`` its description, None without one; ``mismatch`` why some records do not
+    apply), and the profiles sharing its chipset and core (``siblings``)."""
+
+    profile_id: str
+    runtime: str
+    threads: int
+    written: tuple[tuple[Path, CalibrationRecord], ...]
+    fit: Optional[str]
+    mismatch: Optional[str]
+    siblings: tuple[str, ...]
+    chipset: str
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Removed:
+    """One record ``calibrate remove`` deleted: its ID (the file's stem) and the record."""
+
+    record_id: str
+    record: CalibrationRecord
+
+
+@dataclass(frozen=True)
+class LogMeasurements:
+    """A device log's timings paired with the models named: the runtime and the threads it ran."""
+
+    measurements: tuple[Measurement, ...]
+    runtime: str
+    threads: Optional[int]
+
+
+def benchncnn_model_map(session: LatencyPredictor) -> dict[str, Any]:
+    """benchncnn's entry names -> zoo models and input shapes, from the estimator's provenance
+    (the one table that knows ``mobilenet`` is benchncnn's ``mobilenet_v1``)."""
+    provenance = session.core.estimator.params.get("provenance", {})
+    found = provenance.get("model_map", {}) if isinstance(provenance, dict) else {}
+    return found if isinstance(found, dict) else {}
+
+
+def log_measurements(session: LatencyPredictor, log_file: Path, models: Sequence[str],
+                     runtime: Optional[str]) -> LogMeasurements:
+    """The timings of a TFLite ``benchmark_model`` or ncnn ``benchncnn`` log, paired with ``models``
+    (``measurements_from_log``); ``runtime``, when given, must be the log's own."""
+    log = read_benchmark_log(log_file)
+    if runtime is not None and runtime != log.runtime:
+        raise InputError(f"--runtime {runtime}: {log_file} is a {log.tool} log ({log.runtime})")
+    found = measurements_from_log(models, log, str(log_file), benchncnn_model_map(session))
+    return LogMeasurements(tuple(found), log.runtime, log.threads)
+
+
+def arg_measurements(args: Sequence[str]) -> tuple[Measurement, ...]:
+    """``MODEL=MS`` arguments as measurements (``measurements_from_args``)."""
+    return tuple(measurements_from_args(args))
+
+
+def calibrate_profile(session: LatencyPredictor, profile_id: str, measurements: Sequence[Measurement], *,
+                      runtime: str, threads: int, note: str = "", same_chipset: bool = False) -> CalibrationOutcome:
+    """Predict each measured model on the profile, store one record each (nothing is written
+    when one model cannot be predicted), and report the profile's fit and chipset siblings."""
+    profile = session.profile(profile_id)
+    warnings = list(session.calibrations.check())
+    with session:
+        written = session.calibrate(profile, measurements, runtime=runtime, threads=threads, note=note,
+                                    same_chipset=same_chipset)
+    warnings += [*session.warnings, *session.core.warnings]
+    fit, mismatch = session.calibrations.fit_for(profile.id, runtime, threads)
+    cores = {c.core for c in profile.cpu}
+    siblings = tuple(p.id for p in session.profiles()
+                     if p.id != profile.id and shares_chipset(p, profile.chipset, cores))
+    return CalibrationOutcome(profile.id, runtime, threads, tuple(written), fit.describe() if fit is not None else None,
+                              mismatch or None, siblings, profile.chipset, tuple(dict.fromkeys(warnings)))
+
+
+def threads_of(given: Optional[int], from_log: Optional[int], log_file: Optional[Path]) -> int:
+    """The thread count of the measurement: ``--threads``, else the log's, else 1; the two must agree."""
+    if given is not None and from_log is not None and given != from_log:
+        raise InputError(f"--threads {given}, but {log_file} says the benchmark ran {from_log} thread(s)")
+    return given or from_log or 1
+
+
+def remove_records(session: LatencyPredictor, target: str) -> list[Removed]:
+    """Delete one record by ID (its file's stem), or every record of a profile."""
+    store = session.calibrations.store
+    records = store.records()
+    chosen = [(p, r) for p, r in records if p.stem == target] or [(p, r) for p, r in records if r.profile_id == target]
+    if not chosen:
+        known = ", ".join(p.stem for p, _ in records[:5]) + (", ..." if len(records) > 5 else "")
+        raise InputError(f"calibrate remove {printable(target, 80)}: no calibration record with that ID and no "
+                         f"profile with records in {store.folder}" + (f" (IDs: {known})" if known else ""))
+    for path, _ in chosen:
+        store.remove(path)
+    return [Removed(path.stem, record) for path, record in chosen]
