@@ -52,7 +52,7 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from .errors import InputError
 from .memory.planning import floor_bracket, plan_limits
@@ -62,15 +62,19 @@ from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
 from .store import ArtifactStore, digest
 from .store.artifacts import ConvertCache, ExportCache, loading_sha256
+from .worker.protocol import artifact_files
+from .worker.registry import measured_under
+from .worker.variants import CALIBRATION_BATCHES
 
 # --- the measurement cache ----------------------------------------------------------------------
 
 def cache_key(model_sha256: str, limit_mb: int, runtime: str, identity: str, worker_version: str, warmup: int,
-              runs: int, threads: int, input_shape: Optional[Sequence[int]]) -> str:
+              runs: int, threads: int, input_shape: Optional[Sequence[int]], *level: str) -> str:
     """Everything a measurement depends on; ``identity`` is the image id (or the host python),
-    ``worker_version`` the version the worker reports (the client refuses any other)."""
+    ``worker_version`` the version the worker reports (the client refuses any other), ``level``
+    the level a tflite/ncnn conversion makes from the file (none: the file as it is)."""
     return digest([model_sha256, limit_mb, runtime, identity, worker_version, warmup, runs, threads,
-                   list(input_shape) if input_shape else None])
+                   list(input_shape) if input_shape else None, *level])
 
 
 class MeasureCache:
@@ -115,58 +119,101 @@ class _Plan:
     exports: Optional[ExportCache]
     converts: Optional[ConvertCache] = None
 
-    @property
-    def identity(self) -> str:
+    def identity_of(self, runtime: str) -> str:
         """The measuring image (tflite and ncnn have their own) and, for a converted file, its converter."""
-        runtime = self.settings.runtime
         identity = self.client.backend.identity_for(runtime)
         return f"{identity}|{'=='.join(CONVERTERS[runtime])}" if runtime in CONVERTERS else identity
 
-    def key(self, model: ModelFile, limit: int) -> str:
-        s = self.settings
-        return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime, self.identity,
-                         self.client.worker_version, s.warmup, s.runs, s.threads, s.input_shape)
+    @property
+    def identity(self) -> str:
+        return self.identity_of(self.settings.runtime)
+
+    def key(self, model: ModelFile, limit: int, settings: Optional[MeasureSettings] = None) -> str:
+        s = settings or self.settings
+        level = [model.convert_level] if model.convert_level and s.runtime in CONVERTERS else []
+        return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime,
+                         self.identity_of(s.runtime), self.client.worker_version, s.warmup, s.runs, s.threads,
+                         s.input_shape, *level)
 
     def converted(self, model: ModelFile) -> tuple[Optional[ConversionResult], str]:
         """The conversion a tflite/ncnn run measures, at the shape the ONNX export found when
-        ``--input-shape`` was not given (ncnn files do not record their input shape)."""
+        ``--input-shape`` was not given (ncnn files do not record their input shape). A row of
+        level fp16/int8/int8-static converts the fp32 source at that level with the runtime's own
+        toolchain (``model.convert_level``); every other row converts its measured file as it is."""
         assert self.converts is not None
         shape = self.settings.input_shape
         if shape is None and self.exports is not None:
             shape = self.exports.export(model.measured_path, model.measured_sha256, None).model.input_shape
-        result = self.converts.convert(model.measured_path, model.measured_sha256, self.settings.runtime, shape)
+        result = self.converts.convert(model.measured_path, model.measured_sha256, self.settings.runtime, shape,
+                                       quantize=model.convert_level)
         if result.path is None:
             return None, f"{self.settings.runtime} conversion failed: {result.error}"
         return result, ""
 
     def measure(self, model: ModelFile, limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
-        key = self.key(model, limit)
+        if self.settings.runtime not in CONVERTERS:
+            return self._measured(model, limit, reference_s, self.settings)
+        conversion, error = self.converted(model)
+        if conversion is None:
+            if model.user_quantized:  # a user's own quantized file: torch's figure, saying why
+                torch = replace(self.settings, runtime=measured_under("torch", model.measured_path.suffix))
+                return replace(self._measured(model, limit, reference_s, torch),
+                               fallback=f"{error}; measured under {torch.runtime} instead")
+            return failed_measurement(limit, error, self.client, self.settings, model.measured_sha256)
+        value = self._measured(model, limit, reference_s, self.settings, conversion)
+        return replace(value, **conversion_figures(conversion, model.convert_level))
+
+    def _measured(self, model: ModelFile, limit: int, reference_s: Optional[float], settings: MeasureSettings,
+                  conversion: Optional[ConversionResult] = None) -> MemoryMeasurement:
+        """One run of ``model`` under ``settings.runtime`` (``conversion``: the file a tflite/ncnn
+        run loads), or its cached figures."""
+        key = self.key(model, limit, settings)
         cached = self.cache.get(key)
         if cached is not None:
             return cached
         onnx_path = None
-        if self.settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
+        if settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
             # Exported once, unconstrained, so the measured runs time onnxruntime and not the export.
             assert self.exports is not None
-            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, self.settings.input_shape)
+            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, settings.input_shape)
             if export.path is None:
-                return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, self.settings,
+                return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, settings,
                                           model.measured_sha256)
             onnx_path = export.path
-        settings, converted_path = self.settings, None
-        if settings.runtime in CONVERTERS:
-            conversion, error = self.converted(model)
-            if conversion is None:
-                return failed_measurement(limit, error, self.client, settings, model.measured_sha256)
-            converted_path = conversion.path
-            settings = replace(settings, input_shape=conversion.input_shape)
+        run_settings = replace(settings, input_shape=conversion.input_shape) if conversion is not None else settings
         self.client.backend.prewarm(settings.runtime)
-        run = self.client.measure(model.measured_path, limit, settings, self.timeout_s, onnx_path=onnx_path,
-                                  reference_s=reference_s, converted_path=converted_path)
-        value = to_measurement(run, identity=self.identity, model_sha256=model.measured_sha256,
-                               settings=self.settings, worker_version=self.client.worker_version)
+        run = self.client.measure(model.measured_path, limit, run_settings, self.timeout_s, onnx_path=onnx_path,
+                                  reference_s=reference_s,
+                                  converted_path=conversion.path if conversion is not None else None)
+        value = to_measurement(run, identity=self.identity_of(settings.runtime), model_sha256=model.measured_sha256,
+                               settings=settings, worker_version=self.client.worker_version)
         self.cache.put(key, value)
         return value
+
+
+def conversion_figures(conversion: ConversionResult, level: Optional[str]) -> dict[str, Any]:
+    """The converted file's figures for its rows: its size (read here, from the files the store
+    holds), the precision and scheme the conversion reports, and for a full-integer file
+    calibrated without data, a note that its scales come from synthetic inputs."""
+    files = [Path(f) for f in artifact_files(str(conversion.path))]
+    size = sum(f.stat().st_size for f in files if f.is_file()) or None
+    precision = getattr(conversion, "precision", None)  # reported by the converter (lodevem >= worker 0.2)
+    scheme = getattr(conversion, "scheme", None)
+    note = None
+    if level == "int8-static" or precision == "int8-static":
+        note = calibration_note(getattr(conversion, "calibration", None))
+    return {"converted_size_bytes": size, "converted_precision": precision, "converted_scheme": scheme,
+            "note": note}
+
+
+def calibration_note(calibration: Optional[str]) -> str:
+    """The line every int8-static row carries about its activation scales: what the conversion
+    says calibrated it, else the worker's stated default (seeded random inputs). This is the hook
+    for real calibration data: a conversion calibrated on it names it, and the warning goes."""
+    what = calibration or f"{CALIBRATION_BATCHES} synthetic inputs (seeded random)"
+    synthetic = calibration is None or any(word in calibration.lower() for word in ("synthetic", "random"))
+    return f"int8-static scales come from {what}" + (
+        ", not from your data: activation ranges (and accuracy) may differ on real inputs" if synthetic else "")
 
 
 def _as_model(model: Union[ModelFile, Path, str]) -> ModelFile:
@@ -221,7 +268,7 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
     plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store)
     groups: dict[str, list[ModelFile]] = {}  # by content: byte-identical files are measured once
     for model in targets:
-        groups.setdefault(model.measured_sha256, []).append(model)
+        groups.setdefault(model.measured_key, []).append(model)
     results: dict[tuple[str, int], MemoryMeasurement] = {}
     if not limits:
         return results

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ...errors import LodevemError
 from ...predict import LatencyPrediction
 from ...profiles import Profile
+from ...worker.precision import LEVEL_FILE_PRECISION
 from .isa import runtime_isas
 from .predictor import ArmsimPredictor, default_cost_model
 from .profiler import ArmsimProfiler
@@ -92,13 +93,13 @@ def auto_prefers_armsim(runtime: Optional[str] = None) -> bool:
 
 def _conversion(converts: "ConvertCache", runtime: str, measured: tuple[Path, str], original: tuple[Path, str],
                 level: Optional[str], shape: Optional[Sequence[int]]) -> Any:
-    """The file armsim profiles. An int8-static level under tflite: the ORIGINAL float model
-    quantized to static int8 by litert-torch's PT2E quantizer while converting (calibrated like
-    the level), because litert-torch cannot convert the level's FX-quantized TorchScript: the
-    profile then runs XNNPACK's int8 kernels, as the level would on the phone. Everything else:
-    the measured file, converted as ``--runtime`` converts it."""
-    if level == "int8-static" and runtime == "tflite":
-        return converts.convert(original[0], original[1], runtime, shape, quantize="int8-static")
+    """The file armsim profiles. A level the runtime's own converter makes (fp16, int8,
+    int8-static): the ORIGINAL float model converted at that level (``runner.converted_level``:
+    what a tflite/ncnn row of the level measures, and what the phone runs: for int8-static
+    XNNPACK's int8 kernels). Everything else: the measured file, converted as ``--runtime``
+    converts it (a pruned variant is a smaller float model)."""
+    if level in LEVEL_FILE_PRECISION:
+        return converts.convert(original[0], original[1], runtime, shape, quantize=level)
     return converts.convert(measured[0], measured[1], runtime, shape)
 
 
