@@ -203,7 +203,7 @@ def conversion_figures(conversion: ConversionResult, level: Optional[str]) -> di
     if level == "int8-static" or precision == "int8-static":
         note = calibration_note(getattr(conversion, "calibration", None))
     return {"converted_size_bytes": size, "converted_precision": precision, "converted_scheme": scheme,
-            "note": note}
+            "conversion_s": conversion.seconds, "note": note}
 
 
 def calibration_note(calibration: Optional[str]) -> str:
@@ -213,7 +213,7 @@ def calibration_note(calibration: Optional[str]) -> str:
     what = calibration or f"{CALIBRATION_BATCHES} synthetic inputs (seeded random)"
     synthetic = calibration is None or any(word in calibration.lower() for word in ("synthetic", "random"))
     return f"int8-static scales come from {what}" + (
-        ", not from your data: activation ranges (and accuracy) may differ on real inputs" if synthetic else "")
+        ", not from real data: activation ranges (and accuracy) may differ on real inputs" if synthetic else "")
 
 
 def _as_model(model: Union[ModelFile, Path, str]) -> ModelFile:

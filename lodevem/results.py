@@ -188,6 +188,7 @@ class MemoryMeasurement:
     converted_size_bytes: Optional[int] = None
     converted_precision: Optional[str] = None
     converted_scheme: Optional[str] = None
+    conversion_s: Optional[float] = None  # the conversion's own seconds in this run (None: from the cache)
     # Why the row's own runtime did not measure it (its converter refused a user's quantized file):
     # measured under torch instead, and the row says ``torch (fallback)``
     fallback: Optional[str] = None
@@ -332,6 +333,7 @@ class PairResult:
     converted_mb: Optional[float] = None
     converted_precision: Optional[str] = None
     converted_scheme: Optional[str] = None
+    conversion_s: Optional[float] = None  # seconds the conversion took in this run; empty: served from the cache
 
     @classmethod
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",

@@ -106,5 +106,57 @@ def test_a_runtime_the_user_named_is_not_replaced(model: Path, tmp_path: Path) -
 
 
 def test_the_int8_static_note_names_its_calibration() -> None:
-    assert "synthetic inputs (seeded random), not from your data" in calibration_note(None)
+    assert "synthetic inputs (seeded random), not from real data" in calibration_note(None)
     assert calibration_note("images/ (200 inputs)") == "int8-static scales come from images/ (200 inputs)"
+
+
+# --- through the real Docker engine and converters -------------------------------------------------
+
+def _fx_int8_torchscript(path: Path) -> Path:
+    """A user's own static-int8 file as the README's example saves it: FX, traced to TorchScript."""
+    import torch
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    from lodevem import zoo
+
+    torch.backends.quantized.engine = "x86" if "x86" in torch.backends.quantized.supported_engines else "qnnpack"
+    model = zoo.build("tiny_cnn").eval()
+    x = torch.randn(1, 3, 64, 64)
+    prepared = prepare_fx(model, get_default_qconfig_mapping(torch.backends.quantized.engine), (x,))
+    with torch.no_grad():
+        prepared(x)
+        torch.jit.save(torch.jit.trace(convert_fx(prepared), x), str(path))
+    return path
+
+
+@pytest.mark.docker
+def test_start_without_runtime_measures_tflite_and_a_users_int8_file_falls_back(docker_backend,
+                                                                                 tmp_path: Path) -> None:
+    import csv
+
+    from click.testing import CliRunner
+
+    from lodevem import zoo
+    from lodevem.cli import cli
+
+    fp32 = zoo.write("tiny_cnn", tmp_path / "models")
+    int8 = _fx_int8_torchscript(tmp_path / "models" / "tiny_int8.pt")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["start", str(fp32), str(int8), "--profile", "nokia_c1", "--output",
+                                      str(out), "--runs", "2", "--warmup", "0", "--backend", "docker",
+                                      "--predictor", "estimator", "--input-shape", "1,3,64,64"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = {Path(r["model_label"]).name: r for r in csv.DictReader((out / "benchmark_results.csv").open())}
+    plain, users = rows["tiny_cnn.pt"], rows["tiny_int8.pt"]
+    assert plain["memory_runtime"] == plain["runtime"] == "tflite" and plain["verdict"] == "fits"
+    assert float(plain["peak_rss_mb"]) < 103  # LiteRT's footprint, not PyTorch's ~220 MB
+    assert float(plain["converted_mb"]) > 0 and plain["memory_note"] == ""
+    # litert-torch cannot convert a TorchScript int8 file: torch measures it, and the row says why
+    assert users["memory_runtime"] == "torch (fallback)" and users["runtime"] == "torch"
+    assert float(users["peak_rss_mb"]) > 103 and users["verdict"] == "fits"  # PyTorch: ~220 MB, on 1 GB
+    assert users["memory_note"].startswith("tflite conversion failed") and "measured under torch" in users["memory_note"]
+    assert "\n" not in users["memory_note"] and users["converted_mb"] == ""
+    said = " ".join(result.output.split())
+    assert "Peak RAM measured under tflite, torch (fallback) (CSV column memory_runtime)." in said

@@ -223,6 +223,9 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
         floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
         if floors:
             text += f"; minimum RAM {max(floors):,.0f} MB"
+        errors = [r.memory_error for r in group if r.verdict == "error" and r.memory_error]
+        if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
+            text += f"; no peak RAM: {' '.join(errors[0].split())[:200]}"
         missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
         if missing:
             text += f"; no latency on {len(missing)} device(s): {missing[0][:160]}"
