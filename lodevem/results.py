@@ -237,13 +237,22 @@ class ExportResult:
 class ConversionResult:
     """A model converted for an on-device runtime (tflite: the ``.tflite``; ncnn: the ``.param``,
     its ``.bin`` beside it), or the converter's reason why not. ``seconds`` is the conversion's
-    own time (None on a cache hit: nothing ran)."""
+    own time (None on a cache hit: nothing ran). The file's facts, as the worker read them back
+    from its bytes (kept in the artifact store's sidecar, so a cache hit has them too):
+    ``size_bytes`` (every file of the model), ``precision`` (``precision.FILE_PRECISIONS``),
+    ``scheme`` (one line: weights, activations, toolchain), ``calibration`` (what calibrated its
+    int8 scales, None when nothing did) and ``converter`` (package and version)."""
 
     path: Optional[Path]
     error: str
     input_shape: Optional[tuple[int, ...]]
     seconds: Optional[float] = None
     cached: bool = False
+    size_bytes: Optional[int] = None
+    precision: Optional[str] = None
+    scheme: Optional[str] = None
+    calibration: Optional[str] = None
+    converter: Optional[str] = None
 
 
 

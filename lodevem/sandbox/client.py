@@ -140,21 +140,30 @@ class ModelSection:
 
 @dataclass(frozen=True)
 class ConvertedSection:
-    """What a conversion (export-tflite / export-ncnn) wrote: its converter and the time it took.
-    The file itself is what the host took from the sandbox, not anything the reply says."""
+    """What a conversion (export-tflite / export-ncnn) wrote: its converter, the time it took,
+    and what the worker read back from the file's bytes: its precision (``FILE_PRECISIONS``),
+    a one-line quantization scheme and what calibrated it (None: nothing did). The file itself
+    is what the host took from the sandbox; ``size_bytes`` here is the worker's count."""
 
     format: str
     converter: str
     converter_version: str
     seconds: Optional[float]
+    size_bytes: Optional[int] = None
+    precision: Optional[str] = None
+    scheme: Optional[str] = None
+    calibration: Optional[str] = None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Optional["ConvertedSection"]:
         if not data:
             return None
+        precision = _text(data.get("precision"), 20)
         return cls(format=_text(data.get("format"), 20) or "", converter=_text(data.get("converter"), 40) or "",
                    converter_version=_text(data.get("converter_version"), 40) or "",
-                   seconds=_number(data.get("seconds")))
+                   seconds=_number(data.get("seconds")), size_bytes=_integer(data.get("size_bytes")),
+                   precision=precision if precision in FILE_PRECISIONS else None,
+                   scheme=_text(data.get("scheme"), 400), calibration=_text(data.get("calibration"), 200))
 
 
 @dataclass(frozen=True)
@@ -377,13 +386,14 @@ class WorkerClient:
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def convert(self, model: Path, runtime: str, target: Path, input_shape: Optional[Sequence[int]],
-                timeout_s: float, quantize: Optional[str] = None) -> SandboxRun:
+                timeout_s: float, quantize: Optional[str] = None, calibration: Optional[Path] = None) -> SandboxRun:
         """Convert ``model`` for ``runtime`` (tflite, ncnn) to ``target`` under the work limit; an
-        ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize``
-        ("int8-static", tflite only): quantize the float model to static int8 while converting."""
+        ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize`` (a
+        ``precision.CONVERT_QUANTIZE`` level): made by the runtime's own toolchain while converting;
+        ``calibration``: an .npz of ``inputs`` calibrating int8 (else synthetic inputs)."""
         request = self._request(action=CONVERT_ACTIONS[runtime], model_path=str(model), runtime=runtime,
                                 input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1,
-                                quantize=quantize)
+                                quantize=quantize, calibration_path=str(calibration) if calibration else None)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,

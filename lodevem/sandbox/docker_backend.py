@@ -294,6 +294,14 @@ class DockerBackend(Cancellable):
                 converted_inside = f"/output/{converted.name}"
                 if not any(m["Target"] == "/output" for m in mounts):
                     mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        # calibration_path (a conversion's int8 calibration inputs, an .npz the host wrote): read-only.
+        calibration_inside = None
+        if request.calibration_path:
+            calibration = Path(request.calibration_path)
+            if calibration.is_symlink() or not calibration.is_file():
+                raise SandboxError(f"{calibration}: calibration data is not a regular file")
+            calibration_inside = f"/calibration/{calibration.name}"
+            mounts.append(Mount(calibration_inside, os.path.abspath(calibration), type="bind", read_only=True))
         # derive_out (action derive) and the channels-removed graph (export-onnx): written into the
         # same scratch /output as a new onnx_path.
         derive_inside = removed_inside = None
@@ -313,7 +321,8 @@ class DockerBackend(Cancellable):
             code_inside.append(inside)
         return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
                                            derive_out=derive_inside, code_paths=code_inside,
-                                           channels_removed_path=removed_inside, converted_path=converted_inside)
+                                           channels_removed_path=removed_inside, converted_path=converted_inside,
+                                           calibration_path=calibration_inside)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
@@ -339,7 +348,7 @@ class DockerBackend(Cancellable):
                     _take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
             # Messages name what the user knows: each path the worker saw, mapped back to the host's.
             pairs = [(inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
-                     (inner.converted_path, request.converted_path),
+                     (inner.converted_path, request.converted_path), (inner.calibration_path, request.calibration_path),
                      (inner.derive_out, request.derive_out), *zip(inner.code_paths, request.code_paths)]
             host_paths = {inside: host for inside, host in pairs if inside and host}
             return dataclasses.replace(outcome, host_paths=host_paths)

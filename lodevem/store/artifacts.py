@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..results import ConversionResult, ExportResult
-from ..sandbox.client import ModelSection, WorkerClient
+from ..sandbox.client import ConvertedSection, ModelSection, WorkerClient
 from ..sandbox.image import CONVERTERS
-from . import ArtifactStore, digest
+from . import ArtifactStore, digest, file_digest
 from ..worker.protocol import artifact_files
 
 __all__ = ["ConvertCache", "ExportCache", "converted_name", "loading_sha256", "onnx_name", "shape_text"]
@@ -43,14 +43,15 @@ def onnx_name(model_sha256: str, input_shape: Optional[Sequence[int]], loading_k
 
 
 def converted_name(model_sha256: str, runtime: str, input_shape: Optional[Sequence[int]],
-                   quantize: Optional[str] = None) -> str:
+                   quantize: Optional[str] = None, calibration_sha256: Optional[str] = None) -> str:
     """The store name of a conversion: one per (file content, input shape, converter and version,
-    quantization made while converting); an ncnn conversion is this ``.param`` and the ``.bin``
-    beside it."""
+    quantization made while converting, the calibration data's digest when given); an ncnn
+    conversion is this ``.param`` and the ``.bin`` beside it."""
     converter, version = CONVERTERS[runtime]
     suffix = ".tflite" if runtime == "tflite" else ".ncnn.param"
     quantized = f"-{quantize}" if quantize else ""
-    return f"{model_sha256[:32]}-{shape_text(input_shape)}-{converter}-{version}{quantized}{suffix}"
+    calibrated = f"-cal{calibration_sha256[:12]}" if calibration_sha256 else ""
+    return f"{model_sha256[:32]}-{shape_text(input_shape)}-{converter}-{version}{quantized}{calibrated}{suffix}"
 
 
 class ExportCache:
@@ -132,36 +133,58 @@ class ConvertCache:
         self._done: dict[str, ConversionResult] = {}
 
     def convert(self, path: Path, sha256: str, runtime: str, input_shape: Optional[Sequence[int]],
-                quantize: Optional[str] = None) -> ConversionResult:
-        """``quantize="int8-static"`` (tflite): the float model quantized to static int8 while
-        converting (armsim's int8-static path, docs/armsim.md)."""
+                quantize: Optional[str] = None, calibration: Optional[Path] = None) -> ConversionResult:
+        """``quantize`` (``precision.CONVERT_QUANTIZE``: fp16, int8, int8-static): the level made by
+        the runtime's own toolchain from the float model while converting; ``calibration``: an
+        .npz of ``inputs`` that calibrates the int8 levels (None: the worker's synthetic default),
+        keyed by its content."""
         shape = tuple(input_shape) if input_shape else None
-        name = converted_name(loading_sha256(sha256, self.client.cache_key), runtime, shape, quantize)
+        calibration_sha256 = file_digest(calibration) if calibration is not None else None
+        name = converted_name(loading_sha256(sha256, self.client.cache_key), runtime, shape, quantize,
+                              calibration_sha256)
         names = [Path(f).name for f in artifact_files(name)]
         maker = {"model_sha256": sha256, "loading": self.client.cache_key, "runtime": runtime,
                  "converter": list(CONVERTERS[runtime]), "input_shape": list(shape) if shape else None,
                  "worker_version": self.client.worker_version}
         if quantize:  # only then: existing conversions keep their makers
             maker["quantize"] = quantize
+        if calibration_sha256:
+            maker["calibration_sha256"] = calibration_sha256
         with self._lock:
             if name in self._done:
                 return self._done[name]
             kept = self.store.lookup(self.KIND, names, maker)
             if kept is not None:
-                result = ConversionResult(kept.path, "", shape, cached=True)
+                result = _conversion(kept.path, shape, kept.info.get("converted") or {}, cached=True)
             else:
-                result = self._run(path, runtime, names, shape, maker, quantize)
+                result = self._run(path, runtime, names, shape, maker, quantize, calibration)
             self._done[name] = result
             return result
 
     def _run(self, path: Path, runtime: str, names: list[str], shape: Optional[tuple[int, ...]],
-             maker: dict[str, Any], quantize: Optional[str] = None) -> ConversionResult:
+             maker: dict[str, Any], quantize: Optional[str] = None,
+             calibration: Optional[Path] = None) -> ConversionResult:
         with self.store.staging() as staged:
-            run = self.client.convert(path, runtime, staged / names[0], shape, self.timeout_s, quantize)
+            run = self.client.convert(path, runtime, staged / names[0], shape, self.timeout_s, quantize, calibration)
             if not run.ok:
                 return ConversionResult(None, run.failure_message(f"{runtime} conversion failed"), shape)
-            artifact, error = self.store.publish(self.KIND, staged, names, maker)
+            converted = run.reply.converted if run.reply is not None else None
+            info = {"converted": asdict(converted)} if converted is not None else {}
+            artifact, error = self.store.publish(self.KIND, staged, names, maker, info)
         if artifact is None:
             return ConversionResult(None, f"{runtime} conversion refused: {error}", shape)
-        converted = run.reply.converted if run.reply is not None else None
-        return ConversionResult(artifact.path, "", shape, converted.seconds if converted else None)
+        return _conversion(artifact.path, shape, info.get("converted") or {}, cached=False)
+
+
+def _conversion(path: Path, shape: Optional[tuple[int, ...]], section: dict[str, Any], cached: bool
+                ) -> ConversionResult:
+    """A ConversionResult with the converted section's facts (from the reply, or from the store's
+    sidecar on a cache hit: parsed again, as any reply). ``size_bytes`` is the published files'
+    own size, not the reply's word."""
+    parsed = ConvertedSection.parse(section) if isinstance(section, dict) else None
+    size = sum(p.stat().st_size for p in (Path(f) for f in artifact_files(str(path))) if p.is_file())
+    return ConversionResult(path, "", shape, None if cached or parsed is None else parsed.seconds, cached=cached,
+                            size_bytes=size or None,
+                            precision=parsed.precision if parsed else None, scheme=parsed.scheme if parsed else None,
+                            calibration=parsed.calibration if parsed else None,
+                            converter=f"{parsed.converter} {parsed.converter_version}".strip() if parsed else None)

@@ -9,6 +9,19 @@ the runtime's own lean image (``runtimes``).
 
 A model the converter cannot handle is an ``export_failed`` error with the converter's one-line
 reason: the host turns it into an ``error`` row for that runtime and the run goes on.
+
+A compression level (``req.quantize``) is made here, by the runtime's own toolchain from the
+float model, not by converting a PyTorch-quantized module (which the converters cannot read):
+
+* tflite: fp16 and int8 (dynamic range) with ai-edge-quantizer's recipes through litert-torch's
+  ``quant_config`` (``quant_recipes.full_fp16_recipe`` / ``full_dynamic_recipe``), int8-static
+  with litert-torch's PT2E quantizer (``_pt2e_int8``), calibrated;
+* ncnn: fp16 with pnnx's ``fp16=1`` (fp16 weight storage); int8 and int8-static with ncnn's
+  ``ncnn2table`` (KL calibration table) + ``ncnn2int8`` (``ncnn_int8``). ncnn has no
+  dynamic-range int8, so its int8 is the full-integer model too, and its scheme says so.
+
+The reply's ``converted`` section says what the file IS, read back from its bytes
+(``artifact_info``): its precision, a one-line scheme, and what calibrated it.
 Outputs are written under a temporary name in the target's folder and renamed into place, so a
 killed conversion never leaves a file the cache would take for a finished one; an ncnn model's
 ``.bin`` is renamed before its ``.param`` (the file that marks the conversion done).
@@ -22,10 +35,14 @@ import subprocess
 import tempfile
 import time
 from importlib import metadata
-from typing import Any
+from typing import Any, Optional
 
 from .actions import _describe_input, _import_torch, _load_torch
+from .artifact_info import ArtifactUnreadable, describe, ncnn_census, tflite_census
+from .calibration import Calibration, calibration_inputs
 from .memory import MemoryPhases
+from .ncnn_int8 import NCNN_NO_DYNAMIC, ncnn_int8
+from .precision import INT8_LEVELS, LEVEL_FILE_PRECISION
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
 from .timing import timed_passes
 
@@ -42,7 +59,21 @@ def _version(distribution: str) -> str:
 def _converted_section(req: WorkerRequest, fmt: str, converter: str, shape: list[int], t0: float) -> dict[str, Any]:
     files = artifact_files(req.converted_path or "")
     return {"format": fmt, "converter": converter, "converter_version": _version(converter), "input_shape": shape,
-            "size_bytes": sum(os.path.getsize(p) for p in files), "seconds": round(time.perf_counter() - t0, 3)}
+            "size_bytes": sum(os.path.getsize(p) for p in files), "seconds": round(time.perf_counter() - t0, 3),
+            "quantize": req.quantize}
+
+
+def _verified(section: dict[str, Any], req: WorkerRequest, precision: str, scheme: str,
+              calibration: Optional[Calibration], census: dict[str, Any]) -> None:
+    """Fill the section's file facts from the bytes read back, and say so when the file is not
+    the precision the level should give (a model with no op the quantizer handles stays float)."""
+    expected = LEVEL_FILE_PRECISION.get(req.quantize or "", "fp32")
+    if section["format"] == "ncnn" and req.quantize == "int8":  # ncnn's int8 is full-integer (ncnn_int8)
+        expected = "int8-static"
+    if precision != expected:
+        scheme += f"; the file is {precision}, not the {expected} level {req.quantize or 'fp32'} should give"
+    section.update(precision=precision, expected_precision=expected, scheme=scheme,
+                   calibration=calibration.description if calibration else None, census=census)
 
 
 def _loaded_and_checked(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any, Any]:
@@ -55,26 +86,55 @@ def _loaded_and_checked(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases
     return torch, module, x
 
 
-def _pt2e_int8(module: Any, x: Any, shape: list[int]) -> tuple[Any, Any]:
+def _pt2e_int8(module: Any, x: Any, calibration: Calibration) -> tuple[Any, Any]:
     """Post-training static int8 with litert-torch's PT2E quantizer (symmetric, per-channel
-    weights), calibrated like lodevem's int8-static level (``variants``: the same seeded random
-    inputs), so the .tflite is that level as LiteRT runs it: XNNPACK's QS8 kernels.
+    weights, per-tensor activations), calibrated on ``calibration``'s batches, so the .tflite is
+    full-integer as LiteRT runs it: XNNPACK's QS8 kernels.
     Returns (quantized graph module, the quant_config for ``litert_torch.convert``)."""
     import torch
     from litert_torch.quantize import pt2e_quantizer, quant_config
     from torchao.quantization.pt2e import quantize_pt2e
 
-    from .variants import CALIBRATION_BATCHES, CALIBRATION_SEED
-
     quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
         pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False))
     graph = torch.export.export(module, (x,)).module()
     prepared = quantize_pt2e.prepare_pt2e(graph, quantizer)
-    gen = torch.Generator().manual_seed(CALIBRATION_SEED)
     with torch.no_grad():
-        for _ in range(CALIBRATION_BATCHES):
-            prepared(torch.randn(shape, generator=gen, dtype=torch.float32))
+        for batch in calibration.batches:
+            prepared(torch.from_numpy(batch))
     return quantize_pt2e.convert_pt2e(prepared, fold_quantize=False), quant_config.QuantConfig(pt2e_quantizer=quantizer)
+
+
+def _tflite_quant_config(level: Optional[str], module: Any, x: Any, calibration: Optional[Calibration]
+                         ) -> tuple[Any, Any, str]:
+    """(module to convert, quant_config or None, the scheme's method words) for a level."""
+    if level == "int8-static":
+        assert calibration is not None
+        progress(f"quantizing to full-integer int8 (PT2E, litert-torch's quantizer, {calibration.description})")
+        quantized, config = _pt2e_int8(module, x, calibration)
+        return quantized, config, f"PT2E, litert-torch's quantizer, calibrated on {calibration.description}"
+    if level is not None:  # fp16 or int8 (dynamic range)
+        from litert_torch.generative.quantize import quant_recipes
+
+        recipe = quant_recipes.full_fp16_recipe() if level == "fp16" else quant_recipes.full_dynamic_recipe()
+        how = f"ai-edge-quantizer {_version('ai-edge-quantizer')} via litert-torch"
+        progress(f"quantizing to {'float16 weights' if level == 'fp16' else 'dynamic-range int8'} ({how})")
+        return module, recipe, how
+    return module, None, "litert-torch"
+
+
+def _tflite_scheme(level: Optional[str], census: Any, how: str) -> str:
+    weights = census.to_dict()["weights_by_dtype"]
+    counted = f"weight tensors: {describe(weights)}"
+    if level == "int8-static":
+        return (f"int8 per-channel symmetric weights, int8 activations ({how}); {counted}, "
+                f"{census.per_channel} per-channel")
+    if level == "int8":
+        return (f"int8 per-channel symmetric weights, float32 activations quantized on the fly (dynamic range; "
+                f"{how}); {counted}")
+    if level == "fp16":
+        return f"float16 weights, dequantized to float32 when loaded, float32 activations ({how}); {counted}"
+    return f"float32 weights and activations; {counted}"
 
 
 def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -93,26 +153,34 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
         raise WorkerError("export_failed", f"litert-torch is not installed in this sandbox's python ({first_line(exc)}): "
                                            "the Docker backend's converter image has it (`lodevem build-image "
                                            "--runtime tflite`)") from None
+    shape = list(res.model["input_shape"])
+    calibration = calibration_inputs(req, shape) if req.quantize == "int8-static" else None
     tmp = _temporary_beside(out)
     try:
-        if req.quantize == "int8-static":
-            progress("quantizing to static int8 (PT2E, litert-torch's quantizer)")
-            quantized, config = _pt2e_int8(module, x, list(res.model["input_shape"]))
-            litert_torch.convert(quantized, (x,), quant_config=config).export(tmp)
-        else:
-            litert_torch.convert(module, (x,)).export(tmp)
-        if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:
-            raise RuntimeError("litert-torch wrote no file")
+        try:
+            source, config, how = _tflite_quant_config(req.quantize, module, x, calibration)
+            converted = litert_torch.convert(source, (x,), quant_config=config) if config else \
+                litert_torch.convert(source, (x,))
+            converted.export(tmp)
+            if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:
+                raise RuntimeError("litert-torch wrote no file")
+        except Exception as exc:
+            raise WorkerError("export_failed", f"litert-torch cannot convert {req.model_path}"
+                                               f"{' to ' + req.quantize if req.quantize else ''}: {first_line(exc)}") from None
+        try:
+            census = tflite_census(tmp)
+        except ArtifactUnreadable as exc:
+            raise WorkerError("export_failed", f"litert-torch wrote an unreadable .tflite: {exc}") from None
         os.replace(tmp, out)
-    except Exception as exc:
-        raise WorkerError("export_failed", f"litert-torch cannot convert {req.model_path}: {first_line(exc)}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    res.converted = _converted_section(req, "tflite", "litert-torch", res.model["input_shape"], t0)
-    res.converted["quantize"] = req.quantize
+    res.converted = _converted_section(req, "tflite", "litert-torch", shape, t0)
+    _verified(res.converted, req, census.precision(), _tflite_scheme(req.quantize, census, how), calibration,
+              census.to_dict())
     res.timings_s["export"] = res.converted["seconds"]
-    progress(f"wrote {out} ({res.converted['size_bytes']} bytes, {res.converted['seconds']:.1f} s)")
+    progress(f"wrote {out} ({res.converted['size_bytes']} bytes, {res.converted['precision']}, "
+             f"{res.converted['seconds']:.1f} s)")
 
 
 def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -149,28 +217,56 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
                 except Exception as exc:
                     raise WorkerError("export_failed", f"pnnx needs a traceable model; torch.jit.trace failed on "
                                                        f"{req.model_path}: {first_line(exc)}") from None
+        # read before converting: bad calibration data is the request's error, found at once
+        calibration = calibration_inputs(req, shape) if req.quantize in INT8_LEVELS else None
         t0 = time.perf_counter()
-        progress(f"converting to ncnn with pnnx {_version('pnnx')}")
-        _run_pnnx(pnnx.EXEC_PATH, source, shape, work, req.model_path)
+        fp16 = req.quantize == "fp16"
+        progress(f"converting to ncnn with pnnx {_version('pnnx')}{' (fp16 weight storage)' if fp16 else ''}")
+        _run_pnnx(pnnx.EXEC_PATH, source, shape, work, req.model_path, fp16=fp16)
         produced = [os.path.join(work, "model.ncnn.param"), os.path.join(work, "model.ncnn.bin")]
         if not all(os.path.isfile(p) and os.path.getsize(p) > 0 for p in produced):
             raise WorkerError("export_failed", f"pnnx wrote no ncnn model for {req.model_path}")
+        how = "pnnx, fp16=1" if fp16 else "pnnx"
+        if calibration is not None:
+            produced = ncnn_int8(produced, work, calibration, shape, req.model_path)
+            how = f"ncnn2table (KL) + ncnn2int8, calibrated on {calibration.description}"
+        try:
+            census = ncnn_census(*produced)
+        except ArtifactUnreadable as exc:
+            raise WorkerError("export_failed", f"the ncnn model made from {req.model_path} is unreadable: {exc}") from None
         os.replace(produced[1], weights)
         os.replace(produced[0], param)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res.converted = _converted_section(req, "ncnn", "pnnx", shape, t0)
+    _verified(res.converted, req, census.precision(), _ncnn_scheme(req.quantize, census, how), calibration,
+              census.to_dict())
     res.timings_s["export"] = res.converted["seconds"]
-    progress(f"wrote {param} and {weights} ({res.converted['size_bytes']} bytes, {res.converted['seconds']:.1f} s)")
+    progress(f"wrote {param} and {weights} ({res.converted['size_bytes']} bytes, {res.converted['precision']}, "
+             f"{res.converted['seconds']:.1f} s)")
 
 
-def _run_pnnx(exe: str, source: str, shape: list[int], work: str, model_path: str) -> None:
+def _ncnn_scheme(level: Optional[str], census: Any, how: str) -> str:
+    stored = f"weight blobs: {describe(census.storage_blobs)}"
+    if not census.complete:
+        stored += f" (walk stopped at a {census.stopped_at} layer)" if census.stopped_at else " (walk incomplete)"
+    if level in INT8_LEVELS:
+        prefix = f"{NCNN_NO_DYNAMIC}: " if level == "int8" else ""
+        return (f"{prefix}int8 per-channel weights, int8 activations with static scales in "
+                f"{census.int8_layers} of {census.weighted_layers} conv/fc layers, other weights fp16 ({how}); {stored}")
+    if level == "fp16":
+        return f"float16 weight storage, fp32 arithmetic unless the device has fp16 ({how}); {stored}"
+    return f"float32 weights ({how}); {stored}"
+
+
+def _run_pnnx(exe: str, source: str, shape: list[int], work: str, model_path: str, fp16: bool = False) -> None:
     """The pnnx binary with every output named inside ``work``; its last error line on failure,
-    naming ``model_path`` (the user's file) rather than the work copy."""
+    naming ``model_path`` (the user's file) rather than the work copy. ``fp16``: pnnx's fp16=1,
+    the ncnn weights stored as float16."""
     names = {"pnnxparam": "model.pnnx.param", "pnnxbin": "model.pnnx.bin", "pnnxpy": "model_pnnx.py",
              "pnnxonnx": "model.pnnx.onnx", "ncnnparam": "model.ncnn.param", "ncnnbin": "model.ncnn.bin",
              "ncnnpy": "model_ncnn.py"}
-    cmd = [exe, source, f"inputshape=[{','.join(map(str, shape))}]", "device=cpu", "fp16=0"]
+    cmd = [exe, source, f"inputshape=[{','.join(map(str, shape))}]", "device=cpu", f"fp16={1 if fp16 else 0}"]
     cmd += [f"{key}={os.path.join(work, name)}" for key, name in names.items()]
     try:
         proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, errors="replace", timeout=PNNX_TIMEOUT_S)

@@ -29,6 +29,14 @@ LEVELS: tuple[str, ...] = tuple(LEVEL_DESCRIPTIONS)
 ARITHMETIC: tuple[str, ...] = ("fp32", "fp16", "int8")
 FILE_PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8-dynamic", "int8-static", "mixed")
 
+# The levels an on-device runtime's own converter makes from the fp32 source while converting
+# (export-tflite / export-ncnn ``quantize``; fp32 is no quantize; pruned is a torch-side change
+# made before converting): fp16 weights, int8 dynamic range (int8 weights, float activations
+# quantized at run time) and int8-static (full integer, calibrated).
+CONVERT_QUANTIZE: tuple[str, ...] = ("fp16", "int8", "int8-static")
+# The levels whose files hold int8 weights (a conversion to them may be given calibration data).
+INT8_LEVELS: tuple[str, ...] = ("int8", "int8-static")
+
 # The arithmetic each level's kernels run in (pruned: a smaller fp32 graph of its own).
 LEVEL_ARITHMETIC: dict[str, str] = {"fp32": "fp32", "fp16": "fp16", "int8": "int8", "int8-static": "int8",
                                     "pruned": "fp32"}

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 from . import registry as _registry
-from .precision import ARITHMETIC, LEVELS
+from .precision import ARITHMETIC, CONVERT_QUANTIZE, INT8_LEVELS, LEVELS
 from .registry import CONVERT_ACTIONS
 
 
@@ -96,8 +96,12 @@ class WorkerRequest:
     isa: Optional[str] = None
     precision: Optional[str] = None
     uarch: Optional[str] = None
-    # export-tflite only: "int8-static" quantizes the (float) model to static int8 while converting
+    # export-tflite / export-ncnn: the level the runtime's own toolchain quantizes the (float)
+    # model to while converting (precision.CONVERT_QUANTIZE; null: fp32), and for the calibrated
+    # int8 levels an .npz whose ``inputs`` (N x input shape, float32) calibrate the activation
+    # ranges (null: seeded synthetic inputs, convert.SYNTHETIC_CALIBRATION_INPUTS).
     quantize: Optional[str] = None
+    calibration_path: Optional[str] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -169,8 +173,14 @@ class WorkerRequest:
                                                  and self.precision in ARMSIM_PRECISIONS),
              f"armsim-profile needs runtime tflite or ncnn, converted_path, isa ({', '.join(ARMSIM_ISAS)}) and "
              f"precision ({', '.join(ARMSIM_PRECISIONS)})"),
-            (self.quantize is None or (self.quantize == "int8-static" and self.action == "export-tflite"),
-             "quantize must be null or int8-static, and only for export-tflite"),
+            (self.quantize is None or (self.quantize in CONVERT_QUANTIZE and self.action in CONVERT_ACTIONS.values()),
+             f"quantize must be null or one of {', '.join(CONVERT_QUANTIZE)}, and only for "
+             f"{', '.join(CONVERT_ACTIONS.values())}"),
+            (self.calibration_path is None or (isinstance(self.calibration_path, str) and bool(self.calibration_path)
+                                               and self.action in CONVERT_ACTIONS.values()
+                                               and self.quantize in INT8_LEVELS),
+             "calibration_path must be null or a non-empty string, and only for a conversion with quantize int8 "
+             "or int8-static"),
             (self.action == "armsim-profile" or (self.isa is None and self.precision is None and self.uarch is None),
              "isa, precision and uarch are only for armsim-profile"),
             (self.uarch is None or (isinstance(self.uarch, str) and re.fullmatch(r"cortex-a\d+", self.uarch) is not None),
