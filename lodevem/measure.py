@@ -60,11 +60,10 @@ from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, 
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
-from .store import ArtifactStore, digest
+from .store import ArtifactStore, digest, file_digest
 from .store.artifacts import ConvertCache, ExportCache, loading_sha256
-from .worker.protocol import artifact_files
+from .worker.precision import INT8_LEVELS
 from .worker.registry import measured_under
-from .worker.variants import CALIBRATION_BATCHES
 
 # --- the measurement cache ----------------------------------------------------------------------
 
@@ -118,6 +117,7 @@ class _Plan:
     cache: MeasureCache
     exports: Optional[ExportCache]
     converts: Optional[ConvertCache] = None
+    calibration: Optional[Path] = None  # an .npz of ``inputs`` that calibrates int8 conversions (None: synthetic)
 
     def identity_of(self, runtime: str) -> str:
         """The measuring image (tflite and ncnn have their own) and, for a converted file, its converter."""
@@ -131,6 +131,8 @@ class _Plan:
     def key(self, model: ModelFile, limit: int, settings: Optional[MeasureSettings] = None) -> str:
         s = settings or self.settings
         level = [model.convert_level] if model.convert_level and s.runtime in CONVERTERS else []
+        if level and self.calibration is not None and model.convert_level in INT8_LEVELS:
+            level.append(file_digest(self.calibration))  # another calibration makes another file
         return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime,
                          self.identity_of(s.runtime), self.client.worker_version, s.warmup, s.runs, s.threads,
                          s.input_shape, *level)
@@ -144,8 +146,9 @@ class _Plan:
         shape = self.settings.input_shape
         if shape is None and self.exports is not None:
             shape = self.exports.export(model.measured_path, model.measured_sha256, None).model.input_shape
+        calibration = self.calibration if model.convert_level in INT8_LEVELS else None
         result = self.converts.convert(model.measured_path, model.measured_sha256, self.settings.runtime, shape,
-                                       quantize=model.convert_level)
+                                       quantize=model.convert_level, calibration=calibration)
         if result.path is None:
             return None, f"{self.settings.runtime} conversion failed: {result.error}"
         return result, ""
@@ -192,27 +195,22 @@ class _Plan:
 
 
 def conversion_figures(conversion: ConversionResult, level: Optional[str]) -> dict[str, Any]:
-    """The converted file's figures for its rows: its size (read here, from the files the store
-    holds), the precision and scheme the conversion reports, and for a full-integer file
-    calibrated without data, a note that its scales come from synthetic inputs."""
-    files = [Path(f) for f in artifact_files(str(conversion.path))]
-    size = sum(f.stat().st_size for f in files if f.is_file()) or None
-    precision = getattr(conversion, "precision", None)  # reported by the converter (lodevem >= worker 0.2)
-    scheme = getattr(conversion, "scheme", None)
+    """The converted file's figures for its rows: its size (the published files' own), the
+    precision and scheme the worker read back from it, the conversion's seconds, and for an int8
+    file calibrated while converting, a note saying on what (synthetic inputs unless data was given)."""
     note = None
-    if level == "int8-static" or precision == "int8-static":
-        note = calibration_note(getattr(conversion, "calibration", None))
-    return {"converted_size_bytes": size, "converted_precision": precision, "converted_scheme": scheme,
-            "conversion_s": conversion.seconds, "note": note}
+    if conversion.calibration or level == "int8-static":
+        note = calibration_note(conversion.calibration, level or conversion.precision or "int8")
+    return {"converted_size_bytes": conversion.size_bytes, "converted_precision": conversion.precision,
+            "converted_scheme": conversion.scheme, "conversion_s": conversion.seconds, "note": note}
 
 
-def calibration_note(calibration: Optional[str]) -> str:
-    """The line every int8-static row carries about its activation scales: what the conversion
-    says calibrated it, else the worker's stated default (seeded random inputs). This is the hook
-    for real calibration data: a conversion calibrated on it names it, and the warning goes."""
-    what = calibration or f"{CALIBRATION_BATCHES} synthetic inputs (seeded random)"
+def calibration_note(calibration: Optional[str], level: str = "int8-static") -> str:
+    """The line every calibrated int8 row carries about its activation scales: what the
+    conversion says calibrated it (``worker.calibration``: real data, or its synthetic default)."""
+    what = calibration or "synthetic inputs"
     synthetic = calibration is None or any(word in calibration.lower() for word in ("synthetic", "random"))
-    return f"int8-static scales come from {what}" + (
+    return f"{level} scales come from {what}" + (
         ", not from real data: activation ranges (and accuracy) may differ on real inputs" if synthetic else "")
 
 
@@ -227,7 +225,7 @@ def _as_model(model: Union[ModelFile, Path, str]) -> ModelFile:
 
 def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cache_dir: Optional[Path],
           use_cache: bool, exports: Optional[ExportCache], converts: Optional[ConvertCache] = None,
-          store: Optional[ArtifactStore] = None) -> _Plan:
+          store: Optional[ArtifactStore] = None, calibration: Optional[Path] = None) -> _Plan:
     """``store``: the run's artifact store; else one rooted at ``cache_dir``'s parent (``cache_dir``
     is ``<root>/measure``, the layout library callers pass)."""
     if store is None and cache_dir is not None:
@@ -239,14 +237,15 @@ def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cac
         exports = ExportCache(client, store, timeout_s)
     if converts is None and store is not None and settings.runtime in CONVERTERS:
         converts = ConvertCache(client, store, timeout_s)
-    return _Plan(client, settings, timeout_s, MeasureCache(store), exports, converts)
+    return _Plan(client, settings, timeout_s, MeasureCache(store), exports, converts, calibration)
 
 
 def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Iterable[int], *, client: WorkerClient,
                    settings: MeasureSettings = MeasureSettings(), jobs: Optional[int] = None, timeout_s: float = 300.0,
                    cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
                    on_result: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None,
-                   store: Optional[ArtifactStore] = None, infer: bool = True) -> dict[tuple[str, int], MemoryMeasurement]:
+                   store: Optional[ArtifactStore] = None, infer: bool = True,
+                   calibration: Optional[Path] = None) -> dict[tuple[str, int], MemoryMeasurement]:
     """Measure every model under every DISTINCT limit, ``jobs`` runs at a time; results are keyed
     by (model label, limit).
 
@@ -255,7 +254,8 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
     first: its wall time is the unconstrained reference the thrashing detector compares to.
     The largest limit is the reference run; ``memory.planning`` decides from its peak which
     smaller limits are measured and which rows are inferred from it (``infer=False``, the CLI's
-    ``--no-infer``: every limit is measured).
+    ``--no-infer``: every limit is measured). ``calibration``: an .npz of ``inputs`` calibrating
+    the int8 levels tflite/ncnn rows convert to (None: the worker's synthetic inputs).
     With ``jobs > 1`` every run uses one thread (parallel runs with more threads slow each other
     down); ``threads`` changes host latency only, not the memory verdict. ``cache_dir`` is
     ``<output>/.cache/measure``; ``use_cache=False`` re-measures but still refreshes the cache.
@@ -265,7 +265,7 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
     jobs = max(1, jobs or os.cpu_count() or 1)
     if jobs > 1:
         settings = replace(settings, threads=1)
-    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store)
+    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store, calibration)
     groups: dict[str, list[ModelFile]] = {}  # by content: byte-identical files are measured once
     for model in targets:
         groups.setdefault(model.measured_key, []).append(model)
@@ -313,7 +313,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
                warmup=1, runs=3), timeout_s: float = 300.0, lo_mb: int = 64, hi_mb: int = 4096, tolerance_mb: int = 8,
                cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
                on_probe: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None,
-               store: Optional[ArtifactStore] = None) -> FloorResult:
+               store: Optional[ArtifactStore] = None, calibration: Optional[Path] = None) -> FloorResult:
     """Bisect the limit for the smallest one at which the model completes and fits.
 
     "At what point does the model break?": fits at ``floor_mb``, fails at ``fails_at_mb``, and the
@@ -322,7 +322,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
     error stops the search (it would fail at any limit).
     """
     target = _as_model(model)
-    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store)
+    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store, calibration)
     probes: list[tuple[int, str]] = []
     client.backend.reset()
 

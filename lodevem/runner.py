@@ -40,7 +40,7 @@ from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: 
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
-from .store import ArtifactStore, cache_root, digest
+from .store import ArtifactStore, cache_root, digest, file_digest
 from .store.artifacts import ConvertCache, ExportCache
 from .store.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
 from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
@@ -78,6 +78,10 @@ class RunConfig:
     overwrite: bool = False  # replace another run's results in ``output`` (else refuse: store.runstate.refuse_other_run)
     calibrations: Optional[Path] = None
     uncalibrated: bool = False
+    # An .npz of ``inputs`` (N x C x H x W float32) calibrating the int8 files tflite/ncnn rows
+    # convert to; None: the converter's synthetic inputs, and every such row says so. The hook
+    # for real calibration data (a CLI option reading the user's data writes this file).
+    calibration_inputs: Optional[Path] = None
     command_line: tuple[str, ...] = ()
     loading: ModelLoading = field(default_factory=ModelLoading)  # --code, --arch
     # --backend slurm only (see sandbox.slurm_backend.SlurmSettings); the workdir defaults to <output>/.slurm
@@ -119,6 +123,8 @@ class RunConfig:
             "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
             "backend": self.backend, "loading": self.loading.key,
         }
+        if self.calibration_inputs is not None:  # only then: other runs keep their keys
+            key["calibration_inputs"] = file_digest(str(self.calibration_inputs))
         return digest(key)[:16]
 
     def settings(self, runtime: Optional[str] = None) -> MeasureSettings:
@@ -419,7 +425,7 @@ def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Opti
         floor = measure.find_floor(model, client=ctx.client, settings=MeasureSettings(
                                        runtime=_runtime(ctx, model), warmup=1, runs=3, input_shape=config.input_shape),
                                    timeout_s=config.timeout_s, exports=ctx.exports, converts=ctx.converts,
-                                   store=ctx.store)
+                                   store=ctx.store, calibration=config.calibration_inputs)
         floors[model.label] = floor.floor_mb
         if floor.floor_mb is None:
             ctx.warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
@@ -453,4 +459,5 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Rec
         ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
         measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
                                timeout_s=config.timeout_s, exports=ctx.exports, on_result=recorder,
-                               converts=ctx.converts, store=ctx.store, infer=config.infer)
+                               converts=ctx.converts, store=ctx.store, infer=config.infer,
+                               calibration=config.calibration_inputs)

@@ -115,7 +115,9 @@ def test_a_runtime_the_user_named_is_not_replaced(model: Path, tmp_path: Path) -
 
 
 def test_the_int8_static_note_names_its_calibration() -> None:
-    assert "synthetic inputs (seeded random), not from real data" in calibration_note(None)
+    assert calibration_note(None) .startswith("int8-static scales come from synthetic inputs, not from real data")
+    assert "32 synthetic inputs (standard normal, seed 0), not from real data" in calibration_note(
+        "32 synthetic inputs (standard normal, seed 0)")
     assert calibration_note("images/ (200 inputs)") == "int8-static scales come from images/ (200 inputs)"
 
 
