@@ -36,6 +36,8 @@ class Quick:
 QUICK = {q.script: q for q in (
     Quick("armsim_time.py", (r"^\s+profiles: 1 \(armv8\.0/cortex-a53\) in \d+\.\d+ s wall",
                              r"^\s+cached rerun: 0 profiles made, 1 from the cache")),
+    Quick("conversion_levels.py", (r"^ncnn\s+int8-static\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+int8-static$",
+                                   r"^ncnn\s+fp16\s+.*\s+fp16$", r"^all conversions \(4\) in \d+\.\d+ s wall")),
     Quick("cached_rerun.py", (r"^first run\s+\d+\.\d+ s", r"^cached reruns\s+\d+\.\d+ s",
                               r"^rerun / first\s+\d+\.\d+", r"every measurement cached: True",
                               r"^rerun imported heavy modules: none")),

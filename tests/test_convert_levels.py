@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from lodevem import zoo
 from lodevem.sandbox.client import WorkerClient
@@ -154,3 +155,33 @@ def test_the_reader_refuses_a_damaged_file(converted: dict, tmp_path: Path) -> N
     short.write_bytes(Path(str(param).removesuffix(".param") + ".bin").read_bytes()[:1000])
     with pytest.raises(ArtifactUnreadable):
         ncnn_census(str(param), str(short))
+
+
+class _DataDependent(torch.nn.Module):
+    """Scripted: litert-torch goes through torch.export, which cannot take a ScriptModule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        if bool(y.sum() > 0):
+            return y.relu()
+        return -y
+
+
+def test_a_model_the_converter_cannot_take_is_one_line_and_nothing_kept(converts: ConvertCache,
+                                                                        tmp_path: Path) -> None:
+    import warnings
+
+    from lodevem.store import file_digest
+
+    path = tmp_path / "data_dependent.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(_DataDependent().eval()).save(str(path))
+    result = converts.convert(path, file_digest(path), "tflite", (1, 3, 32, 32), quantize="fp16")
+    assert result.path is None and "\n" not in result.error
+    assert result.error.startswith(f"tflite conversion failed: litert-torch cannot convert {path} to fp16: ")
+    assert not [p for p in converts.store.folder("converted").glob("*") if file_digest(path)[:32] in p.name]

@@ -33,7 +33,7 @@ OWN_READS = {
     ("sandbox/base.py", "host_memory_mb"), ("sandbox/process_backend.py", "read"),
     ("sandbox/process_backend.py", "_own_cgroup"), ("sandbox/process_backend.py", "find_cgroup_parent"),
     ("sandbox/slurm_job.py", "find"), ("sandbox/slurm_job.py", "read_int"), ("sandbox/slurm_job.py", "keyed"),
-    ("sandbox/image.py", "download_wheels"), ("sandbox/image.py", "context_digest"),
+    ("sandbox/image.py", "download_wheels"), ("sandbox/image.py", "context_digest"), ("sandbox/image.py", "_sha256"),
     ("sandbox/image.py", "_debootstrap_import"), ("latency/estimator.py", "load"),
     ("latency/nnmeter.py", "_nn_meter_configs"), ("latency/nnmeter.py", "default_data_dir"),
     ("latency/sklearn_compat.py", "load_predictor_file"), ("latency/sklearn_compat.py", "load_legacy_pickle"),

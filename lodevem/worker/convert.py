@@ -252,10 +252,11 @@ def _ncnn_scheme(level: Optional[str], census: Any, how: str) -> str:
         stored += f" (walk stopped at a {census.stopped_at} layer)" if census.stopped_at else " (walk incomplete)"
     if level in INT8_LEVELS:
         prefix = f"{NCNN_NO_DYNAMIC}: " if level == "int8" else ""
+        rest = ", the others' weights fp16" if census.int8_layers < census.weighted_layers else ""
         return (f"{prefix}int8 per-channel weights, int8 activations with static scales in "
-                f"{census.int8_layers} of {census.weighted_layers} conv/fc layers, other weights fp16 ({how}); {stored}")
+                f"{census.int8_layers} of {census.weighted_layers} conv/fc layers{rest} ({how}); {stored}")
     if level == "fp16":
-        return f"float16 weight storage, fp32 arithmetic unless the device has fp16 ({how}); {stored}"
+        return f"float16 weight storage; ncnn computes in fp16 where the CPU has it, else fp32 ({how}); {stored}"
     return f"float32 weights ({how}); {stored}"
 
 

@@ -3,7 +3,7 @@
 
 Why these tools: they are what ncnn documents for int8 models, and what an app developer
 runs; the ``ncnn`` wheel does not ship them, so the converter image compiles them from ncnn's
-source (``Dockerfile.convert``; ``$LODEVEM_NCNN_TOOLS`` says where they are). ncnn's int8 is
+source (``Dockerfile.convert`` puts them in ``TOOLS_DIR``). ncnn's int8 is
 full-integer: each int8 Convolution / ConvolutionDepthWise / InnerProduct quantizes its input
 with the table's static scale (``int8_scale_term``); ncnn has no dynamic-range mode (a table
 without activation scales leaves the convolutions float), so lodevem's ``int8`` level under
@@ -21,19 +21,18 @@ from .calibration import Calibration
 from .protocol import WorkerError, first_line, progress
 
 NCNN_NO_DYNAMIC = "ncnn has no dynamic-range int8: full-integer int8 (ncnn2table + ncnn2int8)"
-TOOLS_ENV = "LODEVEM_NCNN_TOOLS"
+TOOLS_DIR = "/opt/ncnn-tools"  # where Dockerfile.convert installs them
 TOOL_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner when it is shorter
 _ERROR_WORDS = ("fail", "error", "expect", "mismatch", "illegal", "unexpected", "not support", "need")
 
 
 def tool(name: str) -> str:
     """The path of an ncnn tool in this sandbox, or ``export_failed`` naming how to get it."""
-    folder = os.environ.get(TOOLS_ENV, "")
-    path = os.path.join(folder, name)
-    if not folder or not os.access(path, os.X_OK):
-        raise WorkerError("export_failed", f"{name} is not in this sandbox (${TOOLS_ENV} is "
-                                           f"{folder or 'unset'}): ncnn int8 needs the converter image with ncnn's "
-                                           f"tools (`lodevem build-image --runtime ncnn`)")
+    path = os.path.join(TOOLS_DIR, name)
+    if not os.access(path, os.X_OK):
+        raise WorkerError("export_failed", f"{name} is not in this sandbox (no {path}): ncnn int8 needs the "
+                                           f"converter image with ncnn's tools (`lodevem build-image --runtime ncnn "
+                                           f"--force` rebuilds an older one)")
     return path
 
 
