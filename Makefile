@@ -23,9 +23,10 @@ docker:                ## install and start the Docker engine if needed (root, D
 # Every runtime's image: the tests measure under all four (the converter image is ~2.3 GB),
 # plus armsim (the emulated-Arm-core profiler, docs/armsim.md).
 RUNTIMES ?= torch,onnxruntime,tflite,ncnn,armsim
-# The demo (scripts/demo.sh) measures under torch only: the benchmark image alone, not the
-# converter and on-device runtime images (docs/first-run.md has the fresh-machine timings).
-DEMO_RUNTIMES ?= torch
+# The demo (scripts/demo.sh) measures under the default runtime, tflite (what an Android app
+# ships): the benchmark image (exports, derivations), LiteRT's and the converter's
+# (docs/first-run.md has the fresh-machine timings).
+DEMO_RUNTIMES ?= tflite
 
 image: setup docker    ## build the images of $(RUNTIMES) (offline base image when no registry)
 	$(BIN)/lodevem build-image --runtime $(RUNTIMES)

@@ -139,15 +139,18 @@ def _levels(ctx: click.Context, param: click.Parameter, value: Optional[str]) ->
 IMAGE_RUNTIMES = (*RUNTIMES, "armsim")
 
 
-def _runtimes(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """A runtime or a comma list of them, normalized (``"torch, tflite"`` -> ``"torch,tflite"``)."""
+def _runtimes(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> tuple[str, ...]:
+    """A runtime or a comma list of them, as a tuple (``"torch, tflite"`` -> ``("torch", "tflite")``);
+    not given: ``()``, the runtime latencies are predicted for (``RunConfig.resolved_runtimes``)."""
+    if value is None:
+        return ()
     known = IMAGE_RUNTIMES if ctx.info_name == "build-image" else RUNTIMES
     names = [v.strip().lower() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise click.BadParameter(f"{', '.join(unknown) or repr(value)}: expected one of {', '.join(known)} "
                                  "or a comma list of them")
-    return ",".join(dict.fromkeys(names))
+    return tuple(dict.fromkeys(names))
 
 
 # Options more than one command takes are declared once, here, so a flag means the same thing
@@ -183,16 +186,19 @@ def backend_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--runtime torch|onnxruntime|tflite|ncnn`` or a comma list (start, build-image)."""
+    """``--runtime torch|onnxruntime|tflite|ncnn`` or a comma list (start, build-image); the
+    default is the runtime latencies are predicted for, so both figures of a row describe it."""
     return click.option(
         "--runtime",
-        default="torch",
-        show_default=True,
+        "runtimes",
+        default=None,
         callback=_runtimes,
         metavar="RUNTIMES",
-        help="What runs the model in the measurement: torch, onnxruntime (its ONNX export), tflite "
-        "(LiteRT, converted with litert-torch) or ncnn (converted with pnnx), or a comma list: one "
-        "row per runtime. Conversions run in the sandbox's converter image and are cached.",
+        help="What runs the model in the memory measurement: tflite (LiteRT, converted with "
+        "litert-torch), ncnn (converted with pnnx), torch, onnxruntime (its ONNX export), or a comma "
+        "list: one row per runtime. Default: the --latency-runtime (tflite), the runtime a phone app "
+        "ships; torch and onnxruntime are comparisons. A level (--levels) is made by the runtime's "
+        "own converter. Conversions run in the sandbox's converter image and are cached.",
     )(fn)
 def slurm_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--slurm-*``: where ``--backend slurm`` submits its jobs (start)."""
@@ -952,10 +958,10 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
               envvar="LODEVEM_DEBIAN_MIRROR", show_envvar=True,
               help="Debian mirror debootstrap uses when no registry answers and the debian:bookworm "
               "base image is made offline (it then also serves the image's apt-get).")
-def build_image_cmd(runtime: str, force: bool, debian_mirror: str) -> None:
+def build_image_cmd(runtimes: tuple[str, ...], force: bool, debian_mirror: str) -> None:
     """Build the Docker images the measurements of --runtime run in (offline base image if needed).
 
-    Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
+    Default: the images `start` needs without --runtime (tflite). Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
     lodevem-litert (LiteRT only) and the converter image lodevem-convert (torch, litert-torch,
     pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image, armsim the emulated-Arm-core
     profiler lodevem-armsim (qemu-user + arm64/armhf LiteRT and ncnn) and the converter image. The Python wheels and the
@@ -968,7 +974,7 @@ def build_image_cmd(runtime: str, force: bool, debian_mirror: str) -> None:
     """
     from .sandbox.image import build_image, image_status, specs_for_runtimes
 
-    for spec in specs_for_runtimes(runtime.split(",")):
+    for spec in specs_for_runtimes(runtimes or (DEFAULT_LATENCY_RUNTIME,)):
         status = image_status(spec=spec)
         if status.present and not force:
             console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")

@@ -60,12 +60,12 @@ def check_image() -> Check:
 
 
 def check_runtime_images() -> list[Check]:
-    """One line per on-device runtime's images (optional: only ``--runtime tflite`` / ``ncnn``
-    need them, and ``lodevem build-image --runtime ...`` builds them)."""
+    """One line per on-device runtime's images (optional: without tflite's, the default runtime,
+    ``start`` measures under torch and says why; ``lodevem build-image --runtime ...`` builds them)."""
     from .sandbox.image import IMAGES, RUNTIME_IMAGES, image_status
 
     checks = []
-    from .worker.registry import CONVERT_ACTIONS
+    from .worker.registry import CONVERT_ACTIONS, DEFAULT_LATENCY_RUNTIME
 
     for runtime in CONVERT_ACTIONS:  # the runtimes with images of their own
         parts, missing = [], []
@@ -79,7 +79,8 @@ def check_runtime_images() -> list[Check]:
             if not status.present:
                 missing.append(status.tag)
         checks.append(Check(f"{runtime} images", "warn" if missing else "ok", "; ".join(parts),
-                            f"for --runtime {runtime}: lodevem build-image --runtime {runtime}" if missing else "",
+                            (f"for --runtime {runtime}" + (" (the default)" if runtime == DEFAULT_LATENCY_RUNTIME else "")
+                             + f": lodevem build-image --runtime {runtime}") if missing else "",
                             required=False))
     return checks
 

@@ -52,7 +52,7 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from .errors import InputError
 from .memory.planning import floor_bracket, plan_limits
@@ -61,17 +61,20 @@ from .worker.verdict import Verdict
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
-from .store import ArtifactStore, digest
 from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
+from .store import ArtifactStore, digest, file_digest
+from .worker.precision import INT8_LEVELS
+from .worker.registry import measured_under
 
 # --- the measurement cache ----------------------------------------------------------------------
 
 def cache_key(model_sha256: str, limit_mb: int, runtime: str, identity: str, worker_version: str, warmup: int,
-              runs: int, threads: int, input_shape: Optional[Sequence[int]]) -> str:
+              runs: int, threads: int, input_shape: Optional[Sequence[int]], *level: str) -> str:
     """Everything a measurement depends on; ``identity`` is the image id (or the host python),
-    ``worker_version`` the version the worker reports (the client refuses any other)."""
+    ``worker_version`` the version the worker reports (the client refuses any other), ``level``
+    the level a tflite/ncnn conversion makes from the file (none: the file as it is)."""
     return digest([model_sha256, limit_mb, runtime, identity, worker_version, warmup, runs, threads,
-                   list(input_shape) if input_shape else None])
+                   list(input_shape) if input_shape else None, *level])
 
 
 class MeasureCache:
@@ -115,59 +118,101 @@ class _Plan:
     cache: MeasureCache
     exports: Optional[ExportCache]
     converts: Optional[ConvertCache] = None
+    calibration: Optional[Path] = None  # an .npz of ``inputs`` that calibrates int8 conversions (None: synthetic)
 
-    @property
-    def identity(self) -> str:
+    def identity_of(self, runtime: str) -> str:
         """The measuring image (tflite and ncnn have their own) and, for a converted file, its converter."""
-        runtime = self.settings.runtime
         identity = self.client.backend.identity_for(runtime)
         return f"{identity}|{'=='.join(CONVERTERS[runtime])}" if runtime in CONVERTERS else identity
 
-    def key(self, model: ModelFile, limit: int) -> str:
-        s = self.settings
-        return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime, self.identity,
-                         self.client.worker_version, s.warmup, s.runs, s.threads, s.input_shape)
+    @property
+    def identity(self) -> str:
+        return self.identity_of(self.settings.runtime)
+
+    def key(self, model: ModelFile, limit: int, settings: Optional[MeasureSettings] = None) -> str:
+        s = settings or self.settings
+        level = [model.convert_level] if model.convert_level and s.runtime in CONVERTERS else []
+        if level and self.calibration is not None and model.convert_level in INT8_LEVELS:
+            level.append(file_digest(self.calibration))  # another calibration makes another file
+        return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime,
+                         self.identity_of(s.runtime), self.client.worker_version, s.warmup, s.runs, s.threads,
+                         s.input_shape, *level)
 
     def converted(self, model: ModelFile) -> tuple[Optional[ConversionResult], str]:
         """The conversion a tflite/ncnn run measures, at the shape the ONNX export found when
-        ``--input-shape`` was not given (ncnn files do not record their input shape)."""
+        ``--input-shape`` was not given (ncnn files do not record their input shape). A row of
+        level fp16/int8/int8-static converts the fp32 source at that level with the runtime's own
+        toolchain (``model.convert_level``); every other row converts its measured file as it is."""
         assert self.converts is not None
         shape = self.settings.input_shape
         if shape is None and self.exports is not None:
             shape = self.exports.export(model.measured_path, model.measured_sha256, None).model.input_shape
-        result = self.converts.convert(model.measured_path, model.measured_sha256, self.settings.runtime, shape)
+        calibration = self.calibration if model.convert_level in INT8_LEVELS else None
+        result = self.converts.convert(model.measured_path, model.measured_sha256, self.settings.runtime, shape,
+                                       quantize=model.convert_level, calibration=calibration)
         if result.path is None:
             return None, f"{self.settings.runtime} conversion failed: {result.error}"
         return result, ""
 
     def measure(self, model: ModelFile, limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
-        key = self.key(model, limit)
+        if self.settings.runtime not in CONVERTERS:
+            return self._measured(model, limit, reference_s, self.settings)
+        conversion, error = self.converted(model)
+        if conversion is None:
+            if model.user_quantized:  # a user's own quantized file: torch's figure, saying why
+                torch = replace(self.settings, runtime=measured_under("torch", model.measured_path.suffix))
+                return replace(self._measured(model, limit, reference_s, torch),
+                               fallback=f"{error}; measured under {torch.runtime} instead")
+            return failed_measurement(limit, error, self.client, self.settings, model.measured_sha256)
+        value = self._measured(model, limit, reference_s, self.settings, conversion)
+        return replace(value, **conversion_figures(conversion, model.convert_level))
+
+    def _measured(self, model: ModelFile, limit: int, reference_s: Optional[float], settings: MeasureSettings,
+                  conversion: Optional[ConversionResult] = None) -> MemoryMeasurement:
+        """One run of ``model`` under ``settings.runtime`` (``conversion``: the file a tflite/ncnn
+        run loads), or its cached figures."""
+        key = self.key(model, limit, settings)
         cached = self.cache.get(key)
         if cached is not None:
             return cached
         onnx_path = None
-        if self.settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
+        if settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
             # Exported once, unconstrained, so the measured runs time onnxruntime and not the export.
             assert self.exports is not None
-            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, self.settings.input_shape)
+            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, settings.input_shape)
             if export.path is None:
-                return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, self.settings,
+                return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, settings,
                                           model.measured_sha256)
             onnx_path = export.path
-        settings, converted_path = self.settings, None
-        if settings.runtime in CONVERTERS:
-            conversion, error = self.converted(model)
-            if conversion is None:
-                return failed_measurement(limit, error, self.client, settings, model.measured_sha256)
-            converted_path = conversion.path
-            settings = replace(settings, input_shape=conversion.input_shape)
+        run_settings = replace(settings, input_shape=conversion.input_shape) if conversion is not None else settings
         self.client.backend.prewarm(settings.runtime)
-        run = self.client.measure(model.measured_path, limit, settings, self.timeout_s, onnx_path=onnx_path,
-                                  reference_s=reference_s, converted_path=converted_path)
-        value = to_measurement(run, identity=self.identity, model_sha256=model.measured_sha256,
-                               settings=self.settings, worker_version=self.client.worker_version)
+        run = self.client.measure(model.measured_path, limit, run_settings, self.timeout_s, onnx_path=onnx_path,
+                                  reference_s=reference_s,
+                                  converted_path=conversion.path if conversion is not None else None)
+        value = to_measurement(run, identity=self.identity_of(settings.runtime), model_sha256=model.measured_sha256,
+                               settings=settings, worker_version=self.client.worker_version)
         self.cache.put(key, value)
         return value
+
+
+def conversion_figures(conversion: ConversionResult, level: Optional[str]) -> dict[str, Any]:
+    """The converted file's figures for its rows: its size (the published files' own), the
+    precision and scheme the worker read back from it, the conversion's seconds, and for an int8
+    file calibrated while converting, a note saying on what (synthetic inputs unless data was given)."""
+    note = None
+    if conversion.calibration or level == "int8-static":
+        note = calibration_note(conversion.calibration, level or conversion.precision or "int8")
+    return {"converted_size_bytes": conversion.size_bytes, "converted_precision": conversion.precision,
+            "converted_scheme": conversion.scheme, "conversion_s": conversion.seconds, "note": note}
+
+
+def calibration_note(calibration: Optional[str], level: str = "int8-static") -> str:
+    """The line every calibrated int8 row carries about its activation scales: what the
+    conversion says calibrated it (``worker.calibration``: real data, or its synthetic default)."""
+    what = calibration or "synthetic inputs"
+    synthetic = calibration is None or any(word in calibration.lower() for word in ("synthetic", "random"))
+    return f"{level} scales come from {what}" + (
+        ", not from real data: activation ranges (and accuracy) may differ on real inputs" if synthetic else "")
 
 
 def _as_model(model: Union[ModelFile, Path, str]) -> ModelFile:
@@ -181,7 +226,7 @@ def _as_model(model: Union[ModelFile, Path, str]) -> ModelFile:
 
 def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cache_dir: Optional[Path],
           use_cache: bool, exports: Optional[ExportCache], converts: Optional[ConvertCache] = None,
-          store: Optional[ArtifactStore] = None) -> _Plan:
+          store: Optional[ArtifactStore] = None, calibration: Optional[Path] = None) -> _Plan:
     """``store``: the run's artifact store; else one rooted at ``cache_dir``'s parent (``cache_dir``
     is ``<root>/measure``, the layout library callers pass)."""
     if store is None and cache_dir is not None:
@@ -193,15 +238,15 @@ def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cac
         exports = ExportCache(client, store, timeout_s)
     if converts is None and store is not None and settings.runtime in CONVERTERS:
         converts = ConvertCache(client, store, timeout_s)
-    return _Plan(client, settings, timeout_s, MeasureCache(store), exports, converts)
+    return _Plan(client, settings, timeout_s, MeasureCache(store), exports, converts, calibration)
 
 
 def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Iterable[int], *, client: WorkerClient,
                    settings: MeasureSettings = MeasureSettings(), jobs: Optional[int] = None, timeout_s: float = 300.0,
                    cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
                    on_result: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None,
-                   store: Optional[ArtifactStore] = None,
-                   infer: bool = True) -> dict[tuple[str, int], MemoryMeasurement]:
+                   store: Optional[ArtifactStore] = None, infer: bool = True,
+                   calibration: Optional[Path] = None) -> dict[tuple[str, int], MemoryMeasurement]:
     """Measure every model under every DISTINCT limit, ``jobs`` runs at a time; results are keyed
     by (model label, limit).
 
@@ -210,7 +255,8 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
     first: its wall time is the unconstrained reference the thrashing detector compares to.
     The largest limit is the reference run; ``memory.planning`` decides from its peak which
     smaller limits are measured and which rows are inferred from it (``infer=False``, the CLI's
-    ``--no-infer``: every limit is measured).
+    ``--no-infer``: every limit is measured). ``calibration``: an .npz of ``inputs`` calibrating
+    the int8 levels tflite/ncnn rows convert to (None: the worker's synthetic inputs).
     With ``jobs > 1`` every run uses one thread (parallel runs with more threads slow each other
     down); ``threads`` changes host latency only, not the memory verdict. ``cache_dir`` is
     ``<output>/.cache/measure``; ``use_cache=False`` re-measures but still refreshes the cache.
@@ -220,10 +266,10 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
     jobs = max(1, jobs or os.cpu_count() or 1)
     if jobs > 1:
         settings = replace(settings, threads=1)
-    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store)
+    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store, calibration)
     groups: dict[str, list[ModelFile]] = {}  # by content: byte-identical files are measured once
     for model in targets:
-        groups.setdefault(model.measured_sha256, []).append(model)
+        groups.setdefault(model.measured_key, []).append(model)
     results: dict[tuple[str, int], MemoryMeasurement] = {}
     if not limits:
         return results
@@ -268,7 +314,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
                warmup=1, runs=3), timeout_s: float = 300.0, lo_mb: int = 64, hi_mb: int = 4096, tolerance_mb: int = 8,
                cache_dir: Optional[Path] = None, use_cache: bool = True, exports: Optional[ExportCache] = None,
                on_probe: Optional[ResultFn] = None, converts: Optional[ConvertCache] = None,
-               store: Optional[ArtifactStore] = None) -> FloorResult:
+               store: Optional[ArtifactStore] = None, calibration: Optional[Path] = None) -> FloorResult:
     """Bisect the limit for the smallest one at which the model completes and fits.
 
     "At what point does the model break?": fits at ``floor_mb``, fails at ``fails_at_mb``, and the
@@ -277,7 +323,7 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
     count as failing; a worker error stops the search (it would fail at any limit).
     """
     target = _as_model(model)
-    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store)
+    plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store, calibration)
     probes: list[tuple[int, str]] = []
     client.backend.reset()
 

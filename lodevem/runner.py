@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from . import measure
 from .derive import derive_cached
-from .errors import LodevemError, ModelFileError
+from .errors import InputError, LodevemError, ModelFileError
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor, SandboxAccess, converted_file
@@ -37,11 +37,11 @@ from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: 
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
-from .store import ArtifactStore, cache_root, digest
-from .sandbox.artifacts import ConvertCache, ExportCache
 from .report.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
+from .sandbox.artifacts import ConvertCache, ExportCache
+from .store import ArtifactStore, cache_root, digest, file_digest
 from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
-from .worker.registry import measured_under, predicted_for
+from .worker.registry import CONVERT_ACTIONS, RUNTIMES, canonical, measured_under, predicted_for
 
 MB = 1024 * 1024
 
@@ -56,7 +56,10 @@ class RunConfig:
     runs: int = 50
     output: Path = Path("results")
     backend: str = "auto"
-    runtime: str = "torch"
+    # What measures the memory: one row per runtime. Empty (the default): the runtime latencies are
+    # predicted for (``latency_runtime``, tflite), so both figures of a row describe the runtime a
+    # phone app ships; torch and onnxruntime are opt-in comparisons (``resolved_runtimes``).
+    runtimes: tuple[str, ...] = ()
     jobs: Optional[int] = None
     threads: int = 1
     predictor: str = "auto"
@@ -72,6 +75,10 @@ class RunConfig:
     overwrite: bool = False  # replace another run's results in ``output`` (else refuse: report.runstate.refuse_other_run)
     calibrations: Optional[Path] = None
     uncalibrated: bool = False
+    # An .npz of ``inputs`` (N x C x H x W float32) calibrating the int8 files tflite/ncnn rows
+    # convert to; None: the converter's synthetic inputs, and every such row says so. The hook
+    # for real calibration data (a CLI option reading the user's data writes this file).
+    calibration_inputs: Optional[Path] = None
     command_line: tuple[str, ...] = ()
     loading: ModelLoading = field(default_factory=ModelLoading)  # --code, --arch
     # --backend slurm only (see sandbox.slurm_backend.SlurmSettings); the workdir defaults to <output>/.slurm
@@ -79,6 +86,23 @@ class RunConfig:
     slurm_account: Optional[str] = None
     slurm_time: Optional[int] = None
     slurm_workdir: Optional[Path] = None
+    # lodevem 0.1's comma form (``runtime="torch,tflite"``), read into ``runtimes``
+    runtime: InitVar[Optional[str]] = None
+
+    def __post_init__(self, runtime: Optional[str]) -> None:
+        names = self.runtimes.split(",") if isinstance(self.runtimes, str) else list(self.runtimes)
+        if runtime:
+            names += runtime.split(",")
+        names = [canonical(n) or str(n).strip().lower() for n in names if str(n).strip()]
+        unknown = [n for n in names if n not in RUNTIMES]
+        if unknown:
+            raise InputError(f"runtime {', '.join(unknown)}: expected one of {', '.join(RUNTIMES)}")
+        object.__setattr__(self, "runtimes", tuple(dict.fromkeys(names)))
+
+    @property
+    def resolved_runtimes(self) -> tuple[str, ...]:
+        """The runtimes measured: those given, else the latency runtime (``runtimes`` empty)."""
+        return self.runtimes or (self.latency_runtime,)
 
     @classmethod
     def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
@@ -91,19 +115,17 @@ class RunConfig:
         key = {
             "calibrations": calibrations,
             "models": [(m.label, m.sha256, m.level) for m in models],
-            "warmup": self.warmup, "runs": self.runs, "runtime": self.runtime, "threads": self.threads,
+            "warmup": self.warmup, "runs": self.runs, "runtime": ",".join(self.resolved_runtimes),
+            "threads": self.threads,
             "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
             "backend": self.backend, "loading": self.loading.key,
         }
+        if self.calibration_inputs is not None:  # only then: other runs keep their keys
+            key["calibration_inputs"] = file_digest(str(self.calibration_inputs))
         return digest(key)[:16]
 
-    @property
-    def runtimes(self) -> tuple[str, ...]:
-        """``runtime`` as a list: ``"torch,tflite"`` measures every model under each, one row each."""
-        return tuple(dict.fromkeys(r.strip() for r in self.runtime.split(",") if r.strip())) or ("torch",)
-
     def settings(self, runtime: Optional[str] = None) -> MeasureSettings:
-        return MeasureSettings(runtime=runtime or self.runtime, warmup=self.warmup, runs=self.runs,
+        return MeasureSettings(runtime=runtime or self.resolved_runtimes[0], warmup=self.warmup, runs=self.runs,
                                threads=self.threads, input_shape=self.input_shape)
 
 
@@ -127,6 +149,7 @@ class RunContext:
     store: ArtifactStore
     warnings: list[str] = field(default_factory=list)
     converts: Optional[ConvertCache] = None
+    derived: dict[tuple[Path, str], ModelFile] = field(default_factory=dict)  # (file, level): one derivation
 
     @property
     def backend(self) -> Backend:
@@ -157,7 +180,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         if backend_warning:
             warnings.append(backend_warning)
     backend.sweep_stale()
-    for runtime in config.runtimes:  # a missing runtime or converter image stops the run before any work
+    config = _with_default_runtime(config, backend, warnings)
+    for runtime in config.resolved_runtimes:  # a missing runtime or converter image stops the run before any work
         backend.identity_for(runtime)
     client = WorkerClient(backend, loading=config.loading)
     opened.append(client)
@@ -165,16 +189,16 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
                      progress if progress is not None else NullProgress(), store, warnings,
                      ConvertCache(client, store, config.timeout_s))
-    planned = [m for base in models for m in _per_runtime(base, config.runtimes)]
+    planned = [m for base in models for m in _per_runtime(base, config.resolved_runtimes)]
     state = load_state(config.output, config.state_key(planned, calibrations.digest()), config.resume, ctx.warnings,
                        pairs={(m.label, p.id) for m in planned for p in config.profiles}, overwrite=config.overwrite)
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
         _export(ctx, model.path, model.sha256)
+    models = [m for base in models for m in _per_runtime(base, config.resolved_runtimes)]
     models = [_derive(ctx, m) for m in models]
     models = [_with_graph(ctx, m) for m in models]
-    models = [m for base in models for m in _per_runtime(base, config.runtimes)]
     ctx.progress.stage("predicting latency")
     latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m) for m in models}
     removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m) for m in models}
@@ -184,7 +208,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         list(config.command_line), config.profiles,
         [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
         image_id=backend.identity, backend=backend.name,
-        runtimes={r: backend.identity_for(r) for r in config.runtimes},
+        runtimes={r: backend.identity_for(r) for r in config.resolved_runtimes},
         images=backend.image_ids() if hasattr(backend, "image_ids") else None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
@@ -220,7 +244,7 @@ def _per_runtime(model: ModelFile, runtimes: Sequence[str]) -> list[ModelFile]:
 def _runtime(ctx: RunContext, model: ModelFile) -> str:
     """What measures ``model``: its runtime; an .onnx file has no torch form, so under ``torch``
     it is run by onnxruntime (its rows say so)."""
-    return measured_under(model.runtime or ctx.config.runtimes[0], model.path.suffix)
+    return measured_under(model.runtime or ctx.config.resolved_runtimes[0], model.path.suffix)
 
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:
@@ -234,7 +258,7 @@ def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predict
     """The run's one predictor pool, for the runtime ``model``'s rows stand for (``latency_runtime``;
     ``Predictor.serving`` falls back to ``--latency-runtime`` with a warning where the chosen
     ``--predictor`` cannot serve it)."""
-    return predictor.serving(latency_runtime(model.runtime or ctx.config.runtimes[0], ctx.config.latency_runtime))
+    return predictor.serving(latency_runtime(model.runtime or ctx.config.resolved_runtimes[0], ctx.config.latency_runtime))
 
 
 def _slurm_settings(config: RunConfig) -> Optional[Any]:
@@ -257,8 +281,33 @@ def _export(ctx: RunContext, path: Path, sha256: str) -> ExportResult:
     return export
 
 
+def _with_default_runtime(config: RunConfig, backend: Backend, warnings: list[str]) -> RunConfig:
+    """``config``, measuring under torch when no ``--runtime`` was given and the backend cannot
+    measure the default (the latency runtime: its image is not built, or the process backend's
+    python lacks it), with a warning that says why; a runtime the user named stops the run instead."""
+    if config.runtimes:
+        return config
+    try:
+        backend.identity_for(config.latency_runtime)
+        return config
+    except LodevemError as exc:
+        warnings.append(f"peak RAM measured under torch, not {config.latency_runtime} (the runtime the latencies "
+                        f"stand for, the default): {exc}")
+        return dataclasses.replace(config, runtimes=("torch",))
+
+
+def converted_level(runtime: str, level: Optional[str]) -> Optional[str]:
+    """The level a ``runtime`` row makes while converting the fp32 source with the runtime's own
+    toolchain (tflite, ncnn: fp16, int8, int8-static), or None: the row measures its file as it is
+    (the user's file, or the derived variant: torch and onnxruntime rows, and pruned everywhere,
+    pruning being a smaller fp32 model that is then converted)."""
+    return level if runtime in CONVERT_ACTIONS and level in LEVEL_FILE_PRECISION else None
+
+
 def _derive(ctx: RunContext, model: ModelFile) -> ModelFile:
-    """For a ``--levels`` variant, the file derived once in the sandbox without a limit.
+    """For a ``--levels`` variant, the file its rows measure: under tflite/ncnn the fp32 source,
+    converted at the level (``converted_level``); else the file derived once in the sandbox
+    without a limit (one derivation per file and level, shared by every runtime's rows).
 
     Measuring the derived file, not a derivation inside the measured run, keeps the original's
     load and the quantization/pruning machinery out of the variant's peak RAM (+110 MB for
@@ -266,12 +315,23 @@ def _derive(ctx: RunContext, model: ModelFile) -> ModelFile:
     """
     if model.level is None:
         return model
-    ctx.progress.working_on(f"deriving {model.label} in the sandbox")
-    try:
-        return derive_cached(model, ctx.store, ctx.client, ctx.config.input_shape,
-                             ctx.config.timeout_s)
-    except LodevemError as exc:
-        return dataclasses.replace(model, unusable=f"could not derive {model.level}: {exc}")
+    level = converted_level(_runtime(ctx, model), model.level)
+    if level is not None:
+        return dataclasses.replace(model, convert_level=level)
+    key = (model.path, model.level)
+    if key not in ctx.derived:
+        ctx.progress.working_on(f"deriving {model.label} in the sandbox")
+        try:
+            ctx.derived[key] = derive_cached(model, ctx.store, ctx.client, ctx.config.input_shape,
+                                             ctx.config.timeout_s)
+        except LodevemError as exc:
+            ctx.derived[key] = dataclasses.replace(model, unusable=f"could not derive {model.level}: {exc}")
+    derived = ctx.derived[key]
+    return dataclasses.replace(model, **{f: getattr(derived, f) for f in _DERIVED_FIELDS})
+
+
+# what a derivation fills in (the rest of a row's model record is its own: label, runtime)
+_DERIVED_FIELDS = ("variant_path", "variant_sha256", "size_bytes", "format", "params", "note", "unusable")
 
 
 def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
@@ -340,7 +400,7 @@ def _find_floors(ctx: RunContext, models: Sequence[ModelFile]) -> dict[str, Opti
         floor = measure.find_floor(model, client=ctx.client, settings=MeasureSettings(
                                        runtime=_runtime(ctx, model), warmup=1, runs=3, input_shape=config.input_shape),
                                    timeout_s=config.timeout_s, exports=ctx.exports, converts=ctx.converts,
-                                   store=ctx.store)
+                                   store=ctx.store, calibration=config.calibration_inputs)
         floors[model.label] = floor.floor_mb
         if floor.floor_mb is None:
             ctx.warnings.append(f"{model.label}: no RAM floor found ({floor.error})")
@@ -366,7 +426,7 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Rec
         if limits:
             groups.setdefault((_runtime(ctx, m), limits), []).append(m)
     onnx_files = [m.label for (runtime, _), group in groups.items() for m in group
-                  if runtime != (m.runtime or config.runtimes[0])]
+                  if runtime != (m.runtime or config.resolved_runtimes[0])]
     if onnx_files:
         ctx.warnings.append(f"{', '.join(onnx_files)}: ONNX file(s) measured with onnxruntime (--runtime torch "
                             "applies to PyTorch files)")
@@ -374,4 +434,5 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Rec
         ctx.progress.working_on(f"measuring {len(group)} model(s) under {len(limits)} RAM limit(s)")
         measure.measure_models(group, limits, client=ctx.client, settings=config.settings(runtime), jobs=config.jobs,
                                timeout_s=config.timeout_s, exports=ctx.exports, on_result=recorder,
-                               converts=ctx.converts, store=ctx.store, infer=config.infer)
+                               converts=ctx.converts, store=ctx.store, infer=config.infer,
+                               calibration=config.calibration_inputs)

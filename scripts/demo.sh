@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's demo: zoo models into models/, a pruned sibling, then the benchmark on one tier,
 # then every compression level of mobilenet_v2. Run through `make demo` (which first sets up
-# the venv, Docker and the one image it needs: lodevem-bench; every run here measures under torch).
+# the venv, Docker and the images it needs: lodevem-bench, lodevem-litert and lodevem-convert;
+# every run here measures under the default runtime, tflite, each level made by LiteRT's own
+# converter from the fp32 file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TIER="${1:-tier2}"

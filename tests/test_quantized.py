@@ -303,7 +303,7 @@ def test_start_predicts_quantized_and_half_files_as_what_they_are(docker_backend
     from lodevem.cli import cli
 
     files = [models[n] for n in ("fp32.pt", "half.pt", "static.pt", "dynamic.pt", "qdq.onnx")]
-    common = ["--runs", "2", "--warmup", "1", "--backend", "docker", "--predictor", "estimator",
+    common = ["--runs", "2", "--warmup", "1", "--backend", "docker", "--predictor", "estimator", "--runtime", "torch",
               "--profile", "itel_a70", "--profile", "nokia_c1", "--input-shape", ",".join(map(str, SHAPE))]
 
     def rows(out: Path, *args: str) -> dict[tuple[str, str], dict[str, str]]:

@@ -34,6 +34,7 @@ def files(tmp_path: Path) -> list[Path]:
 
 def config(files: list[Path], out: Path, **kw) -> RunConfig:
     profiles = tuple(select_profiles(load_profiles(), ids=PROFILES))
+    kw.setdefault("runtimes", ("torch",))  # the planning of torch runs (the fake backend converts nothing)
     return RunConfig(models=tuple(files), profiles=profiles, output=out, jobs=1, **kw)
 
 
@@ -162,7 +163,7 @@ def test_a_variant_that_cannot_be_derived_gets_error_rows(files: list[Path], tmp
 def test_every_sandbox_run_gets_the_timeout_asked_for(files: list[Path], tmp_path: Path) -> None:
     """--timeout bounds exports and derivations too (onnxruntime exports once had a 300 s floor)."""
     fake = FakeBackend(NEED)
-    run_benchmark(config(files, tmp_path / "out", runtime="onnxruntime", timeout_s=20.0, levels=("fp32", "fp16")),
+    run_benchmark(config(files, tmp_path / "out", runtimes=("onnxruntime",), timeout_s=20.0, levels=("fp32", "fp16")),
                   backend=fake)
     assert {action for action, _ in fake.timeouts} >= {"export-onnx", "derive"}
     assert {timeout for _, timeout in fake.timeouts} == {20.0}

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.docker
 
 # 256 MB (mobilenet_v2 under torch is OOM there: runtime ~220 MB + model), 512 MB, 1 GB.
 PROFILES = ("nokia_8110_4g", "jiophone2", "nokia_c1")
-FAST = ("--runs", "3", "--warmup", "1", "--backend", "docker")
+FAST = ("--runs", "3", "--warmup", "1", "--backend", "docker", "--runtime", "torch")  # torch's footprint
 
 
 @pytest.fixture(scope="module")

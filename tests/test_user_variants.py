@@ -24,7 +24,9 @@ from lodevem.sandbox.usercode import ModelLoading
 
 pytestmark = pytest.mark.docker
 
-FAST = ("--runs", "2", "--warmup", "0", "--backend", "docker", "--predictor", "estimator")
+# torch: these tests are about loading the user's code in the sandbox (the converters' own
+# handling of a user's quantized file: tests/test_app_runtime.py)
+FAST = ("--runs", "2", "--warmup", "0", "--backend", "docker", "--predictor", "estimator", "--runtime", "torch")
 
 COCOA_MODEL = '''
 import torch

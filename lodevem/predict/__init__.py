@@ -50,6 +50,7 @@ from ..latency.kinds import ConvertedFile, SandboxAccess
 from ..latency.pool import MODES, PredictorPool
 from ..latency.records import KernelLatency, LatencyPrediction, ModelGraph, ModelLatency, format_clock
 from ..profiles import Profile
+from ..worker.precision import LEVEL_FILE_PRECISION
 from ..worker.registry import canonical
 
 if TYPE_CHECKING:
@@ -161,15 +162,14 @@ class Predictor:
 def converted_file(converts: "ConvertCache", model: "ModelFile", runtime: str) -> Callable[[], ConvertedFile]:
     """``model`` in ``runtime``'s own form from the run's conversion cache, made when first asked
     (a kind that runs the runtime asks; the others never convert). The file ``--runtime`` measures
-    (a level's variant), except an int8-static level under tflite: the ORIGINAL float model
-    quantized to static int8 by litert-torch's PT2E quantizer while converting (calibrated like the
-    level), because litert-torch cannot convert the level's FX-quantized TorchScript; it then runs
-    XNNPACK's int8 kernels, as the level would on the phone."""
+    (a level's variant), except a level the runtime's own converter makes (fp16, int8,
+    int8-static): the ORIGINAL float model converted at that level, what a tflite/ncnn row of the
+    level measures and what the phone runs (for int8-static under tflite, XNNPACK's int8 kernels)."""
     shape = tuple(model.input_shape) if model.input_shape else None
 
     def convert() -> ConvertedFile:
-        if model.level == "int8-static" and runtime == "tflite":
-            result = converts.convert(model.path, model.sha256, runtime, shape, quantize="int8-static")
+        if model.level in LEVEL_FILE_PRECISION:
+            result = converts.convert(model.path, model.sha256, runtime, shape, quantize=model.level)
         else:
             result = converts.convert(model.measured_path, model.measured_sha256, runtime, shape)
         return ConvertedFile(result.path, result.error or "", shape)

@@ -217,14 +217,21 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
         lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit, far "
                      "above its peak (CSV limit_enforcement; --no-infer measures each).")
     lines.append(VERDICT_LEGEND)
-    runtimes = list(dict.fromkeys(r.runtime for r in rows))
-    if runtimes != ["torch"]:
-        line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."
-        if any(r in latency_runtimes() for r in runtimes):  # runner.latency_runtime
-            line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "
-                     "torch and onnxruntime rows the one for --latency-runtime.")
-        lines.append(line)
+    lines.append(memory_runtime_line(rows))
     return Text("\n".join(lines), style="dim")
+
+
+def memory_runtime_line(rows: Sequence[PairResult]) -> str:
+    """The footer line that says which runtime every peak RAM figure is for (and, with several,
+    which runtime each latency stands for)."""
+    runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows if r.memory_runtime or r.runtime))
+    line = f"Peak RAM measured under {', '.join(runtimes)} (CSV column memory_runtime)."
+    if any(r.endswith("(fallback)") for r in runtimes):
+        line += " torch (fallback): the runtime's converter refused the user's quantized file (CSV memory_note)."
+    if len(runtimes) > 1 and any(r in latency_runtimes() for r in runtimes):  # runner.latency_runtime
+        line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "
+                 "torch and onnxruntime rows the one for --latency-runtime.")
+    return line
 
 
 def model_summaries(rows: Sequence[PairResult]) -> list[str]:
@@ -272,9 +279,15 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
             if removed:
                 text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
                                                      else "") + " ms with its all-zero channels removed)")
+        measured = measured_file_text(group)
+        if measured:
+            text += f"; {measured}"
         floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
         if floors:
             text += f"; minimum RAM {max(floors):,.0f} MB"
+        errors = [r.memory_error for r in group if r.verdict == "error" and r.memory_error]
+        if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
+            text += f"; no peak RAM: {' '.join(errors[0].split())[:200]}"
         missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
         if missing:
             text += f"; no latency on {len(missing)} device(s): {missing[0][:160]}"
@@ -285,6 +298,20 @@ def model_summaries(rows: Sequence[PairResult]) -> list[str]:
                      f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
                      "device's latency")
     return lines
+
+
+def measured_file_text(group: Sequence[PairResult]) -> Optional[str]:
+    """What a model's rows loaded when it was converted (tflite, ncnn): "measured 3.4 MB int8-static
+    .tflite (scheme)", and each note on how it was made (a synthetic calibration, a fallback)."""
+    parts = []
+    row = next((r for r in group if r.converted_mb is not None), None)
+    if row is not None:
+        what = " ".join(x for x in (f"{row.converted_mb:,.1f} MB", row.converted_precision) if x)
+        parts.append(f"measured {what} {row.memory_runtime or row.runtime} file"
+                     + (f" ({row.converted_scheme})" if row.converted_scheme else ""))
+    notes = dict.fromkeys(part for r in group if r.memory_note for part in r.memory_note.split("; "))
+    parts += list(notes)
+    return "; ".join(parts) or None
 
 
 def _lowest_tier_text(group: Sequence[PairResult], fitting: Sequence[PairResult]) -> str:

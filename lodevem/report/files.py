@@ -145,11 +145,13 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
            r"% requires \usepackage{booktabs}"]
     if marks == "ding":
         out.append(r"% requires \usepackage{pifont}  (\ding{51} = fits, \ding{55} = does not fit)")
+    runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows))
     out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
-               "peak RAM: measured peak RSS under the device's RAM limit; OOM = killed at the limit.")
+               f"peak RAM: measured peak RSS under the device's RAM limit with {', '.join(runtimes)}; "
+               "OOM = killed at the limit.")
     out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(OTHER_MARK, r"\ddag") for n in legend]
     out += [r"\begin{tabular}{llcrrc}", r"\toprule",
-            r"Model & Device & Tier & Latency (ms) & Peak RAM (MB) & Fits \\", r"\midrule"]
+            r"Model & Device & Tier & Latency (ms) & " + _peak_header(runtimes) + r" & Fits \\", r"\midrule"]
     fits_text = _LATEX_FITS[marks]
     for g, (label, group) in enumerate(group_by_model(rows, profiles).items()):
         if g:
@@ -157,8 +159,11 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
         for i, row in enumerate(group):
             c = cells(row)
             latency = latex_escape(c.latency) + _latex_mark(c.mark)
+            peak = c.peak_ram or "--"
+            if len(runtimes) > 1 and c.peak_ram:  # several runtimes: each figure names its own
+                peak += " (" + latex_escape(row.memory_runtime or row.runtime) + ")"
             cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
-                    latex_escape(row.tier.removeprefix("tier")), latency, c.peak_ram or "--",
+                    latex_escape(row.tier.removeprefix("tier")), latency, peak,
                     "tight" if row.verdict == Verdict.TIGHT else fits_text[c.fits]]
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
@@ -169,6 +174,11 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             out.append(r"\multicolumn{6}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
     out.append(r"\end{tabular}")
     return "\n".join(out) + "\n"
+
+
+def _peak_header(runtimes: Sequence[str]) -> str:
+    """"Peak RAM (MB, tflite)": the runtime every figure is for, when the table has one."""
+    return f"Peak RAM (MB, {latex_escape(runtimes[0])})" if len(runtimes) == 1 else "Peak RAM (MB)"
 
 
 def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Sequence[Profile]] = None,

@@ -137,6 +137,10 @@ class RunFacts:
     input_shapes: tuple[str, ...] = ()  # "1x3x224x224 (default)" per distinct shape
     budgets: tuple[tuple[str, int], ...] = ()  # (profile label, app budget MB)
     user_precisions: tuple[str, ...] = ()  # precisions of the user's own files other than fp32
+    # (runtime, level, converted precision, scheme) of each level a runtime's own converter made
+    converted_levels: tuple[tuple[str, str, Optional[str], Optional[str]], ...] = ()
+    fallbacks: tuple[str, ...] = ()  # memory_runtime of rows measured under torch because a converter refused
+    memory_notes: tuple[str, ...] = ()  # each distinct row note on how the measured file was made
 
     @property
     def predicted(self) -> bool:
@@ -235,6 +239,12 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         budgets=_distinct([(r.profile_label, r.app_budget_mb) for r in rows if r.app_budget_mb is not None]),
         user_precisions=_distinct([r.precision for r in rows if r.level is None and r.precision
                                    and r.precision != "fp32"]),
+        converted_levels=_distinct([(r.runtime, r.level, r.converted_precision, r.converted_scheme) for r in rows
+                                    if r.level and r.runtime in on_device_runtimes() and r.converted_mb is not None
+                                    and not (r.memory_runtime or "").endswith("(fallback)")]),
+        fallbacks=_distinct([r.model_label for r in rows if (r.memory_runtime or "").endswith("(fallback)")]),
+        memory_notes=_distinct([part for r in rows if r.memory_note and not (r.memory_runtime or "").endswith(
+                                "(fallback)") for part in r.memory_note.split("; ")]),
     )
 
 
@@ -389,6 +399,17 @@ def _memory_paragraph(f: RunFacts) -> str:
            "runs, so every run starts from the same page-cache state. The peak reported is the process's resident "
            "high-water mark ({code:VmHWM}); a model runs on a device only if the run completed and its VmHWM "
            "stayed within the limit."]
+    if f.converted_levels:
+        made = [f"{level} under {runtime}" + (f" ({scheme})" if scheme else f" ({precision})" if precision else "")
+                for runtime, level, precision, scheme in f.converted_levels]
+        out.append("A compression level measured under an on-device runtime is the file that runtime loads, made "
+                   "by its own converter from the fp32 model (pruned: the pruned fp32 model, converted): "
+                   f"{_and(made)}.")
+    out += [f"{note[:1].upper()}{note[1:]}." for note in f.memory_notes]
+    if f.fallbacks:
+        out.append(f"The converter refused {len(f.fallbacks)} of the user's own quantized files "
+                   f"({_and(list(f.fallbacks))}); their peak RAM was measured under PyTorch instead and is marked "
+                   "{code:torch (fallback)}.")
     if f.input_shapes:
         out.append(f"Every model was run with input {_and(list(f.input_shapes))}.")
     if f.budgets:

@@ -79,6 +79,9 @@ class ModelFile:
     input_shape: Optional[tuple[int, ...]] = None  # what it is exported, measured and predicted with
     input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
     precision_by_class: tuple[tuple[str, str, int], ...] = ()  # (kernel kind, precision, count), from the export
+    # tflite/ncnn rows of fp16/int8/int8-static: the level the runtime's own converter makes from the
+    # fp32 source while converting (not a PyTorch-derived variant: ``runner._derive``)
+    convert_level: Optional[str] = None
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -95,6 +98,18 @@ class ModelFile:
     @property
     def measured_sha256(self) -> str:
         return self.variant_sha256 or self.sha256
+
+    @property
+    def measured_key(self) -> str:
+        """What one measurement stands for: the measured file's content, and the level its
+        conversion makes (the fp32 source converted at fp16 is another file to measure)."""
+        return f"{self.measured_sha256}@{self.convert_level}" if self.convert_level else self.measured_sha256
+
+    @property
+    def user_quantized(self) -> bool:
+        """A user's own quantized or fp16 file, as given (not a ``--levels`` variant): where a
+        runtime's converter cannot take it, its rows are measured under torch (``torch (fallback)``)."""
+        return self.level is None and self.precision not in (None, "fp32")
 
 
 def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
@@ -165,6 +180,16 @@ class MemoryMeasurement:
     cached: bool = False
     observed: dict[str, Any] = field(default_factory=dict)
     inferred_from_mb: Optional[int] = None  # not run: inferred from the run at this limit (memory.planning)
+    # The file a tflite/ncnn run loaded (its conversion; None under torch/onnxruntime): total size,
+    # precision and quantization scheme as the conversion reports them (``measure._Plan``)
+    converted_size_bytes: Optional[int] = None
+    converted_precision: Optional[str] = None
+    converted_scheme: Optional[str] = None
+    conversion_s: Optional[float] = None  # the conversion's own seconds in this run (None: from the cache)
+    # Why the row's own runtime did not measure it (its converter refused a user's quantized file):
+    # measured under torch instead, and the row says ``torch (fallback)``
+    fallback: Optional[str] = None
+    note: Optional[str] = None  # one line on how the measured file was made (e.g. synthetic calibration)
 
     def __post_init__(self) -> None:  # a record read back from JSON holds the text: the member again
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -273,6 +298,15 @@ class PairResult:
     # Memory figures not measured at this limit but inferred from the run at this larger one
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
+    # The runtime the memory figure is for: the row's runtime (tflite, ncnn, torch, onnxruntime), or
+    # "torch (fallback)" when its converter refused a user's quantized file (memory_note says why)
+    memory_runtime: Optional[str] = None
+    memory_note: Optional[str] = None
+    # What a tflite/ncnn row measured: its converted file's size, precision and quantization scheme
+    converted_mb: Optional[float] = None
+    converted_precision: Optional[str] = None
+    converted_scheme: Optional[str] = None
+    conversion_s: Optional[float] = None  # seconds the conversion took in this run; empty: served from the cache
 
     @classmethod
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
@@ -303,6 +337,10 @@ class PairResult:
             input_shape="x".join(map(str, model.input_shape)) if model.input_shape else None,
             host_latency_unstable=unstable(memory.host_latency_mean_ms, memory.host_latency_std_ms),
             energy_mj=energy, min_ram_mb=floor_mb, model_class=model.class_name,
+            memory_runtime=f"{memory.runtime} (fallback)" if memory.fallback else memory.runtime,
+            memory_note=joined(memory.fallback, memory.note) or None,
+            converted_mb=(round(memory.converted_size_bytes / 2**20, 3)
+                          if memory.converted_size_bytes is not None else None),
             sparsity=found.zero_fraction if found else None, zero_channels=found.zero_channels if found else None,
             latency_if_channels_removed_ms=channels_removed_ms)
         return cls(**values)

@@ -28,8 +28,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..errors import BackendUnavailable
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
 from ..worker import WorkerRequest
+from ..worker.registry import RUNTIMES
 from . import image as image_mod
 from .base import Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
 from .watch import TailBuffer, drain, kill_group, wait_child, watch
@@ -152,6 +154,7 @@ class ProcessBackend(Cancellable):
         self.cgroup_parent = find_cgroup_parent()
         self._warm_lock = threading.Lock()
         self._warm: set[str] = set()
+        self._missing: dict[str, list[str]] = {}
         self._serials = itertools.count()  # names this backend's cgroups apart
         # Nothing outlives a run (each child dies with its session, its cgroup is removed), so the
         # inherited sweep_stale has nothing to do.
@@ -169,8 +172,33 @@ class ProcessBackend(Cancellable):
                 self._warm.add(runtime)
 
     def identity_for(self, runtime: str) -> str:
-        """The same python for every runtime (it must have that runtime installed)."""
+        """The same python for every runtime; raises ``BackendUnavailable`` when that python lacks
+        the runtime or its converter (tflite: ai-edge-litert + litert-torch; ncnn: ncnn + pnnx),
+        so a run stops (or, with the default runtime, falls back) before any work instead of
+        giving an error row per model."""
+        missing = self._missing_packages(runtime)
+        if missing:
+            raise BackendUnavailable(f"--backend process: runtime {runtime} needs {' and '.join(missing)} in "
+                                     f"{self.python} (pip install 'lodevem[runtimes]'), or use --backend docker")
         return self.identity
+
+    def _missing_packages(self, runtime: str) -> list[str]:
+        """The distributions ``runtime`` needs that this backend's python does not have (checked once)."""
+        with self._warm_lock:
+            if runtime not in self._missing:
+                spec = RUNTIMES.get(runtime)
+                wanted = [spec.package, spec.converter.package] if spec is not None and spec.converter else []
+                script = ("import importlib.metadata as m, sys\n"
+                          "for d in sys.argv[1:]:\n"
+                          "    try: m.version(d)\n"
+                          "    except m.PackageNotFoundError: print(d)\n")
+                found: list[str] = []
+                if wanted:
+                    proc = subprocess.run([self.python, "-c", script, *wanted], capture_output=True, text=True,
+                                          check=False, timeout=60)
+                    found = proc.stdout.split() if proc.returncode == 0 else wanted
+                self._missing[runtime] = found
+            return self._missing[runtime]
 
     @property
     def identity(self) -> str:
