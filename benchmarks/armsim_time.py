@@ -38,10 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lodevem import zoo  # noqa: E402
 from lodevem.latency.armsim.isa import covered, isa_for_core, uarch_for_core  # noqa: E402
 from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob  # noqa: E402
-from lodevem.store import ArtifactStore  # noqa: E402
-from lodevem.sandbox.artifacts import ConvertCache, ExportCache  # noqa: E402
 from lodevem.profiles import load_profiles, select_profiles  # noqa: E402
 from lodevem.sandbox import image  # noqa: E402
+from lodevem.sandbox.artifacts import ConvertCache, ExportCache  # noqa: E402
 from lodevem.sandbox.client import WorkerClient  # noqa: E402
 from lodevem.sandbox.docker_backend import DockerBackend  # noqa: E402
 from lodevem.store import ArtifactStore  # noqa: E402

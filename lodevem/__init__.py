@@ -22,8 +22,8 @@ __version__ = "0.1.0"
 __all__ = ["LatencyPrediction", "Predictor", "__version__", "predict_latency"]
 
 if TYPE_CHECKING:
-    from .predict.api import LatencyPredictor as Predictor
     from .predict import LatencyPrediction
+    from .predict.api import LatencyPredictor as Predictor
     from .profiles import Profile
 
 

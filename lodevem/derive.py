@@ -23,9 +23,9 @@ from typing import Callable, Optional, Sequence
 
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
-from .sandbox.artifacts import loading_sha256, shape_text
 from .results import ModelFile
 from .sandbox import open_client
+from .sandbox.artifacts import loading_sha256, shape_text
 from .sandbox.client import SandboxRun, WorkerClient
 from .sandbox.usercode import ModelLoading
 from .store import ArtifactStore

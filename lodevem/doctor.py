@@ -79,7 +79,8 @@ def check_runtime_images() -> list[Check]:
             if not status.present:
                 missing.append(status.tag)
         checks.append(Check(f"{runtime} images", "warn" if missing else "ok", "; ".join(parts),
-                            (f"for --runtime {runtime}" + (" (the default)" if runtime == DEFAULT_LATENCY_RUNTIME else "")
+                            (f"for --runtime {runtime}"
+                             + (" (the default)" if runtime == DEFAULT_LATENCY_RUNTIME else "")
                              + f": lodevem build-image --runtime {runtime}") if missing else "",
                             required=False))
     return checks

@@ -16,14 +16,12 @@ from typing import Any, Callable, Optional, Sequence
 
 from .errors import InputError, ModelFileError, SandboxError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
-from .sandbox.artifacts import ExportCache
-from .store import ArtifactStore
 from .results import ModelFile
-from .sandbox.client import ModelSection, WorkerClient
-from .sandbox.usercode import with_code_hint
-from .store import ArtifactStore
 from .sandbox import open_client
+from .sandbox.artifacts import ExportCache
+from .sandbox.client import ModelSection, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
+from .store import ArtifactStore
 
 __all__ = ["InspectionFailure", "ModelInspection", "inspect_models"]
 

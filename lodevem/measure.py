@@ -57,14 +57,14 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from .errors import InputError
 from .memory.planning import floor_bracket, plan_limits
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
-from .worker.verdict import Verdict
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
+from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
-from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .store import ArtifactStore, digest, file_digest
 from .worker.precision import INT8_LEVELS
 from .worker.registry import measured_under
+from .worker.verdict import Verdict
 
 # --- the measurement cache ----------------------------------------------------------------------
 

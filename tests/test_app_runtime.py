@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-
 from fakes import FakeBackend
+
 from lodevem.errors import BackendUnavailable
 from lodevem.measure import calibration_note
 from lodevem.profiles import load_profiles, select_profiles

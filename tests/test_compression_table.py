@@ -10,7 +10,6 @@ whose peak the table does not order, is left to benchmarks/compression_table.py.
 
 from __future__ import annotations
 
-
 import pytest
 
 from lodevem import zoo

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from lodevem import zoo
+from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.sandbox.client import WorkerClient
 from lodevem.store import ArtifactStore
-from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.worker.artifact_info import ArtifactUnreadable, ncnn_census, tflite_census
 from lodevem.worker.ncnn_int8 import NCNN_NO_DYNAMIC
 from lodevem.worker.precision import CONVERT_QUANTIZE

@@ -12,9 +12,9 @@ import pytest
 from fakes import Counting
 
 from lodevem import measure
+from lodevem.sandbox.artifacts import converted_name
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.store import FORMAT_VERSION, ArtifactStore, cache_root, digest
-from lodevem.sandbox.artifacts import converted_name
 
 MAKER = {"model_sha256": "abc", "worker_version": "w1"}
 

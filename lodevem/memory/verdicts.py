@@ -41,7 +41,8 @@ def classify(run: SandboxRun) -> tuple[Verdict, Optional[str], Optional[str]]:
         if kind != Verdict.OOM:
             return kind, message, None
         phase = oom_phase(outcome.stderr_tail)
-        return Verdict.OOM, f"out of memory at {limit} MB{' ' + phase if phase else ''} ({outcome.limit_enforcement})", phase
+        where = f" {phase}" if phase else ""
+        return Verdict.OOM, f"out of memory at {limit} MB{where} ({outcome.limit_enforcement})", phase
     memory = run.reply.memory if run.reply is not None else None
     hwm = _mb(memory.hwm_kb) if memory is not None else None
     if limit is not None and hwm is not None and hwm > limit:

@@ -36,8 +36,8 @@ from ..profiles import Profile, load_profiles, select_profiles
 from ..store import ArtifactStore, user_cache_dir
 from ..store import file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
-from . import Predictor
 from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
+from . import Predictor
 
 __all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
 

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import InputError
-from ..safe_io import printable
-from .api import LatencyPredictor
 from ..latency.calibration import (
     CalibrationRecord,
     Measurement,
@@ -24,6 +22,8 @@ from ..latency.calibration import (
     read_benchmark_log,
     shares_chipset,
 )
+from ..safe_io import printable
+from .api import LatencyPredictor
 
 __all__ = ["CalibrationOutcome", "Removed", "calibrate_profile", "log_measurements", "remove_records"]
 

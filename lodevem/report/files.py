@@ -24,7 +24,6 @@ from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, read_text
 from ..store.files import write_atomic, write_json_file
-from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
 from ..worker.verdict import Verdict
 from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
 from .console import model_summaries

@@ -29,11 +29,9 @@ from .. import __version__
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult
 from ..store.files import write_atomic
-from ..results import PairResult, write_atomic
-from ..worker.verdict import Verdict
-from .cells import RunCounts, run_counts
 from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes
+from ..worker.verdict import Verdict
 from .cells import RunCounts, run_counts
 from .files import latex_escape
 from .manifest import Manifest, ManifestLike

@@ -13,13 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..errors import InputError
-from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
 from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
 from ..safe_io import RESULTS_FILE, UnsafeInput, read_text
-from .files import write_json_file
-from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
-from ..store import write_atomic
-from .files import CSV_NAME, JSON_NAME, write_csv, write_json
+from .files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 
 if TYPE_CHECKING:
     from ..latency.records import LatencyPrediction

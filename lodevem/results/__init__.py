@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from ..errors import InputError
 from ..sandbox.artifacts import ConversionResult, ExportResult  # the sandbox's records, re-exported
-from ..sandbox.client import ModelSection, SparsitySection
+from ..sandbox.client import SparsitySection
 from ..store import file_digest as file_sha256
-from ..store import write_atomic
 from ..worker.verdict import VERDICTS, Verdict
 from .notes import joined, quantization_note, sparsity_note, unstable
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import SandboxError
 from ..safe_io import fields, printable
-from ..worker.verdict import Verdict
 from ..worker.precision import FILE_PRECISIONS
 from ..worker.protocol import (
     CONVERT_ACTIONS,
@@ -29,6 +28,7 @@ from ..worker.protocol import (
     WORKER_VERSION,
     WorkerRequest,
 )
+from ..worker.verdict import Verdict
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
 

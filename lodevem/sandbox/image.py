@@ -67,13 +67,6 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
 # these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
 LITERT_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, LITERT_PIN)
 NCNN_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, NCNN_PIN)
-# The emulated Arm guests' runtimes (docs/armsim.md): the Arm builds of the same runtimes, at the
-# newest versions with aarch64 / armv7l wheels (ncnn's aarch64 wheels stop at 1.0.20250503).
-# Listed whole, installed --no-deps: ncnn's wheel metadata pulls opencv, which it never imports.
-ARMSIM_AARCH64_REQUIREMENTS: tuple[str, ...] = (
-    LITERT_PIN, "ncnn==1.0.20250503", NUMPY_PIN, "flatbuffers==25.12.19", "protobuf==7.36.2",
-    "ml_dtypes==0.7.0", "tqdm==4.70.1", "backports.strenum==1.2.8", "typing_extensions==4.16.0")
-ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = (NCNN_PIN,)
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
 # of the conversion cache key and of the manifest; pinned in the runtime registry.
 CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)

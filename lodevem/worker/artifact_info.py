@@ -287,7 +287,8 @@ def ncnn_census(param_path: str, bin_path: str) -> NcnnCensus:
             pos += 4 * num_output if bias else 0
             if scale_term:
                 group = _int(params, 7, 1)
-                weight_scales = num_output if kind != "ConvolutionDepthWise" else (group if scale_term in (1, 101) else 1)
+                depthwise = kind == "ConvolutionDepthWise"
+                weight_scales = (group if scale_term in (1, 101) else 1) if depthwise else num_output
                 pos += 4 * (weight_scales + 1) + (4 if scale_term > 100 else 0)
         census.walked_bytes = pos
     if census.walked_bytes > census.bin_bytes:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..records import LatencyPrediction, format_clock
 from ...profiles import Profile
+from ..records import LatencyPrediction, format_clock
 from .isa import covered, isa_for_core, uarch_for_core
 from .profile import InstructionProfile
 from .profiler import ArmsimProfiler, ProfileJob

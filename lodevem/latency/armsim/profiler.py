@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
 from typing import Any, Optional
 
 from ...worker.protocol import artifact_files
