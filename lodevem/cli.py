@@ -889,8 +889,9 @@ def build_image_cmd(runtime: str, force: bool, debian_mirror: str) -> None:
     """Build the Docker images the measurements of --runtime run in (offline base image if needed).
 
     Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
-    lodevem-litert (LiteRT only) and the converter image lodevem-convert (torch, litert-torch,
-    pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image, armsim the emulated-Arm-core
+    lodevem-litert (LiteRT only) and the converter image lodevem-convert (litert-torch and pnnx
+    layered on the benchmark image's torch: ~1.3 GB of its own), ncnn adds lodevem-ncnn and the
+    converter image, armsim the emulated-Arm-core
     profiler lodevem-armsim (qemu-user + arm64/armhf LiteRT and ncnn) and the converter image. The Python wheels and the
     build contexts are cached in $XDG_CACHE_HOME/lodevem/build (default ~/.cache/lodevem/build),
     so an unchanged rebuild takes seconds.
