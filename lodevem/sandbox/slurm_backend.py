@@ -308,6 +308,14 @@ class SlurmBackend(Cancellable):
         can convert to it (``slurm_runtimes``), so the run stops before any work."""
         return self.runtimes.resolve(runtime).identity(self.identity)
 
+    def image_ids(self) -> dict[str, str]:
+        """Tag -> id of the Docker converter image this host's conversions ran in (the manifest
+        names what made the converted files the jobs measured); empty when none did."""
+        found: dict[str, str] = {}
+        for converter in self.runtimes.converters():
+            found.update(converter.image_ids())
+        return found
+
     def _submit(self, run_dir: Path, mem_mb: int, threads: int, timeout_s: float,
                 reference_s: Optional[float]) -> Any:
         time_min = self.settings.time_min or math.ceil(timeout_s / 60) + 2
