@@ -22,6 +22,7 @@ import pytest
 
 from lodevem import measure, zoo
 from lodevem.errors import BackendUnavailable, Cancelled
+from lodevem.sandbox import image
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.sandbox.slurm_runtimes import SlurmRuntimes, installed_version
 
@@ -139,6 +140,7 @@ def test_converted_runtime_verdicts_equal_dockers(slurm_conf: str, docker_backen
     slurm = _slurm(tmp_path / "workdir")
     plan = slurm.runtimes.resolve(runtime)
     assert plan.converts_in == "docker" and plan.version
+    assert list(slurm.image_ids()) == [image.CONVERT.tag]  # the manifest names the converter image
     store = tmp_path / "store"
     settings = replace(QUICK, runtime=runtime)
     model = models[0]  # mobilenet_v3_small

@@ -311,10 +311,8 @@ class SlurmBackend(Cancellable):
     def image_ids(self) -> dict[str, str]:
         """Tag -> id of the Docker converter image this host's conversions ran in (the manifest
         names what made the converted files the jobs measured); empty when none did."""
-        found: dict[str, str] = {}
-        for converter in self.runtimes.converters():
-            found.update(converter.image_ids())
-        return found
+        # the converter's own tag and id (its image_ids() would label its default image "bench")
+        return {converter.image_tag: converter.image_id for converter in self.runtimes.converters()}
 
     def _submit(self, run_dir: Path, mem_mb: int, threads: int, timeout_s: float,
                 reference_s: Optional[float]) -> Any:
