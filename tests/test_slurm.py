@@ -191,6 +191,28 @@ def test_converted_runtime_needs_are_named_in_one_line(monkeypatch: pytest.Monke
     assert runtimes.resolve("torch").converts_in == ""  # torch needs nothing converted
 
 
+def test_conversion_is_a_job_when_no_docker_engine_answers(slurm_conf: str, models: list[Path], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Docker engine on the submitting host: the nodes' pnnx converts in a Slurm job, the
+    .param and .bin come back through the run folder, and a job measures them."""
+    if installed_version(sys.executable, "pnnx") is None:
+        pytest.skip("the nodes' python has no pnnx (lodevem[test] installs it)")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
+    slurm = _slurm(tmp_path / "workdir")
+    assert slurm.runtimes.resolve("ncnn").converts_in == "slurm"
+    client = WorkerClient(slurm)
+    target = tmp_path / "converted" / "tiny_cnn.param"
+    run = client.convert(models[1], "ncnn", target, None, 600)
+    assert run.ok, run.failure_message("conversion")
+    assert run.reply is not None and run.reply.converted is not None and run.reply.converted.converter == "pnnx"
+    assert target.stat().st_size > 0 and target.with_suffix(".bin").stat().st_size > 0
+    measured = client.measure(models[1], 512, replace(QUICK, runtime="ncnn"), 300, converted_path=target)
+    verdict, message, _ = measure.classify(measured)
+    assert verdict == "fits", message
+    assert measured.outcome.observed.get("job_cgroup_limit_mb") == 512
+    assert not _queue()
+
+
 def test_over_the_limit_job_is_out_of_memory(slurm_conf: str, models: list[Path], tmp_path: Path) -> None:
     """At 100 MiB the job cgroup kills the worker during import: an OOM verdict with its phase."""
     run = WorkerClient(_slurm(tmp_path / "workdir")).measure(models[1], 100, QUICK, 300)
