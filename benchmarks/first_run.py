@@ -8,12 +8,20 @@ Full mode times what a fresh machine pays after the Docker engine is installed:
 
 * ``--venv`` (optional): ``python -m venv`` + ``pip install --no-cache-dir`` of torch and
   lodevem into a throw-away folder (what ``make setup`` does; network-bound);
-* the wheels of the images the demo needs (``make demo`` builds only those: the tier2 torch
-  demo needs ``lodevem-bench`` alone), downloaded into an empty folder with pip's cache off;
-* ``docker build --no-cache`` of each of those images under a throw-away tag (removed after),
-  so the real images and other users of the engine are untouched;
+* the wheels of the images the demo needs (``make demo`` builds only those: the Makefile's
+  ``DEMO_RUNTIMES``; under tflite ``lodevem-bench``, ``lodevem-litert`` and the converter image
+  ``lodevem-convert``, which is layered on the bench image), downloaded into an empty folder with
+  pip's cache off;
+* ``docker build --no-cache`` of each of those images under a throw-away tag (removed after,
+  a layered image built on the throw-away base), so the real images and other users of the
+  engine are untouched;
 * the demo's own commands (``scripts/demo.sh``: zoo, derive, two ``start`` runs) in a fresh
   folder, so every export, derivation and measurement is made anew.
+
+CPU seconds beside each wall time (the machine is shared, so wall times are inflated by other
+users' work): ``own`` is this script's children (the lodevem CLI processes, pip), ``containers``
+the Docker engine's ``docker`` cpuacct cgroup (every container and build step on the engine:
+ours, and any other user's that ran meanwhile, so an upper bound).
 
 It also counts the images each build left untagged (target: 0; lodevem removes its build-stage
 images) and prints the sum. The base image ``debian:bookworm`` is taken as present (a pull is
@@ -31,6 +39,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -42,8 +51,34 @@ sys.path.insert(0, str(ROOT))
 
 from lodevem.sandbox import image  # noqa: E402
 
-DEMO_RUNTIMES = ("torch",)  # scripts/demo.sh runs the default runtime only
 _STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12})$")
+
+
+def demo_runtimes() -> tuple[str, ...]:
+    """The Makefile's ``DEMO_RUNTIMES`` (what ``make demo`` builds images for and measures under)."""
+    found = re.search(r"^DEMO_RUNTIMES \?= *(\S+)", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    return tuple(found.group(1).split(",")) if found else ("torch",)
+
+
+DEMO_RUNTIMES = demo_runtimes()
+
+
+DOCKER_CPUACCT = Path("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")  # cgroup v1, cgroupfs driver
+
+
+def cpu_now() -> tuple[float, float]:
+    """(CPU seconds of this script's finished children, of the engine's containers; nan if unknown)."""
+    own = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        containers = int(DOCKER_CPUACCT.read_text()) / 1e9
+    except (OSError, ValueError):
+        containers = float("nan")
+    return own.ru_utime + own.ru_stime, containers
+
+
+def cpu_since(start: tuple[float, float]) -> dict:
+    now = cpu_now()
+    return {"cpu_own_s": round(now[0] - start[0], 1), "cpu_containers_s": round(now[1] - start[1], 1)}
 
 
 def lodevem(*args: str, cwd: Path) -> float:
@@ -58,19 +93,24 @@ def lodevem(*args: str, cwd: Path) -> float:
 
 
 def demo_steps(folder: Path, tier: str, quick: bool) -> list[tuple[str, float]]:
-    """scripts/demo.sh's commands (quick: its first two on one small model and one profile)."""
+    """scripts/demo.sh's commands (quick: its first two on one small model and one profile), with
+    ``--runtime`` as ``make demo`` passes it (DEMO_RUNTIMES)."""
+    runtime = ("--runtime", ",".join(DEMO_RUNTIMES))
     if quick:
         return [("zoo mobilenet_v3_small", lodevem("zoo", "mobilenet_v3_small", "--out", "models/", cwd=folder)),
                 ("start (1 model x nokia_c1, cold)", lodevem("start", "models/mobilenet_v3_small.pt", "--profile",
-                                                             "nokia_c1", "--runs", "2", "--warmup", "0", cwd=folder))]
+                                                             "nokia_c1", "--runs", "2", "--warmup", "0", *runtime,
+                                                             cwd=folder))]
     steps = [("zoo (3 models)", lodevem("zoo", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "--out", "models/",
                                         cwd=folder)),
              ("derive pruned", lodevem("derive", "models/mobilenet_v2.pt", "--levels", "pruned", "--out", "models/",
                                        cwd=folder))]
     models = sorted(str(p.relative_to(folder)) for p in (folder / "models").glob("*.pt"))
-    steps.append((f"start ({len(models)} models x {tier})", lodevem("start", *models, "--tier", tier, cwd=folder)))
+    steps.append((f"start ({len(models)} models x {tier})", lodevem("start", *models, "--tier", tier, *runtime,
+                                                                    cwd=folder)))
     steps.append((f"start --levels all x {tier}", lodevem("start", "models/mobilenet_v2.pt", "--levels", "all",
-                                                           "--tier", tier, "--output", "results/levels", cwd=folder)))
+                                                           "--tier", tier, "--output", "results/levels", *runtime,
+                                                           cwd=folder)))
     return steps
 
 
@@ -84,9 +124,11 @@ def fresh_venv(folder: Path) -> float:
     return time.perf_counter() - started
 
 
-def fresh_build(spec: image.ImageSpec) -> dict:
-    """Wheels into an empty folder, then ``--no-cache`` build under a throw-away tag; how many of
-    the images the build's steps made are left untagged and outside the final image's ancestry."""
+def fresh_build(spec: image.ImageSpec, built: dict[str, str]) -> dict:
+    """Wheels into an empty folder, then ``--no-cache`` build under a throw-away tag (a layered
+    image on its base's throw-away tag, from ``built``: spec name -> tag); how many of the images
+    the build's steps made are left untagged and outside the final image's ancestry. The caller
+    removes the images (``remove_builds``), layered ones first."""
     client = image.docker_client(timeout=600)
     row: dict = {"image": spec.tag}
     with tempfile.TemporaryDirectory(prefix="lodevem-wheels-") as tmp:
@@ -95,13 +137,26 @@ def fresh_build(spec: image.ImageSpec) -> dict:
         row["wheel_download_s"] = round(time.perf_counter() - started, 1)
     lines: list[str] = []
     tag = f"{spec.repo}:first-run-timing"
-    started = time.perf_counter()
-    info = image.build_image(lines.append, spec=spec, tag=tag, nocache=True)
+    started, cpu_start = time.perf_counter(), cpu_now()
+    info = image.build_image(lines.append, spec=spec, tag=tag, nocache=True,
+                             base_tag=built.get(spec.layered_on or ""))
     row["docker_build_nocache_s"] = round(time.perf_counter() - started, 1)
+    row.update(cpu_since(cpu_start))
     row["size_mb"] = info.size_mb
+    if spec.layered_on:  # what the layer adds on disk: the docker images SIZE counts the base too
+        row["layered_on"] = built.get(spec.layered_on)
+        row["own_mb"] = round(info.size_mb - client.images.get(built[spec.layered_on]).attrs["Size"] / 2**20, 1)
     row["left_dangling"] = len(left_dangling(client, info.id, lines))
-    client.images.remove(info.id, force=True)
+    row["id"] = info.id
+    built[spec.name] = tag
     return row
+
+
+def remove_builds(rows: list[dict]) -> None:
+    """The throw-away images, the last built (a layer on an earlier one) first."""
+    client = image.docker_client(timeout=600)
+    for row in reversed(rows):
+        client.images.remove(row["id"], force=True)
 
 
 def left_dangling(client, final_id: str, log_lines: list[str]) -> list[str]:
@@ -145,17 +200,29 @@ def main() -> int:
             status = image.image_status(spec=spec)
             print(f"{spec.tag}: {'present ' + status.short_id if status.present else 'NOT BUILT'}")
     else:
-        report["builds"] = [fresh_build(spec) for spec in specs]
+        built: dict[str, str] = {}
+        report["builds"] = []
+        try:
+            for spec in specs:
+                report["builds"].append(fresh_build(spec, built))
+        finally:
+            remove_builds(report["builds"])
         for row in report["builds"]:
             total += row["wheel_download_s"] + row["docker_build_nocache_s"]
+            layer = f" (own layers {row['own_mb']:,.0f} MB on {row['layered_on']})" if "own_mb" in row else ""
             print(f"{row['image']}: wheels {row['wheel_download_s']:.1f} s, docker build --no-cache "
-                  f"{row['docker_build_nocache_s']:.1f} s, {row['size_mb']:,.0f} MB, "
+                  f"{row['docker_build_nocache_s']:.1f} s (CPU {row['cpu_containers_s']:.0f} s), "
+                  f"{row['size_mb']:,.0f} MB{layer}, "
                   f"untagged images left: {row['left_dangling']}")
     with tempfile.TemporaryDirectory(prefix="lodevem-first-run-") as tmp:
+        cpu_start = cpu_now()
         report["demo_steps"] = demo_steps(Path(tmp), args.tier, args.quick)
+        report["demo_cpu"] = cpu_since(cpu_start)
     for name, seconds in report["demo_steps"]:
         total += seconds
         print(f"{name:<40}{seconds:8.1f} s")
+    print(f"demo CPU: own {report['demo_cpu']['cpu_own_s']:.1f} s, containers "
+          f"{report['demo_cpu']['cpu_containers_s']:.1f} s (engine-wide)")
     report["total_s"] = round(total, 1)
     report["load_average_end"] = os.getloadavg()
     what = "demo steps" if args.quick or args.demo_only else ("setup + " if "venv_s" in report else "") + "image build + demo"

@@ -1,6 +1,7 @@
 """The harness's 3 models x 16 profiles through Slurm vs Docker on one node, in one run.
 
     SLURM_CONF=... .venv/bin/python benchmarks/slurm_vs_docker.py [--models tiny_cnn,mobilenet_v2,resnet18]
+    SLURM_CONF=... .venv/bin/python benchmarks/slurm_vs_docker.py --runtime tflite,ncnn --models mobilenet_v2
     SLURM_CONF=... .venv/bin/python benchmarks/slurm_vs_docker.py --quick
 
 Both contenders run ``measure_models`` (one run per DISTINCT RAM limit: 16 profiles -> 6 limits,
@@ -8,7 +9,9 @@ Both contenders run ``measure_models`` (one run per DISTINCT RAM limit: 16 profi
 single-node cluster of ``scripts/slurm-cluster.sh up``, one job per run. Prints both wall times,
 slurm/docker (what a job costs over a container: sbatch, scheduling, the submitit wrapper's
 python start, polling), whether every verdict agrees, and the largest VmHWM difference on runs
-that fit. Docker runs second, so both see the page cache warmed by the first.
+that fit. Docker runs second, so both see the page cache warmed by the first. ``--runtime``
+(default torch): each runtime in turn; tflite and ncnn are converted once (in the Docker
+converter image) into one artifact store both backends read, so both measure the same file.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from lodevem.sandbox.slurm_backend import SlurmBackend, SlurmSettings  # noqa: E
 
 
 def timed(client: WorkerClient, models: list[Path], limits: list[int], settings: MeasureSettings, jobs: int,
-          timeout_s: float) -> tuple[float, dict]:
+          timeout_s: float, store: Path) -> tuple[float, dict]:
+    """Wall seconds and results; ``store``: the artifact store (conversions are shared, each
+    backend's measurements are its own: the backend is part of their key)."""
     start = time.monotonic()
     results = measure.measure_models(models, limits, client=client, settings=settings, jobs=jobs,
-                                     timeout_s=timeout_s, use_cache=False)
+                                     timeout_s=timeout_s, cache_dir=store / "measure")
     return time.monotonic() - start, results
 
 
@@ -45,6 +50,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--runtime", default="torch", help="comma-separated: torch, onnxruntime, tflite, ncnn")
     parser.add_argument("--quick", action="store_true",
                         help="tiny_cnn at the two smallest limits, 1 pass (the test suite runs it)")
     args = parser.parse_args()
@@ -57,16 +63,29 @@ def main() -> int:
         ModelFile.from_path(model)
     profiles = load_profiles()
     limits = sorted({p.ram_mb for p in profiles})[:2 if args.quick else None]
-    settings = MeasureSettings(warmup=args.warmup, runs=args.runs)
     docker = DockerBackend()
     docker.sweep_stale()
     docker.prewarm()
     slurm = SlurmBackend(SlurmSettings(workdir=work / "slurm"))
     print(f"{len(models)} models x {len(profiles)} profiles = {len(models) * len(profiles)} pairs; "
           f"{len(limits)} distinct limits {limits}; warmup {args.warmup}, runs {args.runs}; jobs {args.jobs}")
-    slurm_s, on_slurm = timed(WorkerClient(slurm), models, limits, settings, args.jobs, args.timeout)
-    docker_s, on_docker = timed(WorkerClient(docker), models, limits, settings, args.jobs, args.timeout)
-    disagree = [key for key in on_docker if on_slurm[key].verdict != on_docker[key].verdict]
+    failed = 0
+    for runtime in args.runtime.split(","):
+        settings = MeasureSettings(runtime=runtime, warmup=args.warmup, runs=args.runs)
+        if runtime != "torch":
+            print(f"--- runtime {runtime}")
+        failed += compare(slurm, docker, models, limits, settings, args, work / f"store-{runtime}")
+    return 1 if failed else 0
+
+
+def compare(slurm: SlurmBackend, docker: DockerBackend, models: list[Path], limits: list[int],
+            settings: MeasureSettings, args: argparse.Namespace, store: Path) -> int:
+    """One runtime on both backends; prints the figures, returns how many verdicts differ."""
+    slurm_s, on_slurm = timed(WorkerClient(slurm), models, limits, settings, args.jobs, args.timeout, store)
+    docker_s, on_docker = timed(WorkerClient(docker), models, limits, settings, args.jobs, args.timeout, store)
+    # An error on both sides (a conversion that failed or timed out) is no agreement: counted apart.
+    errors = [key for key in on_docker if "error" in (on_slurm[key].verdict, on_docker[key].verdict)]
+    disagree = [key for key in on_docker if on_slurm[key].verdict != on_docker[key].verdict or key in errors]
     gaps = [abs(on_slurm[k].peak_rss_mb - on_docker[k].peak_rss_mb) / on_docker[k].peak_rss_mb
             for k in on_docker if on_docker[k].fits and on_slurm[k].fits
             and on_slurm[k].peak_rss_mb and on_docker[k].peak_rss_mb]
@@ -75,13 +94,15 @@ def main() -> int:
     print(f"slurm/docker = {slurm_s / docker_s:.2f}")
     print(f"verdicts agree: {len(on_docker) - len(disagree)}/{len(on_docker)}"
           + (f" (differ: {disagree})" if disagree else ""))
+    for key in errors[:1]:
+        print(f"errors: {len(errors)} runs, e.g. {(on_slurm[key].error or on_docker[key].error or '')[:200]}")
     if gaps:
         print(f"VmHWM difference on runs that fit: max {100 * max(gaps):.1f} %, mean {100 * sum(gaps) / len(gaps):.1f} %")
     for (label, limit), value in sorted(on_slurm.items()):
         other = on_docker[(label, limit)]
         print(f"  {label:24s} {limit:5d} MB  slurm {value.verdict:9s} {value.peak_rss_mb or 0:6.1f} MB {value.wall_s:5.1f} s"
               f"   docker {other.verdict:9s} {other.peak_rss_mb or 0:6.1f} MB {other.wall_s:5.1f} s")
-    return 1 if disagree else 0
+    return len(disagree)
 
 
 if __name__ == "__main__":

@@ -961,9 +961,11 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
 def build_image_cmd(runtimes: tuple[str, ...], force: bool, debian_mirror: str) -> None:
     """Build the Docker images the measurements of --runtime run in (offline base image if needed).
 
-    Default: the images `start` needs without --runtime (tflite). Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
-    lodevem-litert (LiteRT only) and the converter image lodevem-convert (torch, litert-torch,
-    pnnx: ~2.3 GB), ncnn adds lodevem-ncnn and the converter image, armsim the emulated-Arm-core
+    Default: the images `start` needs without --runtime (tflite).
+    Always the benchmark image (torch + onnxruntime: exports, derivations); tflite adds
+    lodevem-litert (LiteRT only) and the converter image lodevem-convert (litert-torch and pnnx
+    layered on the benchmark image's torch: ~1.3 GB of its own), ncnn adds lodevem-ncnn and the
+    converter image, armsim the emulated-Arm-core
     profiler lodevem-armsim (qemu-user + arm64/armhf LiteRT and ncnn) and the converter image. The Python wheels and the
     build contexts are cached in $XDG_CACHE_HOME/lodevem/build (default ~/.cache/lodevem/build),
     so an unchanged rebuild takes seconds.

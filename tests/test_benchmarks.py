@@ -50,7 +50,8 @@ QUICK = {q.script: q for q in (
                                 r"^tiny_cnn\s+torch\s+fits\s+\d+\.\d+", r"^lodevem-bench:\S+\s+\d+")),
     Quick("slurm_vs_docker.py", (r"^slurm\s+\(one job per run\):\s+\d+\.\d+ s", r"^slurm/docker = \d+\.\d+",
                                  r"^verdicts agree: 2/2"), needs=("docker", "slurm")),
-    Quick("first_run.py", (r"^images make demo builds: lodevem-bench:\S+ \(make test builds",
+    Quick("first_run.py", (r"^images make demo builds: lodevem-bench:\S+, lodevem-litert:\S+, lodevem-convert:\S+ "
+                           r"\(make test builds",
                            r"^start \(1 model x nokia_c1, cold\)\s+\d+\.\d+ s", r"^total \(demo steps\)\s+\d+\.\d+ s")),
     Quick("compression_table.py", (r"^\s+mobilenet_v2\s+int8-static\s+tflite\s+peak\s+\d",
                                    r"^\s+mobilenet_v2\s+int8-static\s+ncnn\s+(peak|no figure)",

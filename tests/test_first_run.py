@@ -26,18 +26,21 @@ def dry_run(target: str) -> str:
     return done.stdout
 
 
-def test_make_demo_builds_only_the_bench_image_and_make_test_builds_all() -> None:
+def test_make_demo_builds_only_the_tflite_images_and_make_test_builds_all() -> None:
     demo = re.findall(r"lodevem build-image --runtime (\S+)", dry_run("demo"))
-    assert demo == ["torch"]
-    assert [s.tag for s in image.specs_for_runtimes(demo[0].split(","))] == [image.BENCH.tag]
-    assert "scripts/demo.sh" in dry_run("demo")
+    assert demo == ["tflite"]
+    assert [s.tag for s in image.specs_for_runtimes(demo[0].split(","))] == [
+        image.BENCH.tag, image.LITERT.tag, image.CONVERT.tag]  # bench first: convert is layered on it
+    assert image.CONVERT.layered_on == "bench"
+    assert "DEMO_RUNTIMES=tflite bash scripts/demo.sh" in dry_run("demo")
     full = re.findall(r"lodevem build-image --runtime (\S+)", dry_run("test"))
     assert full and set(full[0].split(",")) == {"torch", "onnxruntime", "tflite", "ncnn", "armsim"}
 
 
-def test_demo_script_uses_only_the_default_runtime() -> None:
+def test_demo_script_measures_under_the_demo_runtimes() -> None:
     script = (ROOT / "scripts" / "demo.sh").read_text()
-    assert "--runtime" not in script  # every start measures under torch: the bench image suffices
+    starts = [line for line in script.splitlines() if "lodevem start" in line]
+    assert starts and all('--runtime "$RUNTIMES"' in line for line in starts)  # the images make demo built
 
 
 @pytest.mark.docker

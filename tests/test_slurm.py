@@ -14,14 +14,17 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lodevem import measure, zoo
-from lodevem.errors import Cancelled
+from lodevem.errors import BackendUnavailable, Cancelled
+from lodevem.sandbox import image
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
+from lodevem.sandbox.slurm_runtimes import SlurmRuntimes, installed_version
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
@@ -121,6 +124,93 @@ def test_verdicts_and_peaks_equal_dockers(slurm_conf: str, docker_backend, model
     assert not _queue()
     # submitit's per-job folders (pickles, logs) are removed once collected
     assert [p.name for p in (tmp_path / "workdir" / "submitit").iterdir() if p.is_dir()] == []
+
+
+# tflite/ncnn: 512 MiB fits mobilenet_v3_small (VmHWM ~72 MB under LiteRT in a container);
+# 48 MiB is below that peak: OOM in the container and in the job (which also holds the wrapper).
+CONVERTED_LIMITS = (512, 48)
+
+
+@pytest.mark.parametrize("runtime", ["tflite", "ncnn"])
+def test_converted_runtime_verdicts_equal_dockers(slurm_conf: str, docker_backend, models: list[Path],
+                                                  tmp_path: Path, runtime: str) -> None:
+    """--runtime tflite / ncnn on Slurm: converted once in the Docker converter image on this
+    host, read by the jobs from the run's artifact store, measured in the job's cgroup with the
+    nodes' runtime; the same verdicts as Docker, VmHWM within 10 %."""
+    slurm = _slurm(tmp_path / "workdir")
+    plan = slurm.runtimes.resolve(runtime)
+    assert plan.converts_in == "docker" and plan.version
+    assert list(slurm.image_ids()) == [image.CONVERT.tag]  # the manifest names the converter image
+    store = tmp_path / "store"
+    settings = replace(QUICK, runtime=runtime)
+    model = models[0]  # mobilenet_v3_small
+    # Slurm first (its conversion goes into the store), then Docker with the same store: the
+    # conversion is a cache hit, so both measure the very same converted file.
+    # 600 s: the conversion (litert-torch) took 80-200 s here on a loaded 2-core machine
+    got_slurm = measure.measure_models([model], CONVERTED_LIMITS, client=WorkerClient(slurm), settings=settings,
+                                       jobs=2, timeout_s=600, cache_dir=store / "measure", infer=False)
+    got_docker = measure.measure_models([model], CONVERTED_LIMITS, client=WorkerClient(docker_backend),
+                                        settings=settings, jobs=2, timeout_s=600, cache_dir=store / "measure",
+                                        infer=False)
+    converted = [p for p in (store / "converted").rglob("*") if p.suffix in (".tflite", ".param")]
+    assert len(converted) == 1, converted  # one conversion served both backends
+    for key, on_docker in got_docker.items():
+        on_slurm = got_slurm[key]
+        assert on_slurm.backend == "slurm" and on_slurm.runtime == runtime
+        assert on_slurm.verdict == on_docker.verdict, (key, on_slurm.error, on_docker.error)
+        # measured in a job under --mem (or the job was killed before its wrapper could report)
+        assert (on_slurm.observed.get("job_cgroup_limit_mb") == key[1]
+                or on_slurm.observed.get("slurm_state") == "OUT_OF_MEMORY"), on_slurm.observed
+    slurm_at = {limit: m for (_, limit), m in got_slurm.items()}
+    fits_slurm, fits_docker = slurm_at[512], {limit: m for (_, limit), m in got_docker.items()}[512]
+    assert fits_docker.verdict == "fits", fits_docker.error
+    assert fits_slurm.peak_rss_mb is not None and fits_docker.peak_rss_mb is not None
+    assert abs(fits_slurm.peak_rss_mb - fits_docker.peak_rss_mb) <= 0.10 * fits_docker.peak_rss_mb
+    assert fits_slurm.peak_rss_mb < 150  # the app runtime's peak, not torch's (~220 MB after import)
+    assert slurm_at[48].verdict == "oom"
+    assert not _queue()
+
+
+def test_converted_runtime_needs_are_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cluster needed: what a node lacks for tflite is named before any job is submitted."""
+    bare = "/usr/bin/python3"  # Debian's python: no ai-edge-litert
+    if installed_version(bare, "ai-edge-litert") is None:
+        with pytest.raises(BackendUnavailable, match=r"has no ai-edge-litert.*ai-edge-litert==2\.3\.0"):
+            SlurmRuntimes(bare).resolve("tflite")
+    # No Docker engine to convert in: converted as a Slurm job if the nodes have the converter,
+    # else one line naming both ways out.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{Path('/nonexistent') / 'docker.sock'}")
+    runtimes = SlurmRuntimes(sys.executable)
+    if installed_version(sys.executable, "litert-torch") is None:
+        with pytest.raises(BackendUnavailable) as raised:
+            runtimes.resolve("tflite")
+        message = str(raised.value)
+        assert "\n" not in message and "lodevem-convert" in message and "litert-torch==0.10.0" in message
+    else:
+        assert runtimes.resolve("tflite").converts_in == "slurm"
+    assert runtimes.resolve("torch").converts_in == ""  # torch needs nothing converted
+
+
+def test_conversion_is_a_job_when_no_docker_engine_answers(slurm_conf: str, models: list[Path], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Docker engine on the submitting host: the nodes' pnnx converts in a Slurm job, the
+    .param and .bin come back through the run folder, and a job measures them."""
+    if installed_version(sys.executable, "pnnx") is None:
+        pytest.skip("the nodes' python has no pnnx (lodevem[test] installs it)")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
+    slurm = _slurm(tmp_path / "workdir")
+    assert slurm.runtimes.resolve("ncnn").converts_in == "slurm"
+    client = WorkerClient(slurm)
+    target = tmp_path / "converted" / "tiny_cnn.param"
+    run = client.convert(models[1], "ncnn", target, None, 600)
+    assert run.ok, run.failure_message("conversion")
+    assert run.reply is not None and run.reply.converted is not None and run.reply.converted.converter == "pnnx"
+    assert target.stat().st_size > 0 and target.with_suffix(".bin").stat().st_size > 0
+    measured = client.measure(models[1], 512, replace(QUICK, runtime="ncnn"), 300, converted_path=target)
+    verdict, message, _ = measure.classify(measured)
+    assert verdict == "fits", message
+    assert measured.outcome.observed.get("job_cgroup_limit_mb") == 512
+    assert not _queue()
 
 
 def test_over_the_limit_job_is_out_of_memory(slurm_conf: str, models: list[Path], tmp_path: Path) -> None:

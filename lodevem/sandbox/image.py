@@ -4,9 +4,11 @@ with or without a registry.
 Images (``IMAGES``): ``bench`` (torch + onnxruntime: inspect, ONNX export, derive, and the torch
 and onnxruntime measurements), ``litert`` and ``ncnn`` (python3 + numpy + that runtime only, so
 a tflite/ncnn measurement's baseline is that runtime's, as in an app that ships it) and
-``convert`` (torch + litert-torch + pnnx, ~2 GB installed: built on demand, only for the
-conversions, never measured). All are built from the same ``Dockerfile``; the context differs by
-its wheels.
+``convert`` (litert-torch + pnnx on top of the bench image's torch: built on demand, only for
+the conversions, never measured). All are built from the same ``Dockerfile``; the context differs
+by its wheels. ``convert`` is layered on ``bench`` (``ImageSpec.layered_on``): built FROM it with
+only the wheels bench lacks, so torch (~1.1 GB installed) is downloaded, installed and stored once
+and a first run that measures under tflite pays for the converters' own packages only.
 
 Why it is done this way (see ``Dockerfile``): build containers here can reach Debian's apt over
 HTTP but pip cannot reach the index (TLS interception), and no container registry is reachable.
@@ -124,6 +126,7 @@ class ImageSpec:
     guest_wheels: tuple[GuestWheels, ...] = ()
     extra_sources: tuple[str, ...] = ()
     source_archives: tuple[SourceArchive, ...] = ()
+    layered_on: Optional[str] = None  # IMAGES name this one is built FROM (its packages shared)
 
     @property
     def tag(self) -> str:
@@ -138,7 +141,8 @@ NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + n
 CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
                     "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn) "
                     "+ ncnn2table/ncnn2int8 (ncnn int8)", "torch", dockerfile="Dockerfile.convert",
-                    extra_sources=("sandbox/ncnn_tools",), source_archives=(NCNN_SOURCE,))
+                    extra_sources=("sandbox/ncnn_tools",), source_archives=(NCNN_SOURCE,),
+                    layered_on="bench")
 ARMSIM = ImageSpec(
     "armsim", "lodevem-armsim", (), "qemu-user + lodevem's instruction-count plugin + arm64/armhf LiteRT and ncnn",
     "json", dockerfile="Dockerfile.armsim", extra_sources=("sandbox/armsim",),
@@ -381,8 +385,11 @@ def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpe
     repo_dockerfile = Path(__file__).resolve().parent.parent.parent / spec.dockerfile
     if not repo_dockerfile.is_file():
         raise LodevemError(f"{repo_dockerfile}: Dockerfile not found; build the image from a lodevem checkout")
-    ctx = build_dir() / ("context" if spec is BENCH else f"context-{spec.name}")
-    download_wheels(ctx / "wheels", progress, spec.requirements)
+    ctx = context_dir(spec)
+    if spec.layered_on is None:
+        download_wheels(ctx / "wheels", progress, spec.requirements)
+    else:
+        layer_wheels(spec, ctx / "wheels", progress)
     for guest in spec.guest_wheels:
         download_wheels(ctx / guest.subdir, progress, guest=guest)
     for archive in spec.source_archives:
@@ -405,6 +412,50 @@ def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpe
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(here / source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return ctx
+
+
+def context_dir(spec: ImageSpec) -> Path:
+    """Where ``spec``'s build context lives (its wheels cached between builds)."""
+    return build_dir() / ("context" if spec is BENCH else f"context-{spec.name}")
+
+
+def layer_wheels(spec: ImageSpec, dest: Path, progress: Optional[Progress] = None) -> None:
+    """``dest`` holds the wheels of ``spec`` that its ``layered_on`` image lacks (plus pip to run),
+    and a requirements.txt naming exactly those files, installed ``--no-deps`` on top of it.
+
+    Why by file name: both sets are resolved by the same pip for the same platform, so a wheel
+    file both need is the same version; one the layer needs in another version is kept and
+    shadows the base's (``DEPS_DIR`` comes first on ``PYTHONPATH``)."""
+    assert spec.layered_on is not None
+    base = IMAGES[spec.layered_on]
+    full = build_dir() / f"wheels-{spec.name}"  # the full resolution, cached
+    download_wheels(full, progress, spec.requirements)
+    base_wheels = context_dir(base) / "wheels"
+    download_wheels(base_wheels, progress, base.requirements)  # cached when the base was built here
+    shared = {p.name for p in base_wheels.glob("*.whl")}
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.iterdir():
+        old.unlink()
+    own = []
+    for wheel in sorted(full.glob("*.whl")):
+        if wheel.name in shared and not wheel.name.startswith("pip-"):
+            continue
+        try:
+            os.link(wheel, dest / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, dest / wheel.name)
+        if not wheel.name.startswith("pip-"):
+            own.append(f"/wheels/{wheel.name}")
+    (dest / "requirements.txt").write_text("\n".join(own) + "\n")
+    _say(progress, f"{spec.name}: {len(own)} wheels of its own on top of {base.tag} ({len(shared)} shared)")
+
+
+def layer_buildargs(spec: ImageSpec, base_tag: Optional[str] = None) -> dict[str, str]:
+    """The Dockerfile's build args that layer ``spec`` on its base image (none for a plain one)."""
+    if spec.layered_on is None:
+        return {}
+    return {"BASE_IMAGE": base_tag or IMAGES[spec.layered_on].tag, "DEPS_DIR": "/opt/pylayer",
+            "PIP_DEPS": "--no-deps"}
 
 
 def context_digest(ctx: Path) -> str:
@@ -448,11 +499,13 @@ def _remove_stage_images(client: Any, final_id: str, step_ids: list[str]) -> Non
 
 def build_image(progress_callback: Optional[Progress] = None,
                 debian_mirror: str = DEFAULT_DEBIAN_MIRROR, spec: Optional[ImageSpec] = None, *,
-                tag: Optional[str] = None, nocache: bool = False) -> ImageInfo:
+                tag: Optional[str] = None, nocache: bool = False, base_tag: Optional[str] = None) -> ImageInfo:
     """Ensure the base image, download wheels, build ``spec``'s image (default: the bench image);
     stream the log to the callback. ``tag`` (default ``spec.tag``) and ``nocache`` (every layer
     rebuilt, as on a fresh machine) are for timing builds (benchmarks/runtime_memory.py).
     ``debian_mirror`` is used only when the base image has to be made with debootstrap.
+    A layered image (``spec.layered_on``) is built FROM that image (``base_tag``, default its
+    tag), which must be built first (``specs_for_runtimes`` orders them so).
 
     Always builds (the layer cache makes an unchanged rebuild take seconds): that is what picks up
     a changed worker or Dockerfile.
@@ -462,6 +515,12 @@ def build_image(progress_callback: Optional[Progress] = None,
     base_source = ensure_base_image(client, progress_callback, debian_mirror)
     spec = spec or BENCH
     tag = tag or spec.tag
+    if spec.layered_on is not None:
+        base_spec = IMAGES[spec.layered_on]
+        wanted = base_tag or base_spec.tag
+        if image_status(client, base_spec).id is None and wanted == base_spec.tag:
+            raise BackendUnavailable(f"{spec.tag} is built on {wanted}, which is not built: "
+                                     f"`lodevem build-image --runtime torch` first")
     ctx = prepare_context(progress_callback, spec)
     previous = image_status(client, spec).id if tag == spec.tag else None
     _say(progress_callback, f"building {tag} from {ctx}")
@@ -470,7 +529,8 @@ def build_image(progress_callback: Optional[Progress] = None,
     step_ids: list[str] = []  # every image a step of this build produced or reused (" ---> <id>")
     stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False,
                               nocache=nocache, decode=True, labels={"lodevem.context": context_digest(ctx)},
-                              buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description})
+                              buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description,
+                                         **layer_buildargs(spec, base_tag)})
     for chunk in stream:
         if "error" in chunk:
             raise LodevemError(f"image build failed: {str(chunk['error']).strip().splitlines()[-1]} "

@@ -10,9 +10,14 @@ on the cluster's shared file system). The model file is copied once into ``model
 content hash; each run gets ``runs/<key>/`` with ``request.json`` (the worker request rewritten
 to those paths), ``job.json`` (the Slurm job id, so ``--resume`` can reattach), and what the job
 writes: ``started``, ``worker.stdout``, ``worker.stderr``, ``report.json`` (see ``slurm_job``),
-and ``out/`` for an ONNX export or derived variant, which is copied back with the same checks as
-the Docker backend's output (no links followed, size-capped). The nodes need the same lodevem
-install (same worker version; the client refuses any other) and the same python path.
+and ``out/`` for an ONNX export, derived variant or conversion, which is copied back with the
+same checks as the Docker backend's output (no links followed, size-capped). The nodes need the
+same lodevem install (same worker version; the client refuses any other) and the same python path.
+
+tflite and ncnn (``slurm_runtimes``): each conversion runs once, in the Docker converter image on
+this host when it can, else as a Slurm job; the converted files stay in the run's artifact store
+(``<output>/.cache``, on the shared file system) and the jobs read them there in place. The
+measurement runs in the job's cgroup with the nodes' ai-edge-litert / ncnn.
 
 What it does not isolate: the job is a cgroup, not a container. The model file (which is code)
 runs as the submitting user on the node, with that user's network and file system, like the
@@ -45,9 +50,10 @@ from typing import Any, Callable, Optional
 from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
 from ..safe_io import read_tail
 from ..store import atomic_path, digest, file_digest
-from ..worker import WorkerRequest
+from ..worker import WorkerRequest, artifact_files
 from ..worker.registry import CONVERT_ACTIONS
 from . import slurm_job
+from .slurm_runtimes import SlurmRuntimes
 from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_mb
 
 MAX_OUTPUT_BYTES = 4 * 2**30  # as the Docker backend: the largest export or variant taken back
@@ -152,6 +158,7 @@ class SlurmBackend(Cancellable):
         self._live: dict[str, str] = {}  # job id -> "queued" | "running"
         self._done = 0
         self._copied: dict[tuple[str, int, int], Path] = {}
+        self.runtimes = SlurmRuntimes(python)
 
     @property
     def identity(self) -> str:
@@ -168,9 +175,16 @@ class SlurmBackend(Cancellable):
 
     def cancel(self) -> None:
         super().cancel()
+        for converter in self.runtimes.converters():  # a conversion running in Docker on this host
+            converter.cancel()
         with self._lock:
             ids = list(self._live)
         self._scancel(ids, CANCEL_WAIT_S)
+
+    def reset(self) -> None:
+        super().reset()
+        for converter in self.runtimes.converters():
+            converter.reset()
 
     @staticmethod
     def _scancel(ids: list[str], wait_s: float = 0.0) -> None:
@@ -254,13 +268,24 @@ class SlurmBackend(Cancellable):
                     raise SandboxError(f"{given}: not a regular file; delete it (lodevem writes its cache itself)")
                 onnx = str(self._share(given))
         derive_out = str(run_dir / "out" / Path(request.derive_out).name) if request.derive_out else None
+        converted = None
+        if request.converted_path and request.action in CONVERT_ACTIONS.values():  # the job writes it
+            converted = str(run_dir / "out" / Path(request.converted_path).name)
+        elif request.converted_path:
+            # A conversion in the run's artifact store: read in place by the nodes (the store is
+            # under --output, which must be on the shared file system, as --slurm-workdir is).
+            for file in map(Path, artifact_files(request.converted_path)):
+                if file.is_symlink() or not file.is_file():
+                    raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
+            converted = str(Path(request.converted_path).resolve())
         removed = (str(run_dir / "out" / Path(request.channels_removed_path).name)
                    if request.channels_removed_path else None)
         # --code: read in place, so it must be on a filesystem the nodes share (as lodevem's install).
         code = [str(Path(p).resolve()) for p in request.code_paths]
         calibration = str(self._share(Path(request.calibration_path))) if request.calibration_path else None
         return dataclasses.replace(request, model_path=str(self._share(model)), onnx_path=onnx, derive_out=derive_out,
-                                   channels_removed_path=removed, code_paths=code, calibration_path=calibration)
+                                   channels_removed_path=removed, code_paths=code, converted_path=converted,
+                                   calibration_path=calibration)
 
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
         return digest([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
@@ -281,12 +306,16 @@ class SlurmBackend(Cancellable):
         runtime's files from the same install; the first job on a node warms it."""
 
     def identity_for(self, runtime: str) -> str:
-        """torch and onnxruntime only: the converted files of tflite/ncnn are not carried to and
-        from the nodes (yet), so those runtimes stop the run before any work, in one line."""
-        if runtime in CONVERT_ACTIONS:
-            raise InputError(f"--backend slurm measures with torch or onnxruntime; --runtime {runtime} needs "
-                             "--backend docker (or process)")
-        return self.identity
+        """The backend's identity plus, for tflite/ncnn, the nodes' runtime version; raises
+        ``BackendUnavailable`` in one line when the nodes cannot measure ``runtime`` or nothing
+        can convert to it (``slurm_runtimes``), so the run stops before any work."""
+        return self.runtimes.resolve(runtime).identity(self.identity)
+
+    def image_ids(self) -> dict[str, str]:
+        """Tag -> id of the Docker converter image this host's conversions ran in (the manifest
+        names what made the converted files the jobs measured); empty when none did."""
+        # the converter's own tag and id (its image_ids() would label its default image "bench")
+        return {converter.image_tag: converter.image_id for converter in self.runtimes.converters()}
 
     def _submit(self, run_dir: Path, mem_mb: int, threads: int, timeout_s: float,
                 reference_s: Optional[float]) -> Any:
@@ -320,6 +349,11 @@ class SlurmBackend(Cancellable):
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
         if self.cancelled.is_set():
             raise Cancelled("measurement cancelled")
+        if request.action in CONVERT_ACTIONS.values():
+            plan = self.runtimes.resolve(request.runtime)
+            if plan.converter is not None:  # once, on this host, in the converter image
+                return plan.converter.run(request, limit_mb, timeout_s, reference_s=reference_s,
+                                          on_progress=on_progress)
         key = self._run_key(request, limit_mb, timeout_s)
         run_dir = self.workdir / "runs" / key
         job: Any = None  # a submitit Job once submitted
@@ -342,14 +376,18 @@ class SlurmBackend(Cancellable):
             if on_progress is not None:
                 for line in outcome.stderr_tail.splitlines():
                     on_progress(line)
+            # A conversion's files reversed: an ncnn .bin before the .param that marks it done.
+            converted = (list(zip(artifact_files(request.converted_path), artifact_files(inner.converted_path)))[::-1]
+                         if request.converted_path and inner.converted_path else [])
             for wanted, inside in ((request.onnx_path, inner.onnx_path), (request.derive_out, inner.derive_out),
-                                   (request.channels_removed_path, inner.channels_removed_path)):
+                                   (request.channels_removed_path, inner.channels_removed_path), *converted):
                 if wanted and inside and Path(inside).parent == run_dir / "out":
                     from .docker_backend import _take_output  # the same distrustful copy as Docker's
 
                     _take_output(run_dir / "out", Path(inside).name, Path(wanted), MAX_OUTPUT_BYTES)
             host_paths = {i: h for i, h in ((inner.model_path, request.model_path),
                                             (inner.onnx_path, request.onnx_path),
+                                            (inner.converted_path, request.converted_path),
                                             (inner.derive_out, request.derive_out)) if i and h}
             shutil.rmtree(run_dir, ignore_errors=True)
             return dataclasses.replace(outcome, host_paths=host_paths)
