@@ -319,6 +319,18 @@ def model_code_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 tier_choice = click.Choice(list(TIERS))
 
 
+def eval_data_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--eval-data / --eval-limit: accuracy beside latency and RAM (lodevem.evaluation)."""
+    from .safe_io.evaldata import DEFAULT_EVAL_LIMIT, MAX_EVAL_LIMIT
+
+    fn = click.option("--eval-limit", type=click.IntRange(1, MAX_EVAL_LIMIT), default=DEFAULT_EVAL_LIMIT,
+                      show_default=True, metavar="N", help="Evaluate on the first N samples of --eval-data.")(fn)
+    return click.option("--eval-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
+                        help="Labelled samples (.npz with 'inputs' N x C x H x W and 'labels' N): top-1/top-5 "
+                        "accuracy of every row under its own runtime, and the drop against fp32 (in the sandbox; "
+                        "without --input-shape the samples' shape is the input shape).")(fn)
+
+
 def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--latency-runtime``: the runtime latencies are predicted for (start, predict).
 
@@ -487,6 +499,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
+@eval_data_options
 @click.option("--no-infer", "infer", is_flag=True, flag_value=False, default=True,
               help="Measure every RAM limit; by default a limit far above the largest limit's measured peak "
               "gets its row from that run (limit_enforcement says so; docs/measurement.md).")

@@ -25,6 +25,7 @@ from .store import write_atomic
 from .store import file_digest as file_sha256
 
 if TYPE_CHECKING:
+    from .evaluation import Accuracy
     from .predict import LatencyPrediction
     from .profiles import Profile
 
@@ -300,11 +301,21 @@ class PairResult:
     # Memory figures not measured at this limit but inferred from the run at this larger one
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
+    # Accuracy on --eval-data (lodevem.evaluation), evaluated in the sandbox under this row's
+    # runtime on the file this row measures: top-1 / top-5 in % of ``accuracy_samples``, the drop
+    # in points against the fp32 row of the same file and runtime, and why a cell is empty (or
+    # what qualifies it: a pruned variant not fine-tuned). All None without --eval-data.
+    accuracy_top1_pct: Optional[float] = None
+    accuracy_top5_pct: Optional[float] = None
+    accuracy_drop_pts: Optional[float] = None
+    accuracy_samples: Optional[int] = None
+    accuracy_note: Optional[str] = None
 
     @classmethod
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
                      memory: MemoryMeasurement, *, threads: int, floor_mb: Optional[int] = None,
-                     channels_removed_ms: Optional[float] = None) -> "PairResult":
+                     channels_removed_ms: Optional[float] = None, accuracy: Optional["Accuracy"] = None
+                     ) -> "PairResult":
         """One row from the records it shows. A row field takes the value of the record field of
         the same name, or named with the record's prefix (``model_`` + ``label``, ``profile_`` +
         ``id``, ``latency_`` + ``uncertainty``, ``memory_`` + ``error``), later records winning
@@ -336,6 +347,10 @@ class PairResult:
             energy_mj=energy, min_ram_mb=floor_mb, model_class=model.class_name,
             sparsity=found.zero_fraction if found else None, zero_channels=found.zero_channels if found else None,
             latency_if_channels_removed_ms=channels_removed_ms)
+        if accuracy is not None:
+            values.update(accuracy_top1_pct=accuracy.top1_pct, accuracy_top5_pct=accuracy.top5_pct,
+                          accuracy_drop_pts=accuracy.drop_pts, accuracy_samples=accuracy.samples,
+                          accuracy_note=accuracy.note)
         return cls(**values)
 
     @property

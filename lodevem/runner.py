@@ -28,6 +28,7 @@ from typing import Any, Optional
 from . import measure
 from .derive import derive_cached
 from .errors import LodevemError, ModelFileError
+from .evaluation import evaluate_models
 from .latency.armsim.run import armsim_cells, armsim_profiler, base_predictor_mode, describe_armsim
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
@@ -36,6 +37,7 @@ from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.manifest import collect_manifest
 from .report.notes import kernel_precisions
+from .safe_io.evaldata import DEFAULT_EVAL_LIMIT, prepare_eval_data
 from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
@@ -82,15 +84,19 @@ class RunConfig:
     slurm_account: Optional[str] = None
     slurm_time: Optional[int] = None
     slurm_workdir: Optional[Path] = None
+    # --eval-data / --eval-limit: accuracy of every row on labelled samples (lodevem.evaluation)
+    eval_data: Optional[Path] = None
+    eval_limit: int = DEFAULT_EVAL_LIMIT
 
     @classmethod
     def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
                  **options: Any) -> "RunConfig":
         return cls(models=tuple(paths), profiles=tuple(profiles), command_line=tuple(command_line), **options)
 
-    def state_key(self, models: Sequence[ModelFile], calibrations: str = "") -> str:
+    def state_key(self, models: Sequence[ModelFile], calibrations: str = "", evaluation: str = "") -> str:
         """What must match for ``--resume`` to reuse finished rows (not the profile set).
-        ``calibrations``: the digest of the calibration records in force (they change latencies)."""
+        ``calibrations``: the digest of the calibration records in force (they change latencies);
+        ``evaluation``: the digest of the --eval-data samples (they fill the accuracy cells)."""
         key = {
             "calibrations": calibrations,
             "models": [(m.label, m.sha256, m.level) for m in models],
@@ -98,6 +104,8 @@ class RunConfig:
             "predictor": self.predictor, "latency_runtime": self.latency_runtime, "input_shape": self.input_shape,
             "backend": self.backend, "loading": self.loading.key,
         }
+        if evaluation:  # only then: the keys of runs without --eval-data stay as they were
+            key["evaluation"] = evaluation
         return digest(key)[:16]
 
     @property
@@ -152,6 +160,11 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
     calibrations.check()  # and on a calibration record that does not read
     warnings: list[str] = []
+    eval_data = None
+    if config.eval_data is not None:  # validated before any container starts: bad data is exit 2
+        eval_data = prepare_eval_data(config.eval_data, config.eval_limit, store)
+        if config.input_shape is None:  # the samples' shape is the shape the rows are measured with
+            config = dataclasses.replace(config, input_shape=eval_data.input_shape)
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
                                                 on_status=progress.working_on if progress is not None else None)
@@ -165,7 +178,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                      progress if progress is not None else NullProgress(), store, warnings,
                      ConvertCache(client, store, config.timeout_s))
     planned = [m for base in models for m in _per_runtime(base, config.runtimes)]
-    state = load_state(config.output, config.state_key(planned, calibrations.digest()), config.resume, ctx.warnings,
+    state = load_state(config.output, config.state_key(planned, calibrations.digest(),
+                                                       eval_data.sha256 if eval_data else ""), config.resume, ctx.warnings,
                        pairs={(m.label, p.id) for m in planned for p in config.profiles}, overwrite=config.overwrite)
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
@@ -185,6 +199,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                                           latencies[m.label]) for m in models}
             latencies = {label: future.result() for label, future in cells.items()}
     removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
+    accuracies = evaluate_models(ctx, models, eval_data) if eval_data is not None else {}
     ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
 
     manifest = collect_manifest(
@@ -197,13 +212,14 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
                "predictor": predictor.describe(), "calibrations": calibrations.describe(),
-               "armsim": describe_armsim(armsim)},
+               "armsim": describe_armsim(armsim),
+               "evaluation": eval_data.describe() if eval_data is not None else None},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     floors = _find_floors(ctx, models)
     recorder = Recorder(config.output, config.profiles, config.threads, ctx.progress, models, latencies, floors,
-                        state, manifest, removed)
+                        state, manifest, removed, accuracies)
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:

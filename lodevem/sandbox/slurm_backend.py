@@ -257,8 +257,9 @@ class SlurmBackend(Cancellable):
                    if request.channels_removed_path else None)
         # --code: read in place, so it must be on a filesystem the nodes share (as lodevem's install).
         code = [str(Path(p).resolve()) for p in request.code_paths]
+        data = str(self._share(Path(request.data_path))) if request.data_path else None  # evaluate's samples
         return dataclasses.replace(request, model_path=str(self._share(model)), onnx_path=onnx, derive_out=derive_out,
-                                   channels_removed_path=removed, code_paths=code)
+                                   channels_removed_path=removed, code_paths=code, data_path=data)
 
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
         return digest([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,

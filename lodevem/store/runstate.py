@@ -19,6 +19,7 @@ from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, Pair
 from . import write_atomic
 
 if TYPE_CHECKING:
+    from ..evaluation import Accuracy
     from ..predict import LatencyPrediction
     from ..profiles import Profile
     from ..progress import ProgressSink
@@ -129,8 +130,10 @@ class Recorder:
     def __init__(self, output: Path, profiles: Sequence["Profile"], threads: int, progress: "ProgressSink",
                  models: Sequence[ModelFile], latencies: dict[str, dict[str, "LatencyPrediction"]],
                  floors: dict[str, Optional[int]], state: RunState, manifest: dict[str, Any],
-                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
+                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None,
+                 accuracies: Optional[dict[str, "Accuracy"]] = None) -> None:
         self.output, self.profiles, self.threads, self.progress = Path(output), tuple(profiles), threads, progress
+        self.accuracies = accuracies or {}  # by model label (--eval-data; lodevem.evaluation)
         self.latencies, self.floors, self.state, self.manifest = latencies, floors, state, manifest
         self.channels_removed = channels_removed or {}
         self.models = {m.label: m for m in models}
@@ -156,7 +159,8 @@ class Recorder:
             self.state.rows.append(PairResult.from_records(
                 self.models[label], profile, self.latencies[label][profile.id], memory,
                 threads=self.threads, floor_mb=self.floors.get(label),
-                channels_removed_ms=self.channels_removed.get(label, {}).get(profile.id)))
+                channels_removed_ms=self.channels_removed.get(label, {}).get(profile.id),
+                accuracy=self.accuracies.get(label)))
             self.done.add((label, profile.id))
         # A measurement served from the cache is not lost by an interrupt (the cache has it), so
         # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes

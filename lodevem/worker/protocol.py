@@ -39,7 +39,7 @@ def _source_digest() -> str:
 
 WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile")
+ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate")
 # The runtimes (and the action that makes each converted runtime's file) and the compression
 # levels are the registry's and the precision vocabulary's: one home each (lodevem.levels reads
 # the same names).
@@ -98,6 +98,9 @@ class WorkerRequest:
     uarch: Optional[str] = None
     # export-tflite only: "int8-static" quantizes the (float) model to static int8 while converting
     quantize: Optional[str] = None
+    # evaluate: the labelled samples, an uncompressed .npz the host wrote after validating the
+    # user's data (inputs float32 N x C x H x W, labels int64 N; see worker.samples)
+    data_path: Optional[str] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -161,9 +164,13 @@ class WorkerRequest:
             (self.converted_path is None or (isinstance(self.converted_path, str) and bool(self.converted_path)),
              "converted_path must be a non-empty string or null"),
             (self.converted_path is None or self.action in CONVERT_ACTIONS.values()
-             or (self.action in ("measure", "armsim-profile") and self.runtime in CONVERT_ACTIONS),
-             "converted_path is only for export-tflite, export-ncnn, and measure and armsim-profile with "
+             or (self.action in ("measure", "armsim-profile", "evaluate") and self.runtime in CONVERT_ACTIONS),
+             "converted_path is only for export-tflite, export-ncnn, and measure, evaluate and armsim-profile with "
              "runtime tflite or ncnn"),
+            (self.data_path is None or (self.action == "evaluate" and isinstance(self.data_path, str)
+                                        and bool(self.data_path)),
+             "data_path must be null or a non-empty string, and only for action evaluate"),
+            (self.action != "evaluate" or self.data_path is not None, "evaluate needs data_path (the samples)"),
             (self.action != "armsim-profile" or (self.runtime in CONVERT_ACTIONS and self.converted_path is not None
                                                  and self.isa in ARMSIM_ISAS
                                                  and self.precision in ARMSIM_PRECISIONS),
@@ -222,6 +229,7 @@ class WorkerResult:
     derived: Optional[dict[str, Any]] = None
     converted: Optional[dict[str, Any]] = None  # export-tflite / export-ncnn: what was written
     profile: Optional[dict[str, Any]] = None  # armsim-profile: the instruction counts of one inference
+    accuracy: Optional[dict[str, Any]] = None  # evaluate: samples, top1_correct, top5_correct, classes
     timings_s: dict[str, Optional[float]] = field(
         default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
                                  "export": None})
