@@ -22,6 +22,9 @@ from ..results import VERDICTS, PairResult
 from .cells import (
     VERDICT_LEGEND,
     VERDICT_WORDS,
+    accuracy_legend,
+    accuracy_text,
+    has_accuracy,
     input_shape_text,
     run_counts,
     uncertainty_text,
@@ -62,6 +65,9 @@ def results_table(rows: Sequence[PairResult],
     table.add_column("Verdict", no_wrap=True)
     table.add_column("App budget (MB)", justify="right", no_wrap=True)
     table.add_column("Headroom (MB)", justify="right", no_wrap=True)
+    accuracy = has_accuracy(rows)  # --eval-data: the trade-off's other half
+    if accuracy:
+        table.add_column("Top-1 (%)", justify="right", no_wrap=True)
     for label, group in groups.items():
         for i, row in enumerate(group):
             c = cells(row)
@@ -77,7 +83,9 @@ def results_table(rows: Sequence[PairResult],
             headroom = Text(f"{row.headroom_mb:+,.0f}" if row.headroom_mb is not None else "\u2014",
                             style=style if row.headroom_mb is not None else "dim")
             cols = [Text(label if i == 0 else "", style="bold"), Text(row.profile_label), latency]
-            table.add_row(*cols, ram, verdict, budget, headroom, end_section=i == len(group) - 1)
+            extra = [Text(accuracy_text(row), style="" if row.accuracy_top1_pct is not None else "dim")] \
+                if accuracy else []
+            table.add_row(*cols, ram, verdict, budget, headroom, *extra, end_section=i == len(group) - 1)
     return table
 
 
@@ -155,6 +163,9 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
         lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit, far "
                      "above its peak (CSV limit_enforcement; --no-infer measures each).")
     lines.append(VERDICT_LEGEND)
+    legend = accuracy_legend(rows)
+    if legend:
+        lines.append(legend)
     runtimes = list(dict.fromkeys(r.runtime for r in rows))
     if runtimes != ["torch"]:
         line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."

@@ -23,7 +23,8 @@ from .. import __version__
 from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult, write_atomic
-from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
+from .cells import (CALIBRATED_MARK, NOT_FINETUNED_MARK, OTHER_MARK, VERDICT_LEGEND, accuracy_legend, accuracy_text, cells,
+                    group_by_model, has_accuracy, source_notes, threads_text)
 from .console import model_summaries
 
 CSV_NAME = "benchmark_results.csv"
@@ -145,8 +146,11 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
     out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
                "peak RAM: measured peak RSS under the device's RAM limit; OOM = killed at the limit.")
     out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(OTHER_MARK, r"\ddag") for n in legend]
-    out += [r"\begin{tabular}{llcrrc}", r"\toprule",
-            r"Model & Device & Tier & Latency (ms) & Peak RAM (MB) & Fits \\", r"\midrule"]
+    accuracy = has_accuracy(rows)  # --eval-data: a Top-1 column (drop vs fp32 in points)
+    width = 7 if accuracy else 6
+    out += [r"\begin{tabular}{llcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
+            r"Model & Device & Tier & Latency (ms) & Peak RAM (MB) & Fits" + (" & Top-1 (\%)" if accuracy else "")
+            + r" \\", r"\midrule"]
     fits_text = _LATEX_FITS[marks]
     for g, (label, group) in enumerate(group_by_model(rows, profiles).items()):
         if g:
@@ -157,13 +161,19 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
                     latex_escape(row.tier.removeprefix("tier")), latency, c.peak_ram or "--",
                     "tight" if row.verdict == "tight" else fits_text[c.fits]]
+            if accuracy:
+                cols.append(latex_escape(accuracy_text(row, dash="--", minus="-")).replace(
+                    NOT_FINETUNED_MARK, r"$^\circ$"))
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
     if notes:  # the footnote under the table: each mark with its error figure, then the verdicts
         lines = [_LATEX_MARKS[n.mark] + " " + latex_escape(n.text()[len(n.mark) + 1:]) for n in legend]
         lines.append(latex_escape(VERDICT_LEGEND))
+        legend_text = accuracy_legend(rows)
+        if legend_text:
+            lines.append(latex_escape(legend_text.replace("\u2212", "-")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
         for text in lines:  # a p{} cell wraps long lines inside the table's width
-            out.append(r"\multicolumn{6}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
+            out.append(r"\multicolumn{" + str(width) + r"}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
     out.append(r"\end{tabular}")
     return "\n".join(out) + "\n"
 
