@@ -149,7 +149,7 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
     accuracy = has_accuracy(rows)  # --eval-data: a Top-1 column (drop vs fp32 in points)
     width = 7 if accuracy else 6
     out += [r"\begin{tabular}{llcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
-            r"Model & Device & Tier & Latency (ms) & Peak RAM (MB) & Fits" + (" & Top-1 (\%)" if accuracy else "")
+            r"Model & Device & Tier & Latency (ms) & Peak RAM (MB) & Fits" + (r" & Top-1 (\%)" if accuracy else "")
             + r" \\", r"\midrule"]
     fits_text = _LATEX_FITS[marks]
     for g, (label, group) in enumerate(group_by_model(rows, profiles).items()):
