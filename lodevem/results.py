@@ -25,11 +25,10 @@ from .store import write_atomic
 from .store import file_digest as file_sha256
 
 if TYPE_CHECKING:
-    from .evaluation import Accuracy
     from .predict import LatencyPrediction
     from .profiles import Profile
 
-__all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement", "FloorResult", "ExportResult",
+__all__ = ["Accuracy", "ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement", "FloorResult", "ExportResult",
            "ConversionResult", "VERDICTS", "OutputClaim", "write_atomic"]
 
 RESULTS_SCHEMA_VERSION = 1
@@ -224,6 +223,39 @@ class ConversionResult:
 
 
 @dataclass(frozen=True)
+class Accuracy:
+    """One model's accuracy under one runtime on the run's --eval-data (``lodevem.accuracy``), or
+    why there is none (``note``). Percentages of the ``samples`` evaluated; ``drop_pts``: the fp32
+    row's top-1 minus this top-1, in points. ``to_record``/``from_record``: the store's cache."""
+
+    top1_pct: Optional[float] = None
+    top5_pct: Optional[float] = None
+    samples: Optional[int] = None
+    drop_pts: Optional[float] = None
+    note: Optional[str] = None
+    seconds: Optional[float] = None
+    cached: bool = False
+
+    @classmethod
+    def unavailable(cls, why: str) -> "Accuracy":
+        return cls(note=why)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"top1_pct": self.top1_pct, "top5_pct": self.top5_pct, "samples": self.samples,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Optional["Accuracy"]:
+        top1, samples = record.get("top1_pct"), record.get("samples")
+        if not isinstance(top1, (int, float)) or not isinstance(samples, int):
+            return None
+        top5 = record.get("top5_pct")
+        return cls(float(top1), float(top5) if isinstance(top5, (int, float)) else None, samples,
+                   seconds=record.get("seconds") if isinstance(record.get("seconds"), (int, float)) else None,
+                   cached=True)
+
+
+@dataclass(frozen=True)
 class PairResult:
     """One row of the results: a model file on one device profile."""
 
@@ -301,7 +333,7 @@ class PairResult:
     # Memory figures not measured at this limit but inferred from the run at this larger one
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
-    # Accuracy on --eval-data (lodevem.evaluation), evaluated in the sandbox under this row's
+    # Accuracy on --eval-data (lodevem.accuracy), evaluated in the sandbox under this row's
     # runtime on the file this row measures: top-1 / top-5 in % of ``accuracy_samples``, the drop
     # in points against the fp32 row of the same file and runtime, and why a cell is empty (or
     # what qualifies it: a pruned variant not fine-tuned). All None without --eval-data.
@@ -314,7 +346,7 @@ class PairResult:
     @classmethod
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
                      memory: MemoryMeasurement, *, threads: int, floor_mb: Optional[int] = None,
-                     channels_removed_ms: Optional[float] = None, accuracy: Optional["Accuracy"] = None
+                     channels_removed_ms: Optional[float] = None, accuracy: Optional[Accuracy] = None
                      ) -> "PairResult":
         """One row from the records it shows. A row field takes the value of the record field of
         the same name, or named with the record's prefix (``model_`` + ``label``, ``profile_`` +

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import measure
-from .derive import derive_cached
-from .errors import LodevemError, ModelFileError
-from .evaluation import evaluate_models
+from .derive import FineTune, derive_cached
+from .errors import InputError, LodevemError, ModelFileError
+from .accuracy import evaluate_models, with_drops
 from .latency.armsim.run import armsim_cells, armsim_profiler, base_predictor_mode, describe_armsim
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
@@ -37,8 +37,9 @@ from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.manifest import collect_manifest
 from .report.notes import kernel_precisions
-from .safe_io.evaldata import DEFAULT_EVAL_LIMIT, prepare_eval_data
-from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
+from .safe_io.evaldata import (DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_SAMPLES,
+                               prepare_eval_data)
+from .results import Accuracy, ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
@@ -84,9 +85,12 @@ class RunConfig:
     slurm_account: Optional[str] = None
     slurm_time: Optional[int] = None
     slurm_workdir: Optional[Path] = None
-    # --eval-data / --eval-limit: accuracy of every row on labelled samples (lodevem.evaluation)
+    # --eval-data / --eval-limit: accuracy of every row on labelled samples (lodevem.accuracy)
     eval_data: Optional[Path] = None
     eval_limit: int = DEFAULT_EVAL_LIMIT
+    # --finetune-data / --finetune-epochs: the derived pruned level fine-tuned (worker.finetune)
+    finetune_data: Optional[Path] = None
+    finetune_epochs: int = DEFAULT_FINETUNE_EPOCHS
 
     @classmethod
     def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
@@ -138,6 +142,7 @@ class RunContext:
     store: ArtifactStore
     warnings: list[str] = field(default_factory=list)
     converts: Optional[ConvertCache] = None
+    finetune: Optional[FineTune] = None  # --finetune-data for the pruned level
 
     @property
     def backend(self) -> Backend:
@@ -165,6 +170,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         eval_data = prepare_eval_data(config.eval_data, config.eval_limit, store)
         if config.input_shape is None:  # the samples' shape is the shape the rows are measured with
             config = dataclasses.replace(config, input_shape=eval_data.input_shape)
+    finetune = _finetune_data(config, store)
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
                                                 on_status=progress.working_on if progress is not None else None)
@@ -176,7 +182,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     client = WorkerClient(backend, loading=config.loading)
     ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
                      progress if progress is not None else NullProgress(), store, warnings,
-                     ConvertCache(client, store, config.timeout_s))
+                     ConvertCache(client, store, config.timeout_s), finetune)
     planned = [m for base in models for m in _per_runtime(base, config.runtimes)]
     state = load_state(config.output, config.state_key(planned, calibrations.digest(),
                                                        eval_data.sha256 if eval_data else ""), config.resume, ctx.warnings,
@@ -199,7 +205,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                                           latencies[m.label]) for m in models}
             latencies = {label: future.result() for label, future in cells.items()}
     removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m, calibrations) for m in models}
-    accuracies = evaluate_models(ctx, models, eval_data) if eval_data is not None else {}
+    # without --eval-data a pruned row still says whether it was fine-tuned (accuracy_note)
+    accuracies = (evaluate_models(ctx, models, eval_data) if eval_data is not None
+                  else with_drops(models, {m.label: Accuracy() for m in models}))
     ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
 
     manifest = collect_manifest(
@@ -213,7 +221,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                "model_code": config.loading.describe(),
                "predictor": predictor.describe(), "calibrations": calibrations.describe(),
                "armsim": describe_armsim(armsim),
-               "evaluation": eval_data.describe() if eval_data is not None else None},
+               "evaluation": eval_data.describe() if eval_data is not None else None,
+               "finetune": (f"{finetune.epochs} epoch(s) on {finetune.describe}" if finetune is not None
+                            and "pruned" in config.levels else None)},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
@@ -261,6 +271,17 @@ def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predict
     return predictor.serving(latency_runtime(model.runtime or ctx.config.runtimes[0], ctx.config.latency_runtime))
 
 
+def _finetune_data(config: RunConfig, store: ArtifactStore) -> Optional[FineTune]:
+    """``--finetune-data`` validated like --eval-data (exit 2 before any container) and normalised
+    for the sandbox; None without it. Refused when the run derives no pruned level."""
+    if config.finetune_data is None:
+        return None
+    if "pruned" not in config.levels:
+        raise InputError("--finetune-data fine-tunes the derived pruned level: add --levels pruned (or all)")
+    data = prepare_eval_data(config.finetune_data, MAX_FINETUNE_SAMPLES, store, option="--finetune-data")
+    return FineTune(data.path, data.sha256, config.finetune_epochs, data.describe())
+
+
 def _slurm_settings(config: RunConfig) -> Optional[Any]:
     """Where ``--backend slurm`` submits; ``--resume`` also reattaches to its still-running jobs."""
     if config.backend != "slurm":
@@ -293,7 +314,7 @@ def _derive(ctx: RunContext, model: ModelFile) -> ModelFile:
     ctx.progress.working_on(f"deriving {model.label} in the sandbox")
     try:
         return derive_cached(model, ctx.store, ctx.client, ctx.config.input_shape,
-                             ctx.config.timeout_s)
+                             ctx.config.timeout_s, ctx.finetune)
     except LodevemError as exc:
         return dataclasses.replace(model, unusable=f"could not derive {model.level}: {exc}")
 

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 
 from lodevem.cli import cli
 from lodevem.errors import InputError
-from lodevem.evaluation import Accuracy, with_drops
+from lodevem.accuracy import with_drops
+from lodevem.results import Accuracy
 from lodevem.results import ModelFile
 from lodevem.safe_io.evaldata import prepare_eval_data
 from lodevem.store import ArtifactStore

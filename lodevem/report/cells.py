@@ -247,14 +247,19 @@ def threads_text(rows: Sequence[PairResult]) -> str:
 
 # --------------------------------------------------------------------------- accuracy (--eval-data)
 
-# The mark on a pruned row's accuracy that was not fine-tuned (lodevem.evaluation).
+# The mark on a pruned row's accuracy that was not fine-tuned (lodevem.accuracy).
 NOT_FINETUNED_MARK = "\u00b0"
 ACCURACY = "accuracy_tradeoff"  # file stem of the accuracy vs latency / peak RAM figure
 
 
 def has_accuracy(rows: Sequence[PairResult]) -> bool:
     """True when the run evaluated accuracy (--eval-data): every such row has a figure or a note."""
-    return any(r.accuracy_samples is not None or r.accuracy_note for r in rows)
+    return any(r.accuracy_samples is not None or "not evaluated" in (r.accuracy_note or "") for r in rows)
+
+
+def not_finetuned(rows: Sequence[PairResult]) -> list[str]:
+    """Labels of the pruned rows derived without fine-tuning (lodevem.accuracy's note)."""
+    return list(dict.fromkeys(r.model_label for r in rows if "without fine-tuning" in (r.accuracy_note or "")))
 
 
 def accuracy_text(row: PairResult, dash: str = "\u2014", minus: str = "\u2212") -> str:

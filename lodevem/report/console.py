@@ -26,6 +26,7 @@ from .cells import (
     accuracy_text,
     has_accuracy,
     input_shape_text,
+    not_finetuned,
     run_counts,
     uncertainty_text,
     cells,
@@ -166,6 +167,9 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
     legend = accuracy_legend(rows)
     if legend:
         lines.append(legend)
+    elif not_finetuned(rows):  # without --eval-data: what the pruned rows are, said once
+        lines.append(f"{', '.join(not_finetuned(rows))}: pruned without fine-tuning, accuracy not measured "
+                     "(--finetune-data fine-tunes it, --eval-data measures it).")
     runtimes = list(dict.fromkeys(r.runtime for r in rows))
     if runtimes != ["torch"]:
         line = f"Runtime of the measurement: {', '.join(runtimes)} (CSV column runtime)."

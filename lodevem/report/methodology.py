@@ -132,7 +132,8 @@ class RunFacts:
     input_shapes: tuple[str, ...] = ()  # "1x3x224x224 (default)" per distinct shape
     budgets: tuple[tuple[str, int], ...] = ()  # (profile label, app budget MB)
     user_precisions: tuple[str, ...] = ()  # precisions of the user's own files other than fp32
-    evaluation: Optional[str] = None  # --eval-data as the manifest describes it (lodevem.evaluation)
+    evaluation: Optional[str] = None  # --eval-data as the manifest describes it (lodevem.accuracy)
+    finetune: Optional[str] = None  # --finetune-data: "<epochs> epoch(s) on <data>" (worker.finetune)
     evaluated_rows: int = 0  # rows with a top-1 figure
     unevaluated_rows: int = 0  # rows of an evaluated run without one (accuracy_note says why)
 
@@ -233,6 +234,7 @@ def run_facts(rows: Sequence[PairResult], manifest: Mapping[str, Any]) -> RunFac
         user_precisions=_distinct([r.precision for r in rows if r.level is None and r.precision
                                    and r.precision != "fp32"]),
         evaluation=_get(manifest, "extra", "evaluation"),
+        finetune=_get(manifest, "extra", "finetune"),
         evaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is not None),
         unevaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is None
                              and (r.accuracy_note or r.accuracy_samples is not None)),
@@ -439,7 +441,10 @@ def _limitations(f: RunFacts) -> list[str]:
     if any(LEVEL_ARITHMETIC.get(level or "fp32") == "int8" for level in f.levels):
         items.append("int8 latency is the fp32 kernel graph scaled by fitted factors; real int8 speed depends on "
                      "the runtime's int8 kernels.")
-    if "pruned" in f.levels:
+    if "pruned" in f.levels and f.finetune:
+        items.append("Pruned variants were fine-tuned briefly with one fixed recipe (see above), not trained to "
+                     "convergence: a longer schedule may recover more accuracy {cite:depgraph}.")
+    elif "pruned" in f.levels:
         items.append("Pruned variants are 50 % structured L1-norm channel pruning without fine-tuning: "
                      + ("their accuracy drop is the one measured above, which fine-tuning would reduce"
                         if f.evaluation else "their accuracy is not assessed, only their speed and memory")
@@ -454,14 +459,21 @@ def _limitations(f: RunFacts) -> list[str]:
 
 def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
     """The data set, N and preprocessing of ``--eval-data``, and where each row's figure comes from."""
-    if not f.evaluation:
+    if not f.evaluation and not f.finetune:
         return None
-    text = (f"Accuracy was evaluated on {f.evaluation} ({{code:--eval-data}}), in the same sandbox as the "
-            "measurements and under each row's own runtime, on the very file whose memory was measured (the "
-            "model or its derived variant under PyTorch, its ONNX export under onnxruntime, its conversion under "
-            "LiteRT or ncnn), one sample per inference. Top-1 (and top-5 with more than five classes) is the "
-            "share of samples whose label scores highest (among the five highest); ties count as errors. Each "
-            "variant's drop is the fp32 row's top-1 minus its own, in percentage points, same runtime.")
+    text = "Accuracy was not evaluated (no {code:--eval-data})."
+    if f.evaluation:
+        text = (f"Accuracy was evaluated on {f.evaluation} ({{code:--eval-data}}), in the same sandbox as the "
+                "measurements and under each row's own runtime, on the very file whose memory was measured (the "
+                "model or its derived variant under PyTorch, its ONNX export under onnxruntime, its conversion "
+                "under LiteRT or ncnn), one sample per inference. Top-1 (and top-5 with more than five classes) is "
+                "the share of samples whose label scores highest (among the five highest); ties count as errors. "
+                "Each variant's drop is the fp32 row's top-1 minus its own, in percentage points, same runtime.")
+    if f.finetune:
+        from ..worker.finetune import RECIPE
+
+        text += (f" The pruned variants were fine-tuned after pruning, in the sandbox, for {f.finetune} "
+                 f"({{code:--finetune-data}}; {RECIPE}, seeded sample order).")
     if f.unevaluated_rows:
         text += (f" {f.unevaluated_rows} row(s) have no accuracy (their {{code:accuracy_note}} says why); their "
                  "latency and memory figures stand.")

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 EVAL_DATA = Kind("evaluation data file", 16 * 2**30)
 DEFAULT_EVAL_LIMIT = 1000
 MAX_EVAL_LIMIT = 100_000
+# --finetune-data: every sample up to this many (the sandbox holds them in memory while training)
+MAX_FINETUNE_SAMPLES = 20_000
+DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_EPOCHS = 3, 50
 READER_VERSION = 1  # bump when the normalised copy changes
 KIND = "evaldata"
 
@@ -125,7 +128,8 @@ def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: 
     size = n * samples.inputs.row_bytes // max(1, samples.inputs.dtype.itemsize) * 4  # as float32
     if size > MAX_ARTIFACT_BYTES:
         raise _refuse(path, option, f"{n} samples of {list(samples.sample_shape)} are {size / 2**30:.1f} GiB as "
-                                    f"float32, over the {MAX_ARTIFACT_BYTES // 2**30} GiB cap: lower --eval-limit")
+                                    f"float32, over the {MAX_ARTIFACT_BYTES // 2**30} GiB cap: "
+                                    + ("lower --eval-limit" if option == "--eval-data" else "use fewer samples"))
     info = {"samples": n, "available": samples.count, "sample_shape": list(samples.sample_shape),
             "classes": classes, "max_label": int(labels.max())}
 

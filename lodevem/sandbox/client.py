@@ -423,10 +423,13 @@ class WorkerClient:
         return self.run(request, limit_mb, timeout_s, reference_s=reference_s)
 
     def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
-               timeout_s: float) -> SandboxRun:
-        """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit."""
+               timeout_s: float, finetune: Optional[tuple[Path, int]] = None) -> SandboxRun:
+        """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit;
+        ``finetune`` (pruned only): (normalised samples .npz, epochs) to fine-tune it on."""
         request = self._request(action="derive", model_path=str(model), level=level, derive_out=str(out),
-                                input_shape=_shape(input_shape))
+                                input_shape=_shape(input_shape),
+                                data_path=str(finetune[0]) if finetune else None,
+                                finetune_epochs=finetune[1] if finetune else None)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def evaluate(self, model: Path, data: Path, settings: MeasureSettings, timeout_s: float, *,

@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..errors import InputError
 from ..safe_io import RESULTS_FILE, UnsafeInput, json_text, read_text
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json
-from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
+from ..results import RESULTS_SCHEMA_VERSION, Accuracy, MemoryMeasurement, ModelFile, PairResult
 from . import write_atomic
 
 if TYPE_CHECKING:
-    from ..evaluation import Accuracy
     from ..predict import LatencyPrediction
     from ..profiles import Profile
     from ..progress import ProgressSink
@@ -131,9 +130,9 @@ class Recorder:
                  models: Sequence[ModelFile], latencies: dict[str, dict[str, "LatencyPrediction"]],
                  floors: dict[str, Optional[int]], state: RunState, manifest: dict[str, Any],
                  channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None,
-                 accuracies: Optional[dict[str, "Accuracy"]] = None) -> None:
+                 accuracies: Optional[dict[str, Accuracy]] = None) -> None:
         self.output, self.profiles, self.threads, self.progress = Path(output), tuple(profiles), threads, progress
-        self.accuracies = accuracies or {}  # by model label (--eval-data; lodevem.evaluation)
+        self.accuracies = accuracies or {}  # by model label (--eval-data; lodevem.accuracy)
         self.latencies, self.floors, self.state, self.manifest = latencies, floors, state, manifest
         self.channels_removed = channels_removed or {}
         self.models = {m.label: m for m in models}

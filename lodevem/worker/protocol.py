@@ -101,6 +101,9 @@ class WorkerRequest:
     # evaluate: the labelled samples, an uncompressed .npz the host wrote after validating the
     # user's data (inputs float32 N x C x H x W, labels int64 N; see worker.samples)
     data_path: Optional[str] = None
+    # derive of level pruned with data_path: fine-tune the pruned module this many epochs
+    # (worker.finetune states the recipe)
+    finetune_epochs: Optional[int] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -167,9 +170,13 @@ class WorkerRequest:
              or (self.action in ("measure", "armsim-profile", "evaluate") and self.runtime in CONVERT_ACTIONS),
              "converted_path is only for export-tflite, export-ncnn, and measure, evaluate and armsim-profile with "
              "runtime tflite or ncnn"),
-            (self.data_path is None or (self.action == "evaluate" and isinstance(self.data_path, str)
-                                        and bool(self.data_path)),
-             "data_path must be null or a non-empty string, and only for action evaluate"),
+            (self.data_path is None or ((self.action == "evaluate" or (self.action == "derive"
+                                                                       and self.level == "pruned"))
+                                        and isinstance(self.data_path, str) and bool(self.data_path)),
+             "data_path must be null or a non-empty string, and only for evaluate and derive of level pruned"),
+            ((self.finetune_epochs is None) == (self.action != "derive" or self.data_path is None)
+             and (self.finetune_epochs is None or is_int(self.finetune_epochs, 1)),
+             "finetune_epochs (an integer >= 1) goes with derive of level pruned with data_path, and only there"),
             (self.action != "evaluate" or self.data_path is not None, "evaluate needs data_path (the samples)"),
             (self.action != "armsim-profile" or (self.runtime in CONVERT_ACTIONS and self.converted_path is not None
                                                  and self.isa in ARMSIM_ISAS

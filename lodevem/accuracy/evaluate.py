@@ -18,56 +18,29 @@ from __future__ import annotations
 
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from .safe_io.evaldata import EvalData, check_model_shape
-from .sandbox.image import CONVERTERS
-from .store import digest
-from .store.artifacts import loading_sha256
-
-if TYPE_CHECKING:
-    from .results import ModelFile
-    from .runner import RunContext
+from .. import measure
+from ..results import Accuracy, ModelFile
+from ..safe_io.evaldata import EvalData, check_model_shape
+from ..sandbox.image import CONVERTERS
+from ..store import digest
+from ..store.artifacts import loading_sha256
+from ..worker.registry import measured_under
 
 KIND = "accuracy"
 NOTE_NOT_FINETUNED = "pruned without fine-tuning"
+NOTE_FINETUNED = "pruned and fine-tuned (--finetune-data)"
 
 
-@dataclass(frozen=True)
-class Accuracy:
-    """One model's accuracy under one runtime on the run's data, or why there is none (``note``).
-    Percentages of the ``samples`` evaluated; ``drop_pts``: fp32's top-1 minus this top-1, in points."""
-
-    top1_pct: Optional[float] = None
-    top5_pct: Optional[float] = None
-    samples: Optional[int] = None
-    drop_pts: Optional[float] = None
-    note: Optional[str] = None
-    seconds: Optional[float] = None
-    cached: bool = False
-
-    @classmethod
-    def unavailable(cls, why: str) -> "Accuracy":
-        return cls(note=why)
-
-    def to_record(self) -> dict[str, Any]:
-        return {"top1_pct": self.top1_pct, "top5_pct": self.top5_pct, "samples": self.samples,
-                "seconds": self.seconds}
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Optional["Accuracy"]:
-        top1, samples = record.get("top1_pct"), record.get("samples")
-        if not isinstance(top1, (int, float)) or not isinstance(samples, int):
-            return None
-        top5 = record.get("top5_pct")
-        return cls(float(top1), float(top5) if isinstance(top5, (int, float)) else None, samples,
-                   seconds=record.get("seconds") if isinstance(record.get("seconds"), (int, float)) else None,
-                   cached=True)
+def finetuned(model: ModelFile) -> bool:
+    """A derived pruned variant whose derivation fine-tuned it (its notes say so: worker.finetune)."""
+    note = model.note or ""
+    return "fine-tuned" in note and "not fine-tuned" not in note
 
 
-def evaluate_models(ctx: "RunContext", models: Sequence["ModelFile"], data: EvalData) -> dict[str, Accuracy]:
+def evaluate_models(ctx: Any, models: Sequence[ModelFile], data: EvalData) -> dict[str, Accuracy]:
     """Every model's accuracy (by row label), evaluated ``--jobs`` at a time, with its drop."""
     ctx.progress.stage(f"evaluating accuracy on {data.samples} samples of {data.source.name} (in the sandbox)")
     jobs = max(1, min(len(models), ctx.config.jobs or 1))
@@ -77,7 +50,7 @@ def evaluate_models(ctx: "RunContext", models: Sequence["ModelFile"], data: Eval
     return with_drops(models, found)
 
 
-def with_drops(models: Sequence["ModelFile"], found: dict[str, Accuracy]) -> dict[str, Accuracy]:
+def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[str, Accuracy]:
     """Each row's drop against the fp32 row of the same file under the same runtime (when the run
     has that row and both have a top-1); a pruned row without fine-tuning says so."""
     base = {(m.path, m.runtime): found[m.label] for m in models if m.level is None}
@@ -88,22 +61,20 @@ def with_drops(models: Sequence["ModelFile"], found: dict[str, Accuracy]) -> dic
         if acc.top1_pct is not None and ref is not None and ref.top1_pct is not None:
             acc = dataclasses.replace(acc, drop_pts=round(ref.top1_pct - acc.top1_pct, 2))
         if m.level == "pruned":
-            acc = dataclasses.replace(acc, note="; ".join(n for n in (NOTE_NOT_FINETUNED, acc.note) if n))
+            say = NOTE_FINETUNED if finetuned(m) else NOTE_NOT_FINETUNED
+            acc = dataclasses.replace(acc, note="; ".join(n for n in (say, acc.note) if n))
         result[m.label] = acc
     return result
 
 
-def _evaluate(ctx: "RunContext", model: "ModelFile", data: EvalData) -> Accuracy:
-    from . import measure
-    from .runner import _runtime
-
+def _evaluate(ctx: Any, model: ModelFile, data: EvalData) -> Accuracy:
     if model.unusable is not None:
         return Accuracy.unavailable(f"not evaluated: {model.unusable}")
     mismatch = check_model_shape(data, model.input_shape)
     if mismatch:
-        return Accuracy.unavailable(mismatch)
+        return Accuracy.unavailable(f"not evaluated: {mismatch}")
     config = ctx.config
-    runtime = _runtime(ctx, model)
+    runtime = measured_under(model.runtime or config.runtimes[0], model.path.suffix)  # as runner._runtime
     settings = dataclasses.replace(config.settings(runtime), input_shape=data.input_shape)
     plan = measure._plan(ctx.client, settings, config.timeout_s, None, not config.no_cache, ctx.exports,
                          ctx.converts, ctx.store)
