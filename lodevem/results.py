@@ -300,7 +300,8 @@ class PairResult:
     host_latency_p95_ms: Optional[float] = None
     host_throughput_ips: Optional[float] = None
     host_latency_unstable: Optional[str] = None
-    # Derived
+    # Derived: the energy proxy, predicted latency x the profile's power_w (a published figure,
+    # power_source cites it or says why there is none): a proxy, not a measurement
     power_w: Optional[float] = None
     energy_mj: Optional[float] = None
     min_ram_mb: Optional[float] = None
@@ -342,6 +343,7 @@ class PairResult:
     accuracy_drop_pts: Optional[float] = None
     accuracy_samples: Optional[int] = None
     accuracy_note: Optional[str] = None
+    power_source: Optional[str] = None  # the profile's: where power_w comes from, or why it is empty
 
     @classmethod
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",

@@ -177,3 +177,20 @@ def test_with_drops_compares_each_level_with_fp32_of_the_same_file_and_runtime(t
     assert out["m@pruned [torch]"].drop_pts == 17.25 and out["m@pruned [tflite]"].drop_pts == 16.0  # its own fp32
     assert out["m@int8 [tflite]"].drop_pts is None and "conversion failed" in out["m@int8 [tflite]"].note
     assert out["m@pruned [torch]"].note == "pruned without fine-tuning"
+
+
+def test_calibration_inputs_need_no_labels_and_keep_only_inputs(tmp_path: Path) -> None:
+    """--calib-data's reader (for int8-static; branch convert passes the file to the quantizer):
+    inputs only, the same refusals."""
+    from lodevem.safe_io.evaldata import prepare_calibration_data
+
+    x, _ = _digits(40)
+    store = ArtifactStore(tmp_path / "cache")
+    calib = prepare_calibration_data(_npz(tmp_path / "calib.npz", inputs=x), store, limit=16)
+    assert (calib.samples, calib.available, calib.input_shape) == (16, 40, (1, 1, 8, 8))
+    with np.load(calib.path) as copy:
+        assert list(copy.keys()) == ["inputs"] and np.array_equal(copy["inputs"], x[:16])
+    with pytest.raises(InputError, match="holds Python objects"):
+        prepare_calibration_data(_npz(tmp_path / "obj.npz", inputs=np.array([object()] * 4, dtype=object)), store)
+    with pytest.raises(InputError, match="not a regular file"):
+        prepare_calibration_data(Path("/dev/zero"), store)

@@ -162,3 +162,53 @@ def check_model_shape(data: EvalData, input_shape: Optional[tuple[int, ...]]) ->
         return None
     return (f"{data.option} samples are {'x'.join(map(str, data.sample_shape))} but the model takes "
             f"{'x'.join(map(str, input_shape))}")
+
+
+# --calib-data (int8-static calibration): a few hundred inputs are plenty for activation ranges
+DEFAULT_CALIBRATION_SAMPLES = 256
+
+
+def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DEFAULT_CALIBRATION_SAMPLES,
+                             option: str = "--calib-data") -> EvalData:
+    """Calibration inputs for int8-static (``labels`` optional, ignored): validated like
+    ``--eval-data`` and written as an uncompressed ``.npz`` holding only ``inputs`` (float32
+    N x C x H x W), the file the converter's calibration reads in the sandbox (branch ``convert``:
+    the worker request's calibration field). Same refusals, one line, exit 2."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise _refuse(path, option, "not found")
+    if path.is_dir() or path.suffix.lower() in (".pt", ".pth"):
+        raise _refuse(path, option, "expected an .npz with 'inputs' (N x C x H x W); save it with "
+                                    "numpy.savez(path, inputs=...)")
+    source_sha = sha256_file(path, EVAL_DATA)
+    name = f"{source_sha[:32]}-{limit}-calibration.npz"
+    maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION, "calibration": True}
+    kept = store.lookup(KIND, [name], maker)
+    if kept is not None and isinstance(kept.info.get("samples"), int):
+        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    import numpy as np
+
+    with os.fdopen(regular_fd(path, EVAL_DATA), "rb") as fh:
+        try:
+            samples = NpzSamples(fh, labelled=False)
+            n = min(limit, samples.count)
+            info = {"samples": n, "available": samples.count, "sample_shape": list(samples.sample_shape),
+                    "classes": 0, "max_label": 0}
+
+            def write(target: Path) -> None:
+                writer = NpzWriter(str(target), n, samples.sample_shape)
+                try:
+                    for i, x in enumerate(samples.iter_inputs(n)):
+                        if not np.all(np.isfinite(x)):
+                            raise _refuse(path, option, f"sample {i} of 'inputs' holds NaN or infinite values")
+                        writer.add(x)
+                    writer.finish(None)
+                except BaseException:
+                    writer.abort()
+                    raise
+
+            store.publish_local(KIND, name, maker, write, info)
+        except SampleFileError as exc:
+            raise _refuse(path, option, str(exc)) from None
+    stored = store.path(KIND, name)
+    return _from_info(path, option, stored, store.file_sha256(stored), info)

@@ -68,7 +68,8 @@ class NpzSamples:
     """An ``.npz`` with ``inputs`` (N x C x H x W, numeric) and ``labels`` (N, integers), opened
     from a file object the caller owns (the host opens it through ``safe_io``)."""
 
-    def __init__(self, fh: IO[bytes], np: Optional[Any] = None) -> None:
+    def __init__(self, fh: IO[bytes], np: Optional[Any] = None, labelled: bool = True) -> None:
+        """``labelled=False`` (calibration inputs): ``labels`` may be absent."""
         if np is None:
             import numpy as np
         self.np = np
@@ -80,21 +81,21 @@ class NpzSamples:
         if len(infos) > MAX_MEMBERS:
             raise SampleFileError(f"{len(infos)} members; an .npz of samples has a few (at most {MAX_MEMBERS})")
         names = {i.filename for i in infos}
-        missing = [k for k in ("inputs", "labels") if f"{k}.npy" not in names]
+        missing = [k for k in ("inputs", "labels") if f"{k}.npy" not in names and (labelled or k == "inputs")]
         if missing:
             raise SampleFileError(f"no {' and no '.join(repr(m) for m in missing)} array (found: "
                                   f"{', '.join(sorted(n.removesuffix('.npy') for n in names)[:8]) or 'nothing'}); "
                                   "expected 'inputs' (N x C x H x W) and 'labels' (N)")
         self.inputs = self._open_header("inputs")
-        self.labels = self._open_header("labels")
+        self.labels = self._open_header("labels") if "labels.npy" in names else None
         if len(self.inputs.shape) != 4:
             raise SampleFileError(f"'inputs' has shape {list(self.inputs.shape)}; expected 4 dimensions N x C x H x W")
         if self.inputs.dtype.kind not in "fiu" or self.inputs.dtype.itemsize > 8:
             raise SampleFileError(f"'inputs' is {self.inputs.dtype}; expected numbers (float or integer)")
-        if len(self.labels.shape) != 1 or self.labels.dtype.kind not in "iu":
+        if self.labels is not None and (len(self.labels.shape) != 1 or self.labels.dtype.kind not in "iu"):
             raise SampleFileError(f"'labels' is {self.labels.dtype} of shape {list(self.labels.shape)}; expected N "
                                   "integers")
-        if self.labels.shape[0] != self.inputs.shape[0]:
+        if self.labels is not None and self.labels.shape[0] != self.inputs.shape[0]:
             raise SampleFileError(f"{self.inputs.shape[0]} inputs but {self.labels.shape[0]} labels")
         if self.inputs.shape[0] == 0 or 0 in self.inputs.shape:
             raise SampleFileError(f"'inputs' has shape {list(self.inputs.shape)}: no samples")
@@ -117,6 +118,8 @@ class NpzSamples:
     def labels_array(self, limit: Optional[int] = None) -> Any:
         """The first ``limit`` labels as int64 (8 bytes a sample: small beside the inputs)."""
         n = self.count if limit is None else min(limit, self.count)
+        if self.labels is None:
+            raise SampleFileError("no 'labels' array")
         with self.zip.open("labels.npy") as fh:
             _header(self.np, fh, "labels")
             raw = _read_exact(fh, n * self.labels.dtype.itemsize, "labels")
@@ -167,10 +170,14 @@ class NpzWriter:
         self._inputs.write(self.np.ascontiguousarray(x, dtype=self.np.float32).reshape(self.sample_shape).tobytes())
         self.written += 1
 
-    def finish(self, labels: Any) -> None:
-        if self.written != self.count or len(labels) != self.count:
-            raise ValueError(f"declared {self.count} samples, wrote {self.written} inputs and {len(labels)} labels")
+    def finish(self, labels: Optional[Any]) -> None:
+        """``labels=None``: inputs only (calibration data)."""
+        if self.written != self.count or (labels is not None and len(labels) != self.count):
+            raise ValueError(f"declared {self.count} samples, wrote {self.written} inputs")
         self._inputs.close()
+        if labels is None:
+            self.zip.close()
+            return
         with self.zip.open("labels.npy", "w", force_zip64=True) as fh:
             arr = self.np.ascontiguousarray(labels, dtype=self.np.int64)
             self.np.lib.format.write_array_header_2_0(fh, {"descr": "<i8", "fortran_order": False,
