@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import InputError
+from ..errors import InputError, UnsafeInput
 from ..worker.samples import NpzSamples, NpzWriter, SampleFileError
 from .files import Kind, _shown, regular_fd, sha256_file
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # An .npz of evaluation samples: 16 GiB is ~27,000 ImageNet-sized float32 inputs, far more than
 # --eval-limit reads; the cap stops a sparse or endless file, not a real data set.
-EVAL_DATA = Kind("evaluation data file", 16 * 2**30)
+EVAL_DATA = Kind("data file", 16 * 2**30)
 DEFAULT_EVAL_LIMIT = 1000
 MAX_EVAL_LIMIT = 100_000
 # --finetune-data: every sample up to this many (the sandbox holds them in memory while training)
@@ -76,6 +76,15 @@ def _refuse(path: Path, option: str, detail: str) -> InputError:
     return InputError(f"{option} {_shown(path)}: {detail}")
 
 
+def _sha256(path: Path, option: str) -> str:
+    """The file's digest through ``safe_io`` (a FIFO, a device, a link to one: refused unread),
+    the refusal naming the option."""
+    try:
+        return sha256_file(path, EVAL_DATA)
+    except UnsafeInput as exc:
+        raise _refuse(path, option, exc.detail) from None
+
+
 def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: str = "--eval-data") -> EvalData:
     """Validate ``path`` and publish its first ``limit`` samples as the normalised ``.npz``; an
     ``InputError`` (one line, exit 2) for anything unusable."""
@@ -91,7 +100,7 @@ def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: st
     if suffix in (".pt", ".pth"):
         raise _refuse(path, option, "a .pt file is a pickle and lodevem never unpickles on the host; save the same "
                                     "tensors with numpy.savez(path, inputs=x.numpy(), labels=y.numpy())")
-    source_sha = sha256_file(path, EVAL_DATA)  # refuses FIFOs, devices, sockets and files past the cap
+    source_sha = _sha256(path, option)  # refuses FIFOs, devices, sockets and files past the cap
     name = f"{source_sha[:32]}-{limit}.npz"
     maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION}
     kept = store.lookup(KIND, [name], maker)
@@ -180,7 +189,7 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
     if path.is_dir() or path.suffix.lower() in (".pt", ".pth"):
         raise _refuse(path, option, "expected an .npz with 'inputs' (N x C x H x W); save it with "
                                     "numpy.savez(path, inputs=...)")
-    source_sha = sha256_file(path, EVAL_DATA)
+    source_sha = _sha256(path, option)
     name = f"{source_sha[:32]}-{limit}-calibration.npz"
     maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION, "calibration": True}
     kept = store.lookup(KIND, [name], maker)
