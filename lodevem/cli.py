@@ -335,6 +335,25 @@ def model_code_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 tier_choice = click.Choice(list(TIERS))
 
 
+def eval_data_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--eval-data / --eval-limit: accuracy beside latency and RAM (lodevem.accuracy)."""
+    from .safe_io.evaldata import DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_EVAL_LIMIT, MAX_FINETUNE_EPOCHS
+
+    fn = click.option("--finetune-epochs", type=click.IntRange(1, MAX_FINETUNE_EPOCHS),
+                      default=DEFAULT_FINETUNE_EPOCHS, show_default=True, metavar="N",
+                      help="Epochs of fine-tuning with --finetune-data.")(fn)
+    fn = click.option("--finetune-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
+                      help="Labelled samples (same format as --eval-data) to fine-tune the derived pruned level "
+                      "on, in the sandbox (SGD lr 0.01, momentum 0.9, batch 32); without it the pruned level is "
+                      "not fine-tuned.")(fn)
+    fn = click.option("--eval-limit", type=click.IntRange(1, MAX_EVAL_LIMIT), default=DEFAULT_EVAL_LIMIT,
+                      show_default=True, metavar="N", help="Evaluate on the first N samples of --eval-data.")(fn)
+    return click.option("--eval-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
+                        help="Labelled samples (.npz with 'inputs' N x C x H x W and 'labels' N): top-1/top-5 "
+                        "accuracy of every row under its own runtime, and the drop against fp32 (in the sandbox; "
+                        "without --input-shape the samples' shape is the input shape).")(fn)
+
+
 def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--latency-runtime``: the runtime latencies are predicted for (start, predict).
 
@@ -503,6 +522,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @click.option("--find-floor", is_flag=True, help="Also bisect the smallest RAM limit each model runs in.")
 @click.option("--levels", callback=_levels, default=None, metavar="LEVELS",
               help="Derive compression variants in the sandbox: any of fp32,fp16,int8,int8-static,pruned or 'all'.")
+@eval_data_options
 @click.option("--no-infer", "infer", is_flag=True, flag_value=False, default=True,
               help="Measure every RAM limit; by default a limit far above the largest limit's measured peak "
               "gets its row from that run (limit_enforcement says so; docs/measurement.md).")
@@ -918,8 +938,12 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
 @timeout_option
 @model_code_options
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of text.")
+@click.option("--eval-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
+              help="Also check labelled samples (.npz, as for start --eval-data) against each model: read and "
+              "validated on the host, their shape compared with the model's input (and used as the input shape "
+              "when --input-shape is not given).")
 def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tuple[int, ...]], timeout_s: float,
-                loading: Any, as_json: bool) -> None:
+                loading: Any, as_json: bool, eval_data: Optional[Path]) -> None:
     """What a model file is: format, class, parameters, MACs, input, precision, sparsity, kernels.
 
     The file is loaded and exported in the sandbox, like every load; run it first on a file
@@ -933,6 +957,9 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
     from .inspection import InspectionFailure, inspect_in_sandbox
     from .reporter import inspection_lines
 
+    data = _inspect_data(eval_data) if eval_data is not None else None  # bad data: exit 2 before any container
+    if data is not None and input_shape is None:
+        input_shape = data.input_shape
     with err_console.status(f"inspecting {len(models)} file(s) in the sandbox"):
         found = inspect_in_sandbox(list(models), backend=backend, loading=loading, input_shape=input_shape,
                                    timeout_s=timeout_s, on_warning=lambda text: _warn([text]))
@@ -946,9 +973,27 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
                 continue
             for line in inspection_lines(item):
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
+            if data is not None:
+                from .safe_io.evaldata import check_model_shape
+
+                mismatch = check_model_shape(data, item.model.input_shape)
+                console.print(f"  eval data: {data.describe()}: " + (mismatch or "the model's input shape"),
+                              markup=False, highlight=False, soft_wrap=True)
     if failed:
         raise LodevemClickError(f"{len(failed)} of {len(found)} file(s) could not be inspected: "
                                 f"{', '.join(str(f.path) for f in failed)}", 2)
+
+
+def _inspect_data(path: Path) -> Any:
+    """--eval-data of ``inspect``: validated through the same reader as ``start`` (its normalised
+    copy goes to a throw-away store: inspect keeps no cache)."""
+    import tempfile
+
+    from .safe_io.evaldata import DEFAULT_EVAL_LIMIT, prepare_eval_data
+    from .store import ArtifactStore
+
+    with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
+        return prepare_eval_data(path, DEFAULT_EVAL_LIMIT, ArtifactStore(Path(scratch)))
 
 
 @cli.command("build-image")

@@ -110,8 +110,20 @@ def _variant(model: ModelFile, run: SandboxRun, target: Path) -> tuple[Optional[
 _SIDECAR_FIELDS = ("variant_sha256", "size_bytes", "format", "params", "note")
 
 
+@dataclasses.dataclass(frozen=True)
+class FineTune:
+    """``--finetune-data`` for the pruned level: the normalised samples (``safe_io.evaldata``),
+    their digest (part of the variant's key) and the number of epochs (``worker.finetune``)."""
+
+    data_path: Path
+    data_sha256: str
+    epochs: int
+    describe: str = ""  # the data as the methods paragraph names it
+
+
 def derive_cached(model: ModelFile, store: ArtifactStore, client: WorkerClient,
-                  input_shape: Optional[Sequence[int]] = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> ModelFile:
+                  input_shape: Optional[Sequence[int]] = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  finetune: Optional[FineTune] = None) -> ModelFile:
     """``model`` (a user's file with a ``level``) with its variant file in the store (kind
     ``derived``), derived once per (content, loading, level, input shape, worker version, sandbox
     identity); raises ``DeriveFailed`` / ``InputError`` like ``derive_variants``. The variant is
@@ -126,10 +138,14 @@ def derive_cached(model: ModelFile, store: ArtifactStore, client: WorkerClient,
     level = model.level
     if level not in DERIVABLE:
         raise InputError(f"level {level!r} cannot be derived; derivable levels: {', '.join(DERIVABLE)}")
-    name = f"{loading_sha256(model.sha256, client.cache_key)[:24]}-{shape_text(input_shape)}-{level}.pt"
+    tuned = finetune if level == "pruned" else None
+    suffix = f"-ft{tuned.epochs}-{tuned.data_sha256[:12]}" if tuned else ""
+    name = f"{loading_sha256(model.sha256, client.cache_key)[:24]}-{shape_text(input_shape)}-{level}{suffix}.pt"
     maker = {"model_sha256": model.sha256, "loading": client.cache_key, "level": level,
              "input_shape": list(input_shape) if input_shape else None, "worker_version": client.worker_version,
              "identity": client.backend.identity}
+    if tuned:  # only then: existing variants keep their makers
+        maker["finetune"] = [tuned.data_sha256, tuned.epochs]
     kept = store.lookup("derived", [name], maker)
     if kept is not None:
         try:
@@ -137,8 +153,9 @@ def derive_cached(model: ModelFile, store: ArtifactStore, client: WorkerClient,
         except (KeyError, TypeError):
             pass
     with store.staging() as staged:
-        variant, error = _variant(model, client.derive(model.path, level, staged / name, input_shape, timeout_s),
-                                  staged / name)
+        run = client.derive(model.path, level, staged / name, input_shape, timeout_s,
+                            (tuned.data_path, tuned.epochs) if tuned else None)
+        variant, error = _variant(model, run, staged / name)
         if variant is None:
             raise DeriveFailed(model.path, {level: error}, [])
         artifact, error = store.publish("derived", staged, [name], maker,

@@ -144,7 +144,11 @@ class Profile(BaseModel):
     app_budget_mb: Optional[int] = Field(default=None, gt=0, le=65536)
     app_budget_source: Optional[str] = Field(default=None, min_length=1)
     nnmeter_predictor: str = "cortexA76cpu_tflite21"
+    # Active power of the fastest core under load, in watts, for the energy proxy (energy per
+    # inference = predicted latency x power_w, CSV energy_mj): a published measurement, cited in
+    # power_source; without one, power_w stays null and power_source says why.
     power_w: Optional[float] = Field(default=None, gt=0.0, le=20.0)
+    power_source: Optional[str] = Field(default=None, min_length=1)
     sources: list[str] = Field(min_length=1)
 
     # Set by the loader, not by the YAML file.
@@ -167,6 +171,8 @@ class Profile(BaseModel):
                 raise ValueError("field 'app_budget_source' is missing: say where app_budget_mb comes from")
         elif self.app_budget_source:
             raise ValueError("field 'app_budget_source' given without 'app_budget_mb'")
+        if self.power_w is not None and not self.power_source:
+            raise ValueError("field 'power_source' is missing: cite the published measurement power_w comes from")
         return self
 
     @property

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import measure
-from .derive import derive_cached
+from .accuracy import evaluate_models, with_drops
+from .derive import FineTune, derive_cached
 from .errors import InputError, LodevemError, ModelFileError
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
@@ -33,7 +34,9 @@ from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.manifest import Manifest, collect_manifest
 from .results.notes import kernel_precisions
-from .results import ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
+from .safe_io.evaldata import (DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_SAMPLES,
+                               prepare_eval_data)
+from .results import Accuracy, ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
@@ -86,6 +89,12 @@ class RunConfig:
     slurm_account: Optional[str] = None
     slurm_time: Optional[int] = None
     slurm_workdir: Optional[Path] = None
+    # --eval-data / --eval-limit: accuracy of every row on labelled samples (lodevem.accuracy)
+    eval_data: Optional[Path] = None
+    eval_limit: int = DEFAULT_EVAL_LIMIT
+    # --finetune-data / --finetune-epochs: the derived pruned level fine-tuned (worker.finetune)
+    finetune_data: Optional[Path] = None
+    finetune_epochs: int = DEFAULT_FINETUNE_EPOCHS
     # lodevem 0.1's comma form (``runtime="torch,tflite"``), read into ``runtimes``
     runtime: InitVar[Optional[str]] = None
 
@@ -109,9 +118,10 @@ class RunConfig:
                  **options: Any) -> "RunConfig":
         return cls(models=tuple(paths), profiles=tuple(profiles), command_line=tuple(command_line), **options)
 
-    def state_key(self, models: Sequence[ModelFile], calibrations: str = "") -> str:
+    def state_key(self, models: Sequence[ModelFile], calibrations: str = "", evaluation: str = "") -> str:
         """What must match for ``--resume`` to reuse finished rows (not the profile set).
-        ``calibrations``: the digest of the calibration records in force (they change latencies)."""
+        ``calibrations``: the digest of the calibration records in force (they change latencies);
+        ``evaluation``: the digest of the --eval-data samples (they fill the accuracy cells)."""
         key = {
             "calibrations": calibrations,
             "models": [(m.label, m.sha256, m.level) for m in models],
@@ -122,6 +132,8 @@ class RunConfig:
         }
         if self.calibration_inputs is not None:  # only then: other runs keep their keys
             key["calibration_inputs"] = file_digest(str(self.calibration_inputs))
+        if evaluation:  # only then: the keys of runs without --eval-data stay as they were
+            key["evaluation"] = evaluation
         return digest(key)[:16]
 
     def settings(self, runtime: Optional[str] = None) -> MeasureSettings:
@@ -150,6 +162,7 @@ class RunContext:
     warnings: list[str] = field(default_factory=list)
     converts: Optional[ConvertCache] = None
     derived: dict[tuple[Path, str], ModelFile] = field(default_factory=dict)  # (file, level): one derivation
+    finetune: Optional[FineTune] = None  # --finetune-data for the pruned level
 
     @property
     def backend(self) -> Backend:
@@ -174,6 +187,12 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     predictor.require(config.profiles, load=False)
     calibrations.check()  # and on a calibration record that does not read
     warnings: list[str] = []
+    eval_data = None
+    if config.eval_data is not None:  # validated before any container starts: bad data is exit 2
+        eval_data = prepare_eval_data(config.eval_data, config.eval_limit, store)
+        if config.input_shape is None:  # the samples' shape is the shape the rows are measured with
+            config = dataclasses.replace(config, input_shape=eval_data.input_shape)
+    finetune = _finetune_data(config, store)
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
                                                 on_status=progress.working_on if progress is not None else None)
@@ -188,9 +207,10 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     predictor.require(config.profiles, load=False)  # and what needs the sandbox (--predictor armsim: its image)
     ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
                      progress if progress is not None else NullProgress(), store, warnings,
-                     ConvertCache(client, store, config.timeout_s))
+                     ConvertCache(client, store, config.timeout_s), finetune=finetune)
     planned = [m for base in models for m in _per_runtime(base, config.resolved_runtimes)]
-    state = load_state(config.output, config.state_key(planned, calibrations.digest()), config.resume, ctx.warnings,
+    state = load_state(config.output, config.state_key(planned, calibrations.digest(),
+                                                       eval_data.sha256 if eval_data else ""), config.resume, ctx.warnings,
                        pairs={(m.label, p.id) for m in planned for p in config.profiles}, overwrite=config.overwrite)
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
@@ -202,6 +222,9 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ctx.progress.stage("predicting latency")
     latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m) for m in models}
     removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m) for m in models}
+    # without --eval-data a pruned row still says whether it was fine-tuned (accuracy_note)
+    accuracies = (evaluate_models(ctx, models, eval_data) if eval_data is not None
+                  else with_drops(models, {m.label: Accuracy() for m in models}))
     ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
 
     manifest = collect_manifest(
@@ -213,13 +236,16 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
-               "predictor": predictor.describe(), "calibrations": calibrations.describe()},
+               "predictor": predictor.describe(), "calibrations": calibrations.describe(),
+               "evaluation": eval_data.describe() if eval_data is not None else None,
+               "finetune": (f"{finetune.epochs} epoch(s) on {finetune.describe}" if finetune is not None
+                            and "pruned" in config.levels else None)},
     )
     all_pairs = {(m.label, p.id) for m in models for p in config.profiles}
     ctx.progress.start_pairs(len(all_pairs), len(state.done() & all_pairs))
     floors = _find_floors(ctx, models)
     recorder = Recorder(config.output, config.profiles, config.threads, ctx.progress, models, latencies, floors,
-                        state, manifest, removed)
+                        state, manifest, removed, accuracies)
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
@@ -259,6 +285,17 @@ def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predict
     ``Predictor.serving`` falls back to ``--latency-runtime`` with a warning where the chosen
     ``--predictor`` cannot serve it)."""
     return predictor.serving(latency_runtime(model.runtime or ctx.config.resolved_runtimes[0], ctx.config.latency_runtime))
+
+
+def _finetune_data(config: RunConfig, store: ArtifactStore) -> Optional[FineTune]:
+    """``--finetune-data`` validated like --eval-data (exit 2 before any container) and normalised
+    for the sandbox; None without it. Refused when the run derives no pruned level."""
+    if config.finetune_data is None:
+        return None
+    if "pruned" not in config.levels:
+        raise InputError("--finetune-data fine-tunes the derived pruned level: add --levels pruned (or all)")
+    data = prepare_eval_data(config.finetune_data, MAX_FINETUNE_SAMPLES, store, option="--finetune-data")
+    return FineTune(data.path, data.sha256, config.finetune_epochs, data.describe())
 
 
 def _slurm_settings(config: RunConfig) -> Optional[Any]:
@@ -323,7 +360,7 @@ def _derive(ctx: RunContext, model: ModelFile) -> ModelFile:
         ctx.progress.working_on(f"deriving {model.label} in the sandbox")
         try:
             ctx.derived[key] = derive_cached(model, ctx.store, ctx.client, ctx.config.input_shape,
-                                             ctx.config.timeout_s)
+                                             ctx.config.timeout_s, ctx.finetune)
         except LodevemError as exc:
             ctx.derived[key] = dataclasses.replace(model, unusable=f"could not derive {model.level}: {exc}")
     derived = ctx.derived[key]

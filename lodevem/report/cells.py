@@ -244,3 +244,50 @@ def threads_text(rows: Sequence[PairResult]) -> str:
     """``1 thread`` or ``1/4 threads``: the thread counts the latencies were predicted for."""
     threads = sorted({r.threads for r in rows})
     return "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
+
+
+# --------------------------------------------------------------------------- accuracy (--eval-data)
+
+# The mark on a pruned row's accuracy that was not fine-tuned (lodevem.accuracy).
+NOT_FINETUNED_MARK = "\u00b0"
+ACCURACY = "accuracy_tradeoff"  # file stem of the accuracy vs latency / peak RAM figure
+
+
+def has_accuracy(rows: Sequence[PairResult]) -> bool:
+    """True when the run evaluated accuracy (--eval-data): every such row has a figure or a note."""
+    return any(r.accuracy_samples is not None or "not evaluated" in (r.accuracy_note or "") for r in rows)
+
+
+def not_finetuned(rows: Sequence[PairResult]) -> list[str]:
+    """Labels of the pruned rows derived without fine-tuning (lodevem.accuracy's note)."""
+    return list(dict.fromkeys(r.model_label for r in rows if "without fine-tuning" in (r.accuracy_note or "")))
+
+
+def accuracy_text(row: PairResult, dash: str = "\u2014", minus: str = "\u2212") -> str:
+    """``97.8`` for an fp32 row, ``82.4 (−15.4)°`` for a variant (drop vs fp32 in points; ° not
+    fine-tuned), ``dash`` when the row has no figure (``accuracy_note`` says why)."""
+    if row.accuracy_top1_pct is None:
+        return dash
+    text = f"{row.accuracy_top1_pct:.1f}"
+    if row.level is not None and row.accuracy_drop_pts is not None:
+        drop = -row.accuracy_drop_pts
+        text += f" ({minus if drop < 0 else '+'}{abs(drop):.1f})"
+    if row.accuracy_note and "without fine-tuning" in row.accuracy_note:
+        text += NOT_FINETUNED_MARK
+    return text
+
+
+def accuracy_legend(rows: Sequence[PairResult]) -> Optional[str]:
+    """What the accuracy column is, once for the console caption and the .tex footnote."""
+    if not has_accuracy(rows):
+        return None
+    samples = sorted({r.accuracy_samples for r in rows if r.accuracy_samples is not None})
+    n = f"{samples[0]:,}" if len(samples) == 1 else "the"
+    text = (f"Top-1: accuracy (%) on {n} --eval-data samples, evaluated under the row's own runtime on the file "
+            "it measures; (\u2212x) = drop vs the fp32 row in points")
+    if any(r.accuracy_note and "without fine-tuning" in r.accuracy_note for r in rows):
+        text += f"; {NOT_FINETUNED_MARK} pruned without fine-tuning"
+    missing = sum(1 for r in rows if r.accuracy_top1_pct is None)
+    if missing:
+        text += f"; {missing} row(s) not evaluated (CSV accuracy_note says why)"
+    return text + "."

@@ -28,7 +28,11 @@ from .cells import (
     CALIBRATED_NOTE,
     VERDICT_LEGEND,
     VERDICT_WORDS,
+    accuracy_legend,
+    accuracy_text,
+    has_accuracy,
     input_shape_text,
+    not_finetuned,
     run_counts,
     uncertainty_text,
     cells,
@@ -107,6 +111,10 @@ RESULT_COLUMNS: tuple[Column[PairResult], ...] = (
     Column("App budget (MB)", _budget_cell, priority=2, justify="right"),
     Column("Headroom (MB)", _headroom_cell, priority=1, justify="right"),
 )
+# Shown when the run had --eval-data: top-1 (and its drop against fp32), kept longer than the budget
+ACCURACY_COLUMN: Column[PairResult] = Column(
+    "Top-1 (%)", lambda row: Text(accuracy_text(row), style="" if row.accuracy_top1_pct is not None else "dim"),
+    priority=1, justify="right")
 
 
 def results_table(rows: Sequence[PairResult],
@@ -122,7 +130,9 @@ def results_table(rows: Sequence[PairResult],
     counts = run_counts(rows)
     title = (f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile(s); "
              f"input {input_shape_text(rows)}")
-    return FittedTable(title, RESULT_COLUMNS, groups, caption=_results_caption(rows))
+    # --eval-data: the trade-off's other half, a column of its own (left out before the budget)
+    columns = RESULT_COLUMNS + ((ACCURACY_COLUMN,) if has_accuracy(rows) else ())
+    return FittedTable(title, columns, groups, caption=_results_caption(rows))
 
 
 def _predicted_cell(item: "ModelLatency") -> Text:
@@ -218,6 +228,12 @@ def _results_caption(rows: Sequence[PairResult]) -> Text:
                      "above its peak (CSV limit_enforcement; --no-infer measures each).")
     lines.append(VERDICT_LEGEND)
     lines.append(memory_runtime_line(rows))
+    legend = accuracy_legend(rows)
+    if legend:
+        lines.append(legend)
+    elif not_finetuned(rows):  # without --eval-data: what the pruned rows are, said once
+        lines.append(f"{', '.join(not_finetuned(rows))}: pruned without fine-tuning, accuracy not measured "
+                     "(--finetune-data fine-tunes it, --eval-data measures it).")
     return Text("\n".join(lines), style="dim")
 
 

@@ -25,11 +25,12 @@ from ..profiles import Profile
 from ..results import PairResult
 from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
 from ..store.files import write_json_file
-from .cells import HEATMAP, MIN_RAM, SCATTER
+from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER
 
 EXTENSIONS = ("png", "pdf")
 _HERE = Path(__file__).resolve().parent
-_DRAWING_CODE = (_HERE / "plots.py", _HERE / "cells.py", _HERE.parent / "profiles.py")  # TIERS' captions
+# the code that draws a figure (profiles.py: TIERS' captions): a change to it redraws the figures
+_DRAWING_CODE = (_HERE / "plots.py", _HERE / "cells.py", _HERE / "tradeoff.py", _HERE.parent / "profiles.py")
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ def write_figures(rows: Sequence[PairResult], profiles: Optional[Sequence[Profil
     wanted = [(HEATMAP, profiles), (SCATTER, profiles)]
     if any(r.min_ram_mb is not None for r in rows):
         wanted.append((MIN_RAM, None))
+    if any(r.accuracy_top1_pct is not None for r in rows):  # --eval-data
+        wanted.append((ACCURACY, profiles))
     outcomes = []
     for stem, laid_out_by in wanted:
         key = inputs_digest(stem, rows, laid_out_by)
@@ -109,6 +112,10 @@ def write_figures(rows: Sequence[PairResult], profiles: Optional[Sequence[Profil
             paths = plots.latency_heatmap(rows, profiles, out_dir)
         elif stem == SCATTER:
             paths = plots.latency_vs_ram(rows, profiles, out_dir)
+        elif stem == ACCURACY:
+            from .tradeoff import accuracy_tradeoff
+
+            paths = accuracy_tradeoff(rows, profiles, out_dir)
         else:
             paths = plots.min_ram_bar(rows, out_dir)
         if paths:

@@ -25,7 +25,19 @@ from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, read_text
 from ..store.files import write_atomic, write_json_file
 from ..worker.verdict import Verdict
-from .cells import CALIBRATED_MARK, OTHER_MARK, VERDICT_LEGEND, cells, group_by_model, source_notes, threads_text
+from .cells import (
+    CALIBRATED_MARK,
+    NOT_FINETUNED_MARK,
+    OTHER_MARK,
+    VERDICT_LEGEND,
+    accuracy_legend,
+    accuracy_text,
+    cells,
+    group_by_model,
+    has_accuracy,
+    source_notes,
+    threads_text,
+)
 from .console import model_summaries
 from .manifest import ManifestLike, manifest_dict
 
@@ -149,8 +161,11 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
                f"peak RAM: measured peak RSS under the device's RAM limit with {', '.join(runtimes)}; "
                "OOM = killed at the limit.")
     out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(OTHER_MARK, r"\ddag") for n in legend]
-    out += [r"\begin{tabular}{llcrrc}", r"\toprule",
-            r"Model & Device & Tier & Latency (ms) & " + _peak_header(runtimes) + r" & Fits \\", r"\midrule"]
+    accuracy = has_accuracy(rows)  # --eval-data: a Top-1 column (drop vs fp32 in points)
+    width = 7 if accuracy else 6
+    out += [r"\begin{tabular}{llcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
+            r"Model & Device & Tier & Latency (ms) & " + _peak_header(runtimes) + r" & Fits"
+            + (r" & Top-1 (\%)" if accuracy else "") + r" \\", r"\midrule"]
     fits_text = _LATEX_FITS[marks]
     for g, (label, group) in enumerate(group_by_model(rows, profiles).items()):
         if g:
@@ -164,13 +179,19 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
                     latex_escape(row.tier.removeprefix("tier")), latency, peak,
                     "tight" if row.verdict == Verdict.TIGHT else fits_text[c.fits]]
+            if accuracy:
+                cols.append(latex_escape(accuracy_text(row, dash="--", minus="-")).replace(
+                    NOT_FINETUNED_MARK, r"$^\circ$"))
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
     if notes:  # the footnote under the table: each mark with its error figure, then the verdicts
         lines = [_LATEX_MARKS[n.mark] + " " + latex_escape(n.text()[len(n.mark) + 1:]) for n in legend]
         lines.append(latex_escape(VERDICT_LEGEND))
+        legend_text = accuracy_legend(rows)
+        if legend_text:
+            lines.append(latex_escape(legend_text.replace("\u2212", "-")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
         for text in lines:  # a p{} cell wraps long lines inside the table's width
-            out.append(r"\multicolumn{6}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
+            out.append(r"\multicolumn{" + str(width) + r"}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
     out.append(r"\end{tabular}")
     return "\n".join(out) + "\n"
 

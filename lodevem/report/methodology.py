@@ -139,6 +139,10 @@ class RunFacts:
     converted_levels: tuple[tuple[str, str, Optional[str], Optional[str]], ...] = ()
     fallbacks: tuple[str, ...] = ()  # memory_runtime of rows measured under torch because a converter refused
     memory_notes: tuple[str, ...] = ()  # each distinct row note on how the measured file was made
+    evaluation: Optional[str] = None  # --eval-data as the manifest describes it (lodevem.accuracy)
+    finetune: Optional[str] = None  # --finetune-data: "<epochs> epoch(s) on <data>" (worker.finetune)
+    evaluated_rows: int = 0  # rows with a top-1 figure
+    unevaluated_rows: int = 0  # rows of an evaluated run without one (accuracy_note says why)
 
     @property
     def predicted(self) -> bool:
@@ -243,6 +247,11 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         fallbacks=_distinct([r.model_label for r in rows if (r.memory_runtime or "").endswith("(fallback)")]),
         memory_notes=_distinct([part for r in rows if r.memory_note and not (r.memory_runtime or "").endswith(
                                 "(fallback)") for part in r.memory_note.split("; ")]),
+        evaluation=_get(manifest, "extra", "evaluation"),
+        finetune=_get(manifest, "extra", "finetune"),
+        evaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is not None),
+        unevaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is None
+                             and (r.accuracy_note or r.accuracy_samples is not None)),
     )
 
 
@@ -461,15 +470,43 @@ def _limitations(f: RunFacts) -> list[str]:
     if any(LEVEL_ARITHMETIC.get(level or "fp32") == "int8" for level in f.levels):
         items.append("int8 latency is the fp32 kernel graph scaled by fitted factors; real int8 speed depends on "
                      "the runtime's int8 kernels.")
-    if "pruned" in f.levels:
-        items.append("Pruned variants are 50 % structured L1-norm channel pruning without fine-tuning: their "
-                     "accuracy is not assessed, only their speed and memory {cite:depgraph}.")
+    if "pruned" in f.levels and f.finetune:
+        items.append("Pruned variants were fine-tuned briefly with one fixed recipe (see above), not trained to "
+                     "convergence: a longer schedule may recover more accuracy {cite:depgraph}.")
+    elif "pruned" in f.levels:
+        items.append("Pruned variants are 50 % structured L1-norm channel pruning without fine-tuning: "
+                     + ("their accuracy drop is the one measured above, which fine-tuning would reduce"
+                        if f.evaluation else "their accuracy is not assessed, only their speed and memory")
+                     + " {cite:depgraph}.")
     if not f.calibrations and f.predicted:
         items.append("No prediction was calibrated against a measurement on a physical device.")
     if "process" in f.backends:
         items.append("The process backend is not a security sandbox, and under RLIMIT_AS it limits virtual memory, "
                      "which is stricter than resident memory.")
     return items
+
+
+def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
+    """The data set, N and preprocessing of ``--eval-data``, and where each row's figure comes from."""
+    if not f.evaluation and not f.finetune:
+        return None
+    text = "Accuracy was not evaluated (no {code:--eval-data})."
+    if f.evaluation:
+        text = (f"Accuracy was evaluated on {f.evaluation} ({{code:--eval-data}}), in the same sandbox as the "
+                "measurements and under each row's own runtime, on the very file whose memory was measured (the "
+                "model or its derived variant under PyTorch, its ONNX export under onnxruntime, its conversion "
+                "under LiteRT or ncnn), one sample per inference. Top-1 (and top-5 with more than five classes) is "
+                "the share of samples whose label scores highest (among the five highest); ties count as errors. "
+                "Each variant's drop is the fp32 row's top-1 minus its own, in percentage points, same runtime.")
+    if f.finetune:
+        from ..worker.finetune import RECIPE
+
+        text += (f" The pruned variants were fine-tuned after pruning, in the sandbox, for {f.finetune} "
+                 f"({{code:--finetune-data}}; {RECIPE}, seeded sample order).")
+    if f.unevaluated_rows:
+        text += (f" {f.unevaluated_rows} row(s) have no accuracy (their {{code:accuracy_note}} says why); their "
+                 "latency and memory figures stand.")
+    return text
 
 
 def _paragraphs(f: RunFacts) -> tuple[str, str, list[str], str]:
@@ -536,7 +573,11 @@ def methodology_markdown(facts: RunFacts) -> str:
     refs = _load_references()
     lines = [f"<!-- lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
              "# Methods", "", "## Latency", "", _render(intro, False), "", "## Peak RAM", "",
-             _render(memory, False), "", "## Limitations", ""]
+             _render(memory, False), ""]
+    accuracy = _accuracy_paragraph(facts)
+    if accuracy:
+        lines += ["## Accuracy", "", _render(accuracy, False), ""]
+    lines += ["## Limitations", ""]
     lines += [f"- {_render(item, False)}" for item in limits]
     lines += ["", _render(provenance, False), "", "## References", ""]
     lines += [f"- [{key}] {_short_reference(refs[key], facts)}" for key in cited_keys(facts)]
@@ -550,8 +591,11 @@ def methodology_latex(facts: RunFacts) -> str:
     lines = [f"% lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit.",
              f"% \\input{{{TEX_NAME}}} inside your methods section; add \\bibliography{{references}} ({BIB_NAME}).",
              r"\paragraph{Latency.} " + _render(intro, True), "",
-             r"\paragraph{Peak RAM.} " + _render(memory, True), "",
-             r"\paragraph{Limitations.}", r"\begin{itemize}"]
+             r"\paragraph{Peak RAM.} " + _render(memory, True), ""]
+    accuracy = _accuracy_paragraph(facts)
+    if accuracy:
+        lines += [r"\paragraph{Accuracy.} " + _render(accuracy, True), ""]
+    lines += [r"\paragraph{Limitations.}", r"\begin{itemize}"]
     lines += [r"\item " + _render(item, True) for item in limits]
     lines += [r"\end{itemize}", _render(provenance, True)]
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..errors import InputError
-from ..results import RESULTS_SCHEMA_VERSION, MemoryMeasurement, ModelFile, PairResult
+from ..results import RESULTS_SCHEMA_VERSION, Accuracy, MemoryMeasurement, ModelFile, PairResult
 from ..safe_io import RESULTS_FILE, UnsafeInput, read_text
 from .files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 
@@ -129,8 +129,10 @@ class Recorder:
     def __init__(self, output: Path, profiles: Sequence["Profile"], threads: int, progress: "ProgressSink",
                  models: Sequence[ModelFile], latencies: dict[str, dict[str, "LatencyPrediction"]],
                  floors: dict[str, Optional[int]], state: RunState, manifest: "Manifest",
-                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None) -> None:
+                 channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None,
+                 accuracies: Optional[dict[str, Accuracy]] = None) -> None:
         self.output, self.profiles, self.threads, self.progress = Path(output), tuple(profiles), threads, progress
+        self.accuracies = accuracies or {}  # by model label (--eval-data; lodevem.accuracy)
         self.latencies, self.floors, self.state, self.manifest = latencies, floors, state, manifest
         self.channels_removed = channels_removed or {}
         self.models = {m.label: m for m in models}
@@ -157,7 +159,8 @@ class Recorder:
             self.state.rows.append(PairResult.from_records(
                 self.models[label], profile, self.latencies[label][profile.id], memory,
                 threads=self.threads, floor_mb=self.floors.get(label),
-                channels_removed_ms=self.channels_removed.get(label, {}).get(profile.id)))
+                channels_removed_ms=self.channels_removed.get(label, {}).get(profile.id),
+                accuracy=self.accuracies.get(label)))
             self.done.add((label, profile.id))
         # A measurement served from the cache is not lost by an interrupt (the cache has it), so
         # its rows are written with the next fresh one or by ``flush``: a fully cached rerun writes

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from ..latency.records import LatencyPrediction
     from ..profiles import Profile
 
-__all__ = ["ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement", "FloorResult", "ExportResult",
-           "ConversionResult", "VERDICTS", "OutputClaim"]
+__all__ = ["Accuracy", "ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement",
+           "FloorResult", "ExportResult", "ConversionResult", "VERDICTS", "OutputClaim"]
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -220,6 +220,39 @@ class FloorResult:
 
 
 @dataclass(frozen=True)
+class Accuracy:
+    """One model's accuracy under one runtime on the run's --eval-data (``lodevem.accuracy``), or
+    why there is none (``note``). Percentages of the ``samples`` evaluated; ``drop_pts``: the fp32
+    row's top-1 minus this top-1, in points. ``to_record``/``from_record``: the store's cache."""
+
+    top1_pct: Optional[float] = None
+    top5_pct: Optional[float] = None
+    samples: Optional[int] = None
+    drop_pts: Optional[float] = None
+    note: Optional[str] = None
+    seconds: Optional[float] = None
+    cached: bool = False
+
+    @classmethod
+    def unavailable(cls, why: str) -> "Accuracy":
+        return cls(note=why)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"top1_pct": self.top1_pct, "top5_pct": self.top5_pct, "samples": self.samples,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Optional["Accuracy"]:
+        top1, samples = record.get("top1_pct"), record.get("samples")
+        if not isinstance(top1, (int, float)) or not isinstance(samples, int):
+            return None
+        top5 = record.get("top5_pct")
+        return cls(float(top1), float(top5) if isinstance(top5, (int, float)) else None, samples,
+                   seconds=record.get("seconds") if isinstance(record.get("seconds"), (int, float)) else None,
+                   cached=True)
+
+
+@dataclass(frozen=True)
 class PairResult:
     """One row of the results: a model file on one device profile."""
 
@@ -264,7 +297,8 @@ class PairResult:
     host_latency_p95_ms: Optional[float] = None
     host_throughput_ips: Optional[float] = None
     host_latency_unstable: Optional[str] = None
-    # Derived
+    # Derived: the energy proxy, predicted latency x the profile's power_w (a published figure,
+    # power_source cites it or says why there is none): a proxy, not a measurement
     power_w: Optional[float] = None
     energy_mj: Optional[float] = None
     min_ram_mb: Optional[float] = None
@@ -306,13 +340,25 @@ class PairResult:
     converted_precision: Optional[str] = None
     converted_scheme: Optional[str] = None
     conversion_s: Optional[float] = None  # seconds the conversion took in this run; empty: served from the cache
+    # Accuracy on --eval-data (lodevem.accuracy), evaluated in the sandbox under this row's
+    # runtime on the file this row measures: top-1 / top-5 in % of ``accuracy_samples``, the drop
+    # in points against the fp32 row of the same file and runtime, and why a cell is empty (or
+    # what qualifies it: a pruned variant not fine-tuned). All None without --eval-data.
+    accuracy_top1_pct: Optional[float] = None
+    accuracy_top5_pct: Optional[float] = None
+    accuracy_drop_pts: Optional[float] = None
+    accuracy_samples: Optional[int] = None
+    accuracy_note: Optional[str] = None
+    power_source: Optional[str] = None  # the profile's: where power_w comes from, or why it is empty
 
     @classmethod
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
                      memory: MemoryMeasurement, *, threads: int, floor_mb: Optional[int] = None,
-                     channels_removed_ms: Optional[float] = None) -> "PairResult":
+                     channels_removed_ms: Optional[float] = None, accuracy: Optional[Accuracy] = None
+                     ) -> "PairResult":
         """One row from the records it shows: each row field either copied from the record field
-        ``ROW_SOURCES`` names, or computed here from several (``COMPUTED_ROW_FIELDS``)."""
+        ``ROW_SOURCES`` names, or computed here from several (``COMPUTED_ROW_FIELDS``; the accuracy
+        cells from ``accuracy``, the --eval-data record of this file and runtime)."""
         values: dict[str, Any] = {row: getattr(record, name)
                                   for record, mapping in zip((model, profile, latency, memory), ROW_SOURCES.values())
                                   for row, name in mapping.items()}
@@ -342,6 +388,10 @@ class PairResult:
                           if memory.converted_size_bytes is not None else None),
             sparsity=found.zero_fraction if found else None, zero_channels=found.zero_channels if found else None,
             latency_if_channels_removed_ms=channels_removed_ms)
+        accuracy = accuracy if accuracy is not None else Accuracy()
+        values.update(accuracy_top1_pct=accuracy.top1_pct, accuracy_top5_pct=accuracy.top5_pct,
+                      accuracy_drop_pts=accuracy.drop_pts, accuracy_samples=accuracy.samples,
+                      accuracy_note=accuracy.note)
         return cls(**values)
 
     def __post_init__(self) -> None:  # a row read back from the CSV/JSON holds the text: the member again
@@ -386,7 +436,7 @@ ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "quantization": "quantization", "input_shape_source": "input_shape_source"}),
     "Profile": MappingProxyType({
         "profile_id": "id", "profile_label": "label", "tier": "tier", "chipset": "chipset", "ram_mb": "ram_mb",
-        "app_budget_mb": "app_budget_mb", "power_w": "power_w"}),
+        "app_budget_mb": "app_budget_mb", "power_w": "power_w", "power_source": "power_source"}),
     "LatencyPrediction": MappingProxyType({
         "latency_ms": "latency_ms", "latency_source": "latency_source", "latency_uncertainty": "uncertainty",
         "latency_calibrations": "calibrations", "latency_low_ms": "latency_low_ms",
@@ -398,13 +448,15 @@ ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "host_latency_mean_ms": "host_latency_mean_ms", "host_latency_std_ms": "host_latency_std_ms",
         "host_latency_p50_ms": "host_latency_p50_ms", "host_latency_p95_ms": "host_latency_p95_ms",
         "host_throughput_ips": "host_throughput_ips", "memory_cached": "cached",
-        "memory_inferred_from_mb": "inferred_from_mb"}),
+        "memory_inferred_from_mb": "inferred_from_mb", "converted_precision": "converted_precision",
+        "converted_scheme": "converted_scheme", "conversion_s": "conversion_s"}),
 })
 # The row fields from_records computes from several records (every other field is in ROW_SOURCES).
 COMPUTED_ROW_FIELDS = frozenset({
     "model_path", "model_file_mb", "threads", "model_format", "params", "core", "clock_ghz", "latency_note",
     "verdict", "headroom_mb", "input_shape", "host_latency_unstable", "energy_mj", "min_ram_mb", "model_class",
-    "sparsity", "zero_channels", "latency_if_channels_removed_ms"})
+    "sparsity", "zero_channels", "latency_if_channels_removed_ms", "memory_runtime", "memory_note", "converted_mb",
+    "accuracy_top1_pct", "accuracy_top5_pct", "accuracy_drop_pts", "accuracy_samples", "accuracy_note"})
 
 
 pair_result = PairResult.from_records

@@ -221,6 +221,28 @@ class DerivedSection:
 
 
 @dataclass(frozen=True)
+class AccuracySection:
+    """What an ``evaluate`` run counted: samples, correct top-1 / top-5 (None with <= 5 classes),
+    the model's number of outputs, and the evaluation's own seconds."""
+
+    samples: int
+    top1_correct: int
+    top5_correct: Optional[int]
+    classes: Optional[int]
+    seconds: Optional[float]
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> Optional["AccuracySection"]:
+        samples, top1 = fields.integer(data.get("samples")), fields.integer(data.get("top1_correct"))
+        top5 = fields.integer(data.get("top5_correct"))
+        if samples is None or top1 is None or samples < 1 or not 0 <= top1 <= samples:
+            return None
+        if top5 is not None and not top1 <= top5 <= samples:
+            return None
+        return cls(samples, top1, top5, fields.integer(data.get("classes")), fields.number(data.get("seconds")))
+
+
+@dataclass(frozen=True)
 class WorkerFailure:
     """The worker's own one-line explanation (``error`` section)."""
 
@@ -243,6 +265,7 @@ class WorkerReply:
     converted: Optional[ConvertedSection] = None
     runtime_version: Optional[str] = None  # the runtime section's version (e.g. "ai-edge-litert 2.3.0")
     profile: Optional["InstructionProfile"] = None  # armsim-profile: one inference's instruction counts
+    accuracy: Optional[AccuracySection] = None  # evaluate: what was counted
 
 
 def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
@@ -286,6 +309,7 @@ def _typed(data: dict[str, Any], host_paths: dict[str, str]) -> WorkerReply:
         converted=ConvertedSection.parse(_section(data, "converted")),
         runtime_version=_text(_section(data, "runtime").get("version"), 80),
         profile=_profile(data),
+        accuracy=AccuracySection.parse(_section(data, "accuracy")),
     )
 
 
@@ -405,11 +429,26 @@ class WorkerClient:
         return self.run(request, limit_mb, timeout_s, reference_s=reference_s)
 
     def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
-               timeout_s: float) -> SandboxRun:
-        """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit."""
+               timeout_s: float, finetune: Optional[tuple[Path, int]] = None) -> SandboxRun:
+        """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit;
+        ``finetune`` (pruned only): (normalised samples .npz, epochs) to fine-tune it on."""
         request = self._request(action="derive", model_path=str(model), level=level, derive_out=str(out),
-                                input_shape=_shape(input_shape))
+                                input_shape=_shape(input_shape),
+                                data_path=str(finetune[0]) if finetune else None,
+                                finetune_epochs=finetune[1] if finetune else None)
         return self.run(request, self.work_limit_mb, timeout_s)
+
+    def evaluate(self, model: Path, data: Path, settings: MeasureSettings, timeout_s: float, *,
+                 onnx_path: Optional[Path] = None, converted_path: Optional[Path] = None,
+                 on_progress: Optional[ProgressFn] = None) -> SandboxRun:
+        """Top-1/top-5 of ``model`` on the samples ``data`` (a normalised .npz) under
+        ``settings.runtime``, in that runtime's image, under the work limit (no device is modelled)."""
+        request = self._request(action="evaluate", model_path=str(model), data_path=str(data), warmup=0, runs=1,
+                                threads=settings.threads, runtime=settings.runtime,
+                                onnx_path=str(onnx_path) if onnx_path is not None else None,
+                                converted_path=str(converted_path) if converted_path is not None else None,
+                                input_shape=_shape(settings.input_shape))
+        return self.run(request, self.work_limit_mb, timeout_s, on_progress=on_progress)
 
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
                        input_shape: Optional[Sequence[int]], timeout_s: float, *, uarch: Optional[str] = None,

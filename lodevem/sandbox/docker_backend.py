@@ -303,6 +303,14 @@ class DockerBackend(Cancellable):
             removed_inside = f"/output/{Path(request.channels_removed_path).name}"
         if (derive_inside or removed_inside) and not any(m["Target"] == "/output" for m in mounts):
             mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
+        # evaluate: the samples .npz the host wrote (store kind "evaldata"), read-only
+        data_inside = None
+        if request.data_path:
+            data = Path(request.data_path)
+            if data.is_symlink() or not data.is_file():
+                raise SandboxError(f"{data}: not a regular file; delete it (lodevem writes its cache itself)")
+            data_inside = f"/data/{data.name}"
+            mounts.append(Mount(data_inside, os.path.abspath(data), type="bind", read_only=True))
         # --code: each package folder or script read-only under its own /code/<n>/, whose folder the
         # worker puts on sys.path (so `import cocoa` finds /code/0/cocoa).
         code_inside = []
@@ -314,7 +322,7 @@ class DockerBackend(Cancellable):
         return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
                                            derive_out=derive_inside, code_paths=code_inside,
                                            channels_removed_path=removed_inside, converted_path=converted_inside,
-                                           calibration_path=calibration_inside)
+                                           calibration_path=calibration_inside, data_path=data_inside)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
@@ -341,7 +349,8 @@ class DockerBackend(Cancellable):
             # Messages name what the user knows: each path the worker saw, mapped back to the host's.
             pairs = [(inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
                      (inner.converted_path, request.converted_path), (inner.calibration_path, request.calibration_path),
-                     (inner.derive_out, request.derive_out), *zip(inner.code_paths, request.code_paths)]
+                     (inner.derive_out, request.derive_out), (inner.data_path, request.data_path),
+                     *zip(inner.code_paths, request.code_paths)]
             host_paths = {inside: host for inside, host in pairs if inside and host}
             return dataclasses.replace(outcome, host_paths=host_paths)
         finally:

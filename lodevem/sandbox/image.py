@@ -169,7 +169,7 @@ def spec_for(action: str, runtime: str) -> ImageSpec:
         return CONVERT
     if action == ARMSIM_ACTION:
         return ARMSIM
-    if action == "measure" and spec is not None:
+    if action in ("measure", "evaluate") and spec is not None:
         return IMAGES[spec.image]
     return BENCH
 

@@ -47,14 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..errors import BackendUnavailable, Cancelled, InputError, ModelFileError, SandboxError
+from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
 from ..safe_io import read_tail
 from ..store import atomic_path, digest, file_digest
 from ..worker import WorkerRequest, artifact_files
 from ..worker.registry import CONVERT_ACTIONS
 from . import slurm_job
-from .slurm_runtimes import SlurmRuntimes
 from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_mb
+from .slurm_runtimes import SlurmRuntimes
 
 MAX_OUTPUT_BYTES = 4 * 2**30  # as the Docker backend: the largest export or variant taken back
 STATE_POLL_S = 2.0  # how often sacct is asked about a job that has not reported (submitit caches)
@@ -283,9 +283,10 @@ class SlurmBackend(Cancellable):
         # --code: read in place, so it must be on a filesystem the nodes share (as lodevem's install).
         code = [str(Path(p).resolve()) for p in request.code_paths]
         calibration = str(self._share(Path(request.calibration_path))) if request.calibration_path else None
+        data = str(self._share(Path(request.data_path))) if request.data_path else None  # evaluate's samples
         return dataclasses.replace(request, model_path=str(self._share(model)), onnx_path=onnx, derive_out=derive_out,
                                    channels_removed_path=removed, code_paths=code, converted_path=converted,
-                                   calibration_path=calibration)
+                                   calibration_path=calibration, data_path=data)
 
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
         return digest([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,

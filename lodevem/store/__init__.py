@@ -222,12 +222,13 @@ class ArtifactStore:
         paths = tuple(folder / n for n in [*names, *[o for o in optional if o in found]])
         return Artifact(kind, paths, dict(maker), dict(info or {})), ""
 
-    def publish_local(self, kind: str, name: str, maker: Mapping[str, Any], write: Any) -> Artifact:
-        """An artifact this process makes itself (a zoo graph from lodevem's own code):
-        ``write(path)`` writes into staging, then it is published like a sandbox's."""
+    def publish_local(self, kind: str, name: str, maker: Mapping[str, Any], write: Any,
+                      info: Optional[Mapping[str, Any]] = None) -> Artifact:
+        """An artifact this process makes itself (a zoo graph from lodevem's own code, validated
+        evaluation data): ``write(path)`` writes into staging, then it is published like a sandbox's."""
         with self.staging() as staged:
             write(staged / name)
-            artifact, error = self.publish(kind, staged, [name], maker)
+            artifact, error = self.publish(kind, staged, [name], maker, info)
         if artifact is None:
             raise OSError(error)
         return artifact

@@ -124,6 +124,13 @@ def action_derive(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
     _import_torch(req, res, mem)
     module, x = _load_torch(req, res, mem, kind)
     module, x = _derive(req, res, kind, module, x, keep_original=False)
+    if req.data_path is not None and req.finetune_epochs:  # --finetune-data: pruning + fine-tune
+        from .finetune import finetune
+        from .variants import NOTE_PRUNED
+
+        note, details = finetune(module, req.data_path, req.finetune_epochs)
+        res.variant["notes"] = [note if n == NOTE_PRUNED else n for n in res.variant["notes"]]
+        res.variant["details"].update(details)
     _released(mem)
     t0 = time.perf_counter()
     progress(f"writing the {req.level} variant to {out}")

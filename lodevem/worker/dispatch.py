@@ -27,6 +27,11 @@ def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
 
         action_armsim_profile(req, res, mem)
         return None
+    if req.action == "evaluate":  # accuracy under the row's runtime (tflite/ncnn: torch is never imported)
+        from .evaluate import action_evaluate
+
+        action_evaluate(req, res, mem, sniff_format(req.model_path))
+        return None
     if req.action == "measure" and req.runtime in CONVERT_ACTIONS:  # a converted file: torch is never imported
         from .runtimes import action_measure_ncnn, action_measure_tflite
 

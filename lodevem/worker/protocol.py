@@ -38,7 +38,7 @@ def _source_digest() -> str:
 
 WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile")
+ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate")
 # The runtimes (and the action that makes each converted runtime's file) and the compression
 # levels are the registry's and the precision vocabulary's: one home each (lodevem.levels reads
 # the same names).
@@ -105,6 +105,12 @@ class WorkerRequest:
     # ranges (null: seeded synthetic inputs, convert.SYNTHETIC_CALIBRATION_INPUTS).
     quantize: Optional[str] = None
     calibration_path: Optional[str] = None
+    # evaluate: the labelled samples, an uncompressed .npz the host wrote after validating the
+    # user's data (inputs float32 N x C x H x W, labels int64 N; see worker.samples)
+    data_path: Optional[str] = None
+    # derive of level pruned with data_path: fine-tune the pruned module this many epochs
+    # (worker.finetune states the recipe)
+    finetune_epochs: Optional[int] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -168,9 +174,17 @@ class WorkerRequest:
             (self.converted_path is None or (isinstance(self.converted_path, str) and bool(self.converted_path)),
              "converted_path must be a non-empty string or null"),
             (self.converted_path is None or self.action in CONVERT_ACTIONS.values()
-             or (self.action in ("measure", "armsim-profile") and self.runtime in CONVERT_ACTIONS),
-             "converted_path is only for export-tflite, export-ncnn, and measure and armsim-profile with "
+             or (self.action in ("measure", "armsim-profile", "evaluate") and self.runtime in CONVERT_ACTIONS),
+             "converted_path is only for export-tflite, export-ncnn, and measure, evaluate and armsim-profile with "
              "runtime tflite or ncnn"),
+            (self.data_path is None or ((self.action == "evaluate" or (self.action == "derive"
+                                                                       and self.level == "pruned"))
+                                        and isinstance(self.data_path, str) and bool(self.data_path)),
+             "data_path must be null or a non-empty string, and only for evaluate and derive of level pruned"),
+            ((self.finetune_epochs is None) == (self.action != "derive" or self.data_path is None)
+             and (self.finetune_epochs is None or is_int(self.finetune_epochs, 1)),
+             "finetune_epochs (an integer >= 1) goes with derive of level pruned with data_path, and only there"),
+            (self.action != "evaluate" or self.data_path is not None, "evaluate needs data_path (the samples)"),
             (self.action != "armsim-profile" or (self.runtime in CONVERT_ACTIONS and self.converted_path is not None
                                                  and self.isa in ARMSIM_ISAS
                                                  and self.precision in ARMSIM_PRECISIONS),
@@ -236,6 +250,7 @@ class WorkerResult:
     derived: Optional[dict[str, Any]] = None
     converted: Optional[dict[str, Any]] = None  # export-tflite / export-ncnn: what was written
     profile: Optional[dict[str, Any]] = None  # armsim-profile: the instruction counts of one inference
+    accuracy: Optional[dict[str, Any]] = None  # evaluate: samples, top1_correct, top5_correct, classes
     timings_s: dict[str, Optional[float]] = field(
         default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
                                  "export": None})

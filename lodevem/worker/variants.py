@@ -18,7 +18,7 @@ from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, prog
 PRUNING_RATIO = 0.5
 CALIBRATION_BATCHES, CALIBRATION_SEED = 8, 0
 NOTE_DYNAMIC = "dynamic int8: Linear/LSTM/GRU only, convolutions stay fp32"
-NOTE_PRUNED = "pruned only, not fine-tuned (no --finetune-data)"
+NOTE_PRUNED = "pruned only, not fine-tuned (--eval-data shows its accuracy drop)"
 
 
 def derive_variant(module: Any, level: str, example: Any, keep_original: bool

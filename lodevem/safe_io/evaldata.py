@@ -1,0 +1,223 @@
+"""Labelled data for accuracy (``--eval-data``): validated on the host, handed to the sandbox as
+one normalised ``.npz``.
+
+Why here: the data is the user's file, as hostile as a model. An ``.npz`` is read without pickle
+(``worker.samples``: the ``.npy`` headers parsed, object arrays refused, rows streamed one sample at
+a time, so host memory stays at one sample however large the file) through a descriptor
+``regular_fd`` vouched for (no FIFO, no device, size-capped). Everything that can be known before
+any container starts is checked here and refused in one line naming the file (exit 2): missing
+keys, object arrays, shapes, truncation, NaN/inf inputs, negative labels, a single class. What
+depends on the model (its input shape, its number of outputs) is checked against the model later
+and lands in the row's accuracy cell.
+
+A ``.pt`` is a pickle: lodevem never unpickles on the host, so it is refused with the one line
+that says how to save the same tensors as an ``.npz``. ImageFolder trees are not read yet (their
+images would need a decoder run in the sandbox): refused with the same advice.
+
+The normalised copy (float32 inputs, int64 labels, the first ``limit`` samples, uncompressed so the
+worker streams it) is kept in the artifact store (kind ``evaldata``) under the source's digest and
+the limit, so a rerun neither re-validates nor rewrites it; its own sha256 is the data digest that
+keys every accuracy record.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from ..errors import InputError, UnsafeInput
+from ..worker.samples import NpzSamples, NpzWriter, SampleFileError
+from .files import Kind, _shown, regular_fd, sha256_file
+
+if TYPE_CHECKING:
+    from ..store import ArtifactStore
+
+# An .npz of evaluation samples: 16 GiB is ~27,000 ImageNet-sized float32 inputs, far more than
+# --eval-limit reads; the cap stops a sparse or endless file, not a real data set.
+EVAL_DATA = Kind("data file", 16 * 2**30)
+DEFAULT_EVAL_LIMIT = 1000
+MAX_EVAL_LIMIT = 100_000
+# --finetune-data: every sample up to this many (the sandbox holds them in memory while training)
+MAX_FINETUNE_SAMPLES = 20_000
+DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_EPOCHS = 3, 50
+READER_VERSION = 1  # bump when the normalised copy changes
+KIND = "evaldata"
+
+
+@dataclass(frozen=True)
+class EvalData:
+    """The validated data: where the sandbox reads it and what the outputs say about it."""
+
+    source: Path
+    option: str  # "--eval-data" (messages name the option)
+    path: Path  # the normalised .npz in the store
+    sha256: str  # digest of the normalised copy: part of every accuracy record's key
+    samples: int  # used (at most the limit)
+    available: int  # in the source
+    sample_shape: tuple[int, ...]  # C x H x W
+    classes: int  # distinct labels among the used samples
+    max_label: int
+    fmt: str = "npz"
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (1, *self.sample_shape)
+
+    def describe(self) -> str:
+        """One phrase for the methods paragraph and the manifest."""
+        shape = "x".join(map(str, self.sample_shape))
+        return (f"{self.source.name} ({self.fmt}, {self.samples} of {self.available} samples, {shape} inputs as "
+                f"given (no resizing or normalisation), {self.classes} classes)")
+
+
+def _refuse(path: Path, option: str, detail: str) -> InputError:
+    return InputError(f"{option} {_shown(path)}: {detail}")
+
+
+def _sha256(path: Path, option: str) -> str:
+    """The file's digest through ``safe_io`` (a FIFO, a device, a link to one: refused unread),
+    the refusal naming the option."""
+    try:
+        return sha256_file(path, EVAL_DATA)
+    except UnsafeInput as exc:
+        raise _refuse(path, option, exc.detail) from None
+
+
+def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: str = "--eval-data") -> EvalData:
+    """Validate ``path`` and publish its first ``limit`` samples as the normalised ``.npz``; an
+    ``InputError`` (one line, exit 2) for anything unusable."""
+    path = Path(path)
+    if not 1 <= limit <= MAX_EVAL_LIMIT:
+        raise InputError(f"--eval-limit {limit}: expected 1..{MAX_EVAL_LIMIT} samples")
+    if not os.path.lexists(path):
+        raise _refuse(path, option, "not found")
+    if path.is_dir():
+        raise _refuse(path, option, "a folder (an ImageFolder tree) is not read yet; save the inputs (N x C x H x W) "
+                                    "and labels (N) with numpy.savez(path, inputs=..., labels=...)")
+    suffix = path.suffix.lower()
+    if suffix in (".pt", ".pth"):
+        raise _refuse(path, option, "a .pt file is a pickle and lodevem never unpickles on the host; save the same "
+                                    "tensors with numpy.savez(path, inputs=x.numpy(), labels=y.numpy())")
+    source_sha = _sha256(path, option)  # refuses FIFOs, devices, sockets and files past the cap
+    name = f"{source_sha[:32]}-{limit}.npz"
+    maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION}
+    kept = store.lookup(KIND, [name], maker)
+    if kept is not None and isinstance(kept.info.get("samples"), int):
+        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    fd = regular_fd(path, EVAL_DATA)
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            samples = NpzSamples(fh)
+            info = _normalise(samples, limit, path, option, store, name, maker)
+        except SampleFileError as exc:
+            raise _refuse(path, option, str(exc)) from None
+        finally:
+            if "samples" in locals():
+                samples.close()
+    artifact_path = store.path(KIND, name)
+    return _from_info(path, option, artifact_path, store.file_sha256(artifact_path), info)
+
+
+def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: "ArtifactStore", name: str,
+               maker: dict[str, object]) -> dict[str, object]:
+    import numpy as np
+
+    labels = samples.labels_array(limit)
+    n = len(labels)
+    if labels.min() < 0:
+        raise _refuse(path, option, f"label {int(labels.min())} is negative; labels are class indices 0..K-1")
+    classes = int(np.unique(labels).size)
+    if classes < 2:
+        raise _refuse(path, option, f"every one of the {n} samples used has label {int(labels[0])}: a single class "
+                                    "says nothing about accuracy (give samples of at least two classes)")
+    from ..store import MAX_ARTIFACT_BYTES
+
+    size = n * samples.inputs.row_bytes // max(1, samples.inputs.dtype.itemsize) * 4  # as float32
+    if size > MAX_ARTIFACT_BYTES:
+        raise _refuse(path, option, f"{n} samples of {list(samples.sample_shape)} are {size / 2**30:.1f} GiB as "
+                                    f"float32, over the {MAX_ARTIFACT_BYTES // 2**30} GiB cap: "
+                                    + ("lower --eval-limit" if option == "--eval-data" else "use fewer samples"))
+    info = {"samples": n, "available": samples.count, "sample_shape": list(samples.sample_shape),
+            "classes": classes, "max_label": int(labels.max())}
+
+    def write(target: Path) -> None:
+        writer = NpzWriter(str(target), n, samples.sample_shape)
+        try:
+            for i, x in enumerate(samples.iter_inputs(limit)):
+                if not np.all(np.isfinite(x)):
+                    raise _refuse(path, option, f"sample {i} of 'inputs' holds NaN or infinite values")
+                writer.add(x)
+            writer.finish(labels)
+        except BaseException:
+            writer.abort()
+            raise
+
+    store.publish_local(KIND, name, maker, write, info)
+    return info
+
+
+def _from_info(path: Path, option: str, stored: Path, sha256: str, info: dict[str, object]) -> EvalData:
+    shape = info.get("sample_shape")
+    return EvalData(source=path, option=option, path=stored, sha256=sha256, samples=int(info["samples"]),  # type: ignore[arg-type]
+                    available=int(info["available"]), sample_shape=tuple(int(d) for d in shape),  # type: ignore[arg-type, union-attr]
+                    classes=int(info["classes"]), max_label=int(info["max_label"]))  # type: ignore[arg-type]
+
+
+def check_model_shape(data: EvalData, input_shape: Optional[tuple[int, ...]]) -> Optional[str]:
+    """Why ``data`` cannot be fed to a model taking ``input_shape`` (None: it can)."""
+    if input_shape is None or tuple(input_shape[1:]) == data.sample_shape:
+        return None
+    return (f"{data.option} samples are {'x'.join(map(str, data.sample_shape))} but the model takes "
+            f"{'x'.join(map(str, input_shape))}")
+
+
+# --calib-data (int8-static calibration): a few hundred inputs are plenty for activation ranges
+DEFAULT_CALIBRATION_SAMPLES = 256
+
+
+def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DEFAULT_CALIBRATION_SAMPLES,
+                             option: str = "--calib-data") -> EvalData:
+    """Calibration inputs for int8-static (``labels`` optional, ignored): validated like
+    ``--eval-data`` and written as an uncompressed ``.npz`` holding only ``inputs`` (float32
+    N x C x H x W), the file the converter's calibration reads in the sandbox (branch ``convert``:
+    the worker request's calibration field). Same refusals, one line, exit 2."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise _refuse(path, option, "not found")
+    if path.is_dir() or path.suffix.lower() in (".pt", ".pth"):
+        raise _refuse(path, option, "expected an .npz with 'inputs' (N x C x H x W); save it with "
+                                    "numpy.savez(path, inputs=...)")
+    source_sha = _sha256(path, option)
+    name = f"{source_sha[:32]}-{limit}-calibration.npz"
+    maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION, "calibration": True}
+    kept = store.lookup(KIND, [name], maker)
+    if kept is not None and isinstance(kept.info.get("samples"), int):
+        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    import numpy as np
+
+    with os.fdopen(regular_fd(path, EVAL_DATA), "rb") as fh:
+        try:
+            samples = NpzSamples(fh, labelled=False)
+            n = min(limit, samples.count)
+            info = {"samples": n, "available": samples.count, "sample_shape": list(samples.sample_shape),
+                    "classes": 0, "max_label": 0}
+
+            def write(target: Path) -> None:
+                writer = NpzWriter(str(target), n, samples.sample_shape)
+                try:
+                    for i, x in enumerate(samples.iter_inputs(n)):
+                        if not np.all(np.isfinite(x)):
+                            raise _refuse(path, option, f"sample {i} of 'inputs' holds NaN or infinite values")
+                        writer.add(x)
+                    writer.finish(None)
+                except BaseException:
+                    writer.abort()
+                    raise
+
+            store.publish_local(KIND, name, maker, write, info)
+        except SampleFileError as exc:
+            raise _refuse(path, option, str(exc)) from None
+    stored = store.path(KIND, name)
+    return _from_info(path, option, stored, store.file_sha256(stored), info)

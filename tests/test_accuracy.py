@@ -1,0 +1,174 @@
+"""Accuracy beside latency and RAM on real data (issue 30), against the REAL Docker engine.
+
+The data is scikit-learn's ``load_digits`` (1,797 real 8x8 handwritten digits, shipped inside the
+package); a tiny CNN of ``torch.nn`` built-ins is trained on 1,200 of them in seconds and saved
+whole (its classes are torch's own, so the sandbox unpickles it without any user code). The other
+597 are the ``--eval-data``. Every figure is computed in the sandbox under the row's runtime and
+compared with a plain torch evaluation done here.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from lodevem.profiles import load_profiles, select_profiles
+from lodevem.reporter import write_all
+from lodevem.runner import RunConfig, run_benchmark
+from lodevem.sandbox import image
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="session")
+def app_backend(docker_backend):
+    """The session's DockerBackend with the litert, ncnn and converter images."""
+    for spec in image.specs_for_runtimes(["tflite", "ncnn"]):
+        if not image.image_status(spec=spec).present:
+            image.build_image(spec=spec)
+    return docker_backend
+
+
+@pytest.fixture(scope="session")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
+    """(cnn.pt, digits.npz, its top-1 in % by a plain torch evaluation, one sample at a time);
+    the 1,200 training samples are ``train.npz`` beside them (the fine-tuning data)."""
+    from sklearn.datasets import load_digits
+
+    folder = tmp_path_factory.mktemp("digits")
+    folder.chmod(0o755)
+    torch.manual_seed(0)
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    y = d.target.astype(np.int64)
+    order = np.random.default_rng(0).permutation(len(y))
+    train, test = order[:1200], order[1200:]
+    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU(), nn.Linear(64, 10))
+    optimizer = torch.optim.Adam(model.parameters(), 1e-2)
+    xs, ys = torch.from_numpy(x[train]), torch.from_numpy(y[train])
+    for _ in range(10):
+        for i in range(0, len(train), 64):
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(xs[i:i + 64]), ys[i:i + 64]).backward()
+            optimizer.step()
+    model.eval()
+    with torch.inference_mode():
+        predicted = np.array([int(model(torch.from_numpy(x[i][None])).argmax()) for i in test])
+    plain = 100.0 * float(np.mean(predicted == y[test]))
+    torch.save(model, folder / "cnn.pt")
+    np.savez(folder / "digits.npz", inputs=x[test], labels=y[test])
+    np.savez(folder / "train.npz", inputs=x[train], labels=y[train])
+    for f in folder.iterdir():
+        f.chmod(0o644)
+    assert plain > 90, plain  # a trained model, not a coin toss
+    return folder / "cnn.pt", folder / "digits.npz", plain
+
+
+def _config(model: Path, data: Path, out: Path, runtime: str, levels: tuple[str, ...], **more) -> RunConfig:
+    profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
+    return RunConfig(models=(model,), profiles=profiles, warmup=0, runs=1, output=out, backend="docker",
+                     runtime=runtime, jobs=1, predictor="estimator", timeout_s=300, levels=levels, eval_data=data,
+                     **more)
+
+
+def test_accuracy_of_every_row_under_its_runtime_reaches_every_output(app_backend, digits, tmp_path: Path) -> None:
+    model, data, plain = digits
+    out = tmp_path / "out"
+    config = _config(model, data, out, "torch,tflite,ncnn", ("fp32", "pruned"))
+    outcome = run_benchmark(config, backend=app_backend)
+    written = write_all(outcome.rows, config.profiles, outcome.manifest, out)  # as `lodevem start` does
+    rows = {(r.level or "fp32", r.runtime): r for r in outcome.rows}
+    assert set(rows) == {(lvl, rt) for lvl in ("fp32", "pruned") for rt in ("torch", "tflite", "ncnn")}
+    fp32 = rows[("fp32", "torch")]
+    assert fp32.accuracy_top1_pct == round(plain, 2) and fp32.accuracy_samples == 597  # exactly the plain figure
+    assert fp32.accuracy_drop_pts == 0.0 and fp32.accuracy_top5_pct is not None
+    for runtime in ("tflite", "ncnn"):  # the .tflite under LiteRT, the ncnn model under ncnn
+        row = rows[("fp32", runtime)]
+        assert row.accuracy_top1_pct is not None, row.accuracy_note
+        assert abs(row.accuracy_top1_pct - fp32.accuracy_top1_pct) <= 2.0
+    for runtime in ("torch", "tflite", "ncnn"):  # 50 % of the channels gone, no fine-tuning: worse
+        pruned = rows[("pruned", runtime)]
+        assert pruned.accuracy_top1_pct is not None, pruned.accuracy_note
+        assert pruned.accuracy_top1_pct < rows[("fp32", runtime)].accuracy_top1_pct
+        assert pruned.accuracy_drop_pts == round(rows[("fp32", runtime)].accuracy_top1_pct
+                                                 - pruned.accuracy_top1_pct, 2)
+        assert "without fine-tuning" in (pruned.accuracy_note or "")
+        assert pruned.peak_rss_mb is not None and pruned.latency_ms is not None  # the trade-off's other half
+    # every output carries it
+    with open(out / "benchmark_results.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert {r["accuracy_top1_pct"] for r in table} == {str(r.accuracy_top1_pct) for r in outcome.rows}
+    assert all(r["accuracy_drop_pts"] != "" for r in table)
+    payload = json.loads((out / "benchmark_results.json").read_text())
+    assert all(r["accuracy_top1_pct"] is not None for r in payload["results"])
+    assert "digits.npz" in payload["environment"]["extra"]["evaluation"]
+    tex = (out / "benchmark_results.tex").read_text()
+    assert "Top-1" in tex and f"{fp32.accuracy_top1_pct:.1f}" in tex
+    methods = (out / "methodology.md").read_text()
+    assert "## Accuracy" in methods and "597 of 597 samples" in methods
+    assert out / "accuracy_tradeoff.png" in written and out / "accuracy_tradeoff.pdf" in written
+    # a rerun reads every figure from the store: the same numbers, no evaluation in the sandbox
+    again = run_benchmark(_config(model, data, tmp_path / "again", "torch,tflite,ncnn", ("fp32", "pruned")),
+                          backend=app_backend)
+    assert [r.accuracy_top1_pct for r in again.rows] != [] and all(
+        a.accuracy_top1_pct == b.accuracy_top1_pct for a, b in zip(again.rows, outcome.rows))
+
+
+def test_int8_under_the_app_runtimes_stays_within_two_points(app_backend, digits, tmp_path: Path) -> None:
+    """Full-integer int8 under LiteRT and ncnn: within a couple of points of fp32. The int8 files
+    these runtimes load are made by their own toolchains (branch ``convert``, issue 28); until
+    then the row's conversion fails and the cell says so, which is checked instead."""
+    model, data, plain = digits
+    outcome = run_benchmark(_config(model, data, tmp_path / "out", "tflite,ncnn", ("int8-static",)),
+                            backend=app_backend)
+    pending = []
+    for row in outcome.rows:
+        if row.accuracy_top1_pct is None:
+            assert row.accuracy_note and "conversion failed" in row.accuracy_note, row.accuracy_note
+            pending.append(f"{row.runtime}: {row.accuracy_note[:120]}")
+            continue
+        assert abs(row.accuracy_top1_pct - plain) <= 2.0, (row.runtime, row.accuracy_top1_pct, plain)
+    if pending:
+        pytest.xfail("int8 conversions for tflite/ncnn not available yet (branch convert): " + "; ".join(pending))
+
+
+def test_a_label_outside_the_outputs_empties_the_cell_and_keeps_the_row(app_backend, digits, tmp_path: Path) -> None:
+    model, data, _ = digits
+    with np.load(data) as loaded:
+        x, y = loaded["inputs"], loaded["labels"].copy()
+    y[5] = 12  # the CNN has 10 outputs
+    bad = tmp_path / "labels12.npz"
+    np.savez(bad, inputs=x, labels=y)
+    bad.chmod(0o644)
+    outcome = run_benchmark(_config(model, bad, tmp_path / "out", "torch", ()), backend=app_backend)
+    (row,) = outcome.rows
+    assert row.accuracy_top1_pct is None and "label 12 is outside the model's 10 outputs" in (row.accuracy_note or "")
+    assert row.ran and row.peak_rss_mb is not None and row.latency_ms is not None  # tight: torch on a 256 MB phone
+
+
+def test_fine_tuning_recovers_what_pruning_took(app_backend, digits, tmp_path: Path) -> None:
+    """--finetune-data: the pruned level fine-tuned in the sandbox on the training split beats the
+    same pruning without it, and comes back near fp32; the methods name the optimizer and lr."""
+    model, data, plain = digits
+    train = data.with_name("train.npz")
+    plain_run = run_benchmark(_config(model, data, tmp_path / "plain", "torch", ("fp32", "pruned")),
+                              backend=app_backend)
+    tuned_config = _config(model, data, tmp_path / "tuned", "torch", ("fp32", "pruned"), finetune_data=train,
+                           finetune_epochs=3)
+    tuned_run = run_benchmark(tuned_config, backend=app_backend)
+    write_all(tuned_run.rows, tuned_config.profiles, tuned_run.manifest, tmp_path / "tuned", plots=False)
+    untuned = {r.level: r for r in plain_run.rows}["pruned"]
+    tuned = {r.level: r for r in tuned_run.rows}["pruned"]
+    assert untuned.accuracy_note == "pruned without fine-tuning" and tuned.accuracy_note.startswith("pruned and fine-tuned")
+    assert tuned.accuracy_top1_pct > untuned.accuracy_top1_pct, (tuned.accuracy_top1_pct, untuned.accuracy_top1_pct)
+    assert tuned.accuracy_drop_pts is not None and tuned.accuracy_drop_pts <= 3.0, tuned.accuracy_drop_pts
+    assert tuned.peak_rss_mb is not None and tuned.latency_ms is not None
+    methods = (tmp_path / "tuned" / "methodology.md").read_text()
+    assert "fine-tuned after pruning" in methods and "lr 0.01" in methods and "train.npz" in methods
