@@ -326,11 +326,12 @@ def score(result: ArmFit, rows: Sequence[fe.Row], profiles: Sequence[DevProfile]
 
 
 def lodo(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> list[fe.Scored]:
+    """Every SoC held out in turn (``fe.Row.fold``: a SoC's boards and clusters together)."""
     out: list[fe.Scored] = []
-    for device in sorted({r.device for r in rows}):
-        train = [r for r in rows if r.device != device]
+    for group in sorted({r.fold for r in rows}):
+        train = [r for r in rows if r.fold != group]
         result = fit(train, profiles)
-        out += score(result, [r for r in rows if r.device == device], profiles, {r.core for r in train})
+        out += score(result, [r for r in rows if r.fold == group], profiles, {r.core for r in train})
     return out
 
 
@@ -409,8 +410,10 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
                                  "(runtime version, kernel family), fitted where a core has rows of both versions "
                                  "(the QRB2210 rows, 2025); 1 where the dev data has no such pair"),
         "uncertainty": {
-            "method": ("leave-one-device-out on the dev rows: every device held out, the cost model refitted on the "
-                       "others, every row of the held-out device predicted from its stored profile"),
+            "method": ("leave-one-SoC-out on the dev rows: every SoC held out (its boards and clusters together), "
+                       "the cost model refitted on the others, every row of the held-out SoC predicted from its "
+                       "stored profile"),
+            "folds": "soc",
             "categories": cats,
             "oneshot": summary["oneshot"],
             "per_kind": summary["per_kind"],

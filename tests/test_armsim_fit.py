@@ -48,8 +48,17 @@ def test_refit_from_stored_profiles_reproduces_the_shipped_params(refit: dict) -
         for g in costmodel.GROUPS:
             assert refit["cores"][core]["cpi"][g] == pytest.approx(c["cpi"][g], rel=1e-3), (core, g)
         assert refit["cores"][core]["parallel_fraction"] == pytest.approx(c["parallel_fraction"], abs=1e-3)
-    assert refit["uncertainty"]["categories"] == PARAMS["uncertainty"]["categories"]
-    assert refit["default_predictor"] == PARAMS["default_predictor"]
+    # refitted floats within a tolerance: another machine's BLAS moves the LODO by a tenth of a point
+    assert refit["uncertainty"]["folds"] == PARAMS["uncertainty"]["folds"] == "soc"
+    for cat, s in PARAMS["uncertainty"]["categories"].items():
+        got = refit["uncertainty"]["categories"][cat]
+        assert (got is None) == (s is None), cat
+        if s:
+            assert got["rows"] == s["rows"] and got["mape_pct"] == pytest.approx(s["mape_pct"], abs=0.5), cat
+    for a, b in zip(refit["default_predictor"]["kinds"], PARAMS["default_predictor"]["kinds"], strict=True):
+        assert (a["core"], a["threads"], a["precision"], a["runtime"]) == (b["core"], b["threads"], b["precision"], b["runtime"])
+        for k in ("armsim_mape_pct", "estimator_mape_pct"):
+            assert (a[k] is None) == (b[k] is None) and (a[k] is None or a[k] == pytest.approx(b[k], abs=0.5)), (a, k)
 
 
 def test_fitted_figures_respect_the_cores_issue_widths(profiles: list[fa.DevProfile]) -> None:
@@ -115,11 +124,20 @@ def test_quick_benchmark_prints_both_tables_and_the_armsim_score_line() -> None:
                           "--predictor", "both"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
-    assert lines[-2].startswith("SCORE est_1t_fp32=") and lines[-1].startswith("SCORE predictor=armsim ")
-    fields = dict(item.split("=") for item in lines[-1].removeprefix("SCORE ").split())
+    assert lines[-4].startswith("SCORE est_1t_fp32=") and lines[-3].startswith("SCORE predictor=armsim ")
+    fields = dict(item.split("=") for item in lines[-3].removeprefix("SCORE ").split())
     assert list(fields) == ["predictor", "armsim_1t_fp32", "threads", "fp16", "int8", "oneshot", "rows"]
-    assert float(fields["armsim_1t_fp32"]) == PARAMS["uncertainty"]["categories"]["1t_fp32"]["mape_pct"]
-    assert "armsim leave-one-device-out" in out.stdout and "targets (LODO)" in out.stdout
+    assert float(fields["armsim_1t_fp32"]) == pytest.approx(PARAMS["uncertainty"]["categories"]["1t_fp32"]["mape_pct"],
+                                                            abs=0.5)
+    # the last lines: one per predictor, its leave-one-SoC-out MAPE per category
+    for line, name, params in ((lines[-2], "estimator", json.loads(fe.DEFAULT_OUT.read_text())),
+                               (lines[-1], "armsim", PARAMS)):
+        fields = dict(item.split("=") for item in line.removeprefix("LODO ").split())
+        assert line.startswith("LODO ") and list(fields) == ["folds", "predictor", "1t_fp32", "threads", "fp16", "int8"]
+        assert (fields["folds"], fields["predictor"]) == ("soc", name)
+        for cat in ("1t_fp32", "threads", "fp16", "int8"):
+            assert float(fields[cat]) == pytest.approx(params["uncertainty"]["categories"][cat]["mape_pct"], abs=0.5)
+    assert "armsim leave-one-SoC-out" in out.stdout and "targets (LODO)" in out.stdout
 
 
 def test_default_predictor_per_kind_is_the_lodo_winner() -> None:
