@@ -17,11 +17,19 @@ markers after one warm-up inference (the first packs weights).
 
 Each profile is stored with what made it: graph file digest, runtime version, qemu cpu, plugin
 digest and the command line; ``scripts/fit_armsim.py`` refits from the stored file offline.
+
+``--blocks``: the plugin also writes the block profile (``lodevem.latency.armsim.blocks``: every
+translation block executed between the markers, its bytes and count per vCPU). The raw file is
+kept gzipped under ``<graphs>/blocks/`` (its sha256 in the profile); each distinct block is priced
+by llvm-mca under every model of ``MCA_MODELS`` (cached by bytes in ``<graphs>/mca-cache-*.json``)
+and the profile stores, per model, the cycles of one inference (all threads, and the busiest):
+the data the block cost model (armsim v2) fits on, small enough to ship.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -43,6 +51,10 @@ QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch6
         "armv7": ("qemu-arm", "cortex-a7", 159)}  # marker syscall: sched_get_priority_max (arm64 125, arm EABI 159)
 # The core views a site profiles under (armsim's make_views.py names; CORE_ISA maps a core to one).
 MARKER_MAGIC = 0x4C4F0000
+# llvm-mca CPU models every block is priced under; the fit chooses one per core family on held-out
+# folds (LLVM 19: cortex-a53 / cortex-a55 in-order models, cortex-a72 an A57-type 3-wide model,
+# neoverse-n1 the A76's sibling).
+MCA_MODELS = ("cortex-a53", "cortex-a55", "cortex-a72", "neoverse-n1")
 CLASSES = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
            "int_alu", "branch", "other", "total", "bytes_r", "bytes_w")
 
@@ -72,11 +84,12 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     qemu, cpu, sysno = QEMU[job["isa"]]
     root = Path(args.views) / job["uarch"]
     with tempfile.TemporaryDirectory(prefix="armfit-prof-") as tmp:
-        out, report = Path(tmp) / "counts.txt", Path(tmp) / "report.json"
+        out, report, blocks_file = Path(tmp) / "counts.txt", Path(tmp) / "report.json", Path(tmp) / "blocks.txt"
         spec = {"runtime": job["runtime"], "model": str(job["file"]), "threads": job["threads"], "precision": "auto",
                 "input_shape": job["input_shape"], "warmup": 1, "inferences": 1, "report": str(report)}
         cmd = [qemu, "-cpu", cpu, "-L", str(root), "-plugin",
-               f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
+               f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}"
+               + (f",blocks={blocks_file}" if args.blocks and job["isa"] != "armv7" else ""), "-d", "plugin",
                str(root / "usr/bin/python3.11"), str(args.guest), json.dumps(spec)]
         env = dict(os.environ, PYTHONPATH=job["site"], OMP_NUM_THREADS=str(job["threads"]))
         t0 = time.perf_counter()
@@ -87,6 +100,7 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         if not rep.get("ok"):
             raise RuntimeError(f"{job['key']}: {rep.get('error')}")
         marks = parse_marks(out.read_text())
+        block_text = blocks_file.read_text() if blocks_file.exists() else None
     begin, end = marks["1"], marks["2"]
     per_thread = []
     for i, (b, e) in enumerate(zip(begin, end)):
@@ -98,7 +112,8 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                       "-plugin", f"<lodevem_icount.so>,out=<counts>,sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
                       f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
                       shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
-    return {"graph_key": job["graph_key"], "graph_file": Path(job["file"]).name,
+    extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread)) if block_text else {}
+    return extra | {"graph_key": job["graph_key"], "graph_file": Path(job["file"]).name,
             "graph_sha256": sha256_files(*[Path(f) for f in graphs_artifacts(Path(job["file"]))]),
             "runtime": job["runtime"], "runtime_version": rep["runtime_version"], "isa": job["isa"], "qemu_cpu": cpu,
             "uarch": job["uarch"],
@@ -106,6 +121,31 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
             "counts": counts, "total_instructions": sum(t["total"] for t in per_thread), "per_thread": per_thread,
             "wheels": job["site_label"], "inferences": 1, "plugin_digest": args.plugin_digest, "seconds": round(seconds, 1),
             "command": shown}
+
+
+def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int) -> dict[str, Any]:
+    """Keep the raw block file (gzipped, by digest) and price its blocks under every MCA model."""
+    from lodevem.latency.armsim.blocks import BlockCoster, BlockProfile, parse_blocks
+
+    raw = text.encode()
+    digest = hashlib.sha256(raw).hexdigest()
+    folder = Path(args.graphs) / "blocks"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{digest[:16]}.txt.gz").write_bytes(gzip.compress(raw, 6))
+    prof = BlockProfile(parse_blocks(text, "2"))
+    busiest = prof.busiest_vcpu()
+    out: dict[str, Any] = {"blocks_sha256": digest, "blocks_distinct": len(prof.distinct_codes()),
+                           "blocks_instructions": prof.instructions(), "block_cycles": {}}
+    if prof.instructions() != total:
+        print(f"  note {job['key']}: blocks hold {prof.instructions()} instructions, the counters {total}", flush=True)
+    for mcpu in MCA_MODELS:
+        t0 = time.perf_counter()
+        coster = BlockCoster(mcpu, Path(args.graphs) / f"mca-cache-{mcpu}.json")
+        per = coster.cycles(prof.distinct_codes())
+        out["block_cycles"][mcpu] = {"all": round(prof.cycles(per), 1), "busiest": round(prof.cycles(per, busiest), 1),
+                                     "uncosted_instructions": prof.uncosted(per), "llvm": coster.llvm_version,
+                                     "seconds": round(time.perf_counter() - t0, 1)}
+    return out
 
 
 def graphs_artifacts(path: Path) -> list[Path]:
@@ -127,7 +167,8 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
         for key, runtime_, core, precision in need:
             isa, _ = CORE_ISA[core]
             for view in views.split(","):
-                view_isa = {"cortex-a7": "armv7", "cortex-a53": "armv8.0", "cortex-a73": "armv8.0"}.get(view, "armv8.2")
+                view_isa = {"cortex-a7": "armv7", "cortex-a53": "armv8.0", "cortex-a72": "armv8.0",
+                            "cortex-a73": "armv8.0"}.get(view, "armv8.2")
                 if runtime_ != runtime or view_isa != isa:
                     continue
                 f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
@@ -165,6 +206,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="also profile these .tflite files of mobilenet_v2 (int8, fp16) for the physics checks")
     parser.add_argument("--physics-site", default="", help="PYTHONPATH of LiteRT for --physics")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--blocks", action="store_true", help="also record and price the block profile")
+    parser.add_argument("--redo", action="store_true", help="profile again what the store already holds")
     args = parser.parse_args(argv)
 
     # the plugin's source digest (the image records its own build's digest; the source decides the counts)
@@ -172,7 +215,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     store = json.loads(args.out.read_text()) if args.out.exists() else {"profiles": []}
     done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])}
     for job in jobs(args):
-        if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done:
+        if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done and not args.redo:
             continue
         try:
             prof = one_profile(job, args)

@@ -31,8 +31,8 @@ ISA_TARGETS: dict[str, tuple[str, str, str, int]] = {
     "armv8.0": ("qemu-aarch64", "cortex-a53", "cortex-a53", 125),
     "armv8.2": ("qemu-aarch64", "cortex-a76", "cortex-a55", 125),
 }
-_VIEW_ARCH = {"cortex-a7": "armhf", "cortex-a53": "arm64", "cortex-a73": "arm64", "cortex-a55": "arm64",
-              "cortex-a76": "arm64"}
+_VIEW_ARCH = {"cortex-a7": "armhf", "cortex-a53": "arm64", "cortex-a72": "arm64", "cortex-a73": "arm64",
+              "cortex-a55": "arm64", "cortex-a75": "arm64", "cortex-a76": "arm64"}
 MARKER_MAGIC = 0x4C4F0000  # the same value as armsim_guest.MARKER_MAGIC (that file runs in the guest)
 CLASS_COLUMNS = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
                  "int_alu", "branch", "other", "total")

@@ -4,7 +4,7 @@ Why counts and not FLOPs: the runtime itself chose its kernels (Winograd or GEMM
 fp16 or int8 paths, dot-product instructions) and the emulator counted what they executed, so the
 cost model only has to say what an instruction of each class costs on a core:
 
-    cycles_1t = v[version, family] * sum_g N_g(profile) * cpi[core][g]   g in GROUPS (simd, memory, scalar)
+    cycles_1t = v[version, precision] * p[int8, isa] * sum_g N_g(profile) * cpi[core][g]   g in GROUPS
     ms        = cycles_1t * A(q[core], n) / (clock_GHz * 1e6),  A(q, n) = (1 - q) + q / n
 
 * Three instruction groups, three cycles-per-instruction figures per core, each bounded below by
@@ -15,9 +15,11 @@ cost model only has to say what an instruction of each class costs on a core:
 * Threads: Amdahl per core (``q``), fitted on the multi-thread rows of boards that measured 1 and N
   threads. A profile counted at N threads is still charged as its 1-thread total: the busiest
   thread's share is what Amdahl's q stands for, and the dev rows fit q, not per-thread counts.
-* Runtime versions: ``v`` is a cycles factor per (runtime version, kernel family), fitted where a
+* Runtime versions: ``v`` is a cycles factor per (runtime version, precision), fitted where a
   core has dev rows costed with two versions (1 elsewhere, said in the note): newer kernels can run
   at another IPC on the same core, which instruction counts alone cannot see.
+* Precision: ``p`` is a cycles factor per int8 ISA group (ARMv7 NEON, ARMv8.0, ARMv8.2 SDOT): int8
+  kernels run another instruction mix at another IPC than the float kernels the CPIs are fitted on.
 * No cache model (the profiler counts no misses): memory stalls are folded into the memory
   group's CPI, which is why it is fitted per core and not fixed at the pipe limit.
 * Uncertainty: a cell states the leave-one-device-out MAPE of its own kind (core x 1/multi thread
@@ -50,7 +52,7 @@ __all__ = [
     "predict_ms",
 ]
 
-COST_MODEL_VERSION = "v1"
+COST_MODEL_VERSION = "v1.1"
 DEFAULT_PARAMS: Path = Path(__file__).resolve().parents[2] / "data" / "armsim_params.json"
 
 # Instruction classes of armsim's profiler, grouped by the pipeline that executes them.
@@ -60,12 +62,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "memory": ("simd_load", "simd_store", "scalar_load", "scalar_store"),
     "scalar": ("int_alu", "branch", "other"),
 }
-# Runtime code tuned per core family: ncnn's use_a53_a55_optimized_kernel (set from the MIDR) picks
-# in-order-scheduled kernels on A53 and A55 alike; XNNPACK has per-core GEMMs. A newer runtime's
-# kernels can run at another IPC on the same core, so the cost model carries one cycles factor per
-# (runtime version, family), fitted where the dev data has a core measured with two versions.
-KERNEL_FAMILY: dict[str, str] = {"cortex-a53": "in-order A53/A55", "cortex-a55": "in-order A53/A55",
-                                 "cortex-a7": "armv7", "cortex-a73": "out-of-order", "cortex-a76": "out-of-order"}
 # Fewest LODO rows of a kind whose MAPE is stated as that kind's uncertainty (as the estimator).
 MIN_KIND_ROWS = 8
 
@@ -132,9 +128,11 @@ class CostModel:
                                     derived=bool(c["derived"]), source=str(c["source"]))
                 for name, c in params["cores"].items()}
             self.cpi_max = float(params["bounds"]["cpi_max"])
-            self.costed_code: set[tuple[str, str]] = {(str(v), str(f)) for v, f in params["costed_code"]}
+            self.costed_code: set[tuple[str, str]] = {(str(v), str(p)) for v, p in params["costed_code"]}
             self.version_factors: dict[tuple[str, str], float] = {
-                (str(v["runtime_version"]), str(v["family"])): float(v["factor"]) for v in params["version_factors"]}
+                (str(v["runtime_version"]), str(v["precision"])): float(v["factor"]) for v in params["version_factors"]}
+            self.precision_factors: dict[tuple[str, str], float] = {
+                (str(v["precision"]), str(v["isa"])): float(v["factor"]) for v in params.get("precision_factors", ())}
             unc = params["uncertainty"]
             self.kinds: tuple[KindFigure, ...] = tuple(
                 KindFigure(k.get("core"), str(k["threads"]), str(k["precision"]), k.get("runtime"),
@@ -145,8 +143,8 @@ class CostModel:
             if not 0 <= c.parallel_fraction <= 1 or any(
                     not (c.cpi_min[g] > 0 and c.cpi_min[g] - 1e-9 <= c.cpi[g] <= self.cpi_max + 1e-9) for g in GROUPS):
                 raise CostModelUnavailable(f"{where}: {c.core}: figures outside their physical bounds")
-        if any(not 0.1 <= f <= 10 for f in self.version_factors.values()):
-            raise CostModelUnavailable(f"{where}: a runtime-version factor outside [0.1, 10]")
+        if any(not 0.1 <= f <= 10 for f in (*self.version_factors.values(), *self.precision_factors.values())):
+            raise CostModelUnavailable(f"{where}: a runtime-version or precision factor outside [0.1, 10]")
 
     def core(self, core: str) -> CoreCost:
         try:
@@ -172,7 +170,10 @@ class CostModel:
         return cost.cycles(profile.counts) * self.version_factor(profile)
 
     def version_factor(self, profile: ProfileLike) -> float:
-        return self.version_factors.get((profile.runtime_version, KERNEL_FAMILY.get(profile.uarch, "")), 1.0)
+        """The cycles factor of the profile's code: its runtime version's (per precision) times its
+        precision's (int8, per ISA group)."""
+        return (self.version_factors.get((profile.runtime_version, profile.precision), 1.0)
+                * self.precision_factors.get((profile.precision, profile.isa), 1.0))
 
     def predict_ms(self, profile: ProfileLike, core: str, clock_ghz: float, threads: int
                    ) -> tuple[float, float, float, str]:
@@ -192,12 +193,11 @@ class CostModel:
                 f"{threads}t); ±{fig.mape_pct:.0f}% LODO MAPE of {fig.rows} rows{pooled}")
         if cost.derived:
             note += f"; {core} has no dev rows: {cost.source}"
-        family = KERNEL_FAMILY.get(profile.uarch, "")
         if profile.runtime_version not in self.runtime_versions.get(profile.runtime, (profile.runtime_version,)):
             note += (f"; {profile.runtime_version} is not a version the fit profiled last "
                      f"({', '.join(self.runtime_versions[profile.runtime])})")
-        elif (profile.runtime_version, family) not in self.costed_code:
-            note += (f"; no dev rows were costed with {profile.runtime_version} on {family} cores: its IPC there is "
+        elif (profile.runtime_version, profile.precision) not in self.costed_code:
+            note += (f"; no dev rows were costed with {profile.runtime_version} {profile.precision} code: its IPC is "
                      "assumed to be that of the code the rows ran")
         return ms, ms * max(0.0, 1 - m), ms * (1 + m), note
 
