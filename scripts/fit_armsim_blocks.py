@@ -45,7 +45,8 @@ sys.path.insert(0, str(REPO))
 import fit_armsim as fa  # noqa: E402
 import fit_estimator as fe  # noqa: E402
 
-MCA_MODELS = ("cortex-a53", "cortex-a55", "cortex-a72", "neoverse-n1")
+from lodevem.worker.armsim_blocks import MCA_MODELS  # noqa: E402  (the models every block is priced under)
+
 SHRINK_SIGMA = 0.3
 FAMILIES = ("in-order", "out-of-order")
 

@@ -18,10 +18,10 @@ markers after one warm-up inference (the first packs weights).
 Each profile is stored with what made it: graph file digest, runtime version, qemu cpu, plugin
 digest and the command line; ``scripts/fit_armsim.py`` refits from the stored file offline.
 
-``--blocks``: the plugin also writes the block profile (``lodevem.latency.armsim.blocks``: every
+``--blocks``: the plugin also writes the block profile (``lodevem.worker.armsim_blocks``: every
 translation block executed between the markers, its bytes and count per vCPU). The raw file is
 kept gzipped under ``<graphs>/blocks/`` (its sha256 in the profile); each distinct block is priced
-by llvm-mca under every model of ``MCA_MODELS`` (cached by bytes in ``<graphs>/mca-cache-*.json``)
+by llvm-mca under every model of its ``MCA_MODELS`` (cached by bytes in ``<graphs>/mca-cache-*.json``)
 and the profile stores, per model, the cycles of one inference (all threads, and the busiest):
 the data the block cost model (armsim v2) fits on, small enough to ship.
 """
@@ -51,10 +51,6 @@ QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch6
         "armv7": ("qemu-arm", "cortex-a7", 159)}  # marker syscall: sched_get_priority_max (arm64 125, arm EABI 159)
 # The core views a site profiles under (armsim's make_views.py names; CORE_ISA maps a core to one).
 MARKER_MAGIC = 0x4C4F0000
-# llvm-mca CPU models every block is priced under; the fit chooses one per core family on held-out
-# folds (LLVM 19: cortex-a53 / cortex-a55 in-order models, cortex-a72 an A57-type 3-wide model,
-# neoverse-n1 the A76's sibling).
-MCA_MODELS = ("cortex-a53", "cortex-a55", "cortex-a72", "neoverse-n1")
 CLASSES = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
            "int_alu", "branch", "other", "total", "bytes_r", "bytes_w")
 
@@ -125,7 +121,7 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
 
 def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int) -> dict[str, Any]:
     """Keep the raw block file (gzipped, by digest) and price its blocks under every MCA model."""
-    from lodevem.latency.armsim.blocks import BlockCoster, BlockProfile, parse_blocks
+    from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
 
     raw = text.encode()
     digest = hashlib.sha256(raw).hexdigest()
@@ -133,19 +129,11 @@ def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{digest[:16]}.txt.gz").write_bytes(gzip.compress(raw, 6))
     prof = BlockProfile(parse_blocks(text, "2"))
-    busiest = prof.busiest_vcpu()
-    out: dict[str, Any] = {"blocks_sha256": digest, "blocks_distinct": len(prof.distinct_codes()),
-                           "blocks_instructions": prof.instructions(), "block_cycles": {}}
     if prof.instructions() != total:
         print(f"  note {job['key']}: blocks hold {prof.instructions()} instructions, the counters {total}", flush=True)
-    for mcpu in MCA_MODELS:
-        t0 = time.perf_counter()
-        coster = BlockCoster(mcpu, Path(args.graphs) / f"mca-cache-{mcpu}.json")
-        per = coster.cycles(prof.distinct_codes())
-        out["block_cycles"][mcpu] = {"all": round(prof.cycles(per), 1), "busiest": round(prof.cycles(per, busiest), 1),
-                                     "uncosted_instructions": prof.uncosted(per), "llvm": coster.llvm_version,
-                                     "seconds": round(time.perf_counter() - t0, 1)}
-    return out
+    summary = price_summary(prof, Path(args.graphs))
+    return {"blocks_sha256": digest, "blocks_distinct": summary["distinct"], "blocks_instructions": summary["instructions"],
+            "block_llvm": summary["llvm"], "block_cycles": summary["cycles"]}
 
 
 def graphs_artifacts(path: Path) -> list[Path]:
@@ -190,13 +178,25 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
     return [j for j in out if not args.only or any(o in j["key"] for o in args.only)]
 
 
+def merge(store: dict[str, Any], others: list[Path]) -> dict[str, Any]:
+    """Profiles of other runs (parallel runs write their own files) into ``store``: a profile of the
+    same graph file, view and runtime version replaces the stored one."""
+    for path in others:
+        for prof in json.loads(path.read_text())["profiles"]:
+            ident = (prof["graph_file"], prof["uarch"], prof["runtime_version"])
+            store["profiles"] = [p for p in store["profiles"]
+                                 if (p["graph_file"], p["uarch"], p["runtime_version"]) != ident] + [prof]
+    store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
+    return store
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--views", type=Path, required=True,
+    parser.add_argument("--views", type=Path,
                         help="the core views armsim's make_views.py makes from Debian arm64/armhf userlands")
-    parser.add_argument("--plugin", type=Path, required=True, help="lodevem_icount.c compiled against qemu-plugin.h")
-    parser.add_argument("--guest", type=Path, required=True)
-    parser.add_argument("--site", action="append", required=True, metavar="LABEL:ISAS:RUNTIME:PYTHONPATH",
+    parser.add_argument("--plugin", type=Path, help="lodevem_icount.c compiled against qemu-plugin.h")
+    parser.add_argument("--guest", type=Path)
+    parser.add_argument("--site", action="append", default=[], metavar="LABEL:ISAS:RUNTIME:PYTHONPATH",
                         help="a runtime version's wheels and the views to profile under, e.g. "
                              "ncnn-20250503:cortex-a53,cortex-a55:ncnn:/x/site:/x/common")
     parser.add_argument("--graphs", type=Path, default=graphs.DEFAULT_OUT)
@@ -208,11 +208,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--blocks", action="store_true", help="also record and price the block profile")
     parser.add_argument("--redo", action="store_true", help="profile again what the store already holds")
+    parser.add_argument("--merge", type=Path, nargs="*", default=[], metavar="FILE",
+                        help="only merge the profiles of these files (other runs' --out) into --out")
     args = parser.parse_args(argv)
 
     # the plugin's source digest (the image records its own build's digest; the source decides the counts)
     args.plugin_digest = "sha256:" + sha256_files(REPO / "lodevem" / "sandbox" / "armsim" / "lodevem_icount.c")[:16]
     store = json.loads(args.out.read_text()) if args.out.exists() else {"profiles": []}
+    if args.merge:
+        args.out.write_text(json.dumps(merge(store, args.merge), indent=1) + "\n")
+        print(f"{args.out}: {len(store['profiles'])} profiles after merging {len(args.merge)} file(s)")
+        return 0
+    if not (args.views and args.plugin and args.guest and args.site):
+        parser.error("--views, --plugin, --guest and --site are needed to profile (or --merge FILE...)")
     done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])}
     for job in jobs(args):
         if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done and not args.redo:

@@ -27,9 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-__all__ = ["BLOCK_FORMAT", "BlockCoster", "BlockProfile", "ExecutedBlock", "LlvmUnavailable", "parse_blocks"]
+__all__ = ["BLOCK_FORMAT", "MCA_MODELS", "BlockCoster", "BlockProfile", "ExecutedBlock", "LlvmUnavailable",
+           "parse_blocks", "price_summary"]
 
 BLOCK_FORMAT = "lodevem-blocks-1"
+# The llvm-mca CPU models every block is priced under (LLVM 19): the in-order cortex-a53 / cortex-a55
+# models, cortex-a72 (an A57-type 3-wide model) and neoverse-n1 (the A76's sibling). The cost model
+# picks one per core family on held-out folds (scripts/fit_armsim_blocks.py), so all are priced.
+MCA_MODELS: tuple[str, ...] = ("cortex-a53", "cortex-a55", "cortex-a72", "neoverse-n1")
 ITERATIONS = 100
 LLVM_MC, LLVM_MCA = "llvm-mc-19", "llvm-mca-19"
 MATTR = "+neon,+fullfp16,+dotprod"  # every ARMv8.2 feature the guests' runtimes use (ARMv8.0 code is a subset)
@@ -216,3 +221,21 @@ class BlockCoster:
             self.cache_path.write_text(json.dumps({"mcpu": self.mcpu, "llvm": self.llvm_version,
                                                    "iterations": ITERATIONS, "cycles": self._cache}))
         return {c: self._cache[key[c]] for c in codes}
+
+
+def price_summary(profile: BlockProfile, cache_dir: Optional[Path] = None,
+                  models: Sequence[str] = MCA_MODELS) -> dict[str, object]:
+    """What a profile record keeps of its blocks: counts of blocks and instructions and, per model,
+    the cycles of the counted inference (all vCPUs, and the busiest vCPU) with the instructions
+    no model could price. Raises LlvmUnavailable when the tools are missing or fail."""
+    busiest = profile.busiest_vcpu()
+    out: dict[str, object] = {"format": BLOCK_FORMAT, "distinct": len(profile.distinct_codes()),
+                              "instructions": profile.instructions(), "busiest_vcpu": busiest, "cycles": {}}
+    for mcpu in models:
+        coster = BlockCoster(mcpu, None if cache_dir is None else cache_dir / f"mca-cache-{mcpu}.json")
+        per = coster.cycles(profile.distinct_codes())
+        out["llvm"] = coster.llvm_version
+        out["cycles"][mcpu] = {"all": round(profile.cycles(per), 1),  # type: ignore[index]
+                               "busiest": round(profile.cycles(per, busiest), 1),
+                               "uncosted_instructions": profile.uncosted(per)}
+    return out
