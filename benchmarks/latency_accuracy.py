@@ -59,6 +59,7 @@ import fit_estimator as fe  # noqa: E402  (the fit script is the single definiti
 TARGETS: dict[str, float] = {"1t_fp32": 15.0, "threads": 20.0, "fp16": 20.0, "int8": 20.0, "oneshot": 8.0}
 ARMSIM_TARGETS: dict[str, float] = {"1t_fp32": 12.0, "threads": 15.0, "fp16": 15.0, "int8": 15.0, "oneshot": 6.0}
 TARGET_RATIO = 0.5
+INT8_A55_SPEEDUP = 1.18  # issue 31 part 6: the A55's static-int8 mobilenet_v2 under tflite vs fp32
 PREDICTORS = ("estimator", "armsim", "both")
 
 
@@ -198,8 +199,9 @@ def armsim_score_file(path: Path, dev: list[fe.Row], profiles: list[fa.DevProfil
     if missing:
         print(f"  skipped {len(missing)} rows with no stored armsim profile of their graph / ISA / precision: "
               + ", ".join(sorted({f"{r.model} ({r.runtime}, {r.core})" for r in missing})))
-    result = fa.fit(dev, profiles)
-    return fe.score_summary(fa.score(result, loaded.rows, profiles, {r.core for r in dev}))
+    import fit_armsim_blocks as fab
+
+    return fe.score_summary(fa.fit_and_score(dev, loaded.rows, profiles, fab.choose_models(dev, profiles)[0]))
 
 
 def estimator_stored_summary() -> Optional[dict]:
@@ -248,7 +250,8 @@ def physics_checks(profiles_path: Path = fa.DEFAULT_PROFILES, params: Path = fa.
                 graph_file="std_mobilenet_v2_int8s.tflite")
     cores = [c for c, cc in model.cores.items() if cc.isa == "armv8.2"]
     if fp32 is None or int8 is None:
-        out.append(("int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core", None,
+        out.append((f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= "
+                    f"{INT8_A55_SPEEDUP:g}x on the Cortex-A55", None,
                     "no stored tflite armv8.2 int8 profile of mobilenet_v2"))
     else:
         figs = []
@@ -261,9 +264,11 @@ def physics_checks(profiles_path: Path = fa.DEFAULT_PROFILES, params: Path = fa.
                 figs.append(f"{c}: {exc}")
                 ok = False
                 continue
-            ok = ok and b < a
-            figs.append(f"{c} fp32 {a:.1f} ms, int8 {b:.1f} ms @2GHz")
-        out.append(("int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core", ok, "; ".join(figs)))
+            # issue 31's acceptance: >= 1.18x on the Cortex-A55; faster at all on the others
+            ok = ok and b < a and (c != "Cortex-A55" or a / b >= INT8_A55_SPEEDUP)
+            figs.append(f"{c} fp32 {a:.1f} ms, int8 {b:.1f} ms @2GHz ({a / b:.2f}x)")
+        out.append((f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= "
+                    f"{INT8_A55_SPEEDUP:g}x on the Cortex-A55", ok, "; ".join(figs)))
     # LiteRT's default (XNNPACK without the fp16 flag, what armsim's guest asks for) runs a float file in
     # fp32 on an fp16-capable core: no half-precision arithmetic in the counts, so the fp16 = fp32 latency.
     floats = [p for p in store["profiles"] if p["runtime"] == "tflite" and p["isa"] == "armv8.2" and p["precision"] == "fp32"]

@@ -166,6 +166,7 @@ class DevProfile:
     threads: int
     counts: dict[str, int]
     total_instructions: int
+    block_cycles: dict[str, float] = field(default_factory=dict)  # llvm-mca model -> cycles (armsim v2)
 
     @property
     def groups(self) -> dict[str, float]:
@@ -180,7 +181,8 @@ def load_profiles(path: Path = DEFAULT_PROFILES) -> list[DevProfile]:
             continue
         out.append(DevProfile(str(p["graph_key"]), str(p["runtime"]), str(p["runtime_version"]), str(p["isa"]),
                               str(p["uarch"]), str(p["precision"]), int(p.get("threads", 1)),
-                              {str(k): int(v) for k, v in p["counts"].items()}, int(p["total_instructions"])))
+                              {str(k): int(v) for k, v in p["counts"].items()}, int(p["total_instructions"]),
+                              {str(m): float(v["all"]) for m, v in (p.get("block_cycles") or {}).items()}))
     return out
 
 
@@ -396,13 +398,39 @@ def score(result: ArmFit, rows: Sequence[fe.Row], profiles: Sequence[DevProfile]
     return out
 
 
-def lodo(rows: Sequence[fe.Row], profiles: Sequence[DevProfile]) -> list[fe.Scored]:
-    """Every SoC held out in turn (``fe.Row.fold``: a SoC's boards and clusters together)."""
+def fit_and_score(train: Sequence[fe.Row], test: Sequence[fe.Row], profiles: Sequence[DevProfile],
+                  models: Optional[dict[str, str]]) -> list[fe.Scored]:
+    """Fit on ``train``, predict ``test`` as the predictor would: a row whose profile has block
+    cycles by the block cost model (armsim v2, ``fit_armsim_blocks``; ``models``: its llvm-mca
+    model per pipeline family, None: no block model), the others by the class CPIs (v1.1)."""
+    import fit_armsim_blocks as fab
+
+    result = fit(train, profiles)
+    pairs = fab.matched(train, profiles) if models else []
+    v2 = fab.fit(pairs, models) if pairs and models else None
+    seen = {r.core for r in train}
+    out: list[fe.Scored] = []
+    for r in test:
+        p = match_profile(r, profiles)
+        ms = v2.predict(r, p) if (v2 is not None and p is not None and p.block_cycles) else None
+        if ms is not None:
+            out.append(fe.Scored(r, ms, None, r.core in seen))
+        else:
+            out += score(result, [r], profiles, seen)
+    return out
+
+
+def lodo(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], blocks: bool = True) -> list[fe.Scored]:
+    """Every SoC held out in turn (``fe.Row.fold``: a SoC's boards and clusters together), refit,
+    its rows predicted as the predictor would (``fit_and_score``: block model where the profile
+    has block cycles, class CPIs elsewhere; ``blocks`` False: class CPIs only)."""
+    import fit_armsim_blocks as fab
+
+    models = fab.choose_models(rows, profiles)[0] if blocks else None
     out: list[fe.Scored] = []
     for group in sorted({r.fold for r in rows}):
-        train = [r for r in rows if r.fold != group]
-        result = fit(train, profiles)
-        out += score(result, [r for r in rows if r.fold == group], profiles, {r.core for r in train})
+        out += fit_and_score([r for r in rows if r.fold != group], [r for r in rows if r.fold == group],
+                             profiles, models)
     return out
 
 
@@ -568,6 +596,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     summary = fe.score_summary(lodo(rows, profiles))
     params = build_params(rows, profiles, result, summary, args.profiles, args.data, args.date,
                           estimator_kinds(rows, args.onnx_cache))
+    import fit_armsim_blocks as fab
+
+    block = fab.block_params(rows, profiles)
+    if block is not None:
+        params["block_model"] = block
     CostModel(params)  # refuse to write what the runtime side would refuse to read
     args.out.write_text(json.dumps(params, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {args.out}: fit rms(log) {result.rms_log:.3f}; LODO {score_line(summary)}")

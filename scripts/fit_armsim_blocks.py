@@ -51,37 +51,11 @@ SHRINK_SIGMA = 0.3
 FAMILIES = ("in-order", "out-of-order")
 
 
-@dataclass(frozen=True)
-class BlockDevProfile:
-    """A stored dev profile with block cycles per llvm-mca model (1 thread: all = the thread)."""
-
-    base: fa.DevProfile
-    cycles: dict[str, float]  # mca model -> cycles of one inference
-
-
-def load_block_profiles(path: Path) -> list[BlockDevProfile]:
-    data = json.loads(Path(path).read_text())
-    out = []
-    for p in data["profiles"]:
-        if p.get("threads", 1) != 1 or not p.get("block_cycles"):
-            continue
-        base = fa.DevProfile(str(p["graph_key"]), str(p["runtime"]), str(p["runtime_version"]), str(p["isa"]),
-                             str(p["uarch"]), str(p["precision"]), 1, {str(k): int(v) for k, v in p["counts"].items()},
-                             int(p["total_instructions"]))
-        out.append(BlockDevProfile(base, {m: float(v["all"]) for m, v in p["block_cycles"].items()}))
-    return out
-
-
-def matched(rows: Sequence[fe.Row], profiles: Sequence[BlockDevProfile]) -> list[tuple[fe.Row, BlockDevProfile]]:
-    """(row, profile) pairs: the v1.1 match over the profiles that have block cycles."""
-    by_base = {id(p.base): p for p in profiles}
-    bases = [p.base for p in profiles]
-    out = []
-    for r in rows:
-        b = fa.match_profile(r, bases)
-        if b is not None:
-            out.append((r, by_base[id(b)]))
-    return out
+def matched(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]) -> list[tuple[fe.Row, fa.DevProfile]]:
+    """(row, profile) pairs: the v1.1 match (its board's runtime version and view, chosen among
+    ALL stored profiles, so a 2025 board is never costed with 2022 code) where that very profile
+    has block cycles; other rows are left out."""
+    return [(r, p) for r in rows if (p := fa.match_profile(r, profiles)) is not None and p.block_cycles]
 
 
 @dataclass
@@ -93,36 +67,36 @@ class BlockFit:
     t: dict[str, float]  # runtime -> factor (ncnn 1)
     rms_log: float
 
-    def predict(self, r: fe.Row, prof: BlockDevProfile) -> Optional[float]:
+    def predict(self, r: fe.Row, prof: fa.DevProfile) -> Optional[float]:
         if r.core not in self.k:
             return None
         fam = fa.PIPELINE[r.core]
-        cyc = prof.cycles.get(self.models[fam])
+        cyc = prof.block_cycles.get(self.models[fam])
         if cyc is None:
             return None
         q = self.q.get(r.core, fa.Q_PRIOR)
-        f = self.k[r.core] * (self.p.get(prof.base.isa, 1.0) if prof.base.precision == "int8" else 1.0)
+        f = self.k[r.core] * (self.p.get(prof.isa, 1.0) if prof.precision == "int8" else 1.0)
         f *= self.t.get(r.runtime, 1.0)
         return cyc * f * ((1 - q) + q / r.threads) / (r.clock_ghz * 1e6)
 
 
-def fit(pairs: Sequence[tuple[fe.Row, BlockDevProfile]], models: dict[str, str]) -> BlockFit:
+def fit(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> BlockFit:
     from scipy.optimize import least_squares
 
-    pairs = [(r, p) for r, p in pairs if models[fa.PIPELINE[r.core]] in p.cycles]
+    pairs = [(r, p) for r, p in pairs if models[fa.PIPELINE[r.core]] in p.block_cycles]
     cores = sorted({r.core for r, _ in pairs})
     one = {(r.device, r.core, r.runtime) for r, _ in pairs if r.threads == 1}
     qcores = sorted({r.core for r, _ in pairs if r.threads > 1 and (r.device, r.core, r.runtime) in one})
-    isas = sorted({p.base.isa for _, p in pairs if p.base.precision == "int8"})
+    isas = sorted({p.isa for _, p in pairs if p.precision == "int8"})
     rts = sorted({r.runtime for r, _ in pairs} - {"ncnn"})
     nk, nq, np_, nt = len(cores), len(qcores), len(isas), len(rts)
     ci = {c: i for i, c in enumerate(cores)}
     y = np.log([r.avg_ms for r, _ in pairs])
-    base = np.log([p.cycles[models[fa.PIPELINE[r.core]]] / (r.clock_ghz * 1e6) for r, p in pairs])
+    base = np.log([p.block_cycles[models[fa.PIPELINE[r.core]]] / (r.clock_ghz * 1e6) for r, p in pairs])
     kc = np.array([ci[r.core] for r, _ in pairs])
     thr = np.array([r.threads for r, _ in pairs], float)
     qof = [qcores.index(r.core) if r.core in qcores else -1 for r, _ in pairs]
-    pof = [isas.index(p.base.isa) if p.base.precision == "int8" else -1 for _, p in pairs]
+    pof = [isas.index(p.isa) if p.precision == "int8" else -1 for _, p in pairs]
     tof = [rts.index(r.runtime) if r.runtime in rts else -1 for r, _ in pairs]
     fam_idx = [[ci[c] for c in cores if fa.PIPELINE[c] == f] for f in FAMILIES]
 
@@ -157,7 +131,7 @@ def fit(pairs: Sequence[tuple[fe.Row, BlockDevProfile]], models: dict[str, str])
     return BlockFit(dict(models), k, q, p, t, rms)
 
 
-def lodo(pairs: Sequence[tuple[fe.Row, BlockDevProfile]], models: dict[str, str]) -> list[fe.Scored]:
+def lodo(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> list[fe.Scored]:
     """Leave-one-SoC-out (``fe.Row.fold``)."""
     out = []
     for group in sorted({r.fold for r, _ in pairs}):
@@ -170,9 +144,14 @@ def lodo(pairs: Sequence[tuple[fe.Row, BlockDevProfile]], models: dict[str, str]
     return out
 
 
-def choose_models(pairs: Sequence[tuple[fe.Row, BlockDevProfile]]) -> tuple[dict[str, str], dict[str, dict[str, float]]]:
+def choose_models(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]
+                  ) -> tuple[Optional[dict[str, str]], dict[str, dict[str, float]]]:
     """Per pipeline family, the llvm-mca model with the lowest SoC-fold MAPE on that family's rows
-    (all other families fixed at the first model: folds are scored per family)."""
+    (the other family fixed at the first model: folds are scored per family); None when no
+    profile has block cycles."""
+    pairs = matched(rows, profiles)
+    if not pairs:
+        return None, {}
     table: dict[str, dict[str, float]] = {}
     chosen = {}
     for fam in FAMILIES:
@@ -184,12 +163,13 @@ def choose_models(pairs: Sequence[tuple[fe.Row, BlockDevProfile]]) -> tuple[dict
                 table[fam][m] = round(100 * float(np.mean(errs)), 1)
         if table[fam]:
             chosen[fam] = min(table[fam], key=table[fam].get)
-    for fam in FAMILIES:
-        chosen.setdefault(fam, "cortex-a72")
+    other = next(iter(chosen.values()))
+    for fam in FAMILIES:  # a family without rows takes the other's model (its cores are derived anyway)
+        chosen.setdefault(fam, other)
     return chosen, table
 
 
-def acceptance(pairs: Sequence[tuple[fe.Row, BlockDevProfile]], models: dict[str, str]) -> dict[str, Any]:
+def acceptance(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> dict[str, Any]:
     """Issue 31 part 6: the QRB2210 (2025 ncnn code) predicted from the 2022 A53 boards only."""
     train = [(r, p) for r, p in pairs if r.core == "Cortex-A53" and "QRB2210" not in r.device]
     test = [(r, p) for r, p in pairs if "QRB2210" in r.device]
@@ -206,18 +186,49 @@ def acceptance(pairs: Sequence[tuple[fe.Row, BlockDevProfile]], models: dict[str
     return {cat: fe.summarize(v) for cat, v in errs.items()}
 
 
+def block_params(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]) -> Optional[dict[str, Any]]:
+    """The ``block_model`` section of armsim's params (None: no profile has block cycles)."""
+    models, table = choose_models(rows, profiles)
+    if models is None:
+        return None
+    pairs = matched(rows, profiles)
+    result = fit(pairs, models)
+    summary = fe.score_summary(lodo(pairs, models))
+    return {
+        "formula": ("ms = cycles_m(profile) * k[core] * int8[isa] * runtime[rt] * ((1 - q) + q / threads) / "
+                    "(clock_GHz * 1e6); cycles_m = sum over executed blocks of count x llvm-mca cycles per "
+                    "execution under model m of the core's pipeline family"),
+        "models": models, "model_choice": {"rule": "per pipeline family, the lowest SoC-fold MAPE on its rows",
+                                           "soc_fold_mape_pct": table},
+        "k": {c: round(v, 5) for c, v in sorted(result.k.items())},
+        "q": {c: round(v, 4) for c, v in sorted(result.q.items())},
+        "int8": {isa: round(v, 4) for isa, v in result.p.items()},
+        "runtime": {"ncnn": 1.0, **{rt: round(v, 4) for rt, v in result.t.items()}},
+        "pipeline": dict(fa.PIPELINE),
+        "fitted_cores": sorted({r.core for r, _ in pairs}),
+        "rows": len(pairs), "rms_log": round(result.rms_log, 4),
+        "shrink_sigma": SHRINK_SIGMA, "q_prior": [fa.Q_PRIOR, fa.Q_SIGMA],
+        "uncertainty": {"folds": "soc", "categories": summary["categories"], "per_kind": summary["per_kind"],
+                        "per_board": summary["per_board"]},
+        "acceptance_qrb2210_from_2022_a53": acceptance(pairs, models),
+    }
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--profiles", type=Path, nargs="+", default=[fa.DEFAULT_PROFILES])
+    parser.add_argument("--profiles", type=Path, default=fa.DEFAULT_PROFILES)
     parser.add_argument("--data", type=Path, default=fe.DEFAULT_DATA)
     parser.add_argument("--acceptance", action="store_true")
     args = parser.parse_args(argv)
     rows = fe.load_rows(args.data)
-    profiles = [p for path in args.profiles for p in load_block_profiles(path)]
+    profiles = fa.load_profiles(args.profiles)
     pairs = matched(rows, profiles)
-    print(f"{len(profiles)} profiles with block cycles; {len(pairs)} of {len(rows)} dev rows matched "
-          f"({', '.join(sorted({r.core for r, _ in pairs}))})")
-    models, table = choose_models(pairs)
+    print(f"{sum(bool(p.block_cycles) for p in profiles)} profiles with block cycles; {len(pairs)} of {len(rows)} "
+          f"dev rows matched ({', '.join(sorted({r.core for r, _ in pairs}))})")
+    models, table = choose_models(rows, profiles)
+    if models is None:
+        print("no profile has block cycles (scripts/profile_armsim_dev.py --blocks)")
+        return 1
     for fam, t in table.items():
         print(f"  {fam}: SoC-fold MAPE per llvm-mca model " + ", ".join(f"{m} {v:.1f}%" for m, v in t.items())
               + f" -> {models[fam]}")
@@ -230,11 +241,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     for board, s in summary["per_board"].items():
         print(f"  {board[:60]:<60s} {s['mape_pct']:6.1f}% bias {s['bias_pct']:+6.1f}% ({s['rows']} rows)")
     if args.acceptance:
-        acc = acceptance(pairs, models)
-        for cat, s in acc.items():
+        for cat, s in acceptance(pairs, models).items():
             if isinstance(s, dict) and s:
-                print(f"ACCEPTANCE QRB2210 from 2022 A53 boards {cat}: MAPE {s['mape_pct']:.1f}% bias {s['bias_pct']:+.1f}% "
-                      f"({s['rows']} rows; target <= 15%)")
+                print(f"ACCEPTANCE QRB2210 from 2022 A53 boards {cat}: MAPE {s['mape_pct']:.1f}% "
+                      f"bias {s['bias_pct']:+.1f}% ({s['rows']} rows; target <= 15%)")
     print(fe.lodo_line("armsim-blocks", summary))
     return 0
 

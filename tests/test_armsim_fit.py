@@ -239,3 +239,39 @@ def test_a_core_without_rows_takes_its_pipeline_familys_mean(profiles: list[fa.D
     for g in costmodel.GROUPS:
         want = float(np.exp(np.mean([np.log(result.cpi[c][g]) for c in family])))
         assert result.cpi["Cortex-A55"][g] == pytest.approx(max(want, fa.cpi_min("Cortex-A55")[g]), rel=1e-6)
+
+
+# --- armsim v2: the block cost model ---------------------------------------------------------------
+
+def _block_profile(profiles: list[fa.DevProfile], **want: str):
+    from types import SimpleNamespace
+
+    from lodevem.latency.armsim.profile import BlockCycles
+
+    p = next(p for p in profiles if p.block_cycles and all(getattr(p, k) == v for k, v in want.items()))
+    blocks = BlockCycles(1, p.total_instructions, "19.1.7", {m: (c, c) for m, c in p.block_cycles.items()})
+    return p, SimpleNamespace(runtime=p.runtime, runtime_version=p.runtime_version, isa=p.isa, uarch=p.uarch,
+                              precision=p.precision, counts=p.counts, blocks=blocks)
+
+
+def test_a_profile_with_block_cycles_is_priced_by_the_block_model(profiles: list[fa.DevProfile]) -> None:
+    bm = PARAMS["block_model"]
+    model = costmodel.load()
+    stored, prof = _block_profile(profiles, isa="armv8.0", precision="fp32", runtime="ncnn")
+    ms, low, high, note = model.predict_ms(prof, "Cortex-A53", 2.0, 1)
+    mca = bm["models"]["in-order"]
+    assert ms == pytest.approx(stored.block_cycles[mca] * bm["k"]["Cortex-A53"] / 2e6, rel=1e-6)
+    assert f"llvm-mca -mcpu={mca}" in note and low < ms < high
+    # the same profile without its blocks: the class CPIs, and the note says so
+    from dataclasses import replace as _replace  # noqa: F401  (SimpleNamespace: set the field)
+    prof.blocks = None
+    assert "instruction-class CPIs" in model.predict_ms(prof, "Cortex-A53", 2.0, 1)[3]
+
+
+def test_the_block_model_was_chosen_on_held_out_folds_and_states_soc_fold_errors() -> None:
+    bm = PARAMS["block_model"]
+    for family, model in bm["models"].items():
+        table = bm["model_choice"]["soc_fold_mape_pct"].get(family)
+        if table:
+            assert table[model] == min(table.values()), family
+    assert bm["uncertainty"]["folds"] == "soc" and bm["uncertainty"]["categories"]["1t_fp32"]["rows"] > 0

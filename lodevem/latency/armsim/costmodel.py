@@ -25,6 +25,17 @@ cost model only has to say what an instruction of each class costs on a core:
 * Uncertainty: a cell states the leave-one-device-out MAPE of its own kind (core x 1/multi thread
   x precision x runtime), falling back to pooled kinds; ``low = ms * (1 - m)``, ``high = ms * (1 + m)``.
 
+Block cost model (v2, ``block_model`` in the params): where the profile carries block cycles
+(``InstructionProfile.blocks``: every executed translation block priced by llvm-mca, see
+``worker/armsim_blocks.py``) and the fit has the core, the cycles are those of the llvm-mca model
+of the core's pipeline family, scaled by one constant per core:
+
+    ms = cycles_m(profile) * k[core] * int8[isa] * runtime[rt] * A(q[core], n) / (clock_GHz * 1e6)
+
+It sees the code's own instruction-level parallelism, which the class CPIs cannot (issue 31), and
+needs no runtime-version factor. Profiles without block cycles (armv7, an image without LLVM) keep
+the class CPIs above; the note says which model priced a cell.
+
 Every number comes from ``data/armsim_params.json``, written by ``scripts/fit_armsim.py`` from the
 stored dev profiles (``data/armsim_dev_profiles.json``); this module holds no fitted constants.
 """
@@ -52,7 +63,7 @@ __all__ = [
     "predict_ms",
 ]
 
-COST_MODEL_VERSION = "v1.1"
+COST_MODEL_VERSION = "v2"
 DEFAULT_PARAMS: Path = Path(__file__).resolve().parents[2] / "data" / "armsim_params.json"
 
 # Instruction classes of armsim's profiler, grouped by the pipeline that executes them.
@@ -75,6 +86,35 @@ class ProfileLike(Protocol):
     uarch: str
     precision: str
     counts: Mapping[str, int]
+    # blocks: Optional[BlockCycles] (InstructionProfile's; read with getattr: older records have none)
+
+
+@dataclass(frozen=True)
+class BlockModel:
+    """The fitted block cost model (v2): llvm-mca model per pipeline family, constant per core."""
+
+    models: dict[str, str]  # pipeline family -> llvm-mca model
+    pipeline: dict[str, str]  # core -> family
+    k: dict[str, float]
+    q: dict[str, float]
+    int8: dict[str, float]  # isa -> factor
+    runtime: dict[str, float]
+    fitted_cores: tuple[str, ...]
+
+    def cycles(self, profile: "ProfileLike", core: str) -> Optional[tuple[float, str]]:
+        """(scaled cycles of one 1-thread inference, llvm-mca model) or None: not covered."""
+        blocks = getattr(profile, "blocks", None)
+        family = self.pipeline.get(core)
+        if blocks is None or family is None or core not in self.k or profile.isa == "armv7":
+            return None
+        model = self.models.get(family, "")
+        fig = getattr(blocks, "cycles", {}).get(model)
+        if not fig:
+            return None
+        factor = self.k[core] * self.runtime.get(profile.runtime, 1.0)
+        if profile.precision == "int8":
+            factor *= self.int8.get(profile.isa, 1.0)
+        return fig[0] * factor, model
 
 
 def group_counts(counts: Mapping[str, int]) -> dict[str, float]:
@@ -133,6 +173,14 @@ class CostModel:
                 (str(v["runtime_version"]), str(v["precision"])): float(v["factor"]) for v in params["version_factors"]}
             self.precision_factors: dict[tuple[str, str], float] = {
                 (str(v["precision"]), str(v["isa"])): float(v["factor"]) for v in params.get("precision_factors", ())}
+            bm = params.get("block_model")
+            self.block_model: Optional[BlockModel] = None if not bm else BlockModel(
+                models={str(k): str(v) for k, v in bm["models"].items()},
+                pipeline={str(k): str(v) for k, v in bm["pipeline"].items()},
+                k={str(c): float(v) for c, v in bm["k"].items()}, q={str(c): float(v) for c, v in bm["q"].items()},
+                int8={str(i): float(v) for i, v in bm["int8"].items()},
+                runtime={str(r): float(v) for r, v in bm["runtime"].items()},
+                fitted_cores=tuple(str(c) for c in bm["fitted_cores"]))
             unc = params["uncertainty"]
             self.kinds: tuple[KindFigure, ...] = tuple(
                 KindFigure(k.get("core"), str(k["threads"]), str(k["precision"]), k.get("runtime"),
@@ -181,8 +229,18 @@ class CostModel:
         if not clock_ghz > 0 or threads < 1:
             raise CostModelUnavailable(f"clock {clock_ghz} GHz / {threads} threads: expected positive values")
         cost = self.core(core)
+        if profile.isa != cost.isa:
+            raise CostModelUnavailable(f"a {profile.isa} profile cannot be costed on {core} ({cost.isa})")
         q = cost.parallel_fraction
-        ms = self.cycles_1t(profile, core) * ((1 - q) + q / threads) / (clock_ghz * 1e6)
+        priced = self.block_model.cycles(profile, core) if self.block_model else None
+        if priced is not None and self.block_model is not None:
+            q = self.block_model.q.get(core, q)
+            cycles_1t, how = priced[0], f"blocks priced by llvm-mca -mcpu={priced[1]}"
+            if core not in self.block_model.fitted_cores:
+                how += f"; {core} has no dev rows with block profiles: its constant is its pipeline family's mean"
+        else:
+            cycles_1t, how = self.cycles_1t(profile, core), "instruction-class CPIs (no block cycles in the profile)"
+        ms = cycles_1t * ((1 - q) + q / threads) / (clock_ghz * 1e6)
         fig = self.kind_figure(core, threads, profile.precision, profile.runtime)
         if fig is None:
             raise CostModelUnavailable(f"no LODO figure for {threads}-thread {profile.precision} {profile.runtime} "
@@ -190,7 +248,7 @@ class CostModel:
         m = fig.mape_pct / 100
         pooled = "" if fig.core else (" pooled over cores" if fig.runtime else " pooled over cores and runtimes")
         note = (f"armsim:{self.version} {profile.runtime} {profile.isa} {profile.precision} ({core}@{clock_ghz:g}GHz, "
-                f"{threads}t); ±{fig.mape_pct:.0f}% LODO MAPE of {fig.rows} rows{pooled}")
+                f"{threads}t, {how}); ±{fig.mape_pct:.0f}% SoC-fold MAPE of {fig.rows} rows{pooled}")
         if cost.derived:
             note += f"; {core} has no dev rows: {cost.source}"
         if profile.runtime_version not in self.runtime_versions.get(profile.runtime, (profile.runtime_version,)):
