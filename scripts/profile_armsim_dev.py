@@ -17,11 +17,19 @@ markers after one warm-up inference (the first packs weights).
 
 Each profile is stored with what made it: graph file digest, runtime version, qemu cpu, plugin
 digest and the command line; ``scripts/fit_armsim.py`` refits from the stored file offline.
+
+``--blocks``: the plugin also writes the block profile (``lodevem.worker.armsim_blocks``: every
+translation block executed between the markers, its bytes and count per vCPU). The raw file is
+kept gzipped under ``<graphs>/blocks/`` (its sha256 in the profile); each distinct block is priced
+by llvm-mca under every model of its ``MCA_MODELS`` (cached by bytes in ``<graphs>/mca-cache-*.json``)
+and the profile stores, per model, the cycles of one inference (all threads, and the busiest):
+the data the block cost model (armsim v2) fits on, small enough to ship.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -72,11 +80,12 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     qemu, cpu, sysno = QEMU[job["isa"]]
     root = Path(args.views) / job["uarch"]
     with tempfile.TemporaryDirectory(prefix="armfit-prof-") as tmp:
-        out, report = Path(tmp) / "counts.txt", Path(tmp) / "report.json"
+        out, report, blocks_file = Path(tmp) / "counts.txt", Path(tmp) / "report.json", Path(tmp) / "blocks.txt"
         spec = {"runtime": job["runtime"], "model": str(job["file"]), "threads": job["threads"], "precision": "auto",
                 "input_shape": job["input_shape"], "warmup": 1, "inferences": 1, "report": str(report)}
         cmd = [qemu, "-cpu", cpu, "-L", str(root), "-plugin",
-               f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
+               f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}"
+               + (f",blocks={blocks_file}" if args.blocks and job["isa"] != "armv7" else ""), "-d", "plugin",
                str(root / "usr/bin/python3.11"), str(args.guest), json.dumps(spec)]
         env = dict(os.environ, PYTHONPATH=job["site"], OMP_NUM_THREADS=str(job["threads"]))
         t0 = time.perf_counter()
@@ -87,6 +96,7 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         if not rep.get("ok"):
             raise RuntimeError(f"{job['key']}: {rep.get('error')}")
         marks = parse_marks(out.read_text())
+        block_text = blocks_file.read_text() if blocks_file.exists() else None
     begin, end = marks["1"], marks["2"]
     per_thread = []
     for i, (b, e) in enumerate(zip(begin, end)):
@@ -98,7 +108,8 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                       "-plugin", f"<lodevem_icount.so>,out=<counts>,sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
                       f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
                       shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
-    return {"graph_key": job["graph_key"], "graph_file": Path(job["file"]).name,
+    extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread)) if block_text else {}
+    return extra | {"graph_key": job["graph_key"], "graph_file": Path(job["file"]).name,
             "graph_sha256": sha256_files(*[Path(f) for f in graphs_artifacts(Path(job["file"]))]),
             "runtime": job["runtime"], "runtime_version": rep["runtime_version"], "isa": job["isa"], "qemu_cpu": cpu,
             "uarch": job["uarch"],
@@ -106,6 +117,23 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
             "counts": counts, "total_instructions": sum(t["total"] for t in per_thread), "per_thread": per_thread,
             "wheels": job["site_label"], "inferences": 1, "plugin_digest": args.plugin_digest, "seconds": round(seconds, 1),
             "command": shown}
+
+
+def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int) -> dict[str, Any]:
+    """Keep the raw block file (gzipped, by digest) and price its blocks under every MCA model."""
+    from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
+
+    raw = text.encode()
+    digest = hashlib.sha256(raw).hexdigest()
+    folder = Path(args.graphs) / "blocks"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{digest[:16]}.txt.gz").write_bytes(gzip.compress(raw, 6))
+    prof = BlockProfile(parse_blocks(text, "2"))
+    if prof.instructions() != total:
+        print(f"  note {job['key']}: blocks hold {prof.instructions()} instructions, the counters {total}", flush=True)
+    summary = price_summary(prof, Path(args.graphs))
+    return {"blocks_sha256": digest, "blocks_distinct": summary["distinct"], "blocks_instructions": summary["instructions"],
+            "block_llvm": summary["llvm"], "block_cycles": summary["cycles"]}
 
 
 def graphs_artifacts(path: Path) -> list[Path]:
@@ -127,7 +155,8 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
         for key, runtime_, core, precision in need:
             isa, _ = CORE_ISA[core]
             for view in views.split(","):
-                view_isa = {"cortex-a7": "armv7", "cortex-a53": "armv8.0", "cortex-a73": "armv8.0"}.get(view, "armv8.2")
+                view_isa = {"cortex-a7": "armv7", "cortex-a53": "armv8.0", "cortex-a72": "armv8.0",
+                            "cortex-a73": "armv8.0"}.get(view, "armv8.2")
                 if runtime_ != runtime or view_isa != isa:
                     continue
                 f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
@@ -149,13 +178,25 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
     return [j for j in out if not args.only or any(o in j["key"] for o in args.only)]
 
 
+def merge(store: dict[str, Any], others: list[Path]) -> dict[str, Any]:
+    """Profiles of other runs (parallel runs write their own files) into ``store``: a profile of the
+    same graph file, view and runtime version replaces the stored one."""
+    for path in others:
+        for prof in json.loads(path.read_text())["profiles"]:
+            ident = (prof["graph_file"], prof["uarch"], prof["runtime_version"])
+            store["profiles"] = [p for p in store["profiles"]
+                                 if (p["graph_file"], p["uarch"], p["runtime_version"]) != ident] + [prof]
+    store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
+    return store
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--views", type=Path, required=True,
+    parser.add_argument("--views", type=Path,
                         help="the core views armsim's make_views.py makes from Debian arm64/armhf userlands")
-    parser.add_argument("--plugin", type=Path, required=True, help="lodevem_icount.c compiled against qemu-plugin.h")
-    parser.add_argument("--guest", type=Path, required=True)
-    parser.add_argument("--site", action="append", required=True, metavar="LABEL:ISAS:RUNTIME:PYTHONPATH",
+    parser.add_argument("--plugin", type=Path, help="lodevem_icount.c compiled against qemu-plugin.h")
+    parser.add_argument("--guest", type=Path)
+    parser.add_argument("--site", action="append", default=[], metavar="LABEL:ISAS:RUNTIME:PYTHONPATH",
                         help="a runtime version's wheels and the views to profile under, e.g. "
                              "ncnn-20250503:cortex-a53,cortex-a55:ncnn:/x/site:/x/common")
     parser.add_argument("--graphs", type=Path, default=graphs.DEFAULT_OUT)
@@ -165,14 +206,24 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="also profile these .tflite files of mobilenet_v2 (int8, fp16) for the physics checks")
     parser.add_argument("--physics-site", default="", help="PYTHONPATH of LiteRT for --physics")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--blocks", action="store_true", help="also record and price the block profile")
+    parser.add_argument("--redo", action="store_true", help="profile again what the store already holds")
+    parser.add_argument("--merge", type=Path, nargs="*", default=[], metavar="FILE",
+                        help="only merge the profiles of these files (other runs' --out) into --out")
     args = parser.parse_args(argv)
 
     # the plugin's source digest (the image records its own build's digest; the source decides the counts)
     args.plugin_digest = "sha256:" + sha256_files(REPO / "lodevem" / "sandbox" / "armsim" / "lodevem_icount.c")[:16]
     store = json.loads(args.out.read_text()) if args.out.exists() else {"profiles": []}
+    if args.merge:
+        args.out.write_text(json.dumps(merge(store, args.merge), indent=1) + "\n")
+        print(f"{args.out}: {len(store['profiles'])} profiles after merging {len(args.merge)} file(s)")
+        return 0
+    if not (args.views and args.plugin and args.guest and args.site):
+        parser.error("--views, --plugin, --guest and --site are needed to profile (or --merge FILE...)")
     done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])}
     for job in jobs(args):
-        if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done:
+        if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done and not args.redo:
             continue
         try:
             prof = one_profile(job, args)

@@ -48,8 +48,17 @@ def test_refit_from_stored_profiles_reproduces_the_shipped_params(refit: dict) -
         for g in costmodel.GROUPS:
             assert refit["cores"][core]["cpi"][g] == pytest.approx(c["cpi"][g], rel=1e-3), (core, g)
         assert refit["cores"][core]["parallel_fraction"] == pytest.approx(c["parallel_fraction"], abs=1e-3)
-    assert refit["uncertainty"]["categories"] == PARAMS["uncertainty"]["categories"]
-    assert refit["default_predictor"] == PARAMS["default_predictor"]
+    # refitted floats within a tolerance: another machine's BLAS moves the LODO by a tenth of a point
+    assert refit["uncertainty"]["folds"] == PARAMS["uncertainty"]["folds"] == "soc"
+    for cat, s in PARAMS["uncertainty"]["categories"].items():
+        got = refit["uncertainty"]["categories"][cat]
+        assert (got is None) == (s is None), cat
+        if s:
+            assert got["rows"] == s["rows"] and got["mape_pct"] == pytest.approx(s["mape_pct"], abs=0.5), cat
+    for a, b in zip(refit["default_predictor"]["kinds"], PARAMS["default_predictor"]["kinds"], strict=True):
+        assert (a["core"], a["threads"], a["precision"], a["runtime"]) == (b["core"], b["threads"], b["precision"], b["runtime"])
+        for k in ("armsim_mape_pct", "estimator_mape_pct"):
+            assert (a[k] is None) == (b[k] is None) and (a[k] is None or a[k] == pytest.approx(b[k], abs=0.5)), (a, k)
 
 
 def test_fitted_figures_respect_the_cores_issue_widths(profiles: list[fa.DevProfile]) -> None:
@@ -115,11 +124,20 @@ def test_quick_benchmark_prints_both_tables_and_the_armsim_score_line() -> None:
                           "--predictor", "both"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
-    assert lines[-2].startswith("SCORE est_1t_fp32=") and lines[-1].startswith("SCORE predictor=armsim ")
-    fields = dict(item.split("=") for item in lines[-1].removeprefix("SCORE ").split())
+    assert lines[-4].startswith("SCORE est_1t_fp32=") and lines[-3].startswith("SCORE predictor=armsim ")
+    fields = dict(item.split("=") for item in lines[-3].removeprefix("SCORE ").split())
     assert list(fields) == ["predictor", "armsim_1t_fp32", "threads", "fp16", "int8", "oneshot", "rows"]
-    assert float(fields["armsim_1t_fp32"]) == PARAMS["uncertainty"]["categories"]["1t_fp32"]["mape_pct"]
-    assert "armsim leave-one-device-out" in out.stdout and "targets (LODO)" in out.stdout
+    assert float(fields["armsim_1t_fp32"]) == pytest.approx(PARAMS["uncertainty"]["categories"]["1t_fp32"]["mape_pct"],
+                                                            abs=0.5)
+    # the last lines: one per predictor, its leave-one-SoC-out MAPE per category
+    for line, name, params in ((lines[-2], "estimator", json.loads(fe.DEFAULT_OUT.read_text())),
+                               (lines[-1], "armsim", PARAMS)):
+        fields = dict(item.split("=") for item in line.removeprefix("LODO ").split())
+        assert line.startswith("LODO ") and list(fields) == ["folds", "predictor", "1t_fp32", "threads", "fp16", "int8"]
+        assert (fields["folds"], fields["predictor"]) == ("soc", name)
+        for cat in ("1t_fp32", "threads", "fp16", "int8"):
+            assert float(fields[cat]) == pytest.approx(params["uncertainty"]["categories"][cat]["mape_pct"], abs=0.5)
+    assert "armsim leave-one-SoC-out" in out.stdout and "targets (LODO)" in out.stdout
 
 
 def test_default_predictor_per_kind_is_the_lodo_winner() -> None:
@@ -127,7 +145,7 @@ def test_default_predictor_per_kind_is_the_lodo_winner() -> None:
     assert kinds
     for k in kinds:
         a, e = k["armsim_mape_pct"], k["estimator_mape_pct"]
-        if a is not None and e is not None:
+        if a is not None and e is not None and (k["core"] is not None or k["armsim_rows"] == k["estimator_rows"]):
             assert k["default"] == ("armsim" if a <= e else "estimator")
 
 
@@ -173,3 +191,87 @@ def test_ncnn_int8_writer_follows_ncnn2int8s_format(tmp_path: Path) -> None:
 
 
 sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+# --- the fit defects of issue 31, fixed -----------------------------------------------------------
+
+def test_every_dev_board_is_dated_by_the_one_key_its_name_starts_with() -> None:
+    devices = {r.device for r in fe.load_rows(fe.DEFAULT_DATA)}
+    for d in devices:
+        assert fa.board_date(d) is not None, d
+    orange = next(d for d in devices if d.startswith("OrangePi4 LTS"))
+    assert fa.board_date(orange) == "2023-05-04"  # not the RK3399 block's 2022 date its name also contains
+    assert fa.board_date(next(d for d in devices if d.startswith("Rockchip RK3399"))) == "2022-01-03"
+
+
+def test_a_board_is_costed_with_one_view_of_its_own_pipeline_family(profiles: list[fa.DevProfile]) -> None:
+    rows = fe.load_rows(fe.DEFAULT_DATA)
+    per_board: dict[tuple, set] = {}
+    for r in rows:
+        p = fa.match_profile(r, profiles)
+        if p is None:
+            continue
+        per_board.setdefault((r.device, r.core, r.runtime), set()).add((p.runtime_version, p.uarch))
+        assert fa.PIPELINE[fa.VIEW_CORE[p.uarch]] == fa.PIPELINE[r.core], (r.device, r.core, p.uarch)
+    assert per_board and all(len(v) == 1 for v in per_board.values()), per_board
+    # an out-of-order core never falls back to an in-order view (A72 -> A53's was the defect)
+    assert "cortex-a53" not in fa.view_candidates("Cortex-A72")
+    assert "cortex-a55" not in fa.view_candidates("Cortex-A75")
+    assert fa.view_candidates("Cortex-A72")[0] == "cortex-a72"
+
+
+def test_precision_and_code_factors_are_keyed_by_precision_and_thread_scaling_has_a_prior() -> None:
+    assert all(set(f) >= {"precision", "isa", "factor"} and f["precision"] == "int8" for f in PARAMS["precision_factors"])
+    assert all(set(f) >= {"runtime_version", "precision", "factor"} for f in PARAMS["version_factors"])
+    assert {f["isa"] for f in PARAMS["precision_factors"]} >= {"armv8.0", "armv8.2"}
+    assert PARAMS["thread_prior"]["q"] == fa.Q_PRIOR and "README" in PARAMS["thread_prior"]["source"]
+    for core, c in PARAMS["cores"].items():
+        assert 0.0 <= c["parallel_fraction"] <= 1.0 and c["parallel_fraction_source"], core
+        if c["derived"]:  # shrunk to its pipeline family, no documented throughput ratio
+            assert "geometric mean of the fitted" in c["source"] and "per clock" not in c["source"], core
+
+
+def test_a_core_without_rows_takes_its_pipeline_familys_mean(profiles: list[fa.DevProfile]) -> None:
+    rows = [r for r in fe.load_rows(fe.DEFAULT_DATA) if r.core != "Cortex-A55"]
+    result = fa.fit(rows, profiles)
+    assert "Cortex-A55" in result.derived
+    family = [c for c in result.cpi if fa.PIPELINE[c] == "in-order" and c not in result.derived]
+    for g in costmodel.GROUPS:
+        want = float(np.exp(np.mean([np.log(result.cpi[c][g]) for c in family])))
+        assert result.cpi["Cortex-A55"][g] == pytest.approx(max(want, fa.cpi_min("Cortex-A55")[g]), rel=1e-6)
+
+
+# --- armsim v2: the block cost model ---------------------------------------------------------------
+
+def _block_profile(profiles: list[fa.DevProfile], **want: str):
+    from types import SimpleNamespace
+
+    from lodevem.latency.armsim.profile import BlockCycles
+
+    p = next(p for p in profiles if p.block_cycles and all(getattr(p, k) == v for k, v in want.items()))
+    blocks = BlockCycles(1, p.total_instructions, "19.1.7", {m: (c, c) for m, c in p.block_cycles.items()})
+    return p, SimpleNamespace(runtime=p.runtime, runtime_version=p.runtime_version, isa=p.isa, uarch=p.uarch,
+                              precision=p.precision, counts=p.counts, blocks=blocks)
+
+
+def test_a_profile_with_block_cycles_is_priced_by_the_block_model(profiles: list[fa.DevProfile]) -> None:
+    bm = PARAMS["block_model"]
+    model = costmodel.load()
+    stored, prof = _block_profile(profiles, isa="armv8.0", precision="fp32", runtime="ncnn")
+    ms, low, high, note = model.predict_ms(prof, "Cortex-A53", 2.0, 1)
+    mca = bm["models"]["in-order"]
+    assert ms == pytest.approx(stored.block_cycles[mca] * bm["k"]["Cortex-A53"] / 2e6, rel=1e-6)
+    assert f"llvm-mca -mcpu={mca}" in note and low < ms < high
+    # the same profile without its blocks: the class CPIs, and the note says so
+    from dataclasses import replace as _replace  # noqa: F401  (SimpleNamespace: set the field)
+    prof.blocks = None
+    assert "instruction-class CPIs" in model.predict_ms(prof, "Cortex-A53", 2.0, 1)[3]
+
+
+def test_the_block_model_was_chosen_on_held_out_folds_and_states_soc_fold_errors() -> None:
+    bm = PARAMS["block_model"]
+    for family, model in bm["models"].items():
+        table = bm["model_choice"]["soc_fold_mape_pct"].get(family)
+        if table:
+            assert table[model] == min(table.values()), family
+    assert bm["uncertainty"]["folds"] == "soc" and bm["uncertainty"]["categories"]["1t_fp32"]["rows"] > 0

@@ -285,3 +285,44 @@ def test_the_fits_figures_and_provenance_are_typed_from_the_parameters_file() ->
     assert est.provenance.data_sources == tuple(raw["provenance"]["data_sources"])
     bad = FitAccuracy.from_dict({"oneshot_mape_pct": "n/a", "lodo_mape_pct": float("nan"), "lodo_rows": True})
     assert (bad.oneshot_mape_pct, bad.lodo_mape_pct, bad.lodo_rows) == (None, None, None)
+
+
+# --- folds by SoC --------------------------------------------------------------------------------
+
+def test_dev_rows_name_their_soc_and_boards_of_one_soc_share_a_fold(fit_module, tmp_path) -> None:
+    fe = fit_module
+    rows = fe.load_rows(fe.DEFAULT_DATA)
+    assert all(r.soc for r in rows)
+    socs = {r.device: r.soc for r in rows}
+    rk3399 = {d for d in socs if "RK3399" in d}
+    assert len(rk3399) == 2 and {socs[d] for d in rk3399} == {"Rockchip RK3399"}  # OrangePi4 LTS is an RK3399
+    assert {r.fold for r in rows if "RK3588" in r.device} == {"Rockchip RK3588"}  # both clusters, one fold
+    assert {r.core for r in rows if r.soc == "Rockchip RK3588"} == {"Cortex-A55", "Cortex-A76"}
+    # the strict loader (the dev data) refuses a row without its SoC
+    lines = fe.DEFAULT_DATA.read_text().splitlines()
+    head = lines[0].split(",")
+    cells = next(__import__("csv").reader([lines[1]]))
+    cells[head.index("soc")] = ""
+    bad = tmp_path / "nosoc.csv"
+    bad.write_text(lines[0] + "\n" + ",".join(f'"{c}"' for c in cells) + "\n")
+    with pytest.raises(ValueError, match="no 'soc'"):
+        fe.load_rows(bad)
+
+
+def test_lodo_holds_out_every_board_of_a_soc_together(fit_module, monkeypatch) -> None:
+    """A fold never trains on a board of the SoC it predicts (the optimistic folds of before)."""
+    fe = fit_module
+    rows = [fe.Row(dev, core, 1.5, 1, "m", "fp32", 10.0, soc=soc) for dev, core, soc in (
+        ("RK3399 board", "Cortex-A53", "Rockchip RK3399"), ("OrangePi4 LTS", "Cortex-A53", "Rockchip RK3399"),
+        ("RK3399 board", "Cortex-A72", "Rockchip RK3399"), ("S410", "Cortex-A53", "Snapdragon 410"),
+        ("no soc given", "Cortex-A53", ""))]
+    trained: list[set[str]] = []
+    monkeypatch.setattr(fe, "fit", lambda train, works, **kw: trained.append({r.fold for r in train}) or "fit")
+    monkeypatch.setattr(fe, "baseline_constants", lambda *a: {})
+    scored: list[tuple[str, set[str]]] = []
+    monkeypatch.setattr(fe, "score", lambda result, consts, held, works, seen: scored.append(
+        ({r.fold for r in held}.pop(), {r.device for r in held})) or [])
+    fe.lodo(rows, {})
+    assert dict(scored) == {"Rockchip RK3399": {"RK3399 board", "OrangePi4 LTS"}, "Snapdragon 410": {"S410"},
+                            "no soc given": {"no soc given"}}  # a row without a SoC is its own device's fold
+    assert all(held not in train for (held, _), train in zip(scored, trained))

@@ -320,12 +320,13 @@ def _latency_paragraph(f: RunFacts) -> str:
             f"ARM boards measured with {data}, with efficiencies of its own for each runtime"
             + (f"; the latencies stand for {f.latency_for[0][1]}" if len({lr for _, lr in f.latency_for}) == 1
                else "")
-            + f". Scored leave-one-device-out over {e.lodo_rows} single-thread fp32 rows, its mean absolute "
+            + f". Scored leave-one-SoC-out (the boards that share a SoC held out together) over {e.lodo_rows} "
+            "single-thread fp32 rows, its mean absolute "
             f"percentage error is {_pct(e.lodo_mape_pct)}"
             + (f" ({_pct(e.lodo_within_10_pct)} of the predictions within 10 %, {_pct(e.lodo_within_25_pct)} within "
                f"25 %)" if e.lodo_within_10_pct is not None and e.lodo_within_25_pct is not None else "")
             + f" against {_pct(e.baseline_lodo_mape_pct)} for a MACs-only baseline; each latency is reported with the "
-            "leave-one-device-out error of its own kind (core, threads, precision, runtime)"
+            "leave-one-SoC-out error of its own kind (core, threads, precision, runtime)"
             + (f", and a board calibrated with one measured model comes to {_pct(e.oneshot_mape_pct)} in the same "
                "simulation" if e.oneshot_mape_pct is not None else "") + ".")
     for nn in f.nnmeter:
@@ -459,7 +460,7 @@ def _limitations(f: RunFacts) -> list[str]:
     e = f.estimator
     if f.estimator_profiles and e is not None:
         spread = f"; {e.same_core_spread}" if e.same_core_spread else "; a single device can be further off"
-        items.append(f"The estimator's error is an average ({_pct(e.lodo_mape_pct)} MAPE leave-one-device-out over "
+        items.append(f"The estimator's error is an average ({_pct(e.lodo_mape_pct)} MAPE leave-one-SoC-out over "
                      f"{e.lodo_rows} rows){spread}.")
     if f.derived_cores:
         items.append(f"{_and(list(f.derived_cores))}: no latency data in the estimator's fit; the core's speed is "

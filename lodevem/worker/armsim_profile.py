@@ -21,6 +21,7 @@ import tempfile
 import time
 from typing import Any
 
+from .armsim_blocks import BlockProfile, LlvmUnavailable, parse_blocks, price_summary
 from .memory import MemoryPhases
 from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
 
@@ -31,12 +32,13 @@ ISA_TARGETS: dict[str, tuple[str, str, str, int]] = {
     "armv8.0": ("qemu-aarch64", "cortex-a53", "cortex-a53", 125),
     "armv8.2": ("qemu-aarch64", "cortex-a76", "cortex-a55", 125),
 }
-_VIEW_ARCH = {"cortex-a7": "armhf", "cortex-a53": "arm64", "cortex-a73": "arm64", "cortex-a55": "arm64",
-              "cortex-a76": "arm64"}
+_VIEW_ARCH = {"cortex-a7": "armhf", "cortex-a53": "arm64", "cortex-a72": "arm64", "cortex-a73": "arm64",
+              "cortex-a55": "arm64", "cortex-a75": "arm64", "cortex-a76": "arm64"}
 MARKER_MAGIC = 0x4C4F0000  # the same value as armsim_guest.MARKER_MAGIC (that file runs in the guest)
 CLASS_COLUMNS = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
                  "int_alu", "branch", "other", "total")
 _MAX_COUNTS_BYTES = 1 << 20
+_MAX_BLOCKS_BYTES = 256 << 20
 
 
 def armsim_root() -> str:
@@ -89,12 +91,15 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
         plugin_digest = fh.read(64).strip()
     work = tempfile.mkdtemp(prefix="armsim-", dir="/tmp")
     counts_path, report_path = os.path.join(work, "counts.txt"), os.path.join(work, "report.json")
+    # A64 guests: the block profile too (armsim_blocks: each executed block priced by llvm-mca)
+    blocks_path = os.path.join(work, "blocks.txt") if isa != "armv7" else None
     spec = {"runtime": req.runtime, "model": model, "threads": req.threads, "precision": req.precision,
             "input_shape": req.input_shape or [], "warmup": req.warmup, "inferences": req.runs,
             "report": report_path}
     guest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "armsim_guest.py")
     cmd = [qemu, "-cpu", cpu, "-L", view_dir,
-           "-plugin", f"{plugin},out={counts_path},sysno={sysno},magic={MARKER_MAGIC}",
+           "-plugin", f"{plugin},out={counts_path},sysno={sysno},magic={MARKER_MAGIC}"
+           + (f",blocks={blocks_path}" if blocks_path else ""),
            os.path.join(view_dir, "usr", "bin", "python3.11"), guest, json.dumps(spec)]
     # PYTHONHASHSEED fixed: str hashing decides dict probe lengths in the guest's own Python code,
     # so a random seed moved the count by ~1e-5 run to run; with it fixed, counts repeat exactly.
@@ -129,8 +134,31 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
                    "threads": req.threads, "inferences": req.runs, "warmup": req.warmup, "counts": totals,
                    "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest,
                    "phases": report.get("phases") if isinstance(report.get("phases"), dict) else {}}
+    if blocks_path:
+        res.profile["blocks"] = _block_summary(blocks_path, req.runs)
     res.timings_s["measure"] = seconds
     progress(f"{totals['total'] / 1e6:.1f} M instructions per inference ({len(threads)} thread(s)), {seconds:.1f} s")
+
+
+def _block_summary(path: str, runs: int) -> dict[str, Any]:
+    """The priced block profile of the counted inference(s) (marker 2), per inference; an
+    ``error`` instead where the plugin wrote none or LLVM is missing (an older image): the counts
+    stand, the block cost model then has nothing to price."""
+    try:
+        with open(path) as fh:
+            text = fh.read(_MAX_BLOCKS_BYTES + 1)
+        if len(text) > _MAX_BLOCKS_BYTES:
+            return {"error": f"block profile larger than {_MAX_BLOCKS_BYTES} bytes"}
+        progress("pricing the executed blocks with llvm-mca")
+        summary = price_summary(BlockProfile(parse_blocks(text, "2")))
+    except (OSError, ValueError, LlvmUnavailable) as exc:
+        return {"error": first_line(exc)[:200]}
+    if runs > 1:
+        for figures in summary["cycles"].values():  # type: ignore[union-attr]
+            figures["all"] = round(figures["all"] / runs, 1)
+            figures["busiest"] = round(figures["busiest"] / runs, 1)
+        summary["instructions"] = int(summary["instructions"]) // runs  # type: ignore[call-overload]
+    return summary
 
 
 def _read_json(path: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Why counts and not FLOPs: the runtime itself chose its kernels (Winograd or GEMM
 fp16 or int8 paths, dot-product instructions) and the emulator counted what they executed, so the
 cost model only has to say what an instruction of each class costs on a core:
 
-    cycles_1t = v[version, family] * sum_g N_g(profile) * cpi[core][g]   g in GROUPS (simd, memory, scalar)
+    cycles_1t = v[version, precision] * p[int8, isa] * sum_g N_g(profile) * cpi[core][g]   g in GROUPS
     ms        = cycles_1t * A(q[core], n) / (clock_GHz * 1e6),  A(q, n) = (1 - q) + q / n
 
 * Three instruction groups, three cycles-per-instruction figures per core, each bounded below by
@@ -15,13 +15,26 @@ cost model only has to say what an instruction of each class costs on a core:
 * Threads: Amdahl per core (``q``), fitted on the multi-thread rows of boards that measured 1 and N
   threads. A profile counted at N threads is still charged as its 1-thread total: the busiest
   thread's share is what Amdahl's q stands for, and the dev rows fit q, not per-thread counts.
-* Runtime versions: ``v`` is a cycles factor per (runtime version, kernel family), fitted where a
+* Runtime versions: ``v`` is a cycles factor per (runtime version, precision), fitted where a
   core has dev rows costed with two versions (1 elsewhere, said in the note): newer kernels can run
   at another IPC on the same core, which instruction counts alone cannot see.
+* Precision: ``p`` is a cycles factor per int8 ISA group (ARMv7 NEON, ARMv8.0, ARMv8.2 SDOT): int8
+  kernels run another instruction mix at another IPC than the float kernels the CPIs are fitted on.
 * No cache model (the profiler counts no misses): memory stalls are folded into the memory
   group's CPI, which is why it is fitted per core and not fixed at the pipe limit.
 * Uncertainty: a cell states the leave-one-device-out MAPE of its own kind (core x 1/multi thread
   x precision x runtime), falling back to pooled kinds; ``low = ms * (1 - m)``, ``high = ms * (1 + m)``.
+
+Block cost model (v2, ``block_model`` in the params): where the profile carries block cycles
+(``InstructionProfile.blocks``: every executed translation block priced by llvm-mca, see
+``worker/armsim_blocks.py``) and the fit has the core, the cycles are those of the llvm-mca model
+of the core's pipeline family, scaled by one constant per core:
+
+    ms = cycles_m(profile) * k[core] * int8[isa] * runtime[rt] * A(q[core], n) / (clock_GHz * 1e6)
+
+It sees the code's own instruction-level parallelism, which the class CPIs cannot (issue 31), and
+needs no runtime-version factor. Profiles without block cycles (armv7, an image without LLVM) keep
+the class CPIs above; the note says which model priced a cell.
 
 Every number comes from ``data/armsim_params.json``, written by ``scripts/fit_armsim.py`` from the
 stored dev profiles (``data/armsim_dev_profiles.json``); this module holds no fitted constants.
@@ -50,7 +63,7 @@ __all__ = [
     "predict_ms",
 ]
 
-COST_MODEL_VERSION = "v1"
+COST_MODEL_VERSION = "v2"
 DEFAULT_PARAMS: Path = Path(__file__).resolve().parents[2] / "data" / "armsim_params.json"
 
 # Instruction classes of armsim's profiler, grouped by the pipeline that executes them.
@@ -60,12 +73,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "memory": ("simd_load", "simd_store", "scalar_load", "scalar_store"),
     "scalar": ("int_alu", "branch", "other"),
 }
-# Runtime code tuned per core family: ncnn's use_a53_a55_optimized_kernel (set from the MIDR) picks
-# in-order-scheduled kernels on A53 and A55 alike; XNNPACK has per-core GEMMs. A newer runtime's
-# kernels can run at another IPC on the same core, so the cost model carries one cycles factor per
-# (runtime version, family), fitted where the dev data has a core measured with two versions.
-KERNEL_FAMILY: dict[str, str] = {"cortex-a53": "in-order A53/A55", "cortex-a55": "in-order A53/A55",
-                                 "cortex-a7": "armv7", "cortex-a73": "out-of-order", "cortex-a76": "out-of-order"}
 # Fewest LODO rows of a kind whose MAPE is stated as that kind's uncertainty (as the estimator).
 MIN_KIND_ROWS = 8
 
@@ -79,6 +86,35 @@ class ProfileLike(Protocol):
     uarch: str
     precision: str
     counts: Mapping[str, int]
+    # blocks: Optional[BlockCycles] (InstructionProfile's; read with getattr: older records have none)
+
+
+@dataclass(frozen=True)
+class BlockModel:
+    """The fitted block cost model (v2): llvm-mca model per pipeline family, constant per core."""
+
+    models: dict[str, str]  # pipeline family -> llvm-mca model
+    pipeline: dict[str, str]  # core -> family
+    k: dict[str, float]
+    q: dict[str, float]
+    int8: dict[str, float]  # isa -> factor
+    runtime: dict[str, float]
+    fitted_cores: tuple[str, ...]
+
+    def cycles(self, profile: "ProfileLike", core: str) -> Optional[tuple[float, str]]:
+        """(scaled cycles of one 1-thread inference, llvm-mca model) or None: not covered."""
+        blocks = getattr(profile, "blocks", None)
+        family = self.pipeline.get(core)
+        if blocks is None or family is None or core not in self.k or profile.isa == "armv7":
+            return None
+        model = self.models.get(family, "")
+        fig = getattr(blocks, "cycles", {}).get(model)
+        if not fig:
+            return None
+        factor = self.k[core] * self.runtime.get(profile.runtime, 1.0)
+        if profile.precision == "int8":
+            factor *= self.int8.get(profile.isa, 1.0)
+        return fig[0] * factor, model
 
 
 def group_counts(counts: Mapping[str, int]) -> dict[str, float]:
@@ -132,9 +168,19 @@ class CostModel:
                                     derived=bool(c["derived"]), source=str(c["source"]))
                 for name, c in params["cores"].items()}
             self.cpi_max = float(params["bounds"]["cpi_max"])
-            self.costed_code: set[tuple[str, str]] = {(str(v), str(f)) for v, f in params["costed_code"]}
+            self.costed_code: set[tuple[str, str]] = {(str(v), str(p)) for v, p in params["costed_code"]}
             self.version_factors: dict[tuple[str, str], float] = {
-                (str(v["runtime_version"]), str(v["family"])): float(v["factor"]) for v in params["version_factors"]}
+                (str(v["runtime_version"]), str(v["precision"])): float(v["factor"]) for v in params["version_factors"]}
+            self.precision_factors: dict[tuple[str, str], float] = {
+                (str(v["precision"]), str(v["isa"])): float(v["factor"]) for v in params.get("precision_factors", ())}
+            bm = params.get("block_model")
+            self.block_model: Optional[BlockModel] = None if not bm else BlockModel(
+                models={str(k): str(v) for k, v in bm["models"].items()},
+                pipeline={str(k): str(v) for k, v in bm["pipeline"].items()},
+                k={str(c): float(v) for c, v in bm["k"].items()}, q={str(c): float(v) for c, v in bm["q"].items()},
+                int8={str(i): float(v) for i, v in bm["int8"].items()},
+                runtime={str(r): float(v) for r, v in bm["runtime"].items()},
+                fitted_cores=tuple(str(c) for c in bm["fitted_cores"]))
             unc = params["uncertainty"]
             self.kinds: tuple[KindFigure, ...] = tuple(
                 KindFigure(k.get("core"), str(k["threads"]), str(k["precision"]), k.get("runtime"),
@@ -145,8 +191,8 @@ class CostModel:
             if not 0 <= c.parallel_fraction <= 1 or any(
                     not (c.cpi_min[g] > 0 and c.cpi_min[g] - 1e-9 <= c.cpi[g] <= self.cpi_max + 1e-9) for g in GROUPS):
                 raise CostModelUnavailable(f"{where}: {c.core}: figures outside their physical bounds")
-        if any(not 0.1 <= f <= 10 for f in self.version_factors.values()):
-            raise CostModelUnavailable(f"{where}: a runtime-version factor outside [0.1, 10]")
+        if any(not 0.1 <= f <= 10 for f in (*self.version_factors.values(), *self.precision_factors.values())):
+            raise CostModelUnavailable(f"{where}: a runtime-version or precision factor outside [0.1, 10]")
 
     def core(self, core: str) -> CoreCost:
         try:
@@ -172,7 +218,10 @@ class CostModel:
         return cost.cycles(profile.counts) * self.version_factor(profile)
 
     def version_factor(self, profile: ProfileLike) -> float:
-        return self.version_factors.get((profile.runtime_version, KERNEL_FAMILY.get(profile.uarch, "")), 1.0)
+        """The cycles factor of the profile's code: its runtime version's (per precision) times its
+        precision's (int8, per ISA group)."""
+        return (self.version_factors.get((profile.runtime_version, profile.precision), 1.0)
+                * self.precision_factors.get((profile.precision, profile.isa), 1.0))
 
     def predict_ms(self, profile: ProfileLike, core: str, clock_ghz: float, threads: int
                    ) -> tuple[float, float, float, str]:
@@ -180,8 +229,18 @@ class CostModel:
         if not clock_ghz > 0 or threads < 1:
             raise CostModelUnavailable(f"clock {clock_ghz} GHz / {threads} threads: expected positive values")
         cost = self.core(core)
+        if profile.isa != cost.isa:
+            raise CostModelUnavailable(f"a {profile.isa} profile cannot be costed on {core} ({cost.isa})")
         q = cost.parallel_fraction
-        ms = self.cycles_1t(profile, core) * ((1 - q) + q / threads) / (clock_ghz * 1e6)
+        priced = self.block_model.cycles(profile, core) if self.block_model else None
+        if priced is not None and self.block_model is not None:
+            q = self.block_model.q.get(core, q)
+            cycles_1t, how = priced[0], f"blocks priced by llvm-mca -mcpu={priced[1]}"
+            if core not in self.block_model.fitted_cores:
+                how += f"; {core} has no dev rows with block profiles: its constant is its pipeline family's mean"
+        else:
+            cycles_1t, how = self.cycles_1t(profile, core), "instruction-class CPIs (no block cycles in the profile)"
+        ms = cycles_1t * ((1 - q) + q / threads) / (clock_ghz * 1e6)
         fig = self.kind_figure(core, threads, profile.precision, profile.runtime)
         if fig is None:
             raise CostModelUnavailable(f"no LODO figure for {threads}-thread {profile.precision} {profile.runtime} "
@@ -189,15 +248,14 @@ class CostModel:
         m = fig.mape_pct / 100
         pooled = "" if fig.core else (" pooled over cores" if fig.runtime else " pooled over cores and runtimes")
         note = (f"armsim:{self.version} {profile.runtime} {profile.isa} {profile.precision} ({core}@{clock_ghz:g}GHz, "
-                f"{threads}t); ±{fig.mape_pct:.0f}% LODO MAPE of {fig.rows} rows{pooled}")
+                f"{threads}t, {how}); ±{fig.mape_pct:.0f}% SoC-fold MAPE of {fig.rows} rows{pooled}")
         if cost.derived:
             note += f"; {core} has no dev rows: {cost.source}"
-        family = KERNEL_FAMILY.get(profile.uarch, "")
         if profile.runtime_version not in self.runtime_versions.get(profile.runtime, (profile.runtime_version,)):
             note += (f"; {profile.runtime_version} is not a version the fit profiled last "
                      f"({', '.join(self.runtime_versions[profile.runtime])})")
-        elif (profile.runtime_version, family) not in self.costed_code:
-            note += (f"; no dev rows were costed with {profile.runtime_version} on {family} cores: its IPC there is "
+        elif (profile.runtime_version, profile.precision) not in self.costed_code:
+            note += (f"; no dev rows were costed with {profile.runtime_version} {profile.precision} code: its IPC is "
                      "assumed to be that of the code the rows ran")
         return ms, ms * max(0.0, 1 - m), ms * (1 + m), note
 

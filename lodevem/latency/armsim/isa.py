@@ -11,8 +11,9 @@ image's /proc/cpuinfo views) so it picks the kernels it picks on the phone:
   and the A76 model has the ISA the A55/A75 share, ARMv8.2 + FP16 arithmetic + dot product
   (Arm Cortex-A55/A75/A76 TRMs: "Armv8.2-A ... Advanced SIMD dot product, half-precision").
 
-The uarch views exist for A7, A53, A55, A73 and A76 (lodevem/sandbox/armsim/make_views.py); a
-core without its own view is shown its ISA's default (A72 -> A53's, A75 -> A55's).
+Every core has its own uarch view (lodevem/sandbox/armsim/make_views.py: A7, A53, A55, A72, A73,
+A75, A76): the runtimes pick in-order-tuned kernels by the MIDR (ncnn's A53/A55 kernels, XNNPACK's
+A53 GEMMs), so an out-of-order A72 shown an A53's MIDR would run code the phone never runs.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ ISAS: tuple[str, ...] = ARMSIM_ISAS  # the worker protocol's list: one home
 CORE_ISA: dict[str, tuple[str, str]] = {
     "Cortex-A7": ("armv7", "cortex-a7"),
     "Cortex-A53": ("armv8.0", "cortex-a53"),
-    "Cortex-A72": ("armv8.0", "cortex-a53"),
+    "Cortex-A72": ("armv8.0", "cortex-a72"),
     "Cortex-A73": ("armv8.0", "cortex-a73"),
     "Cortex-A55": ("armv8.2", "cortex-a55"),
-    "Cortex-A75": ("armv8.2", "cortex-a55"),
+    "Cortex-A75": ("armv8.2", "cortex-a75"),
     "Cortex-A76": ("armv8.2", "cortex-a76"),
 }
 QEMU_CPU = {"armv7": "cortex-a7", "armv8.0": "cortex-a53", "armv8.2": "cortex-a76"}

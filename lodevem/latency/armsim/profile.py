@@ -50,6 +50,39 @@ class ThreadCounts:
 
 
 @dataclass(frozen=True)
+class BlockCycles:
+    """The priced block profile of one inference (``worker.armsim_blocks``): distinct translation
+    blocks and the instructions they hold, the LLVM version that priced them, and per llvm-mca
+    model the cycles of the inference (all threads, the busiest thread). ``error``: why there are
+    none (no LLVM in an older image, an oversized block file): the counts stand without them."""
+
+    distinct: int = 0
+    instructions: int = 0
+    llvm: str = ""
+    cycles: dict[str, tuple[float, float]] = field(default_factory=dict)
+    error: str = ""
+
+    @classmethod
+    def parse(cls, data: Any) -> Optional["BlockCycles"]:
+        if not isinstance(data, Mapping):
+            return None
+        if data.get("error"):
+            return cls(error=_text(data.get("error"), 200))
+        raw = data.get("cycles")
+        distinct, instructions = _count(data.get("distinct")), _count(data.get("instructions"))
+        if not isinstance(raw, Mapping) or distinct is None or instructions is None:
+            return None
+        cycles = {}
+        for model, fig in list(raw.items())[:16]:
+            pair = (fig.get("all"), fig.get("busiest")) if isinstance(fig, Mapping) else fig
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e16 for v in pair):
+                return None
+            cycles[str(model)[:40]] = (float(pair[0]), float(pair[1]))
+        return cls(distinct, instructions, _text(data.get("llvm"), 40), cycles)
+
+
+@dataclass(frozen=True)
 class InstructionProfile:
     """What the runtime's Arm build executed for ONE steady-state inference of a converted model.
 
@@ -78,6 +111,7 @@ class InstructionProfile:
     options: dict[str, Any] = field(default_factory=dict)
     # guest seconds of the emulation's phases: load_s (imports + model load), warmup_s, counted_s
     phases: dict[str, float] = field(default_factory=dict)
+    blocks: Optional[BlockCycles] = None  # A64 profiles made by an image with LLVM
 
     @property
     def total_instructions(self) -> int:
@@ -132,7 +166,7 @@ class InstructionProfile:
                    seconds=float(seconds), plugin_digest=_text(data.get("plugin_digest"), 64),
                    model_sha256=_text(data.get("model_sha256"), 64) or model_sha256,
                    options={str(k)[:40]: v for k, v in list(options.items())[:20] if _option_value(v)},
-                   phases=phases)
+                   phases=phases, blocks=BlockCycles.parse(data.get("blocks")))
 
 
 def _option_value(value: Any) -> bool:

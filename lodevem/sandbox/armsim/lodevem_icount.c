@@ -29,10 +29,24 @@
  * Arguments: out=FILE (required; marker snapshots are appended), sysno=N (the marker syscall's
  * number for this guest), magic=N (the first argument that makes that syscall a marker: the
  * marker id is a1 - magic, 0..255), mem=on|off, dump=FILE (one line per translated
- * instruction: class and disassembly, for tests and for auditing the classifier).
+ * instruction: class and disassembly, for tests and for auditing the classifier),
+ * blocks=FILE (the block profile, below).
  *
  * Output lines:  mark <id> <vcpus>\n  then per vCPU:  vcpu <i> <11 counts> <bytes_r> <bytes_w>\n
  * and at exit the same block with id "exit".
+ *
+ * Block profile (blocks=FILE): why: a count per instruction class cannot price code whose
+ * instructions-per-cycle differ (hand-scheduled in-order kernels vs generic ones); the blocks the
+ * runtime executed, with their bytes, can be costed by a pipeline model on the host. Every
+ * translation block keeps an execution count per vCPU slot (the same TB callback; slots past
+ * MAX_BLOCK_VCPUS - 1 share the last one). At every marker with id >= 2 the file gets
+ *   blocks <id> <vcpus>\n  then per block executed since the previous marker:
+ *   tb <start vaddr hex> <n insns> <raw bytes hex> <count vCPU 0> ... <count vCPU vcpus-1>\n
+ *   end <id>\n
+ * (the first marker, id 1, only resets the counts: what ran before it is start-up and loading).
+ * A guest address translated twice (a flushed or re-translated block) gives two lines; the host
+ * merges them. Translation blocks are not always basic blocks (qemu ends a TB at a page boundary
+ * or an instruction limit too).
  */
 #include <glib.h>
 #include <inttypes.h>
@@ -68,6 +82,22 @@ static int64_t marker_sysno = -1;
 static uint64_t marker_magic;
 static bool count_mem;
 static bool is_a64;
+
+/* ---- block profile ---- */
+#define MAX_BLOCK_VCPUS 16
+
+typedef struct Block {
+    uint64_t vaddr;
+    uint32_t n_insns, n_bytes;
+    uint64_t count[MAX_BLOCK_VCPUS];  /* executions since start, per vCPU slot */
+    uint64_t base[MAX_BLOCK_VCPUS];   /* the counts at the previous marker */
+    struct Block *next;
+    uint8_t bytes[];
+} Block;
+
+static FILE *blocks_out;
+static Block *blocks_head;
+static GMutex blocks_lock;
 
 static unsigned int slot(unsigned int vcpu)
 {
@@ -256,15 +286,80 @@ static int classify_a32(const char *text, bool *fp16, bool *dot)
 
 typedef struct {
     uint32_t n[NCLASS];
+    Block *block;  /* NULL unless blocks=FILE */
 } TbCounts;
 
 static void tb_exec(unsigned int vcpu, void *udata)
 {
     const TbCounts *tb = udata;
-    Row *row = &rows[slot(vcpu)];
+    unsigned int s = slot(vcpu);
+    Row *row = &rows[s];
     for (int c = 0; c < NCLASS; c++) {
         row->n[c] += tb->n[c];
     }
+    if (tb->block) {
+        tb->block->count[s < MAX_BLOCK_VCPUS ? s : MAX_BLOCK_VCPUS - 1]++;
+    }
+}
+
+static Block *new_block(struct qemu_plugin_tb *tb, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += qemu_plugin_insn_size(qemu_plugin_tb_get_insn(tb, i));
+    }
+    Block *b = g_malloc0(sizeof(Block) + total);
+    b->vaddr = qemu_plugin_tb_vaddr(tb);
+    b->n_insns = n;
+    b->n_bytes = total;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        size_t size = qemu_plugin_insn_size(insn);
+        memcpy(b->bytes + at, qemu_plugin_insn_data(insn), size);
+        at += size;
+    }
+    g_mutex_lock(&blocks_lock);
+    b->next = blocks_head;
+    blocks_head = b;
+    g_mutex_unlock(&blocks_lock);
+    return b;
+}
+
+/* Write the blocks executed since the previous marker (id >= 2), then make now the new base. */
+static void block_snapshot(const char *id, bool write, unsigned int vcpus)
+{
+    unsigned int n = vcpus < MAX_BLOCK_VCPUS ? vcpus : MAX_BLOCK_VCPUS;
+    g_mutex_lock(&blocks_lock);
+    if (write) {
+        fprintf(blocks_out, "blocks %s %u\n", id, n);
+    }
+    for (Block *b = blocks_head; b; b = b->next) {
+        uint64_t delta[MAX_BLOCK_VCPUS];
+        bool any = false;
+        for (unsigned int v = 0; v < MAX_BLOCK_VCPUS; v++) {
+            uint64_t now = __atomic_load_n(&b->count[v], __ATOMIC_RELAXED);
+            delta[v] = now - b->base[v];
+            b->base[v] = now;
+            any = any || delta[v];
+        }
+        if (!write || !any) {
+            continue;
+        }
+        fprintf(blocks_out, "tb %" PRIx64 " %u ", b->vaddr, b->n_insns);
+        for (uint32_t i = 0; i < b->n_bytes; i++) {
+            fprintf(blocks_out, "%02x", b->bytes[i]);
+        }
+        for (unsigned int v = 0; v < n; v++) {
+            fprintf(blocks_out, " %" PRIu64, delta[v]);
+        }
+        fputc('\n', blocks_out);
+    }
+    if (write) {
+        fprintf(blocks_out, "end %s\n", id);
+        fflush(blocks_out);
+    }
+    g_mutex_unlock(&blocks_lock);
 }
 
 static void mem_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
@@ -282,6 +377,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
     TbCounts *counts = g_new0(TbCounts, 1);  /* lives as long as the translation may run */
+    if (blocks_out) {
+        counts->block = new_block(tb, n);
+    }
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         char *text = (dump || !is_a64) ? qemu_plugin_insn_disas(insn) : NULL;
@@ -340,6 +438,9 @@ static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint
         char id_text[16];
         snprintf(id_text, sizeof(id_text), "%" PRIu64, a1 - marker_magic);
         snapshot(id_text);
+        if (blocks_out) {
+            block_snapshot(id_text, a1 - marker_magic >= 2, __atomic_load_n(&vcpus_seen, __ATOMIC_RELAXED));
+        }
     }
 }
 
@@ -347,6 +448,9 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 {
     snapshot("exit");
     fclose(out);
+    if (blocks_out) {
+        fclose(blocks_out);
+    }
     if (dump) {
         fclose(dump);
     }
@@ -355,7 +459,7 @@ static void at_exit(qemu_plugin_id_t id, void *udata)
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
                                            int argc, char **argv)
 {
-    const char *out_path = NULL, *dump_path = NULL;
+    const char *out_path = NULL, *dump_path = NULL, *blocks_path = NULL;
     for (int i = 0; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq) {
@@ -368,6 +472,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
             out_path = value;
         } else if (strcmp(key, "dump") == 0) {
             dump_path = value;
+        } else if (strcmp(key, "blocks") == 0) {
+            blocks_path = value;
         } else if (strcmp(key, "sysno") == 0) {
             marker_sysno = strtoll(value, NULL, 10);
         } else if (strcmp(key, "magic") == 0) {
@@ -390,6 +496,10 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
     }
     if (dump_path && !(dump = fopen(dump_path, "w"))) {
         perror(dump_path);
+        return -1;
+    }
+    if (blocks_path && !(blocks_out = fopen(blocks_path, "w"))) {
+        perror(blocks_path);
         return -1;
     }
     is_a64 = strcmp(info->target_name, "aarch64") == 0;

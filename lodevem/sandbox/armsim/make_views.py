@@ -6,7 +6,8 @@ Why: qemu 7.2 passes the host's x86 ``/proc/cpuinfo`` through to the guest, and 
 cpuinfo library (XNNPACK's kernel choice) then crashes or picks no microarchitecture. With ``-L``
 qemu looks every absolute path up under the prefix first, so these files answer instead. The
 MIDR fields are the core's (Arm TRMs: Cortex-A53 r0p4 part 0xd03, A55 r1p0 0xd05, A76 r4p1 0xd0b,
-A73 0xd09, A7 r0p5 0xc07); XNNPACK picks core-tuned GEMM kernels from them, as on the phone.
+A73 0xd09, A72 r0p3 0xd08, A75 r3p1 0xd0a, A7 r0p5 0xc07); XNNPACK picks core-tuned GEMM kernels
+from them, as on the phone.
 The features line follows the Linux hwcap names of each ISA (the guest's real feature bits come
 from qemu's AT_HWCAP for its -cpu model).
 
@@ -25,6 +26,8 @@ _V7 = "half thumb fastmult vfp edsp neon vfpv3 tls vfpv4 idiva idivt vfpd32 lpae
 VIEWS: dict[str, tuple[Any, ...]] = {
     "cortex-a53": ("arm64", 0x41, 0x0, 0xD03, 4, "8", _V8_0),
     "cortex-a73": ("arm64", 0x41, 0x0, 0xD09, 2, "8", _V8_0),
+    "cortex-a72": ("arm64", 0x41, 0x0, 0xD08, 3, "8", _V8_0),
+    "cortex-a75": ("arm64", 0x41, 0x3, 0xD0A, 1, "8", _V8_2),
     "cortex-a55": ("arm64", 0x41, 0x1, 0xD05, 0, "8", _V8_2),
     "cortex-a76": ("arm64", 0x41, 0x4, 0xD0B, 1, "8", _V8_2),
     "cortex-a7": ("armhf", 0x41, 0x0, 0xC07, 5, "7", _V7),

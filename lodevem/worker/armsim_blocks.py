@@ -1,0 +1,241 @@
+"""armsim's block profile: which translation blocks the runtime executed for one inference, with
+their bytes and counts, and their cycles from a throughput pipeline model (llvm-mca).
+
+Why blocks and not instruction classes: a count per class cannot price code whose
+instructions-per-cycle differ. ncnn 2025's A53-tuned kernels execute 1.6-2x the instructions of
+ncnn 2022's in about the same time (issue 31); the pipeline model sees the pairing, the latency
+chains and the load/FMA mix of each block. The plugin (``lodevem_icount.c``, ``blocks=FILE``)
+writes, per marker, every block executed since the previous one: start address, raw bytes and a
+count per vCPU. Each distinct block is disassembled (``llvm-mc-19``) and priced
+(``llvm-mca-19 -mtriple=aarch64 -mcpu=<model>``: total cycles of ``ITERATIONS`` back-to-back
+iterations / ``ITERATIONS``, so a block that is a loop body carries its loop-carried chains), cached
+by the block's bytes, model and LLVM version. A profile's cycles = sum over blocks of count x
+cycles per execution: one number per pipeline model, which the fit scales per core.
+
+The bytes come from running a user's model through the runtime: the host only parses the plugin's
+text through the bounded reader here (``parse_blocks``), and the LLVM tools read them as data.
+A64 only (armv8.0 / armv8.2 guests); armv7 blocks are not costed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Optional, Sequence
+
+__all__ = ["BLOCK_FORMAT", "MCA_MODELS", "BlockCoster", "BlockProfile", "ExecutedBlock", "LlvmUnavailable",
+           "parse_blocks", "price_summary"]
+
+BLOCK_FORMAT = "lodevem-blocks-1"
+# The llvm-mca CPU models every block is priced under (LLVM 19): the in-order cortex-a53 / cortex-a55
+# models, cortex-a72 (an A57-type 3-wide model) and neoverse-n1 (the A76's sibling). The cost model
+# picks one per core family on held-out folds (scripts/fit_armsim_blocks.py), so all are priced.
+MCA_MODELS: tuple[str, ...] = ("cortex-a53", "cortex-a55", "cortex-a72", "neoverse-n1")
+ITERATIONS = 100
+LLVM_MC, LLVM_MCA = "llvm-mc-19", "llvm-mca-19"
+MATTR = "+neon,+fullfp16,+dotprod"  # every ARMv8.2 feature the guests' runtimes use (ARMv8.0 code is a subset)
+# Marks the end of a block in one batched disassembly: BRK #0x4c4f never occurs in runtime code
+# paths that return (a BRK traps), so its line splits the output back into blocks.
+_SENTINEL = bytes.fromhex("e08929d4")  # brk #0x4c4f, little-endian
+_SENTINEL_TEXT = re.compile(r"^\s*brk\s+#0x4c4f\s*$")
+_MAX_BLOCKS = 400_000
+_MAX_BLOCK_BYTES = 16_384
+_MAX_LINE = 2 * _MAX_BLOCK_BYTES + 4096
+_BATCH = 2_000  # blocks per llvm-mca call (one code region each)
+
+
+class LlvmUnavailable(RuntimeError):
+    """The LLVM tools are missing or failed: no block cycles (the caller says so, never guesses)."""
+
+
+@dataclass(frozen=True)
+class ExecutedBlock:
+    """One translation block: guest start address, raw bytes, executions per vCPU."""
+
+    start: int
+    code: bytes
+    counts: tuple[int, ...]
+
+    @property
+    def executions(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def instructions(self) -> int:
+        return len(self.code) // 4  # A64: fixed 4-byte instructions
+
+
+@dataclass(frozen=True)
+class BlockProfile:
+    """The blocks of one counted inference, with what made them (``provenance``: runtime, version,
+    view, graph digest, plugin digest, command)."""
+
+    blocks: tuple[ExecutedBlock, ...]
+    provenance: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def vcpus(self) -> int:
+        return max((len(b.counts) for b in self.blocks), default=0)
+
+    def instructions(self, vcpu: Optional[int] = None) -> int:
+        return sum(b.instructions * (b.executions if vcpu is None else _at(b.counts, vcpu)) for b in self.blocks)
+
+    def busiest_vcpu(self) -> int:
+        return max(range(self.vcpus), key=self.instructions) if self.vcpus else 0
+
+    def cycles(self, per_block: Mapping[bytes, Optional[float]], vcpu: Optional[int] = None) -> float:
+        """Sum of count x cycles per execution (all vCPUs, or one); a block without a price is
+        charged one cycle per instruction (never happens for decodable A64; see ``uncosted``)."""
+        total = 0.0
+        for b in self.blocks:
+            n = b.executions if vcpu is None else _at(b.counts, vcpu)
+            if n:
+                c = per_block.get(b.code)
+                total += n * (c if c is not None else b.instructions)
+        return total
+
+    def uncosted(self, per_block: Mapping[bytes, Optional[float]]) -> int:
+        """Instructions executed in blocks the pipeline model could not price."""
+        return sum(b.instructions * b.executions for b in self.blocks if per_block.get(b.code) is None)
+
+    def distinct_codes(self) -> list[bytes]:
+        return sorted({b.code for b in self.blocks})
+
+
+def _at(counts: tuple[int, ...], i: int) -> int:
+    return counts[i] if i < len(counts) else 0
+
+
+def parse_blocks(text: str, marker: str = "2") -> tuple[ExecutedBlock, ...]:
+    """The plugin's block section of ``marker`` (bounded: too many or too long blocks, or a
+    malformed line, raise ValueError naming the line). Blocks translated twice are merged."""
+    merged: dict[tuple[int, bytes], list[int]] = {}
+    inside = False
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > _MAX_LINE:
+            raise ValueError(f"block file line {n}: longer than {_MAX_LINE} characters")
+        parts = line.split()
+        if parts[:1] == ["blocks"]:
+            inside = len(parts) == 3 and parts[1] == marker
+            continue
+        if parts[:1] == ["end"]:
+            inside = False
+            continue
+        if not inside or parts[:1] != ["tb"]:
+            continue
+        try:
+            start, n_insns, code = int(parts[1], 16), int(parts[2]), bytes.fromhex(parts[3])
+            counts = [int(v) for v in parts[4:]]
+        except (IndexError, ValueError):
+            raise ValueError(f"block file line {n}: expected 'tb <hex start> <n> <hex bytes> <counts...>'") from None
+        if not 0 < len(code) <= _MAX_BLOCK_BYTES or len(code) != 4 * n_insns or any(c < 0 for c in counts):
+            raise ValueError(f"block file line {n}: {n_insns} instructions in {len(code)} bytes")
+        row = merged.setdefault((start, code), [])
+        row.extend([0] * (len(counts) - len(row)))
+        for i, c in enumerate(counts):
+            row[i] += c
+        if len(merged) > _MAX_BLOCKS:
+            raise ValueError(f"block file: more than {_MAX_BLOCKS} blocks")
+    return tuple(ExecutedBlock(s, c, tuple(v)) for (s, c), v in sorted(merged.items()))
+
+
+class BlockCoster:
+    """Cycles per execution of A64 blocks under one llvm-mca CPU model, cached by block bytes.
+
+    ``cache``: a JSON file (sha256 of the bytes -> cycles, or null where the block could not be
+    priced), keyed by model and LLVM version so a cache never answers for another model."""
+
+    def __init__(self, mcpu: str, cache: Optional[Path] = None, llvm_mc: str = LLVM_MC, llvm_mca: str = LLVM_MCA,
+                 timeout_s: float = 600.0) -> None:
+        self.mcpu, self.llvm_mc, self.llvm_mca, self.timeout_s = mcpu, llvm_mc, llvm_mca, timeout_s
+        self.llvm_version = self._version()
+        self.cache_path = cache
+        self._cache: dict[str, Optional[float]] = {}
+        if cache is not None and cache.is_file():
+            data = json.loads(cache.read_text())
+            if data.get("mcpu") == mcpu and data.get("llvm") == self.llvm_version:
+                self._cache = {str(k): (None if v is None else float(v)) for k, v in data["cycles"].items()}
+
+    def _run(self, argv: Sequence[str], stdin: str) -> str:
+        try:
+            done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=self.timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise LlvmUnavailable(f"{argv[0]}: {exc}") from None
+        if done.returncode != 0:
+            raise LlvmUnavailable(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        return done.stdout
+
+    def _version(self) -> str:
+        out = self._run([self.llvm_mca, "--version"], "")
+        found = re.search(r"LLVM version (\S+)", out)
+        return found.group(1) if found else out.strip().splitlines()[0] if out.strip() else "unknown"
+
+    def disassemble(self, codes: Sequence[bytes]) -> list[list[str]]:
+        """Assembly lines of each block (one batched llvm-mc call; undecodable words dropped)."""
+        stream = "\n".join(" ".join(f"0x{x:02x}" for x in code + _SENTINEL) for code in codes)
+        out = self._run([self.llvm_mc, "--disassemble", "-triple=aarch64", f"-mattr={MATTR}"], stream)
+        blocks: list[list[str]] = [[]]
+        for line in out.splitlines():
+            if not line.strip() or line.strip().startswith("."):
+                continue
+            if _SENTINEL_TEXT.match(line):
+                blocks.append([])
+            else:
+                blocks[-1].append(line.split("//")[0].strip())
+        return blocks[:len(codes)]
+
+    def _price(self, codes: Sequence[bytes]) -> list[Optional[float]]:
+        asm = self.disassemble(codes)
+        text = []
+        for i, lines in enumerate(asm):
+            if lines:
+                text += [f"# LLVM-MCA-BEGIN b{i}", *lines, "# LLVM-MCA-END"]
+        out = self._run([self.llvm_mca, "-mtriple=aarch64", f"-mcpu={self.mcpu}", f"-mattr={MATTR}",
+                         f"-iterations={ITERATIONS}", "-instruction-info=false", "-resource-pressure=false",
+                         "-skip-unsupported-instructions=any"], "\n".join(text) + "\n")
+        cycles: dict[int, float] = {}
+        region = None
+        for line in out.splitlines():
+            m = re.match(r"\[\d+\] Code Region - b(\d+)", line)
+            if m:
+                region = int(m.group(1))
+            elif region is not None and line.startswith("Total Cycles:"):
+                cycles[region] = float(line.split(":")[1]) / ITERATIONS
+        return [cycles.get(i) for i in range(len(codes))]
+
+    def cycles(self, codes: Iterable[bytes]) -> dict[bytes, Optional[float]]:
+        """Cycles per execution of every block (cached; the misses priced in batches)."""
+        codes = list(dict.fromkeys(codes))
+        key = {c: hashlib.sha256(c).hexdigest() for c in codes}
+        missing = [c for c in codes if key[c] not in self._cache]
+        for i in range(0, len(missing), _BATCH):
+            batch = missing[i:i + _BATCH]
+            for code, value in zip(batch, self._price(batch)):
+                self._cache[key[code]] = value
+        if missing and self.cache_path is not None:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            self.cache_path.write_text(json.dumps({"mcpu": self.mcpu, "llvm": self.llvm_version,
+                                                   "iterations": ITERATIONS, "cycles": self._cache}))
+        return {c: self._cache[key[c]] for c in codes}
+
+
+def price_summary(profile: BlockProfile, cache_dir: Optional[Path] = None,
+                  models: Sequence[str] = MCA_MODELS) -> dict[str, object]:
+    """What a profile record keeps of its blocks: counts of blocks and instructions and, per model,
+    the cycles of the counted inference (all vCPUs, and the busiest vCPU) with the instructions
+    no model could price. Raises LlvmUnavailable when the tools are missing or fail."""
+    busiest = profile.busiest_vcpu()
+    out: dict[str, object] = {"format": BLOCK_FORMAT, "distinct": len(profile.distinct_codes()),
+                              "instructions": profile.instructions(), "busiest_vcpu": busiest, "cycles": {}}
+    for mcpu in models:
+        coster = BlockCoster(mcpu, None if cache_dir is None else cache_dir / f"mca-cache-{mcpu}.json")
+        per = coster.cycles(profile.distinct_codes())
+        out["llvm"] = coster.llvm_version
+        out["cycles"][mcpu] = {"all": round(profile.cycles(per), 1),  # type: ignore[index]
+                               "busiest": round(profile.cycles(per, busiest), 1),
+                               "uncosted_instructions": profile.uncosted(per)}
+    return out

@@ -1,0 +1,252 @@
+#!/usr/bin/env python
+"""armsim v2 (block cost model): fit and score on the dev rows from the stored block cycles.
+
+    python scripts/fit_armsim_blocks.py [--profiles lodevem/data/armsim_dev_profiles.json] [--acceptance]
+
+Each stored dev profile made with ``scripts/profile_armsim_dev.py --blocks`` carries the cycles
+of one inference under several llvm-mca CPU models (``block_cycles``: every translation block the
+runtime executed, priced by its bytes, times its count). The cost model:
+
+    ms = cycles_m(profile) * k[core] * p[int8, isa] * t[runtime] * A(q[core], threads) / (clock_GHz * 1e6)
+
+* ``m``: the llvm-mca model of the core's pipeline family (in-order / out-of-order), chosen on
+  held-out SoC folds among ``MCA_MODELS`` (not on the fit);
+* ``k``: one constant per core, tied to its family's mean (``SHRINK_SIGMA``), so a core with few
+  boards shrinks toward its group and a core with none takes the group's mean;
+* ``p``: one int8 factor per ISA group (the float path, fp32 or ncnn's fp16, is the reference);
+* ``t``: one factor for tflite (XNNPACK) against ncnn;
+* ``q``: Amdahl per core with 1- and N-thread rows of one board, prior ``fit_armsim.Q_PRIOR``.
+No runtime-version factor: the blocks carry the code's own IPC (the question the acceptance test
+asks: the QRB2210's 2025 ncnn predicted from the 2022 A53 boards).
+
+Rows are matched to profiles exactly as armsim v1.1 (``fit_armsim.match_profile``: per board one
+runtime version of its era and one core view of its pipeline family); only profiles with block
+cycles count. Prints the SoC-fold figures per category and, with ``--acceptance``, issue 31's
+acceptance figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO))
+
+import fit_armsim as fa  # noqa: E402
+import fit_estimator as fe  # noqa: E402
+
+from lodevem.worker.armsim_blocks import MCA_MODELS  # noqa: E402  (the models every block is priced under)
+
+SHRINK_SIGMA = 0.3
+FAMILIES = ("in-order", "out-of-order")
+
+
+def matched(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]) -> list[tuple[fe.Row, fa.DevProfile]]:
+    """(row, profile) pairs: the v1.1 match (its board's runtime version and view, chosen among
+    ALL stored profiles, so a 2025 board is never costed with 2022 code) where that very profile
+    has block cycles; other rows are left out."""
+    return [(r, p) for r in rows if (p := fa.match_profile(r, profiles)) is not None and p.block_cycles]
+
+
+@dataclass
+class BlockFit:
+    models: dict[str, str]  # family -> mca model
+    k: dict[str, float]  # core -> cycles scale
+    q: dict[str, float]
+    p: dict[str, float]  # isa -> int8 factor
+    t: dict[str, float]  # runtime -> factor (ncnn 1)
+    rms_log: float
+
+    def predict(self, r: fe.Row, prof: fa.DevProfile) -> Optional[float]:
+        if r.core not in self.k:
+            return None
+        fam = fa.PIPELINE[r.core]
+        cyc = prof.block_cycles.get(self.models[fam])
+        if cyc is None:
+            return None
+        q = self.q.get(r.core, fa.Q_PRIOR)
+        f = self.k[r.core] * (self.p.get(prof.isa, 1.0) if prof.precision == "int8" else 1.0)
+        f *= self.t.get(r.runtime, 1.0)
+        return cyc * f * ((1 - q) + q / r.threads) / (r.clock_ghz * 1e6)
+
+
+def fit(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> BlockFit:
+    from scipy.optimize import least_squares
+
+    pairs = [(r, p) for r, p in pairs if models[fa.PIPELINE[r.core]] in p.block_cycles]
+    cores = sorted({r.core for r, _ in pairs})
+    one = {(r.device, r.core, r.runtime) for r, _ in pairs if r.threads == 1}
+    qcores = sorted({r.core for r, _ in pairs if r.threads > 1 and (r.device, r.core, r.runtime) in one})
+    isas = sorted({p.isa for _, p in pairs if p.precision == "int8"})
+    rts = sorted({r.runtime for r, _ in pairs} - {"ncnn"})
+    nk, nq, np_, nt = len(cores), len(qcores), len(isas), len(rts)
+    ci = {c: i for i, c in enumerate(cores)}
+    y = np.log([r.avg_ms for r, _ in pairs])
+    base = np.log([p.block_cycles[models[fa.PIPELINE[r.core]]] / (r.clock_ghz * 1e6) for r, p in pairs])
+    kc = np.array([ci[r.core] for r, _ in pairs])
+    thr = np.array([r.threads for r, _ in pairs], float)
+    qof = [qcores.index(r.core) if r.core in qcores else -1 for r, _ in pairs]
+    pof = [isas.index(p.isa) if p.precision == "int8" else -1 for _, p in pairs]
+    tof = [rts.index(r.runtime) if r.runtime in rts else -1 for r, _ in pairs]
+    fam_idx = [[ci[c] for c in cores if fa.PIPELINE[c] == f] for f in FAMILIES]
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        lk, q, lp, lt = x[:nk], x[nk:nk + nq], x[nk + nq:nk + nq + np_], x[nk + nq + np_:]
+        qq = np.array([q[i] if i >= 0 else fa.Q_PRIOR for i in qof])
+        amd = np.where(thr > 1, (1 - qq) + qq / thr, 1.0)
+        pred = base + lk[kc] + np.log(amd) + np.array([lp[i] if i >= 0 else 0.0 for i in pof]) \
+            + np.array([lt[i] if i >= 0 else 0.0 for i in tof])
+        shrink = [(lk[m] - lk[m].mean()) / SHRINK_SIGMA for m in fam_idx if len(m) > 1]
+        return np.concatenate([pred - y, *shrink, (q - fa.Q_PRIOR) / fa.Q_SIGMA])
+
+    x0 = np.concatenate([np.zeros(nk), np.full(nq, fa.Q_PRIOR), np.zeros(np_ + nt)])
+    lo = np.concatenate([np.full(nk, -5.0), np.zeros(nq), np.full(np_ + nt, -1.5)])
+    hi = np.concatenate([np.full(nk, 5.0), np.ones(nq), np.full(np_ + nt, 1.5)])
+    sol = least_squares(resid, x0, bounds=(lo, hi), method="trf")
+    x = sol.x
+    k = {c: float(math.exp(x[ci[c]])) for c in cores}
+    q = {c: float(x[nk + i]) for i, c in enumerate(qcores)}
+    for c in cores:
+        if c not in q:
+            same = [q[o] for o in qcores if fa.PIPELINE[o] == fa.PIPELINE[c]]
+            q[c] = statistics.mean(same) if same else fa.Q_PRIOR
+    for c in fa.PIPELINE:  # cores without rows: the family's geometric mean
+        fam = [o for o in cores if fa.PIPELINE[o] == fa.PIPELINE[c]]
+        if c not in k and fam:
+            k[c] = math.exp(statistics.mean(math.log(k[o]) for o in fam))
+            q[c] = statistics.mean(q[o] for o in fam)
+    p = {isa: float(math.exp(x[nk + nq + i])) for i, isa in enumerate(isas)}
+    t = {rt: float(math.exp(x[nk + nq + np_ + i])) for i, rt in enumerate(rts)}
+    rms = float(np.sqrt(np.mean(resid(x)[:len(pairs)] ** 2))) if pairs else 0.0
+    return BlockFit(dict(models), k, q, p, t, rms)
+
+
+def lodo(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> list[fe.Scored]:
+    """Leave-one-SoC-out (``fe.Row.fold``)."""
+    out = []
+    for group in sorted({r.fold for r, _ in pairs}):
+        train = [(r, p) for r, p in pairs if r.fold != group]
+        result = fit(train, models)
+        seen = {r.core for r, _ in train}
+        for r, p in pairs:
+            if r.fold == group and (ms := result.predict(r, p)) is not None:
+                out.append(fe.Scored(r, ms, None, r.core in seen))
+    return out
+
+
+def choose_models(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]
+                  ) -> tuple[Optional[dict[str, str]], dict[str, dict[str, float]]]:
+    """Per pipeline family, the llvm-mca model with the lowest SoC-fold MAPE on that family's rows
+    (the other family fixed at the first model: folds are scored per family); None when no
+    profile has block cycles."""
+    pairs = matched(rows, profiles)
+    if not pairs:
+        return None, {}
+    table: dict[str, dict[str, float]] = {}
+    chosen = {}
+    for fam in FAMILIES:
+        table[fam] = {}
+        for m in MCA_MODELS:
+            models = {f: (m if f == fam else MCA_MODELS[0]) for f in FAMILIES}
+            errs = [abs(s.error) for s in lodo(pairs, models) if fa.PIPELINE[s.row.core] == fam]
+            if errs:
+                table[fam][m] = round(100 * float(np.mean(errs)), 1)
+        if table[fam]:
+            chosen[fam] = min(table[fam], key=table[fam].get)
+    other = next(iter(chosen.values()))
+    for fam in FAMILIES:  # a family without rows takes the other's model (its cores are derived anyway)
+        chosen.setdefault(fam, other)
+    return chosen, table
+
+
+def acceptance(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> dict[str, Any]:
+    """Issue 31 part 6: the QRB2210 (2025 ncnn code) predicted from the 2022 A53 boards only."""
+    train = [(r, p) for r, p in pairs if r.core == "Cortex-A53" and "QRB2210" not in r.device]
+    test = [(r, p) for r, p in pairs if "QRB2210" in r.device]
+    if not train or not test:
+        return {"rows": 0}
+    result = fit(train, models)
+    errs: dict[str, list[float]] = {}
+    for r, p in test:
+        ms = result.predict(r, p)
+        if ms is None:
+            continue
+        for cat in ["all", *fe.category_of(r)]:
+            errs.setdefault(cat, []).append(ms / r.avg_ms - 1)
+    return {cat: fe.summarize(v) for cat, v in errs.items()}
+
+
+def block_params(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]) -> Optional[dict[str, Any]]:
+    """The ``block_model`` section of armsim's params (None: no profile has block cycles)."""
+    models, table = choose_models(rows, profiles)
+    if models is None:
+        return None
+    pairs = matched(rows, profiles)
+    result = fit(pairs, models)
+    summary = fe.score_summary(lodo(pairs, models))
+    return {
+        "formula": ("ms = cycles_m(profile) * k[core] * int8[isa] * runtime[rt] * ((1 - q) + q / threads) / "
+                    "(clock_GHz * 1e6); cycles_m = sum over executed blocks of count x llvm-mca cycles per "
+                    "execution under model m of the core's pipeline family"),
+        "models": models, "model_choice": {"rule": "per pipeline family, the lowest SoC-fold MAPE on its rows",
+                                           "soc_fold_mape_pct": table},
+        "k": {c: round(v, 5) for c, v in sorted(result.k.items())},
+        "q": {c: round(v, 4) for c, v in sorted(result.q.items())},
+        "int8": {isa: round(v, 4) for isa, v in result.p.items()},
+        "runtime": {"ncnn": 1.0, **{rt: round(v, 4) for rt, v in result.t.items()}},
+        "pipeline": dict(fa.PIPELINE),
+        "fitted_cores": sorted({r.core for r, _ in pairs}),
+        "rows": len(pairs), "rms_log": round(result.rms_log, 4),
+        "shrink_sigma": SHRINK_SIGMA, "q_prior": [fa.Q_PRIOR, fa.Q_SIGMA],
+        "uncertainty": {"folds": "soc", "categories": summary["categories"], "per_kind": summary["per_kind"],
+                        "per_board": summary["per_board"]},
+        "acceptance_qrb2210_from_2022_a53": acceptance(pairs, models),
+    }
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profiles", type=Path, default=fa.DEFAULT_PROFILES)
+    parser.add_argument("--data", type=Path, default=fe.DEFAULT_DATA)
+    parser.add_argument("--acceptance", action="store_true")
+    args = parser.parse_args(argv)
+    rows = fe.load_rows(args.data)
+    profiles = fa.load_profiles(args.profiles)
+    pairs = matched(rows, profiles)
+    print(f"{sum(bool(p.block_cycles) for p in profiles)} profiles with block cycles; {len(pairs)} of {len(rows)} "
+          f"dev rows matched ({', '.join(sorted({r.core for r, _ in pairs}))})")
+    models, table = choose_models(rows, profiles)
+    if models is None:
+        print("no profile has block cycles (scripts/profile_armsim_dev.py --blocks)")
+        return 1
+    for fam, t in table.items():
+        print(f"  {fam}: SoC-fold MAPE per llvm-mca model " + ", ".join(f"{m} {v:.1f}%" for m, v in t.items())
+              + f" -> {models[fam]}")
+    result = fit(pairs, models)
+    print("  fit: k " + ", ".join(f"{c} {v:.3f}" for c, v in sorted(result.k.items()))
+          + "; q " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(result.q.items()))
+          + "; int8 " + ", ".join(f"{i} {v:.2f}" for i, v in result.p.items())
+          + "; runtime " + ", ".join(f"{i} {v:.2f}" for i, v in result.t.items()) + f"; rms(log) {result.rms_log:.3f}")
+    summary = fe.score_summary(lodo(pairs, models))
+    for board, s in summary["per_board"].items():
+        print(f"  {board[:60]:<60s} {s['mape_pct']:6.1f}% bias {s['bias_pct']:+6.1f}% ({s['rows']} rows)")
+    if args.acceptance:
+        for cat, s in acceptance(pairs, models).items():
+            if isinstance(s, dict) and s:
+                print(f"ACCEPTANCE QRB2210 from 2022 A53 boards {cat}: MAPE {s['mape_pct']:.1f}% "
+                      f"bias {s['bias_pct']:+.1f}% ({s['rows']} rows; target <= 15%)")
+    print(fe.lodo_line("armsim-blocks", summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
