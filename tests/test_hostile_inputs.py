@@ -126,7 +126,7 @@ def test_fifos_devices_and_sparse_files_are_refused_without_being_read(tmp_path:
             read_text(path, LOG)
         assert str(path) in str(caught.value) and "\n" not in str(caught.value)
     for path in (fifo, link, sparse):  # the CLI: one line, exit 2, nothing hangs
-        result = CliRunner().invoke(cli, ["calibrate", "jiophone2", "mobilenet_v2", "--from-log", str(path)])
+        result = CliRunner().invoke(cli, ["calibrate", "from-log", str(path), "jiophone2", "mobilenet_v2"])
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
         assert str(path) in result.output
 
@@ -166,7 +166,7 @@ def test_the_log_parser_is_linear_and_caps_line_length() -> None:
 def test_a_huge_benchncnn_log_gives_a_short_error(tmp_path: Path) -> None:
     log = tmp_path / "bench.txt"
     log.write_text("".join(f"model{i}  min = 1.0  max = 2.0  avg = 1.5\n" for i in range(200_000)))
-    result = CliRunner().invoke(cli, ["calibrate", "jiophone2", "not_there", "--from-log", str(log)])
+    result = CliRunner().invoke(cli, ["calibrate", "from-log", str(log), "jiophone2", "not_there"])
     assert result.exit_code == 2 and len(result.output) < 1500, result.output[:2000]
 
 

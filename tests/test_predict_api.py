@@ -28,8 +28,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
     env = {"LODEVEM_CALIBRATIONS": str(root / "calibrations"), "XDG_CACHE_HOME": str(root / "cache")}
     model = zoo.write("tiny_cnn", root / "models")
     runner = CliRunner()
-    calibrated = runner.invoke(cli, ["calibrate", "jiophone2", "mobilenet_v2=333", "--runtime", "tflite"], env=env,
-                               catch_exceptions=False)
+    calibrated = runner.invoke(cli, ["calibrate", "add", "jiophone2", "mobilenet_v2=333", "--runtime", "tflite"],
+                               env=env, catch_exceptions=False)
     assert calibrated.exit_code == 0, calibrated.output
     args = ["start", str(model), "--output", str(root / "results"), "--runs", "1", "--warmup", "0",
             "--backend", "process"]
@@ -110,8 +110,8 @@ def test_resume_after_a_new_calibration_refuses(setup, tmp_path: Path) -> None:
     assert CliRunner().invoke(cli, args, env=env, catch_exceptions=False).exit_code == 0
     again = CliRunner().invoke(cli, [*args, "--resume"], env=env, catch_exceptions=False)
     assert again.exit_code == 0, again.output  # same records: resumes (nothing left to do)
-    recalibrated = CliRunner().invoke(cli, ["calibrate", "jiophone2", "resnet18=1500", "--runtime", "tflite"], env=env,
-                                      catch_exceptions=False)
+    recalibrated = CliRunner().invoke(cli, ["calibrate", "add", "jiophone2", "resnet18=1500", "--runtime", "tflite"],
+                                      env=env, catch_exceptions=False)
     assert recalibrated.exit_code == 0, recalibrated.output
     refused = CliRunner().invoke(cli, [*args, "--resume"], env=env, catch_exceptions=False)
     assert refused.exit_code == 2 and "other models or options" in refused.output, refused.output
