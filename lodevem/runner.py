@@ -18,8 +18,10 @@ of a run shares.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
@@ -220,7 +222,12 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = [_derive(ctx, m) for m in models]
     models = [_with_graph(ctx, m) for m in models]
     ctx.progress.stage("predicting latency")
-    latencies = {m.label: _predict(ctx, _serving(ctx, predictor, m), m) for m in models}
+    serving = [(m, _serving(ctx, predictor, m)) for m in models]
+    # kinds that work outside this process (armsim: conversion and emulation) start on every model
+    # at once, --jobs at a time; the cells are then walked in order (deterministic notes and warnings)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(models), config.jobs or os.cpu_count() or 1))) as pool:
+        list(pool.map(lambda pair: _prepare(ctx, pair[1], pair[0]), serving))
+    latencies = {m.label: _predict(ctx, door, m) for m, door in serving}
     removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m) for m in models}
     # without --eval-data a pruned row still says whether it was fine-tuned (accuracy_note)
     accuracies = (evaluate_models(ctx, models, eval_data) if eval_data is not None
@@ -404,15 +411,25 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     return model
 
 
+def _convert(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Any:
+    """``model`` in the runtime's own form, made on demand (``predict.converted_file``)."""
+    if ctx.converts is None or model.unusable is not None:
+        return None
+    return converted_file(ctx.converts, model, predictor.runtime)
+
+
+def _prepare(ctx: RunContext, predictor: Predictor, model: ModelFile) -> None:
+    predictor.prepare(model.graph_path, ctx.config.profiles, ctx.config.threads, model.level,
+                      _convert(ctx, predictor, model))
+
+
 def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
     """Latency of one model on every profile through the front door (``Predictor.cells``:
     predicted, then scaled by each profile's calibration); a model without an export gets cells
     saying why. ``predictor`` is the one for the runtime the model's rows stand for
     (``latency_runtime``); kinds that run that runtime get its converted file on demand."""
-    convert = (converted_file(ctx.converts, model, predictor.runtime)
-               if ctx.converts is not None and model.unusable is None else None)
-    return predictor.cells(model.graph_path, ctx.config.profiles, ctx.config.threads, model.level, convert,
-                           export_error=model.graph_error or "")
+    return predictor.cells(model.graph_path, ctx.config.profiles, ctx.config.threads, model.level,
+                           _convert(ctx, predictor, model), export_error=model.graph_error or "")
 
 
 def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, Optional[float]]:

@@ -22,6 +22,7 @@ onnx; nn-Meter's regressors are loaded only when a cell is not in the cache.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -102,6 +103,7 @@ class PredictorPool:
         self._graphs: dict[tuple[str, str], KernelGraph | InputError] = {}
         self._file_digests: dict[Path, str] = {}
         self._collected: Optional[list[str]] = None
+        self._quiet = threading.local()  # set while ``prepare`` runs in a worker thread: no warnings
         self._params_digest = digest(self.estimator.params)
         self._code_digest = digest([p.read_text() for p in _prediction_sources()])
 
@@ -233,6 +235,31 @@ class PredictorPool:
         return {p.id: self._predict_one(Path(onnx_path), p, threads, level, runtime, convert)
                 for p in profiles}
 
+    def prepare(self, onnx_path: Path | str, profiles: Sequence[Profile], threads: int, level: Optional[str],
+                runtime: str, convert: Optional[Callable[[], ConvertedFile]] = None) -> None:
+        """Let the kinds that would predict these cells start their slow work now (a kind with a
+        ``prepare(job)`` method: armsim converts and emulates), so a caller can prepare several
+        models in parallel threads before ``predict`` walks them in order. Cells the cache holds
+        are skipped; warnings wait for ``predict`` (their order stays the run's order). Safe to
+        call from several threads at once for different models."""
+        runtime = self.check_runtime(runtime)
+        convert = _once(convert) if convert is not None else None
+        self._quiet.on = True
+        try:
+            for profile in profiles:
+                job = PredictionJob(Path(onnx_path), profile, threads, level, runtime,
+                                    lambda rules: self._graph(Path(onnx_path), rules), convert)
+                ranked, reasons = self.candidates(job)
+                prepare = getattr(ranked[0], "prepare", None)
+                if prepare is None:
+                    continue
+                key = (digest(self.cache_identity(Path(onnx_path), profile, threads, level, runtime, ranked[0],
+                                                  reasons)) if self.cache.dir else None)
+                if key is None or self.cache.get(key) is None:
+                    prepare(job)
+        finally:
+            self._quiet.on = False
+
     def _predict_one(self, onnx_path: Path, profile: Profile, threads: int, level: Optional[str], runtime: str,
                      convert: Optional[Callable[[], ConvertedFile]]) -> LatencyPrediction:
         self._cluster(profile)
@@ -303,6 +330,8 @@ class PredictorPool:
 
     def warn(self, message: str) -> None:
         """Add a run-level message (once)."""
+        if getattr(self._quiet, "on", False):
+            return  # ``prepare``: the same message comes again, in order, when the cell is predicted
         if self._collected is not None and message not in self._collected:
             self._collected.append(message)  # kept with the cached cell, replayed on a hit
         if message not in self.warnings:

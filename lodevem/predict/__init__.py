@@ -138,6 +138,14 @@ class Predictor:
         runtime's own file on demand (``converted_file``), for kinds that run it."""
         return self.pool.predict(onnx_path, profiles, threads, level, self.runtime, convert)
 
+    def prepare(self, onnx_path: Optional[Path | str], profiles: Sequence[Profile], threads: int = 1,
+                level: Optional[str] = None, convert: Optional[Callable[[], ConvertedFile]] = None) -> None:
+        """Start the slow part of these cells now (``PredictorPool.prepare``: armsim's conversion
+        and emulation), thread-safe, so a run can prepare its models in parallel and then walk
+        them in order with ``cells``."""
+        if onnx_path is not None:
+            self.pool.prepare(onnx_path, profiles, threads, level, self.runtime, convert)
+
     def cells(self, onnx_path: Optional[Path | str], profiles: Sequence[Profile], threads: int = 1,
               level: Optional[str] = None, convert: Optional[Callable[[], ConvertedFile]] = None,
               export_error: str = "", calibrated: bool = True) -> dict[str, LatencyPrediction]:

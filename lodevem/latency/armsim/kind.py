@@ -148,6 +148,12 @@ class ArmsimKind:
         return predictor.predict_one(Path(conversion.path), job.profile, job.threads, conversion.input_shape,
                                      job.level)
 
+    def prepare(self, job: PredictionJob) -> None:
+        """Convert and emulate now (the pool's ``prepare``: the runner runs several models at once);
+        the conversion and the profile are kept in memory, so ``predict`` of the cell is instant.
+        Thread-safe: the profiler makes one profile once, the conversion cache one file once."""
+        self.predict(job, lambda message: None)
+
     def profiler(self) -> ArmsimProfiler:
         """The run's one profiler (profiles cached in the store's ``armsim`` folder)."""
         with self._lock:
