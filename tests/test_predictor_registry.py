@@ -152,7 +152,7 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
                                       backend="process", predictor="toy", timeout_s=600))
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
-    assert outcome.manifest["extra"]["predictor"]["toy"] == {"cells": 1}
+    assert outcome.manifest.extra["predictor"]["toy"] == {"cells": 1}
 
 
 def test_the_auto_rule_is_one_pure_function() -> None:
