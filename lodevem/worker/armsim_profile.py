@@ -150,14 +150,14 @@ def _block_summary(path: str, runs: int) -> dict[str, Any]:
         if len(text) > _MAX_BLOCKS_BYTES:
             return {"error": f"block profile larger than {_MAX_BLOCKS_BYTES} bytes"}
         progress("pricing the executed blocks with llvm-mca")
-        summary = price_summary(BlockProfile(parse_blocks(text, "2")))
+        summary: dict[str, Any] = dict(price_summary(BlockProfile(parse_blocks(text, "2"))))
     except (OSError, ValueError, LlvmUnavailable) as exc:
         return {"error": first_line(exc)[:200]}
     if runs > 1:
-        for figures in summary["cycles"].values():  # type: ignore[union-attr]
+        for figures in summary["cycles"].values():
             figures["all"] = round(figures["all"] / runs, 1)
             figures["busiest"] = round(figures["busiest"] / runs, 1)
-        summary["instructions"] = int(summary["instructions"]) // runs  # type: ignore[call-overload]
+        summary["instructions"] = int(summary["instructions"]) // runs
     return summary
 
 
