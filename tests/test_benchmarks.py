@@ -57,7 +57,7 @@ QUICK = {q.script: q for q in (
                            r"\(make test builds",
                            r"^start \(1 model x nokia_c1, cold\)\s+\d+\.\d+ s", r"^total \(demo steps\)\s+\d+\.\d+ s")),
     Quick("compression_table.py", (r"^\s+mobilenet_v2\s+int8-static\s+tflite\s+peak\s+\d",
-                                   r"^\s+mobilenet_v2\s+int8-static\s+ncnn\s+(peak|no figure)",
+                                   r"^\s+mobilenet_v2\s+int8-static\s+ncnn\s+peak\s+\d", r"^\s+rows with a peak: 10 of 10",
                                    r"^\s+cold run\s+\d+\.\d+ s wall", r"^\s+cached run\s+\d+\.\d+ s wall")),
     Quick("worker_overheads.py", (r"cache hit \d+\.\d+ s \(median of 1",
                                   r"verdict timeout, back after \d+\.\d+ s")),
