@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lodevem import zoo  # noqa: E402
-from lodevem.safe_io.evaldata import prepare_eval_data  # noqa: E402
+from lodevem.accuracy.data import prepare_eval_data  # noqa: E402
 from lodevem.sandbox.artifacts import ConvertCache  # noqa: E402
 from lodevem.sandbox.client import MeasureSettings, WorkerClient  # noqa: E402
 from lodevem.store import ArtifactStore  # noqa: E402
@@ -42,7 +42,7 @@ _PEAK = """
 import resource, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from lodevem.safe_io.evaldata import prepare_eval_data
+from lodevem.accuracy.data import prepare_eval_data
 from lodevem.store import ArtifactStore
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 data = prepare_eval_data(Path({path!r}), {limit}, ArtifactStore(Path({store!r})))

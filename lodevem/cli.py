@@ -337,7 +337,7 @@ tier_choice = click.Choice(list(TIERS))
 
 def eval_data_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--eval-data / --eval-limit: accuracy beside latency and RAM (lodevem.accuracy)."""
-    from .safe_io.evaldata import DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_EVAL_LIMIT, MAX_FINETUNE_EPOCHS
+    from .accuracy.data import DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_EVAL_LIMIT, MAX_FINETUNE_EPOCHS
 
     fn = click.option("--finetune-epochs", type=click.IntRange(1, MAX_FINETUNE_EPOCHS),
                       default=DEFAULT_FINETUNE_EPOCHS, show_default=True, metavar="N",
@@ -974,7 +974,7 @@ def inspect_cmd(models: tuple[Path, ...], backend: str, input_shape: Optional[tu
             for line in inspection_lines(item):
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
             if data is not None:
-                from .safe_io.evaldata import check_model_shape
+                from .accuracy.data import check_model_shape
 
                 mismatch = check_model_shape(data, item.model.input_shape)
                 console.print(f"  eval data: {data.describe()}: " + (mismatch or "the model's input shape"),
@@ -989,7 +989,7 @@ def _inspect_data(path: Path) -> Any:
     copy goes to a throw-away store: inspect keeps no cache)."""
     import tempfile
 
-    from .safe_io.evaldata import DEFAULT_EVAL_LIMIT, prepare_eval_data
+    from .accuracy.data import DEFAULT_EVAL_LIMIT, prepare_eval_data
     from .store import ArtifactStore
 
     with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:

@@ -112,7 +112,7 @@ _SIDECAR_FIELDS = ("variant_sha256", "size_bytes", "format", "params", "note")
 
 @dataclasses.dataclass(frozen=True)
 class FineTune:
-    """``--finetune-data`` for the pruned level: the normalised samples (``safe_io.evaldata``),
+    """``--finetune-data`` for the pruned level: the normalised samples (``accuracy.data``),
     their digest (part of the variant's key) and the number of epochs (``worker.finetune``)."""
 
     data_path: Path

@@ -36,7 +36,7 @@ from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.manifest import Manifest, collect_manifest
 from .results.notes import kernel_precisions
-from .safe_io.evaldata import (DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_SAMPLES,
+from .accuracy.data import (DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_SAMPLES,
                                prepare_eval_data)
 from .results import Accuracy, ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend

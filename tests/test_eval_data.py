@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from lodevem.accuracy import with_drops
+from lodevem.accuracy.data import prepare_eval_data
 from lodevem.cli import cli
 from lodevem.errors import InputError
 from lodevem.results import Accuracy, ModelFile
-from lodevem.safe_io.evaldata import prepare_eval_data
 from lodevem.store import ArtifactStore
 from lodevem.worker.samples import NpzSamples
 
@@ -181,7 +181,7 @@ def test_with_drops_compares_each_level_with_fp32_of_the_same_file_and_runtime(t
 def test_calibration_inputs_need_no_labels_and_keep_only_inputs(tmp_path: Path) -> None:
     """--calib-data's reader (for int8-static; branch convert passes the file to the quantizer):
     inputs only, the same refusals."""
-    from lodevem.safe_io.evaldata import prepare_calibration_data
+    from lodevem.accuracy.data import prepare_calibration_data
 
     x, _ = _digits(40)
     store = ArtifactStore(tmp_path / "cache")

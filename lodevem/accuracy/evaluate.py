@@ -23,11 +23,11 @@ from typing import Any, Optional, Sequence
 
 from .. import measure
 from ..results import Accuracy, ModelFile
-from ..safe_io.evaldata import EvalData, check_model_shape
 from ..sandbox.artifacts import loading_sha256
 from ..sandbox.image import CONVERTERS
 from ..store import digest
 from ..worker.registry import measured_under
+from .data import EvalData, check_model_shape
 
 KIND = "accuracy"
 NOTE_NOT_FINETUNED = "pruned without fine-tuning"

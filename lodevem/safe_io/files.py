@@ -10,7 +10,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import BinaryIO, Iterator, Optional
 
 from ..errors import UnsafeInput
 from .text import ENTRY_CHARS, clip, printable
@@ -82,6 +82,13 @@ def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def open_regular(path: Path | str, kind: Kind, *, follow: bool = True) -> BinaryIO:
+    """A binary file object on ``regular_fd``'s checked descriptor, for a reader that streams a
+    large user file (eval data) instead of taking it whole: the same refusals, no size read up
+    front beyond ``kind``'s cap check."""
+    return os.fdopen(regular_fd(path, kind, follow=follow), "rb")
 
 
 def _chunks(fd: int, path: Path, kind: Kind, budget: Optional[list[int]] = None) -> Iterator[bytes]:

@@ -7,7 +7,7 @@ under torch, its ONNX export under onnxruntime, the conversion (``converted_path
 or ncnn, in that runtime's image (torch is never imported for tflite / ncnn).
 
 The samples come from ``data_path``: an uncompressed ``.npz`` the host wrote after validating the
-user's data (``lodevem.safe_io.evaldata``), read one sample at a time (``samples``), one inference
+user's data (``lodevem.accuracy.data``), read one sample at a time (``samples``), one inference
 each (batch 1: the exports and conversions have batch 1). Labels outside the model's outputs are
 refused before any sample is counted. Progress goes to stderr every 10 %.
 """

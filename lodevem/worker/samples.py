@@ -5,7 +5,7 @@ limits lodevem works under, and a user's data set may be far larger. ``np.load``
 member reads the whole array; here the ``.npy`` header of a member is parsed and its rows are read
 one by one from the (stored or deflated) zip member, so memory stays at one sample whatever N is.
 
-One home for the format, shared by the host (``lodevem.safe_io.evaldata`` validates a user's file
+One home for the format, shared by the host (``lodevem.accuracy.data`` validates a user's file
 through it and writes the normalised copy the sandbox gets with ``NpzWriter``) and the worker's
 ``evaluate`` action (which reads that copy). Caps on members and header sizes keep a hostile zip
 from costing more than its rows.

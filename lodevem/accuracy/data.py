@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import InputError, UnsafeInput
+from ..safe_io.files import Kind, _shown, open_regular, sha256_file
 from ..worker.samples import NpzSamples, NpzWriter, SampleFileError
-from .files import Kind, _shown, regular_fd, sha256_file
 
 if TYPE_CHECKING:
     from ..store import ArtifactStore
@@ -106,8 +106,7 @@ def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: st
     kept = store.lookup(KIND, [name], maker)
     if kept is not None and isinstance(kept.info.get("samples"), int):
         return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
-    fd = regular_fd(path, EVAL_DATA)
-    with os.fdopen(fd, "rb") as fh:
+    with open_regular(path, EVAL_DATA) as fh:
         try:
             samples = NpzSamples(fh)
             info = _normalise(samples, limit, path, option, store, name, maker)
@@ -197,7 +196,7 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
         return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
     import numpy as np
 
-    with os.fdopen(regular_fd(path, EVAL_DATA), "rb") as fh:
+    with open_regular(path, EVAL_DATA) as fh:
         try:
             samples = NpzSamples(fh, labelled=False)
             n = min(limit, samples.count)
