@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
@@ -141,7 +141,7 @@ def derive_cached(model: ModelFile, store: ArtifactStore, client: WorkerClient,
     tuned = finetune if level == "pruned" else None
     suffix = f"-ft{tuned.epochs}-{tuned.data_sha256[:12]}" if tuned else ""
     name = f"{loading_sha256(model.sha256, client.cache_key)[:24]}-{shape_text(input_shape)}-{level}{suffix}.pt"
-    maker = {"model_sha256": model.sha256, "loading": client.cache_key, "level": level,
+    maker: dict[str, Any] = {"model_sha256": model.sha256, "loading": client.cache_key, "level": level,
              "input_shape": list(input_shape) if input_shape else None, "worker_version": client.worker_version,
              "identity": client.backend.identity}
     if tuned:  # only then: existing variants keep their makers

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import InputError, UnsafeInput
 from ..safe_io.files import Kind, _shown, open_regular, sha256_file
@@ -157,11 +157,11 @@ def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: 
     return info
 
 
-def _from_info(path: Path, option: str, stored: Path, sha256: str, info: dict[str, object]) -> EvalData:
-    shape = info.get("sample_shape")
-    return EvalData(source=path, option=option, path=stored, sha256=sha256, samples=int(info["samples"]),  # type: ignore[arg-type]
-                    available=int(info["available"]), sample_shape=tuple(int(d) for d in shape),  # type: ignore[arg-type, union-attr]
-                    classes=int(info["classes"]), max_label=int(info["max_label"]))  # type: ignore[arg-type]
+def _from_info(path: Path, option: str, stored: Path, sha256: str, info: dict[str, Any]) -> EvalData:
+    shape = info.get("sample_shape") or ()
+    return EvalData(source=path, option=option, path=stored, sha256=sha256, samples=int(info["samples"]),
+                    available=int(info["available"]), sample_shape=tuple(int(d) for d in shape),
+                    classes=int(info["classes"]), max_label=int(info["max_label"]))
 
 
 def check_model_shape(data: EvalData, input_shape: Optional[tuple[int, ...]]) -> Optional[str]:

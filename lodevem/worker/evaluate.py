@@ -67,7 +67,7 @@ def action_evaluate(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, ki
     finally:
         fh.close()
     res.accuracy = {"samples": n, "top1_correct": top1, "top5_correct": top5 if (classes or 0) > 5 else None,
-                    "classes": classes, "seconds": round(res.timings_s["measure"], 3)}
+                    "classes": classes, "seconds": round(res.timings_s["measure"] or 0.0, 3)}
 
 
 def _predictor(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str,

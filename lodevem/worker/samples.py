@@ -72,7 +72,7 @@ class NpzSamples:
         """``labelled=False`` (calibration inputs): ``labels`` may be absent."""
         if np is None:
             import numpy as np
-        self.np = np
+        self.np: Any = np
         try:
             self.zip = zipfile.ZipFile(fh)
             infos = self.zip.infolist()
