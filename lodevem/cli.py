@@ -998,7 +998,7 @@ def _inspect_data(path: Path) -> Any:
 
 @cli.command("build-image")
 @runtime_option
-@click.option("--force", is_flag=True, help="Rebuild even when the image exists.")
+@click.option("--force", is_flag=True, help="Rebuild even when the image exists and its recipe (Dockerfile, pins, sources) is unchanged.")
 @click.option("--debian-mirror", default=DEFAULT_DEBIAN_MIRROR, show_default=True, metavar="URL",
               envvar="LODEVEM_DEBIAN_MIRROR", show_envvar=True,
               help="Debian mirror debootstrap uses when no registry answers and the debian:bookworm "
@@ -1019,13 +1019,20 @@ def build_image_cmd(runtimes: tuple[str, ...], force: bool, debian_mirror: str) 
 
         lodevem build-image --runtime torch,tflite,ncnn
     """
-    from .sandbox.image import build_image, image_status, specs_for_runtimes
+    from .sandbox.image import build_image, image_is_current, image_status, specs_for_runtimes
 
+    bench_rebuilt = False
     for spec in specs_for_runtimes(runtimes or (DEFAULT_LATENCY_RUNTIME,)):
         status = image_status(spec=spec)
-        if status.present and not force:
+        # a layered image is rebuilt on top of a base rebuilt in this call
+        layered_on_new = spec.layered_on is not None and bench_rebuilt
+        if status.present and not force and not layered_on_new and image_is_current(spec):
             console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")
             continue
+        if status.present and not force:
+            console.print(f"[yellow]![/] {status.tag} was built from another recipe (Dockerfile, pins or "
+                          "sources changed): rebuilding")
+        bench_rebuilt = bench_rebuilt or spec.name == "bench"
         with console.status(f"building {spec.tag}") as spinner:
             info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"), debian_mirror=debian_mirror,
                                spec=spec)

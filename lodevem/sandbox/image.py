@@ -458,12 +458,38 @@ def layer_buildargs(spec: ImageSpec, base_tag: Optional[str] = None) -> dict[str
             "PIP_DEPS": "--no-deps"}
 
 
-def context_digest(ctx: Path) -> str:
-    """sha256 over the context's small files (not the wheels): for logs and image labels."""
+def context_digest(ctx: Path, *, recipe_only: bool = False) -> str:
+    """sha256 over the context's small files (not the wheels): for logs and image labels.
+    ``recipe_only``: without the baked worker (``lodevem/``), which every run bind-mounts from
+    the host anyway: what decides whether an image is stale (``image_is_current``)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in ctx.rglob("*") if p.is_file() and p.suffix != ".whl"):
-        digest.update(path.relative_to(ctx).as_posix().encode() + b"\0" + path.read_bytes())
+        rel = path.relative_to(ctx).as_posix()
+        if recipe_only and rel.startswith("lodevem/"):
+            continue
+        digest.update(rel.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+RECIPE_LABEL = "lodevem.recipe"
+
+
+def image_is_current(spec: ImageSpec, progress: Optional[Progress] = None) -> bool:
+    """Whether the image of ``spec`` was built from today's recipe: its Dockerfile, pinned wheels,
+    sources and guest files (``context_digest(recipe_only=True)``, kept in its ``lodevem.recipe``
+    label). An image built before a Dockerfile or pin changed (the converter's ncnn tools,
+    armsim's LLVM) is stale, and ``build-image`` rebuilds it without ``--force``; a changed
+    worker alone is not (it is bind-mounted at run time)."""
+    import docker.errors
+
+    client = docker_client(timeout=10)
+    try:
+        labels = client.images.get(spec.tag).labels or {}
+    except docker.errors.ImageNotFound:
+        return False
+    finally:
+        client.close()
+    return labels.get(RECIPE_LABEL) == context_digest(prepare_context(progress, spec), recipe_only=True)
 
 
 # The legacy builder prints each step's resulting image as " ---> 0123456789ab".
@@ -528,7 +554,9 @@ def build_image(progress_callback: Optional[Progress] = None,
     tail: list[str] = []
     step_ids: list[str] = []  # every image a step of this build produced or reused (" ---> <id>")
     stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, pull=False,
-                              nocache=nocache, decode=True, labels={"lodevem.context": context_digest(ctx)},
+                              nocache=nocache, decode=True,
+                              labels={"lodevem.context": context_digest(ctx),
+                                      RECIPE_LABEL: context_digest(ctx, recipe_only=True)},
                               buildargs={"IMAGE_TITLE": spec.repo, "IMAGE_DESCRIPTION": spec.description,
                                          **layer_buildargs(spec, base_tag)})
     for chunk in stream:
