@@ -25,10 +25,10 @@ from . import __version__
 from .errors import InputError, Interrupted, LodevemError
 from .latency.calibration import MEASURED_RUNTIMES
 from .latency.pool import MODES
-from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 from .profiles import TIERS, load_profiles, select_profiles
 from .safe_io import ENTRY_CHARS, json_text, printable
 from .sandbox.image import DEFAULT_DEBIAN_MIRROR
+from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 
 EXIT_CODES = {
     0: "success (and every budget gate passed)",
@@ -339,6 +339,10 @@ def eval_data_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--eval-data / --eval-limit: accuracy beside latency and RAM (lodevem.accuracy)."""
     from .accuracy.data import DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_EVAL_LIMIT, MAX_FINETUNE_EPOCHS
 
+    fn = click.option("--calib-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
+                      help="Inputs (.npz with 'inputs' N x C x H x W; labels ignored) that calibrate the int8 "
+                      "activation scales of tflite/ncnn int8 and int8-static files; without it 32 seeded "
+                      "synthetic inputs do, and those rows say so.")(fn)
     fn = click.option("--finetune-epochs", type=click.IntRange(1, MAX_FINETUNE_EPOCHS),
                       default=DEFAULT_FINETUNE_EPOCHS, show_default=True, metavar="N",
                       help="Epochs of fine-tuning with --finetune-data.")(fn)
@@ -555,10 +559,10 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
         lodevem start models/*.pt --tier tier2
     """
     from .gates import Budget, check_budget, no_figures
-    from .results import OutputClaim
-    from .reporter import model_summaries, results_table, write_all
-    from .runner import RunConfig, run_benchmark
     from .progress import RichProgress
+    from .reporter import model_summaries, results_table, write_all
+    from .results import OutputClaim
+    from .runner import RunConfig, run_benchmark
 
     paths = models + extra_models
     if not paths:
@@ -715,8 +719,6 @@ def calibrate() -> None:
         lodevem calibrate list
         lodevem calibrate remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
-    from .predict.api import LatencyPredictor
-    from .latency.calibration import measurements_from_args, measurements_from_log, read_benchmark_log, shares_chipset
 
 
 def measurement_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -998,7 +1000,8 @@ def _inspect_data(path: Path) -> Any:
 
 @cli.command("build-image")
 @runtime_option
-@click.option("--force", is_flag=True, help="Rebuild even when the image exists and its recipe (Dockerfile, pins, sources) is unchanged.")
+@click.option("--force", is_flag=True,
+              help="Rebuild even when the image exists and its recipe (Dockerfile, pins, sources) is unchanged.")
 @click.option("--debian-mirror", default=DEFAULT_DEBIAN_MIRROR, show_default=True, metavar="URL",
               envvar="LODEVEM_DEBIAN_MIRROR", show_envvar=True,
               help="Debian mirror debootstrap uses when no registry answers and the debian:bookworm "

@@ -20,13 +20,20 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
-from dataclasses import InitVar, dataclass, field
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from . import measure
 from .accuracy import evaluate_models, with_drops
+from .accuracy.data import (
+    DEFAULT_EVAL_LIMIT,
+    DEFAULT_FINETUNE_EPOCHS,
+    MAX_FINETUNE_SAMPLES,
+    prepare_calibration_data,
+    prepare_eval_data,
+)
 from .derive import FineTune, derive_cached
 from .errors import InputError, LodevemError, ModelFileError
 from .latency.calibration import CalibrationSet
@@ -35,15 +42,13 @@ from .predict import LatencyPrediction, Predictor, SandboxAccess, converted_file
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
 from .report.manifest import Manifest, collect_manifest
-from .results.notes import kernel_precisions
-from .accuracy.data import (DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_SAMPLES,
-                               prepare_eval_data)
+from .report.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
 from .results import Accuracy, ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
+from .results.notes import kernel_precisions
 from .sandbox import Backend, open_backend
+from .sandbox.artifacts import ConvertCache, ExportCache
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
-from .report.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
-from .sandbox.artifacts import ConvertCache, ExportCache
 from .store import ArtifactStore, cache_root, digest, file_digest
 from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from .worker.registry import CONVERT_ACTIONS, RUNTIMES, canonical, measured_under, predicted_for
@@ -77,7 +82,8 @@ class RunConfig:
     levels: tuple[str, ...] = ()
     no_cache: bool = False
     resume: bool = False
-    overwrite: bool = False  # replace another run's results in ``output`` (else refuse: report.runstate.refuse_other_run)
+    # replace another run's results in ``output`` (else refuse: report.runstate.refuse_other_run)
+    overwrite: bool = False
     calibrations: Optional[Path] = None
     uncalibrated: bool = False
     # An .npz of ``inputs`` (N x C x H x W float32) calibrating the int8 files tflite/ncnn rows
@@ -93,6 +99,8 @@ class RunConfig:
     slurm_workdir: Optional[Path] = None
     # --eval-data / --eval-limit: accuracy of every row on labelled samples (lodevem.accuracy)
     eval_data: Optional[Path] = None
+    # --calib-data: the user's inputs, validated and normalised into ``calibration_inputs``
+    calib_data: Optional[Path] = None
     eval_limit: int = DEFAULT_EVAL_LIMIT
     # --finetune-data / --finetune-epochs: the derived pruned level fine-tuned (worker.finetune)
     finetune_data: Optional[Path] = None
@@ -195,6 +203,10 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         if config.input_shape is None:  # the samples' shape is the shape the rows are measured with
             config = dataclasses.replace(config, input_shape=eval_data.input_shape)
     finetune = _finetune_data(config, store)
+    calibration_data = None
+    if config.calib_data is not None:  # validated like --eval-data: bad data is exit 2 before any container
+        calibration_data = prepare_calibration_data(config.calib_data, store)
+        config = dataclasses.replace(config, calibration_inputs=calibration_data.path)
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
                                                 on_status=progress.working_on if progress is not None else None)
@@ -212,7 +224,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                      ConvertCache(client, store, config.timeout_s), finetune=finetune)
     planned = [m for base in models for m in _per_runtime(base, config.resolved_runtimes)]
     state = load_state(config.output, config.state_key(planned, calibrations.digest(),
-                                                       eval_data.sha256 if eval_data else ""), config.resume, ctx.warnings,
+                                                       eval_data.sha256 if eval_data else ""),
+                       config.resume, ctx.warnings,
                        pairs={(m.label, p.id) for m in planned for p in config.profiles}, overwrite=config.overwrite)
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
@@ -245,6 +258,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                "model_code": config.loading.describe(),
                "predictor": predictor.describe(), "calibrations": calibrations.describe(),
                "evaluation": eval_data.describe() if eval_data is not None else None,
+               "int8_calibration": (calibration_data.describe() if calibration_data is not None
+                                    else "32 seeded synthetic inputs (no --calib-data)"),
                "finetune": (f"{finetune.epochs} epoch(s) on {finetune.describe}" if finetune is not None
                             and "pruned" in config.levels else None)},
     )
@@ -291,7 +306,8 @@ def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predict
     """The run's one predictor pool, for the runtime ``model``'s rows stand for (``latency_runtime``;
     ``Predictor.serving`` falls back to ``--latency-runtime`` with a warning where the chosen
     ``--predictor`` cannot serve it)."""
-    return predictor.serving(latency_runtime(model.runtime or ctx.config.resolved_runtimes[0], ctx.config.latency_runtime))
+    runtime = model.runtime or ctx.config.resolved_runtimes[0]
+    return predictor.serving(latency_runtime(runtime, ctx.config.latency_runtime))
 
 
 def _finetune_data(config: RunConfig, store: ArtifactStore) -> Optional[FineTune]:

@@ -27,11 +27,17 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..errors import InputError
 from ..profiles import Profile
-from ..worker.precision import LEVEL_LATENCY_NOTES, REDUCED_ARITHMETIC, cell_arithmetic, kernel_arithmetic, \
-    level_arithmetic
+from ..worker.precision import (
+    LEVEL_LATENCY_NOTES,
+    REDUCED_ARITHMETIC,
+    cell_arithmetic,
+    kernel_arithmetic,
+    level_arithmetic,
+)
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
+
 __all__ = ["ArithmeticPlan", "ConvertedFile", "EstimatorKind", "HeldOut", "KindSetup", "PredictionJob",
            "PredictorKind", "SandboxAccess", "plan_arithmetic"]
 

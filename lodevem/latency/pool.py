@@ -31,12 +31,20 @@ from .. import __version__
 from ..errors import InputError
 from ..profiles import Cluster, Profile
 from ..worker.precision import LEVELS
+from .armsim.kind import ArmsimKind
 from .cache import JsonCache, digest, file_digest
 from .estimator import Estimator, canonical_runtime
 from .kernels import Kernel, KernelGraph, extract_kernels
-from .armsim.kind import ArmsimKind
-from .kinds import ConvertedFile, EstimatorKind, HeldOut, KindSetup, PredictionJob, PredictorKind, SandboxAccess, \
-    rules_digest
+from .kinds import (
+    ConvertedFile,
+    EstimatorKind,
+    HeldOut,
+    KindSetup,
+    PredictionJob,
+    PredictorKind,
+    SandboxAccess,
+    rules_digest,
+)
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
 from .records import KernelLatency, LatencyPrediction, join_notes
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Optional
 from rich.table import Table
 from rich.text import Text
 
-from ..worker.registry import latency_runtimes, on_device_runtimes
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
+from ..worker.registry import latency_runtimes, on_device_runtimes
 from ..worker.verdict import VERDICTS, Verdict
 from .cells import (
     CALIBRATED_MARK,
@@ -30,17 +30,17 @@ from .cells import (
     VERDICT_WORDS,
     accuracy_legend,
     accuracy_text,
-    has_accuracy,
-    input_shape_text,
-    not_finetuned,
-    run_counts,
-    uncertainty_text,
     cells,
     group_by_model,
+    has_accuracy,
+    input_shape_text,
     latency_mark,
+    not_finetuned,
     ordered_devices,
+    run_counts,
     source_notes,
     threads_text,
+    uncertainty_text,
 )
 from .layout import Column, FittedTable
 

@@ -43,7 +43,15 @@ from .calibration import Calibration, calibration_inputs
 from .memory import MemoryPhases
 from .ncnn_int8 import NCNN_NO_DYNAMIC, ncnn_int8
 from .precision import INT8_LEVELS, LEVEL_FILE_PRECISION
-from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
+from .protocol import (
+    DEFAULT_INPUT_SHAPE,
+    WorkerError,
+    WorkerRequest,
+    WorkerResult,
+    artifact_files,
+    first_line,
+    progress,
+)
 from .timing import timed_passes
 
 PNNX_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner when it is shorter
@@ -150,7 +158,8 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
     try:
         import litert_torch
     except ImportError as exc:
-        raise WorkerError("export_failed", f"litert-torch is not installed in this sandbox's python ({first_line(exc)}): "
+        raise WorkerError("export_failed", "litert-torch is not installed in this sandbox's python "
+                                           f"({first_line(exc)}): "
                                            "the Docker backend's converter image has it (`lodevem build-image "
                                            "--runtime tflite`)") from None
     shape = list(res.model["input_shape"])
@@ -165,8 +174,9 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
             if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:
                 raise RuntimeError("litert-torch wrote no file")
         except Exception as exc:
-            raise WorkerError("export_failed", f"litert-torch cannot convert {req.model_path}"
-                                               f"{' to ' + req.quantize if req.quantize else ''}: {first_line(exc)}") from None
+            level = f" to {req.quantize}" if req.quantize else ""
+            raise WorkerError("export_failed",
+                              f"litert-torch cannot convert {req.model_path}{level}: {first_line(exc)}") from None
         try:
             census = tflite_census(tmp)
         except ArtifactUnreadable as exc:
@@ -233,7 +243,8 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
         try:
             census = ncnn_census(*produced)
         except ArtifactUnreadable as exc:
-            raise WorkerError("export_failed", f"the ncnn model made from {req.model_path} is unreadable: {exc}") from None
+            raise WorkerError("export_failed",
+                              f"the ncnn model made from {req.model_path} is unreadable: {exc}") from None
         os.replace(produced[1], weights)
         os.replace(produced[0], param)
     finally:
