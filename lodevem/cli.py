@@ -59,7 +59,7 @@ class LodevemClickError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class; ours is per error
 
 
 class LodevemGroup(click.Group):
@@ -732,7 +732,7 @@ def measurement_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         calibrations_option, input_shape_option, backend_option, timeout_option, model_code_options,
         profiles_dir_option,
     ]):
-        fn = option(fn)
+        fn = option(fn)  # type: ignore[assignment, arg-type]  # click decorators of mixed types in one list
     return fn
 
 

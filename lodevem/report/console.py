@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional
 
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -393,8 +394,9 @@ def zoo_table(summaries: Sequence[ZooSummary]) -> Table:
     """The ``lodevem zoo`` table: reference models with parameters and MFLOPs."""
     table = Table(title="lodevem model zoo (architectures in code, seeded random weights)",
                   title_justify="left")
-    for column, justify in (("Name", "left"), ("Params", "right"), ("MFLOPs", "right"),
-                            ("Input", "left"), ("Description", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("Name", "left"), ("Params", "right"), ("MFLOPs", "right"),
+                                                      ("Input", "left"), ("Description", "left"))
+    for column, justify in columns:
         table.add_column(column, justify=justify, no_wrap=column != "Description")
     for s in summaries:
         table.add_row(s.name, f"{s.params:,}", f"{s.mflops:,.0f}",
