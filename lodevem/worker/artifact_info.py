@@ -167,7 +167,12 @@ def _buffer_bytes(fb: _Flat, buffer: int) -> int:
     """A buffer's data length: inline (``data``) or, in files over 2 GB, stored after the
     flatbuffer (``offset``/``size``)."""
     _, inline = fb.vector(buffer, 0)
-    return inline or fb.scalar(buffer, 2, "<Q")
+    if inline:
+        return inline
+    offset, size = fb.scalar(buffer, 1, "<Q"), fb.scalar(buffer, 2, "<Q")
+    if size and offset + size > fb.size:
+        raise ArtifactUnreadable(f"a buffer of {size} bytes at offset {offset} ends past the file ({fb.size} bytes)")
+    return size
 
 
 # ---------------------------------------------------------------------------- ncnn
