@@ -11,15 +11,15 @@ without Docker; making the graphs needs the converter image and minutes of CPU, 
    written as a zoo ``.pt`` and converted by lodevem's own conversions in the sandbox
    (``WorkerClient.convert``: litert-torch for ``.tflite``, pnnx for ncnn), exactly the files
    ``--runtime tflite/ncnn`` measures.
-2. ncnn int8 (``*_int8`` rows): the ncnn and pnnx wheels ship no ``ncnn2int8``/``ncnn2table``, so the
-   int8 graph is written here from the fp32 pnnx files in the format ncnn2int8 writes (documented in
+2. ncnn int8 (``*_int8`` rows): the int8 graph is written here from the fp32 pnnx files in ncnn's
+   int8 format (as ``lodevem/worker/ncnn_int8.py`` writes it, but uncalibrated; documented in
    ncnn's ``src/layer/convolution.cpp``/``convolutiondepthwise.cpp``/``innerproduct.cpp`` ``load_model``
    and ``src/modelbin.cpp``): Convolution and InnerProduct get ``8=2`` (int8_scale_term: per-output
    channel weight scales + one input scale), ConvolutionDepthWise ``8=1`` (per-group weight scales);
    weights are stored with the int8 tag ``0x000D4B38``, rounded to int8 with per-channel absmax
    scales; the scale tables follow the bias. Input scales are NOT calibrated (one fixed scale per
    layer, 127/8): the instructions ncnn executes do not depend on the scale values, the numbers it
-   computes do, and nothing here reads them. Requantize fusion as ncnn2int8's ``fuse_requantize``:
+   computes do, and nothing here reads them. Requantize fusion (ncnn's ``int8_scale_term + 100``):
    a Convolution/ConvolutionDepthWise whose output feeds only another int8 conv gets
    ``int8_scale_term + 100`` and that conv's input scale as its output scale (it writes int8, the
    next layer skips its quantize pass); any other int8 layer dequantizes its output to float.
@@ -83,7 +83,7 @@ def convert_all(out: Path, runtime_filter: str, timeout_s: float) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# ncnn int8 (ncnn2int8's file format, from the fp32 pnnx files)
+# ncnn int8 (ncnn's int8 file format, from the fp32 pnnx files)
 # ---------------------------------------------------------------------------------------------
 
 def _params(fields: list[str]) -> dict[int, str]:

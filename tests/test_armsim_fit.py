@@ -162,7 +162,7 @@ def test_rows_are_costed_with_the_runtime_version_of_their_era(profiles: list[fa
     assert p_new.runtime_version == "ncnn 1.0.20250503" != p_old.runtime_version
 
 
-def test_ncnn_int8_writer_follows_ncnn2int8s_format(tmp_path: Path) -> None:
+def test_ncnn_int8_writer_follows_ncnns_int8_format(tmp_path: Path) -> None:
     """A two-layer fp32 model in pnnx's layout becomes int8 weights + scale tables ncnn reads."""
     param = tmp_path / "m.ncnn.param"
     param.write_text("7767517\n3 3\nInput in0 0 1 in0\n"

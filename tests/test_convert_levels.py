@@ -1,8 +1,8 @@
 """Every compression level made by the runtime's own toolchain, against the REAL converter image.
 
 A level of a tflite or ncnn row is a property of the file the runtime loads: the worker makes
-it from the fp32 model with litert-torch / ai-edge-quantizer (tflite) or pnnx / ncnn2table +
-ncnn2int8 (ncnn) and reads the file back to say what it is. These tests convert the zoo's
+it from the fp32 model with litert-torch / ai-edge-quantizer (tflite) or pnnx + lodevem's ncnn
+int8 writer (ncnn) and reads the file back to say what it is. These tests convert the zoo's
 mobilenet_v2 at 1x3x96x96 (small, so the suite stays quick) at every level and check what the
 bytes say: the precision, and the size against fp32's (fp16 about half, int8 about a quarter;
 ranges, not exact figures). The reader itself is checked on the files made here, and its refusal
@@ -30,7 +30,7 @@ LEVELS = (None, *CONVERT_QUANTIZE)  # None: fp32
 EXPECTED = {"tflite": {None: "fp32", "fp16": "fp16", "int8": "int8-dynamic", "int8-static": "int8-static"},
             "ncnn": {None: "fp32", "fp16": "fp16", "int8": "int8-static", "int8-static": "int8-static"}}
 # The file's size over fp32's: fp16 halves the weights, int8 quarters them (scales, biases and
-# the graph add a little; ncnn2int8 keeps the layers it does not quantize in fp16).
+# the graph add a little).
 SIZE_RATIO = {"fp16": (0.45, 0.56), "int8": (0.22, 0.34), "int8-static": (0.22, 0.34)}
 
 pytestmark = pytest.mark.docker

@@ -73,31 +73,9 @@ NCNN_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, NCNN_PIN)
 # of the conversion cache key and of the manifest; pinned in the runtime registry.
 CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
                                           for name, spec in RUNTIMES.items() if spec.converter is not None}
-CONVERT_REQUIREMENTS: tuple[str, ...] = (TORCH_PIN, NUMPY_PIN,
+# ncnn too: lodevem's ncnn int8 writer (worker/ncnn_int8.py) calibrates by running the fp32 ncnn model.
+CONVERT_REQUIREMENTS: tuple[str, ...] = (TORCH_PIN, NUMPY_PIN, NCNN_PIN,
                                          *(f"{package}=={version}" for package, version in CONVERTERS.values()))
-
-
-@dataclass(frozen=True)
-class SourceArchive:
-    """A source distribution from PyPI that an image compiles from (into the context's
-    ``subdir``), pinned by URL and sha256. By URL because ``pip download NAME==V --no-binary``
-    cannot fetch ncnn's: its setup.py stamps today's date as the version, and pip discards the
-    tarball as "inconsistent version" after downloading it; pip accepts a URL requirement."""
-
-    subdir: str
-    url: str
-    sha256: str
-
-    @property
-    def filename(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
-
-
-# ncnn's library source at the version of the ncnn wheel the measurements run
-# (NCNN_REQUIREMENTS): the converter image links ncnn2table / ncnn2int8 against it.
-NCNN_SOURCE = SourceArchive(
-    "ncnn-src", "https://files.pythonhosted.org/packages/b7/50/32b5172afe7d3e0dce410b7d8f4a5b7b84b942a0d69affbaedf669de52bc/"
-    "ncnn-1.0.20261020.tar.gz", "ad8cdd63e9755cfa8e23b9b6d9ce46156077d80298a89e7c3ba325ffccfca200")
 
 
 @dataclass(frozen=True)
@@ -113,9 +91,8 @@ class GuestWheels:
 @dataclass(frozen=True)
 class ImageSpec:
     """One image lodevem builds: its name, pinned requirements and what its prewarm imports;
-    ``dockerfile``, ``guest_wheels``, ``extra_sources`` (package folders copied into the
-    context, e.g. the armsim plugin's C source) and ``source_archives`` (source distributions
-    downloaded into the context) for images not built from the shared file."""
+    ``dockerfile``, ``guest_wheels`` and ``extra_sources`` (package folders copied into the
+    context, e.g. the armsim plugin's C source) for images not built from the shared file."""
 
     name: str
     repo: str
@@ -125,7 +102,6 @@ class ImageSpec:
     dockerfile: str = "Dockerfile"
     guest_wheels: tuple[GuestWheels, ...] = ()
     extra_sources: tuple[str, ...] = ()
-    source_archives: tuple[SourceArchive, ...] = ()
     layered_on: Optional[str] = None  # IMAGES name this one is built FROM (its packages shared)
 
     @property
@@ -140,8 +116,7 @@ LITERT = ImageSpec("litert", "lodevem-litert", LITERT_REQUIREMENTS, "python3 + n
 NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + ncnn", "ncnn, numpy")
 CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
                     "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn) "
-                    "+ ncnn2table/ncnn2int8 (ncnn int8)", "torch", dockerfile="Dockerfile.convert",
-                    extra_sources=("sandbox/ncnn_tools",), source_archives=(NCNN_SOURCE,),
+                    "+ ncnn (lodevem's ncnn int8 writer calibrates with it)", "torch", dockerfile="Dockerfile.convert",
                     layered_on="bench")
 ARMSIM = ImageSpec(
     "armsim", "lodevem-armsim", (), "qemu-user + lodevem's instruction-count plugin + arm64/armhf LiteRT and ncnn",
@@ -347,38 +322,6 @@ def download_wheels(dest: Path, progress: Optional[Progress] = None,
     stamp.write_text(requirements)
 
 
-def download_source(dest: Path, archive: SourceArchive, progress: Optional[Progress] = None) -> Path:
-    """``archive`` in ``dest`` (alone: the Dockerfile globs it), fetched with pip on the host and
-    checked against its pinned sha256; skipped when the checked file is already there."""
-    dest.mkdir(parents=True, exist_ok=True)
-    target = dest / archive.filename
-    if target.is_file() and _sha256(target) == archive.sha256:
-        _say(progress, f"source {archive.filename} cached in {dest}")
-        return target
-    for stale in dest.iterdir():
-        if stale.is_file():
-            stale.unlink()
-    _say(progress, f"$ pip download {archive.filename}")
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(dest), archive.url],
-                          capture_output=True, text=True)
-    if not target.is_file():
-        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
-        raise LodevemError(f"pip download of {archive.filename} failed: {last}")
-    found = _sha256(target)
-    if found != archive.sha256:
-        target.unlink()
-        raise LodevemError(f"{archive.filename}: sha256 {found} is not the pinned {archive.sha256}")
-    return target
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpec] = None) -> Path:
     """The build context of ``spec`` (default bench): Dockerfile, wheels/ (cached) and the worker."""
     spec = spec or BENCH
@@ -392,8 +335,6 @@ def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpe
         layer_wheels(spec, ctx / "wheels", progress)
     for guest in spec.guest_wheels:
         download_wheels(ctx / guest.subdir, progress, guest=guest)
-    for archive in spec.source_archives:
-        download_source(ctx / archive.subdir, archive, progress)
     shutil.copy2(repo_dockerfile, ctx / "Dockerfile")
     pkg = ctx / "lodevem"
     shutil.rmtree(pkg, ignore_errors=True)

@@ -88,8 +88,8 @@ _INT8_LAYERS = ("Convolution", "ConvolutionDepthWise", "InnerProduct")
 
 
 def ncnn_int8(param: str) -> bool:
-    """An ncnn int8 model (ncnn2int8): a conv/fc layer with ``8=`` (int8_scale_term) non-zero.
-    pnnx's conversions are fp32 graphs and have none."""
+    """An ncnn int8 model (ncnn's int8 format, as lodevem's ncnn int8 writer makes it): a conv/fc
+    layer with ``8=`` (int8_scale_term) non-zero. pnnx's conversions are fp32 graphs and have none."""
     with open(param) as fh:
         for line in fh.read(8_000_000).splitlines():
             fields = line.split()

@@ -1,6 +1,6 @@
 """The sample inputs that calibrate a full-integer int8 conversion (its activation ranges).
 
-Why a module of its own: both converters (litert-torch's PT2E quantizer, ncnn's ncnn2table)
+Why a module of its own: both converters (litert-torch's PT2E quantizer, lodevem's ncnn int8 writer)
 calibrate from the same inputs, so a tflite and an ncnn int8 file of one model are calibrated
 alike. The inputs are the request's ``calibration_path`` (an ``.npz`` the host wrote: ``inputs``,
 N x the model's input shape without its batch dimension, float32; read without pickles), else a

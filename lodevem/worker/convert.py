@@ -16,9 +16,10 @@ float model, not by converting a PyTorch-quantized module (which the converters 
 * tflite: fp16 and int8 (dynamic range) with ai-edge-quantizer's recipes through litert-torch's
   ``quant_config`` (``quant_recipes.full_fp16_recipe`` / ``full_dynamic_recipe``), int8-static
   with litert-torch's PT2E quantizer (``_pt2e_int8``), calibrated;
-* ncnn: fp16 with pnnx's ``fp16=1`` (fp16 weight storage); int8 and int8-static with ncnn's
-  ``ncnn2table`` (KL calibration table) + ``ncnn2int8`` (``ncnn_int8``). ncnn has no
-  dynamic-range int8, so its int8 is the full-integer model too, and its scheme says so.
+* ncnn: fp16 with pnnx's ``fp16=1`` (fp16 weight storage); int8 and int8-static with lodevem's
+  own ncnn int8 writer (``ncnn_int8``: per-channel int8 weights, input scales by max calibration
+  of the float model run with the ``ncnn`` wheel). ncnn has no dynamic-range int8, so its int8
+  is the full-integer model too, and its scheme says so.
 
 The reply's ``converted`` section says what the file IS, read back from its bytes
 (``artifact_info``): its precision, a one-line scheme, and what calibrated it.
@@ -41,7 +42,7 @@ from .actions import _describe_input, _import_torch, _load_torch
 from .artifact_info import ArtifactUnreadable, describe, ncnn_census, tflite_census
 from .calibration import Calibration, calibration_inputs
 from .memory import MemoryPhases
-from .ncnn_int8 import NCNN_NO_DYNAMIC, ncnn_int8
+from .ncnn_int8 import NCNN_INT8_HOW, NCNN_NO_DYNAMIC, ncnn_int8
 from .precision import INT8_LEVELS, LEVEL_FILE_PRECISION
 from .protocol import (
     DEFAULT_INPUT_SHAPE,
@@ -239,7 +240,7 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
         how = "pnnx, fp16=1" if fp16 else "pnnx"
         if calibration is not None:
             produced = ncnn_int8(produced, work, calibration, shape, req.model_path)
-            how = f"ncnn2table (KL) + ncnn2int8, calibrated on {calibration.description}"
+            how = f"{NCNN_INT8_HOW}, calibrated on {calibration.description}"
         try:
             census = ncnn_census(*produced)
         except ArtifactUnreadable as exc:
