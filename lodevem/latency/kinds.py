@@ -39,6 +39,7 @@ from .kernels import DEFAULT_RULES, KernelGraph
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
 
 __all__ = ["ArithmeticPlan", "ConvertedFile", "EstimatorKind", "HeldOut", "KindSetup", "PredictionJob",
+           "graph_arithmetic",
            "PredictorKind", "SandboxAccess", "plan_arithmetic"]
 
 Warn = Callable[[str], None]
@@ -85,14 +86,23 @@ class PredictionJob:
     runtime: str
     graph: Callable[[Path], "KernelGraph | InputError"]
     convert: Optional[Callable[[], ConvertedFile]] = None
+    # the file's own arithmetic, from a cache that outlives the run (``PredictorPool``): a cached
+    # rerun then ranks its kinds without reading the kernel graph (no nn-Meter import)
+    file_arithmetic: Optional[Callable[[], str]] = None
 
     def arithmetic(self) -> str:
         """The arithmetic the cell is stated in (``worker.precision``): the level's, else the
         file's own (read from its kernel graph; fp32 when the graph does not read)."""
         if self.level is not None:
             return level_arithmetic(self.level)
-        graph = self.graph(DEFAULT_RULES)
-        return "fp32" if isinstance(graph, InputError) else plan_arithmetic(graph, None).cell
+        if self.file_arithmetic is not None:
+            return self.file_arithmetic()
+        return graph_arithmetic(self.graph(DEFAULT_RULES))
+
+
+def graph_arithmetic(graph: "KernelGraph | InputError") -> str:
+    """A file's own arithmetic from its kernel graph (fp32 when the graph does not read)."""
+    return "fp32" if isinstance(graph, InputError) else plan_arithmetic(graph, None).cell
 
 
 class PredictorKind(Protocol):

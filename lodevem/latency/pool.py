@@ -30,11 +30,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from .. import __version__
 from ..errors import InputError
 from ..profiles import Cluster, Profile
-from ..worker.precision import LEVELS
+from ..worker.precision import ARITHMETIC, LEVELS
 from .armsim.kind import ArmsimKind
 from .cache import JsonCache, digest, file_digest
 from .estimator import Estimator, canonical_runtime
-from .kernels import Kernel, KernelGraph, extract_kernels
+from .kernels import DEFAULT_RULES, Kernel, KernelGraph, extract_kernels
 from .kinds import (
     ConvertedFile,
     EstimatorKind,
@@ -43,6 +43,7 @@ from .kinds import (
     PredictionJob,
     PredictorKind,
     SandboxAccess,
+    graph_arithmetic,
     rules_digest,
 )
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
@@ -256,7 +257,8 @@ class PredictorPool:
         try:
             for profile in profiles:
                 job = PredictionJob(Path(onnx_path), profile, threads, level, runtime,
-                                    lambda rules: self._graph(Path(onnx_path), rules), convert)
+                                    lambda rules: self._graph(Path(onnx_path), rules), convert,
+                                    lambda: self._file_arithmetic(Path(onnx_path)))
                 ranked, reasons = self.candidates(job)
                 prepare = getattr(ranked[0], "prepare", None)
                 if prepare is None:
@@ -272,7 +274,7 @@ class PredictorPool:
                      convert: Optional[Callable[[], ConvertedFile]]) -> LatencyPrediction:
         self._cluster(profile)
         job = PredictionJob(onnx_path, profile, threads, level, runtime, lambda rules: self._graph(onnx_path, rules),
-                            convert)
+                            convert, lambda: self._file_arithmetic(onnx_path))
         ranked, reasons = self.candidates(job)
         kind = ranked[0]
         key = (digest(self.cache_identity(onnx_path, profile, threads, level, runtime, kind, reasons))
@@ -355,6 +357,20 @@ class PredictorPool:
         if key not in self._file_digests:
             self._file_digests[key] = file_digest(key)
         return self._file_digests[key]
+
+    def _file_arithmetic(self, onnx_path: Path) -> str:
+        """The file's own arithmetic (auto ranks kinds by their error at it), kept in the latency
+        cache by the file's digest and the rules and code it was read with: a rerun whose cells are
+        all cached decides the same ranking without extracting kernels."""
+        key = digest({"file_arithmetic": self._file_digest(onnx_path), "rules": rules_digest(DEFAULT_RULES),
+                      "code_sha256": self._code_digest}) if self.cache.dir else None
+        entry = self.cache.get(key) if key else None
+        if entry is not None and entry.get("arithmetic") in ARITHMETIC:
+            return str(entry["arithmetic"])
+        found = graph_arithmetic(self._graph(onnx_path, DEFAULT_RULES))
+        if key:
+            self.cache.put(key, {"arithmetic": found})
+        return found
 
     def _graph(self, onnx_path: Path, rules: Path) -> KernelGraph | InputError:
         key = (str(onnx_path.resolve()), rules_digest(rules))

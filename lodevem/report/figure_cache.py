@@ -33,6 +33,11 @@ _HERE = Path(__file__).resolve().parent
 _DRAWING_CODE = (_HERE / "plots.py", _HERE / "cells.py", _HERE / "tradeoff.py", _HERE.parent / "profiles.py")
 
 
+# Row fields that say how this run got a figure (from the cache, converted just now), not what
+# it is: a rerun served from the caches draws the same figures
+_RUN_FACTS = ("memory_cached", "conversion_s")
+
+
 @dataclass(frozen=True)
 class FigureOutcome:
     """The files of one figure and whether they were drawn in this run or kept from the last."""
@@ -54,7 +59,8 @@ def inputs_digest(stem: str, rows: Sequence[PairResult], profiles: Optional[Sequ
     row_data = []
     for row in rows:
         data = row.to_dict()
-        data.pop("memory_cached", None)
+        for run_fact in _RUN_FACTS:
+            data.pop(run_fact, None)
         row_data.append(data)
     return digest({
         "figure": stem,
