@@ -247,8 +247,8 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         fallbacks=_distinct([r.model_label for r in rows if (r.memory_runtime or "").endswith("(fallback)")]),
         memory_notes=_distinct([part for r in rows if r.memory_note and not (r.memory_runtime or "").endswith(
                                 "(fallback)") for part in r.memory_note.split("; ")]),
-        evaluation=_get(manifest, "extra", "evaluation"),
-        finetune=_get(manifest, "extra", "finetune"),
+        evaluation=env.extra.get("evaluation"),
+        finetune=env.extra.get("finetune"),
         evaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is not None),
         unevaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is None
                              and (r.accuracy_note or r.accuracy_samples is not None)),
