@@ -184,18 +184,11 @@ def _ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: list[
     import ncnn
     import numpy as np
 
-    from .runtimes import _version
+    from .runtimes import _version, load_ncnn
 
     res.runtime = {"name": "ncnn", "version": f"ncnn {_version('ncnn')}", "python": platform.python_version(),
                    "onnxruntime": None}
-    net = ncnn.Net()
-    net.opt.num_threads = req.threads
-    net.opt.use_vulkan_compute = False
-    if net.load_param(param) != 0 or net.load_model(weights) != 0:
-        raise WorkerError("corrupt", f"ncnn cannot load {param} (a layer ncnn does not know, or a truncated file)")
-    inputs, outputs = list(net.input_names()), list(net.output_names())
-    if not inputs or not outputs:
-        raise WorkerError("corrupt", f"{param} declares no input or no output blob")
+    net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
     res.model = {"format": "ncnn", "input_shape": shape, "input_dtype": "float32"}
 
     def predict(sample: Any) -> Any:

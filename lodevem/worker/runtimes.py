@@ -119,14 +119,7 @@ def action_measure_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases
         raise WorkerError("bad_input_shape", f"ncnn runs one sample at a time: input shape {shape} needs batch 1 "
                                              "(e.g. --input-shape 1,3,224,224)")
     t0 = time.perf_counter()
-    net = ncnn.Net()
-    net.opt.num_threads = req.threads
-    net.opt.use_vulkan_compute = False
-    if net.load_param(param) != 0 or net.load_model(weights) != 0:
-        raise WorkerError("corrupt", f"ncnn cannot load {param} (a layer ncnn does not know, or a truncated file)")
-    inputs, outputs = list(net.input_names()), list(net.output_names())
-    if not inputs or not outputs:
-        raise WorkerError("corrupt", f"{param} declares no input or no output blob")
+    net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
     x = _random_input(np, shape[1:] if len(shape) == 4 else shape, np.float32)
     mat = ncnn.Mat(x)
     res.model.update(input_shape=shape, input_dtype="float32",
@@ -146,3 +139,16 @@ def action_measure_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases
     _measure(req, res, mem, call)
     return None
 
+
+def load_ncnn(ncnn: Any, param: str, weights: str, threads: int) -> tuple[Any, list[str], list[str]]:
+    """An ncnn net on the CPU (no Vulkan) with its input and output blob names: the one loader of
+    the measurement and the evaluation; a file ncnn refuses is ``corrupt``, one line."""
+    net = ncnn.Net()
+    net.opt.num_threads = threads
+    net.opt.use_vulkan_compute = False
+    if net.load_param(param) != 0 or net.load_model(weights) != 0:
+        raise WorkerError("corrupt", f"ncnn cannot load {param} (a layer ncnn does not know, or a truncated file)")
+    inputs, outputs = list(net.input_names()), list(net.output_names())
+    if not inputs or not outputs:
+        raise WorkerError("corrupt", f"{param} declares no input or no output blob")
+    return net, inputs, outputs
