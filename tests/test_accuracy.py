@@ -122,21 +122,16 @@ def test_accuracy_of_every_row_under_its_runtime_reaches_every_output(app_backen
 
 
 def test_int8_under_the_app_runtimes_stays_within_two_points(app_backend, digits, tmp_path: Path) -> None:
-    """Full-integer int8 under LiteRT and ncnn: within a couple of points of fp32. The int8 files
-    these runtimes load are made by their own toolchains (branch ``convert``, issue 28); until
-    then the row's conversion fails and the cell says so, which is checked instead."""
+    """Full-integer int8 under LiteRT and ncnn, made by each runtime's own toolchain from the fp32
+    file and calibrated on synthetic inputs: within a couple of points of the fp32 figure."""
     model, data, plain = digits
     outcome = run_benchmark(_config(model, data, tmp_path / "out", "tflite,ncnn", ("int8-static",)),
                             backend=app_backend)
-    pending = []
+    assert {row.runtime for row in outcome.rows} == {"tflite", "ncnn"}
     for row in outcome.rows:
-        if row.accuracy_top1_pct is None:
-            assert row.accuracy_note and "conversion failed" in row.accuracy_note, row.accuracy_note
-            pending.append(f"{row.runtime}: {row.accuracy_note[:120]}")
-            continue
+        assert row.accuracy_top1_pct is not None, row.accuracy_note
+        assert row.converted_precision == "int8-static", (row.runtime, row.converted_precision)
         assert abs(row.accuracy_top1_pct - plain) <= 2.0, (row.runtime, row.accuracy_top1_pct, plain)
-    if pending:
-        pytest.xfail("int8 conversions for tflite/ncnn not available yet (branch convert): " + "; ".join(pending))
 
 
 def test_a_label_outside_the_outputs_empties_the_cell_and_keeps_the_row(app_backend, digits, tmp_path: Path) -> None:
