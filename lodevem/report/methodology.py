@@ -256,10 +256,10 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
 
 
 def latency_runtime_of(source: Optional[str]) -> Optional[str]:
-    """The runtime a latency source says it predicts: ``estimator:v2 ncnn (...)`` -> ncnn; nn-Meter's
-    predictors model TFLite; None when the source does not say."""
+    """The runtime a latency source says it predicts: ``estimator:v2 ncnn (...)`` and ``armsim:v2 ncnn
+    armv8.2 (...)`` -> ncnn; nn-Meter's predictors model TFLite; None when the source does not say."""
     text = source or ""
-    match = re.match(r"estimator:\S+ ([a-z][a-z0-9-]*)", text)
+    match = re.match(r"(?:estimator|armsim):\S+ ([a-z][a-z0-9-]*)", text)
     if match:
         return match.group(1)
     return "tflite" if text.startswith("nn-meter:") else None
