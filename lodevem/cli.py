@@ -78,6 +78,11 @@ class LodevemGroup(click.Group):
         except KeyboardInterrupt as exc:  # a command that saves partial results says what (see start)
             stopped = exc if isinstance(exc, Interrupted) else Interrupted.from_interrupt(
                 exc, Interrupted.NOTHING_SAVED)
+            # the cleanup is done and the process is about to exit: a further Ctrl-C must not turn
+            # the documented exit code into a kill by SIGINT (an uncaught KeyboardInterrupt)
+            if threading.current_thread() is threading.main_thread():
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(signum, signal.SIG_IGN)
             err_console.print("[yellow]Interrupted.[/] " + escape(stopped.note), markup=True, highlight=False)
             ctx.exit(128 + stopped.signum)
 
