@@ -141,19 +141,8 @@ def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: 
     info = {"samples": n, "available": samples.count, "sample_shape": list(samples.sample_shape),
             "classes": classes, "max_label": int(labels.max())}
 
-    def write(target: Path) -> None:
-        writer = NpzWriter(str(target), n, samples.sample_shape)
-        try:
-            for i, x in enumerate(samples.iter_inputs(limit)):
-                if not np.all(np.isfinite(x)):
-                    raise _refuse(path, option, f"sample {i} of 'inputs' holds NaN or infinite values")
-                writer.add(x)
-            writer.finish(labels)
-        except BaseException:
-            writer.abort()
-            raise
-
-    store.publish_local(KIND, name, maker, write, info)
+    store.publish_local(KIND, name, maker, lambda target: _write_samples(target, samples, n, labels, path, option),
+                        info)
     return info
 
 
@@ -194,7 +183,6 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
     kept = store.lookup(KIND, [name], maker)
     if kept is not None and isinstance(kept.info.get("samples"), int):
         return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
-    import numpy as np
 
     with open_regular(path, EVAL_DATA) as fh:
         try:
@@ -203,20 +191,26 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
             info = {"samples": n, "available": samples.count, "sample_shape": list(samples.sample_shape),
                     "classes": 0, "max_label": 0}
 
-            def write(target: Path) -> None:
-                writer = NpzWriter(str(target), n, samples.sample_shape)
-                try:
-                    for i, x in enumerate(samples.iter_inputs(n)):
-                        if not np.all(np.isfinite(x)):
-                            raise _refuse(path, option, f"sample {i} of 'inputs' holds NaN or infinite values")
-                        writer.add(x)
-                    writer.finish(None)
-                except BaseException:
-                    writer.abort()
-                    raise
-
-            store.publish_local(KIND, name, maker, write, info)
+            store.publish_local(KIND, name, maker,
+                                lambda target: _write_samples(target, samples, n, None, path, option), info)
         except SampleFileError as exc:
             raise _refuse(path, option, str(exc)) from None
     stored = store.path(KIND, name)
     return _from_info(path, option, stored, store.file_sha256(stored), info)
+
+
+def _write_samples(target: Path, samples: NpzSamples, n: int, labels: Any, path: Path, option: str) -> None:
+    """The normalised copy: the first ``n`` inputs as float32, streamed one sample at a time, a
+    non-finite sample refused in one line naming it; ``labels`` None for calibration inputs."""
+    import numpy as np
+
+    writer = NpzWriter(str(target), n, samples.sample_shape)
+    try:
+        for i, x in enumerate(samples.iter_inputs(n)):
+            if not np.all(np.isfinite(x)):
+                raise _refuse(path, option, f"sample {i} of 'inputs' holds NaN or infinite values")
+            writer.add(x)
+        writer.finish(labels)
+    except BaseException:
+        writer.abort()
+        raise
