@@ -168,6 +168,12 @@ class DevProfile:
     counts: dict[str, int]
     total_instructions: int
     block_cycles: dict[str, float] = field(default_factory=dict)  # llvm-mca model -> cycles (armsim v2)
+    graph_source: str = "lodevem zoo"  # what made the graph: lodevem's conversion, or ncnn's benchmark graph
+
+    @property
+    def ncnn_benchmark(self) -> bool:
+        """A profile of ncnn's own benchmark graph: what an ncnn dev row ran."""
+        return self.graph_source.startswith("Tencent/ncnn benchmark")
 
     @property
     def groups(self) -> dict[str, float]:
@@ -183,7 +189,8 @@ def load_profiles(path: Path = DEFAULT_PROFILES) -> list[DevProfile]:
         out.append(DevProfile(str(p["graph_key"]), str(p["runtime"]), str(p["runtime_version"]), str(p["isa"]),
                               str(p["uarch"]), str(p["precision"]), int(p.get("threads", 1)),
                               {str(k): int(v) for k, v in p["counts"].items()}, int(p["total_instructions"]),
-                              {str(m): float(v["all"]) for m, v in (p.get("block_cycles") or {}).items()}))
+                              {str(m): float(v["all"]) for m, v in (p.get("block_cycles") or {}).items()},
+                              str(p.get("graph_source", "lodevem zoo"))))
     return out
 
 
@@ -216,16 +223,18 @@ def board_code(row: fe.Row, profiles: Sequence[DevProfile]) -> Optional[tuple[st
 
 def match_profile(row: fe.Row, profiles: Sequence[DevProfile]) -> Optional[DevProfile]:
     """The profile a row is costed with: its graph, runtime, ISA and precision path, counted by
-    its board's runtime version under its board's view (``board_code``); None: not profiled."""
+    its board's runtime version under its board's view (``board_code``); for an ncnn row, ncnn's
+    own benchmark graph where it was profiled (the graph the row ran), else lodevem's conversion
+    of the closest zoo model; None: not profiled."""
     code = board_code(row, profiles)
     if code is None:
         return None
     version, view = code
-    for p in profiles:
-        if (p.graph_key, p.runtime, p.isa, p.precision, p.runtime_version, p.uarch) == (
-                row.graph_key, row.runtime, isa_for_core(row.core), precision_path(row), version, view):
-            return p
-    return None
+    found = [p for p in profiles if (p.graph_key, p.runtime, p.isa, p.precision, p.runtime_version, p.uarch) == (
+        row.graph_key, row.runtime, isa_for_core(row.core), precision_path(row), version, view)]
+    # ncnn's own benchmark graph (what the row ran) before lodevem's conversion of the closest zoo model
+    found.sort(key=lambda p: not p.ncnn_benchmark)
+    return found[0] if found else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,13 +7,16 @@ Each stored dev profile made with ``scripts/profile_armsim_dev.py --blocks`` car
 of one inference under several llvm-mca CPU models (``block_cycles``: every translation block the
 runtime executed, priced by its bytes, times its count). The cost model:
 
-    ms = cycles_m(profile) * k[core] * p[int8, isa] * t[runtime] * A(q[core], threads) / (clock_GHz * 1e6)
+    ms = cycles_m(profile) * k[core] * p[precision, isa] * t[runtime] * A(q[core], threads) / (clock_GHz * 1e6)
 
 * ``m``: the llvm-mca model of the core's pipeline family (in-order / out-of-order), chosen on
   held-out SoC folds among ``MCA_MODELS`` (not on the fit);
 * ``k``: one constant per core, tied to its family's mean (``SHRINK_SIGMA``), so a core with few
   boards shrinks toward its group and a core with none takes the group's mean;
-* ``p``: one int8 factor per ISA group (the float path, fp32 or ncnn's fp16, is the reference);
+* ``p``: one factor per (reduced precision, ISA group): int8 per ISA group and fp16 arithmetic
+  (ARMv8.2: ncnn's default float path there) against fp32; the blocks price the instructions
+  each path executes, the factor what the pipeline model misses about them (SDOT, fp16 FMA
+  throughput), one per ISA group rather than per core so a held-out core keeps it;
 * ``t``: one factor for tflite (XNNPACK) against ncnn;
 * ``q``: Amdahl per core with 1- and N-thread rows of one board, prior ``fit_armsim.Q_PRIOR``.
 No runtime-version factor: the blocks carry the code's own IPC (the question the acceptance test
@@ -47,6 +50,18 @@ import fit_estimator as fe  # noqa: E402
 from lodevem.worker.armsim_blocks import MCA_MODELS  # noqa: E402  (the models every block is priced under)
 
 SHRINK_SIGMA = 0.3
+REDUCED = ("int8", "fp16")  # precisions with a factor per ISA group (fp32 is the reference)
+# Prior on a precision factor: 1 (the blocks price the instructions the path executes) with this
+# sigma in log. Without it, fp16 (only ever run on ARMv8.2 cores whose ncnn rows are all fp16)
+# trades freely against those cores' constants and carries one core's speed to another.
+PRECISION_SIGMA = 0.3
+# LLVM 19 prices every out-of-order Cortex core with its Cortex-A57 model (3-wide: -mcpu=cortex-a72,
+# a73, a75, a76 give the same cycles), though their decode widths are 2 (A73) to 4 (A76) (Arm's
+# guides, fit_armsim.CORE_SPECS). So a core's constant is tied to its family's mean at its own
+# width: log k = family mean + slope x log(width), one slope fitted for both families (prior 0 +-
+# WIDTH_SIGMA), instead of carrying one core's width to another.
+WIDTH_COVARIATE = True
+WIDTH_SIGMA = 1.0
 FAMILIES = ("in-order", "out-of-order")
 
 
@@ -62,9 +77,10 @@ class BlockFit:
     models: dict[str, str]  # family -> mca model
     k: dict[str, float]  # core -> cycles scale
     q: dict[str, float]
-    p: dict[str, float]  # isa -> int8 factor
+    p: dict[tuple[str, str], float]  # (precision, isa) -> factor: int8 per ISA group, fp16 arithmetic
     t: dict[str, float]  # runtime -> factor (ncnn 1)
     rms_log: float
+    width_slope: float = 0.0  # d log k / d log decode width, shared by both families
 
     def predict(self, r: fe.Row, prof: fa.DevProfile) -> Optional[float]:
         if r.core not in self.k:
@@ -74,7 +90,7 @@ class BlockFit:
         if cyc is None:
             return None
         q = self.q.get(r.core, fa.Q_PRIOR)
-        f = self.k[r.core] * (self.p.get(prof.isa, 1.0) if prof.precision == "int8" else 1.0)
+        f = self.k[r.core] * self.p.get((prof.precision, prof.isa), 1.0)
         f *= self.t.get(r.runtime, 1.0)
         return cyc * f * ((1 - q) + q / r.threads) / (r.clock_ghz * 1e6)
 
@@ -86,7 +102,7 @@ def fit(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -
     cores = sorted({r.core for r, _ in pairs})
     one = {(r.device, r.core, r.runtime) for r, _ in pairs if r.threads == 1}
     qcores = sorted({r.core for r, _ in pairs if r.threads > 1 and (r.device, r.core, r.runtime) in one})
-    isas = sorted({p.isa for _, p in pairs if p.precision == "int8"})
+    isas = sorted({(p.precision, p.isa) for _, p in pairs if p.precision in REDUCED})
     rts = sorted({r.runtime for r, _ in pairs} - {"ncnn"})
     nk, nq, np_, nt = len(cores), len(qcores), len(isas), len(rts)
     ci = {c: i for i, c in enumerate(cores)}
@@ -95,22 +111,27 @@ def fit(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -
     kc = np.array([ci[r.core] for r, _ in pairs])
     thr = np.array([r.threads for r, _ in pairs], float)
     qof = [qcores.index(r.core) if r.core in qcores else -1 for r, _ in pairs]
-    pof = [isas.index(p.isa) if p.precision == "int8" else -1 for _, p in pairs]
+    pof = [isas.index((p.precision, p.isa)) if p.precision in REDUCED else -1 for _, p in pairs]
     tof = [rts.index(r.runtime) if r.runtime in rts else -1 for r, _ in pairs]
     fam_idx = [[ci[c] for c in cores if fa.PIPELINE[c] == f] for f in FAMILIES]
+    lw = np.array([math.log(fa.CORE_SPECS[c][0]) for c in cores])  # decode width, cited per core
+    nb = 1 if WIDTH_COVARIATE else 0
 
     def resid(x: np.ndarray) -> np.ndarray:
-        lk, q, lp, lt = x[:nk], x[nk:nk + nq], x[nk + nq:nk + nq + np_], x[nk + nq + np_:]
+        lk, q, lp, lt = x[:nk], x[nk:nk + nq], x[nk + nq:nk + nq + np_], x[nk + nq + np_:nk + nq + np_ + nt]
+        b = x[-1] if nb else 0.0
+        a = lk - b * lw  # a core's constant net of its width: what the family shares
         qq = np.array([q[i] if i >= 0 else fa.Q_PRIOR for i in qof])
         amd = np.where(thr > 1, (1 - qq) + qq / thr, 1.0)
         pred = base + lk[kc] + np.log(amd) + np.array([lp[i] if i >= 0 else 0.0 for i in pof]) \
             + np.array([lt[i] if i >= 0 else 0.0 for i in tof])
-        shrink = [(lk[m] - lk[m].mean()) / SHRINK_SIGMA for m in fam_idx if len(m) > 1]
-        return np.concatenate([pred - y, *shrink, (q - fa.Q_PRIOR) / fa.Q_SIGMA])
+        shrink = [(a[m] - a[m].mean()) / SHRINK_SIGMA for m in fam_idx if len(m) > 1]
+        return np.concatenate([pred - y, *shrink, (q - fa.Q_PRIOR) / fa.Q_SIGMA, lp / PRECISION_SIGMA,
+                               [b / WIDTH_SIGMA] if nb else []])
 
-    x0 = np.concatenate([np.zeros(nk), np.full(nq, fa.Q_PRIOR), np.zeros(np_ + nt)])
-    lo = np.concatenate([np.full(nk, -5.0), np.zeros(nq), np.full(np_ + nt, -1.5)])
-    hi = np.concatenate([np.full(nk, 5.0), np.ones(nq), np.full(np_ + nt, 1.5)])
+    x0 = np.concatenate([np.zeros(nk), np.full(nq, fa.Q_PRIOR), np.zeros(np_ + nt + nb)])
+    lo = np.concatenate([np.full(nk, -5.0), np.zeros(nq), np.full(np_ + nt, -1.5), np.full(nb, -3.0)])
+    hi = np.concatenate([np.full(nk, 5.0), np.ones(nq), np.full(np_ + nt, 1.5), np.full(nb, 3.0)])
     sol = least_squares(resid, x0, bounds=(lo, hi), method="trf")
     x = sol.x
     k = {c: float(math.exp(x[ci[c]])) for c in cores}
@@ -119,15 +140,17 @@ def fit(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -
         if c not in q:
             same = [q[o] for o in qcores if fa.PIPELINE[o] == fa.PIPELINE[c]]
             q[c] = statistics.mean(same) if same else fa.Q_PRIOR
-    for c in fa.PIPELINE:  # cores without rows: the family's geometric mean
+    b = float(x[-1]) if nb else 0.0
+    for c in fa.PIPELINE:  # cores without rows: the family's geometric mean, at the core's own width
         fam = [o for o in cores if fa.PIPELINE[o] == fa.PIPELINE[c]]
         if c not in k and fam:
-            k[c] = math.exp(statistics.mean(math.log(k[o]) for o in fam))
+            shared = statistics.mean(math.log(k[o]) - b * math.log(fa.CORE_SPECS[o][0]) for o in fam)
+            k[c] = math.exp(shared + b * math.log(fa.CORE_SPECS[c][0]))
             q[c] = statistics.mean(q[o] for o in fam)
-    p = {isa: float(math.exp(x[nk + nq + i])) for i, isa in enumerate(isas)}
+    p = {key: float(math.exp(x[nk + nq + i])) for i, key in enumerate(isas)}
     t = {rt: float(math.exp(x[nk + nq + np_ + i])) for i, rt in enumerate(rts)}
     rms = float(np.sqrt(np.mean(resid(x)[:len(pairs)] ** 2))) if pairs else 0.0
-    return BlockFit(dict(models), k, q, p, t, rms)
+    return BlockFit(dict(models), k, q, p, t, rms, b)
 
 
 def lodo(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> list[fe.Scored]:
@@ -194,14 +217,15 @@ def block_params(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]) -> O
     result = fit(pairs, models)
     summary = fe.score_summary(lodo(pairs, models))
     return {
-        "formula": ("ms = cycles_m(profile) * k[core] * int8[isa] * runtime[rt] * ((1 - q) + q / threads) / "
+        "formula": ("ms = cycles_m(profile) * k[core] * {int8|fp16}[isa] * runtime[rt] * ((1 - q) + q / threads) / "
                     "(clock_GHz * 1e6); cycles_m = sum over executed blocks of count x llvm-mca cycles per "
                     "execution under model m of the core's pipeline family"),
         "models": models, "model_choice": {"rule": "per pipeline family, the lowest SoC-fold MAPE on its rows",
                                            "soc_fold_mape_pct": table},
         "k": {c: round(v, 5) for c, v in sorted(result.k.items())},
         "q": {c: round(v, 4) for c, v in sorted(result.q.items())},
-        "int8": {isa: round(v, 4) for isa, v in result.p.items()},
+        "int8": {isa: round(v, 4) for (prec, isa), v in result.p.items() if prec == "int8"},
+        "fp16": {isa: round(v, 4) for (prec, isa), v in result.p.items() if prec == "fp16"},
         "runtime": {"ncnn": 1.0, **{rt: round(v, 4) for rt, v in result.t.items()}},
         "pipeline": dict(fa.PIPELINE),
         "fitted_cores": sorted({r.core for r, _ in pairs}),
@@ -234,7 +258,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     result = fit(pairs, models)
     print("  fit: k " + ", ".join(f"{c} {v:.3f}" for c, v in sorted(result.k.items()))
           + "; q " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(result.q.items()))
-          + "; int8 " + ", ".join(f"{i} {v:.2f}" for i, v in result.p.items())
+          + "; precision " + ", ".join(f"{pr} {i} {v:.2f}" for (pr, i), v in result.p.items())
           + "; runtime " + ", ".join(f"{i} {v:.2f}" for i, v in result.t.items()) + f"; rms(log) {result.rms_log:.3f}")
     summary = fe.score_summary(lodo(pairs, models))
     for board, s in summary["per_board"].items():

@@ -24,6 +24,14 @@ kept gzipped under ``<graphs>/blocks/`` (its sha256 in the profile); each distin
 by llvm-mca under every model of its ``MCA_MODELS`` (cached by bytes in ``<graphs>/mca-cache-*.json``)
 and the profile stores, per model, the cycles of one inference (all threads, and the busiest):
 the data the block cost model (armsim v2) fits on, small enough to ship.
+
+``--ncnn-benchmark DIR --ncnn-benchmark-commit SHA``: the ncnn rows' graphs are ncnn's own
+benchmark graphs, what the rows ran (``benchmark/models/<name>.param`` of a Tencent/ncnn checkout;
+read from that folder, never copied into lodevem), not lodevem's pnnx conversions of the closest
+zoo model. Their weights are zeros, as benchncnn's ``DataReaderFromEmpty`` gives them: each param
+is staged beside a sparse all-zero ``.bin`` (a zero flag word reads as fp32 data). The profile's
+``graph_source`` names the folder's origin and commit, ``graph_sha256`` the param file; the fit
+prefers these profiles for ncnn rows (``fit_armsim.match_profile``).
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch6
         "armv7": ("qemu-arm", "cortex-a7", 159)}  # marker syscall: sched_get_priority_max (arm64 125, arm EABI 159)
 # The core views a site profiles under (armsim's make_views.py names; CORE_ISA maps a core to one).
 MARKER_MAGIC = 0x4C4F0000
+ZOO_SOURCE = "lodevem zoo, converted by lodevem (scripts/armsim_dev_graphs.py)"
+ZERO_WEIGHTS_BYTES = 512 << 20  # sparse: more than any benchmark graph reads (resnet50 fp32: ~100 MB)
 CLASSES = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
            "int_alu", "branch", "other", "total", "bytes_r", "bytes_w")
 
@@ -81,7 +91,13 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     root = Path(args.views) / job["uarch"]
     with tempfile.TemporaryDirectory(prefix="armfit-prof-") as tmp:
         out, report, blocks_file = Path(tmp) / "counts.txt", Path(tmp) / "report.json", Path(tmp) / "blocks.txt"
-        spec = {"runtime": job["runtime"], "model": str(job["file"]), "threads": job["threads"], "precision": "auto",
+        model = Path(job["file"])
+        if job.get("graph_source", ZOO_SOURCE) != ZOO_SOURCE:  # ncnn's benchmark graph: zero weights
+            model = Path(tmp) / Path(job["file"]).name
+            model.write_bytes(Path(job["file"]).read_bytes())
+            with open(model.with_suffix(".bin"), "wb") as fh:
+                fh.truncate(ZERO_WEIGHTS_BYTES)
+        spec = {"runtime": job["runtime"], "model": str(model), "threads": job["threads"], "precision": "auto",
                 "input_shape": job["input_shape"], "warmup": 1, "inferences": 1, "report": str(report)}
         cmd = [qemu, "-cpu", cpu, "-L", str(root), "-plugin",
                f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}"
@@ -109,8 +125,10 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                       f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
                       shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
     extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread)) if block_text else {}
-    return extra | {"graph_key": job["graph_key"], "graph_file": Path(job["file"]).name,
-            "graph_sha256": sha256_files(*[Path(f) for f in graphs_artifacts(Path(job["file"]))]),
+    bench = job.get("graph_source", ZOO_SOURCE) != ZOO_SOURCE
+    return extra | {"graph_key": job["graph_key"], "graph_file": job_graph_file(job),
+            "graph_source": job.get("graph_source", ZOO_SOURCE),
+            "graph_sha256": sha256_files(*([Path(job["file"])] if bench else graphs_artifacts(Path(job["file"])))),
             "runtime": job["runtime"], "runtime_version": rep["runtime_version"], "isa": job["isa"], "qemu_cpu": cpu,
             "uarch": job["uarch"],
             "precision": rep["precision"], "runtime_options": rep.get("options", {}), "threads": job["threads"],
@@ -136,6 +154,13 @@ def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total
             "block_llvm": summary["llvm"], "block_cycles": summary["cycles"]}
 
 
+def job_graph_file(job: dict[str, Any]) -> str:
+    """The stored name of a job's graph: ncnn's benchmark graphs under ``benchncnn/`` (their
+    names equal the zoo conversions' stems, and both are kept)."""
+    name = Path(job["file"]).name
+    return f"benchncnn/{name}" if job.get("graph_source", ZOO_SOURCE) != ZOO_SOURCE else name
+
+
 def graphs_artifacts(path: Path) -> list[Path]:
     return [path, path.with_suffix(".bin")] if path.suffix == ".param" else [path]
 
@@ -153,13 +178,17 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
     for site in args.site:
         label, views, runtime, path = site.split(":", 3)
         for key, runtime_, core, precision in need:
-            isa, _ = CORE_ISA[core]
+            isa, own_view = CORE_ISA[core]
             for view in views.split(","):
-                view_isa = {"cortex-a7": "armv7", "cortex-a53": "armv8.0", "cortex-a72": "armv8.0",
-                            "cortex-a73": "armv8.0"}.get(view, "armv8.2")
-                if runtime_ != runtime or view_isa != isa:
+                # a row's graph is profiled under its own core's view only: the runtimes pick
+                # kernels by the MIDR, so another core's view runs code that core never runs
+                if runtime_ != runtime or view != own_view:
                     continue
                 f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
+                source = ZOO_SOURCE
+                if args.ncnn_benchmark and runtime == "ncnn":
+                    f = args.ncnn_benchmark / (key + ("_int8" if precision == "int8" else "") + ".param")
+                    source = f"Tencent/ncnn benchmark/models @{args.ncnn_benchmark_commit}"
                 ident = (key, runtime, view, precision, label)
                 if ident in seen or not f.exists():
                     continue
@@ -167,7 +196,7 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
                 hw = maps[key].input_hw
                 out.append({"key": f"{key} {runtime} {view} {precision} {label}", "graph_key": key, "runtime": runtime,
                             "isa": isa, "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, hw, hw],
-                            "site": path, "site_label": label})
+                            "site": path, "site_label": label, "graph_source": source})
     for name in args.physics:  # files for the physics checks (not dev rows): std:mobilenet_v2 variants
         for view in ("cortex-a55", "cortex-a76"):
             f = args.graphs / name
@@ -208,6 +237,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--blocks", action="store_true", help="also record and price the block profile")
     parser.add_argument("--redo", action="store_true", help="profile again what the store already holds")
+    parser.add_argument("--dry-run", action="store_true", help="list the jobs that would run, run none")
+    parser.add_argument("--ncnn-benchmark", type=Path, default=None, metavar="DIR",
+                        help="profile ncnn rows on ncnn's own benchmark graphs: benchmark/models of a Tencent/ncnn checkout")
+    parser.add_argument("--ncnn-benchmark-commit", default="", metavar="SHA",
+                        help="the commit DIR was read from (recorded in each profile's graph_source)")
     parser.add_argument("--merge", type=Path, nargs="*", default=[], metavar="FILE",
                         help="only merge the profiles of these files (other runs' --out) into --out")
     args = parser.parse_args(argv)
@@ -221,9 +255,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     if not (args.views and args.plugin and args.guest and args.site):
         parser.error("--views, --plugin, --guest and --site are needed to profile (or --merge FILE...)")
-    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])}
+    # with --blocks, a stored profile without block cycles is not done (armv7 blocks are not costed)
+    if args.ncnn_benchmark and not args.ncnn_benchmark_commit:
+        parser.error("--ncnn-benchmark needs --ncnn-benchmark-commit (the provenance of the graphs)")
+    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])
+            if not args.blocks or p.get("block_cycles") or p["isa"] == "armv7"}
     for job in jobs(args):
-        if (Path(job["file"]).name, job["uarch"], job["site_label"]) in done and not args.redo:
+        if (job_graph_file(job), job["uarch"], job["site_label"]) in done and not args.redo:
+            continue
+        if args.dry_run:
+            print(job["key"])
             continue
         try:
             prof = one_profile(job, args)

@@ -275,3 +275,73 @@ def test_the_block_model_was_chosen_on_held_out_folds_and_states_soc_fold_errors
         if table:
             assert table[model] == min(table.values()), family
     assert bm["uncertainty"]["folds"] == "soc" and bm["uncertainty"]["categories"]["1t_fp32"]["rows"] > 0
+
+
+# --- issue 31's acceptance and the default predictor's score ---------------------------------------
+
+QRB2210_TARGET_PCT = 15.0  # issue 31 part 6
+
+
+def test_qrb2210_2025_code_is_predicted_from_the_2022_a53_boards_within_15_percent(
+        profiles: list[fa.DevProfile]) -> None:
+    """The block model fitted on the 2022 Cortex-A53 boards only (ncnn 1.0.20221128 code) predicts
+    the QRB2210's rows, which ran ncnn 2025 (A53-tuned kernels, ~1.6-2x the instructions)."""
+    import fit_armsim_blocks as fab
+
+    rows = fe.load_rows(fe.DEFAULT_DATA)
+    models, _ = fab.choose_models(rows, profiles)
+    assert models is not None
+    got = fab.acceptance(fab.matched(rows, profiles), models)
+    assert got.get("all") and got["all"]["rows"] >= 20, got
+    assert got["all"]["mape_pct"] <= QRB2210_TARGET_PCT, got["all"]
+    # the stored params say the same (refitted floats: a tolerance)
+    stored = PARAMS["block_model"]["acceptance_qrb2210_from_2022_a53"]["all"]
+    assert got["all"]["mape_pct"] == pytest.approx(stored["mape_pct"], abs=0.5)
+
+
+def _accuracy(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "latency_accuracy.py"), *args],
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+
+
+def test_auto_scores_each_row_by_the_predictor_start_picks_and_prints_its_lodo_line() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import latency_accuracy as la
+
+    from lodevem.latency.pool import auto_pick
+
+    out = _accuracy("--quick", "--predictor", "auto")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2].startswith("SCORE predictor=auto auto_1t_fp32=")
+    fields = dict(item.split("=") for item in lines[-1].removeprefix("LODO ").split())
+    assert (fields["folds"], fields["predictor"]) == ("soc", "auto")
+    served = next(line for line in lines if line.strip().startswith("rows served:"))
+    counts = dict(part.strip().split(" ") for part in served.split(":", 1)[1].split(","))
+    assert set(counts) == {"estimator", "armsim"} and sum(int(v) for v in counts.values()) > 300
+    # the pick is start's rule over the kinds' stored figures: a lower armsim figure wins the cell
+    row = fe.Row("Rockchip RK3588 (Cortex-A76 2.4GHz x 4 + Cortex-A55 1.8GHz x 4)", "Cortex-A55", 1.8, 1,
+                 "mobilenet", "fp16", 30.0)
+    from lodevem.latency.armsim.costmodel import load
+    from lodevem.latency.estimator import Estimator
+    from lodevem.latency.kinds import held_out_of
+
+    figs = {"estimator": held_out_of(Estimator.load().uncertainty_figure("Cortex-A55", "ncnn", 1, "fp16")),
+            "armsim": held_out_of(load().kind_figure("Cortex-A55", 1, "fp16", "ncnn"))}
+    assert la.auto_choice(row, True) == auto_pick(["estimator", "armsim"], figs)
+    assert la.auto_choice(row, False) == "estimator"
+
+
+def test_auto_scores_a_measurement_file(tmp_path: Path) -> None:
+    import csv
+
+    src = fe.DEFAULT_DATA.read_text().splitlines()
+    header, body = src[0], [line for line in src[1:] if "Rock3A" in line or "QRB2210" in line][:12]
+    path = tmp_path / "mine.csv"
+    path.write_text("\n".join([header, *body]) + "\n")
+    assert len(list(csv.reader(body))) == 12
+    out = _accuracy("--predictor", "auto", "--score", str(path), "--skip-timing")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1].startswith("SCORE predictor=auto ") and "rows=12" in lines[-1]
+    assert not any(line.startswith("LODO ") for line in lines)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -160,6 +161,24 @@ class BlockCoster:
             if data.get("mcpu") == mcpu and data.get("llvm") == self.llvm_version:
                 self._cache = {str(k): (None if v is None else float(v)) for k, v in data["cycles"].items()}
 
+    def _save(self, path: Path) -> None:
+        """Write the cache atomically (a temporary file renamed over it), so parallel profiling
+        runs sharing one cache never read a half-written file; entries another run saved since
+        this one loaded are kept."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+            except ValueError:
+                data = {}
+            if data.get("mcpu") == self.mcpu and data.get("llvm") == self.llvm_version:
+                for k, v in data.get("cycles", {}).items():
+                    self._cache.setdefault(str(k), None if v is None else float(v))
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"mcpu": self.mcpu, "llvm": self.llvm_version, "iterations": ITERATIONS,
+                                   "cycles": self._cache}))
+        os.replace(tmp, path)
+
     def _run(self, argv: Sequence[str], stdin: str) -> str:
         try:
             done = subprocess.run(list(argv), input=stdin, capture_output=True, text=True, timeout=self.timeout_s)
@@ -217,9 +236,7 @@ class BlockCoster:
             for code, value in zip(batch, self._price(batch)):
                 self._cache[key[code]] = value
         if missing and self.cache_path is not None:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-            self.cache_path.write_text(json.dumps({"mcpu": self.mcpu, "llvm": self.llvm_version,
-                                                   "iterations": ITERATIONS, "cycles": self._cache}))
+            self._save(self.cache_path)
         return {c: self._cache[key[c]] for c in codes}
 
 

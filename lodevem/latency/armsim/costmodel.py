@@ -30,7 +30,7 @@ Block cost model (v2, ``block_model`` in the params): where the profile carries 
 ``worker/armsim_blocks.py``) and the fit has the core, the cycles are those of the llvm-mca model
 of the core's pipeline family, scaled by one constant per core:
 
-    ms = cycles_m(profile) * k[core] * int8[isa] * runtime[rt] * A(q[core], n) / (clock_GHz * 1e6)
+    ms = cycles_m(profile) * k[core] * p[precision, isa] * runtime[rt] * A(q[core], n) / (clock_GHz * 1e6)
 
 It sees the code's own instruction-level parallelism, which the class CPIs cannot (issue 31), and
 needs no runtime-version factor. Profiles without block cycles (armv7, an image without LLVM) keep
@@ -98,6 +98,7 @@ class BlockModel:
     k: dict[str, float]
     q: dict[str, float]
     int8: dict[str, float]  # isa -> factor
+    fp16: dict[str, float]  # isa -> factor of fp16 arithmetic (ARMv8.2) against fp32
     runtime: dict[str, float]
     fitted_cores: tuple[str, ...]
 
@@ -112,8 +113,8 @@ class BlockModel:
         if not fig:
             return None
         factor = self.k[core] * self.runtime.get(profile.runtime, 1.0)
-        if profile.precision == "int8":
-            factor *= self.int8.get(profile.isa, 1.0)
+        if profile.precision in ("int8", "fp16"):
+            factor *= (self.int8 if profile.precision == "int8" else self.fp16).get(profile.isa, 1.0)
         return fig[0] * factor, model
 
 
@@ -179,6 +180,7 @@ class CostModel:
                 pipeline={str(k): str(v) for k, v in bm["pipeline"].items()},
                 k={str(c): float(v) for c, v in bm["k"].items()}, q={str(c): float(v) for c, v in bm["q"].items()},
                 int8={str(i): float(v) for i, v in bm["int8"].items()},
+                fp16={str(i): float(v) for i, v in bm.get("fp16", {}).items()},
                 runtime={str(r): float(v) for r, v in bm["runtime"].items()},
                 fitted_cores=tuple(str(c) for c in bm["fitted_cores"]))
             unc = params["uncertainty"]
