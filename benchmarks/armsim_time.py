@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/armsim_time.py [--quick] [--runtime tflite|ncnn]
         [--models mobilenet_v2,mobilenet_v3_small,resnet18,squeezenet1_1,shufflenet_v2_x1_0]
-        [--tier tier2] [--jobs N] [--fresh-build] [--json out.json]
+        [--tier tier2|all] [--jobs N] [--fresh-build] [--json out.json]
 
 What a ``start --predictor armsim`` run adds over the estimator is the armsim stage the runner
 kind runs (``lodevem.latency.armsim.kind.ArmsimKind``, through the predictor pool; here in parallel over models):
@@ -105,13 +105,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny_cnn, ncnn, the tier's first core")
     parser.add_argument("--models", default=MODELS)
     parser.add_argument("--runtime", default="tflite", choices=("tflite", "ncnn"))
-    parser.add_argument("--tier", default="tier2")
+    parser.add_argument("--tier", default="tier2", help="a tier, or all: every core of the shipped profiles")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--fresh-build", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    profiles = select_profiles(load_profiles(), tiers=[args.tier])
+    profiles = select_profiles(load_profiles(), tiers=[] if args.tier == "all" else [args.tier])
     cores = sorted({p.fastest_cluster.core for p in profiles})
     names, runtime = args.models.split(","), args.runtime
     if args.quick:

@@ -166,8 +166,8 @@ def test_predictor_cells_name_their_source(armsim_backend, converted, tmp_path: 
     cells = predictor.predict(converted["tiny_cnn.ncnn"], [a55, a7], threads=1, input_shape=SMALL)
     cell = cells[a55.id]
     assert cell.latency_ms is not None and cell.runtime == "ncnn"
-    assert cell.latency_source.startswith("armsim:v1 ncnn armv8.2 (Cortex-A55@")
-    assert isa_for_core("Cortex-A7") == "armv7" and cells[a7.id].latency_source.startswith("armsim:v1 ncnn armv7")
+    assert cell.latency_source.startswith("armsim:v2 ncnn armv8.2 (Cortex-A55@")
+    assert isa_for_core("Cortex-A7") == "armv7" and cells[a7.id].latency_source.startswith("armsim:v2 ncnn armv7")
     missing = ArmsimPredictor(ArmsimProfiler(WorkerClient(armsim_backend), tmp_path, 900), "tflite",
                               cost_model=placeholder_cost_for_plumbing_tests).predict_one(
         converted["tiny_cnn.ncnn"].with_name("absent.tflite"), a55, 1, SMALL)
@@ -212,7 +212,7 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
                        timeout_s=600)
     outcome = run_benchmark(config, backend=armsim_backend)
     rows = {r.model_label: r for r in outcome.rows}
-    assert rows["tiny_cnn.pt"].latency_source.startswith("armsim:v1 tflite armv8.0 (Cortex-A53@")
+    assert rows["tiny_cnn.pt"].latency_source.startswith("armsim:v2 tflite armv8.0 (Cortex-A53@")
     assert rows["tiny_cnn.pt"].latency_ms is not None and rows["tiny_cnn.pt"].verdict == "fits"
     failed = rows["data_dependent.pt"]
     assert failed.verdict == "error" and failed.latency_ms is None

@@ -113,8 +113,10 @@ class BlockModel:
         if not fig:
             return None
         factor = self.k[core] * self.runtime.get(profile.runtime, 1.0)
-        if profile.precision in ("int8", "fp16"):
-            factor *= (self.int8 if profile.precision == "int8" else self.fp16).get(profile.isa, 1.0)
+        if profile.precision == "int8":
+            factor *= self.int8.get(profile.isa, 1.0)
+        elif profile.precision == "fp16":
+            factor *= self.fp16.get(profile.isa, 1.0)
         return fig[0] * factor, model
 
 

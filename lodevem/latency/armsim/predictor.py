@@ -17,10 +17,10 @@ from typing import Any, Callable, Optional, Sequence
 
 from ...profiles import Profile
 from ..records import LatencyPrediction, format_clock
+from .costmodel import COST_MODEL_VERSION
 from .isa import covered, isa_for_core, uarch_for_core
 from .profiler import ArmsimProfiler, ProfileJob
 
-PREDICTOR_VERSION = "v1"
 CostFn = Callable[[Any, str, float, int], "tuple[float, float, float, str]"]  # costmodel.predict_ms
 
 
@@ -90,7 +90,7 @@ class ArmsimPredictor:
             ms, low, high, note = self.cost_model(result.profile, core, clock, threads_used)
         except _unavailable_error() as exc:
             return LatencyPrediction.unavailable(profile, f"armsim: {exc}", threads_used, self.runtime)
-        source = (f"armsim:{PREDICTOR_VERSION} {self.runtime} {isa} "
+        source = (f"armsim:{COST_MODEL_VERSION} {self.runtime} {isa} "
                   f"({core}@{format_clock(clock)}GHz)")
         prof = result.profile
         detail = (f"{prof.total_instructions / 1e6:.1f} M instructions/inference, {prof.precision} path, "
