@@ -279,10 +279,11 @@ def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--predictor", default="auto", show_default=True,
                         # the predictor kinds: the one registry, latency.pool.KINDS
                         type=click.Choice(list(MODES)),
-                        help="Latency predictor. armsim (start only): the runtime's own Arm instructions counted "
-                        "on an emulated core, needs `lodevem build-image --runtime armsim` (docs/armsim.md). auto: "
-                        "nn-Meter when its predictor data is present, else the estimator; armsim only where its "
-                        "fit beat the estimator leave-one-device-out (today: nowhere, docs/armsim-accuracy.md).")(fn)
+                        help="Latency predictor. armsim: the runtime's own Arm code run on an emulated core, its "
+                        "executed blocks priced by LLVM's pipeline model; needs `lodevem build-image --runtime "
+                        "armsim` (docs/armsim.md). auto: per cell the kind with the lower stored leave-one-SoC-out "
+                        "error for its core, threads, precision and runtime (nn-Meter first when its data is "
+                        "present); each row's source says which (docs/armsim-accuracy.md).")(fn)
 
 
 def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
