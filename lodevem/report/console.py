@@ -357,6 +357,8 @@ def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult
         other = same[0]
         peak = f"peak {other.peak_rss_mb:,.0f} MB, {other.verdict}" if other.peak_rss_mb is not None else other.verdict
         return f"{base}: on {worst.profile_label} under {other.runtime} ({peak}) in this run"
+    if (worst.memory_runtime or "").endswith("(fallback)"):  # the on-device converter was tried and refused it
+        return f"{base}: an app would ship a smaller runtime, which needs a file its converter takes (an fp32 export)"
     return f"{base}: an app would ship a smaller runtime, try --runtime tflite"
 
 
