@@ -71,8 +71,11 @@ def _slurm(workdir: Path, **kwargs: Any):
 
 
 def _queue() -> list[str]:
-    """Ids of this cluster's lodevem jobs still pending or running."""
-    out = subprocess.run(["squeue", "-h", "-n", "lodevem", "-o", "%i"], capture_output=True, text=True, check=True)
+    """Ids of this cluster's lodevem jobs still pending or running (not a finished job Slurm still
+    lists as COMPLETING for a moment while its epilog runs: that made a check right after a job
+    flaky)."""
+    out = subprocess.run(["squeue", "-h", "-n", "lodevem", "-t", "PENDING,RUNNING", "-o", "%i"],
+                         capture_output=True, text=True, check=True)
     return out.stdout.split()
 
 
