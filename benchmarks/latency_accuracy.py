@@ -49,6 +49,7 @@ fp16 <= 20 %; int8 <= 20 %; one-shot <= 8 %. armsim and the default predictor (i
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -303,17 +304,25 @@ def auto_choice(row: fe.Row, armsim_can: bool) -> str:
     own stored held-out figures, read by the same calls ``start``'s kinds make (the estimator's
     ``uncertainty_figure``, armsim's ``kind_figure``); the estimator when armsim cannot price the
     row (no stored profile of its graph here; in ``start``: no profile for the core / runtime)."""
-    from lodevem.latency.armsim.costmodel import load
-    from lodevem.latency.estimator import Estimator
     from lodevem.latency.kinds import held_out_of
     from lodevem.latency.pool import auto_pick
 
     if not armsim_can:
         return "estimator"
-    figures = {"estimator": held_out_of(Estimator.load().uncertainty_figure(row.core, row.runtime, row.threads,
-                                                                              row.precision)),
-               "armsim": held_out_of(load().kind_figure(row.core, row.threads, row.precision, row.runtime))}
+    estimator, cost_model = _shipped_predictors()
+    figures = {"estimator": held_out_of(estimator.uncertainty_figure(row.core, row.runtime, row.threads,
+                                                                     row.precision)),
+               "armsim": held_out_of(cost_model.kind_figure(row.core, row.threads, row.precision, row.runtime))}
     return auto_pick(["estimator", "armsim"], figures)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_predictors() -> tuple:
+    """The shipped estimator and armsim cost model, read once per run (not once per scored row)."""
+    from lodevem.latency.armsim.costmodel import load
+    from lodevem.latency.estimator import Estimator
+
+    return Estimator.load(), load()
 
 
 def auto_scored(estimator: list[fe.Scored], armsim: list[fe.Scored]) -> tuple[list[fe.Scored], dict[str, int]]:
