@@ -1,14 +1,110 @@
-"""Shared fixtures: the real Docker engine and benchmark image, built once per session."""
+"""Shared fixtures: the real Docker engine and benchmark image, built once per session; the
+session's one store of exports and conversions; the lanes' markers; CPU seconds per test.
+
+Lanes (docs/development.md, `make test-fast` and `.ci/run`): a test marked ``docker`` needs the
+engine, ``slurm`` the single-node cluster, ``slow(reason=...)`` is pure but too slow for the fast
+lane (its reason says why it cannot be made faster); everything else is the fast lane. Every
+test is in exactly one lane, and CI runs all three.
+
+One store for the session (``shared_store``): every run a test makes, in this process or in a
+CLI or benchmark child, keeps its exports, conversions, derivations, emulation profiles and
+evaluation results in one content-keyed folder (``$LODEVEM_SHARED_STORE``, lodevem/store), so no
+test repeats a conversion another test made. A test that must see one made (a cold run, a cache
+miss) is marked ``fresh_store`` and gets only its run's own ``<output>/.cache``.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+import resource
+import time
+from pathlib import Path
+from typing import Iterator, Optional
 
 import pytest
 
 from lodevem.errors import BackendUnavailable
 from lodevem.sandbox import image
+from lodevem.store import SHARED_STORE_ENV, ArtifactStore
+
+# The lanes as pytest -m expressions: the Makefile and .ci/run run these (tests/test_lanes.py
+# holds them to the same text).
+FAST_LANE = "not docker and not slurm and not slow"
+DOCKER_LANE = "(docker or slow) and not slurm"
+SLURM_LANE = "slurm"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="print the N tests that used the most CPU seconds (this process and the child "
+                          "processes it waited for; not the Docker engine's containers), 0 for all: the "
+                          "figure to trust on a shared machine, where wall times grow with the load")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow(reason): pure, but run in the Docker lane, not the fast lane; the "
+                                       "reason says why it cannot be made faster")
+    config.addinivalue_line("markers", "fresh_store: the test's runs keep nothing in the session's shared store "
+                                       "(it checks that an export or conversion is made, not found)")
+    config.stash[_CPU] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``slow`` mark must say why (``@pytest.mark.slow(reason="...")``): a test leaves the
+    fast lane only with its reason written next to it."""
+    for item in items:
+        mark = item.get_closest_marker("slow")
+        if mark is not None and not str(mark.kwargs.get("reason", "")).strip():
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs reason=\"why it cannot be faster\"")
+
+
+_CPU = pytest.StashKey[dict]()
+
+
+def _cpu_now() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]):
+    """CPU and wall seconds of one test, its fixtures' setup and teardown included."""
+    cpu, wall = _cpu_now(), time.perf_counter()
+    yield
+    item.config.stash[_CPU][item.nodeid] = (_cpu_now() - cpu, time.perf_counter() - wall)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    count = config.getoption("--cpu-durations")
+    spent: dict[str, tuple[float, float]] = config.stash[_CPU]
+    if count is None or not spent:
+        return
+    total_cpu, total_wall = sum(c for c, _ in spent.values()), sum(w for _, w in spent.values())
+    terminalreporter.write_sep("=", f"most CPU seconds (all {len(spent)} tests: {total_cpu:.1f} s CPU, "
+                                    f"{total_wall:.1f} s wall, load average {os.getloadavg()[0]:.1f})")
+    ranked = sorted(spent.items(), key=lambda kv: -kv[1][0])
+    for nodeid, (cpu, wall) in ranked[:count or None]:
+        terminalreporter.write_line(f"{cpu:8.2f}s CPU {wall:8.2f}s wall  {nodeid}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArtifactStore]:
+    """The session's store of exports, conversions, derivations, emulation profiles and
+    evaluation results. ``$LODEVEM_SHARED_STORE`` set before pytest names it (``.ci/run`` gives
+    its lanes one, so the Docker lane reuses what the fast lane made); else a folder of this
+    session. A test making a ConvertCache / ExportCache of its own passes ``shared_store``."""
+    root = Path(os.environ.get(SHARED_STORE_ENV) or tmp_path_factory.mktemp("shared-store"))
+    patch = pytest.MonkeyPatch()
+    patch.setenv(SHARED_STORE_ENV, str(root))
+    yield ArtifactStore(root / "own", shared=root)
+    patch.undo()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``@pytest.mark.fresh_store``: this test's runs use their own store only."""
+    if request.node.get_closest_marker("fresh_store") is not None:
+        monkeypatch.delenv(SHARED_STORE_ENV, raising=False)
 
 
 def _daemon_reason() -> Optional[str]:

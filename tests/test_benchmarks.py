@@ -76,7 +76,12 @@ def test_every_benchmark_has_a_quick_run() -> None:
         assert script in text and '"--quick"' in text, f"tests/{test_file} no longer runs {script} --quick"
 
 
-@pytest.mark.parametrize("name", sorted(QUICK))
+def _lane(quick: Quick) -> list[pytest.MarkDecorator]:
+    """The lane a quick run belongs in: what it needs (a benchmark on the engine is a Docker-lane test)."""
+    return [getattr(pytest.mark, need) for need in quick.needs]
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=_lane(QUICK[name])) for name in sorted(QUICK)])
 def test_quick_mode_prints_its_figures(name: str, request: pytest.FixtureRequest) -> None:
     quick = QUICK[name]
     source = (BENCHMARKS / name).read_text()
