@@ -61,7 +61,7 @@ from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurem
 from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
-from .store import ArtifactStore, digest, file_digest
+from .store import ArtifactStore, digest, file_digest, run_store
 from .worker.precision import INT8_LEVELS
 from .worker.registry import measured_under
 from .worker.verdict import Verdict
@@ -230,7 +230,7 @@ def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cac
     """``store``: the run's artifact store; else one rooted at ``cache_dir``'s parent (``cache_dir``
     is ``<root>/measure``, the layout library callers pass)."""
     if store is None and cache_dir is not None:
-        store = ArtifactStore(Path(cache_dir).parent, use_cache=use_cache)
+        store = run_store(Path(cache_dir).parent, use_cache=use_cache)
     missing = exports is None or (settings.runtime in CONVERTERS and converts is None)
     if store is None and settings.runtime in ("onnxruntime", *CONVERTERS) and missing:
         raise InputError(f"runtime {settings.runtime} needs a cache folder for its exports (cache_dir)")

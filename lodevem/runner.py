@@ -49,7 +49,7 @@ from .sandbox import Backend, open_backend
 from .sandbox.artifacts import ConvertCache, ExportCache
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
-from .store import ArtifactStore, cache_root, digest, file_digest
+from .store import ArtifactStore, cache_root, digest, file_digest, run_store
 from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from .worker.registry import CONVERT_ACTIONS, RUNTIMES, canonical, measured_under, predicted_for
 
@@ -186,7 +186,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.backend``.
     """
     models = label_models(config.models, config.levels)
-    store = ArtifactStore(cache_root(config.output), use_cache=not config.no_cache)
+    store = run_store(cache_root(config.output), use_cache=not config.no_cache)
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
     opened: list[WorkerClient] = []  # the sandbox's client, once the backend is open (kinds that run in it)
     predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,

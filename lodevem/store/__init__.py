@@ -15,6 +15,12 @@ kind            what                                            made by
 ``latency``     one JSON record per prediction                  ``latency.cache.JsonCache``
 ==============  ==============================================  ====================================
 
+Runs may share the kinds made from a file's bytes and pinned tools alone (``SHARED_KINDS``:
+exports, conversions, derivations, zoo graphs, evaluation data and results, armsim profiles):
+``$LODEVEM_SHARED_STORE`` names one folder that holds them for every run (``run_store``), so
+runs into different ``--output`` folders (the demo's two, the test suite's hundreds) convert a
+model once. Measurements and predictions stay in each run's own folder.
+
 Why one store: the caches used to check five different ways whether a file was still good (size,
 size + mtime, existence alone), two ignored ``--no-cache``, and a conversion that FAILED was
 still taken as a cache hit when the failing model had written the expected file itself. Here:
@@ -48,9 +54,9 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from .files import atomic_file, atomic_path, write_atomic, write_json_file, write_new
 
-__all__ = ["FORMAT_VERSION", "MAX_ARTIFACT_BYTES", "MAX_RECORD_BYTES", "Artifact", "ArtifactStore", "atomic_file",
-           "atomic_path", "bytes_digest", "cache_root", "digest", "file_digest", "user_cache_dir", "write_atomic",
-           "write_json_file", "write_new"]
+__all__ = ["FORMAT_VERSION", "MAX_ARTIFACT_BYTES", "MAX_RECORD_BYTES", "SHARED_KINDS", "SHARED_STORE_ENV", "Artifact",
+           "ArtifactStore", "atomic_file", "atomic_path", "bytes_digest", "cache_root", "digest", "file_digest",
+           "run_store", "user_cache_dir", "write_atomic", "write_json_file", "write_new"]
 
 # Bump when a stored layout changes: every record carries it, so older entries become misses.
 FORMAT_VERSION = 2
@@ -59,11 +65,22 @@ MAX_ARTIFACT_BYTES = 4 * 2**30
 # Largest JSON record read back (a measurement record is ~2 KB; a sidecar less).
 MAX_RECORD_BYTES = 1 * 2**20  # = safe_io.CACHE_RECORD
 CACHE_FOLDER = ".cache"
+# What every run may take from another's (see the module docstring); every kind made in a staging
+# folder is one of them, so staging and publishing stay on one file system.
+SHARED_KINDS = frozenset({"onnx", "converted", "derived", "zoo", "evaldata", "accuracy", "armsim"})
+SHARED_STORE_ENV = "LODEVEM_SHARED_STORE"
 
 
 def cache_root(output: Path) -> Path:
     """THE place a run's cache folder is named: ``<output>/.cache``."""
     return Path(output) / CACHE_FOLDER
+
+
+def run_store(root: Path, use_cache: bool = True) -> "ArtifactStore":
+    """A run's store rooted at ``root`` (``cache_root(output)``, a library caller's cache folder),
+    its ``SHARED_KINDS`` in ``$LODEVEM_SHARED_STORE`` when that is set."""
+    shared = os.environ.get(SHARED_STORE_ENV)
+    return ArtifactStore(root, use_cache=use_cache, shared=Path(shared) if shared else None)
 
 
 def user_cache_dir() -> Path:
@@ -126,16 +143,17 @@ class Artifact:
 
 
 class ArtifactStore:
-    """Files and records under ``root`` (the cache folder), one sub-folder per kind."""
+    """Files and records under ``root`` (the cache folder), one sub-folder per kind; the
+    ``SHARED_KINDS`` under ``shared`` instead when it is given."""
 
-    def __init__(self, root: Path, use_cache: bool = True) -> None:
-        self.root, self.use_cache = Path(root), use_cache
+    def __init__(self, root: Path, use_cache: bool = True, shared: Optional[Path] = None) -> None:
+        self.root, self.use_cache, self.shared = Path(root), use_cache, Path(shared) if shared else None
 
     def folder(self, kind: str) -> Path:
-        return self.root / kind
+        return (self.shared if self.shared is not None and kind in SHARED_KINDS else self.root) / kind
 
     def path(self, kind: str, name: str) -> Path:
-        return self.root / kind / name
+        return self.folder(kind) / name
 
     # -- files made in the sandbox -------------------------------------------------------------
 
@@ -170,7 +188,7 @@ class ArtifactStore:
     def staging(self) -> Iterator[Path]:
         """A fresh, private folder for one sandbox run to write into; deleted afterwards,
         whatever is still in it (a failed run's files never leave it)."""
-        base = self.root / ".staging"
+        base = (self.shared or self.root) / ".staging"  # beside the SHARED_KINDS' folders: one file system
         base.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix="run-", dir=base))
         try:
