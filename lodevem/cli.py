@@ -410,6 +410,9 @@ def cli() -> None:
                              by docker-py with its other DOCKER_* variables
       SLURM_CONF             the Slurm cluster of --backend slurm, read by
                              sbatch/sacct/scancel (default /etc/slurm/slurm.conf)
+      LODEVEM_SHARED_STORE   one folder for the exports, conversions, derivations
+                             and armsim profiles of every run (default: each
+                             --output's .cache; measurements stay there)
       XDG_CACHE_HOME         build-image's cache is $XDG_CACHE_HOME/lodevem/build,
                              predict's exports $XDG_CACHE_HOME/lodevem/onnx and
                              /zoo (default ~/.cache/lodevem)
@@ -1008,11 +1011,13 @@ def _inspect_data(path: Path) -> Any:
 @runtime_option
 @click.option("--force", is_flag=True,
               help="Rebuild even when the image exists and its recipe (Dockerfile, pins, sources) is unchanged.")
+@click.option("--jobs", default=2, show_default=True, type=click.IntRange(1, 8), metavar="N",
+              help="Images built at once (a layered image waits for its base); 1 builds them one by one.")
 @click.option("--debian-mirror", default=DEFAULT_DEBIAN_MIRROR, show_default=True, metavar="URL",
               envvar="LODEVEM_DEBIAN_MIRROR", show_envvar=True,
               help="Debian mirror debootstrap uses when no registry answers and the debian:bookworm "
               "base image is made offline (it then also serves the image's apt-get).")
-def build_image_cmd(runtimes: tuple[str, ...], force: bool, debian_mirror: str) -> None:
+def build_image_cmd(runtimes: tuple[str, ...], force: bool, jobs: int, debian_mirror: str) -> None:
     """Build the Docker images the measurements of --runtime run in (offline base image if needed).
 
     Default: the images `start` needs without --runtime (tflite).
@@ -1022,30 +1027,36 @@ def build_image_cmd(runtimes: tuple[str, ...], force: bool, debian_mirror: str) 
     converter image, armsim the emulated-Arm-core
     profiler lodevem-armsim (qemu-user + arm64/armhf LiteRT and ncnn) and the converter image. The Python wheels and the
     build contexts are cached in $XDG_CACHE_HOME/lodevem/build (default ~/.cache/lodevem/build),
-    so an unchanged rebuild takes seconds.
+    so an unchanged rebuild takes seconds. Independent images are built --jobs at a time.
 
     Example:
 
         lodevem build-image --runtime torch,tflite,ncnn
     """
-    from .sandbox.image import build_image, image_is_current, image_status, specs_for_runtimes
+    from .sandbox.builds import build_images, plan_builds
+    from .sandbox.image import specs_for_runtimes
 
-    bench_rebuilt = False
-    for spec in specs_for_runtimes(runtimes or (DEFAULT_LATENCY_RUNTIME,)):
-        status = image_status(spec=spec)
-        # a layered image is rebuilt on top of a base rebuilt in this call
-        layered_on_new = spec.layered_on is not None and bench_rebuilt
-        if status.present and not force and not layered_on_new and image_is_current(spec):
-            console.print(f"[green]✓[/] {status.tag} already built ({status.short_id}); --force rebuilds")
-            continue
-        if status.present and not force:
-            console.print(f"[yellow]![/] {status.tag} was built from another recipe (Dockerfile, pins or "
-                          "sources changed): rebuilding")
-        bench_rebuilt = bench_rebuilt or spec.name == "bench"
-        with console.status(f"building {spec.tag}") as spinner:
-            info = build_image(lambda line: spinner.update(f"[dim]{line[:100]}[/]"), debian_mirror=debian_mirror,
-                               spec=spec)
-        console.print(f"[green]✓[/] built {info.tag} ({info.short_id}, {info.size_mb:,.0f} MB, {info.build_s:.0f} s)")
+    plan = plan_builds(specs_for_runtimes(runtimes or (DEFAULT_LATENCY_RUNTIME,)), force)
+    for spec, short_id in plan.present:
+        console.print(f"[green]✓[/] {spec.tag} already built ({short_id}); --force rebuilds")
+    for spec, why in plan.to_build:
+        console.print(f"[yellow]…[/] {spec.tag}: {why}, building")
+    if not plan.to_build:
+        return
+    last: dict[str, str] = {}
+    with console.status(f"building {', '.join(s.tag for s, _ in plan.to_build)}") as spinner:
+        def line(spec, text: str) -> None:
+            last[spec.name] = text[:100 // max(1, min(jobs, len(plan.to_build)))]
+            spinner.update("[dim]" + " | ".join(f"{name}: {text}" for name, text in last.items()) + "[/]")
+
+        def built(done) -> None:
+            last.pop(done.spec.name, None)
+            info = done.info
+            console.print(f"[green]✓[/] built {info.tag} ({info.short_id}, {info.size_mb:,.0f} MB, "
+                          f"{info.build_s:.0f} s)")
+
+        build_images([s for s, _ in plan.to_build], jobs=jobs, debian_mirror=debian_mirror, on_line=line,
+                     on_built=built)
 
 
 @cli.command("fetch-predictors")
