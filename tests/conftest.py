@@ -51,11 +51,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A ``slow`` mark must say why (``@pytest.mark.slow(reason="...")``): a test leaves the
-    fast lane only with its reason written next to it."""
+    fast lane only with its reason written next to it. The benchmarks' quick runs go last: run
+    after the tests that convert the same zoo models, they find those conversions in the shared
+    store instead of making them again."""
     for item in items:
         mark = item.get_closest_marker("slow")
         if mark is not None and not str(mark.kwargs.get("reason", "")).strip():
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.slow needs reason=\"why it cannot be faster\"")
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_benchmarks.py::test_quick_mode"))  # stable
 
 
 _CPU = pytest.StashKey[dict]()
@@ -105,6 +108,31 @@ def _fresh_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     """``@pytest.mark.fresh_store``: this test's runs use their own store only."""
     if request.node.get_closest_marker("fresh_store") is not None:
         monkeypatch.delenv(SHARED_STORE_ENV, raising=False)
+
+
+class ZooOnnx:
+    """Zoo models exported to ONNX by the worker's own exporter (1x3x224x224), each once per
+    session whichever test asks first, into one folder. Read them; copy one before changing it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __call__(self, name: str) -> Path:
+        path = self.folder / f"{name}.onnx"
+        if not path.is_file():
+            import torch
+
+            from lodevem import zoo
+            from lodevem.worker.onnx_export import export_module
+
+            export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(path))
+        return path
+
+
+@pytest.fixture(scope="session")
+def zoo_onnx(tmp_path_factory: pytest.TempPathFactory) -> ZooOnnx:
+    """The session's zoo exports (``ZooOnnx``): the latency tests read the same graphs."""
+    return ZooOnnx(tmp_path_factory.mktemp("zoo-onnx"))
 
 
 def _daemon_reason() -> Optional[str]:

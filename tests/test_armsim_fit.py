@@ -41,6 +41,7 @@ def refit(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow(reason="refits armsim from every stored profile (scripts/fit_armsim.py, its nested SoC folds): ~9 s CPU")
 def test_refit_from_stored_profiles_reproduces_the_shipped_params(refit: dict) -> None:
     assert refit["provenance"]["profiles_sha256"] == fe.sha256(fa.DEFAULT_PROFILES)
     assert refit["provenance"]["data_sha256"] == fe.sha256(fe.DEFAULT_DATA)
@@ -119,6 +120,7 @@ def test_physics_int8_faster_than_fp32_on_every_armv82_core_and_fp16_equals_fp32
         assert ok is True, f"{name}: {figs}"
 
 
+@pytest.mark.slow(reason="benchmarks/latency_accuracy.py --quick in a new interpreter: both predictors scored on 13 SoC folds, ~7 s CPU")
 def test_quick_benchmark_prints_both_tables_and_the_armsim_score_line() -> None:
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "latency_accuracy.py"), "--quick",
                           "--predictor", "both"], capture_output=True, text=True, timeout=300, cwd=REPO)
@@ -304,6 +306,7 @@ def _accuracy(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600, cwd=REPO)
 
 
+@pytest.mark.slow(reason="benchmarks/latency_accuracy.py --quick --predictor auto: every row of 13 SoC folds re-picked and scored, ~30 s CPU")
 def test_auto_scores_each_row_by_the_predictor_start_picks_and_prints_its_lodo_line() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import latency_accuracy as la
@@ -332,6 +335,7 @@ def test_auto_scores_each_row_by_the_predictor_start_picks_and_prints_its_lodo_l
     assert la.auto_choice(row, False) == "estimator"
 
 
+@pytest.mark.slow(reason="benchmarks/latency_accuracy.py --score: the predictors fitted on the dev data first, ~7 s CPU")
 def test_auto_scores_a_measurement_file(tmp_path: Path) -> None:
     import csv
 

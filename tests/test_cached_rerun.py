@@ -18,7 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 from test_paper_kit import make_row
 
 from lodevem import zoo
@@ -26,20 +25,14 @@ from lodevem.latency.estimator import Estimator
 from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
 from lodevem.report.figure_cache import HEATMAP, SCATTER, write_figures
-from lodevem.worker.onnx_export import export_module
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "nn_meter", "matplotlib", "onnx", "sklearn", "scipy")
 
 
 @pytest.fixture(scope="module")
-def onnx_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("onnx")
-    files = {}
-    for name in ("tiny_cnn", "mobilenet_v3_small"):
-        files[name] = out / f"{name}.onnx"
-        export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(files[name]))
-    return files
+def onnx_files(zoo_onnx) -> dict[str, Path]:
+    return {name: zoo_onnx(name) for name in ("tiny_cnn", "mobilenet_v3_small")}
 
 
 @pytest.fixture(scope="module")

@@ -201,6 +201,7 @@ def _truth(fe):
                   precisions_per_runtime={"ncnn": ("fp32", "fp16", "int8"), "tflite": ("fp32",)})
 
 
+@pytest.mark.slow(reason="a full estimator fit on synthetic rows (scripts/fit_estimator.py), ~8 s CPU")
 def test_fit_recovers_known_parameters(fit_module) -> None:
     fe = fit_module
     rng = np.random.RandomState(0)
@@ -239,6 +240,7 @@ def test_fit_recovers_known_parameters(fit_module) -> None:
     assert "Cortex-A75" in fe.fit([r for r in rows if r.core != "Cortex-A75"], works).derived  # documented, not missing
 
 
+@pytest.mark.slow(reason="benchmarks/latency_accuracy.py --score end to end: the estimator refitted on the dev data, ~24 s CPU")
 def test_score_line_from_a_small_synthetic_file(fit_module, tmp_path) -> None:
     """The benchmark's --score path end to end on a tiny file: the SCORE line is the last line and
     parses; categories without rows say ``na``."""

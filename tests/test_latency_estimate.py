@@ -11,9 +11,7 @@ import csv
 from pathlib import Path
 
 import pytest
-import torch
 
-from lodevem import zoo
 from lodevem.latency.calibration import CalibrationRecord, CalibrationSet, CalibrationStore, now_iso
 from lodevem.latency.estimator import Estimator, work_vector
 from lodevem.latency.kernels import extract_kernels
@@ -22,17 +20,11 @@ from lodevem.predict import LatencyPrediction, Predictor
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.report.files import write_csv
 from lodevem.results import ModelFile, pair_result
-from lodevem.worker import export_module
 
 
 @pytest.fixture(scope="module")
-def onnx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("onnx")
-    paths = {}
-    for name in ("mobilenet_v2", "resnet18"):
-        paths[name] = out / f"{name}.onnx"
-        export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(paths[name]))
-    return paths
+def onnx(zoo_onnx) -> dict[str, Path]:
+    return {name: zoo_onnx(name) for name in ("mobilenet_v2", "resnet18")}
 
 
 def profile(core: str, clock: float, pid: str, count: int = 4) -> Profile:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from sklearn.ensemble import RandomForestRegressor
 
 from lodevem import zoo
@@ -24,7 +23,6 @@ from lodevem.latency.kernels import DEFAULT_RULES, extract_kernels
 from lodevem.latency.nnmeter import ENV_VAR, default_data_dir, expected_kernels, fetch_predictors
 from lodevem.predict import LatencyPrediction, Predictor, format_clock
 from lodevem.profiles import Cluster, Profile, load_profiles
-from lodevem.worker import export_module
 from lodevem.worker.macs import count_macs
 
 PREDICTOR = "cortexA76cpu_tflite21"
@@ -35,12 +33,11 @@ N_FEATURES = {"conv-bn-relu": 7, "dwconv-bn-relu": 7, "fc": 4, "maxpool": 5, "av
 
 
 @pytest.fixture(scope="session")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def onnx_dir(zoo_onnx) -> Path:
     """Every zoo model exported once per session with the worker's own export (224x224)."""
-    out = tmp_path_factory.mktemp("onnx")
     for name in zoo.names():
-        export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(out / f"{name}.onnx"))
-    return out
+        zoo_onnx(name)
+    return zoo_onnx.folder
 
 
 @pytest.fixture(scope="session")

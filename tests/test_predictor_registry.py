@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-import torch
 
 from lodevem import zoo
 from lodevem.errors import InputError
@@ -27,7 +26,6 @@ from lodevem.latency.records import LatencyPrediction
 from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
 from lodevem.worker import registry
-from lodevem.worker.onnx_export import export_module
 
 
 class ToyKind:
@@ -88,10 +86,8 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> type[ToyKind]:
 
 
 @pytest.fixture(scope="module")
-def onnx_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("onnx") / "tiny_cnn.onnx"
-    export_module(zoo.build("tiny_cnn"), torch.zeros(1, 3, 224, 224), str(path))
-    return path
+def onnx_file(zoo_onnx) -> Path:
+    return zoo_onnx("tiny_cnn")
 
 
 @pytest.fixture(scope="module")
