@@ -39,11 +39,11 @@ def armsim_backend(docker_backend):
 
 
 @pytest.fixture(scope="session")
-def converted(armsim_backend, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def converted(armsim_backend, tmp_path_factory: pytest.TempPathFactory, shared_store: ArtifactStore) -> dict[str, Path]:
     """tiny_cnn and mobilenet_v2 converted to ncnn and tflite at 64x64, once per session."""
     folder = tmp_path_factory.mktemp("armsim-models")
     client = WorkerClient(armsim_backend)
-    converts = ConvertCache(client, ArtifactStore(folder / "store"), 900)
+    converts = ConvertCache(client, shared_store, 900)
     out = {}
     for name in ("tiny_cnn", "mobilenet_v2"):
         path = zoo.write(name, folder)
@@ -190,6 +190,7 @@ class DataDependent(__import__("torch").nn.Module):
         return -y
 
 
+@pytest.mark.fresh_store  # it counts the profiles its run made
 def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, tmp_path: Path, monkeypatch) -> None:
     import warnings
 

@@ -52,9 +52,8 @@ def mobilenet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def converts(convert_backend, tmp_path_factory: pytest.TempPathFactory) -> ConvertCache:
-    store = ArtifactStore(tmp_path_factory.mktemp("levels-store"))
-    return ConvertCache(WorkerClient(convert_backend), store, timeout_s=900)
+def converts(convert_backend, shared_store: ArtifactStore) -> ConvertCache:
+    return ConvertCache(WorkerClient(convert_backend), shared_store, timeout_s=900)
 
 
 class _Conversions(dict):

@@ -139,6 +139,7 @@ def _stage(out: Path) -> str:
     (("SIGTERM",), "deriving", "3", ("--levels", "fp32,fp16"), 143),  # a derivation in the sandbox
     (("SIGINT", "SIGINT"), "measuring", "100000", (), 130),       # mid-measurement, a second Ctrl-C in cleanup
 ])
+@pytest.mark.fresh_store  # it checks what its run's own .cache holds
 def test_a_signal_at_any_point_cleans_up(docker_backend, tmp_path: Path, signals: tuple[str, ...], wait_for: str,
                                          runs: str, levels: tuple[str, ...], code: int) -> None:
     import os

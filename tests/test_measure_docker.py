@@ -130,6 +130,7 @@ def test_second_call_is_served_from_cache(docker_backend, tiny: Path, tmp_path: 
     assert second.peak_rss_mb == first.peak_rss_mb
 
 
+@pytest.mark.fresh_store  # it checks what its run's own .cache holds
 def test_onnxruntime_runtime_has_a_leaner_baseline(docker_backend, tiny: Path, tmp_path: Path) -> None:
     torch_m = _one(tiny, 1024, docker_backend)
     ort_m = _one(tiny, 1024, docker_backend, runtime="onnxruntime", cache_dir=tmp_path / ".cache" / "measure")

@@ -117,6 +117,7 @@ def unconvertible(models: Path) -> Path:
     return path
 
 
+@pytest.mark.fresh_store  # it checks what its run's own .cache holds
 def test_conversion_failure_is_an_error_row_and_the_run_goes_on(runtime_backend, unconvertible: Path,
                                                                 tmp_path: Path) -> None:
     profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
@@ -134,6 +135,7 @@ def test_conversion_failure_is_an_error_row_and_the_run_goes_on(runtime_backend,
     assert not list((tmp_path / "out" / ".cache" / "converted").glob("*.tflite"))  # nothing half-written kept
 
 
+@pytest.mark.fresh_store  # it checks what its run's own .cache holds
 @pytest.mark.parametrize("runtime", ["tflite", "ncnn"])
 def test_second_run_hits_the_caches(runtime_backend, models: Path, tmp_path: Path, runtime: str) -> None:
     cache = tmp_path / "measure"

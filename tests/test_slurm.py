@@ -134,6 +134,7 @@ def test_verdicts_and_peaks_equal_dockers(slurm_conf: str, docker_backend, model
 CONVERTED_LIMITS = (512, 48)
 
 
+@pytest.mark.fresh_store  # it checks what its run's own .cache holds
 @pytest.mark.parametrize("runtime", ["tflite", "ncnn"])
 def test_converted_runtime_verdicts_equal_dockers(slurm_conf: str, docker_backend, models: list[Path],
                                                   tmp_path: Path, runtime: str) -> None:

@@ -118,6 +118,7 @@ def _planting_model(path: Path, runtime: str) -> Path:
     return path
 
 
+@pytest.mark.fresh_store  # it checks what its run's own .cache holds
 @pytest.mark.docker
 @pytest.mark.parametrize("runtime", ["tflite", "ncnn"])
 def test_a_failed_conversion_leaves_nothing_to_copy_or_reuse(docker_backend, tmp_path: Path, runtime: str) -> None:

@@ -271,6 +271,7 @@ def test_code_digest_follows_the_code(project: Path, tmp_path: Path) -> None:
     assert ModelLoading().key == ""
 
 
+@pytest.mark.fresh_store  # it checks what its run's own .cache holds
 def test_edited_code_is_exported_again(docker_backend, project: Path, tmp_path: Path) -> None:
     """The same file with other code behind it gets a new export and measurement, not a stale cache."""
     copy = tmp_path / "code" / "cocoa"
