@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lodevem import zoo  # noqa: E402
+from lodevem.store import SHARED_STORE_ENV  # noqa: E402
 
 HEAVY = ("torch", "nn_meter", "matplotlib", "onnx", "sklearn", "scipy", "numpy", "pandas")
 
@@ -48,10 +49,14 @@ def _children_cpu_s() -> float:
 
 
 def run_start(models: list[Path], tier: str, backend: str, output: Path, importtime: bool = False,
-              cpu: list[float] | None = None) -> tuple[float, str]:
+              cpu: list[float] | None = None, shared_store: bool = False) -> tuple[float, str]:
     """Wall seconds of one ``lodevem start`` in a new interpreter, and its stderr; its CPU
-    seconds (user + system, the figure the machine's load does not inflate) go into ``cpu``."""
+    seconds (user + system, the figure the machine's load does not inflate) go into ``cpu``.
+    ``shared_store``: keep the caller's ``$LODEVEM_SHARED_STORE`` (--quick, under the tests: the
+    exports and conversions other tests made); else the first run is cold."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if not shared_store:
+        env.pop(SHARED_STORE_ENV, None)
     cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "lodevem.cli", "start",
            *map(str, models), "--tier", tier, "--backend", backend, "--output", str(output)]
     cpu_before, started = _children_cpu_s(), time.perf_counter()
@@ -93,10 +98,11 @@ def main() -> int:
         models = [zoo.write(name, folder / "models") for name in args.models.split(",")]
         output = folder / "results"
         first_cpu: list[float] = []
-        first, _ = run_start(models, args.tier, args.backend, output, cpu=first_cpu)
+        first, _ = run_start(models, args.tier, args.backend, output, cpu=first_cpu, shared_store=args.quick)
         rerun_cpu: list[float] = []
-        reruns = [run_start(models, args.tier, args.backend, output, cpu=rerun_cpu)[0] for _ in range(args.reruns)]
-        _, imported = run_start(models, args.tier, args.backend, output, importtime=True)
+        reruns = [run_start(models, args.tier, args.backend, output, cpu=rerun_cpu, shared_store=args.quick)[0]
+                  for _ in range(args.reruns)]
+        _, imported = run_start(models, args.tier, args.backend, output, importtime=True, shared_store=args.quick)
         payload = json.loads((output / "benchmark_results.json").read_text())
         cached = all(r["memory_cached"] for r in payload["results"])
         latency_cache = payload["environment"]["extra"]["predictor"].get("latency_cache", {})

@@ -18,7 +18,9 @@ CPU seconds (this process's children: the CLI, not the containers) of each run a
 average. Targets (issue 28): int8 and int8-static peaks below fp32 by roughly the weights'
 saving and pruned below fp32 under both runtimes; the first model's run <= 5 min cold on 2
 cores, <= 30 s cached. A row without a figure prints its one-line reason instead. ``--quick``:
-mobilenet_v2 alone at 1x3x96x96 on one profile.
+mobilenet_v2 alone at 1x3x96x96 on one profile, its conversions taken from the caller's
+``$LODEVEM_SHARED_STORE`` when set (the test suite runs it after tests/test_convert_levels.py and
+tests/test_compression_table.py made them); a full run is cold.
 
 Needs the Docker engine and the images of the runtimes (``lodevem build-image --runtime tflite,ncnn``).
 """
@@ -40,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from lodevem import zoo  # noqa: E402
 from lodevem.levels import LEVELS  # noqa: E402
+from lodevem.store import SHARED_STORE_ENV  # noqa: E402
 
 
 def _children_cpu_s() -> float:
@@ -47,17 +50,22 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_start(model: Path, runtimes: str, profile: str, shape: str, output: Path) -> tuple[float, float, str]:
+def run_start(model: Path, runtimes: str, profile: str, shape: str, output: Path,
+              shared_store: bool = False) -> tuple[float, float, str]:
     """(wall s, CPU s, stderr) of one ``lodevem start --levels all``; exit 1 (some rows without
-    a figure) is a result here, any other failure stops the benchmark."""
+    a figure) is a result here, any other failure stops the benchmark. ``shared_store``: keep the
+    caller's ``$LODEVEM_SHARED_STORE`` (--quick under the tests: the conversions the other tests
+    made of the same model); else the cold run converts everything itself."""
     cmd = [sys.executable, "-m", "lodevem.cli", "start", str(model), "--levels", "all", "--runtime", runtimes,
            "--profile", profile, "--backend", "docker", "--output", str(output), "--predictor", "estimator",
            "--runs", "5", "--warmup", "1"]
     if shape:
         cmd += ["--input-shape", shape]
     cpu, started = _children_cpu_s(), time.perf_counter()
-    done = subprocess.run(cmd, env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"), capture_output=True,
-                          text=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    if not shared_store:
+        env.pop(SHARED_STORE_ENV, None)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
         sys.exit(f"lodevem start failed (exit {done.returncode}): {done.stderr.strip()[-600:]}")
@@ -122,9 +130,9 @@ def main() -> None:
         for name in models:
             path = zoo.write(name, Path(tmp) / "models")
             output = Path(tmp) / f"out-{name}"
-            cold = run_start(path, args.runtimes, args.profile, shape, output)
+            cold = run_start(path, args.runtimes, args.profile, shape, output, shared_store=args.quick)
             rows = _read_rows(output)  # the cold run's: its conversion seconds
-            cached = run_start(path, args.runtimes, args.profile, shape, output)
+            cached = run_start(path, args.runtimes, args.profile, shape, output, shared_store=args.quick)
             served = sum(1 for r in _read_rows(output) if r["memory_cached"] == "True")
             rows_by_model[name] = rows
             print(f"{name} ({shape or 'its own input shape'}, --levels all --runtime {args.runtimes}, "

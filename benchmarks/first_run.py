@@ -1,35 +1,38 @@
-"""What `make demo` costs on a fresh machine, step by step, and that it leaves no dangling images.
+"""What `make demo` costs on a fresh machine, phase by phase, and that it leaves no dangling images.
 
     .venv/bin/python benchmarks/first_run.py [--tier tier2] [--venv] [--json out.json]
     .venv/bin/python benchmarks/first_run.py --demo-only    # the demo's commands, images present
     .venv/bin/python benchmarks/first_run.py --quick
 
-Full mode times what a fresh machine pays after the Docker engine is installed:
+Full mode times the phases of ``scripts/demo.sh`` after the Docker engine is installed, in its
+order and with its overlap, one line per phase as it ends and the total on the closing line:
 
-* ``--venv`` (optional): ``python -m venv`` + ``pip install --no-cache-dir`` of torch and
-  lodevem into a throw-away folder (what ``make setup`` does; network-bound);
-* the wheels of the images the demo needs (``make demo`` builds only those: the Makefile's
-  ``DEMO_RUNTIMES``; under tflite ``lodevem-bench``, ``lodevem-litert`` and the converter image
-  ``lodevem-convert``, which is layered on the bench image), downloaded into an empty folder with
-  pip's cache off;
-* ``docker build --no-cache`` of each of those images under a throw-away tag (removed after,
-  a layered image built on the throw-away base), so the real images and other users of the
-  engine are untouched;
-* the demo's own commands (``scripts/demo.sh``: zoo, derive, two ``start`` runs) in a fresh
-  folder, so every export, derivation and measurement is made anew.
+* ``--venv`` (optional): ``python -m venv`` + ``pip install --no-cache-dir --no-compile`` of
+  torch and lodevem into a throw-away folder (what ``make setup-demo`` does; network-bound);
+* the benchmark image: its wheels downloaded into an empty folder with pip's cache off, then
+  ``docker build --no-cache`` under a throw-away tag (removed after), so the real images and
+  other users of the engine are untouched;
+* the rest of the images the demo needs (the Makefile's ``DEMO_RUNTIMES``; under tflite
+  ``lodevem-litert`` and the converter image ``lodevem-convert``, layered on the throw-away bench
+  image), built the same way two at a time in the background while the next phases run;
+* the demo's own commands in a fresh folder: zoo, derive, then (after waiting for the images)
+  the two ``start`` runs, sharing one store as ``scripts/demo.sh`` makes them
+  (``LODEVEM_SHARED_STORE``), so every export, derivation and measurement is made anew once.
 
-CPU seconds beside each wall time (the machine is shared, so wall times are inflated by other
-users' work): ``own`` is this script's children (the lodevem CLI processes, pip), ``containers``
-the Docker engine's ``docker`` cpuacct cgroup (every container and build step on the engine:
-ours, and any other user's that ran meanwhile, so an upper bound).
+The demo's commands run on the real ``lodevem-*`` images (the throw-away builds are timed, not
+used). CPU seconds beside the wall times (the machine is shared, so wall times are inflated by
+other users' work): ``own`` is this script's children (the lodevem CLI processes, pip),
+``containers`` the Docker engine's ``docker`` cpuacct cgroup (every container and build step on
+the engine: ours, and any other user's that ran meanwhile, so an upper bound).
 
 It also counts the images each build left untagged (target: 0; lodevem removes its build-stage
-images) and prints the sum. The base image ``debian:bookworm`` is taken as present (a pull is
-~50 MB; without a registry debootstrap makes it, which this does not time). The machine is
-shared: the load average is printed with the figures.
+images). The base image ``debian:bookworm`` is taken as present (a pull is ~50 MB; without a
+registry debootstrap makes it, which this does not time). The load average is printed with the
+total.
 
 ``--quick`` (seconds, for the test suite) times only the demo's first steps on the smallest zoo
-model (zoo + one ``start`` on one profile, a cold output folder) and lists the images the demo
+model (zoo + one ``start`` on one profile, a cold output folder; exports and conversions from
+the session's ``LODEVEM_SHARED_STORE`` when the caller set one) and lists the images the demo
 needs with whether they are present; it builds nothing.
 """
 
@@ -50,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lodevem.sandbox import image  # noqa: E402
+from lodevem.store import SHARED_STORE_ENV  # noqa: E402
 
 _STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12})$")
 
@@ -81,9 +85,8 @@ def cpu_since(start: tuple[float, float]) -> dict:
     return {"cpu_own_s": round(now[0] - start[0], 1), "cpu_containers_s": round(now[1] - start[1], 1)}
 
 
-def lodevem(*args: str, cwd: Path) -> float:
+def lodevem(*args: str, cwd: Path, env: dict) -> float:
     """Wall seconds of one CLI command in a new interpreter (import time counts, as for a user)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "lodevem.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True)
@@ -92,35 +95,49 @@ def lodevem(*args: str, cwd: Path) -> float:
     return time.perf_counter() - started
 
 
-def demo_steps(folder: Path, tier: str, quick: bool) -> list[tuple[str, float]]:
+def demo_env(folder: Path, quick: bool) -> dict:
+    """The demo's environment: its two runs share one store (scripts/demo.sh sets
+    ``LODEVEM_SHARED_STORE`` to ``results/.cache``); quick mode keeps the caller's (the test
+    session's store), a full run starts from nothing."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if not quick:
+        env[SHARED_STORE_ENV] = str(folder / "results" / ".cache")
+    return env
+
+
+def demo_phases(folder: Path, tier: str, quick: bool, show, before_runs=None) -> None:
     """scripts/demo.sh's commands (quick: its first two on one small model and one profile), with
-    ``--runtime`` as ``make demo`` passes it (DEMO_RUNTIMES)."""
+    ``--runtime`` as ``make demo`` passes it (DEMO_RUNTIMES); ``show`` gets each phase when it
+    ends. ``before_runs``: called between the derivation and the two runs (the full mode waits
+    there for the images building meanwhile)."""
     runtime = ("--runtime", ",".join(DEMO_RUNTIMES))
+    env = demo_env(folder, quick)
+
+    def step(name: str, *args: str) -> None:
+        show([(name, lodevem(*args, cwd=folder, env=env))])
+
     if quick:
-        return [("zoo mobilenet_v3_small", lodevem("zoo", "mobilenet_v3_small", "--out", "models/", cwd=folder)),
-                ("start (1 model x nokia_c1, cold)", lodevem("start", "models/mobilenet_v3_small.pt", "--profile",
-                                                             "nokia_c1", "--runs", "2", "--warmup", "0", *runtime,
-                                                             cwd=folder))]
-    steps = [("zoo (3 models)", lodevem("zoo", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "--out", "models/",
-                                        cwd=folder)),
-             ("derive pruned", lodevem("derive", "models/mobilenet_v2.pt", "--levels", "pruned", "--out", "models/",
-                                       cwd=folder))]
+        step("zoo tiny_cnn", "zoo", "tiny_cnn", "--out", "models/")
+        step("start (1 model x nokia_c1, cold)", "start", "models/tiny_cnn.pt", "--profile", "nokia_c1",
+             "--runs", "2", "--warmup", "0", *runtime)
+        return
+    step("zoo (3 models)", "zoo", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "--out", "models/")
+    step("derive pruned", "derive", "models/mobilenet_v2.pt", "--levels", "pruned", "--out", "models/")
+    if before_runs is not None:
+        before_runs()
     models = sorted(str(p.relative_to(folder)) for p in (folder / "models").glob("*.pt"))
-    steps.append((f"start ({len(models)} models x {tier})", lodevem("start", *models, "--tier", tier, *runtime,
-                                                                    cwd=folder)))
-    steps.append((f"start --levels all x {tier}", lodevem("start", "models/mobilenet_v2.pt", "--levels", "all",
-                                                           "--tier", tier, "--output", "results/levels", *runtime,
-                                                           cwd=folder)))
-    return steps
+    step(f"start ({len(models)} models x {tier})", "start", *models, "--tier", tier, *runtime)
+    step(f"start --levels all x {tier}", "start", "models/mobilenet_v2.pt", "--levels", "all", "--tier", tier,
+         "--output", "results/levels", *runtime)
 
 
 def fresh_venv(folder: Path) -> float:
     """``make setup`` into ``folder``: a new venv, torch and lodevem from the index, no pip cache."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-    pip = [str(folder / "bin" / "pip"), "install", "--quiet", "--no-cache-dir"]
+    pip = [str(folder / "bin" / "pip"), "install", "--quiet", "--no-cache-dir", "--no-compile"]
     subprocess.run([*pip, "torch==2.13.0"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[test]"], check=True)
+    subprocess.run([*pip, "-e", str(ROOT)], check=True)  # make setup-demo: no test extras
     return time.perf_counter() - started
 
 
@@ -176,6 +193,29 @@ def left_dangling(client, final_id: str, log_lines: list[str]) -> list[str]:
     return left
 
 
+def build_phases(specs: list[image.ImageSpec], report: dict) -> tuple[list[tuple[str, float]], object]:
+    """The benchmark image's build (a phase of its own, as in scripts/demo.sh), then the rest of
+    the demo's images started two at a time in the background; returns the first phase and a
+    function that waits for the rest (the phase "images: waiting" the demo has too)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    built: dict[str, str] = {}
+    report["builds"] = [fresh_build(specs[0], built)]
+    bench = report["builds"][0]
+    pool = ThreadPoolExecutor(max_workers=2)
+    futures = [pool.submit(fresh_build, spec, built) for spec in specs[1:]]
+    started = time.perf_counter()
+
+    def wait_rest() -> list[tuple[str, float]]:
+        waited = time.perf_counter()
+        report["builds"] += [f.result() for f in futures]
+        pool.shutdown()
+        report["images_in_background_s"] = round(time.perf_counter() - started, 1)
+        return [("images: waiting for the rest", time.perf_counter() - waited)]
+
+    return [(f"image {bench['image']}", bench["wheel_download_s"] + bench["docker_build_nocache_s"])], wait_rest
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tier", default="tier2")
@@ -189,45 +229,50 @@ def main() -> int:
     report: dict = {"demo_images": [s.tag for s in specs], "load_average_start": os.getloadavg()}
     print(f"images make demo builds: {', '.join(report['demo_images'])} "
           f"(make test builds {', '.join(s.tag for s in image.specs_for_runtimes(list(image.RUNTIME_IMAGES)))})")
-    total = 0.0
+    phases: list[tuple[str, float]] = []
+
+    def show(new: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        for name, seconds in new:
+            print(f"{name:<44}{seconds:8.1f} s", flush=True)
+        phases.extend(new)
+        return new
+
     if args.venv and not (args.quick or args.demo_only):
         with tempfile.TemporaryDirectory(prefix="lodevem-venv-") as tmp:
-            report["venv_s"] = round(fresh_venv(Path(tmp) / "venv"), 1)
-        total += report["venv_s"]
-        print(f"make setup (fresh venv, no pip cache)  {report['venv_s']:8.1f} s")
+            show([("make setup-demo (fresh venv, no pip cache)", fresh_venv(Path(tmp) / "venv"))])
+    wait_rest = None
     if args.quick or args.demo_only:
         for spec in specs:
             status = image.image_status(spec=spec)
             print(f"{spec.tag}: {'present ' + status.short_id if status.present else 'NOT BUILT'}")
     else:
-        built: dict[str, str] = {}
-        report["builds"] = []
-        try:
-            for spec in specs:
-                report["builds"].append(fresh_build(spec, built))
-        finally:
+        first, wait_rest = build_phases(specs, report)
+        show(first)
+    try:
+        with tempfile.TemporaryDirectory(prefix="lodevem-first-run-") as tmp:
+            cpu_start = cpu_now()
+            waiting = (lambda: show(wait_rest())) if wait_rest is not None else None
+            demo_phases(Path(tmp), args.tier, args.quick, show, waiting)
+            report["demo_cpu"] = cpu_since(cpu_start)
+    finally:
+        if "builds" in report:
             remove_builds(report["builds"])
-        for row in report["builds"]:
-            total += row["wheel_download_s"] + row["docker_build_nocache_s"]
-            layer = f" (own layers {row['own_mb']:,.0f} MB on {row['layered_on']})" if "own_mb" in row else ""
-            print(f"{row['image']}: wheels {row['wheel_download_s']:.1f} s, docker build --no-cache "
-                  f"{row['docker_build_nocache_s']:.1f} s (CPU {row['cpu_containers_s']:.0f} s), "
-                  f"{row['size_mb']:,.0f} MB{layer}, "
-                  f"untagged images left: {row['left_dangling']}")
-    with tempfile.TemporaryDirectory(prefix="lodevem-first-run-") as tmp:
-        cpu_start = cpu_now()
-        report["demo_steps"] = demo_steps(Path(tmp), args.tier, args.quick)
-        report["demo_cpu"] = cpu_since(cpu_start)
-    for name, seconds in report["demo_steps"]:
-        total += seconds
-        print(f"{name:<40}{seconds:8.1f} s")
+    for row in report.get("builds", []):
+        layer = f" (own layers {row['own_mb']:,.0f} MB on {row['layered_on']})" if "own_mb" in row else ""
+        print(f"  {row['image']}: wheels {row['wheel_download_s']:.1f} s, docker build --no-cache "
+              f"{row['docker_build_nocache_s']:.1f} s (CPU {row['cpu_containers_s']:.0f} s), "
+              f"{row['size_mb']:,.0f} MB{layer}, untagged images left: {row['left_dangling']}")
+    if "images_in_background_s" in report:
+        print(f"  the rest of the images built in the background for {report['images_in_background_s']:.1f} s "
+              "(beside zoo and derive)")
     print(f"demo CPU: own {report['demo_cpu']['cpu_own_s']:.1f} s, containers "
           f"{report['demo_cpu']['cpu_containers_s']:.1f} s (engine-wide)")
-    report["total_s"] = round(total, 1)
+    total = sum(seconds for _, seconds in phases)
+    report["phases"], report["total_s"] = phases, round(total, 1)
     report["load_average_end"] = os.getloadavg()
-    what = "demo steps" if args.quick or args.demo_only else ("setup + " if "venv_s" in report else "") + "image build + demo"
-    print(f"total ({what}){'':<{max(1, 31 - len(what))}}{total:8.1f} s = {total / 60:.1f} min")
-    print(f"load average {', '.join(f'{v:.2f}' for v in report['load_average_start'])} at start, "
+    what = "demo steps" if args.quick or args.demo_only else ("setup + " if args.venv else "") + "images + demo"
+    print(f"total ({what}){'':<{max(1, 31 - len(what))}}{total:8.1f} s = {total / 60:.1f} min; load average "
+          f"{', '.join(f'{v:.2f}' for v in report['load_average_start'])} at start, "
           f"{', '.join(f'{v:.2f}' for v in report['load_average_end'])} at end (shared machine)")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
