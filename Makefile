@@ -1,4 +1,5 @@
-# lodevem: the two commands a new user needs are `make demo` and `make test`.
+# lodevem: the two commands a new user needs are `make demo` and `make test`; `make test-fast`
+# is the seconds-to-minutes check while changing code (docs/development.md has each lane's times).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -7,14 +8,25 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TIER ?= tier2
 
-.PHONY: setup docker image demo-image slurm lint test demo docs clean
+.PHONY: setup setup-demo docker image demo-image slurm lint test test-fast test-docker test-slurm demo docs clean
 
-setup: $(VENV)/.installed
+# Two stamps: the demo needs lodevem and torch only; the tests add the `test` extra (LiteRT, ncnn
+# and pnnx for the Slurm nodes' python, ruff, mypy, ...). --no-compile: python compiles what it
+# imports on first use instead of every file of every package now (torch alone is ~2,300).
+PIP := $(BIN)/pip install --quiet --no-compile
+
+setup: $(VENV)/.installed-test
+
+setup-demo: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet $(TORCH_SPEC)
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(PIP) $(TORCH_SPEC)
+	$(PIP) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) -e ".[test]"
 	touch $@
 
 docker:                ## install and start the Docker engine if needed (root, Debian/Ubuntu)
@@ -24,19 +36,17 @@ docker:                ## install and start the Docker engine if needed (root, D
 # to the benchmark image it is layered on),
 # plus armsim (the emulated-Arm-core profiler, docs/armsim.md).
 RUNTIMES ?= torch,onnxruntime,tflite,ncnn,armsim
-# The demo (scripts/demo.sh) measures under the default runtime, tflite (what an Android app
-# ships): the benchmark image (exports, derivations), LiteRT's and the converter's
-# (docs/first-run.md has the fresh-machine timings).
 # The demo (scripts/demo.sh) measures under what phone apps ship, LiteRT: the benchmark image
 # (exports, derivations), the LiteRT image and the converter image (layered on the benchmark
 # image's torch); not ncnn's. docs/first-run.md has the fresh-machine timings.
 DEMO_RUNTIMES ?= tflite
 
-image: setup docker    ## build the images of $(RUNTIMES) (offline base image when no registry)
-	$(BIN)/lodevem build-image --runtime $(RUNTIMES)
+# Two builds at a time (the converter waits for the benchmark image it is layered on).
+image: setup-demo docker    ## build the images of $(RUNTIMES) (offline base image when no registry)
+	$(BIN)/lodevem build-image --jobs 2 --runtime $(RUNTIMES)
 
-demo-image: setup docker  ## build only the images the demo needs ($(DEMO_RUNTIMES))
-	$(BIN)/lodevem build-image --runtime $(DEMO_RUNTIMES)
+demo-image: setup-demo docker  ## build only the images the demo needs ($(DEMO_RUNTIMES))
+	$(BIN)/lodevem build-image --jobs 2 --runtime $(DEMO_RUNTIMES)
 
 slurm:                 ## a single-node Slurm cluster (root; installs Slurm when missing)
 	bash scripts/slurm-cluster.sh up
@@ -47,12 +57,32 @@ lint: setup            ## ruff and mypy over the package, tests, scripts and ben
 	$(BIN)/ruff check lodevem tests scripts benchmarks
 	$(BIN)/mypy
 
-# tests/test_slurm.py brings the Slurm cluster up itself (scripts/slurm-cluster.sh) when run as root.
-test: setup lint image ## lint, then the full test suite, against the real Docker engine and a real Slurm cluster
-	$(BIN)/python -m pytest -q -rs
+# The test lanes: every test is in exactly one (tests/conftest.py holds the same expressions and
+# says what the markers mean). fast: no Docker, no Slurm, no emulation, <= 3 min; Docker: the
+# real engine and images, and the pure tests too slow for the fast lane (marked slow, with why);
+# Slurm: tests/test_slurm.py brings the cluster up itself (scripts/slurm-cluster.sh) when root.
+FAST_LANE   := not docker and not slurm and not slow
+DOCKER_LANE := (docker or slow) and not slurm
+SLURM_LANE  := slurm
+PYTEST      := $(BIN)/python -m pytest -q -rs --durations=25
 
-demo: setup demo-image ## zoo models into models/, then the tier2 benchmark
-	DEMO_RUNTIMES=$(DEMO_RUNTIMES) bash scripts/demo.sh $(TIER)
+test-fast: setup       ## the fast lane: no Docker, no Slurm, no emulation (<= 3 min)
+	$(PYTEST) -m "$(FAST_LANE)"
+
+test-docker: setup image  ## the Docker lane: the real engine and every runtime's image
+	$(PYTEST) -m "$(DOCKER_LANE)"
+
+test-slurm: setup image   ## the Slurm lane: a single-node cluster (root)
+	$(PYTEST) -m "$(SLURM_LANE)"
+
+test: setup lint image ## lint, then the three lanes: fast, Docker, Slurm (what .ci/run runs, timed)
+	$(PYTEST) -m "$(FAST_LANE)"
+	$(PYTEST) -m "$(DOCKER_LANE)"
+	$(PYTEST) -m "$(SLURM_LANE)"
+
+# scripts/demo.sh sets up, builds and runs in phases, each with its time (docs/first-run.md).
+demo:                  ## venv + deps, Docker engine, the demo's images, zoo models, the tier2 benchmark
+	DEMO_RUNTIMES=$(DEMO_RUNTIMES) PYTHON=$(PYTHON) VENV=$(VENV) TORCH_SPEC="$(TORCH_SPEC)" bash scripts/demo.sh $(TIER)
 
 # docs/cli.md (cog) and every pasted output in README.md and docs/ (scripts/docs.py, real engine;
 # DOCS_ARGS=--cheap for the outputs that need no container, --with-benchmarks --with-slurm for all).
