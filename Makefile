@@ -65,9 +65,13 @@ FAST_LANE   := not docker and not slurm and not slow
 DOCKER_LANE := (docker or slow) and not slurm
 SLURM_LANE  := slurm
 PYTEST      := $(BIN)/python -m pytest -q -rs --durations=25
+# The fast lane is CPU-bound: pytest-xdist runs it in FAST_JOBS processes, a test file per process
+# at a time (module fixtures stay in one process).
+FAST_JOBS   ?= 2
+FAST        := $(PYTEST) -n $(FAST_JOBS) --dist loadfile -m "$(FAST_LANE)"
 
 test-fast: setup       ## the fast lane: no Docker, no Slurm, no emulation (<= 3 min)
-	$(PYTEST) -m "$(FAST_LANE)"
+	$(FAST)
 
 test-docker: setup image  ## the Docker lane: the real engine and every runtime's image
 	$(PYTEST) -m "$(DOCKER_LANE)"
@@ -76,7 +80,7 @@ test-slurm: setup image   ## the Slurm lane: a single-node cluster (root)
 	$(PYTEST) -m "$(SLURM_LANE)"
 
 test: setup lint image ## lint, then the three lanes: fast, Docker, Slurm (what .ci/run runs, timed)
-	$(PYTEST) -m "$(FAST_LANE)"
+	$(FAST)
 	$(PYTEST) -m "$(DOCKER_LANE)"
 	$(PYTEST) -m "$(SLURM_LANE)"
 

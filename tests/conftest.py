@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import resource
-import time
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -46,7 +45,6 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "reason says why it cannot be made faster")
     config.addinivalue_line("markers", "fresh_store: the test's runs keep nothing in the session's shared store "
                                        "(it checks that an export or conversion is made, not found)")
-    config.stash[_CPU] = {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -61,7 +59,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_benchmarks.py::test_quick_mode"))  # stable
 
 
-_CPU = pytest.StashKey[dict]()
+_STARTED = pytest.StashKey[float]()
+_SPENT: dict[str, list[float]] = {}  # nodeid -> [CPU s, wall s], filled from the reports
 
 
 def _cpu_now() -> float:
@@ -71,15 +70,29 @@ def _cpu_now() -> float:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]):
-    """CPU and wall seconds of one test, its fixtures' setup and teardown included."""
-    cpu, wall = _cpu_now(), time.perf_counter()
+    """The CPU clock when a test starts, its fixtures' setup included."""
+    item.stash[_STARTED] = _cpu_now()
     yield
-    item.config.stash[_CPU][item.nodeid] = (_cpu_now() - cpu, time.perf_counter() - wall)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """The test's CPU seconds ride on its teardown report (so pytest-xdist's workers send them
+    to the process that prints the summary)."""
+    outcome = yield
+    if call.when == "teardown" and _STARTED in item.stash:
+        outcome.get_result().user_properties.append(("cpu_s", _cpu_now() - item.stash[_STARTED]))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    spent = _SPENT.setdefault(report.nodeid, [0.0, 0.0])
+    spent[1] += report.duration
+    spent[0] += sum(value for key, value in report.user_properties if key == "cpu_s")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     count = config.getoption("--cpu-durations")
-    spent: dict[str, tuple[float, float]] = config.stash[_CPU]
+    spent = _SPENT
     if count is None or not spent:
         return
     total_cpu, total_wall = sum(c for c, _ in spent.values()), sum(w for _, w in spent.values())
