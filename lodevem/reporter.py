@@ -19,25 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .profiles import Profile
-from .report.cells import (
-    Cells,
-    SourceNote,
-    cells,
-    group_by_model,
-    latency_mark,
-    ordered_devices,
-    source_kind,
-    source_notes,
-)
-from .report.console import (
-    inspection_lines,
-    latency_legend,
-    latency_table,
-    model_summaries,
-    profiles_table,
-    results_table,
-    zoo_table,
-)
+from .report.cells import Cells, cells, group_by_model, latency_mark, ordered_devices
+from .report.console import inspection_lines, latency_legend, latency_table, profiles_table, results_table, zoo_table
 from .report.files import (
     CSV_NAME,
     JSON_NAME,
@@ -50,16 +33,17 @@ from .report.files import (
     write_json,
     write_latex,
 )
+from .report.legend import MarkNote, mark_notes
 from .report.manifest import ManifestLike
 from .report.methodology import write_paper_kit
+from .report.summaries import model_summaries
 from .results import PairResult
 
 __all__ = [
-    "CSV_NAME", "JSON_NAME", "TEX_NAME", "Cells", "SourceNote", "cells", "csv_columns",
+    "CSV_NAME", "JSON_NAME", "TEX_NAME", "Cells", "MarkNote", "cells", "csv_columns",
     "group_by_model", "inspection_lines", "latency_legend", "latency_mark", "latency_table", "latex_escape",
-    "latex_table", "model_summaries",
-    "ordered_devices", "profiles_table", "read_json", "results_table", "source_kind",
-    "source_notes", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit", "zoo_table",
+    "latex_table", "mark_notes", "model_summaries", "ordered_devices", "profiles_table", "read_json",
+    "results_table", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit", "zoo_table",
 ]
 
 

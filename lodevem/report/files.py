@@ -26,34 +26,35 @@ from ..safe_io import RESULTS_FILE, read_text
 from ..store.files import write_atomic, write_json_file
 from ..worker.verdict import Verdict
 from .cells import (
-    CALIBRATED_MARK,
     NOT_FINETUNED_MARK,
-    OTHER_MARK,
-    VERDICT_LEGEND,
     accuracy_legend,
     accuracy_text,
     cells,
     group_by_model,
     has_accuracy,
-    source_notes,
     threads_text,
+    verdict_legend,
+    verdict_word,
 )
-from .console import model_summaries
+from .legend import BAND_DEFINITION, CALIBRATED_MARK, mark_notes, row_cell
 from .manifest import ManifestLike, manifest_dict
+from .summaries import model_summaries
 
 CSV_NAME = "benchmark_results.csv"
 JSON_NAME = "benchmark_results.json"
 TEX_NAME = "benchmark_results.tex"
 
-# The LaTeX spelling of each latency mark, and of the Fits column per ``marks=`` style.
+# The LaTeX spelling of each latency mark (a kind's mark outside this table is written escaped).
 _LATEX_MARKS: Mapping[str, str] = MappingProxyType({
-    "*": r"\textsuperscript{*}", "\u2020": r"\textsuperscript{\dag}", OTHER_MARK: r"\textsuperscript{\ddag}",
-    CALIBRATED_MARK: r"\textsuperscript{\S}"})
+    "*": "*", "\u2020": r"\dag", "\u2021": r"\ddag", CALIBRATED_MARK: r"\S", "\u00b6": r"\P", "\u2016": r"\|"})
 
 
 def _latex_mark(mark: str) -> str:
-    """A cell's mark in LaTeX: the predictor's, then the calibration's when it has one."""
-    return "".join(_LATEX_MARKS.get(part, "") for part in mark)
+    """A cell's marks in LaTeX, as one superscript: the predictor's, then the calibration's."""
+    return r"\textsuperscript{" + "".join(_LATEX_MARKS.get(part) or latex_escape(part) for part in mark) + "}" \
+        if mark else ""
+
+
 _LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
     "text": MappingProxyType({True: "yes", False: "no", None: "?"}),
     "ding": MappingProxyType({True: r"\ding{51}", False: r"\ding{55}", None: "?"})})
@@ -151,7 +152,7 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
     """The text of ``benchmark_results.tex``; see ``write_latex``."""
     if marks not in _LATEX_FITS:
         raise InputError(f"marks must be one of {', '.join(_LATEX_FITS)}, got {marks!r}")
-    legend = source_notes(rows)
+    legend = mark_notes(row_cell(r) for r in rows)
     out = [f"% lodevem {__version__}: {len(rows)} (model x device) pairs. Generated; re-run, do not edit.",
            r"% requires \usepackage{booktabs}"]
     if marks == "ding":
@@ -160,9 +161,8 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
     out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
                f"peak RAM: measured peak RSS under the device's RAM limit with {', '.join(runtimes)}; "
                "OOM = killed at the limit.")
-    out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(OTHER_MARK, r"\ddag") for n in legend]
+    out += [f"% {n.text()}" for n in legend]
     accuracy = has_accuracy(rows)  # --eval-data: a Top-1 column (drop vs fp32 in points)
-    width = 7 if accuracy else 6
     out += [r"\begin{tabular}{llcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
             r"Model & Device & Tier & Latency (ms) & " + _peak_header(runtimes) + r" & Fits"
             + (r" & Top-1 (\%)" if accuracy else "") + r" \\", r"\midrule"]
@@ -172,28 +172,52 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             out.append(r"\midrule")
         for i, row in enumerate(group):
             c = cells(row)
-            latency = latex_escape(c.latency) + _latex_mark(c.mark)
             peak = c.peak_ram or "--"
             if len(runtimes) > 1 and c.peak_ram:  # several runtimes: each figure names its own
                 peak += " (" + latex_escape(row.memory_runtime or row.runtime) + ")"
             cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
-                    latex_escape(row.tier.removeprefix("tier")), latency, peak,
-                    "tight" if row.verdict == Verdict.TIGHT else fits_text[c.fits]]
+                    latex_escape(row.tier.removeprefix("tier")), _latex_latency(row), peak, _latex_fits(row, fits_text)]
             if accuracy:
                 cols.append(latex_escape(accuracy_text(row, dash="--", minus="-")).replace(
                     NOT_FINETUNED_MARK, r"$^\circ$"))
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
-    if notes:  # the footnote under the table: each mark with its error figure, then the verdicts
-        lines = [_LATEX_MARKS[n.mark] + " " + latex_escape(n.text()[len(n.mark) + 1:]) for n in legend]
-        lines.append(latex_escape(VERDICT_LEGEND))
+    out.append(r"\end{tabular}")
+    if notes:  # under the table: the band, each mark with its held-out figures, the verdicts
+        lines = ["Latency (ms) $\\pm$ " + latex_escape(BAND_DEFINITION.split(" = ", 1)[1]) + "."]
+        lines += [_latex_mark(n.mark) + " " + latex_escape(n.text()[len(n.mark) + 1:]) + "." for n in legend]
+        lines.append(latex_escape(verdict_legend(headroom=False)))
         legend_text = accuracy_legend(rows)
         if legend_text:
             lines.append(latex_escape(legend_text.replace("\u2212", "-")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
-        for text in lines:  # a p{} cell wraps long lines inside the table's width
-            out.append(r"\multicolumn{" + str(width) + r"}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
-    out.append(r"\end{tabular}")
+        out.append(r"\par\smallskip{\footnotesize\raggedright")  # a paragraph at the float's width
+        out += [text + r"\par" for text in lines]
+        out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _latex_latency(row: PairResult) -> str:
+    """``48.9 $\\pm$ 16.0\\textsuperscript{*}``: the number, its held-out error in ms, its marks; a
+    band floored at 0 ms is written as its range; a word (OOM) as it is."""
+    c = cells(row)
+    if not c.is_number or row.latency_ms is None:
+        return latex_escape(c.latency)
+    text = f"{row.latency_ms:,.1f}"
+    low, high = row.latency_low_ms, row.latency_high_ms
+    if low is not None and high is not None:
+        spread = high - row.latency_ms
+        symmetric = abs((row.latency_ms - low) - spread) <= 0.05 + 1e-6 * row.latency_ms
+        text += f" $\\pm$ {spread:,.1f}" if symmetric else f" ({low:,.1f}--{high:,.1f})"
+    return text + _latex_mark(c.mark)
+
+
+def _latex_fits(row: PairResult, fits_text: Mapping[Optional[bool], str]) -> str:
+    """yes / tight / no, or why there is no verdict (``no peak``, ``error``)."""
+    if row.verdict == Verdict.TIGHT:
+        return "tight"
+    if row.fits is None:
+        return latex_escape(verdict_word(row))
+    return fits_text[row.fits]
 
 
 def _peak_header(runtimes: Sequence[str]) -> str:
@@ -209,9 +233,11 @@ def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Seque
     name on its first row only, a ``\\midrule`` between models. Needs ``\\usepackage{booktabs}``.
     ``marks="text"`` (default) writes ``yes``/``no``; ``marks="ding"`` writes ``\\ding{51}`` /
     ``\\ding{55}`` and needs ``\\usepackage{pifont}``. A model that cannot load shows ``OOM`` and
-    ``--``. Latency marks (``*`` estimator, ``\\dag`` nn-Meter) are explained in the comment at the
-    top, for the user's caption, and (``notes=True``, the default) in a footnote under the table that
-    states each mark and its error figure (\u00b1) and what the verdicts mean; ``notes=False`` leaves it out.
+    ``--``. The latency column is the prediction \u00b1 its held-out error in ms with the predictor
+    kind's mark (``*`` estimator, ``\\dag`` nn-Meter, ``\\ddag`` armsim: each kind's own), explained in
+    the comment at the top and (``notes=True``, the default) in notes under the tabular (a paragraph
+    at the float's width) with each mark's held-out figures and what the verdicts mean;
+    ``notes=False`` leaves them out.
     The table is written by hand rather than with ``Styler.to_latex``: Styler cannot put a
     booktabs ``\\midrule`` between row groups (only ``\\cline``), and the model grouping matters.
     """

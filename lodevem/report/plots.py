@@ -31,7 +31,8 @@ from .. import __version__
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
 from ..store.files import atomic_path
-from .cells import HEATMAP, MIN_RAM, SCATTER, VERDICT_WORDS, cells, group_by_model, ordered_devices, source_notes
+from .cells import HEATMAP, MIN_RAM, SCATTER, VERDICT_WORDS, cells, group_by_model, ordered_devices
+from .legend import mark_notes, row_cell
 
 # Colour-blind-safe (Okabe-Ito) colours for tiers; models use matplotlib's tab10 cycle.
 TIER_COLOURS = {"tier1": "#009E73", "tier2": "#E69F00", "tier3": "#D55E00"}
@@ -224,7 +225,8 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                         for s, e in zip(starts, ends)])
         top.tick_params(length=0)
         ax.set_title("Predicted latency per device (ms)", loc="left", pad=14)
-        notes = [n.text() for n in source_notes(rows)] + ["hatched: does not fit in the device's RAM"]
+        notes = [n.text() for n in mark_notes(row_cell(r) for r in rows)]
+        notes.append("hatched: does not fit in the device's RAM")
         wrapped = [line for note in notes for line in textwrap.wrap(note, width=int(19 * width))]
         fig.supxlabel("\n".join(wrapped), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
         if finite.size:
