@@ -32,7 +32,7 @@ from .worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 
 EXIT_CODES = {
     0: "success (and every budget gate passed)",
-    1: "runtime failure (Docker, a worker crash, an I/O error)",
+    1: "runtime failure (Docker, a worker crash, an I/O error), or no row got a memory figure",
     2: "usage error or bad input (option, profile file, model file)",
     3: "a budget gate broke (--max-latency / --fail-on-oom / --fail-on-tight)",
     130: "interrupted (Ctrl-C); the pairs finished so far are kept (start --resume continues)",
@@ -120,6 +120,11 @@ def _shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> 
         dims = ()
     if not dims or any(d <= 0 for d in dims):
         raise click.BadParameter(f"expected comma-separated positive integers like 1,3,224,224, got {value!r}")
+    from .worker.shapes import input_shape_problem
+
+    problem = input_shape_problem(dims)  # before any container: rank, batch, size
+    if problem:
+        raise click.BadParameter(problem)
     return dims
 
 
@@ -162,6 +167,12 @@ def _runtimes(ctx: click.Context, param: click.Parameter, value: Optional[str]) 
 # (name, type, default, help) wherever it appears. An option whose meaning differs between
 # commands (check's --backend, fetch-predictors' --timeout) is declared on its command instead,
 # with a help text that says how it differs.
+
+
+def verbose_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("-v", "--verbose", is_flag=True,
+                        help="Per-cell detail under the table: every note, what each runtime loaded, the full "
+                             "legends (the CSV and JSON always have it all).")(fn)
 
 
 def profiles_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -389,7 +400,7 @@ def cli() -> None:
     Predicts single-thread CPU latency for each device profile and measures real peak RAM
     inside a container limited to the device's memory.
 
-    Exit codes: 0 ok, 1 runtime failure (or no pair produced any figure), 2 usage/bad
+    Exit codes: 0 ok, 1 runtime failure (or no row got a memory figure), 2 usage/bad
     input, 3 budget gate broken, 130 interrupted, 143 terminated.
 
     \b
@@ -552,11 +563,12 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 @uncalibrated_option
 @click.option("--latex-marks", default="text", show_default=True, type=click.Choice(["text", "ding"]),
               help="Fits column in the .tex: yes/no, or \\ding{51}/\\ding{55} (needs pifont).")
+@verbose_option
 @slurm_options
 @profiles_dir_option
 def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
           tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],
-          fail_on_oom: bool, fail_on_tight: bool, gate_tiers: tuple[str, ...], latex_marks: str,
+          fail_on_oom: bool, fail_on_tight: bool, gate_tiers: tuple[str, ...], latex_marks: str, verbose: bool,
           **options: Any) -> None:
     """Benchmark model files on device profiles: predicted latency, measured peak RAM.
 
@@ -583,8 +595,8 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
         except KeyboardInterrupt as exc:
             raise Interrupted.from_interrupt(exc, _interrupted_note(config.output, started)) from None
         _warn(outcome.warnings)
-        console.print(results_table(outcome.rows, profiles))
-        for line in model_summaries(outcome.rows):
+        console.print(results_table(outcome.rows, profiles, verbose=verbose))
+        for line in model_summaries(outcome.rows, verbose=verbose):
             console.print(line, markup=False)
         written = write_all(outcome.rows, profiles, outcome.manifest, config.output, latex_marks=latex_marks)
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
@@ -629,11 +641,12 @@ def _interrupted_note(output: Path, started: float) -> str:
 @calibrations_option
 @uncalibrated_option
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON instead of a table.")
+@verbose_option
 @profiles_dir_option
 def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[str, ...], threads: int,
             latency_runtime: Optional[str], predictor: str, nnmeter_data: Optional[Path],
             input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float, calibrations: Optional[Path],
-            uncalibrated: bool, as_json: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+            uncalibrated: bool, as_json: bool, verbose: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
     """Predict latency only: no memory run, no results folder.
 
     MODEL is a model file (exported to ONNX in the sandbox, like start; the export is cached in
@@ -667,7 +680,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
         click.echo(json_text([item.to_dict() for item in items], indent=1))
     else:
         console.print(latency_table(items))
-        for line in latency_legend(items):
+        for line in latency_legend(items, verbose=verbose):
             console.print(line, markup=False, style="dim")
     if all(i.latency.latency_ms is None for i in items):
         raise LodevemClickError("no latency could be predicted for any (model, profile) pair", 1)
@@ -898,8 +911,8 @@ def calibrate_remove(target: str, calibrations: Optional[Path]) -> None:
 
 def _warn(warnings: Sequence[str]) -> None:
     """Warnings on stderr, one line each, escaped (they may quote a record, a log or a model)."""
-    for warning in dict.fromkeys(warnings):
-        err_console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False, soft_wrap=True)
+    for warning in dict.fromkeys(warnings):  # each once, wrapped to the terminal at word boundaries
+        err_console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
 
 
 @cli.command()
@@ -1002,6 +1015,23 @@ def _inspect_data(path: Path) -> Any:
 
     with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
         return prepare_eval_data(path, DEFAULT_EVAL_LIMIT, ArtifactStore(Path(scratch)))
+
+
+@cli.command("report")
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="RESULTS_DIR")
+def report_cmd(results_dir: Path) -> None:
+    """Rebuild report.html in a results folder from its benchmark_results.json.
+
+    One self-contained page (no network: table, figures, methods and manifest inline) that
+    sorts and filters in any browser; `start` writes it too.
+
+    Example:
+
+        lodevem report results/
+    """
+    from .report.html import rebuild
+
+    console.print(f"wrote {rebuild(results_dir)}", markup=False)
 
 
 @cli.command("build-image")

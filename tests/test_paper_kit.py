@@ -179,9 +179,25 @@ def test_written_beside_the_results(profiles: list[Profile], tmp_path: Path) -> 
     assert cited_keys(run_facts(rows, manifest(profiles)))[0] == "lodevem"
 
 
-def test_citation_cff_in_the_repository() -> None:
-    text = (Path(__file__).resolve().parent.parent / "CITATION.cff").read_text()
-    assert "cff-version:" in text and f"version: {__version__}" in text and "title:" in text
+def test_citation_cff_is_valid_and_has_what_a_citation_needs() -> None:
+    """CITATION.cff passes cffconvert's schema check and names the authors, this version and its
+    date; lodevem's BibTeX entry takes its url from the file's repository-code when it has one."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    from lodevem.report.methodology import CITATION_FILE, repository_url
+
+    cffconvert = shutil.which("cffconvert") or str(Path(sys.executable).parent / "cffconvert")
+    done = subprocess.run([cffconvert, "--validate", "-i", str(CITATION_FILE)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cff = yaml.safe_load(CITATION_FILE.read_text())
+    assert cff["version"] == __version__ and cff["authors"] and cff["title"] and cff["license"] == "MIT"
+    assert str(cff["date-released"])[:4].isdigit()
+    assert repository_url() == cff.get("repository-code")
 
 
 def test_every_kind_of_the_run_is_in_the_methods_and_the_bib(profiles: list[Profile]) -> None:

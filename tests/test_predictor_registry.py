@@ -30,7 +30,6 @@ from lodevem.profiles import Profile, load_profiles
 from lodevem.worker import registry
 from lodevem.worker.onnx_export import export_module
 
-
 TOY_REFERENCE = Reference("toykind", "misc", {"author": "{lodevem tests}", "title": "A toy predictor kind",
                                                "year": "2026"}, "tests/test_predictor_registry.py")
 

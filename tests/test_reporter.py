@@ -242,16 +242,17 @@ def test_json_round_trips_with_manifest(rows: list[PairResult], profiles: list[P
 def test_latex_is_balanced_booktabs(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
     text = write_latex(rows, tmp_path / "r.tex", profiles).read_text()
     assert text.count(r"\toprule") == 1 and text.count(r"\bottomrule") == 1
-    assert text.count(r"\midrule") == 1 + 2  # header rule + one between each pair of models
-    assert text.count(r"\begin{tabular}") == text.count(r"\end{tabular}") == 1
+    assert text.count(r"\midrule") == 3  # one over each model's heading row
+    assert text.count(r"\begin{tabular}") == text.count(r"\end{tabular}") == 1 + 2  # + two stacked headers
     assert text.index(r"\toprule") < text.index(r"\midrule") < text.index(r"\bottomrule")
     body = text[text.index(r"\toprule"):text.index(r"\bottomrule")]
     lines = [line for line in body.splitlines() if line.rstrip().endswith(r"\\")]
-    assert len(lines) == 1 + len(rows)  # header + one row per pair
+    headings = [line for line in lines if line.startswith(r"\multicolumn{5}")]
+    assert len(headings) == 3 and len(lines) == 1 + 3 + len(rows)  # header, a heading per model, a row per pair
     spec = re.search(r"\\begin\{tabular\}\{([a-z]+)\}", text).group(1)
-    assert all(line.count("&") == len(spec) - 1 for line in lines)
+    assert spec == "lcrrc" and all(line.count("&") == len(spec) - 1 for line in lines if line not in headings)
     assert r"cocoa\_fp32.pt" in text and "cocoa_fp32" not in text.replace(r"\_", "")
-    assert r"OOM & -- & no \\" in text and r"\usepackage{booktabs}" in text
+    assert r"OOM & -- & no \\" in text and r"\usepackage{booktabs}" in text and "Model &" not in text
     assert r"1,234.5\textsuperscript{*}" in text and "pifont" not in text
     ding = latex_table(rows, profiles, marks="ding", notes=True)
     assert r"\ding{55}" in ding and r"\usepackage{pifont}" in ding and r"\footnotesize" in ding
@@ -278,7 +279,7 @@ def test_write_all_without_plots(rows: list[PairResult], profiles: list[Profile]
     paths = write_all(rows, profiles, {"command_line": []}, tmp_path / "out", plots=False)
     assert [p.name for p in paths] == ["benchmark_results.csv", "benchmark_results.json",
                                        "benchmark_results.tex", "methodology.md", "methodology.tex",
-                                       "references.bib"]
+                                       "references.bib", "report.html"]
     assert all(p.is_file() for p in paths)
 
 

@@ -18,8 +18,8 @@ from lodevem.cli import _interrupted_note, cli
 from lodevem.errors import ProfileError
 from lodevem.gates import Budget, check_budget
 from lodevem.profiles import load_profile_file, load_profiles
-from lodevem.report.summaries import _lowest_tier_text, model_summaries
 from lodevem.report.runstate import RunState
+from lodevem.report.summaries import _lowest_tier_text, model_summaries
 from lodevem.results import VERDICTS, budget_verdict
 from lodevem.results.notes import quantization_note
 

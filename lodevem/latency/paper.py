@@ -65,13 +65,17 @@ class CellFigure:
 class KindUse:
     """What one run did with one kind: the rows whose latency it made, read by the report.
 
-    ``profiles``: ids of the profiles it served (``total_profiles``: how many the run had);
+    ``profiles``: ids of the profiles it served (``total_profiles``: how many the run had),
+    ``cells`` of the run's ``total_cells`` latencies;
     ``figures``: the distinct held-out figures of its cells; ``described``: the manifest's
     predictor block; ``packages``: the manifest's package versions."""
 
     name: str
     profiles: tuple[str, ...]
     total_profiles: int
+    cells: int = 0  # the latencies it made, of ``total_cells`` with a latency in the run
+    total_cells: int = 0
+    whole_profiles: bool = True  # every latency on its profiles is its own
     runtimes: tuple[str, ...] = ()
     cores: tuple[str, ...] = ()
     threads: tuple[int, ...] = ()
@@ -80,10 +84,13 @@ class KindUse:
     packages: Mapping[str, Optional[str]] = field(default_factory=lambda: MappingProxyType({}))
 
     def scope(self) -> str:
-        """``every profile`` or ``2 of the profiles (nokia_c1 and itel_p37)``."""
-        if len(self.profiles) == self.total_profiles:
+        """``every profile`` (every latency of the run is its), ``2 of the profiles (nokia_c1 and
+        itel_p37)`` (every latency on those), else ``3 of the 4 latencies (on nokia_c1 and itel_p37)``."""
+        if self.cells == self.total_cells and len(self.profiles) == self.total_profiles:
             return "every profile"
-        return f"{len(self.profiles)} of the profiles ({and_join(self.profiles)})"
+        if self.whole_profiles:
+            return f"{len(self.profiles)} of the profiles ({and_join(self.profiles)})"
+        return f"{self.cells} of the {self.total_cells} latencies (on {and_join(self.profiles)})"
 
     def block(self, key: str) -> Mapping[str, Any]:
         """One entry of the manifest's predictor block (a kind's own ``describe()`` key), or {}."""

@@ -155,7 +155,10 @@ class RunCounts:
 def run_counts(rows: Sequence[PairResult]) -> RunCounts:
     models = list(dict.fromkeys(r.model_path for r in rows))
     files = list(dict.fromkeys((r.model_path, r.level) for r in rows))
-    return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.runtime for r in rows)),
+    # a row measured under torch because its runtime's converter refused the file is still that
+    # run's runtime: the fallback is not a runtime the user asked for
+    asked = [r for r in rows if not (r.memory_runtime or "").endswith("(fallback)")] or list(rows)
+    return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.runtime for r in asked)),
                      tuple(dict.fromkeys(r.level or "fp32" for r in rows)))
 
 

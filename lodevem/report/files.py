@@ -158,25 +158,28 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
     if marks == "ding":
         out.append(r"% requires \usepackage{pifont}  (\ding{51} = fits, \ding{55} = does not fit)")
     runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows))
+    main = _main_runtime(rows)
     out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
                f"peak RAM: measured peak RSS under the device's RAM limit with {', '.join(runtimes)}; "
                "OOM = killed at the limit.")
     out += [f"% {n.text()}" for n in legend]
     accuracy = has_accuracy(rows)  # --eval-data: a Top-1 column (drop vs fp32 in points)
-    out += [r"\begin{tabular}{llcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
-            r"Model & Device & Tier & Latency (ms) & " + _peak_header(runtimes) + r" & Fits"
-            + (r" & Top-1 (\%)" if accuracy else "") + r" \\", r"\midrule"]
+    width = 6 if accuracy else 5
+    out += [r"\setlength{\tabcolsep}{4pt}% narrower than the default 6pt: fits a one-column page more often",
+            r"\begin{tabular}{lcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
+            r"Device & Tier & " + _stacked("Latency", "(ms)") + " & " + _peak_header(main) + r" & Fits"
+            + (" & " + _stacked("Top-1", r"(\%)") if accuracy else "") + r" \\"]
     fits_text = _LATEX_FITS[marks]
-    for g, (label, group) in enumerate(group_by_model(rows, profiles).items()):
-        if g:
-            out.append(r"\midrule")
-        for i, row in enumerate(group):
+    for label, group in group_by_model(rows, profiles).items():
+        # each model a heading row over its devices: a Model column would make the table too wide
+        out += [r"\midrule", rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textit{{{latex_escape(label)}}}}} \\"]
+        for row in group:
             c = cells(row)
             peak = c.peak_ram or "--"
-            if len(runtimes) > 1 and c.peak_ram:  # several runtimes: each figure names its own
-                peak += " (" + latex_escape(row.memory_runtime or row.runtime) + ")"
-            cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
-                    latex_escape(row.tier.removeprefix("tier")), _latex_latency(row), peak, _latex_fits(row, fits_text)]
+            if c.peak_ram and row.runtime != main:  # a figure of another runtime than the header's names it
+                peak += " (" + latex_escape(row.runtime) + ")"
+            cols = [r"\quad " + latex_escape(row.profile_label), latex_escape(row.tier.removeprefix("tier")),
+                    _latex_latency(row), peak, _latex_fits(row, fits_text)]
             if accuracy:
                 cols.append(latex_escape(accuracy_text(row, dash="--", minus="-")).replace(
                     NOT_FINETUNED_MARK, r"$^\circ$"))
@@ -184,9 +187,13 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
     out.append(r"\bottomrule")
     out.append(r"\end{tabular}")
     if notes:  # under the table: the band, each mark with its held-out figures, the verdicts
-        lines = ["Latency (ms) $\\pm$ " + latex_escape(BAND_DEFINITION.split(" = ", 1)[1]) + "."]
+        lines = ["Latency (ms): " + latex_escape(BAND_DEFINITION.split(" = ", 1)[1]) + "."]
         lines += [_latex_mark(n.mark) + " " + latex_escape(n.text()[len(n.mark) + 1:]) + "." for n in legend]
         lines.append(latex_escape(verdict_legend(headroom=False)))
+        fallback = [r for r in rows if (r.memory_runtime or "").endswith("(fallback)")]
+        if fallback:
+            lines.append(latex_escape(f"({fallback[0].runtime}): measured under {fallback[0].runtime} because the "
+                                      "runtime's converter refused the file (CSV memory_runtime, memory_note)."))
         legend_text = accuracy_legend(rows)
         if legend_text:
             lines.append(latex_escape(legend_text.replace("\u2212", "-")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
@@ -220,17 +227,32 @@ def _latex_fits(row: PairResult, fits_text: Mapping[Optional[bool], str]) -> str
     return fits_text[row.fits]
 
 
-def _peak_header(runtimes: Sequence[str]) -> str:
-    """"Peak RAM (MB, tflite)": the runtime every figure is for, when the table has one."""
-    return f"Peak RAM (MB, {latex_escape(runtimes[0])})" if len(runtimes) == 1 else "Peak RAM (MB)"
+def _main_runtime(rows: Sequence[PairResult]) -> Optional[str]:
+    """The runtime the Peak RAM header names: the only one the run measured under, or the one of
+    most of its figures when a converter sent some files to another (``torch (fallback)``);
+    None when the run asked for several (each figure then names its own)."""
+    asked = {r.runtime for r in rows if not (r.memory_runtime or "").endswith("(fallback)")}
+    if len(asked) == 1:
+        return asked.pop()
+    return None if asked else (rows[0].runtime if rows else None)
+
+
+def _peak_header(runtime: Optional[str]) -> str:
+    """"Peak RAM (MB, tflite)": the runtime the figures are for, when most are for one."""
+    return _stacked("Peak RAM", f"(MB, {latex_escape(runtime)})" if runtime else "(MB)")
+
+
+def _stacked(*lines: str) -> str:
+    """A header cell on several lines (plain LaTeX: a one-column tabular), so the table stays narrow."""
+    return r"\begin{tabular}[b]{@{}c@{}}" + r"\\".join(lines) + r"\end{tabular}"
 
 
 def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Sequence[Profile]] = None,
                 marks: str = "text", notes: bool = True) -> Path:
     """A booktabs ``tabular`` for ``\\input{}`` inside the user's own ``table`` environment.
 
-    Columns: Model, Device, Tier, Latency (ms), Peak RAM (MB), Fits; one row per pair, the model
-    name on its first row only, a ``\\midrule`` between models. Needs ``\\usepackage{booktabs}``.
+    Columns: Device, Tier, Latency (ms), Peak RAM (MB), Fits; one row per pair under a heading
+    row naming its model, a ``\\midrule`` between models. Needs ``\\usepackage{booktabs}``.
     ``marks="text"`` (default) writes ``yes``/``no``; ``marks="ding"`` writes ``\\ding{51}`` /
     ``\\ding{55}`` and needs ``\\usepackage{pifont}``. A model that cannot load shows ``OOM`` and
     ``--``. The latency column is the prediction \u00b1 its held-out error in ms with the predictor

@@ -21,6 +21,7 @@ from) and from the kinds; only the keys the text cites are written, lodevem's ow
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -204,7 +205,9 @@ def _kind_facts(rows: Sequence[PairResult], predictor: Mapping[str, Any],
     for name in sorted(_distinct([r.latency_kind or "" for r in served]), key=lambda k: (describe_kind(k).order, k)):
         mine = [r for r in served if (r.latency_kind or "") == name]
         figures = [c.figure for c in map(row_cell, mine) if c is not None and c.figure is not None]
-        use = KindUse(name, _distinct([r.profile_id for r in mine]), len(profiles),
+        own = _distinct([r.profile_id for r in mine])
+        use = KindUse(name, own, len(profiles), cells=len(mine), total_cells=len(served),
+                      whole_profiles=all((r.latency_kind or "") == name for r in served if r.profile_id in own),
                       runtimes=_distinct([r.latency_runtime for r in mine]), cores=_distinct([r.core for r in mine]),
                       threads=tuple(sorted(_distinct([r.threads for r in mine]))), figures=_distinct(figures),
                       described=predictor, packages=dict(packages))
@@ -426,6 +429,19 @@ def cited_keys(facts: RunFacts) -> list[str]:
     return list(dict.fromkeys(["lodevem"] + [m.group(2) for m in _TOKEN.finditer(text) if m.group(1) == "cite"]))
 
 
+def render_html(text: str) -> str:
+    """Token text as HTML: escaped, ``{cite:KEY}`` a link to the reference list, ``{code:X}`` code."""
+    out, last = [], 0
+    for match in _TOKEN.finditer(text):
+        out.append(html.escape(text[last:match.start()]))
+        kind, value = match.groups()
+        out.append(f'<a href="#ref-{html.escape(value)}">[{html.escape(value)}]</a>' if kind == "cite"
+                   else f"<code>{html.escape(value)}</code>")
+        last = match.end()
+    out.append(html.escape(text[last:]))
+    return "".join(out)
+
+
 def _render(text: str, latex: bool) -> str:
     out, last = [], 0
     for match in _TOKEN.finditer(text):
@@ -496,36 +512,67 @@ def _short_reference(entry: Reference, facts: RunFacts) -> str:
     return _fill(f"{who}: {title}." + (f" {tail}." if tail else ""), facts) or ""
 
 
-def methodology_markdown(facts: RunFacts) -> str:
+@dataclass(frozen=True)
+class Section:
+    """One part of the methods: a title, its paragraphs and (limitations) its items, as token text
+    (``{cite:KEY}``, ``{code:TEXT}``); the Markdown, LaTeX and HTML renderings are made from these."""
+
+    title: str
+    paragraphs: tuple[str, ...] = ()
+    items: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()  # paragraphs after the items
+
+
+def sections(facts: RunFacts) -> list[Section]:
+    """The methods of a run, in order: Latency, Peak RAM, (Accuracy), Limitations."""
     intro, memory, limits, provenance = _paragraphs(facts)
-    refs = references(facts)
-    lines = [f"<!-- lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
-             "# Methods", "", "## Latency", "", _render(intro, False), "", "## Peak RAM", "",
-             _render(memory, False), ""]
+    out = [Section("Latency", (intro,)), Section("Peak RAM", (memory,))]
     accuracy = _accuracy_paragraph(facts)
     if accuracy:
-        lines += ["## Accuracy", "", _render(accuracy, False), ""]
-    lines += ["## Limitations", ""]
-    lines += [f"- {_render(item, False)}" for item in limits]
-    lines += ["", _render(provenance, False), "", "## References", ""]
-    lines += [f"- [{key}] {_short_reference(refs[key], facts)}" for key in cited_keys(facts)]
+        out.append(Section("Accuracy", (accuracy,)))
+    out.append(Section("Limitations", items=tuple(limits), after=(provenance,)))
+    return out
+
+
+def short_references(facts: RunFacts) -> list[tuple[str, str]]:
+    """(key, one-line reference) of every cited key, in first-cited order."""
+    refs = references(facts)
+    return [(key, _short_reference(refs[key], facts)) for key in cited_keys(facts)]
+
+
+def methodology_markdown(facts: RunFacts) -> str:
+    lines = [f"<!-- lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
+             "# Methods", ""]
+    for section in sections(facts):
+        lines += [f"## {section.title}", ""]
+        lines += [line for text in section.paragraphs for line in (_render(text, False), "")]
+        lines += [f"- {_render(item, False)}" for item in section.items]
+        lines += [line for text in section.after for line in ("", _render(text, False))]
+        if section.items:
+            lines.append("")
+    lines += ["## References", ""]
+    lines += [f"- [{key}] {text}" for key, text in short_references(facts)]
     lines.append(f"\nBibTeX: `{BIB_NAME}`.")
     return "\n".join(lines) + "\n"
 
 
 def methodology_latex(facts: RunFacts) -> str:
     """Paragraphs for ``\\input{}`` into a paper's methods section; cites ``references.bib``."""
-    intro, memory, limits, provenance = _paragraphs(facts)
     lines = [f"% lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit.",
              f"% \\input{{{TEX_NAME}}} inside your methods section; add \\bibliography{{references}} ({BIB_NAME}).",
-             r"\paragraph{Latency.} " + _render(intro, True), "",
-             r"\paragraph{Peak RAM.} " + _render(memory, True), ""]
-    accuracy = _accuracy_paragraph(facts)
-    if accuracy:
-        lines += [r"\paragraph{Accuracy.} " + _render(accuracy, True), ""]
-    lines += [r"\paragraph{Limitations.}", r"\begin{itemize}"]
-    lines += [r"\item " + _render(item, True) for item in limits]
-    lines += [r"\end{itemize}", _render(provenance, True)]
+             "% \\sloppy: image digests and file names are long unbreakable words", r"\begingroup\sloppy"]
+    for section in sections(facts):
+        head = f"\\paragraph{{{section.title}.}}"
+        if section.paragraphs:
+            lines += [f"{head} " + _render(section.paragraphs[0], True), ""]
+            lines += [line for text in section.paragraphs[1:] for line in (_render(text, True), "")]
+        else:
+            lines.append(head)
+        if section.items:
+            lines += [r"\begin{itemize}", *(r"\item " + _render(item, True) for item in section.items),
+                      r"\end{itemize}"]
+        lines += [_render(text, True) for text in section.after]
+    lines.append(r"\endgroup")
     return "\n".join(lines) + "\n"
 
 

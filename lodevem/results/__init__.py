@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -492,19 +493,26 @@ class OutputClaim:
     Why: two runs writing the same ``--output`` both used to finish with exit 0 while the last
     one silently replaced the other's rows, and a read-only or full folder was only found after
     every measurement. The lock is an ``flock`` on ``.lodevem.lock`` (released by the kernel
-    even when lodevem is killed); a second run refuses at once, naming the folder.
+    even when lodevem is killed); a second run refuses at once, naming the folder. A run that
+    fails before its first result removes the folder if the claim created it (a model the
+    sandbox refuses must not leave an empty ``results/`` behind).
     """
 
     LOCK_NAME = ".lodevem.lock"
 
+    # A folder this claim created holds a run's results once one of these is in it
+    RESULT_NAMES = ("benchmark_results.csv", "benchmark_results.json", ".lodevem-state.json")
+
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self._fd: Optional[int] = None
+        self.created = False  # the claim made the folder: a run that fails before any result removes it
 
     def __enter__(self) -> "OutputClaim":
         import fcntl
 
         try:
+            self.created = not os.path.lexists(self.folder)
             self.folder.mkdir(parents=True, exist_ok=True)
             probe = tempfile.NamedTemporaryFile(dir=self.folder, prefix=".lodevem-probe-")
             probe.write(b"x" * 4096)
@@ -523,7 +531,12 @@ class OutputClaim:
                              "finish or choose another --output") from None
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing releases the flock
             self._fd = None
+        if kind is not None and self.created and not any(os.path.lexists(self.folder / name)
+                                                         for name in self.RESULT_NAMES):
+            # a failed run leaves no folder it made: nothing in it was a result (only the lock,
+            # the probe's leftovers and caches of this run)
+            shutil.rmtree(self.folder, ignore_errors=True)
