@@ -225,12 +225,16 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                         for s, e in zip(starts, ends)])
         top.tick_params(length=0)
         ax.set_title("Predicted latency per device (ms)", loc="left", pad=14)
-        notes = [n.text() for n in mark_notes(row_cell(r) for r in rows)]
-        notes.append("hatched: does not fit in the device's RAM")
+        notes = ["value = predicted latency; \u00b1 its held-out error (leave-one-SoC-out) per predictor:"]
+        notes += [f"  {n.text()}" for n in mark_notes(row_cell(r) for r in rows)]
+        if any(not cells(r).is_number and r.fits is False for r in rows):
+            notes.append("hatched: does not fit in the device's RAM")
         wrapped = [line for note in notes for line in textwrap.wrap(note, width=int(19 * width))]
         fig.supxlabel("\n".join(wrapped), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
         if finite.size:
-            bar = fig.colorbar(image, ax=ax, label="predicted latency (ms, log scale)", shrink=0.9, pad=0.01)
+            # the bar's name above it, short: a label along the bar was cut off on a one-model figure
+            bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.01)
+            bar.ax.set_title("ms\n(log)", fontsize=6.5, loc="left")
             ticks, labels = colourbar_ticks(vmin, vmax)  # plain "1,000" reads faster than 10^3 for ms
             bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
             bar.ax.yaxis.set_major_formatter(FixedFormatter(labels))
@@ -254,6 +258,8 @@ class _Point:
     x: float
     y: float
     ran: bool  # False: did not fit, drawn at the device's RAM
+    low: Optional[float] = None  # the latency band (prediction ± held-out error), drawn as a bar
+    high: Optional[float] = None
 
 
 def _coinciding(points: Sequence[_Point], ax: Axes, near: tuple[float, float] = (0.02, 0.03)) -> list[list[int]]:
@@ -278,7 +284,8 @@ def _coinciding(points: Sequence[_Point], ax: Axes, near: tuple[float, float] = 
 
 
 def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]]) -> Figure:
-    """Peak RAM (x, measured) against predicted latency (y), with every device RAM limit drawn.
+    """Peak RAM (x, measured) against predicted latency (y), with the app budgets the verdicts use
+    and the device RAM sizes within the data's range; each latency with its band (± held-out error).
 
     One point per (model, device): colour = model, marker shape = device, each with its legend,
     so every point can be named. A pair that ran sits at its measured peak RSS; a pair that did
@@ -296,15 +303,23 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
         for row in group:
             if row.latency_ms is None or not math.isfinite(row.latency_ms):
                 continue
+            band = (row.latency_low_ms, row.latency_high_ms)
             if row.peak_rss_mb is not None and row.verdict not in VERDICT_WORDS:
-                points.append(_Point(k, device_index[row.profile_id], row.peak_rss_mb, row.latency_ms, True))
+                points.append(_Point(k, device_index[row.profile_id], row.peak_rss_mb, row.latency_ms, True, *band))
             elif row.fits is False:
-                points.append(_Point(k, device_index[row.profile_id], float(row.limit_mb), row.latency_ms, False))
+                points.append(_Point(k, device_index[row.profile_id], float(row.limit_mb), row.latency_ms, False,
+                                     *band))
+    budgets = sorted({r.app_budget_mb for r in rows if r.app_budget_mb})
+    # the axis spans the points and the app budgets (what the verdicts compare with); a device RAM
+    # size is drawn only where it falls inside (2 GB phones must not squeeze points into a corner)
+    spanned = [p.x for p in points] + [float(b) for b in budgets] or [float(m) for m in limits]
+    limits = {ram: tiers for ram, tiers in limits.items() if ram <= max(spanned) * 1.35} or \
+        ({} if budgets else limits)
     with _paper_style():
         fig = Figure(figsize=(7.2, 4.8), layout="constrained")
         ax = fig.add_subplot()
-        _log2_ram_axis(ax, list(limits) + [p.x for p in points])
-        ys = [p.y for p in points] or [1.0, 10.0]
+        _log2_ram_axis(ax, spanned + [float(m) for m in limits])
+        ys = [v for p in points for v in (p.y, p.low, p.high) if v] or [1.0, 10.0]
         lo, hi = min(ys) / 1.3, max(ys) * 1.3
         ax.set_yscale("log")
         ax.set_ylim(lo, hi)
@@ -323,7 +338,21 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                            facecolors=colour if p.ran else "none", edgecolors="black" if p.ran else colour,
                            linewidths=0.4 if p.ran else 1.1, zorder=3, transform=ax.transData + shift,
                            gid=f"{list(groups)[p.model]}|{devices[p.device].profile_id}")
-        limit_handles = _draw_limits(ax, limits)
+                if p.low is not None and p.high is not None:  # the band: prediction ± held-out error
+                    ax.plot([p.x, p.x], [p.low, p.high], color=colour, linewidth=0.8, alpha=0.7, zorder=2,
+                            transform=ax.transData + shift, gid=f"band|{list(groups)[p.model]}|"
+                                                                f"{devices[p.device].profile_id}")
+        limit_handles = _draw_limits(ax, limits) if limits else []
+        for budget in budgets:  # the verdicts' line: fits below it, tight above it
+            ax.axvline(budget, color="#555555", linestyle=":", linewidth=0.9, zorder=1, gid=f"budget|{budget}")
+            ax.text(budget, 0.99, f" {budget} MB", transform=ax.get_xaxis_transform(), rotation=90, va="top",
+                    ha="right", fontsize=5.5, color="#555555")
+        if budgets:
+            limit_handles.append(Line2D([], [], color="#555555", linestyle=":", label="app budget of a device "
+                                        "(fits below, tight above)"))
+        if any(p.low is not None for p in points):
+            limit_handles.append(Line2D([], [], color="#777777", linewidth=0.8,
+                                        label="prediction \u00b1 held-out error (leave-one-SoC-out)"))
         caption = "peak RAM (MB, measured; hollow = did not fit, drawn at the device's RAM)"
         if spread > 1:
             caption += f"\npoints with the same values are drawn side by side (up to {spread} at one spot)"
@@ -337,11 +366,17 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                                  linestyle="", markerfacecolor="#bbbbbb",
                                  label=f"{d.profile_label} ({d.tier}, {_ram_text(d.ram_mb)})")
                           for j, d in enumerate(devices)]
-        fig.legend(handles=model_handles, loc="outside right upper", frameon=False, title="model (colour)",
-                   alignment="left")
-        fig.legend(handles=device_handles, loc="outside right lower", frameon=False, title="device (shape)",
-                   alignment="left")
-        fig.legend(handles=limit_handles, loc="outside lower center", frameon=False, ncols=2)
+        # one legend in the right column, a headed section each: legends placed side by side at the
+        # bottom and the right overlapped once the lines' entries grew (budgets, bands)
+        sections = (("model (colour)", model_handles), ("device (shape)", device_handles), ("lines", limit_handles))
+        handles = [h for title, group in sections if group
+                   for h in (Line2D([], [], linestyle="", marker="", label=title), *group)]
+        legend = fig.legend(handles=handles, loc="outside right upper", frameon=False, alignment="left",
+                            handlelength=1.6)
+        headers = {title for title, _ in sections}
+        for text in legend.get_texts():
+            if text.get_text() in headers:
+                text.set_fontweight("bold")
         return fig
 
 
