@@ -243,8 +243,9 @@ def input_shape_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         callback=_shape,
         default=None,
         metavar="N,C,H,W",
-        help="Model input shape, also the example input for tracing, calibration and pruning when "
-        "deriving levels. Default: recorded in the model, else 1,3,224,224.",
+        help="Model input shape, batch of one first (1,C,H,W; 2 to 8 dimensions), also the example input "
+        "for tracing, calibration and pruning when deriving levels. Default: recorded in the model, else "
+        "1,3,224,224.",
     )(fn)
 
 
