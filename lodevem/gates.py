@@ -60,6 +60,8 @@ def no_figures(rows: Sequence[PairResult]) -> Optional[str]:
         return None
     first = next((r.memory_error or r.latency_note or "" for r in rows if r.memory_error or r.latency_note), "")
     latencies = sum(1 for r in rows if r.latency_ms is not None)
-    kept = f"; its {latencies} predicted latencies are in the CSV" if latencies else ""
-    return (f"no row got a memory figure ({len(rows)} rows{kept}); the first reason: "
+    plural = latencies > 1
+    kept = (f"; {'its' if plural else 'the'} {latencies} predicted latenc{'ies are' if plural else 'y is'} "
+            "in the CSV") if latencies else ""
+    return (f"no row got a memory figure ({len(rows)} row{'s' if len(rows) != 1 else ''}{kept}); the first reason: "
             f"{textwrap.shorten(' '.join(first.split()), 300, placeholder=' ...')}")

@@ -490,7 +490,7 @@ def test_a_run_without_any_figure_does_not_pass() -> None:
     assert "no row got a memory figure (2 rows); the first reason: worker died" in no_figures(failed)
     # a latency alone is half an answer: the run fails, saying where the latencies are
     half = no_figures([make_row(profile, verdict="error", latency=12.0, memory_error="converter refused it")])
-    assert half.startswith("no row got a memory figure (1 rows; its 1 predicted latencies are in the CSV)")
+    assert half.startswith("no row got a memory figure (1 row; the 1 predicted latency is in the CSV)")
     assert no_figures([make_row(profile, verdict="oom", latency=None)]) is None  # an OOM verdict is a figure
     assert no_figures([]) is None
     long = make_row(profile, verdict="error", latency=None, memory_error="word " * 100 + "Exporting `TS2EPConverter`")

@@ -195,10 +195,11 @@ def test_a_verdict_is_one_enum_and_the_files_keep_its_text(rows: list[PairResult
 
 
 def test_summaries(rows: list[PairResult]) -> None:
-    cocoa, tiny, big, note = model_summaries(rows)
+    cocoa, tiny, big = model_summaries(rows)  # the unstable host timings: only with --verbose
+    note = model_summaries(rows, verbose=True)[-1]
     assert cocoa.startswith("cocoa_fp32.pt: fits on 2 of 3 devices; lowest tier it runs on: tier2")
     assert "does not fit: OOM on 1" in cocoa
-    assert "no latency on 1 device(s): no predictor for Cortex-A7" in cocoa
+    assert "no latency on 1 device: no predictor for Cortex-A7" in cocoa
     assert tiny.startswith("tiny_cnn.pt: fits on 2 of 3 devices; lowest tier it runs on: tier3")
     assert note.startswith("note: host-CPU timings (CSV host_latency_*) were unstable for 1 of 9 pairs")
     assert big == "big_resnet.pt: fits nowhere (0 of 3 devices: OOM on 2, thrashing on 1)"

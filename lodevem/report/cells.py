@@ -123,6 +123,11 @@ def cells(row: PairResult) -> Cells:
     return Cells(latency, mark, ram, row.fits)
 
 
+def count_text(n: int, noun: str) -> str:
+    """``1 model``, ``2 models``: a count with its noun in the right number."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
 def verdict_word(row: PairResult) -> str:
     """The Fits cell's word: the verdict's, except ``no peak`` for a row whose memory run gave no
     figure but whose latency was predicted (``error`` only where nothing was produced)."""

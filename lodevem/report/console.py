@@ -28,6 +28,7 @@ from .cells import (
     accuracy_legend,
     accuracy_text,
     cells,
+    count_text,
     group_by_model,
     has_accuracy,
     input_shape_text,
@@ -126,7 +127,7 @@ def results_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profil
     groups = group_by_model(rows, profiles)
     n_devices = len(ordered_devices(rows, profiles))
     counts = run_counts(rows)
-    title = (f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile{'s' if n_devices != 1 else ''}; "
+    title = (f"lodevem results: {counts.text()} \u00d7 {count_text(n_devices, 'device profile')}; "
              f"input {input_shape_text(rows)}")
     # --eval-data: the trade-off's other half, a column of its own (left out before the budget)
     columns = RESULT_COLUMNS + ((ACCURACY_COLUMN,) if has_accuracy(rows) else ())
@@ -157,8 +158,8 @@ def latency_table(items: Sequence["ModelLatency"]) -> FittedTable["ModelLatency"
     for item in sorted(items, key=lambda i: (labels.index(i.model.label), tier_rank(i.profile.tier),
                                              profiles.index(i.profile.id))):
         groups[item.model.label].append(item)
-    title = (f"lodevem latency: {_count(len(labels), 'model')} \u00d7 {_count(len(profiles), 'device profile')}; "
-             f"input {predicted_shape_text(items)}")
+    title = (f"lodevem latency: {count_text(len(labels), 'model')} \u00d7 "
+             f"{count_text(len(profiles), 'device profile')}; input {predicted_shape_text(items)}")
     return FittedTable(title, LATENCY_COLUMNS, groups)
 
 
@@ -175,10 +176,6 @@ def predicted_shape_text(items: Sequence["ModelLatency"]) -> str:
     if len(shapes) <= 1:
         return shapes[0] if shapes else "unknown"
     return "; ".join(f"{label} {shape}" for label, shape in by_model.items())
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> list[str]:
@@ -198,7 +195,7 @@ def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> li
             if part:
                 notes.setdefault(part, []).append(f"{item.model.label} on {item.profile.id}")
     if notes and not verbose:
-        lines.append(f"  {_count(len(notes), 'note')} on how cells were predicted: --verbose shows them "
+        lines.append(f"  {count_text(len(notes), 'note')} on how cells were predicted: --verbose shows them "
                      "(--json has each cell's latency_note).")
     for note, pairs in notes.items() if verbose else ():
         where = ("all pairs" if len(pairs) == len(items) and len(items) > 1

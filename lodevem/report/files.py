@@ -114,7 +114,7 @@ def write_json(rows: Sequence[PairResult], manifest: ManifestLike, path: Path) -
         "schema_version": RESULTS_SCHEMA_VERSION,
         "lodevem_version": __version__,
         "environment": manifest_dict(manifest),
-        "summary": model_summaries(rows),
+        "summary": model_summaries(rows, verbose=True),  # the file keeps every detail
         "results": [r.to_dict() for r in rows],
     }
     write_json_file(Path(path), _json_safe(payload), indent=2, ensure_ascii=False, default=str)

@@ -123,7 +123,8 @@ def _figures_text(figures: Sequence[CellFigure], vary: dict[str, bool]) -> tuple
     for pct, group in sorted(by_pct.items()):
         parts = [_cores(f.core for f in group)]
         if vary["threads"]:
-            parts.append("/".join(str(t) for t in sorted({f.threads for f in group})) + " thread(s)")
+            threads = sorted({f.threads for f in group})
+            parts.append("/".join(map(str, threads)) + (" thread" if threads == [1] else " threads"))
         arithmetic = sorted({f.arithmetic for f in group if f.arithmetic})
         if arithmetic:
             parts.append("/".join(arithmetic))

@@ -17,7 +17,7 @@ from ..profiles import TIERS, tier_rank
 from ..results import PairResult
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import VERDICTS, Verdict
-from .cells import cells, group_by_model, latency_mark, verdict_word
+from .cells import cells, count_text, group_by_model, latency_mark, verdict_word
 
 __all__ = ["devices_text", "measured_file_text", "model_summaries", "size_text", "whole_words"]
 
@@ -97,10 +97,10 @@ def model_summaries(rows: Sequence[PairResult], verbose: bool = False) -> list[s
         missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
         if missing:
             why = missing[0] if verbose else whole_words(missing[0], 160)
-            text += f"; no latency on {len(missing)} device(s): {why}"
+            text += f"; no latency on {count_text(len(missing), 'device')}: {why}"
         lines.append(text)
     unstable = [r for r in rows if r.host_latency_unstable]  # pyperf's rule, see runner.unstable
-    if unstable:
+    if unstable and verbose:  # informational figures: not worth a line under a small table
         lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
                      f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
                      "device's latency")
