@@ -288,3 +288,15 @@ def test_the_vocabulary_rule_catches_a_second_home(tmp_path: Path) -> None:
     (tmp_path / "levels2.py").write_text('NAMES = ("fp16", "int8")\n\ndef f(x):\n    return {"tflite": 1, "ncnn": 2}[x]\n')
     assert _top_level_literals({"fp16", "int8"}, tmp_path) == [("levels2.py", "NAMES", 1, ["fp16", "int8"])]
     assert _top_level_literals({"tflite", "ncnn"}, tmp_path) == [("levels2.py", "f", 4, ["ncnn", "tflite"])]
+
+
+def test_the_report_reads_the_kind_never_the_source_text() -> None:
+    """Issue 36: the reports render a prediction from its fields (``latency_kind``,
+    ``latency_runtime``, ``latency_held_out_pct``) and the kind's own words, never by parsing the
+    ``latency_source`` text, which is for people."""
+    offenders = []
+    for path in sorted([*(PACKAGE / "report").rglob("*.py"), PACKAGE / "reporter.py"]):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "latency_source":
+                offenders.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}")
+    assert offenders == []

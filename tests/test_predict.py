@@ -296,6 +296,7 @@ def test_levels_warnings_and_unavailable(onnx_dir: Path, nn_data: Path, tmp_path
     auto.predict(path, [a55, a53])
     auto.predict(onnx_dir / "tiny_cnn.onnx", [a55, a53])
     assert len(auto.warnings) == 1 and str(tmp_path / "none") in auto.warnings[0]
+    assert auto.warnings[0].endswith(": not used")  # one line per cause, whichever kind took the cells
     nn = Predictor("nn-meter", data_dir=nn_data)
     nn.predict(path, [a55, a53])
     assert nn.warnings == ["mobilenet_v2.onnx: nn-Meter has no predictor for 10 kernels (10 add); not counted"]

@@ -309,3 +309,30 @@ def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
     json.dumps(manifest)  # storable as is
     assert Manifest.from_dict(json.loads(json.dumps(manifest))) == typed  # and read back whole
     assert Manifest.from_dict({}).command_line == () and Manifest.from_dict({"host": []}).host.machine is None
+
+
+def test_the_console_under_a_small_table_stays_short(profiles: list[Profile]) -> None:
+    """Issue 39: at 80 columns a two-row table used to carry ~20 lines of prose. By default the
+    lines under it say what the numbers are and one line per model; --verbose adds the rest."""
+    kaios, spark, _ = profiles
+    rows = [make_row(spark, model="net.pt", latency=15.9, peak=53.0, latency_kind="armsim", latency_low_ms=11.9,
+                     latency_high_ms=19.9, latency_held_out_pct=25.0, host_latency_unstable="std is 16 % of the mean"),
+            make_row(kaios, model="net.pt", latency=48.9, peak=53.0, latency_low_ms=32.9, latency_high_ms=64.8,
+                     latency_held_out_pct=32.6, host_latency_unstable="std is 12 % of the mean")]
+
+    def under_table(verbose: bool) -> list[str]:
+        console = Console(record=True, width=80)
+        console.print(results_table(rows, profiles, verbose=verbose))
+        for line in model_summaries(rows, verbose=verbose):
+            console.print(line, markup=False)
+        lines = console.export_text().splitlines()
+        return lines[max(i for i, line in enumerate(lines) if line.startswith("\u2514")) + 1:]
+
+    short, full = under_table(False), under_table(True)
+    assert len(short) <= 14, "\n".join(short)
+    assert len(full) > len(short)
+    text = " ".join(" ".join(short).split())
+    assert "\u2021 armsim emulated core: \u00b125.0% (Cortex-A53, fp32)" in text  # one % per mark and kind
+    assert "* offline estimator: \u00b132.6% (Cortex-A7, fp32)" in text
+    assert "held-out error (leave-one-SoC-out), not a confidence interval" in text
+    assert "unstable" not in text and "unstable" in " ".join(full)
