@@ -36,7 +36,7 @@ from .report.files import (
 from .report.html import HTML_NAME, write_report
 from .report.legend import MarkNote, mark_notes
 from .report.manifest import ManifestLike
-from .report.methodology import write_paper_kit
+from .report.paperkit import write_paper_kit
 from .report.summaries import model_summaries
 from .results import PairResult
 

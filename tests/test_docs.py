@@ -376,7 +376,8 @@ def test_the_mark_legend_in_the_docs_lists_every_registered_kind() -> None:
     """The README and the command reference name each predictor kind's mark as the tables print
     it (the kinds' own ``mark`` and ``title``): a kind registered without a word in the docs, or a
     mark changed in the code only, fails here."""
-    from lodevem.latency.pool import KINDS, describe_kind
+    from lodevem.latency.described import describe_kind
+    from lodevem.latency.pool import KINDS
 
     for path in (README, ROOT / "docs" / "commands.md"):
         text = " ".join(path.read_text().split())

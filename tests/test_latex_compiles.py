@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from lodevem.report.files import latex_table, read_json
-from lodevem.report.methodology import write_paper_kit
+from lodevem.report.paperkit import write_paper_kit
 from lodevem.worker.verdict import Verdict
 
 STORED = Path(__file__).parent / "data" / "report_run"

@@ -20,15 +20,8 @@ from lodevem.latency.estimator import Estimator
 from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
 from lodevem.report.manifest import collect_manifest
-from lodevem.report.methodology import (
-    REFERENCES,
-    bibtex,
-    cited_keys,
-    methodology_latex,
-    methodology_markdown,
-    run_facts,
-    write_paper_kit,
-)
+from lodevem.report.methodology import cited_keys, run_facts
+from lodevem.report.paperkit import REFERENCES, bibtex, methodology_latex, methodology_markdown, write_paper_kit
 from lodevem.reporter import write_all
 from lodevem.results import PairResult
 
@@ -188,7 +181,7 @@ def test_citation_cff_is_valid_and_has_what_a_citation_needs() -> None:
 
     import yaml
 
-    from lodevem.report.methodology import CITATION_FILE, repository_url
+    from lodevem.report.paperkit import CITATION_FILE, repository_url
 
     cffconvert = shutil.which("cffconvert") or str(Path(sys.executable).parent / "cffconvert")
     done = subprocess.run([cffconvert, "--validate", "-i", str(CITATION_FILE)], capture_output=True, text=True,
@@ -205,8 +198,9 @@ def test_every_kind_of_the_run_is_in_the_methods_and_the_bib(profiles: list[Prof
     figure, its limitation and every reference it cites: a kind dropped from the methods (or a
     citation from references.bib) fails here. The report learns the kinds from the registry only."""
     from lodevem.latency.armsim.paper import cost_model_facts
-    from lodevem.latency.pool import KINDS, describe_kind
-    from lodevem.report.methodology import references
+    from lodevem.latency.described import describe_kind
+    from lodevem.latency.pool import KINDS
+    from lodevem.report.paperkit import references
 
     kinds = list(KINDS)
     rows = [make_row(p, model=f"m{i}.pt", latency_kind=kind, latency_held_out_pct=10.0 + i)

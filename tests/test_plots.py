@@ -22,10 +22,9 @@ from lodevem.report.plots import (
     colourbar_ticks,
     heatmap_figure,
     latency_heatmap,
-    latency_vs_ram,
     min_ram_figure,
-    scatter_figure,
 )
+from lodevem.report.scatter import latency_vs_ram, scatter_figure
 from lodevem.results import PairResult
 
 TIER2_MS = {"itel_a23_pro": 14.4, "itel_p37": 12.0, "nokia_c1": 48.9, "redmi_a1": 14.2,

@@ -20,7 +20,8 @@ from lodevem import __version__
 from lodevem.errors import InputError
 from lodevem.profiles import Profile, load_profiles
 from lodevem.report.manifest import Manifest, collect_manifest
-from lodevem.report.plots import latency_heatmap, latency_vs_ram, min_ram_bar
+from lodevem.report.plots import latency_heatmap, min_ram_bar
+from lodevem.report.scatter import latency_vs_ram
 from lodevem.reporter import (
     csv_columns,
     latex_escape,

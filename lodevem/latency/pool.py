@@ -23,7 +23,7 @@ onnx; nn-Meter's regressors are loaded only when a cell is not in the cache.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -47,12 +47,9 @@ from .kinds import (
     rules_digest,
 )
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
-from .paper import KindPaper, KindUse
-from .papers import unknown_paper
 from .records import KernelLatency, LatencyPrediction, join_notes
 
-__all__ = ["FALLBACK", "KINDS", "MODES", "UNKNOWN_MARK", "KindDescription", "PredictorPool", "auto_pick",
-           "describe_kind", "modes"]
+__all__ = ["FALLBACK", "KINDS", "MODES", "PredictorPool", "auto_pick", "modes"]
 
 # The one registry of predictor kinds, in --predictor auto's order: a later kind replaces an
 # earlier one for a cell only when its own held-out error there is lower (see the module doc).
@@ -79,34 +76,6 @@ def auto_pick(order: Sequence[str], figures: Mapping[str, Optional[HeldOut]]) ->
 def modes() -> tuple[str, ...]:
     """The ``--predictor`` values now (``KINDS`` as registered at this moment)."""
     return ("auto", *KINDS)
-
-
-# The mark of a kind this lodevem has not registered (a results file made elsewhere, a removed kind).
-UNKNOWN_MARK = "?"
-
-
-@dataclass(frozen=True)
-class KindDescription:
-    """What the reports know of a kind by its name alone (``latency.paper``): its legend title,
-    table mark and methods words, read from the registered class without making it. ``order``:
-    its place in ``KINDS`` (legends list kinds in it; unregistered kinds last)."""
-
-    name: str
-    title: str
-    mark: str
-    paper: Callable[[KindUse], KindPaper]
-    order: int
-    registered: bool = True
-
-
-def describe_kind(name: str) -> KindDescription:
-    """The registered kind ``name`` as the reports see it; a kind not registered (or a factory
-    without ``mark`` / ``title`` / ``paper``) gets ``UNKNOWN_MARK`` and words saying so."""
-    factory = KINDS.get(name)
-    mark, title, paper = (getattr(factory, attr, None) for attr in ("mark", "title", "paper"))
-    if factory is None or not isinstance(mark, str) or not isinstance(title, str) or not callable(paper):
-        return KindDescription(name, name or "unknown predictor", UNKNOWN_MARK, unknown_paper(name), len(KINDS), False)
-    return KindDescription(name, title, mark, paper, list(KINDS).index(name))
 
 
 def _prediction_sources() -> list[Path]:

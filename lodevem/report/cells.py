@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Optional
 
-from ..latency.pool import describe_kind
+from ..latency.described import describe_kind
 from ..profiles import Profile, tier_rank
 from ..results import PairResult
 from ..worker.verdict import Verdict
@@ -85,7 +85,7 @@ def group_by_model(rows: Sequence[PairResult],
 
 def latency_mark(kind: Optional[str]) -> str:
     """The footnote mark that tells a reader which predictor kind produced a latency number (the
-    kind's own, ``latency.pool.describe_kind``)."""
+    kind's own, ``latency.described.describe_kind``)."""
     return describe_kind(kind or "").mark
 
 

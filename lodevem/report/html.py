@@ -25,13 +25,14 @@ from typing import Any, Callable, Optional
 
 from .. import __version__
 from ..errors import InputError
-from ..latency.pool import describe_kind
+from ..latency.described import describe_kind
 from ..results import PairResult
 from ..store.files import write_atomic
 from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER, accuracy_text, cells, verdict_word
 from .legend import BAND_DEFINITION, mark_notes, row_cell
 from .manifest import Manifest, ManifestLike
-from .methodology import render_html, run_facts, sections, short_references
+from .methodology import run_facts, sections
+from .paperkit import render_html, short_references
 
 __all__ = ["HTML_NAME", "rebuild", "report_html", "write_report"]
 

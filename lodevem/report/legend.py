@@ -9,7 +9,7 @@ cell (``* offline estimator: ±32.6% (Cortex-A7, fp32), ±36.6% (Cortex-A53/A55,
 from the cells' numbers (``latency_held_out_pct``), never from their text.
 
 The marks, titles and words of the kinds come from the kinds themselves
-(``latency.pool.describe_kind``), so a kind registered tomorrow is in every legend.
+(``latency.described.describe_kind``), so a kind registered tomorrow is in every legend.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Optional
 
+from ..latency.described import describe_kind
 from ..latency.paper import CellFigure
-from ..latency.pool import describe_kind
 from ..results import PairResult
 from ..worker.precision import LEVEL_FILE_PRECISION, level_arithmetic
 

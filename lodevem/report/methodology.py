@@ -1,54 +1,44 @@
-"""The paper kit: a methods paragraph and the references of one run, written beside its results.
+"""The paper kit's methods text: what one run did, said from what it *recorded*.
 
 Why: lodevem's outputs are meant for papers, and the methods text (which predictor, fitted on
 what, how far off; how RAM was measured and limited) and the citations were left to the user,
-where they are easy to get wrong. So ``write_paper_kit`` writes ``methodology.md``,
-``methodology.tex`` and ``references.bib`` from what the run *recorded* - the rows' latency
-sources, runtimes, backends and limit enforcement, and the manifest's predictor description,
-settings, host and package versions - never from what lodevem can do in general: a runtime,
-predictor, data source or limitation the run did not involve is not mentioned, and every
-figure quoted comes from the run's records or the estimator's parameters file.
+where they are easy to get wrong. So the text is made from the rows' latency kinds, runtimes,
+backends and limit enforcement, and the manifest's predictor description, settings, host and
+package versions - never from what lodevem can do in general: a runtime, predictor, data source
+or limitation the run did not involve is not mentioned, and every figure quoted comes from the
+run's records.
 
 The facts are gathered once into a typed ``RunFacts`` (``run_facts``); the text is built as
-sentences with two kinds of token, ``{cite:KEY}`` and ``{code:TEXT}``, and rendered to Markdown
-(``[KEY]`` plus a reference list) or LaTeX (``\\cite{KEY}``, escaped text). How each latency was
-predicted is each predictor kind's own sentence, limitation and references (``latency.paper``:
-the kinds a run's rows name in ``latency_kind``), so a kind this module has never heard of is
-described too; every kind's held-out error is stated the same way, from its cells' figures. The
-BibTeX entries come from ``lodevem/data/references.json`` (each with where its fields were taken
-from) and from the kinds; only the keys the text cites are written, lodevem's own always.
+``Section``s of sentences with two kinds of token, ``{cite:KEY}`` and ``{code:TEXT}``, which
+``report.paperkit`` renders to ``methodology.md`` / ``.tex`` / ``references.bib`` and
+``report.html`` to HTML. How each latency was predicted is each predictor kind's own sentence,
+limitation and references (``latency.paper``: the kinds a run's rows name in ``latency_kind``),
+so a kind this module has never heard of is described too; every kind's held-out error is
+stated the same way, from its cells' figures.
 """
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 from .. import __version__
-from ..latency.paper import KindPaper, KindUse, Reference, and_join, load_references
-from ..latency.pool import describe_kind
+from ..latency.described import describe_kind
+from ..latency.paper import KindPaper, KindUse, and_join
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult
-from ..store.files import write_atomic
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
 from .cells import RunCounts, run_counts
-from .files import latex_escape
 from .legend import HELD_OUT, row_cell
 from .manifest import Manifest, ManifestLike
 
-__all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "KindFacts", "RunFacts", "bibtex", "cited_keys",
-           "methodology_latex", "methodology_markdown", "references", "run_facts", "write_paper_kit"]
+__all__ = ["TOKEN", "KindFacts", "RunFacts", "Section", "cited_keys", "run_facts", "sections"]
 
-MD_NAME = "methodology.md"
-TEX_NAME = "methodology.tex"
-BIB_NAME = "references.bib"
-REFERENCES = Path(__file__).resolve().parent.parent / "data" / "references.json"
-_TOKEN = re.compile(r"\{(cite|code):([^{}]+)\}")
+# The two tokens of the methods text (``report.paperkit`` renders them): a citation, a code span.
+TOKEN = re.compile(r"\{(cite|code):([^{}]+)\}")
 
 
 @dataclass(frozen=True)
@@ -426,90 +416,7 @@ def cited_keys(facts: RunFacts) -> list[str]:
     """The reference keys the methodology text cites, in first-cited order, lodevem first."""
     intro, memory, limits, provenance = _paragraphs(facts)
     text = " ".join([intro, memory, *limits, provenance])
-    return list(dict.fromkeys(["lodevem"] + [m.group(2) for m in _TOKEN.finditer(text) if m.group(1) == "cite"]))
-
-
-def render_html(text: str) -> str:
-    """Token text as HTML: escaped, ``{cite:KEY}`` a link to the reference list, ``{code:X}`` code."""
-    out, last = [], 0
-    for match in _TOKEN.finditer(text):
-        out.append(html.escape(text[last:match.start()]))
-        kind, value = match.groups()
-        out.append(f'<a href="#ref-{html.escape(value)}">[{html.escape(value)}]</a>' if kind == "cite"
-                   else f"<code>{html.escape(value)}</code>")
-        last = match.end()
-    out.append(html.escape(text[last:]))
-    return "".join(out)
-
-
-def _render(text: str, latex: bool) -> str:
-    out, last = [], 0
-    for match in _TOKEN.finditer(text):
-        plain = text[last:match.start()]
-        out.append(latex_escape(plain) if latex else plain)
-        kind, value = match.groups()
-        if kind == "cite":
-            out.append(f"\\cite{{{value}}}" if latex else f"[{value}]")
-        else:
-            out.append(f"\\texttt{{{latex_escape(value)}}}" if latex else f"`{value}`")
-        last = match.end()
-    tail = text[last:]
-    out.append(latex_escape(tail) if latex else tail)
-    rendered = "".join(out)
-    return re.sub(r" +(?=\\cite)", "~", rendered) if latex else rendered
-
-
-def references(facts: RunFacts) -> dict[str, Reference]:
-    """``references.json`` and the references the run's kinds bring of their own."""
-    found = load_references(REFERENCES)
-    for kind in facts.kinds:
-        found.update({ref.key: ref for ref in kind.paper.references})
-    return found
-
-
-CITATION_FILE = Path(__file__).resolve().parent.parent.parent / "CITATION.cff"
-
-
-def repository_url() -> Optional[str]:
-    """CITATION.cff's ``repository-code`` (the one place the project's URL is written), None when
-    the file or the field is absent (an installed wheel has no CITATION.cff)."""
-    try:
-        text = CITATION_FILE.read_text(encoding="utf-8")
-    except OSError:
-        return None
-    found = re.search(r"^repository-code:\s*[\"']?([^\s\"']+)", text, flags=re.M)
-    return found.group(1) if found else None
-
-
-def _fill(value: str, facts: RunFacts) -> Optional[str]:
-    """A reference field with the run's facts filled in: ``{version}``, ``{commit}`` (the manifest's
-    git commit, "not recorded" without one), package versions; None for a field naming ``{url}``
-    when the repository URL is not known (the field is left out)."""
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name == "version":
-            return facts.lodevem_version
-        if name == "commit":
-            return (facts.git_commit[:12] + (" with local changes" if facts.git_dirty else "")
-                    if facts.git_commit else "not recorded")
-        if name == "url":
-            return repository_url() or ""
-        return str(facts.packages.get(name) or "unrecorded")
-    if "{url}" in value and repository_url() is None:
-        return None
-    return re.sub(r"\{(version|commit|url|torch|onnxruntime|torch-pruning|nn-meter)\}", one, value)
-
-
-def _short_reference(entry: Reference, facts: RunFacts) -> str:
-    fields = entry.fields
-    author = str(fields.get("author", "")).strip("{}")
-    first = author.split(" and ")[0].split(",")[0].strip("{}")
-    who = f"{first} et al." if " and " in author else first
-    where = _fill(fields.get("booktitle") or fields.get("howpublished", ""), facts) or ""
-    where = where.replace("\\url{", "").rstrip("}")
-    tail = ", ".join(str(p) for p in (where, fields.get("year")) if p)
-    title = fields["title"].replace("{", "").replace("}", "").replace("\\&", "&")
-    return _fill(f"{who}: {title}." + (f" {tail}." if tail else ""), facts) or ""
+    return list(dict.fromkeys(["lodevem"] + [m.group(2) for m in TOKEN.finditer(text) if m.group(1) == "cite"]))
 
 
 @dataclass(frozen=True)
@@ -532,70 +439,3 @@ def sections(facts: RunFacts) -> list[Section]:
         out.append(Section("Accuracy", (accuracy,)))
     out.append(Section("Limitations", items=tuple(limits), after=(provenance,)))
     return out
-
-
-def short_references(facts: RunFacts) -> list[tuple[str, str]]:
-    """(key, one-line reference) of every cited key, in first-cited order."""
-    refs = references(facts)
-    return [(key, _short_reference(refs[key], facts)) for key in cited_keys(facts)]
-
-
-def methodology_markdown(facts: RunFacts) -> str:
-    lines = [f"<!-- lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
-             "# Methods", ""]
-    for section in sections(facts):
-        lines += [f"## {section.title}", ""]
-        lines += [line for text in section.paragraphs for line in (_render(text, False), "")]
-        lines += [f"- {_render(item, False)}" for item in section.items]
-        lines += [line for text in section.after for line in ("", _render(text, False))]
-        if section.items:
-            lines.append("")
-    lines += ["## References", ""]
-    lines += [f"- [{key}] {text}" for key, text in short_references(facts)]
-    lines.append(f"\nBibTeX: `{BIB_NAME}`.")
-    return "\n".join(lines) + "\n"
-
-
-def methodology_latex(facts: RunFacts) -> str:
-    """Paragraphs for ``\\input{}`` into a paper's methods section; cites ``references.bib``."""
-    lines = [f"% lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit.",
-             f"% \\input{{{TEX_NAME}}} inside your methods section; add \\bibliography{{references}} ({BIB_NAME}).",
-             "% \\sloppy: image digests and file names are long unbreakable words", r"\begingroup\sloppy"]
-    for section in sections(facts):
-        head = f"\\paragraph{{{section.title}.}}"
-        if section.paragraphs:
-            lines += [f"{head} " + _render(section.paragraphs[0], True), ""]
-            lines += [line for text in section.paragraphs[1:] for line in (_render(text, True), "")]
-        else:
-            lines.append(head)
-        if section.items:
-            lines += [r"\begin{itemize}", *(r"\item " + _render(item, True) for item in section.items),
-                      r"\end{itemize}"]
-        lines += [_render(text, True) for text in section.after]
-    lines.append(r"\endgroup")
-    return "\n".join(lines) + "\n"
-
-
-def bibtex(facts: RunFacts) -> str:
-    """The entries ``cited_keys`` names, fields as ``references.json`` gives them."""
-    refs = references(facts)
-    out = [f"% lodevem {facts.lodevem_version}: the references of this run's methodology.tex. Generated."]
-    for key in cited_keys(facts):
-        entry = refs[key]
-        out.append(f"@{entry.entry_type}{{{key},")
-        out += [f"  {name} = {{{filled}}}," for name, value in entry.fields.items()
-                if (filled := _fill(str(value), facts)) is not None]
-        out.append("}")
-    return "\n".join(out) + "\n"
-
-
-def write_paper_kit(rows: Sequence[PairResult], manifest: ManifestLike, out_dir: Path) -> list[Path]:
-    """Write ``methodology.md``, ``methodology.tex`` and ``references.bib``; return their paths."""
-    facts = run_facts(rows, manifest)
-    out_dir = Path(out_dir)
-    written = []
-    for name, text in ((MD_NAME, methodology_markdown(facts)), (TEX_NAME, methodology_latex(facts)),
-                       (BIB_NAME, bibtex(facts))):
-        write_atomic(out_dir / name, text)
-        written.append(out_dir / name)
-    return written
