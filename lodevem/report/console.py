@@ -220,9 +220,10 @@ def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:
     lines.append(f"Peak RAM (MB): peak RSS (VmHWM) under {', '.join(runtimes)} with the device's RAM as the limit"
                  + (f" ({'; '.join(backends)})" if backends else "") + ", including the runtime's own footprint.")
     inferred = sum(1 for r in rows if r.memory_inferred_from_mb is not None)
-    if inferred and verbose:  # memory.planning: rows of limits far above the peak of the largest limit's run
-        lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit, far "
-                     "above its peak (CSV limit_enforcement; --no-infer measures each).")
+    if inferred:  # memory.planning: rows of limits far above the peak of the largest limit's run
+        lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit"
+                     + (", far above its peak (CSV limit_enforcement; --no-infer measures each)." if verbose
+                        else " (--no-infer measures each)."))
     if verbose:
         lines.append(verdict_legend())
         lines.append(memory_runtime_line(rows))
