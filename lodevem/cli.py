@@ -911,9 +911,13 @@ def calibrate_remove(target: str, calibrations: Optional[Path]) -> None:
 
 
 def _warn(warnings: Sequence[str]) -> None:
-    """Warnings on stderr, one line each, escaped (they may quote a record, a log or a model)."""
-    for warning in dict.fromkeys(warnings):  # each once, wrapped to the terminal at word boundaries
-        err_console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False)
+    """Warnings on stderr, each once, escaped (they may quote a record, a log or a model): wrapped
+    at word boundaries to a terminal (or to $COLUMNS), one line each into a pipe or a log file, so
+    a grep finds a whole warning."""
+    wrap = err_console.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+    for warning in dict.fromkeys(warnings):
+        err_console.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False, soft_wrap=not wrap,
+                          width=_output_width() if wrap and not err_console.is_terminal else None)
 
 
 @cli.command()
