@@ -39,6 +39,11 @@ def output_path(model: Path, level: str, out_dir: Path) -> Path:
     return Path(out_dir) / f"{Path(model).stem}_{level}.pt"
 
 
+def derivable(levels: Sequence[str]) -> tuple[str, ...]:
+    """The levels of ``levels`` that make a new file (fp32 is the file as given)."""
+    return tuple(level for level in levels if level in DERIVABLE)
+
+
 def _check_levels(levels: Sequence[str]) -> None:
     unknown = [level for level in levels if level not in LEVELS]
     if unknown:

@@ -23,7 +23,7 @@ from .sandbox.client import ModelSection, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore
 
-__all__ = ["InspectionFailure", "ModelInspection", "inspect_models"]
+__all__ = ["InspectionFailure", "InspectionReport", "ModelInspection", "inspect_files", "inspect_models"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,54 @@ class InspectionFailure:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "error": self.error}
+
+
+@dataclass(frozen=True)
+class InspectionReport:
+    """``lodevem inspect``'s answer: each file's inspection or failure, in order, and the
+    ``--eval-data`` samples checked against them (None without it)."""
+
+    found: tuple[ModelInspection | InspectionFailure, ...]
+    data: Any = None  # accuracy.data.EvalData
+
+    def data_line(self, item: ModelInspection) -> str:
+        """The samples against ``item``'s input: what they are, and whether the model takes them."""
+        from .accuracy.data import check_model_shape
+
+        mismatch = check_model_shape(self.data, item.model.input_shape)
+        return f"{self.data.describe()}: " + (mismatch or "the model's input shape")
+
+    @property
+    def failure(self) -> Optional[InputError]:
+        failed = [item for item in self.found if isinstance(item, InspectionFailure)]
+        if not failed:
+            return None
+        return InputError(f"{len(failed)} of {len(self.found)} file(s) could not be inspected: "
+                          f"{', '.join(str(f.path) for f in failed)}")
+
+
+def inspect_files(paths: Sequence[Path], *, backend: str = "auto", loading: Optional[ModelLoading] = None,
+                  input_shape: Optional[Sequence[int]] = None, timeout_s: float = 600.0,
+                  eval_data: Optional[Path] = None,
+                  on_warning: Callable[[str], None] = lambda _: None) -> InspectionReport:
+    """``lodevem inspect``: ``--eval-data`` read and validated on the host first (bad data is exit 2
+    before any container; its shape is the input shape when none is given), then each file
+    inspected in the sandbox (``inspect_in_sandbox``)."""
+    data = _eval_data(eval_data) if eval_data is not None else None
+    if data is not None and input_shape is None:
+        input_shape = data.input_shape
+    found = inspect_in_sandbox(paths, backend=backend, loading=loading, input_shape=input_shape, timeout_s=timeout_s,
+                               on_warning=on_warning)
+    return InspectionReport(tuple(found), data)
+
+
+def _eval_data(path: Path) -> Any:
+    """``--eval-data`` validated through the same reader as ``start`` (its normalised copy goes to a
+    throw-away store: inspect keeps no cache)."""
+    from .accuracy.data import DEFAULT_EVAL_LIMIT, prepare_eval_data
+
+    with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
+        return prepare_eval_data(path, DEFAULT_EVAL_LIMIT, ArtifactStore(Path(scratch)))
 
 
 def inspect_in_sandbox(paths: Sequence[Path], *, backend: str = "auto", loading: Optional[ModelLoading] = None,

@@ -35,16 +35,18 @@ from .accuracy.data import (
     prepare_eval_data,
 )
 from .derive import FineTune, derive_cached
-from .errors import InputError, LodevemError, ModelFileError
+from .errors import InputError, Interrupted, LodevemError, ModelFileError
+from .gates import Budget, check_budget, no_figures
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor, SandboxAccess, converted_file
-from .profiles import Profile
+from .profiles import Profile, choose_profiles
 from .progress import NullProgress, ProgressSink
 from .report.manifest import Manifest, collect_manifest
-from .report.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
-from .results import Accuracy, ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
+from .report.runstate import STATE_FILE, Recorder, interrupted_note, load_state  # noqa: F401  (STATE_FILE: re-exported)
+from .results import Accuracy, ExportResult, ModelFile, OutputClaim, PairResult, label_models
 from .results.notes import kernel_precisions
+from .results.outcome import StartResult  # noqa: F401  (label_models: re-exported)
 from .sandbox import Backend, open_backend
 from .sandbox.artifacts import ConvertCache, ExportCache
 from .sandbox.client import MeasureSettings, WorkerClient
@@ -124,8 +126,11 @@ class RunConfig:
         return self.runtimes or (self.latency_runtime,)
 
     @classmethod
-    def from_cli(cls, paths: Sequence[Path], profiles: Sequence[Profile], command_line: Sequence[str],
-                 **options: Any) -> "RunConfig":
+    def from_options(cls, paths: Sequence[Path], profile_ids: Sequence[str], tiers: Sequence[str],
+                     profiles_dirs: Sequence[Path], command_line: Sequence[str], **options: Any) -> "RunConfig":
+        """``lodevem start``'s options as a config: the profiles chosen by id and tier from the
+        shipped ones, ``$LODEVEM_PROFILES`` and ``profiles_dirs``."""
+        profiles = choose_profiles(profiles_dirs, ids=profile_ids, tiers=tiers)
         return cls(models=tuple(paths), profiles=tuple(profiles), command_line=tuple(command_line), **options)
 
     def state_key(self, models: Sequence[ModelFile], calibrations: str = "", evaluation: str = "") -> str:
@@ -506,3 +511,23 @@ def _measure_pending(ctx: RunContext, models: Sequence[ModelFile], recorder: Rec
                                timeout_s=config.timeout_s, exports=ctx.exports, on_result=recorder,
                                converts=ctx.converts, store=ctx.store, infer=config.infer,
                                calibration=config.calibration_inputs)
+
+
+def start(config: RunConfig, budget: Budget, latex_marks: str = "text",
+          progress: Optional[ProgressSink] = None) -> StartResult:
+    """``lodevem start``: claim the output folder, run every pair, write every output file and
+    judge the budget. An interrupt unwinds as ``Interrupted`` saying what was kept."""
+    import time
+
+    from .reporter import write_all
+
+    with OutputClaim(config.output):
+        started = time.time()
+        try:
+            outcome = run_benchmark(config, progress)
+        except KeyboardInterrupt as exc:
+            raise Interrupted.from_interrupt(exc, interrupted_note(config.output, started)) from None
+        written = write_all(outcome.rows, config.profiles, outcome.manifest, config.output, latex_marks=latex_marks)
+    nothing = no_figures(outcome.rows)  # not a result at all: no gate is judged
+    return StartResult(outcome.rows, config.profiles, outcome.warnings, written,
+                       [] if nothing else check_budget(outcome.rows, budget), nothing)

@@ -100,7 +100,7 @@ def test_the_rule_catches_a_cycle() -> None:
 # is a face (it loads and selects the YAML files) whose ``Profile`` record every wing's records
 # carry, like ``errors``: wings may import it, nothing below it imports a wing's face.
 WINGS = ("latency", "sandbox", "results", "report", "store", "worker", "memory", "safe_io")
-FACES = ("cli", "runner", "predict", "measure", "reporter")
+FACES = ("cli", "commands", "runner", "predict", "measure", "reporter")
 
 
 def _package(module: str) -> str:
@@ -152,7 +152,7 @@ def test_nothing_below_the_runner_imports_runner_or_cli() -> None:
     graph = _imports()
     offenders = sorted(f"{module} -> {target}" for module, targets in graph.items()
                        for target in targets & {"lodevem.runner", "lodevem.cli"}
-                       if module not in ("lodevem.cli",))
+                       if module != "lodevem.cli" and not module.startswith("lodevem.commands"))
     assert offenders == []
 
 
@@ -287,3 +287,54 @@ def test_the_vocabulary_rule_catches_a_second_home(tmp_path: Path) -> None:
     (tmp_path / "levels2.py").write_text('NAMES = ("fp16", "int8")\n\ndef f(x):\n    return {"tflite": 1, "ncnn": 2}[x]\n')
     assert _top_level_literals({"fp16", "int8"}, tmp_path) == [("levels2.py", "NAMES", 1, ["fp16", "int8"])]
     assert _top_level_literals({"tflite", "ncnn"}, tmp_path) == [("levels2.py", "f", 4, ["ncnn", "tflite"])]
+
+
+# -- the command line: a thin Click layer over the library (issue 36) ---------------------------
+
+COMMANDS = PACKAGE / "commands"
+
+
+def test_cli_is_the_group_and_the_command_list() -> None:
+    """cli.py holds the Click group, the exit codes and the list of commands; each command group
+    is a module of lodevem/commands/ of a few hundred lines."""
+    assert len((PACKAGE / "cli.py").read_text().splitlines()) <= 300
+    sizes = {p.name: len(p.read_text().splitlines()) for p in COMMANDS.glob("*.py")}
+    assert sizes and max(sizes.values()) <= 400, sizes
+
+
+def test_commands_do_not_render() -> None:
+    """A command parses, calls the library and hands the result to the terminal renderer
+    (``report.terminal``, reached through ``commands.TERMINAL``): no command module imports rich,
+    the tables or the reporter itself."""
+    graph = _imports()
+    offenders = sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("lodevem.commands")
+                       for t in ts if t in ("lodevem.reporter", "lodevem.report.console", "lodevem.report.layout")
+                       or (t == "lodevem.report.terminal" and m != "lodevem.commands"))
+    for path in sorted(COMMANDS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                offenders += [f"commands/{path.name} imports {n}" for n in names if n.split(".")[0] == "rich"]
+    assert offenders == []
+
+
+def _names_in_commands() -> list[str]:
+    """Every string constant of the command modules that is not prose (help texts and
+    docstrings are prose: they may say "tflite")."""
+    found = []
+    for path in sorted(COMMANDS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value:
+                found.append(f"commands/{path.name}:{node.lineno} {node.value}")
+    return found
+
+
+def test_commands_name_no_runtime_and_no_predictor_kind() -> None:
+    """What a runtime or a predictor kind does is decided by its registry and the library; a
+    command comparing ``--predictor`` or ``--runtime`` to a name is that rule in a second place."""
+    from lodevem.latency.pool import KINDS
+    from lodevem.worker.registry import RUNTIMES
+
+    names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases} | set(KINDS)
+    offenders = [f for f in _names_in_commands() if f.rpartition(" ")[2] in names]
+    assert offenders == []

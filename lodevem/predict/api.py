@@ -23,6 +23,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -39,7 +40,7 @@ from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
 from . import Predictor
 
-__all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "default_cache_dir"]
+__all__ = ["LatencyPredictor", "ModelGraph", "ModelLatency", "PredictionReport", "default_cache_dir", "predict_models"]
 
 
 def default_cache_dir() -> Path:
@@ -336,3 +337,38 @@ class LatencyPredictor:
         written = [(self.calibrations.store.add(record), record) for record in pending]
         self.calibrations.reload()
         return written
+
+
+@dataclass(frozen=True)
+class PredictionReport:
+    """``lodevem predict``'s answer: every (model, profile) cell and the run's warnings;
+    ``failure`` when no pair has a number (a table of blanks is not a result)."""
+
+    items: tuple[ModelLatency, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def failure(self) -> Optional[LodevemError]:
+        if all(i.latency.latency_ms is None for i in self.items):
+            return LodevemError("no latency could be predicted for any (model, profile) pair")
+        return None
+
+
+def predict_models(models: Sequence[Any], profile_ids: Sequence[str] = (), tiers: Sequence[str] = (),
+                   **options: Any) -> PredictionReport:
+    """``lodevem predict``: every model (a file, a zoo name) on the chosen profiles, with a
+    ``LatencyPredictor`` made from ``options`` (its keyword arguments)."""
+    from ..latency.pool import KINDS, modes
+
+    if not models:
+        raise InputError("no models given: lodevem predict MODEL [MODEL ...] (a file or a zoo name)")
+    chosen = options.get("predictor", "auto")
+    start_only = getattr(KINDS.get(chosen), "start_only", "")
+    if start_only:
+        takes = [m for m in modes() if not getattr(KINDS.get(m), "start_only", "")]
+        raise InputError(f"--predictor {chosen}: {start_only}; predict takes {', '.join(takes[:-1])} or {takes[-1]}")
+    with LatencyPredictor(**options) as session:
+        profiles = session.profiles(ids=profile_ids, tiers=tiers)
+        calibration_warnings = session.calibrations.check()
+        items = session.predict_all(list(models), profiles)
+    return PredictionReport(tuple(items), (*calibration_warnings, *session.warnings, *session.core.warnings))

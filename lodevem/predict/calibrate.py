@@ -9,14 +9,17 @@ through the ``LatencyPredictor`` session (``api``), as ``predict`` and the Pytho
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, ContextManager, Optional, Sequence
 
 from ..errors import InputError
 from ..latency.calibration import (
-    CalibrationRecord,
+    CalibrationOutcome,
     Measurement,
+    RecordListing,
+    Removed,
     measurements_from_args,
     measurements_from_log,
     read_benchmark_log,
@@ -25,32 +28,8 @@ from ..latency.calibration import (
 from ..safe_io import printable
 from .api import LatencyPredictor
 
-__all__ = ["CalibrationOutcome", "Removed", "calibrate_profile", "log_measurements", "remove_records"]
-
-
-@dataclass(frozen=True)
-class CalibrationOutcome:
-    """What ``calibrate add`` / ``from-log`` did: the records written (file, record), the profile's
-    fit now (``fit`` its description, None without one; ``mismatch`` why some records do not
-    apply), and the profiles sharing its chipset and core (``siblings``)."""
-
-    profile_id: str
-    runtime: str
-    threads: int
-    written: tuple[tuple[Path, CalibrationRecord], ...]
-    fit: Optional[str]
-    mismatch: Optional[str]
-    siblings: tuple[str, ...]
-    chipset: str
-    warnings: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Removed:
-    """One record ``calibrate remove`` deleted: its ID (the file's stem) and the record."""
-
-    record_id: str
-    record: CalibrationRecord
+__all__ = ["CalibrationOutcome", "RecordListing", "Removed", "add_from_args", "add_from_log", "calibrate_profile",
+           "list_records", "log_measurements", "remove", "remove_records"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +102,64 @@ def remove_records(session: LatencyPredictor, target: str) -> list[Removed]:
     for path, _ in chosen:
         store.remove(path)
     return [Removed(path.stem, record) for path, record in chosen]
+
+
+# -- the subcommands, one call each (``commands.calibrate``) ---------------------------------------
+
+Busy = Callable[[str], ContextManager[Any]]  # a spinner while models are exported and predicted
+
+
+def _session(calibrations: Optional[Path], profiles_dirs: Sequence[Path] = (), **options: Any) -> LatencyPredictor:
+    """The predictions a record compares against are ``auto``'s, as ``start`` and ``predict`` make them."""
+    return LatencyPredictor(predictor="auto", calibrations=calibrations, profiles_dir=profiles_dirs, **options)
+
+
+def _record(session: LatencyPredictor, profile_id: str, found: Sequence[Measurement], runtime: str, threads: int,
+            note: str, same_chipset: bool, busy: Busy) -> CalibrationOutcome:
+    with busy(f"exporting and predicting {len(found)} model(s) on {profile_id}"):
+        return calibrate_profile(session, profile_id, found, runtime=runtime, threads=threads, note=note,
+                                 same_chipset=same_chipset)
+
+
+def add_from_args(profile_id: str, measurements: Sequence[str], runtime: Optional[str], threads: int, note: str = "",
+                  same_chipset: bool = False, *, calibrations: Optional[Path] = None,
+                  profiles_dirs: Sequence[Path] = (), busy: Busy = lambda _: contextlib.nullcontext(),
+                  **options: Any) -> CalibrationOutcome:
+    """``calibrate add``: ``MODEL=MS`` measurements made on ``profile_id``'s device, recorded.
+    ``options``: how model files are exported (``input_shape``, ``backend``, ``timeout_s``, ``loading``)."""
+    session = _session(calibrations, profiles_dirs, **options)
+    session.profile(profile_id)  # an unknown profile first: its error suggests the near names
+    found = arg_measurements(measurements)
+    if runtime is None:
+        raise InputError("--runtime is required: the runtime the measurement was made with (tflite, ncnn or other)")
+    return _record(session, profile_id, found, runtime, threads, note, same_chipset, busy)
+
+
+def add_from_log(log_file: Path, profile_id: str, models: Sequence[str], runtime: Optional[str],
+                 threads: Optional[int], note: str = "", same_chipset: bool = False, *,
+                 calibrations: Optional[Path] = None, profiles_dirs: Sequence[Path] = (),
+                 busy: Busy = lambda _: contextlib.nullcontext(), **options: Any) -> CalibrationOutcome:
+    """``calibrate from-log``: the times of a device benchmark log, recorded for ``profile_id``."""
+    session = _session(calibrations, profiles_dirs, **options)
+    session.profile(profile_id)
+    log = log_measurements(session, log_file, models, runtime)
+    return _record(session, profile_id, log.measurements, log.runtime, threads_of(threads, log.threads, log_file),
+                   note, same_chipset, busy)
+
+
+def list_records(profile_id: Optional[str], calibrations: Optional[Path],
+                 profiles_dirs: Sequence[Path] = ()) -> RecordListing:
+    """The records of the calibrations folder (of one profile: its id is checked first)."""
+    session = _session(calibrations, profiles_dirs)
+    if profile_id is not None:
+        session.profile(profile_id)
+    warnings = tuple(session.calibrations.check())
+    return RecordListing(session.calibrations.folder, profile_id,
+                         tuple(session.calibrations.store.records(profile_id)), warnings)
+
+
+def remove(target: str, calibrations: Optional[Path]) -> tuple[tuple[str, ...], list[Removed]]:
+    """``calibrate remove``: (warnings about the folder, the records deleted)."""
+    session = _session(calibrations)
+    warnings = tuple(session.calibrations.check())
+    return warnings, remove_records(session, target)

@@ -132,6 +132,8 @@ RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {
     **{name: tuple(dict.fromkeys((spec.image, *((spec.converter.image,) if spec.converter else ()))))
        for name, spec in RUNTIMES.items()},
     "armsim": ("armsim", "convert")}
+# What ``lodevem build-image --runtime`` takes: every runtime, and the predictor images beside them.
+IMAGE_TARGETS: tuple[str, ...] = tuple(RUNTIME_IMAGES)
 ARMSIM_ACTION = "armsim-profile"
 
 

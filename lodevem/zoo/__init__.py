@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from .blocks import ConvBNAct, SqueezeExcitation, StochasticDepth, make_divisible
 from .classic import BasicBlock, Bottleneck, Fire, ResNet, ShuffleNetV2, ShuffleUnit, SqueezeNet11, channel_shuffle
-from .files import write
+from .files import ZooListing, catalogue, write
 from .mobile import (
     EfficientNetB0,
     InvertedResidualV2,
@@ -47,8 +47,10 @@ __all__ = [
     "SEED",
     "ZOO",
     "ZooEntry",
+    "ZooListing",
     "ZooSummary",
     "build",
+    "catalogue",
     "channel_shuffle",
     "count_mflops",
     "count_params",
