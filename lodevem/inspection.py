@@ -17,9 +17,9 @@ from typing import Any, Callable, Optional, Sequence
 from .errors import InputError, ModelFileError, SandboxError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
 from .results import ModelFile
-from .sandbox import open_client
 from .sandbox.artifacts import ExportCache
 from .sandbox.client import ModelSection, WorkerClient
+from .sandbox.session import Session
 from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore
 
@@ -129,10 +129,11 @@ def inspect_in_sandbox(paths: Sequence[Path], *, backend: str = "auto", loading:
                        on_warning: Callable[[str], None] = lambda _: None) -> list[ModelInspection | InspectionFailure]:
     """``lodevem inspect``: open the sandbox ``backend`` names (its warning, if any, goes to
     ``on_warning`` before any work) and inspect each file there (``inspect_models``)."""
-    client, warning = open_client(backend, loading)
-    if warning:
-        on_warning(warning)
-    return inspect_models(paths, client, input_shape=input_shape, timeout_s=timeout_s)
+    with Session.scratch(backend, loading=loading, timeout_s=timeout_s) as session:
+        session.open()
+        for warning in session.warnings:
+            on_warning(warning)
+        return _inspect_all(paths, session.exports, input_shape)
 
 
 def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: Optional[Sequence[int]] = None,
@@ -140,14 +141,18 @@ def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: 
     """Inspect each file in the sandbox, in order; a file that is missing or that the worker
     refuses becomes an ``InspectionFailure`` naming it and the next file is inspected. Errors that
     are not about one file (no Docker engine, Ctrl-C) still raise."""
+    with Session.scratch(client, timeout_s=timeout_s) as session:
+        return _inspect_all(paths, session.exports, input_shape)
+
+
+def _inspect_all(paths: Sequence[Path], exports: ExportCache,
+                 input_shape: Optional[Sequence[int]]) -> list[ModelInspection | InspectionFailure]:
     found: list[ModelInspection | InspectionFailure] = []
-    with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
-        exports = ExportCache(client, ArtifactStore(Path(scratch), use_cache=False), timeout_s)
-        for path in paths:
-            try:
-                found.append(_inspect_one(path, exports, input_shape))
-            except (InputError, SandboxError) as exc:
-                found.append(InspectionFailure(path, str(exc)))
+    for path in paths:
+        try:
+            found.append(_inspect_one(path, exports, input_shape))
+        except (InputError, SandboxError) as exc:
+            found.append(InspectionFailure(path, str(exc)))
     return found
 
 

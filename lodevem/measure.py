@@ -61,6 +61,7 @@ from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurem
 from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.image import CONVERTERS
+from .sandbox.session import Session
 from .store import ArtifactStore, digest, file_digest
 from .worker.precision import INT8_LEVELS
 from .worker.registry import measured_under
@@ -234,10 +235,11 @@ def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cac
     missing = exports is None or (settings.runtime in CONVERTERS and converts is None)
     if store is None and settings.runtime in ("onnxruntime", *CONVERTERS) and missing:
         raise InputError(f"runtime {settings.runtime} needs a cache folder for its exports (cache_dir)")
-    if exports is None and store is not None:
-        exports = ExportCache(client, store, timeout_s)
-    if converts is None and store is not None and settings.runtime in CONVERTERS:
-        converts = ConvertCache(client, store, timeout_s)
+    if store is not None and (exports is None or converts is None):  # a library caller's: the session's caches
+        session = Session.with_client(client, store, timeout_s)
+        exports = exports if exports is not None else session.exports
+        if converts is None and settings.runtime in CONVERTERS:
+            converts = session.converts
     return _Plan(client, settings, timeout_s, MeasureCache(store), exports, converts, calibration)
 
 

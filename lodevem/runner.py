@@ -39,7 +39,7 @@ from .errors import InputError, Interrupted, LodevemError, ModelFileError
 from .gates import Budget, check_budget, no_figures
 from .latency.calibration import CalibrationSet
 from .latency.estimator import DEFAULT_RUNTIME
-from .predict import LatencyPrediction, Predictor, SandboxAccess, converted_file
+from .predict import LatencyPrediction, Predictor, converted_file
 from .profiles import Profile, choose_profiles
 from .progress import NullProgress, ProgressSink
 from .report.manifest import Manifest, collect_manifest
@@ -47,9 +47,10 @@ from .report.runstate import STATE_FILE, Recorder, interrupted_note, load_state 
 from .results import Accuracy, ExportResult, ModelFile, OutputClaim, PairResult, label_models
 from .results.notes import kernel_precisions
 from .results.outcome import StartResult  # noqa: F401  (label_models: re-exported)
-from .sandbox import Backend, open_backend
+from .sandbox import Backend
 from .sandbox.artifacts import ConvertCache, ExportCache
 from .sandbox.client import MeasureSettings, WorkerClient
+from .sandbox.session import Session
 from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore, cache_root, digest, file_digest
 from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
@@ -167,21 +168,35 @@ class BenchmarkOutcome:
 
 @dataclass
 class RunContext:
-    """What every step of one run shares: settings, the sandbox, caches, progress, warnings."""
+    """What every step of one run shares: settings, the sandbox session (its client, store and
+    caches), progress, warnings."""
 
     config: RunConfig
-    client: WorkerClient
-    exports: ExportCache
+    session: Session
     progress: ProgressSink
-    store: ArtifactStore
     warnings: list[str] = field(default_factory=list)
-    converts: Optional[ConvertCache] = None
     derived: dict[tuple[Path, str], ModelFile] = field(default_factory=dict)  # (file, level): one derivation
     finetune: Optional[FineTune] = None  # --finetune-data for the pruned level
 
     @property
+    def client(self) -> WorkerClient:
+        return self.session.client
+
+    @property
+    def exports(self) -> ExportCache:
+        return self.session.exports
+
+    @property
+    def converts(self) -> ConvertCache:
+        return self.session.converts
+
+    @property
+    def store(self) -> ArtifactStore:
+        return self.session.store
+
+    @property
     def backend(self) -> Backend:
-        return self.client.backend
+        return self.session.backend
 
 
 def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
@@ -193,11 +208,13 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     models = label_models(config.models, config.levels)
     store = ArtifactStore(cache_root(config.output), use_cache=not config.no_cache)
     calibrations = CalibrationSet(config.calibrations, enabled=not config.uncalibrated)
-    opened: list[WorkerClient] = []  # the sandbox's client, once the backend is open (kinds that run in it)
+    # the sandbox, opened below once the inputs are checked (kinds that run in it see it then)
+    session = Session(store, backend if backend is not None else config.backend, loading=config.loading,
+                      timeout_s=config.timeout_s, slurm=_slurm_settings(config),
+                      on_status=progress.working_on if progress is not None else None)
     predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
                           cache_dir=store.folder("latency"), use_cache=not config.no_cache, calibrations=calibrations,
-                          sandbox=SandboxAccess(lambda: opened[0] if opened else None, store.folder,
-                                                config.timeout_s, not config.no_cache))
+                          sandbox=session.access())
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
     calibrations.check()  # and on a calibration record that does not read
@@ -212,21 +229,15 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     if config.calib_data is not None:  # validated like --eval-data: bad data is exit 2 before any container
         calibration_data = prepare_calibration_data(config.calib_data, store)
         config = dataclasses.replace(config, calibration_inputs=calibration_data.path)
-    if backend is None:
-        backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
-                                                on_status=progress.working_on if progress is not None else None)
-        if backend_warning:
-            warnings.append(backend_warning)
+    backend = session.backend  # opened now
+    warnings.extend(session.warnings)
     backend.sweep_stale()
     config = _with_default_runtime(config, backend, warnings)
     for runtime in config.resolved_runtimes:  # a missing runtime or converter image stops the run before any work
         backend.identity_for(runtime)
-    client = WorkerClient(backend, loading=config.loading)
-    opened.append(client)
     predictor.require(config.profiles, load=False)  # and what needs the sandbox (--predictor armsim: its image)
-    ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
-                     progress if progress is not None else NullProgress(), store, warnings,
-                     ConvertCache(client, store, config.timeout_s), finetune=finetune)
+    ctx = RunContext(config, session, progress if progress is not None else NullProgress(), warnings,
+                     finetune=finetune)
     planned = [m for base in models for m in _per_runtime(base, config.resolved_runtimes)]
     state = load_state(config.output, config.state_key(planned, calibrations.digest(),
                                                        eval_data.sha256 if eval_data else ""),
@@ -276,7 +287,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
-                recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, client,
+                recorder(model.label, limit, measure.failed_measurement(limit, model.unusable, ctx.client,
                                                                         config.settings(_runtime(ctx, model)),
                                                                         model.sha256))
     try:
@@ -434,7 +445,7 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
 
 def _convert(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Any:
     """``model`` in the runtime's own form, made on demand (``predict.converted_file``)."""
-    if ctx.converts is None or model.unusable is not None:
+    if model.unusable is not None:
         return None
     return converted_file(ctx.converts, model, predictor.runtime)
 

@@ -31,9 +31,10 @@ from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
 from ..latency.calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
 from ..latency.estimator import DEFAULT_RUNTIME
-from ..latency.kinds import ConvertedFile, SandboxAccess
+from ..latency.kinds import ConvertedFile
 from ..latency.records import LatencyPrediction, ModelGraph, ModelLatency
 from ..profiles import Profile, load_profiles, select_profiles
+from ..sandbox.session import Session
 from ..store import ArtifactStore, user_cache_dir
 from ..store import file_digest as file_sha256
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
@@ -83,25 +84,26 @@ class LatencyPredictor:
         # cache of graphs); its predictions are kept in the store too, so a first call in a new
         # process on a model whose graph and prediction are there imports neither torch, onnx nor nn-Meter
         self.calibrations = CalibrationSet(calibrations, enabled=use_calibrations)
+        # the sandbox model files are exported (and converted) in: opened on the first model file
+        self.session = Session(self.store, backend, loading=loading, timeout_s=timeout_s)
         self.door = Predictor(mode=predictor, data_dir=nnmeter_data, cache_dir=self.store.folder("latency"),
                               runtime=runtime if runtime is not None else DEFAULT_RUNTIME,  # a bad one: InputError now
-                              calibrations=self.calibrations,
-                              sandbox=SandboxAccess(self._open_client, self.store.folder, timeout_s))
+                              calibrations=self.calibrations, sandbox=self.session.access())
         self.core = self.door.pool
         self.threads, self.runtime = threads, runtime
         self.input_shape = tuple(input_shape) if input_shape else None
         self.profiles_dir = tuple(profiles_dir)
-        self.backend_name, self.timeout_s = backend, timeout_s
-        self.loading = loading  # sandbox.usercode.ModelLoading (--code, --arch) for model files
-        self.warnings: list[str] = []
         self._profiles: Optional[dict[str, Profile]] = None
-        self._exports: Any = None  # sandbox.artifacts.ExportCache, opened on the first model file
-        self._converts: Any = None  # sandbox.artifacts.ConvertCache, beside it
         self._files: dict[Path, tuple[Path, str]] = {}  # export -> (model file, sha256): what converts
         self._graphs: dict[tuple[Any, ...], ModelGraph] = {}
         self._scratch: Optional[Path] = None
         self._module_exports = 0
         self.default_profile = self.profile(profile) if profile is not None else None
+
+    @property
+    def warnings(self) -> list[str]:
+        """What opening the sandbox said (``--backend process``: what it does not isolate)."""
+        return self.session.warnings
 
     # -- lifetime ---------------------------------------------------------------------------------
 
@@ -174,7 +176,7 @@ class LatencyPredictor:
         if key in self._graphs:
             return self._graphs[key]
         sha = file_sha256(str(path))
-        export = self._export_cache().export(path, sha, shape)
+        export = self.session.exports.export(path, sha, shape)
         if export.unusable:
             raise ModelFileError(export.error)
         graph = ModelGraph(path.name, "file", sha, export.path, export.model.input_shape or shape,
@@ -184,33 +186,14 @@ class LatencyPredictor:
         self._graphs[key] = graph
         return graph
 
-    def _export_cache(self) -> Any:
-        if self._exports is None:
-            from ..sandbox import open_backend
-            from ..sandbox.artifacts import ConvertCache, ExportCache
-            from ..sandbox.client import WorkerClient
-
-            backend, warning = open_backend(self.backend_name)
-            if warning:
-                self.warnings.append(warning)
-            client = WorkerClient(backend, loading=self.loading)
-            self._exports = ExportCache(client, self.store, self.timeout_s)
-            self._converts = ConvertCache(client, self.store, self.timeout_s)
-        return self._exports
-
-    def _open_client(self) -> Any:
-        """The sandbox's client once a model file opened it (None before: kinds that need the
-        sandbox, armsim, have nothing to run without a file)."""
-        return self._exports.client if self._exports is not None else None
-
     def _converter(self, graph: ModelGraph, runtime: str) -> Optional[Callable[[], ConvertedFile]]:
         """The model file behind ``graph`` in ``runtime``'s own form, made on demand by the
         sandbox's conversion cache (zoo models and modules: None, no file to convert)."""
         source = self._files.get(Path(graph.onnx_path)) if graph.onnx_path is not None else None
-        if source is None or self._converts is None:
+        if source is None:
             return None
         path, sha = source
-        converts, shape = self._converts, graph.input_shape
+        converts, shape = self.session.converts, graph.input_shape
 
         def convert() -> ConvertedFile:
             result = converts.convert(path, sha, runtime, shape)
