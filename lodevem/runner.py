@@ -212,9 +212,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     session = Session(store, backend if backend is not None else config.backend, loading=config.loading,
                       timeout_s=config.timeout_s, slurm=_slurm_settings(config),
                       on_status=progress.working_on if progress is not None else None)
-    predictor = Predictor(mode=config.predictor, data_dir=config.nnmeter_data, runtime=config.latency_runtime,
-                          cache_dir=store.folder("latency"), use_cache=not config.no_cache, calibrations=calibrations,
-                          sandbox=session.access())
+    predictor = Predictor(predictor=config.predictor, nnmeter_data=config.nnmeter_data,
+                          runtime=config.latency_runtime, calibrations=calibrations, session=session)
     # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
     predictor.require(config.profiles, load=False)
     calibrations.check()  # and on a calibration record that does not read
@@ -255,13 +254,13 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     # kinds that work outside this process (armsim: conversion and emulation) start on every model
     # at once, --jobs at a time; the cells are then walked in order (deterministic notes and warnings)
     with ThreadPoolExecutor(max_workers=max(1, min(len(models), config.jobs or os.cpu_count() or 1))) as pool:
-        list(pool.map(lambda pair: _prepare(ctx, pair[1], pair[0]), serving))
-    latencies = {m.label: _predict(ctx, door, m) for m, door in serving}
-    removed = {m.label: _predict_channels_removed(ctx, _serving(ctx, predictor, m), m) for m in models}
+        list(pool.map(lambda pair: _prepare(ctx, predictor, pair[0], pair[1]), serving))
+    latencies = {m.label: _predict(ctx, predictor, m, runtime) for m, runtime in serving}
+    removed = {m.label: _predict_channels_removed(ctx, predictor, m, _serving(ctx, predictor, m)) for m in models}
     # without --eval-data a pruned row still says whether it was fine-tuned (accuracy_note)
     accuracies = (evaluate_models(ctx, models, eval_data) if eval_data is not None
                   else with_drops(models, {m.label: Accuracy() for m in models}))
-    ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one pool
+    ctx.warnings.extend(w for w in predictor.warnings if w not in ctx.warnings)  # every runtime's, from one predictor
 
     manifest = collect_manifest(
         list(config.command_line), config.profiles,
@@ -318,12 +317,11 @@ def latency_runtime(measurement_runtime: str, default: str) -> str:
     return predicted_for(measurement_runtime, default)
 
 
-def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predictor:
-    """The run's one predictor pool, for the runtime ``model``'s rows stand for (``latency_runtime``;
-    ``Predictor.serving`` falls back to ``--latency-runtime`` with a warning where the chosen
-    ``--predictor`` cannot serve it)."""
+def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> str:
+    """The runtime ``model``'s cells stand for (``latency_runtime``; ``Predictor.runtime_for`` falls
+    back to ``--latency-runtime`` with a warning where the chosen ``--predictor`` cannot serve it)."""
     runtime = model.runtime or ctx.config.resolved_runtimes[0]
-    return predictor.serving(latency_runtime(runtime, ctx.config.latency_runtime))
+    return predictor.runtime_for(latency_runtime(runtime, ctx.config.latency_runtime))
 
 
 def _finetune_data(config: RunConfig, store: ArtifactStore) -> Optional[FineTune]:
@@ -443,33 +441,34 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     return model
 
 
-def _convert(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Any:
+def _convert(ctx: RunContext, model: ModelFile, runtime: str) -> Any:
     """``model`` in the runtime's own form, made on demand (``predict.converted_file``)."""
     if model.unusable is not None:
         return None
-    return converted_file(ctx.converts, model, predictor.runtime)
+    return converted_file(ctx.converts, model, runtime)
 
 
-def _prepare(ctx: RunContext, predictor: Predictor, model: ModelFile) -> None:
+def _prepare(ctx: RunContext, predictor: Predictor, model: ModelFile, runtime: str) -> None:
     predictor.prepare(model.graph_path, ctx.config.profiles, ctx.config.threads, model.level,
-                      _convert(ctx, predictor, model))
+                      _convert(ctx, model, runtime), runtime=runtime)
 
 
-def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, LatencyPrediction]:
-    """Latency of one model on every profile through the front door (``Predictor.cells``:
-    predicted, then scaled by each profile's calibration); a model without an export gets cells
-    saying why. ``predictor`` is the one for the runtime the model's rows stand for
-    (``latency_runtime``); kinds that run that runtime get its converted file on demand."""
+def _predict(ctx: RunContext, predictor: Predictor, model: ModelFile, runtime: str) -> dict[str, LatencyPrediction]:
+    """Latency of one model on every profile through ``Predictor.cells`` (predicted, then scaled
+    by each profile's calibration) for ``runtime``, the one the model's rows stand for; a model
+    without an export gets cells saying why. Kinds that run the runtime get its converted file
+    on demand."""
     return predictor.cells(model.graph_path, ctx.config.profiles, ctx.config.threads, model.level,
-                           _convert(ctx, predictor, model), export_error=model.graph_error or "")
+                           _convert(ctx, model, runtime), export_error=model.graph_error or "", runtime=runtime)
 
 
-def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile) -> dict[str, Optional[float]]:
+def _predict_channels_removed(ctx: RunContext, predictor: Predictor, model: ModelFile,
+                              runtime: str) -> dict[str, Optional[float]]:
     """For a file with all-zero output channels: the latency of its graph with them removed
     (calibrated like the row's own latency, so the two compare)."""
     if model.channels_removed_graph is None:
         return {}
-    cells = predictor.cells(model.channels_removed_graph, ctx.config.profiles, ctx.config.threads)
+    cells = predictor.cells(model.channels_removed_graph, ctx.config.profiles, ctx.config.threads, runtime=runtime)
     return {pid: cell.latency_ms for pid, cell in cells.items()}
 
 

@@ -247,12 +247,22 @@ def _top_level_literals(vocabulary: set[str], package: Path = PACKAGE) -> list[t
 
 
 def test_predict_is_a_facade_and_one_class_is_named_predictor() -> None:
-    """The prediction lives in latency/ (kinds, pool, cost model); the predict face only walks a
-    model through it (export, predict, calibrate: ``Predictor.cells``)."""
+    """The prediction lives in latency/ (kinds, pool, cost model); the predict face walks a model
+    through it (export, predict, calibrate: ``Predictor.cells``), and that one class is what the
+    runner, the commands and the Python API (``lodevem.Predictor``) use: no object wraps another
+    predictor any more."""
+    import lodevem
+    from lodevem.predict import Predictor
+
     assert len((PACKAGE / "predict" / "__init__.py").read_text().splitlines()) <= 220
     named = [f"{p.relative_to(PACKAGE).as_posix()}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
              for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef) and n.name == "Predictor"]
-    assert len(named) == 1 and named[0].startswith("predict/__init__.py:"), named
+    assert len(named) == 1 and named[0].startswith("predict/predictor.py:"), named
+    assert lodevem.Predictor is Predictor
+    wrappers = [f"{p.relative_to(PACKAGE).as_posix()}:{n.name}" for p in sorted(PACKAGE.rglob("*.py"))
+                for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef)
+                and n.name in ("LatencyPredictor", "PredictorFacade")]
+    assert wrappers == []
 
 
 def test_one_runtime_registry() -> None:

@@ -53,7 +53,7 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
 
         lodevem predict models/mobilenet_v2.pt resnet18 --tier tier3
     """
-    from ..predict.api import predict_models
+    from ..predict.batch import predict_models
 
     with TERMINAL.status("exporting and predicting"):
         report = predict_models(models, profile_ids, tiers, threads=threads, runtime=latency_runtime,
