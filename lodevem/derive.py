@@ -61,7 +61,7 @@ def derive_in_sandbox(model: Path, levels: Sequence[str], out_dir: Path, *, back
     """``lodevem derive``: open the sandbox ``backend`` names (its warning, if any, goes to
     ``on_warning`` before any work) and derive each level there (``derive_variants``)."""
     with Session.scratch(backend, loading=loading, timeout_s=timeout_s) as session:
-        session.open()
+        session.connect()
         for warning in session.warnings:
             on_warning(warning)
         return derive_variants(model, levels, out_dir, session.client, input_shape=input_shape, timeout_s=timeout_s)

@@ -130,7 +130,7 @@ def inspect_in_sandbox(paths: Sequence[Path], *, backend: str = "auto", loading:
     """``lodevem inspect``: open the sandbox ``backend`` names (its warning, if any, goes to
     ``on_warning`` before any work) and inspect each file there (``inspect_models``)."""
     with Session.scratch(backend, loading=loading, timeout_s=timeout_s) as session:
-        session.open()
+        session.connect()
         for warning in session.warnings:
             on_warning(warning)
         return _inspect_all(paths, session.exports, input_shape)

@@ -348,3 +348,57 @@ def test_commands_name_no_runtime_and_no_predictor_kind() -> None:
     names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases} | set(KINDS)
     offenders = [f for f in _names_in_commands() if f.rpartition(" ")[2] in names]
     assert offenders == []
+
+
+# -- the run: stages behind one interface, a config in typed parts (issue 36) --------------------
+
+
+def test_the_runner_schedules_its_stages_behind_one_interface() -> None:
+    """predict, evaluate and measure are ``runner.stages.Stage``s (plan the jobs, run a job in the
+    session, return a typed record) and the runner runs each through ``schedule``."""
+    from lodevem.runner import stages
+
+    for name in ("LatencyStage", "EvaluationStage", "FloorStage", "MeasureStage"):
+        assert issubclass(getattr(stages, name), stages.Stage), name
+    face = ast.parse((PACKAGE / "runner" / "__init__.py").read_text())
+    scheduled = {ast.unparse(n.args[1].func) for n in ast.walk(face) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", "") == "schedule" and isinstance(n.args[1], ast.Call)}
+    assert scheduled == {"LatencyStage", "EvaluationStage", "FloorStage", "MeasureStage"}
+
+
+def test_run_config_is_typed_parts_of_a_few_fields() -> None:
+    from dataclasses import fields
+
+    from lodevem.runner import RunConfig
+
+    parts = {f.name: f.type for f in fields(RunConfig)}
+    assert len(parts) <= 8, parts
+    for part in ("inputs", "memory", "latency", "data", "results", "sandbox"):
+        assert len(fields(getattr(RunConfig.of((), ()), part))) <= 8, part
+
+
+def _private_calls() -> list[str]:
+    """``module._name`` uses of another lodevem module's private names."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (
+            n.level or (n.module or "").startswith("lodevem")) for a in n.names}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_reaches_into_another_modules_private_names() -> None:
+    """accuracy/evaluate.py called ``measure._plan``: a stage that needs another's internals gets a
+    public seam instead (``measure.MeasurePlan.files``), or the two drift apart unseen."""
+    assert _private_calls() == []
+
+
+def test_the_evaluation_takes_typed_jobs_not_the_run() -> None:
+    tree = ast.parse((PACKAGE / "accuracy" / "evaluate.py").read_text())
+    untyped = [f"{n.name}({a.arg})" for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+               for a in n.args.args if a.annotation is not None and ast.unparse(a.annotation) == "Any"]
+    assert untyped == []

@@ -148,7 +148,7 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
 
     model = zoo.write("tiny_cnn", tmp_path)
     chosen = tuple(select_profiles(load_profiles(), ids=["nokia_c1"]))
-    outcome = run_benchmark(RunConfig(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
+    outcome = run_benchmark(RunConfig.of(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
                                       backend="process", predictor="toy", timeout_s=600))
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
@@ -175,7 +175,7 @@ def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Pa
 
     assert "armsim" in pool.KINDS and all("armsim" in registry.RUNTIMES[r].predictors for r in ("tflite", "ncnn"))
     session = Session(ArtifactStore(tmp_path), "process")
-    session.open()
+    session.connect()
     with pytest.raises(LodevemError, match="--predictor armsim: armsim runs only under the Docker backend, not process"):
         kinds_only("armsim", session=session).require(profiles)
     auto = kinds_only("auto", session=session)

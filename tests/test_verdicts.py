@@ -19,9 +19,9 @@ from lodevem.errors import ProfileError
 from lodevem.gates import Budget, check_budget
 from lodevem.profiles import load_profile_file, load_profiles
 from lodevem.report.console import _lowest_tier_text, model_summaries
-from lodevem.report.runstate import RunState, interrupted_note
 from lodevem.results import VERDICTS, budget_verdict
 from lodevem.results.notes import quantization_note
+from lodevem.runner.state import RunState, interrupted_note
 
 # under torch: its ~220 MB runtime makes the tiny model tight on the 256 MB phone (under the default,
 # tflite, it fits: tests/test_app_runtime.py)

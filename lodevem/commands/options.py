@@ -55,7 +55,7 @@ def parse_levels_option(ctx: click.Context, param: click.Parameter, value: Optio
 
 def parse_runtimes(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> tuple[str, ...]:
     """A runtime or a comma list of them, as a tuple (``"torch, tflite"`` -> ``("torch", "tflite")``);
-    not given: ``()``, the runtime latencies are predicted for (``RunConfig.resolved_runtimes``)."""
+    not given: ``()``, the runtime latencies are predicted for (``RunConfig.runtimes``)."""
     if value is None:
         return ()
     known = IMAGE_TARGETS if ctx.info_name == "build-image" else tuple(RUNTIMES)

@@ -82,7 +82,7 @@ class Session:
         self._client = WorkerClient(backend, loading=self.loading)
         return self._client
 
-    def open(self) -> WorkerClient:
+    def connect(self) -> WorkerClient:
         """The worker client, the backend opened now if it is not yet (its warning kept in
         ``warnings``; ``BackendUnavailable`` saying how to start it)."""
         with self._lock:
@@ -99,11 +99,11 @@ class Session:
 
     @property
     def client(self) -> WorkerClient:
-        return self.open()
+        return self.connect()
 
     @property
     def backend(self) -> Backend:
-        return self.open().backend
+        return self.connect().backend
 
     def opened(self) -> Optional[WorkerClient]:
         """The client if the backend is open, else None (nothing is opened by asking)."""
@@ -112,7 +112,7 @@ class Session:
     @property
     def exports(self) -> ExportCache:
         """ONNX exports of model files, one per (content, shape, loading), kept in the store."""
-        client = self.open()
+        client = self.connect()
         with self._lock:
             if self._exports is None:
                 self._exports = ExportCache(client, self.store, self.timeout_s)
@@ -121,7 +121,7 @@ class Session:
     @property
     def converts(self) -> ConvertCache:
         """tflite / ncnn conversions, one per (content, shape, runtime, level), kept in the store."""
-        client = self.open()
+        client = self.connect()
         with self._lock:
             if self._converts is None:
                 self._converts = ConvertCache(client, self.store, self.timeout_s)

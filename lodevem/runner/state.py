@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..errors import InputError
+from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 from ..results import RESULTS_SCHEMA_VERSION, Accuracy, MemoryMeasurement, ModelFile, PairResult
 from ..safe_io import RESULTS_FILE, UnsafeInput, read_text
-from .files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 
 if TYPE_CHECKING:
     from ..latency.records import LatencyPrediction
