@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-__version__ = "0.1.0"
+from .version import __version__
+
 __all__ = ["LatencyPrediction", "Predictor", "__version__", "predict_latency"]
 
 if TYPE_CHECKING:

@@ -15,7 +15,6 @@ from typing import Any, Iterator
 
 import click
 
-from . import __version__
 from .commands import TERMINAL
 from .commands.calibrate import calibrate
 from .commands.models import derive, inspect_cmd, zoo
@@ -24,6 +23,7 @@ from .commands.run import start
 from .commands.setup import build_image_cmd, check, fetch_predictors_cmd, list_cmd
 from .errors import Interrupted, LodevemError
 from .safe_io import printable
+from .version import __version__
 
 EXIT_CODES = {
     0: "success (and every budget gate passed)",

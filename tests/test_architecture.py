@@ -402,3 +402,22 @@ def test_the_evaluation_takes_typed_jobs_not_the_run() -> None:
     untyped = [f"{n.name}({a.arg})" for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
                for a in n.args.args if a.annotation is not None and ast.unparse(a.annotation) == "Any"]
     assert untyped == []
+
+
+def test_the_zoo_and_the_worker_do_not_import_each_other() -> None:
+    """One MAC counter (``zoo.macs``) both use; the worker builds zoo models (``--arch zoo:NAME``),
+    so the zoo must not import the worker back."""
+    edges = _package_edges()
+    assert ("zoo", "worker") not in edges, edges.get(("zoo", "worker"))
+
+
+def test_the_version_is_read_from_the_ground_floor() -> None:
+    """``lodevem.version`` imports nothing; no module reads the version from the package face."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "__version__" for a in node.names) and (
+                    node.module in (None, "lodevem")):
+                offenders.append(path.relative_to(PACKAGE).as_posix())
+    assert offenders == []
+    assert _imports()["lodevem.version"] == set()

@@ -26,7 +26,7 @@ from lodevem.latency.nnmeter import ENV_VAR, default_data_dir, expected_kernels,
 from lodevem.predict import LatencyPrediction, format_clock
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.worker import export_module
-from lodevem.worker.macs import count_macs
+from lodevem.zoo.macs import count_macs
 
 PREDICTOR = "cortexA76cpu_tflite21"
 MISSING = "add"  # left out of the synthetic set: mobilenet_v2 has 10 such kernels

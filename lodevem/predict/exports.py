@@ -22,12 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from .. import __version__
 from ..errors import InputError, LodevemError, ModelFileError
 from ..latency.kinds import ConvertedFile
 from ..latency.records import ModelGraph
 from ..sandbox.session import Session
 from ..store import file_digest
+from ..version import __version__
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
 from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
 

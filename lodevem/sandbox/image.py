@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
 
-from .. import __version__
 from ..errors import BackendUnavailable, LodevemError
+from ..version import __version__
 from ..worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
 
 Progress = Callable[[str], None]
@@ -159,7 +159,7 @@ def specs_for_runtimes(runtimes: "tuple[str, ...] | list[str]") -> list[ImageSpe
 
 # The image's python is Debian bookworm's 3.11 on glibc 2.36: accept any manylinux up to that.
 _PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)] + ["manylinux2014_x86_64"]
-_WORKER_FILES = ("__init__.py",)  # plus the worker/ package (_WORKER_PACKAGE) and the zoo, copied whole
+_WORKER_FILES = ("__init__.py", "version.py")  # plus the worker/ package (_WORKER_PACKAGE) and the zoo, copied whole
 _WORKER_PACKAGE = "worker"
 _WORKER_PACKAGES = (_WORKER_PACKAGE, "zoo")  # the zoo: `--arch zoo:NAME` builds one in the sandbox
 

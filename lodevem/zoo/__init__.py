@@ -15,7 +15,7 @@ stochastic depth that is an identity in eval mode.
 Modules, one concern each: ``blocks`` (shared layers and the init), ``mobile`` and ``classic``
 (the architectures), ``registry`` (names -> seeded builders), ``summary`` (parameters and
 MFLOPs for ``lodevem zoo``; MACs are counted by the worker's one counter,
-``worker.macs.count_macs``), ``files`` (writing a ``.pt``). Everything public is
+``macs.count_macs``), ``files`` (writing a ``.pt``). Everything public is
 importable from here, and the architectures are *pickled* under this package's name
 (``lodevem.zoo.MobileNetV2``): a ``.pt`` written by ``write`` does not depend on which module
 of the package defines the class, so files written before and after this layout are
