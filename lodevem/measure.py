@@ -59,9 +59,9 @@ from .memory.cache import MeasureCache, cache_key
 from .memory.planning import floor_bracket, plan_limits
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
+from .runtimes import FALLBACK, adapter
 from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
-from .sandbox.image import CONVERTERS
 from .sandbox.session import Session
 from .store import ArtifactStore, file_digest
 from .worker.precision import INT8_LEVELS
@@ -100,7 +100,8 @@ class MeasurePlan:
     def identity_of(self, runtime: str) -> str:
         """The measuring image (tflite and ncnn have their own) and, for a converted file, its converter."""
         identity = self.client.backend.identity_for(runtime)
-        return f"{identity}|{'=='.join(CONVERTERS[runtime])}" if runtime in CONVERTERS else identity
+        pin = adapter(runtime).converter_pin
+        return f"{identity}|{pin}" if pin else identity
 
     @property
     def identity(self) -> str:
@@ -108,7 +109,7 @@ class MeasurePlan:
 
     def key(self, model: ModelFile, limit: int, settings: Optional[MeasureSettings] = None) -> str:
         s = settings or self.settings
-        level = [model.convert_level] if model.convert_level and s.runtime in CONVERTERS else []
+        level = [model.convert_level] if model.convert_level and adapter(s.runtime).converts else []
         if level and self.calibration is not None and model.convert_level in INT8_LEVELS:
             level.append(file_digest(self.calibration))  # another calibration makes another file
         return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime,
@@ -135,10 +136,11 @@ class MeasurePlan:
         """The files a run of ``model`` under ``settings.runtime`` loads (``RunFiles``): an ONNX file
         is exported once, unconstrained, so the measured runs time onnxruntime and not the export."""
         settings = settings or self.settings
-        if settings.runtime in CONVERTERS:
+        runtime = adapter(settings.runtime)
+        if runtime.converts:
             conversion, error = self.converted(model)
             return RunFiles(conversion=conversion, error=error)
-        if settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
+        if runtime.runs_onnx_export and model.measured_path.suffix.lower() != ".onnx":
             assert self.exports is not None
             export = self.exports.runtime_export(model.measured_path, model.measured_sha256, settings.input_shape)
             if export.path is None:
@@ -147,12 +149,12 @@ class MeasurePlan:
         return RunFiles()
 
     def measure(self, model: ModelFile, limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
-        if self.settings.runtime not in CONVERTERS:
+        if not adapter(self.settings.runtime).converts:
             return self._measured(model, limit, reference_s, self.settings)
         conversion, error = self.converted(model)
         if conversion is None:
             if model.user_quantized:  # a user's own quantized file: torch's figure, saying why
-                torch = replace(self.settings, runtime=measured_under("torch", model.measured_path.suffix))
+                torch = replace(self.settings, runtime=measured_under(FALLBACK, model.measured_path.suffix))
                 return replace(self._measured(model, limit, reference_s, torch),
                                fallback=f"{error}; measured under {torch.runtime} instead")
             return failed_measurement(limit, error, self.client, self.settings, model.measured_sha256)
@@ -217,7 +219,7 @@ def plan_for(session: Session, settings: MeasureSettings, calibration: Optional[
     """The plan of measurements (or an evaluation) under ``settings`` in a run's ``session``: its
     client, caches and store."""
     return MeasurePlan(session.client, settings, session.timeout_s, MeasureCache(session.store), session.exports,
-                       session.converts if settings.runtime in CONVERTERS else None, calibration)
+                       session.converts if adapter(settings.runtime).converts else None, calibration)
 
 
 def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cache_dir: Optional[Path],
@@ -227,13 +229,14 @@ def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cac
     is ``<root>/measure``, the layout library callers pass)."""
     if store is None and cache_dir is not None:
         store = ArtifactStore(Path(cache_dir).parent, use_cache=use_cache)
-    missing = exports is None or (settings.runtime in CONVERTERS and converts is None)
-    if store is None and settings.runtime in ("onnxruntime", *CONVERTERS) and missing:
+    runtime = adapter(settings.runtime)
+    missing = exports is None or (runtime.converts and converts is None)
+    if store is None and runtime.makes_files and missing:
         raise InputError(f"runtime {settings.runtime} needs a cache folder for its exports (cache_dir)")
     if store is not None and (exports is None or converts is None):  # a library caller's: the session's caches
         session = Session.with_client(client, store, timeout_s)
         exports = exports if exports is not None else session.exports
-        if converts is None and settings.runtime in CONVERTERS:
+        if converts is None and runtime.converts:
             converts = session.converts
     return MeasurePlan(client, settings, timeout_s, MeasureCache(store), exports, converts, calibration)
 

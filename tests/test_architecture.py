@@ -99,7 +99,7 @@ def test_the_rule_catches_a_cycle() -> None:
 # The wings (each stage's code) and the faces that call them (docs/development.md). ``profiles``
 # is a face (it loads and selects the YAML files) whose ``Profile`` record every wing's records
 # carry, like ``errors``: wings may import it, nothing below it imports a wing's face.
-WINGS = ("latency", "sandbox", "results", "report", "store", "worker", "memory", "safe_io")
+WINGS = ("latency", "sandbox", "results", "report", "store", "worker", "memory", "safe_io", "runtimes")
 FACES = ("cli", "commands", "runner", "predict", "measure", "reporter")
 
 
@@ -421,3 +421,53 @@ def test_the_version_is_read_from_the_ground_floor() -> None:
                 offenders.append(path.relative_to(PACKAGE).as_posix())
     assert offenders == []
     assert _imports()["lodevem.version"] == set()
+
+
+# -- runtimes: one folder and one adapter each; dispatch by adapter (issue 36) ---------------------
+
+# Comparisons with a runtime's name left where they are, each for a reason other than choosing a
+# runtime's behaviour: the cost model's own fitted int8 rule for tflite (its parameters say so),
+# and the console's hint about rows measured under torch (the comparison runtime).
+RUNTIME_NAME_CHECKS_LEFT = {("latency/estimator.py", "rt.name == 'tflite'"),
+                            ("report/console.py", "r.runtime == 'torch'")}
+
+
+def _runtime_name_checks(package: Path = PACKAGE) -> list[tuple[str, str]]:
+    """(module, comparison) of every ``== "<runtime>"`` / ``in ("<runtime>", ...)`` outside the
+    runtimes' folders and the worker (which the images bake and dispatches by request)."""
+    from lodevem.worker.registry import RUNTIMES
+
+    names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases}
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel.startswith(("runtimes/", "worker/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            values = [e for s in sides for e in ([s] + (list(s.elts) if isinstance(s, (ast.Tuple, ast.List, ast.Set))
+                                                        else []))]
+            if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                found.append((rel, ast.unparse(node)))
+    return found
+
+
+def test_runtime_behaviour_is_chosen_by_its_adapter_only() -> None:
+    assert [f for f in _runtime_name_checks() if f not in RUNTIME_NAME_CHECKS_LEFT] == []
+
+
+def test_the_runtime_rule_catches_a_name_check(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text('def f(r):\n    return r == "ncnn" or r in ("tflite", "x")\n')
+    assert _runtime_name_checks(tmp_path) == [("m.py", "r == 'ncnn'"), ("m.py", "r in ('tflite', 'x')")]
+
+
+def test_every_runtime_has_a_folder_and_an_adapter() -> None:
+    from lodevem.runtimes import ADAPTERS, Runtime
+    from lodevem.worker.registry import RUNTIMES
+
+    assert list(ADAPTERS) == list(RUNTIMES)
+    for name, found in ADAPTERS.items():
+        assert isinstance(found, Runtime) and found.name == name
+        assert (PACKAGE / "runtimes" / name / "__init__.py").is_file(), name

@@ -20,7 +20,7 @@ import click
 from ..errors import InputError
 from ..latency.pool import MODES
 from ..profiles import TIERS
-from ..sandbox.image import IMAGE_TARGETS
+from ..sandbox.image import image_targets
 from ..worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 
 
@@ -58,7 +58,7 @@ def parse_runtimes(ctx: click.Context, param: click.Parameter, value: Optional[s
     not given: ``()``, the runtime latencies are predicted for (``RunConfig.runtimes``)."""
     if value is None:
         return ()
-    known = IMAGE_TARGETS if ctx.info_name == "build-image" else tuple(RUNTIMES)
+    known = image_targets() if ctx.info_name == "build-image" else tuple(RUNTIMES)
     names = [v.strip().lower() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in known]
     if unknown or not names:

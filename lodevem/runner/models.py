@@ -17,9 +17,10 @@ from ..derive import derive_cached
 from ..errors import LodevemError, ModelFileError
 from ..results import ExportResult, ModelFile
 from ..results.notes import kernel_precisions
+from ..runtimes import adapter
 from ..sandbox.usercode import with_code_hint
 from ..worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
-from ..worker.registry import CONVERT_ACTIONS, measured_under, predicted_for
+from ..worker.registry import measured_under, predicted_for
 from .run import Run
 
 __all__ = ["converted_level", "latency_runtime", "measured_runtime", "per_runtime", "prepare_models"]
@@ -53,7 +54,7 @@ def converted_level(runtime: str, level: Optional[str]) -> Optional[str]:
     toolchain (tflite, ncnn: fp16, int8, int8-static), or None: the row measures its file as it is
     (the user's file, or the derived variant: torch and onnxruntime rows, and pruned everywhere,
     pruning being a smaller fp32 model that is then converted)."""
-    return level if runtime in CONVERT_ACTIONS and level in LEVEL_FILE_PRECISION else None
+    return level if adapter(runtime).converts and level in LEVEL_FILE_PRECISION else None
 
 
 def export(run: Run, path: Path, sha256: str) -> ExportResult:

@@ -23,6 +23,7 @@ from ..predict import Predictor
 from ..progress import NullProgress, ProgressSink
 from ..report.manifest import Manifest, collect_manifest
 from ..results import ModelFile
+from ..runtimes import FALLBACK
 from ..sandbox.base import Backend
 from ..sandbox.session import Session
 from ..store import ArtifactStore, cache_root
@@ -147,9 +148,9 @@ class Run:
         try:
             backend.identity_for(wanted)
         except LodevemError as exc:
-            self.warnings.append(f"peak RAM measured under torch, not {wanted} (the runtime the latencies "
+            self.warnings.append(f"peak RAM measured under {FALLBACK}, not {wanted} (the runtime the latencies "
                                  f"stand for, the default): {exc}")
-            self.config = self.config.with_options(runtimes=("torch",))
+            self.config = self.config.with_options(runtimes=(FALLBACK,))
 
     # -- what the run owns ------------------------------------------------------------------------
 

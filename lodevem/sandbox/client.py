@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import SandboxError
+from ..runtimes import adapter
 from ..safe_io import printable
 from ..worker import fields
 from ..worker.protocol import (
-    CONVERT_ACTIONS,
     SCHEMA_VERSION,
     UNUSABLE_FILE_KINDS,
     WORKER_VERSION,
@@ -164,7 +164,7 @@ class WorkerClient:
         ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize`` (a
         ``precision.CONVERT_QUANTIZE`` level): made by the runtime's own toolchain while converting;
         ``calibration``: an .npz of ``inputs`` calibrating int8 (else synthetic inputs)."""
-        request = self._request(action=CONVERT_ACTIONS[runtime], model_path=str(model), runtime=runtime,
+        request = self._request(action=adapter(runtime).convert_action, model_path=str(model), runtime=runtime,
                                 input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1,
                                 quantize=quantize, calibration_path=str(calibration) if calibration else None)
         return self.run(request, self.work_limit_mb, timeout_s)

@@ -32,7 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
 from ..errors import BackendUnavailable, LodevemError
 from ..version import __version__
@@ -125,15 +125,38 @@ ARMSIM = ImageSpec(
                               ("manylinux_2_27_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")),
                   GuestWheels("wheels-armv7l", ARMSIM_ARMV7L_REQUIREMENTS, ("manylinux_2_31_armv7l",))))
 IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT, ARMSIM)}
-# What each --runtime needs (the registry's): its measurement image, and the converter image for its file.
-# ``armsim`` is not a runtime one measures under but the emulated-core latency predictor's image
-# (``lodevem build-image --runtime armsim``): its profiles run the tflite/ncnn conversions.
-RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {
-    **{name: tuple(dict.fromkeys((spec.image, *((spec.converter.image,) if spec.converter else ()))))
-       for name, spec in RUNTIMES.items()},
-    "armsim": ("armsim", "convert")}
-# What ``lodevem build-image --runtime`` takes: every runtime, and the predictor images beside them.
-IMAGE_TARGETS: tuple[str, ...] = tuple(RUNTIME_IMAGES)
+class _RuntimeImages(Mapping[str, tuple[str, ...]]):
+    """What each ``--runtime`` needs, read from its adapter (``runtimes.adapter(name).images``: its
+    measurement image, then its converter's) when asked, so a runtime plugged in later is seen.
+    ``armsim`` is not a runtime one measures under but the emulated-core latency predictor's
+    image (``lodevem build-image --runtime armsim``): its profiles run the tflite/ncnn conversions."""
+
+    _PREDICTORS = {"armsim": ("armsim", "convert")}
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        from ..runtimes import ADAPTERS
+
+        if name in ADAPTERS:
+            return ADAPTERS[name].images
+        return self._PREDICTORS[name]
+
+    def __iter__(self) -> Iterator[str]:
+        from ..runtimes import ADAPTERS
+
+        return iter([*ADAPTERS, *self._PREDICTORS])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+RUNTIME_IMAGES: Mapping[str, tuple[str, ...]] = _RuntimeImages()
+
+
+def image_targets() -> tuple[str, ...]:
+    """What ``lodevem build-image --runtime`` takes: every runtime, and the predictor images beside them."""
+    return tuple(RUNTIME_IMAGES)
+
+
 ARMSIM_ACTION = "armsim-profile"
 
 
