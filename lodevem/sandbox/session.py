@@ -61,7 +61,7 @@ class Session:
     def with_client(cls, client: WorkerClient, store: ArtifactStore, timeout_s: float) -> "Session":
         """A session around a client a library caller already made (``measure.measure_models``)."""
         session = cls(store, client.backend, loading=client.loading, timeout_s=timeout_s)
-        session._client = client
+        session._use(client)
         return session
 
     @classmethod
@@ -79,8 +79,14 @@ class Session:
                 yield cls(store, backend, loading=loading, timeout_s=timeout_s)
 
     def _attach(self, backend: Backend) -> WorkerClient:
-        self._client = WorkerClient(backend, loading=self.loading)
-        return self._client
+        return self._use(WorkerClient(backend, loading=self.loading))
+
+    def _use(self, client: WorkerClient) -> WorkerClient:
+        """``client`` and the caches of what it makes in this session's store (made here: cheap)."""
+        self._client = client
+        self._exports = ExportCache(client, self.store, self.timeout_s)
+        self._converts = ConvertCache(client, self.store, self.timeout_s)
+        return client
 
     def connect(self) -> WorkerClient:
         """The worker client, the backend opened now if it is not yet (its warning kept in
@@ -112,20 +118,16 @@ class Session:
     @property
     def exports(self) -> ExportCache:
         """ONNX exports of model files, one per (content, shape, loading), kept in the store."""
-        client = self.connect()
-        with self._lock:
-            if self._exports is None:
-                self._exports = ExportCache(client, self.store, self.timeout_s)
-            return self._exports
+        self.connect()
+        assert self._exports is not None
+        return self._exports
 
     @property
     def converts(self) -> ConvertCache:
         """tflite / ncnn conversions, one per (content, shape, runtime, level), kept in the store."""
-        client = self.connect()
-        with self._lock:
-            if self._converts is None:
-                self._converts = ConvertCache(client, self.store, self.timeout_s)
-            return self._converts
+        self.connect()
+        assert self._converts is not None
+        return self._converts
 
     def access(self) -> "SandboxAccess":
         """The session as a predictor kind may use it (``latency.kinds.SandboxAccess``)."""
