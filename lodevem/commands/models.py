@@ -12,6 +12,16 @@ from . import TERMINAL, finish
 from .options import backend_option, input_shape_option, model_code_options, parse_levels_option, timeout_option
 
 
+def _derivable(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> tuple[str, ...]:
+    """``--levels`` of derive: the levels that make a file (fp32 is the file as given)."""
+    from ..derive import derivable
+
+    wanted = derivable(parse_levels_option(ctx, param, value))
+    if not wanted:
+        raise click.BadParameter("fp32 is the file as given: nothing to derive", param_hint="--levels")
+    return wanted
+
+
 def _zoo_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     from .. import zoo
 
@@ -43,7 +53,7 @@ def zoo(names: tuple[str, ...], out_dir: Optional[Path]) -> None:
 
 @click.command()
 @click.argument("model", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--levels", callback=parse_levels_option, required=True, metavar="LEVELS",
+@click.option("--levels", callback=_derivable, required=True, metavar="LEVELS",
               help="Variants to write: any of fp16,int8,int8-static,pruned or 'all'.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder for the variant files (<stem>_<level>.pt).")
@@ -63,13 +73,10 @@ def derive(model: Path, levels: tuple[str, ...], out_dir: Path, backend: str,
 
         lodevem derive models/mobilenet_v2.pt --levels int8-static,pruned --out models/
     """
-    from ..derive import derivable, derive_in_sandbox
+    from ..derive import derive_in_sandbox
 
-    wanted = derivable(levels)
-    if not wanted:
-        raise click.BadParameter("fp32 is the file as given: nothing to derive", param_hint="--levels")
-    with TERMINAL.status(f"deriving {', '.join(wanted)} from {model.name}", on_stdout=True):
-        derived = derive_in_sandbox(model, wanted, out_dir, backend=backend, loading=loading, input_shape=input_shape,
+    with TERMINAL.status(f"deriving {', '.join(levels)} from {model.name}", on_stdout=True):
+        derived = derive_in_sandbox(model, levels, out_dir, backend=backend, loading=loading, input_shape=input_shape,
                                     timeout_s=timeout_s, on_warning=lambda text: TERMINAL.warn([text]))
     TERMINAL.derived(derived)
 
