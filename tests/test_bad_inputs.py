@@ -458,7 +458,7 @@ def test_a_full_disk_names_the_file_and_leaves_no_partial_file(full_disk: Path) 
 
 
 def test_a_second_run_on_the_same_output_refuses(tmp_path: Path) -> None:
-    from lodevem.results import OutputClaim
+    from lodevem.runner import OutputClaim
 
     model = tmp_path / "m.pt"
     model.write_bytes(b"x")
@@ -598,7 +598,7 @@ def test_an_input_shape_lodevem_cannot_run_is_refused_before_any_container(value
 def test_a_failed_run_removes_the_output_folder_it_created(tmp_path: Path) -> None:
     """A run that stops before its first result leaves no folder it made behind; a folder that was
     there stays, and so does one holding a result."""
-    from lodevem.results import OutputClaim
+    from lodevem.runner import OutputClaim
 
     made = tmp_path / "new" / "results"
     with pytest.raises(InputError), OutputClaim(made):

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .. import __version__
 from ..errors import InputError
 from ..latency.described import describe_kind
 from ..results import PairResult
 from ..store.files import write_atomic
+from ..version import __version__
 from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER, accuracy_text, cells, verdict_word
 from .legend import BAND_DEFINITION, mark_notes, row_cell
 from .manifest import Manifest, ManifestLike

@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .. import __version__
 from ..latency.described import describe_kind
 from ..latency.paper import KindPaper, KindUse, and_join
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult
+from ..version import __version__
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
 from .cells import RunCounts, run_counts

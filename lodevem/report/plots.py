@@ -25,10 +25,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
-from .. import __version__
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
 from ..store.files import atomic_path
+from ..version import __version__
 from .cells import HEATMAP, MIN_RAM, cells, group_by_model, ordered_devices
 from .legend import mark_notes, row_cell
 

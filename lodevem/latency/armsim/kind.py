@@ -43,6 +43,8 @@ class ArmsimKind:
     name = "armsim"
     title = "armsim emulated core"
     mark = "\u2021"
+    # why ``lodevem predict`` refuses it: it emulates the runtime's converted file, which a run makes
+    start_only = "only `lodevem start` profiles on emulated cores (it converts the file and runs the armsim image)"
 
     @staticmethod
     def paper(use: KindUse) -> KindPaper:
