@@ -206,7 +206,7 @@ def test_every_kind_of_the_run_is_in_the_methods_and_the_bib(profiles: list[Prof
     kinds = list(KINDS)
     rows = [make_row(p, model=f"m{i}.pt", latency_kind=kind, latency_held_out_pct=10.0 + i)
             for i, kind in enumerate(kinds) for p in profiles]
-    env = manifest(profiles, predictor=Predictor("auto"))
+    env = manifest(profiles, predictor=kinds_only("auto"))
     env["extra"]["predictor"]["armsim"] = cost_model_facts()
     facts = run_facts(rows, env)
     md, tex, bib = methodology_markdown(facts), methodology_latex(facts), bibtex(facts)
