@@ -16,16 +16,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
+from helpers import kinds_only
 
 from lodevem import zoo
 from lodevem.errors import InputError
 from lodevem.latency import pool
 from lodevem.latency.kernels import DEFAULT_RULES
 from lodevem.latency.kinds import HeldOut, KindSetup, PredictionJob
-from lodevem.latency.records import LatencyPrediction
-from lodevem.predict import Predictor
+from lodevem.latency.paper import KindPaper, KindUse, Reference
+from lodevem.latency.records import LatencyPrediction, uncertainty_band
 from lodevem.profiles import Profile, load_profiles
 from lodevem.worker import registry
+
+TOY_REFERENCE = Reference("toykind", "misc", {"author": "{lodevem tests}", "title": "A toy predictor kind",
+                                               "year": "2026"}, "tests/test_predictor_registry.py")
 
 
 class ToyKind:
@@ -33,7 +37,14 @@ class ToyKind:
 
     name = "toy"
     title = "toy kind (plumbing test)"
+    mark = "\u00b6"
     figure: Optional[float] = 1.0  # its stated held-out MAPE; the tests move it around the estimator's
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its own sentence, limitation and reference: the report knows nothing else of it."""
+        return KindPaper("toy kind", f"For {use.scope()}, the toy kind counted kernels {{cite:toykind}}.",
+                         "The toy kind's figure is a kernel count, not a latency.", references=(TOY_REFERENCE,))
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup = setup
@@ -67,8 +78,10 @@ class ToyKind:
             return LatencyPrediction.unavailable(job.profile, str(graph), job.threads, job.runtime)
         self.cells += 1
         cluster = job.profile.fastest_cluster
-        return LatencyPrediction(float(len(graph.kernels)), f"toy:plumbing {job.runtime}", job.threads, cluster.core,
-                                 cluster.clock_ghz, job.runtime)
+        ms = float(len(graph.kernels))
+        low, high = uncertainty_band(ms, self.figure)
+        return LatencyPrediction(ms, f"toy:plumbing {job.runtime}", job.threads, cluster.core, cluster.clock_ghz,
+                                 job.runtime, latency_low_ms=low, latency_high_ms=high, uncertainty_pct=self.figure)
 
     def describe(self) -> dict[str, Any]:
         return {"toy": {"cells": self.cells}}
@@ -98,7 +111,7 @@ def profiles() -> list[Profile]:
 
 def test_a_registered_kind_is_a_predictor_value_of_the_front_door(toy, onnx_file: Path, profiles) -> None:
     assert "toy" in pool.modes()
-    cells = Predictor("toy", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("toy").cells(onnx_file, profiles)
     assert {c.latency_source for c in cells.values()} == {"toy:plumbing tflite"}
     assert all(c.latency_ms is not None and c.latency_ms > 0 for c in cells.values())
 
@@ -106,25 +119,25 @@ def test_a_registered_kind_is_a_predictor_value_of_the_front_door(toy, onnx_file
 def test_without_the_registry_entry_it_is_no_choice(onnx_file: Path) -> None:
     assert "toy" not in pool.modes()
     with pytest.raises(InputError, match="unknown latency predictor 'toy'"):
-        Predictor("toy")
+        kinds_only("toy")
 
 
 def test_auto_takes_the_kind_with_the_lower_held_out_error_and_says_so(toy, onnx_file: Path, profiles) -> None:
-    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto").cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source == "toy:plumbing tflite"
         assert "auto chose toy ±1.0% held-out (50 rows, cores) over estimator ±" in (cell.note or "")
         assert "for 1-thread fp32 tflite on Cortex-A" in (cell.note or "")
     toy.figure = 99.0  # now the estimator's own figure is lower: it keeps its cells, the manifest says why
-    kept = Predictor("auto", cache_dir=None)
-    cells = kept.predict(onnx_file, profiles)
+    kept = kinds_only("auto")
+    cells = kept.cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source.startswith("estimator") and "auto chose" not in (cell.note or "")
     choices = kept.describe()["auto_choices"]
     assert len(choices) == 2 and all(c.startswith("auto chose estimator ±") and "over toy ±99.0% held-out" in c
                                      for c in choices)
     toy.figure = None  # a kind stating no figure never wins a comparison: the first available stays
-    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto").cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "auto chose" not in (c.note or "")
                for c in cells.values())
 
@@ -132,10 +145,10 @@ def test_auto_takes_the_kind_with_the_lower_held_out_error_and_says_so(toy, onnx
 def test_the_kind_serves_only_the_runtimes_the_registry_names(toy, onnx_file: Path, profiles) -> None:
     spec = registry.RUNTIMES["ncnn"]
     registry.RUNTIMES["ncnn"] = dataclasses.replace(spec, predictors=tuple(p for p in spec.predictors if p != "toy"))
-    cells = Predictor("auto", runtime="ncnn", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto", runtime="ncnn").cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") for c in cells.values())
     with pytest.raises(InputError, match="does not serve ncnn"):
-        Predictor("toy", runtime="ncnn")
+        kinds_only("toy", runtime="ncnn")
 
 
 def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
@@ -144,11 +157,26 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
 
     model = zoo.write("tiny_cnn", tmp_path)
     chosen = tuple(select_profiles(load_profiles(), ids=["nokia_c1"]))
-    outcome = run_benchmark(RunConfig(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
+    outcome = run_benchmark(RunConfig.of(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
                                       backend="process", predictor="toy", timeout_s=600))
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
+    assert row.latency_kind == "toy" and row.latency_runtime == "tflite" and row.latency_held_out_pct == 1.0
     assert outcome.manifest.extra["predictor"]["toy"] == {"cells": 1}
+    # the reports render the kind from its own words: mark and held-out figure, sentence, reference
+    from rich.console import Console
+
+    from lodevem.reporter import results_table, write_all
+
+    console = Console(record=True, width=160)
+    console.print(results_table(outcome.rows, chosen))
+    shown = console.export_text()
+    assert f"{row.latency_ms:.1f}\u00b6 (" in shown and "\u00b6 toy kind (plumbing test): \u00b11.0% (Cortex-A7, fp32)" in shown
+    write_all(outcome.rows, chosen, outcome.manifest, tmp_path / "out", plots=False)
+    methods = (tmp_path / "out" / "methodology.md").read_text()
+    assert "the toy kind counted kernels [toykind]" in methods and "not a latency" in methods
+    assert "@misc{toykind," in (tmp_path / "out" / "references.bib").read_text()
+    assert r"\textsuperscript{\P}" in (tmp_path / "out" / "benchmark_results.tex").read_text()
 
 
 def test_the_auto_rule_is_one_pure_function() -> None:
@@ -161,21 +189,20 @@ def test_the_auto_rule_is_one_pure_function() -> None:
     assert pool.auto_pick(["a", "b"], {**fig, "b": HeldOut(20.0, 8, "x")}) == "a"  # a tie keeps the order
 
 
-def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles) -> None:
+def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles, tmp_path: Path) -> None:
     """armsim is in the registry like the others; under the process backend (no images) a named
     ``--predictor armsim`` is an error naming why, and auto passes over it without a word in the
     cells (the estimator comes first and armsim could only have won a comparison)."""
     from lodevem.errors import LodevemError
-    from lodevem.latency.kinds import SandboxAccess
-    from lodevem.sandbox import open_backend
-    from lodevem.sandbox.client import WorkerClient
+    from lodevem.sandbox.session import Session
+    from lodevem.store import ArtifactStore
 
     assert "armsim" in pool.KINDS and all("armsim" in registry.RUNTIMES[r].predictors for r in ("tflite", "ncnn"))
-    client = WorkerClient(open_backend("process")[0])
-    sandbox = SandboxAccess(lambda: client, lambda name: None)
+    session = Session(ArtifactStore(tmp_path), "process")
+    session.connect()
     with pytest.raises(LodevemError, match="--predictor armsim: armsim runs only under the Docker backend, not process"):
-        Predictor("armsim", sandbox=sandbox, cache_dir=None).require(profiles)
-    auto = Predictor("auto", sandbox=sandbox, cache_dir=None)
-    cells = auto.predict(onnx_file, profiles)
+        kinds_only("armsim", session=session).require(profiles)
+    auto = kinds_only("auto", session=session)
+    cells = auto.cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "armsim" not in (c.note or "") for c in cells.values())
     assert "auto_choices" not in auto.describe()
