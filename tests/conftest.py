@@ -40,7 +40,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "figure to trust on a shared machine, where wall times grow with the load")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # pytest-xdist's, in the process that starts the workers
+    node.workerinput["columns"] = os.environ.get("COLUMNS")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # An xdist worker starts with COLUMNS=80 of its own; lodevem wraps warnings when COLUMNS is
+    # set, so a worker gets the starting process's COLUMNS (or none), as a test run without -n.
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if workerinput.get("columns") is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = workerinput["columns"]
     config.addinivalue_line("markers", "slow(reason): pure, but run in the Docker lane, not the fast lane; the "
                                        "reason says why it cannot be made faster")
     config.addinivalue_line("markers", "fresh_store: the test's runs keep nothing in the session's shared store "
