@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -138,20 +139,24 @@ def _fresh_store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 
 class ZooOnnx:
     """Zoo models exported to ONNX by the worker's own exporter (1x3x224x224), each once per
-    session whichever test asks first, into one folder. Read them; copy one before changing it."""
+    session whichever test asks first, into one folder. Read them; copy one before changing it.
+    ``sections[name]``: the exporter's own record of it (nodes, opset, ...), with the seconds it took."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self.sections: dict[str, dict] = {}
 
     def __call__(self, name: str) -> Path:
         path = self.folder / f"{name}.onnx"
-        if not path.is_file():
+        if name not in self.sections:
             import torch
 
             from lodevem import zoo
             from lodevem.worker.onnx_export import export_module
 
-            export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(path))
+            started = time.perf_counter()
+            section = export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(path))
+            self.sections[name] = {**section, "export_s": time.perf_counter() - started}
         return path
 
 
