@@ -15,8 +15,8 @@ chain starts first and the small images fill the other slot meanwhile.
 
 from __future__ import annotations
 
+import queue
 import threading
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, ContextManager, Optional, Protocol, Sequence
 
 from .image import (
@@ -46,7 +46,7 @@ class ImageEvents(Protocol):
         """While ``tags`` build (some at once): the callable takes (tag, each line of its build log)."""
 
     def image_built(self, info: ImageInfo) -> None:
-        """``info``'s image is built (called as each build ends, from the thread that built it)."""
+        """``info``'s image is built (called as each build ends)."""
 
 
 def build_images(runtimes: Sequence[str], events: ImageEvents, *, force: bool = False,
@@ -86,38 +86,44 @@ def _chain_length(spec: ImageSpec, specs: Sequence[ImageSpec]) -> int:
 
 def _build_all(specs: Sequence[ImageSpec], jobs: int, build: Callable[[ImageSpec], ImageInfo],
                built: Callable[[ImageInfo], None]) -> list[ImageInfo]:
-    """``build`` each of ``specs``, ``jobs`` at a time, a layered image after its base."""
+    """``build`` each of ``specs``, ``jobs`` at a time, a layered image after its base.
+
+    The builds run in daemon threads: an interrupt (Ctrl-C, SIGTERM) ends the command and with it
+    their connections to the engine, which then stops the builds, as it did when one build ran in
+    the main thread; a pool's threads would be waited for."""
     pending = sorted(specs, key=lambda s: -_chain_length(s, specs))
     names = {s.name for s in specs}
     finished: set[str] = set()
     done: list[ImageInfo] = []
-    lock = threading.Lock()
+    ended: "queue.Queue[tuple[ImageSpec, Optional[ImageInfo], Optional[Exception]]]" = queue.Queue()
     failure: Optional[Exception] = None
 
-    def one(spec: ImageSpec) -> ImageInfo:
-        info = build(spec)
-        with lock:
-            built(info)
-        return info
+    def one(spec: ImageSpec) -> None:
+        try:
+            info = build(spec)
+        except Exception as exc:  # reported to the main thread, raised there
+            ended.put((spec, None, exc))
+            return
+        ended.put((spec, info, None))
 
-    running: dict[Future[ImageInfo], ImageSpec] = {}
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="build-image") as pool:
-        while pending or running:
-            ready = [s for s in pending if s.layered_on not in names or s.layered_on in finished]
-            while failure is None and ready and len(running) < max(1, jobs):
-                spec = ready.pop(0)
-                pending.remove(spec)
-                running[pool.submit(one, spec)] = spec
-            if not running:
-                break  # a failure stopped the rest (a layered image's base failed)
-            ended, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in ended:
-                spec = running.pop(future)
-                try:
-                    done.append(future.result())
-                    finished.add(spec.name)
-                except Exception as exc:  # re-raised below, once the running builds have ended
-                    failure = failure or exc
+    running = 0
+    while pending or running:
+        ready = [s for s in pending if s.layered_on not in names or s.layered_on in finished]
+        while failure is None and ready and running < max(1, jobs):
+            spec = ready.pop(0)
+            pending.remove(spec)
+            threading.Thread(target=one, args=(spec,), name=f"build-image {spec.name}", daemon=True).start()
+            running += 1
+        if not running:
+            break  # a failure stopped the rest (a layered image's base failed)
+        spec, info, error = ended.get()
+        running -= 1
+        if error is not None:
+            failure = failure or error
+        elif info is not None:
+            built(info)
+            done.append(info)
+            finished.add(spec.name)
     if failure is not None:
         raise failure
     return done
