@@ -159,7 +159,7 @@ class _Plan:
             return self._measured(model, limit, reference_s, self.settings)
         conversion, error = self.converted(model)
         if conversion is None:
-            if model.user_quantized:  # a user's own quantized file: torch's figure, saying why
+            if model.runs_as_is:  # a file torch runs as it is: torch's figure, saying why
                 torch = replace(self.settings, runtime=measured_under("torch", model.measured_path.suffix))
                 return replace(self._measured(model, limit, reference_s, torch),
                                fallback=f"{error}; measured under {torch.runtime} instead")

@@ -73,8 +73,14 @@ def _evaluate(ctx: Any, model: ModelFile, data: EvalData) -> Accuracy:
     mismatch = check_model_shape(data, model.input_shape)
     if mismatch:
         return Accuracy.unavailable(f"not evaluated: {mismatch}")
+    runtime = measured_under(model.runtime or ctx.config.runtimes[0], model.path.suffix)  # as runner._runtime
+    return _evaluate_under(ctx, model, data, runtime)
+
+
+def _evaluate_under(ctx: Any, model: ModelFile, data: EvalData, runtime: str) -> Accuracy:
+    """``model``'s accuracy under ``runtime``; where a tflite/ncnn converter cannot take a file torch
+    runs as it is, under torch instead (as its memory: ``measure._Plan.measure``), saying why."""
     config = ctx.config
-    runtime = measured_under(model.runtime or config.runtimes[0], model.path.suffix)  # as runner._runtime
     settings = dataclasses.replace(config.settings(runtime), input_shape=data.input_shape)
     plan = measure._plan(ctx.client, settings, config.timeout_s, None, not config.no_cache, ctx.exports,
                          ctx.converts, ctx.store)
@@ -89,6 +95,11 @@ def _evaluate(ctx: Any, model: ModelFile, data: EvalData) -> Accuracy:
         artifact = ctx.store.file_sha256(onnx_path)
     elif runtime in CONVERTERS:
         conversion, error = plan.converted(model)
+        if (conversion is None or conversion.path is None) and model.runs_as_is:
+            fallback = _evaluate_under(ctx, model, data, measured_under("torch", model.measured_path.suffix))
+            return dataclasses.replace(fallback, note="; ".join(n for n in (
+                f"evaluated under {measured_under('torch', model.measured_path.suffix)} (fallback): {error}",
+                fallback.note) if n))
         if conversion is None or conversion.path is None:
             return Accuracy.unavailable(f"not evaluated: {error}")
         converted = conversion.path
