@@ -345,23 +345,42 @@ def eval_data_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--eval-data / --eval-limit: accuracy beside latency and RAM (lodevem.accuracy)."""
     from .accuracy.data import DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_EVAL_LIMIT, MAX_FINETUNE_EPOCHS
 
+    fn = click.option("--preprocess", "preprocessing", default=None, metavar="SPEC", callback=_preprocessing,
+                      help="How the images of an ImageFolder tree (given as --eval-data, --finetune-data or "
+                      "--calib-data) become inputs, decoded with Pillow in the sandbox: 'imagenet' (resize 256, "
+                      "centre crop 224, RGB, ImageNet mean/std) or key=value pairs, e.g. 'resize=256,crop=224,"
+                      "mean=0.485/0.456/0.406,std=0.229/0.224/0.225,color=rgb'. Default: the images as they are, "
+                      "scaled to [0, 1], greyscale when every image is, else RGB.")(fn)
     fn = click.option("--calib-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
-                      help="Inputs (.npz with 'inputs' N x C x H x W; labels ignored) that calibrate the int8 "
-                      "activation scales of tflite/ncnn int8 and int8-static files; without it 32 seeded "
-                      "synthetic inputs do, and those rows say so.")(fn)
+                      help="Inputs (.npz with 'inputs' N x C x H x W; labels ignored; or an ImageFolder tree) that "
+                      "calibrate the int8 activation scales of tflite/ncnn int8 and int8-static files; without it "
+                      "32 seeded synthetic inputs do, and those rows say so.")(fn)
     fn = click.option("--finetune-epochs", type=click.IntRange(1, MAX_FINETUNE_EPOCHS),
                       default=DEFAULT_FINETUNE_EPOCHS, show_default=True, metavar="N",
                       help="Epochs of fine-tuning with --finetune-data.")(fn)
     fn = click.option("--finetune-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
-                      help="Labelled samples (same format as --eval-data) to fine-tune the derived pruned level "
+                      help="Labelled samples (as --eval-data: an .npz or an ImageFolder tree) to fine-tune the "
+                      "derived pruned level "
                       "on, in the sandbox (SGD lr 0.01, momentum 0.9, batch 32); without it the pruned level is "
                       "not fine-tuned.")(fn)
     fn = click.option("--eval-limit", type=click.IntRange(1, MAX_EVAL_LIMIT), default=DEFAULT_EVAL_LIMIT,
                       show_default=True, metavar="N", help="Evaluate on the first N samples of --eval-data.")(fn)
     return click.option("--eval-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
-                        help="Labelled samples (.npz with 'inputs' N x C x H x W and 'labels' N): top-1/top-5 "
-                        "accuracy of every row under its own runtime, and the drop against fp32 (in the sandbox; "
-                        "without --input-shape the samples' shape is the input shape).")(fn)
+                        help="Labelled samples (.npz with 'inputs' N x C x H x W and 'labels' N, or an ImageFolder "
+                        "tree: one folder of PNG/JPEG images per class, see --preprocess): top-1/top-5 accuracy of "
+                        "every row under its own runtime, and the drop against fp32 (in the sandbox; without "
+                        "--input-shape the samples' shape is the input shape).")(fn)
+
+
+def _preprocessing(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Any:
+    """``--preprocess SPEC`` as the typed record (``worker.images.Preprocessing``); a bad one is
+    the usual one-line usage error."""
+    from .worker.images import Preprocessing
+
+    try:
+        return Preprocessing.parse(value) if value else Preprocessing()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -133,7 +133,8 @@ class _Plan:
         s = settings or self.settings
         level = [model.convert_level] if model.convert_level and s.runtime in CONVERTERS else []
         if level and self.calibration is not None and model.convert_level in INT8_LEVELS:
-            level.append(file_digest(self.calibration))  # another calibration makes another file
+            level.append(self.converts.store.file_sha256(self.calibration) if self.converts is not None
+                         else file_digest(self.calibration))  # another calibration makes another file
         return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime,
                          self.identity_of(s.runtime), self.client.worker_version, s.warmup, s.runs, s.threads,
                          s.input_shape, *level)

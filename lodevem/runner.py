@@ -31,6 +31,7 @@ from .accuracy.data import (
     DEFAULT_EVAL_LIMIT,
     DEFAULT_FINETUNE_EPOCHS,
     MAX_FINETUNE_SAMPLES,
+    ImageDecoding,
     prepare_calibration_data,
     prepare_eval_data,
 )
@@ -41,7 +42,7 @@ from .latency.estimator import DEFAULT_RUNTIME
 from .predict import LatencyPrediction, Predictor, SandboxAccess, converted_file
 from .profiles import Profile
 from .progress import NullProgress, ProgressSink
-from .report.manifest import Manifest, collect_manifest
+from .report.manifest import DataSetEntry, Manifest, collect_manifest
 from .report.runstate import STATE_FILE, Recorder, load_state  # noqa: F401  (STATE_FILE: re-exported)
 from .results import Accuracy, ExportResult, ModelFile, PairResult, label_models  # noqa: F401  (label_models: re-exported)
 from .results.notes import kernel_precisions
@@ -50,6 +51,7 @@ from .sandbox.artifacts import ConvertCache, ExportCache
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore, cache_root, digest, file_digest
+from .worker.images import Preprocessing
 from .worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from .worker.registry import CONVERT_ACTIONS, RUNTIMES, canonical, measured_under, predicted_for
 
@@ -105,6 +107,8 @@ class RunConfig:
     # --finetune-data / --finetune-epochs: the derived pruned level fine-tuned (worker.finetune)
     finetune_data: Optional[Path] = None
     finetune_epochs: int = DEFAULT_FINETUNE_EPOCHS
+    # --preprocess: how the images of an ImageFolder tree given as data become inputs (worker.images)
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
     # lodevem 0.1's comma form (``runtime="torch,tflite"``), read into ``runtimes``
     runtime: InitVar[Optional[str]] = None
 
@@ -197,16 +201,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     predictor.require(config.profiles, load=False)
     calibrations.check()  # and on a calibration record that does not read
     warnings: list[str] = []
-    eval_data = None
-    if config.eval_data is not None:  # validated before any container starts: bad data is exit 2
-        eval_data = prepare_eval_data(config.eval_data, config.eval_limit, store)
-        if config.input_shape is None:  # the samples' shape is the shape the rows are measured with
-            config = dataclasses.replace(config, input_shape=eval_data.input_shape)
-    finetune = _finetune_data(config, store)
-    calibration_data = None
-    if config.calib_data is not None:  # validated like --eval-data: bad data is exit 2 before any container
-        calibration_data = prepare_calibration_data(config.calib_data, store)
-        config = dataclasses.replace(config, calibration_inputs=calibration_data.path)
+    if config.finetune_data is not None and "pruned" not in config.levels:
+        raise InputError("--finetune-data fine-tunes the derived pruned level: add --levels pruned (or all)")
     if backend is None:
         backend, backend_warning = open_backend(config.backend, slurm=_slurm_settings(config),
                                                 on_status=progress.working_on if progress is not None else None)
@@ -218,6 +214,22 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         backend.identity_for(runtime)
     client = WorkerClient(backend, loading=config.loading)
     opened.append(client)
+    # The data, validated before any model container starts: bad data is exit 2. A file is read
+    # here; an ImageFolder tree is walked here and its images decoded in one sandbox run.
+    images = ImageDecoding(client, config.preprocessing, config.timeout_s)
+    eval_data = None
+    if config.eval_data is not None:
+        eval_data = prepare_eval_data(config.eval_data, config.eval_limit, store, images=images)
+        if config.input_shape is None:  # the samples' shape is the shape the rows are measured with
+            config = dataclasses.replace(config, input_shape=eval_data.input_shape)
+    finetune_data = (prepare_eval_data(config.finetune_data, MAX_FINETUNE_SAMPLES, store, option="--finetune-data",
+                                       images=images) if config.finetune_data is not None else None)
+    finetune = (FineTune(finetune_data.path, finetune_data.sha256, config.finetune_epochs, finetune_data.describe())
+                if finetune_data is not None else None)
+    calibration_data = None
+    if config.calib_data is not None:
+        calibration_data = prepare_calibration_data(config.calib_data, store, images=images)
+        config = dataclasses.replace(config, calibration_inputs=calibration_data.path)
     predictor.require(config.profiles, load=False)  # and what needs the sandbox (--predictor armsim: its image)
     ctx = RunContext(config, client, ExportCache(client, store, config.timeout_s),
                      progress if progress is not None else NullProgress(), store, warnings,
@@ -230,7 +242,10 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
 
     ctx.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():  # the user's files first: a bad one stops here
-        _export(ctx, model.path, model.sha256)
+        export = _export(ctx, model.path, model.sha256)
+        problem = finetune_data.labels_problem(export.model.classes, model.path.name) if finetune_data else None
+        if problem:  # the data alone shows it cannot fine-tune this model (issue 38): refused, exit 2
+            raise InputError(problem)
     models = [m for base in models for m in _per_runtime(base, config.resolved_runtimes)]
     models = [_derive(ctx, m) for m in models]
     models = [_with_graph(ctx, m) for m in models]
@@ -253,6 +268,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         image_id=backend.identity, backend=backend.name,
         runtimes={r: backend.identity_for(r) for r in config.resolved_runtimes},
         images=backend.image_ids() if hasattr(backend, "image_ids") else None,
+        datasets=[DataSetEntry.of(d) for d in (eval_data, finetune_data, calibration_data) if d is not None],
         extra={"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()
                           if k not in ("profiles", "models", "command_line", "loading")},
                "model_code": config.loading.describe(),
@@ -308,17 +324,6 @@ def _serving(ctx: RunContext, predictor: Predictor, model: ModelFile) -> Predict
     ``--predictor`` cannot serve it)."""
     runtime = model.runtime or ctx.config.resolved_runtimes[0]
     return predictor.serving(latency_runtime(runtime, ctx.config.latency_runtime))
-
-
-def _finetune_data(config: RunConfig, store: ArtifactStore) -> Optional[FineTune]:
-    """``--finetune-data`` validated like --eval-data (exit 2 before any container) and normalised
-    for the sandbox; None without it. Refused when the run derives no pruned level."""
-    if config.finetune_data is None:
-        return None
-    if "pruned" not in config.levels:
-        raise InputError("--finetune-data fine-tunes the derived pruned level: add --levels pruned (or all)")
-    data = prepare_eval_data(config.finetune_data, MAX_FINETUNE_SAMPLES, store, option="--finetune-data")
-    return FineTune(data.path, data.sha256, config.finetune_epochs, data.describe())
 
 
 def _slurm_settings(config: RunConfig) -> Optional[Any]:

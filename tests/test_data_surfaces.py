@@ -7,8 +7,8 @@ Docker engine: the digits CNN trained in the session (``tests/digits.py``) and i
 
 from __future__ import annotations
 
-import csv
 import copy
+import csv
 from pathlib import Path
 
 import pytest

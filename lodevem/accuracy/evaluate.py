@@ -26,6 +26,7 @@ from ..results import Accuracy, ModelFile
 from ..sandbox.artifacts import loading_sha256
 from ..sandbox.image import CONVERTERS
 from ..store import digest
+from ..worker.finetune import NOT_FINETUNED
 from ..worker.registry import measured_under
 from .data import EvalData, check_model_shape
 
@@ -37,7 +38,13 @@ NOTE_FINETUNED = "pruned and fine-tuned (--finetune-data)"
 def finetuned(model: ModelFile) -> bool:
     """A derived pruned variant whose derivation fine-tuned it (its notes say so: worker.finetune)."""
     note = model.note or ""
-    return "fine-tuned" in note and "not fine-tuned" not in note
+    return "fine-tuned" in note and NOT_FINETUNED not in note
+
+
+def finetune_failure(model: ModelFile) -> Optional[str]:
+    """``not fine-tuned: <reason>`` of a pruned variant whose fine-tuning failed (worker.finetune),
+    else None: the row keeps its figures and its accuracy note says why it is not fine-tuned."""
+    return next((part for part in (model.note or "").split("; ") if part.startswith(f"{NOT_FINETUNED}: ")), None)
 
 
 def evaluate_models(ctx: Any, models: Sequence[ModelFile], data: EvalData) -> dict[str, Accuracy]:
@@ -61,7 +68,7 @@ def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[
         if acc.top1_pct is not None and ref is not None and ref.top1_pct is not None:
             acc = dataclasses.replace(acc, drop_pts=round(ref.top1_pct - acc.top1_pct, 2))
         if m.level == "pruned":
-            say = NOTE_FINETUNED if finetuned(m) else NOTE_NOT_FINETUNED
+            say = NOTE_FINETUNED if finetuned(m) else finetune_failure(m) or NOTE_NOT_FINETUNED
             acc = dataclasses.replace(acc, note="; ".join(n for n in (say, acc.note) if n))
         result[m.label] = acc
     return result

@@ -21,6 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from ..store import bytes_digest
+
 __all__ = ["FoldError", "FoldedPredictor", "MIN_KIND_ROWS", "lower_error_predictor", "soc_fold_error"]
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -52,9 +54,15 @@ class FoldError:
     rows: int
 
 
+def _kinds(path: str) -> tuple[tuple[Optional[str], str, str, Optional[str], float, int], ...]:
+    """The file read every time (tens of KB), parsed once per content (``_parsed_kinds``)."""
+    raw = Path(path).read_bytes()
+    return _parsed_kinds(bytes_digest(raw), raw)
+
+
 @lru_cache(maxsize=8)
-def _kinds(path: str, mtime: float) -> tuple[tuple[Optional[str], str, str, Optional[str], float, int], ...]:
-    unc = json.loads(Path(path).read_text()).get("uncertainty", {})
+def _parsed_kinds(sha256: str, raw: bytes) -> tuple[tuple[Optional[str], str, str, Optional[str], float, int], ...]:
+    unc = json.loads(raw).get("uncertainty", {})
     if unc.get("folds") != "soc":  # a file fitted with folds by board states optimistic errors
         return ()
     return tuple((k.get("core"), str(k["threads"]), str(k["precision"]), k.get("runtime"), float(k["mape_pct"]),
@@ -67,7 +75,7 @@ def soc_fold_error(predictor: FoldedPredictor, core: str, threads: int, precisio
     over runtimes too; None where its params file has no such figure (or none from SoC folds)."""
     path = predictor.params_path
     try:
-        kinds = _kinds(str(path), path.stat().st_mtime)
+        kinds = _kinds(str(path))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     kind = "1" if threads == 1 else "multi"

@@ -19,8 +19,6 @@ latency package itself imports no sandbox code.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
@@ -299,12 +297,8 @@ def _digest(value: Any) -> str:
 
 
 def rules_digest(rules: Path) -> str:
-    """A fusion-rules file's sha256 (tiny files: identical rules share one kernel extraction),
-    read again when its size or modification time changes."""
-    stat = Path(rules).stat()
-    return _sha256(str(rules), stat.st_size, stat.st_mtime_ns)
+    """A fusion-rules file's sha256, of its content every time (a few KB: identical rules share
+    one kernel extraction, and rules rewritten in place are never taken for the old ones)."""
+    from .cache import file_digest
 
-
-@functools.lru_cache(maxsize=64)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return file_digest(rules)

@@ -355,13 +355,16 @@ class NnMeterKind:
             self.cache.get(profile.nnmeter_predictor)  # raises the InputError naming the folder/file
 
     def identity(self, profile: "Profile") -> dict[str, Any]:
-        """The predictor folder as the cache key sees it: every regressor file's name, size and
-        modification time (hashing 500 MB of pickles per run would defeat the cache), and the rules."""
+        """The predictor folder as the cache key sees it: every regressor file's name and content
+        digest (streamed, once per run: a file rewritten in place with its old size and time is
+        another predictor, issue 38), and the rules."""
         self.require(profile, load=False)
         name = profile.nnmeter_predictor
         if name not in self._identities:
             folder = predictor_dir(self.data_dir, name)
-            files = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(folder.glob("*.pkl"))]
+            from .cache import file_digest
+
+            files = [[p.name, file_digest(p)] for p in sorted(folder.glob("*.pkl"))]
             self._identities[name] = {"name": name, "folder": str(folder), "files": files}
         return {"nnmeter": self._identities[name],
                 "rules_sha256": rules_digest(predictor_dir(self.data_dir, name) / _FUSION_RULES)}

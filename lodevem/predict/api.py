@@ -168,11 +168,10 @@ class LatencyPredictor:
                          f"{', '.join(zoo.names())})")
 
     def _export_file(self, path: Path, shape: Optional[tuple[int, ...]]) -> ModelGraph:
-        stat = path.stat()
-        key = ("file", str(path.resolve()), stat.st_mtime_ns, stat.st_size, shape)
+        sha = file_sha256(str(path))  # by content: a file rewritten in place is another model (issue 38)
+        key = ("file", sha, shape)
         if key in self._graphs:
             return self._graphs[key]
-        sha = file_sha256(str(path))
         export = self._export_cache().export(path, sha, shape)
         if export.unusable:
             raise ModelFileError(export.error)

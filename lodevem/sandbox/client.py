@@ -96,6 +96,14 @@ class SparsitySection:
         return self.zero_fraction >= 0.01 or self.zero_channels > 0 or self.masked_layers > 0
 
 
+def _dims(value: Any) -> Optional[tuple[Optional[int], ...]]:
+    """A shape from untrusted JSON: 1..8 dims, each a positive whole number or null (dynamic)."""
+    if not isinstance(value, list) or not 1 <= len(value) <= 8:
+        return None
+    dims = [d if fields.integer(d) is not None and d > 0 else None for d in value]
+    return tuple(dims) if all(d is None or fields.integer(d) is not None for d in value) else None
+
+
 @dataclass(frozen=True)
 class ModelSection:
     """What the worker found the file to be (``model`` section)."""
@@ -111,6 +119,14 @@ class ModelSection:
     quantization: Optional[str] = None  # "scheme, backend"
     input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
     input_shape_warning: Optional[str] = None  # the default shape contradicted by the first layers
+    output_shape: Optional[tuple[Optional[int], ...]] = None  # the (first) output's, e.g. (1, 10); None: dynamic
+
+    @property
+    def classes(self) -> Optional[int]:
+        """The model's number of outputs (the last dimension of its first output): what labels and
+        an ImageFolder tree's class folders are checked against; None when the export did not say."""
+        shape = self.output_shape
+        return shape[-1] if shape and len(shape) >= 2 and shape[-1] else None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
@@ -128,7 +144,8 @@ class ModelSection:
                    precision=precision if precision in FILE_PRECISIONS else None,
                    quantization=f"{scheme}, {backend}" if scheme and backend else None,
                    input_shape_source=_text(data.get("input_shape_source"), 40),
-                   input_shape_warning=_text(data.get("input_shape_warning"), 300))
+                   input_shape_warning=_text(data.get("input_shape_warning"), 300),
+                   output_shape=_dims(data.get("output_shape")))
 
 
 @dataclass(frozen=True)
@@ -449,6 +466,14 @@ class WorkerClient:
                                 converted_path=str(converted_path) if converted_path is not None else None,
                                 input_shape=_shape(settings.input_shape))
         return self.run(request, self.work_limit_mb, timeout_s, on_progress=on_progress)
+
+    def decode_images(self, pack: Path, target: Path, preprocess: dict[str, Any], timeout_s: float) -> SandboxRun:
+        """An ImageFolder tree's images (``pack``: the host's zip of their bytes) decoded with Pillow
+        into the normalised samples ``target`` (an .npz), in the benchmark image under the work limit:
+        the host never decodes an image (``worker.images``)."""
+        request = WorkerRequest(action="decode-images", model_path=str(pack), derive_out=str(target), warmup=0,
+                                runs=1, preprocess=dict(preprocess))
+        return self.run(request, self.work_limit_mb, timeout_s)
 
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
                        input_shape: Optional[Sequence[int]], timeout_s: float, *, uarch: Optional[str] = None,

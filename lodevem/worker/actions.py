@@ -33,7 +33,7 @@ from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerRes
 from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
 from .sparsity import remove_zero_channels, sparsity_report
-from .timing import latency_stats, timed_passes
+from .timing import first_output_shape, latency_stats, timed_passes
 from .variants import _derive, write_variant
 
 
@@ -227,9 +227,10 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         t0 = time.perf_counter()
         check = DefaultShapeCheck(module, res.model["input_shape"]) \
             if res.model.get("input_shape_source") == SOURCE_DEFAULT else None
+        outputs: list[Any] = []
         try:
             with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
-                timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
+                timed_passes(lambda: outputs.append(module(x)), "check", 1, _describe_input(res.model))
         except WorkerError as exc:
             warning = check.warning() if check is not None else None
             raise (WorkerError(exc.kind, f"{exc.message}; {warning}") if warning else exc) from None
@@ -238,6 +239,7 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
                 check.close()
         if check is not None and check.warning():
             res.model["input_shape_warning"] = check.warning()
+        res.model["output_shape"] = first_output_shape(outputs[0]) if outputs else None
         progress("exporting to ONNX")
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
@@ -245,7 +247,8 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         res.model["sparsity"] = sparsity
         dense = module
         module, x, precision = _twin_inputs(module, x, res.model) if req.twin else (module, x, None)
-        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name", "sparsity")
+        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name", "sparsity",
+                "output_shape")
         res.onnx = export_module(module, x, out, {k: res.model.get(k) for k in keep}, precision=precision,
                                  twin=req.twin)
         res.model.update(precision=res.onnx.pop("precision"), quantization=res.onnx.pop("quantization"))

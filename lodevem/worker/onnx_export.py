@@ -181,7 +181,11 @@ def onnx_model_info(model: Any, input_shape: Optional[list[int]]) -> dict[str, A
         by_dtype[dtype.name] = by_dtype.get(dtype.name, 0) + n * dtype.itemsize
     first = _graph_inputs(model)[0].type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in first.shape.dim]
+    out = model.graph.output[0].type.tensor_type if model.graph.output else None
+    out_dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                for d in out.shape.dim] if out is not None and out.HasField("shape") else []
     return {"params": params, "param_bytes": sum(by_dtype.values()),
+            "output_shape": out_dims if out_dims and out_dims[-1] else None,
             "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
             "input_shape": input_shape or resolve_static(dims),
             "input_dtype": helper.tensor_dtype_to_np_dtype(first.elem_type).name}

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol
 
 from ...errors import CostModelUnavailable
+from ...store import bytes_digest
 
 __all__ = [
     "COST_MODEL_VERSION",
@@ -264,23 +265,29 @@ class CostModel:
         return ms, ms * max(0.0, 1 - m), ms * (1 + m), note
 
 
-@lru_cache(maxsize=4)
-def _load_cached(path: str, mtime: float) -> CostModel:
+def _load_cached(path: str) -> CostModel:
+    """The file read every time (~50 KB), parsed once per content (``_parsed``)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        raise CostModelUnavailable(f"{p}: unreadable armsim cost-model parameters ({exc})") from None
-    return CostModel(data, p)
+        raw = p.read_bytes()
+    except OSError:
+        raise CostModelUnavailable(f"{path}: no armsim cost-model parameters (run scripts/fit_armsim.py)") from None
+    return _parsed(bytes_digest(raw), raw, str(p))
+
+
+@lru_cache(maxsize=4)
+def _parsed(sha256: str, raw: bytes, path: str) -> CostModel:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise CostModelUnavailable(f"{path}: unreadable armsim cost-model parameters ({exc})") from None
+    return CostModel(data, Path(path))
 
 
 def load(path: Path = DEFAULT_PARAMS) -> CostModel:
-    """The cost model of a params file (cached per file version)."""
-    try:
-        mtime = Path(path).stat().st_mtime
-    except OSError:
-        raise CostModelUnavailable(f"{path}: no armsim cost-model parameters (run scripts/fit_armsim.py)") from None
-    return _load_cached(str(path), mtime)
+    """The cost model of a params file (cached per file content: parameters rewritten in place,
+    even with their old size and time, are read anew)."""
+    return _load_cached(str(path))
 
 
 def predict_ms(profile: ProfileLike, core: str, clock_ghz: float, threads: int) -> tuple[float, float, float, str]:
