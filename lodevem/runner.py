@@ -226,6 +226,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                                        images=images) if config.finetune_data is not None else None)
     finetune = (FineTune(finetune_data.path, finetune_data.sha256, config.finetune_epochs, finetune_data.describe())
                 if finetune_data is not None else None)
+    if finetune_data is not None and config.input_shape is None:  # its samples are the model's inputs too
+        config = dataclasses.replace(config, input_shape=finetune_data.input_shape)
     calibration_data = None
     if config.calib_data is not None:
         calibration_data = prepare_calibration_data(config.calib_data, store, images=images)

@@ -39,7 +39,7 @@ import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import InputError, UnsafeInput
 from ..safe_io import Kind, folder_fd, read_bytes
@@ -88,7 +88,7 @@ def walk_tree(root: Path, limit: int, option: str = "--eval-data") -> ImageTree:
     root = Path(root)
     top = _open_folder(root, Path(), option)
     try:
-        classes = sorted(e.name for e in _entries(top, root, root, option) if _kind(e, root, option) == "folder")
+        classes = sorted(e.name for e in _entries(top, root, option) if _kind(e, root, option) == "folder")
     finally:
         os.close(top)
     if len(classes) < 2:
@@ -128,7 +128,7 @@ class _Walk:
         found = 0
         fd = _open_folder(self.root, rel, self.option)
         try:
-            for entry in _entries(fd, self.root, self.root / rel, self.option):
+            for entry in _entries(fd, self.root / rel, self.option):
                 self.entries += 1
                 if self.entries > MAX_TREE_ENTRIES:
                     raise _refuse(self.root, self.option, f"more than {MAX_TREE_ENTRIES:,} files and folders; "
@@ -167,11 +167,12 @@ def _open_folder(root: Path, rel: Path, option: str) -> int:
         raise _refuse(root / rel, option, exc.detail) from None
 
 
-def _entries(fd: int, root: Path, folder: Path, option: str) -> list[os.DirEntry[str]]:
-    """A folder's entries, sorted by name (the tree's order, as torchvision's)."""
+def _entries(fd: int, folder: Path, option: str) -> Iterator[os.DirEntry[str]]:
+    """A folder's entries as the file system lists them, one at a time (never all held: a class
+    folder may hold a million images; the choice does not depend on their order)."""
     try:
         with os.scandir(fd) as found:
-            return sorted(found, key=lambda e: e.name)
+            yield from found
     except OSError as exc:
         raise _refuse(folder, option, f"cannot list the folder: {exc.strerror or exc}") from None
 

@@ -257,12 +257,12 @@ def _open(image_mod: Any, data: bytes, rel: str) -> Any:
     except image_mod.UnidentifiedImageError:
         head = data[:8].hex() or "empty"
         raise WorkerError("bad_request", f"{rel}: not a PNG or JPEG image (first bytes {head})") from None
-    except (image_mod.DecompressionBombError, image_mod.DecompressionBombWarning) as exc:
-        raise WorkerError("bad_request", f"{rel}: a decompression bomb ({first_line(exc, 160)}); lodevem decodes at "
-                                         f"most {MAX_IMAGE_PIXELS:,} pixels an image") from None
+    except (image_mod.DecompressionBombError, image_mod.DecompressionBombWarning):
+        raise WorkerError("bad_request", f"{rel}: a decompression bomb: its header declares more pixels than the cap "
+                                         f"of {MAX_IMAGE_PIXELS:,} an image (nothing was decoded)") from None
     except Exception as exc:
-        raise WorkerError("bad_request", f"{rel}: unreadable image ({type(exc).__name__}: {first_line(exc, 160)})"
-                          ) from None
+        raise WorkerError("bad_request", f"{rel}: cannot be decoded, it looks truncated or corrupt "
+                                         f"({type(exc).__name__}: {first_line(exc, 160)})") from None
     width, height = image.size
     if width * height > MAX_IMAGE_PIXELS:
         image.close()
