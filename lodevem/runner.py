@@ -413,7 +413,7 @@ def _with_graph(ctx: RunContext, model: ModelFile) -> ModelFile:
     pruned = model.level == "pruned"
     export = (_export(ctx, model.measured_path, model.measured_sha256) if pruned
               else _export(ctx, model.path, model.sha256))
-    model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error,
+    model = dataclasses.replace(model, graph_path=export.path, graph_error=export.error, classes=export.model.classes,
                                 input_shape=export.model.input_shape or ctx.config.input_shape,
                                 input_shape_source=export.model.input_shape_source
                                 or ("--input-shape" if ctx.config.input_shape else None),

@@ -148,8 +148,8 @@ def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: st
         raise _refuse(path, option, "not found")
     if path.is_dir():
         if images is None:
-            raise _refuse(path, option, "an ImageFolder tree is decoded in the sandbox, which this command does "
-                                        "not open; give it to lodevem start")
+            raise _refuse(path, option, "an ImageFolder tree; this command reads .npz samples only (lodevem "
+                                        "start decodes a tree's images in the sandbox)")
         return _tree(path, limit, store, option, images)
     suffix = path.suffix.lower()
     if suffix in (".pt", ".pth"):

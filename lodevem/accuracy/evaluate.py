@@ -28,7 +28,7 @@ from ..sandbox.image import CONVERTERS
 from ..store import digest
 from ..worker.finetune import NOT_FINETUNED
 from ..worker.registry import measured_under
-from .data import EvalData, check_model_shape
+from .data import IMAGEFOLDER, EvalData, check_model_shape
 
 KIND = "accuracy"
 NOTE_NOT_FINETUNED = "pruned without fine-tuning"
@@ -78,6 +78,8 @@ def _evaluate(ctx: Any, model: ModelFile, data: EvalData) -> Accuracy:
     if model.unusable is not None:
         return Accuracy.unavailable(f"not evaluated: {model.unusable}")
     mismatch = check_model_shape(data, model.input_shape)
+    if data.fmt == IMAGEFOLDER:  # class folders the model does not have: its figure would be meaningless
+        mismatch = mismatch or data.labels_problem(model.classes, model.path.name)
     if mismatch:
         return Accuracy.unavailable(f"not evaluated: {mismatch}")
     runtime = measured_under(model.runtime or ctx.config.runtimes[0], model.path.suffix)  # as runner._runtime

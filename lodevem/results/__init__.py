@@ -81,6 +81,7 @@ class ModelFile:
     # tflite/ncnn rows of fp16/int8/int8-static: the level the runtime's own converter makes from the
     # fp32 source while converting (not a PyTorch-derived variant: ``runner._derive``)
     convert_level: Optional[str] = None
+    classes: Optional[int] = None  # the model's outputs (its export's last output dimension), None: unknown
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
