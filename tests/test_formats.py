@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from lodevem.profiles import load_profiles, select_profiles
 from lodevem.runner import RunConfig, run_benchmark
@@ -165,3 +166,60 @@ def test_inspect_reports_each_format(docker_backend, digits_files) -> None:
     # an exported program names the class it was exported from, not its GraphModule's
     assert by_name[digits_files.exported.name].model.class_name == "torch.nn.modules.container.Sequential"
     assert all(item.model.classes == 10 and item.kernels for item in by_name.values())
+
+
+def _refused(model: Path, out: Path, *argv: str) -> str:
+    from click.testing import CliRunner
+
+    from lodevem.cli import cli
+
+    result = CliRunner().invoke(cli, ["start", str(model), "--profile", "nokia_8110_4g", "--output", str(out),
+                                      "--backend", "docker", "--runs", "1", "--warmup", "0", *argv])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and not (out / "benchmark_results.csv").exists()
+    return result.output.strip().splitlines()[-1]
+
+
+def test_a_pt2_with_a_custom_op_is_one_line(app_backend, tmp_path: Path) -> None:
+    """An operator registered only in the process that saved the program: named, exit 2."""
+    @torch.library.custom_op("lodevemtest::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @twice.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    class Custom(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.ops.lodevemtest.twice(x) + 1
+
+    path = tmp_path / "custom.pt2"
+    torch.export.save(torch.export.export(Custom(), (torch.randn(1, 3, 8, 8),)), str(path))
+    path.chmod(0o644)
+    last = _refused(path, tmp_path / "out", "--runtime", "torch")
+    assert f"{path} is an exported program that calls torch.ops.lodevemtest.twice.default" in last, last
+    assert "a custom op" in last
+
+
+def test_an_onnx_whose_tensors_point_outside_its_folder_is_one_line(app_backend, digits_files, tmp_path: Path) -> None:
+    import onnx
+
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"\0" * 4096)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    model = onnx.load(str(digits_files.onnx))
+    onnx.save(model, str(folder / "outside.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="weights.bin", size_threshold=0)
+    bare = onnx.load(str(folder / "outside.onnx"), load_external_data=False)
+    for tensor in bare.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = "../secret.bin"
+    onnx.save(bare, str(folder / "outside.onnx"))
+    (folder / "outside.onnx").chmod(0o644)
+    last = _refused(folder / "outside.onnx", tmp_path / "out", "--runtime", "onnxruntime", "--input-shape",
+                    "1,1,8,8")
+    assert "is stored outside the file, in '../secret.bin' (outside the model's folder: refused, never read)" in last
+    assert "save_as_external_data=False" in last
