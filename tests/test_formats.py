@@ -25,9 +25,9 @@ def _run(models: tuple[Path, ...], data: Path, out: Path, runtimes: tuple[str, .
          levels: tuple[str, ...] = (), predictor: str = "estimator") -> dict[tuple[str, str, str], object]:
     """{(file name, level, runtime): row} of one run on the Nokia 8110 4G."""
     profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
-    config = RunConfig(models=models, profiles=profiles, warmup=0, runs=1, output=out, backend="docker",
-                       runtimes=runtimes, jobs=1, predictor=predictor, timeout_s=600, eval_data=data, levels=levels,
-                       overwrite=True)
+    config = RunConfig.of(models=models, profiles=profiles, warmup=0, runs=1, output=out, backend="docker",
+                          runtimes=runtimes, jobs=1, predictor=predictor, timeout_s=600, eval_data=data,
+                          levels=levels, overwrite=True)
     outcome = run_benchmark(config)
     return {(Path(r.model_path).name, r.level or "fp32", r.model_label.rsplit("[", 1)[-1].rstrip("]")): r
             for r in outcome.rows}

@@ -31,10 +31,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .. import __version__
 from ..profiles import Profile
 from ..safe_io import fields
 from ..sandbox.base import cgroup_version, host_memory_mb
+from ..version import __version__
 from ..worker.images import Preprocessing
 from ..worker.registry import RUNTIMES
 
