@@ -103,7 +103,8 @@ def test_every_row_says_which_runtime_its_memory_figure_is_for(model: Path, tmp_
     assert "Peak RAM\\\\(MB, tflite)" in latex_table([fp16])
     torch_rows = run_benchmark(_config(model, tmp_path / "torch", runtimes=("torch", "tflite")),
                                backend=Recording()).rows
-    assert "Peak RAM\\\\(MB)" in latex_table(torch_rows) and " (torch) &" in latex_table(torch_rows)
+    mixed = [next(r for r in torch_rows if r.memory_runtime == "torch"), fp16]  # figures under two runtimes
+    assert "Peak RAM\\\\(MB)" in latex_table(mixed) and " (torch) &" in latex_table(mixed)
     outcome = run_benchmark(_config(model, tmp_path / "t2", runtimes=("torch",)), backend=Recording())
     assert "loaded and run with PyTorch" in methodology_markdown(run_facts(outcome.rows, outcome.manifest))
 
@@ -177,4 +178,5 @@ def test_start_without_runtime_measures_tflite_and_a_users_int8_file_falls_back(
     assert users["memory_note"].startswith("tflite conversion failed") and "measured under torch" in users["memory_note"]
     assert "\n" not in users["memory_note"] and users["converted_mb"] == ""
     said = " ".join(result.output.split())
-    assert "Peak RAM measured under tflite, torch (fallback) (CSV column memory_runtime)." in said
+    assert "under tflite, torch (fallback) with the device's RAM" in said  # the table's footer (not --verbose)
+    assert "torch (fallback): a converter refused the file" in said
