@@ -19,7 +19,6 @@ from torch import nn
 from lodevem import measure, zoo
 from lodevem.profiles import load_profiles, select_profiles
 from lodevem.runner import RunConfig, run_benchmark
-from lodevem.sandbox import image
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 
 pytestmark = pytest.mark.docker
@@ -28,12 +27,9 @@ RUNTIMES = ("torch", "onnxruntime", "tflite", "ncnn")
 
 
 @pytest.fixture(scope="session")
-def runtime_backend(docker_backend):
-    """The session's DockerBackend, with the litert, ncnn and converter images built if missing."""
-    for spec in image.specs_for_runtimes(["tflite", "ncnn"]):
-        if not image.image_status(spec=spec).present:
-            image.build_image(spec=spec)
-    return docker_backend
+def runtime_backend(app_backend):
+    """The session's DockerBackend, with the litert, ncnn and converter images (conftest)."""
+    return app_backend
 
 
 @pytest.fixture(scope="session")
