@@ -82,6 +82,12 @@ def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True, within: Opt
         fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW))
     except OSError as exc:
         raise UnsafeInput(_shown(path), f"cannot read: {exc.strerror or exc}") from None
+    return _checked(fd, path, kind)
+
+
+def _checked(fd: int, path: Path, kind: Kind) -> int:
+    """``fd`` once ``fstat`` on the descriptor itself says it is a regular file within the cap (a
+    file swapped after the path was checked is caught here); closed otherwise."""
     try:
         _check(path, os.fstat(fd), kind)
     except BaseException:
@@ -128,12 +134,7 @@ def _fd_within(root: Path, relative: Path, kind: Kind) -> int:
             raise UnsafeInput(_shown(shown), f"cannot read: {exc.strerror or exc} (no link is followed)") from None
     finally:
         os.close(parent)
-    try:
-        _check(shown, os.fstat(fd), kind)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _checked(fd, shown, kind)
 
 
 def open_regular(path: Path | str, kind: Kind, *, follow: bool = True) -> BinaryIO:
