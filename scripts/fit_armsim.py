@@ -26,9 +26,8 @@ inference, made once by armsim's profiler on the dev graphs: ``scripts/armsim_de
 3. A core with no rows in a fit takes the geometric mean of its pipeline family's fitted cores (no
    documented throughput ratios: they are speeds of whole programs, not CPIs).
 4. Leave-one-SoC-out: every SoC held out (its boards and clusters together), refit, its rows
-   predicted; MAPE per kind is the uncertainty the cost model states. Per kind, the predictor with
-   the lower SoC-fold MAPE (armsim or the estimator v2, whose figures come from ``fit_estimator``)
-   is recorded as the default.
+   predicted; MAPE per kind is the uncertainty the cost model states (armsim is opt-in: the
+   default predictor is chosen by ``lodevem.latency.selection``, never here).
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -455,35 +454,8 @@ def score_line(summary: dict[str, Any]) -> str:
             f"fp16={fmt(cats['fp16'])} int8={fmt(cats['int8'])} oneshot={fmt(summary['oneshot'])} rows={rows}")
 
 
-def default_predictors(armsim_kinds: Sequence[Mapping[str, Any]], estimator_kinds: Sequence[Mapping[str, Any]]
-                       ) -> list[dict[str, Any]]:
-    """Per kind (core x threads x precision x runtime, and the pooled kinds): the predictor with
-    the lower SoC-fold MAPE, with both figures; a kind only one of them covers goes to that one,
-    and a pooled kind whose figures pool different rows (armsim covers fewer cores) to the one
-    that pools more."""
-    def key(k: Mapping[str, Any]) -> tuple:
-        return (k.get("core"), k["threads"], k["precision"], k.get("runtime"))
-
-    est = {key(k): k for k in estimator_kinds}
-    arm = {key(k): k for k in armsim_kinds}
-    out = []
-    for kk in sorted(set(est) | set(arm), key=lambda t: tuple(x or "" for x in t)):
-        a, e = arm.get(kk), est.get(kk)
-        if a and e and (kk[0] is not None or a["rows"] == e["rows"]):
-            winner = "armsim" if a["mape_pct"] <= e["mape_pct"] else "estimator"
-        elif a and e:  # a pooled kind over other rows (armsim covers fewer cores): not comparable
-            winner = "armsim" if a["rows"] > e["rows"] else "estimator"
-        else:
-            winner = "armsim" if a else "estimator"
-        out.append({"core": kk[0], "threads": kk[1], "precision": kk[2], "runtime": kk[3], "default": winner,
-                    "armsim_mape_pct": a["mape_pct"] if a else None, "armsim_rows": a["rows"] if a else 0,
-                    "estimator_mape_pct": e["mape_pct"] if e else None, "estimator_rows": e["rows"] if e else 0})
-    return out
-
-
 def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result: ArmFit, summary: dict[str, Any],
-                 profiles_path: Path, data_path: Path, fit_date: str,
-                 estimator_kinds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+                 profiles_path: Path, data_path: Path, fit_date: str) -> dict[str, Any]:
     newest: dict[tuple[str, str], str] = {}  # (runtime, isa) -> newest profiled version (the image's)
     for p in profiles:
         key = (p.runtime, p.isa)
@@ -556,10 +528,6 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
             "per_board": summary["per_board"],
             "fit_rms_log_error": round(result.rms_log, 4),
         },
-        "default_predictor": {
-            "rule": "per kind, the predictor with the lower LODO MAPE on the dev rows (ties: armsim)",
-            "kinds": default_predictors(summary["per_kind"], estimator_kinds),
-        },
         "provenance": {
             "fit_date": fit_date,
             "script": "scripts/fit_armsim.py",
@@ -581,16 +549,6 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
     }
 
 
-def estimator_kinds(rows: Sequence[fe.Row], onnx_cache: Path) -> list[dict[str, Any]]:
-    """The estimator v2's LODO figures per kind: from its shipped params when they were fitted on
-    this data (no torch needed), else by running its LODO (exports the zoo graphs)."""
-    shipped = json.loads(fe.DEFAULT_OUT.read_text())
-    if shipped.get("provenance", {}).get("data_sha256") == fe.sha256(fe.DEFAULT_DATA):
-        return list(shipped["uncertainty"]["per_kind"])
-    works = fe.dev_works(rows, onnx_cache)
-    return fe.score_summary(fe.lodo(rows, works))["per_kind"]
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", type=Path, default=DEFAULT_PROFILES)
@@ -604,8 +562,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     profiles = load_profiles(args.profiles)
     result = fit(rows, profiles)
     summary = fe.score_summary(lodo(rows, profiles))
-    params = build_params(rows, profiles, result, summary, args.profiles, args.data, args.date,
-                          estimator_kinds(rows, args.onnx_cache))
+    params = build_params(rows, profiles, result, summary, args.profiles, args.data, args.date)
     import fit_armsim_blocks as fab
 
     block = fab.block_params(rows, profiles)

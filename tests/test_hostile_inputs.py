@@ -41,8 +41,6 @@ OWN_READS = {
     # armsim: its shipped parameters and the digest of its own plugin/guest/Dockerfile sources
     ("latency/armsim/costmodel.py", "_load_cached"), ("latency/armsim/profiler.py", "sources_digest"),
     ("latency/armsim/kind.py", "identity"),
-    # the predictors' shipped params: their SoC-fold errors per kind
-    ("latency/fold_errors.py", "_kinds"),
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
 WRITES = {("latency/nnmeter.py", "fetch_predictors"), ("store/files.py", "atomic_file"),
