@@ -44,7 +44,7 @@ class Recording(FakeBackend):
 
 def _config(model: Path, out: Path, **kw: Any) -> RunConfig:
     profiles = tuple(select_profiles(load_profiles(), ids=("nokia_8110_4g",)))
-    return RunConfig(models=(model,), profiles=profiles, output=out, jobs=1, warmup=0, runs=1, **kw)
+    return RunConfig.of(models=(model,), profiles=profiles, output=out, jobs=1, warmup=0, runs=1, **kw)
 
 
 @pytest.fixture
@@ -55,17 +55,17 @@ def model(tmp_path: Path) -> Path:
 
 
 def test_the_default_runtime_is_the_one_latencies_are_predicted_for() -> None:
-    assert RunConfig(models=(), profiles=()).resolved_runtimes == ("tflite",)
-    assert RunConfig(models=(), profiles=(), latency_runtime="ncnn").resolved_runtimes == ("ncnn",)
-    assert RunConfig(models=(), profiles=(), runtimes=("torch", "ncnn")).resolved_runtimes == ("torch", "ncnn")
-    assert RunConfig(models=(), profiles=(), runtime="torch, litert").runtimes == ("torch", "tflite")  # 0.1's form
+    assert RunConfig.of(models=(), profiles=()).resolved_runtimes == ("tflite",)
+    assert RunConfig.of(models=(), profiles=(), latency_runtime="ncnn").resolved_runtimes == ("ncnn",)
+    assert RunConfig.of(models=(), profiles=(), runtimes=("torch", "ncnn")).resolved_runtimes == ("torch", "ncnn")
+    assert RunConfig.of(models=(), profiles=(), runtime="torch, litert").runtimes == ("torch", "tflite")  # 0.1's form
 
 
 def test_an_unknown_runtime_is_refused_by_name() -> None:
     from lodevem.errors import InputError
 
     with pytest.raises(InputError, match="runtime mnn: expected one of"):
-        RunConfig(models=(), profiles=(), runtimes=("mnn",))
+        RunConfig.of(models=(), profiles=(), runtimes=("mnn",))
 
 
 def test_levels_are_made_by_the_runtimes_own_converter_from_the_fp32_source(model: Path, tmp_path: Path) -> None:
@@ -91,12 +91,13 @@ def test_every_row_says_which_runtime_its_memory_figure_is_for(model: Path, tmp_
                and "\n" not in r.memory_error for r in rows)
     assert "Peak RAM measured under tflite (CSV column memory_runtime)." in memory_runtime_line(rows)
     from lodevem.report.files import latex_table
-    from lodevem.report.methodology import methodology_markdown, run_facts
+    from lodevem.report.methodology import run_facts
+    from lodevem.report.paperkit import methodology_markdown
 
-    assert "Peak RAM (MB, tflite)" in latex_table(rows)
+    assert "Peak RAM\\\\(MB, tflite)" in latex_table(rows)
     torch_rows = run_benchmark(_config(model, tmp_path / "torch", runtimes=("torch", "tflite")),
                                backend=Recording()).rows
-    assert "Peak RAM (MB) &" in latex_table(torch_rows) and " (torch) &" in latex_table(torch_rows)
+    assert "Peak RAM\\\\(MB)" in latex_table(torch_rows) and " (torch) &" in latex_table(torch_rows)
     outcome = run_benchmark(_config(model, tmp_path / "t2", runtimes=("torch",)), backend=Recording())
     assert "loaded and run with PyTorch" in methodology_markdown(run_facts(outcome.rows, outcome.manifest))
 

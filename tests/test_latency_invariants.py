@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import pytest
 import torch
+from helpers import kinds_only
 
 from lodevem import zoo
 from lodevem.latency import pool as pool_module
@@ -95,12 +96,12 @@ def onnx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def predictors() -> dict[str, Predictor]:
-    return {p: Predictor(mode(p), cache_dir=None) for p in PRICERS}
+    return {p: kinds_only(mode(p)) for p in PRICERS}
 
 
 def cell(predictors: dict[str, Predictor], pricer: str, path: Path, profile: Profile, runtime: str,
          level: Optional[str] = None, threads: int = 1) -> Any:
-    got = predictors[pricer].serving_exactly(runtime).predict(path, [profile], threads, level)[profile.id]
+    got = predictors[pricer].cells(path, [profile], threads, level, runtime=runtime)[profile.id]
     assert got.latency_ms is not None and got.latency_ms > 0, got.note
     return got
 
@@ -264,8 +265,8 @@ def test_the_default_does_not_depend_on_which_images_exist(onnx: dict[str, Path]
     from lodevem.latency.armsim.kind import ArmsimKind
 
     def cells() -> list[Any]:
-        predictor = Predictor("auto", cache_dir=None)
-        return [predictor.serving_exactly(rt).predict(onnx["mobilenet_v2"], PROFILES, 1, level)
+        predictor = kinds_only("auto")
+        return [predictor.cells(onnx["mobilenet_v2"], PROFILES, 1, level, runtime=rt)
                 for rt in RUNTIMES for level in LEVELS]
 
     monkeypatch.setattr(ArmsimKind, "unavailable", lambda self, profile, runtime: "lodevem-armsim:0.1.0 not built")

@@ -109,14 +109,15 @@ def test_find_floor_starts_from_the_measured_peak(model: Path) -> None:
 
 def test_the_table_caption_and_the_methodology_count_the_inferred_figures(tmp_path: Path) -> None:
     from lodevem.profiles import load_profiles, select_profiles
-    from lodevem.report.methodology import methodology_markdown, run_facts
+    from lodevem.report.methodology import run_facts
+    from lodevem.report.paperkit import methodology_markdown
     from lodevem.reporter import results_table
     from lodevem.runner import RunConfig, run_benchmark
 
     model = tmp_path / "small.pt"
     model.write_bytes(b"small")
     profiles = tuple(select_profiles(load_profiles(), ids=("nokia_8110_4g", "jiophone2", "nokia_c1")))
-    outcome = run_benchmark(RunConfig(models=(model,), profiles=profiles, output=tmp_path / "out", jobs=1,
+    outcome = run_benchmark(RunConfig.of(models=(model,), profiles=profiles, output=tmp_path / "out", jobs=1,
                                       runtimes=("torch",)),
                             backend=FakeBackend(240.0))
     caption = str(results_table(outcome.rows, list(profiles)).caption)

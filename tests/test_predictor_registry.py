@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import pytest
 import torch
+from helpers import kinds_only
 
 from lodevem import zoo
 from lodevem.errors import InputError
@@ -25,12 +26,15 @@ from lodevem.latency import pool
 from lodevem.latency.estimator import Estimator
 from lodevem.latency.kernels import DEFAULT_RULES
 from lodevem.latency.kinds import KindSetup, PredictionJob
-from lodevem.latency.records import LatencyPrediction
+from lodevem.latency.paper import KindPaper, KindUse, Reference
+from lodevem.latency.records import LatencyPrediction, uncertainty_band
 from lodevem.latency.selection import Availability, HeldOutError, HeldOutRow, pick
-from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
 from lodevem.worker import registry
 from lodevem.worker.onnx_export import export_module
+
+TOY_REFERENCE = Reference("toykind", "misc", {"author": "{lodevem tests}", "title": "A toy predictor kind",
+                                               "year": "2026"}, "tests/test_predictor_registry.py")
 
 
 class ToyKind:
@@ -38,10 +42,18 @@ class ToyKind:
 
     name = "toy"
     title = "toy kind (plumbing test)"
+    mark = "\u00b6"
     availability = Availability.EVERY_INSTALL
+    figure: Optional[float] = 1.0  # its stated held-out MAPE (its band when named)
     # its nested held-out rows are the estimator's with the errors scaled by this factor (None: it
-    # states none); the tests move it around 1
-    figure: Optional[float] = 0.1
+    # states none): what the default's pick compares; the tests move it around 1
+    rows_scale: Optional[float] = 0.1
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its own sentence, limitation and reference: the report knows nothing else of it."""
+        return KindPaper("toy kind", f"For {use.scope()}, the toy kind counted kernels {{cite:toykind}}.",
+                         "The toy kind's figure is a kernel count, not a latency.", references=(TOY_REFERENCE,))
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup = setup
@@ -58,12 +70,12 @@ class ToyKind:
         return None
 
     def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOutError]:
-        return None
+        return HeldOutError(self.figure, 50, "all cores") if self.figure is not None else None
 
     def held_out_rows(self) -> tuple[HeldOutRow, ...]:
-        if self.figure is None:
+        if self.rows_scale is None:
             return ()
-        return tuple(dataclasses.replace(r, error=r.error * self.figure) for r in Estimator.load().held_out_rows)
+        return tuple(dataclasses.replace(r, error=r.error * self.rows_scale) for r in Estimator.load().held_out_rows)
 
     def identity(self, profile: Profile) -> dict[str, Any]:
         return {"toy": 1}
@@ -80,8 +92,10 @@ class ToyKind:
             return LatencyPrediction.unavailable(job.profile, str(graph), job.threads, job.runtime)
         self.cells += 1
         cluster = job.profile.fastest_cluster
-        return LatencyPrediction(float(len(graph.kernels)), f"toy:plumbing {job.runtime}", job.threads, cluster.core,
-                                 cluster.clock_ghz, job.runtime)
+        ms = float(len(graph.kernels))
+        low, high = uncertainty_band(ms, self.figure)
+        return LatencyPrediction(ms, f"toy:plumbing {job.runtime}", job.threads, cluster.core, cluster.clock_ghz,
+                                 job.runtime, latency_low_ms=low, latency_high_ms=high, uncertainty_pct=self.figure)
 
     def describe(self) -> dict[str, Any]:
         return {"toy": {"cells": self.cells}}
@@ -94,7 +108,8 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> type[ToyKind]:
     for name in ("tflite", "ncnn"):
         spec = registry.RUNTIMES[name]
         monkeypatch.setitem(registry.RUNTIMES, name, dataclasses.replace(spec, predictors=(*spec.predictors, "toy")))
-    monkeypatch.setattr(ToyKind, "figure", 0.1)
+    monkeypatch.setattr(ToyKind, "figure", 1.0)
+    monkeypatch.setattr(ToyKind, "rows_scale", 0.1)
     monkeypatch.setattr(ToyKind, "availability", Availability.EVERY_INSTALL)
     return ToyKind
 
@@ -114,7 +129,7 @@ def profiles() -> list[Profile]:
 
 def test_a_registered_kind_is_a_predictor_value_of_the_front_door(toy, onnx_file: Path, profiles) -> None:
     assert "toy" in pool.modes()
-    cells = Predictor("toy", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("toy").cells(onnx_file, profiles)
     assert {c.latency_source for c in cells.values()} == {"toy:plumbing tflite"}
     assert all(c.latency_ms is not None and c.latency_ms > 0 for c in cells.values())
 
@@ -122,27 +137,27 @@ def test_a_registered_kind_is_a_predictor_value_of_the_front_door(toy, onnx_file
 def test_without_the_registry_entry_it_is_no_choice(onnx_file: Path) -> None:
     assert "toy" not in pool.modes()
     with pytest.raises(InputError, match="unknown latency predictor 'toy'"):
-        Predictor("toy")
+        kinds_only("toy")
 
 
 def test_the_default_takes_an_every_install_kind_with_a_lower_nested_error_and_says_so(
         toy, onnx_file: Path, profiles) -> None:
-    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto").cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source == "toy:plumbing tflite"
         assert "auto chose toy ±" in (cell.note or "") and "held-out (leave-one-SoC-out) error" in (cell.note or "")
         assert " over estimator ±" in (cell.note or "") and "for tflite on Cortex-A" in (cell.note or "")
         # its band: the nested default's held-out error (the toy's rows, picked without each SoC)
         assert cell.uncertainty_pct is not None and "held-out (leave-one-SoC-out) error" in (cell.uncertainty or "")
-    toy.figure = 10.0  # now the estimator's own error is lower: it keeps its cells, the manifest says why
-    kept = Predictor("auto", cache_dir=None)
-    cells = kept.predict(onnx_file, profiles)
+    toy.rows_scale = 10.0  # now the estimator's own error is lower: it keeps its cells, the manifest says why
+    kept = kinds_only("auto")
+    cells = kept.cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source.startswith("estimator") and "auto chose" not in (cell.note or "")
     choices = kept.describe()["auto_choices"]
     assert len(choices) == 2 and all(c.startswith("auto chose estimator ±") and " over toy ±" in c for c in choices)
-    toy.figure = None  # a kind stating no error never wins over one that states one
-    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    toy.rows_scale = None  # a kind stating no error never wins over one that states one
+    cells = kinds_only("auto").cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "auto chose" not in (c.note or "")
                for c in cells.values())
 
@@ -150,21 +165,21 @@ def test_the_default_takes_an_every_install_kind_with_a_lower_nested_error_and_s
 def test_an_optional_kind_is_never_the_default(toy, onnx_file: Path, profiles) -> None:
     """The same toy with the lowest error, but needing something an install may lack: opt-in only."""
     toy.availability = Availability.OPTIONAL
-    auto = Predictor("auto", cache_dir=None)
-    cells = auto.predict(onnx_file, profiles)
+    auto = kinds_only("auto")
+    cells = auto.cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "toy" not in (c.note or "") for c in cells.values())
     assert "auto_choices" not in auto.describe()
-    named = Predictor("toy", cache_dir=None).predict(onnx_file, profiles)  # named, it serves
+    named = kinds_only("toy").cells(onnx_file, profiles)  # named, it serves
     assert {c.latency_source for c in named.values()} == {"toy:plumbing tflite"}
 
 
 def test_the_kind_serves_only_the_runtimes_the_registry_names(toy, onnx_file: Path, profiles) -> None:
     spec = registry.RUNTIMES["ncnn"]
     registry.RUNTIMES["ncnn"] = dataclasses.replace(spec, predictors=tuple(p for p in spec.predictors if p != "toy"))
-    cells = Predictor("auto", runtime="ncnn", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto", runtime="ncnn").cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") for c in cells.values())
     with pytest.raises(InputError, match="does not serve ncnn"):
-        Predictor("toy", runtime="ncnn")
+        kinds_only("toy", runtime="ncnn")
 
 
 def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
@@ -173,11 +188,26 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
 
     model = zoo.write("tiny_cnn", tmp_path)
     chosen = tuple(select_profiles(load_profiles(), ids=["nokia_c1"]))
-    outcome = run_benchmark(RunConfig(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
+    outcome = run_benchmark(RunConfig.of(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
                                       backend="process", predictor="toy", timeout_s=600))
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
+    assert row.latency_kind == "toy" and row.latency_runtime == "tflite" and row.latency_held_out_pct == 1.0
     assert outcome.manifest.extra["predictor"]["toy"] == {"cells": 1}
+    # the reports render the kind from its own words: mark and held-out figure, sentence, reference
+    from rich.console import Console
+
+    from lodevem.reporter import results_table, write_all
+
+    console = Console(record=True, width=160)
+    console.print(results_table(outcome.rows, chosen))
+    shown = console.export_text()
+    assert f"{row.latency_ms:.1f}\u00b6 (" in shown and "\u00b6 toy kind (plumbing test): \u00b11.0% (Cortex-A7, fp32)" in shown
+    write_all(outcome.rows, chosen, outcome.manifest, tmp_path / "out", plots=False)
+    methods = (tmp_path / "out" / "methodology.md").read_text()
+    assert "the toy kind counted kernels [toykind]" in methods and "not a latency" in methods
+    assert "@misc{toykind," in (tmp_path / "out" / "references.bib").read_text()
+    assert r"\textsuperscript{\P}" in (tmp_path / "out" / "benchmark_results.tex").read_text()
 
 
 def test_the_pick_rule_is_one_pure_function() -> None:
@@ -191,23 +221,22 @@ def test_the_pick_rule_is_one_pure_function() -> None:
     assert pick(["a", "b"], {**fig, "b": HeldOutError(20.0, 8, "x")}) == "a"  # a tie keeps the order
 
 
-def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles) -> None:
+def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles, tmp_path: Path) -> None:
     """armsim is in the registry like the others, opt-in (``Availability.OPTIONAL``); under the
     process backend (no images) a named ``--predictor armsim`` is an error naming why, and the
     default never considers it (not a word in the cells)."""
     from lodevem.errors import LodevemError
-    from lodevem.latency.kinds import SandboxAccess
-    from lodevem.sandbox import open_backend
-    from lodevem.sandbox.client import WorkerClient
+    from lodevem.sandbox.session import Session
+    from lodevem.store import ArtifactStore
 
     assert "armsim" in pool.KINDS and all("armsim" in registry.RUNTIMES[r].predictors for r in ("tflite", "ncnn"))
     assert pool.KINDS["armsim"].availability is Availability.OPTIONAL
-    client = WorkerClient(open_backend("process")[0])
-    sandbox = SandboxAccess(lambda: client, lambda name: None)
+    session = Session(ArtifactStore(tmp_path), "process")
+    session.connect()
     with pytest.raises(LodevemError, match="--predictor armsim: armsim runs only under the Docker backend, not process"):
-        Predictor("armsim", sandbox=sandbox, cache_dir=None).require(profiles)
-    auto = Predictor("auto", sandbox=sandbox, cache_dir=None)
-    cells = auto.predict(onnx_file, profiles)
+        kinds_only("armsim", session=session).require(profiles)
+    auto = kinds_only("auto", session=session)
+    cells = auto.cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "armsim" not in (c.note or "") for c in cells.values())
     assert "auto_choices" not in auto.describe()
 
@@ -218,9 +247,9 @@ def test_a_named_kinds_fallbacks_are_one_warning_line(toy, onnx_file: Path, monk
     monkeypatch.setattr(ToyKind, "unavailable", lambda self, profile, runtime: (
         f"toy has no build for {profile.fastest_cluster.core}" if profile.fastest_cluster.core == "Cortex-A7" else None))
     chosen = [p for p in load_profiles() if p.id in ("nokia_c1", "jiophone2", "itel_p37", "nokia_2720_flip")]
-    named = Predictor("toy", cache_dir=None)
+    named = kinds_only("toy")
     for level in (None, "fp16"):
-        cells = named.predict(onnx_file, chosen, level=level)
+        cells = named.cells(onnx_file, chosen, level=level)
     assert {pid: c.latency_source.split(":")[0] for pid, c in cells.items()} == {
         "nokia_c1": "estimator", "jiophone2": "estimator", "nokia_2720_flip": "estimator", "itel_p37": "toy"}
     lines = [w for w in named.warnings if "fell back" in w]

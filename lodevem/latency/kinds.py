@@ -31,6 +31,8 @@ from ..worker.precision import REDUCED_ARITHMETIC, cell_arithmetic, level_arithm
 from .arithmetic import declared, file_level
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
+from .paper import KindPaper, KindUse
+from .papers import estimator_paper
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
 from .selection import Availability, HeldOutError, HeldOutRow
 
@@ -91,9 +93,14 @@ class PredictorKind(Protocol):
     """What a predictor kind provides (see the module docstring)."""
 
     name: str  # the --predictor value
-    title: str  # how the auto fallback note names it ("offline estimator")
+    title: str  # how the auto fallback note and the legends name it ("offline estimator")
     # EVERY_INSTALL: the default may use it (its data ship in the package); OPTIONAL: opt-in only
     availability: Availability
+    mark: str  # the footnote mark its numbers carry in every table ("*"; latency.paper)
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references for one run (``latency.paper``)."""
 
     def check_runtime(self, runtime: str) -> None:
         """``--predictor NAME`` for a runtime it does not serve: ``InputError`` saying what to use."""
@@ -215,6 +222,12 @@ class EstimatorKind:
     name = "estimator"
     title = "offline estimator"
     availability = Availability.EVERY_INSTALL  # its parameters ship in the package
+    mark = "*"
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references (``latency.paper``)."""
+        return estimator_paper(use)
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup, self.estimator = setup, setup.estimator

@@ -36,6 +36,8 @@ from ..errors import InputError, LodevemError
 from .estimator import work_vector
 from .kernels import Kernel
 from .kinds import KindSetup, PredictionJob, breakdown, estimate_graph, plan_arithmetic, rules_digest
+from .paper import KindPaper, KindUse
+from .papers import nnmeter_paper
 from .records import LatencyPrediction, format_clock, join_notes, uncertainty_band
 from .selection import Availability, HeldOutError, HeldOutRow
 
@@ -254,8 +256,9 @@ def _safe_extract(archive: zipfile.ZipFile, dest: Path) -> None:
     archive.extractall(dest)
 
 
-def fetch_predictors(name: str, data_dir: Path | str, timeout_s: float = 600.0) -> Path:
-    """Download nn-Meter's published predictor ``name`` into ``<data_dir>/predictor/<name>``.
+def fetch_predictors(name: str, data_dir: Optional[Path | str], timeout_s: float = 600.0) -> Path:
+    """Download nn-Meter's published predictor ``name`` into ``<data_dir>/predictor/<name>``
+    (``data_dir`` None: ``default_data_dir``).
 
     The URL is the one nn-Meter's own config lists. ``timeout_s`` bounds connecting, each read and
     the whole transfer. Offline, the error is one line telling how to install the zip by hand.
@@ -266,7 +269,7 @@ def fetch_predictors(name: str, data_dir: Path | str, timeout_s: float = 600.0) 
     url = str(_config(name).get("download") or "")
     if not url:
         raise InputError(f"nn-Meter predictor '{name}' has no download URL in nn-Meter's config")
-    target = predictor_dir(Path(data_dir), name)
+    target = predictor_dir(default_data_dir(data_dir), name)
     target.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}.") as tmp:
@@ -319,6 +322,12 @@ class NnMeterKind:
     # its predictor data are downloaded (lodevem fetch-predictors), not shipped, and it states no
     # held-out error on these phones: opt-in (--predictor nn-meter), never the default
     availability = Availability.OPTIONAL
+    mark = "\u2020"
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references (``latency.paper``)."""
+        return nnmeter_paper(use)
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup, self.estimator, self.cache = setup, setup.estimator, setup.nnmeter

@@ -24,10 +24,12 @@ from ...errors import LodevemError
 from ...profiles import Profile
 from ..cache import digest
 from ..kinds import KindSetup, PredictionJob, Warn
+from ..paper import KindPaper, KindUse
 from ..records import LatencyPrediction
 from ..selection import Availability, HeldOutError, HeldOutRow
 from . import predictor as armsim_predictor
 from .isa import covered
+from .paper import armsim_paper, cost_model_facts
 from .profiler import ArmsimProfiler, describe, pinned_versions, sources_digest
 
 __all__ = ["ArmsimKind"]
@@ -41,6 +43,14 @@ class ArmsimKind:
     # needs the optional lodevem-armsim image and minutes of emulation per model and level:
     # opt-in (--predictor armsim), never the default
     availability = Availability.OPTIONAL
+    mark = "\u2021"
+    # why ``lodevem predict`` refuses it: it emulates the runtime's converted file, which a run makes
+    start_only = "only `lodevem start` profiles on emulated cores (it converts the file and runs the armsim image)"
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references (``latency.paper``)."""
+        return armsim_paper(use)
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup = setup
@@ -173,5 +183,6 @@ class ArmsimKind:
             return self._profiler
 
     def describe(self) -> dict[str, Any]:
-        """The manifest's ``armsim`` entry: profiles made and read from the cache, and their cost."""
-        return {"armsim": describe(self._profiler)} if self._profiler is not None else {}
+        """The manifest's ``armsim`` entry: the cost model (its cells may all come from the cache),
+        and the profiles made and read from the cache this run, with their cost."""
+        return {"armsim": {**cost_model_facts(), **describe(self._profiler)}}
