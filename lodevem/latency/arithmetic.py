@@ -9,21 +9,11 @@ to LiteRT (issue 35). Two steps, each one function:
    file as given. A file whose overall precision is a level's (fp16, int8-dynamic, int8-static) is
    read with that level's rule, so a user's file and the derived level of the same precision
    get the same figure by construction.
-2. **Executed** (``executed``): what the runtime computes a declared kernel in on the core:
-
-   * **tflite** (LiteRT with XNNPACK, default options): an fp16-weights file is dequantized to fp32
-     when loaded and runs in fp32 (XNNPACK's reduced-precision fp16 inference needs the delegate's
-     FORCE_FP16 flag, which LiteRT does not set by default: TensorFlow Blog, "Half-precision
-     Inference Doubles On-Device Inference Performance", 2023-07); full-integer int8 runs XNNPACK's
-     QS8 kernels; dynamic-range int8 runs its QD8 kernels for Conv2D and Fully Connected only
-     (TensorFlow Blog, "Faster Dynamically Quantized Inference with XNNPack", 2024-04-09: "XNNPack's
-     Fully Connected and Convolution 2D operators now support dynamic range quantization"), the
-     other kernels (depthwise included) stay fp32.
-   * **ncnn**: ``Option`` enables fp16 storage and arithmetic by default and uses them where the
-     CPU has ARMv8.2 FP16 arithmetic (asimdhp), so an fp32 or fp16 model runs fp16 arithmetic on a
-     Cortex-A55/A75/A76 and fp32 elsewhere (ncnn's ``option.cpp``; the dev data's ncnn rows on those
-     cores are fp16 for that reason, data README); ncnn's int8 is full-integer (lodevem's ncnn int8
-     conversion), so both int8 levels run its int8 kernels.
+2. **Executed** (``executed``): what the runtime computes a declared kernel in on the core, as
+   its adapter says (``lodevem.runtimes``: ``Runtime.executes`` and ``Runtime.dynamic_int8``, with
+   their sources): LiteRT runs an fp16-weights file in fp32 and dynamic-range int8 as XNNPACK's QD8
+   Conv2D / FC kernels; ncnn runs fp32 and fp16 models in fp16 on ARMv8.2 cores and its int8 is
+   full-integer.
 
 The executed vocabulary is ``EXECUTED``; ``int8-dynamic`` is priced like int8 compute with fp32
 tensors (activations stay float between operators).
@@ -33,23 +23,14 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from ..worker.precision import (
-    EXECUTED_ARITHMETIC,
-    FLOAT_ARITHMETIC,
-    INT8_ARITHMETIC,
-    LEVEL_ARITHMETIC,
-    LEVEL_FILE_PRECISION,
-)
+from ..runtimes import adapter
+from ..worker.precision import EXECUTED_ARITHMETIC, INT8_ARITHMETIC, LEVEL_ARITHMETIC, LEVEL_FILE_PRECISION
 from .armsim.isa import isa_for_core
 
 __all__ = ["EXECUTED", "band_arithmetic", "cell_arithmetic_executed", "declared", "executed", "file_level",
            "has_dot_product", "has_fp16_arithmetic", "int8_group"]
 
 EXECUTED: tuple[str, ...] = EXECUTED_ARITHMETIC
-# Kernel categories XNNPACK runs with dynamic-range (QD8) kernels: Conv2D (dense and 1x1) and FC.
-XNNPACK_DYNAMIC_CATEGORIES: tuple[str, ...] = ("dense_conv", "pointwise_conv", "fc")
-# The torch-side dynamic level (torch.ao dynamic quantization) makes only Linear layers int8.
-TORCH_DYNAMIC_CATEGORIES: tuple[str, ...] = ("fc",)
 INT8_GROUP_SOURCE = ("Arm Cortex-A55/A75/A76 TRMs: ARMv8.2-A with the dot-product (SDOT/UDOT) and half-precision "
                      "(FP16) instructions; Cortex-A53/A72/A73: ARMv8.0-A; Cortex-A7: ARMv7-A NEON")
 
@@ -85,27 +66,20 @@ def file_level(file_precision: Optional[str]) -> Optional[str]:
 
 def declared(level: Optional[str], category: str, own: str, runtime: str) -> str:
     """What one kernel holds under ``level`` for ``runtime`` (``level`` None: the file as given,
-    ``own`` its kernel's precision): fp32, fp16, int8 (full integer) or int8-dynamic."""
+    ``own`` its kernel's precision): fp32, fp16, int8 (full integer) or int8-dynamic; the
+    dynamic-range level is the runtime adapter's (``Runtime.dynamic_int8``)."""
     if level is None:
         return own
     if level == "int8":
-        if runtime == "tflite":
-            return "int8-dynamic" if category in XNNPACK_DYNAMIC_CATEGORIES else "fp32"
-        if runtime == "ncnn":
-            return "int8"
-        return "int8" if category in TORCH_DYNAMIC_CATEGORIES else "fp32"
+        categories, arithmetic = adapter(runtime).dynamic_int8
+        return arithmetic if categories is None or category in categories else "fp32"
     return LEVEL_ARITHMETIC[level]
 
 
 def executed(runtime: str, core: str, kernel: str) -> str:
-    """What ``runtime`` computes a kernel that holds ``kernel`` arithmetic in, on ``core``."""
-    if runtime == "tflite":
-        return "fp32" if kernel == "fp16" else kernel
-    if runtime == "ncnn":
-        if kernel in FLOAT_ARITHMETIC:
-            return "fp16" if has_fp16_arithmetic(core) else "fp32"
-        return "int8"
-    return kernel
+    """What ``runtime`` computes a kernel that holds ``kernel`` arithmetic in, on ``core`` (its
+    adapter says: ``Runtime.executes``)."""
+    return adapter(runtime).executes(kernel, has_fp16_arithmetic(core))
 
 
 def band_arithmetic(executed_kernels: Iterable[str]) -> str:

@@ -366,14 +366,14 @@ class Estimator:
         rt = self.runtime(runtime)
         done = self.executed(self.core(core).core, runtime, precision)
         if precision == "fp16" and done == "fp32":
-            if rt.name == "tflite":
-                return "LiteRT dequantizes fp16 weights to fp32 when it loads the file: fp32 speed"
+            if executed(rt.name, "Cortex-A55", "fp16") == "fp32":  # even where fp16 arithmetic exists
+                return f"{rt.name} dequantizes fp16 weights to fp32 when it loads the file: fp32 speed"
             return f"{core} has no fp16 arithmetic (pre-ARMv8.2): fp32 speed"
         if done in INT8_ARITHMETIC and rt.int8.source.startswith("bounded prior"):
             return f"{rt.name} int8 speed: {rt.int8.source}"  # where rows are few or none, the prior decides
-        if precision == "int8-dynamic" and done == "int8-dynamic":
-            return ("dynamic-range int8: XNNPACK's QD8 kernels for Conv2D and Fully Connected (int8 compute, "
-                    "float activations), depthwise and other kernels fp32")
+        if done == "int8-dynamic":
+            return (f"dynamic-range int8 under {rt.name}: int8 compute with float tensors for the kernels its "
+                    "dynamic kernels cover (XNNPACK: Conv2D, Fully Connected), the others fp32")
         return None
 
     # -- held-out error ---------------------------------------------------------------------------
