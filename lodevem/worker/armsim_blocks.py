@@ -23,19 +23,37 @@ import hashlib
 import json
 import os
 import re
+import struct
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
-__all__ = ["BLOCK_FORMAT", "MCA_MODELS", "BlockCoster", "BlockProfile", "ExecutedBlock", "LlvmUnavailable",
-           "parse_blocks", "price_summary"]
+from .armsim_inorder import INORDER_MODELS, INORDER_REVISION, InsnInfo, align, parse_instruction_tables, simulate
+
+__all__ = ["BLOCK_FORMAT", "CORE_MODELS", "MCA_MODELS", "BlockCoster", "BlockProfile", "ExecutedBlock", "InOrderCoster",
+           "LlvmUnavailable", "model_coster", "parse_blocks", "price_summary"]
 
 BLOCK_FORMAT = "lodevem-blocks-1"
-# The llvm-mca CPU models every block is priced under (LLVM 19): the in-order cortex-a53 / cortex-a55
-# models, cortex-a72 (an A57-type 3-wide model) and neoverse-n1 (the A76's sibling). The cost model
-# picks one per core family on held-out folds (scripts/fit_armsim_blocks.py), so all are priced.
-MCA_MODELS: tuple[str, ...] = ("cortex-a53", "cortex-a55", "cortex-a72", "neoverse-n1")
+# The model that prices each core's blocks, chosen by what the core is (never by fold error):
+# in-order cores by lodevem's in-order model on LLVM 19's figures for that very core
+# (armsim_inorder: cortex-a53 / cortex-a55 scheduling models + cited overrides); out-of-order cores
+# by llvm-mca's out-of-order model of the core, where LLVM 19 has one of its own or of a documented
+# derivative. LLVM 19 prices -mcpu=cortex-a72, cortex-a73 and cortex-a75 with one model (its
+# Cortex-A57 model: identical cycles for all three), and -mcpu=cortex-a76 with it too; the Neoverse
+# N1, which Arm built on the Cortex-A76 microarchitecture, has a model of its own (neoverse-n1).
+CORE_MODELS: dict[str, tuple[str, str, str]] = {
+    "Cortex-A53": ("in-order", "inorder-a53", "LLVM 19 cortex-a53 figures + overrides, in-order dual issue"),
+    "Cortex-A55": ("in-order", "inorder-a55", "LLVM 19 cortex-a55 figures + overrides, in-order dual issue"),
+    "Cortex-A72": ("out-of-order", "cortex-a72", "llvm-mca -mcpu=cortex-a72 (LLVM's Cortex-A57 model)"),
+    "Cortex-A73": ("out-of-order", "cortex-a72", "llvm-mca -mcpu=cortex-a73 is LLVM's Cortex-A57 model, "
+                   "the same cycles as -mcpu=cortex-a72"),
+    "Cortex-A75": ("out-of-order", "cortex-a72", "llvm-mca -mcpu=cortex-a75 is LLVM's Cortex-A57 model, "
+                   "the same cycles as -mcpu=cortex-a72"),
+    "Cortex-A76": ("out-of-order", "neoverse-n1", "llvm-mca -mcpu=neoverse-n1: Arm's Neoverse N1 is built on "
+                   "the Cortex-A76 microarchitecture (LLVM 19's -mcpu=cortex-a76 uses the Cortex-A57 model)"),
+}
+MCA_MODELS: tuple[str, ...] = tuple(dict.fromkeys(m for _, m, _ in CORE_MODELS.values()))
 ITERATIONS = 100
 LLVM_MC, LLVM_MCA = "llvm-mc-19", "llvm-mca-19"
 MATTR = "+neon,+fullfp16,+dotprod"  # every ARMv8.2 feature the guests' runtimes use (ARMv8.0 code is a subset)
@@ -47,6 +65,7 @@ _MAX_BLOCKS = 400_000
 _MAX_BLOCK_BYTES = 16_384
 _MAX_LINE = 2 * _MAX_BLOCK_BYTES + 4096
 _BATCH = 2_000  # blocks per llvm-mca call (one code region each)
+_TABLE_BATCH = 20_000  # distinct instructions per llvm-mca -instruction-tables call
 
 
 class LlvmUnavailable(RuntimeError):
@@ -103,6 +122,17 @@ class BlockProfile:
         """Instructions executed in blocks the pipeline model could not price."""
         return sum(b.instructions * b.executions for b in self.blocks if per_block.get(b.code) is None)
 
+    def ins_from_gpr(self) -> int:
+        """Executed INS (vector element from a general register): the A53/A55-tuned kernels'
+        idiom (``ldr d`` + ``ldr x`` + ``ins v.d[1], x``, dual-issued with FMLA: ncnn's
+        docs/developer-guide/arm-a53-a55-dual-issue.md), so a profile shows whether the runtime
+        took its in-order-tuned path even where its kernels have no symbols (ncnn's wheels)."""
+        total = 0
+        for b in self.blocks:
+            words = struct.unpack(f"<{len(b.code) // 4}I", b.code)
+            total += b.executions * sum((w & 0xFFE0FC00) == 0x4E001C00 for w in words)
+        return total
+
     def distinct_codes(self) -> list[bytes]:
         return sorted({b.code for b in self.blocks})
 
@@ -158,8 +188,13 @@ class BlockCoster:
         self._cache: dict[str, Optional[float]] = {}
         if cache is not None and cache.is_file():
             data = json.loads(cache.read_text())
-            if data.get("mcpu") == mcpu and data.get("llvm") == self.llvm_version:
+            if data.get("mcpu") == self.identity and data.get("llvm") == self.llvm_version:
                 self._cache = {str(k): (None if v is None else float(v)) for k, v in data["cycles"].items()}
+
+    @property
+    def identity(self) -> str:
+        """What a cached price belongs to besides the LLVM version: the model (and its revision)."""
+        return self.mcpu
 
     def _save(self, path: Path) -> None:
         """Write the cache atomically (a temporary file renamed over it), so parallel profiling
@@ -171,11 +206,11 @@ class BlockCoster:
                 data = json.loads(path.read_text())
             except ValueError:
                 data = {}
-            if data.get("mcpu") == self.mcpu and data.get("llvm") == self.llvm_version:
+            if data.get("mcpu") == self.identity and data.get("llvm") == self.llvm_version:
                 for k, v in data.get("cycles", {}).items():
                     self._cache.setdefault(str(k), None if v is None else float(v))
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"mcpu": self.mcpu, "llvm": self.llvm_version, "iterations": ITERATIONS,
+        tmp.write_text(json.dumps({"mcpu": self.identity, "llvm": self.llvm_version, "iterations": ITERATIONS,
                                    "cycles": self._cache}))
         os.replace(tmp, path)
 
@@ -240,6 +275,36 @@ class BlockCoster:
         return {c: self._cache[key[c]] for c in codes}
 
 
+class InOrderCoster(BlockCoster):
+    """Cycles per execution of A64 blocks under one of lodevem's in-order models
+    (``armsim_inorder``: LLVM 19's per-instruction figures of the core's own model, the cited
+    overrides, in-order dual issue), cached by block bytes and the model's revision."""
+
+    @property
+    def identity(self) -> str:
+        return f"{self.mcpu} {INORDER_REVISION}"
+
+    def _price(self, codes: Sequence[bytes]) -> list[Optional[float]]:
+        model = INORDER_MODELS[self.mcpu]
+        asm = self.disassemble(codes)
+        table: dict[str, InsnInfo] = {}
+        distinct = sorted({line for lines in asm for line in lines})
+        for i in range(0, len(distinct), _TABLE_BATCH):
+            chunk = distinct[i:i + _TABLE_BATCH]
+            out = self._run([self.llvm_mca, "-mtriple=aarch64", f"-mcpu={model.mcpu}", f"-mattr={MATTR}",
+                             "-instruction-tables", "-skip-unsupported-instructions=any"], "\n".join(chunk) + "\n")
+            for line, info in zip(chunk, align(chunk, parse_instruction_tables(out))):
+                if info is not None:
+                    table[line] = info
+        return [simulate(lines, [table.get(line) for line in lines], model) for lines in asm]
+
+
+def model_coster(name: str, cache: Optional[Path] = None) -> BlockCoster:
+    """The coster of a block-pricing model name: lodevem's in-order models by name
+    (``INORDER_MODELS``), any other name an ``llvm-mca -mcpu``."""
+    return (InOrderCoster if name in INORDER_MODELS else BlockCoster)(name, cache)
+
+
 def price_summary(profile: BlockProfile, cache_dir: Optional[Path] = None,
                   models: Sequence[str] = MCA_MODELS) -> dict[str, object]:
     """What a profile record keeps of its blocks: counts of blocks and instructions and, per model,
@@ -247,9 +312,10 @@ def price_summary(profile: BlockProfile, cache_dir: Optional[Path] = None,
     no model could price. Raises LlvmUnavailable when the tools are missing or fail."""
     busiest = profile.busiest_vcpu()
     out: dict[str, object] = {"format": BLOCK_FORMAT, "distinct": len(profile.distinct_codes()),
-                              "instructions": profile.instructions(), "busiest_vcpu": busiest, "cycles": {}}
+                              "instructions": profile.instructions(), "busiest_vcpu": busiest,
+                              "ins_gpr": profile.ins_from_gpr(), "cycles": {}}
     for mcpu in models:
-        coster = BlockCoster(mcpu, None if cache_dir is None else cache_dir / f"mca-cache-{mcpu}.json")
+        coster = model_coster(mcpu, None if cache_dir is None else cache_dir / f"mca-cache-{mcpu}.json")
         per = coster.cycles(profile.distinct_codes())
         out["llvm"] = coster.llvm_version
         out["cycles"][mcpu] = {"all": round(profile.cycles(per), 1),  # type: ignore[index]
