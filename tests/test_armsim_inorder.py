@@ -28,7 +28,7 @@ FMLA_Q = InsnInfo(1, 10, (("A53UnitFPMDS", 1.0),))  # LLVM 19 cortex-a53's figur
 
 def test_operands_know_what_an_instruction_reads_and_writes() -> None:
     o = operands("fmla\tv20.4s, v16.4s, v0.s[0]")  # accumulates: reads its destination
-    assert o.defs == ("v20",) and set(o.uses) == {"v16", "v0", "v20"} and o.acc == "v20"
+    assert o.defs == ("v20",) and set(o.uses) == {"v16", "v0", "v20"} and o.acc == ("v20",)
     o = operands("ldr\td3, [x3], #8")  # post-index: the base is written back
     assert o.defs == ("v3",) and o.uses == ("r3",) and o.base_defs == ("r3",)
     o = operands("stp\tq0, q1, [x0, #32]")
@@ -162,3 +162,25 @@ def test_executed_addresses_map_to_the_functions_of_a_real_shared_object() -> No
     assert shares[0].symbol == "qsort" and shares[0].library.startswith("libc") and shares[0].instructions == 100
     assert shares[1].symbol == "?" and shares[1].share == pytest.approx(5 / 105)
     assert SymbolTable("/nonexistent").function(0) is None
+
+
+def test_the_a7_is_priced_by_arms_own_pipeline_description() -> None:
+    """armv7 code (A32/T32 text) on the Cortex-A7: GCC's cortex-a7.md classes, in-order dual issue."""
+    from lodevem.worker.armsim_arm32 import A7_MODEL, a7_info, operands32
+
+    o = operands32("vmla.f32\tq8, q9, d0[0]")  # q registers as their d halves; accumulates
+    assert o.defs == ("d16", "d17") and set(o.uses) == {"d18", "d19", "d0", "d16", "d17"} and o.acc == ("d16", "d17")
+    assert operands32("vld1.32\t{d16, d17}, [r0]!").base_defs == ("r0",)
+    assert operands32("ldm\tr0!, {r1, r2, r3}").defs == ("r1", "r2", "r3")
+    assert operands32("moveq\tr0, #1").uses == ("nzcv",) and "nzcv" in operands32("subs\tr4, r4, #1").defs
+    assert operands32("push\t{r4, lr}").uses == ("r4", "r14", "r13")
+    assert a7_info("vmla.f32\tq8, q9, d0[0]").latency == 8 and a7_info("vadd.f32\tq0, q1, q2").latency == 4
+    assert a7_info("add\tr0, r0, #1").units == (("a7slot", 1.0),)  # immediate ALU forms dual-issue
+    # two independent immediate adds a cycle; NEON never dual-issues: a q-form add holds both slots 2 cycles
+    adds = ["add\tr0, r0, #1", "add\tr1, r1, #1"]
+    assert simulate(adds, [a7_info(t) for t in adds], A7_MODEL) == pytest.approx(1.0)
+    vadds = ["vadd.f32\tq0, q1, q2", "vadd.f32\tq3, q1, q2"]
+    assert simulate(vadds, [a7_info(t) for t in vadds], A7_MODEL) == pytest.approx(4.0)
+    # a multiply-accumulate chain through one accumulator: forwarded in 4 cycles, not its latency 8
+    chain = ["vmla.f32\tq8, q9, q10"] * 2
+    assert simulate(chain, [a7_info(t) for t in chain], A7_MODEL) == pytest.approx(8.0)

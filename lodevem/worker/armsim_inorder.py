@@ -76,7 +76,7 @@ class InOrderModel:
     width: int
     source: str
     overrides: tuple[Override, ...] = field(default_factory=tuple)
-    version: str = "1"
+    isa: str = "a64"  # a64, or a32 (A32/T32 text: armsim_arm32's operands)
 
     def info(self, text: str, base: InsnInfo) -> tuple[InsnInfo, Optional[int]]:
         """LLVM's figures for ``text`` with every matching override applied, and the
@@ -250,7 +250,7 @@ class Operands:
     defs: tuple[str, ...]
     uses: tuple[str, ...]
     base_defs: tuple[str, ...]  # written by address writeback (ready the next cycle)
-    acc: Optional[str]  # the destination a multiply-accumulate also reads
+    acc: tuple[str, ...]  # the destination registers a multiply-accumulate also reads
 
 
 def operands(text: str) -> Operands:
@@ -286,11 +286,11 @@ def operands(text: str) -> Operands:
     elif ops:
         defs += regs[0]
         uses += [r for op in regs[1:] for r in op]
-    acc = None
+    acc: tuple[str, ...] = ()
     lane_insert = mnemonic in ("mov", "ins") and bool(ops) and re.search(r"^v\d+\.[bhsd]\[\d+\]$", ops[0] or "")
     if defs and (_READS_DEST.match(mnemonic) or lane_insert):
         uses.append(defs[0])
-        acc = defs[0]
+        acc = (defs[0],)
     if mnemonic in ("bl", "blr"):
         defs.append("r30")
     if mnemonic == "ret":
@@ -312,7 +312,7 @@ class _Step:
 
 
 def _kind(text: str) -> str:
-    if re.match(_FMAC, text):
+    if re.match(_FMAC, text) or re.match(r"^v(ml[as]|fm[as])\.f", text):
         return "fmac"
     if re.match(_IMAC, text):
         return "imac"
@@ -320,17 +320,20 @@ def _kind(text: str) -> str:
 
 
 def _steps(lines: Sequence[str], infos: Sequence[InsnInfo], model: InOrderModel) -> list[_Step]:
+    parse = operands
+    if model.isa != "a64":
+        from .armsim_arm32 import operands32 as parse
     out = []
     for text, base in zip(lines, infos):
         info, acc = model.info(text, base)
-        out.append(_Step(operands(text), info, acc, _kind(text)))
+        out.append(_Step(parse(text), info, acc, _kind(" ".join(text.split()))))
     return out
 
 
 _UNKNOWN = InsnInfo(1, 1, ())
 # Units per pipeline group: LLVM's groups of two (integer ALUs; the A55's FP ALUs and MACs), one
 # otherwise; "neon" is the overrides' pseudo unit (one 128-bit ASIMD issue a cycle).
-_PAIRED = {"A53UnitALU", "CortexA55UnitALU", "CortexA55UnitFPALU", "CortexA55UnitFPMAC"}
+_PAIRED = {"A53UnitALU", "CortexA55UnitALU", "CortexA55UnitFPALU", "CortexA55UnitFPMAC", "a7slot"}
 
 
 def _needs(units: Sequence[tuple[str, float]], free: dict[str, list[int]]) -> list[tuple[list[int], bool, int]]:
@@ -362,7 +365,7 @@ def simulate(lines: Sequence[str], infos: Sequence[Optional[InsnInfo]], model: I
             t = cycle
             for r in s.ops.uses:
                 at = ready.get(r, 0)
-                if s.acc_latency is not None and r == s.ops.acc and r in acc_ready and acc_ready[r][1] == s.kind:
+                if s.acc_latency is not None and r in s.ops.acc and r in acc_ready and acc_ready[r][1] == s.kind:
                     at = min(at, acc_ready[r][0])
                 if at > t:
                     t = at
@@ -387,8 +390,9 @@ def simulate(lines: Sequence[str], infos: Sequence[Optional[InsnInfo]], model: I
             for r in s.ops.defs:
                 ready[r] = t + max(s.info.latency, 1) if r != "nzcv" else t + 1
                 acc_ready.pop(r, None)
-            if s.acc_latency is not None and s.ops.acc:
-                acc_ready[s.ops.acc] = (t + s.acc_latency, s.kind)
+            if s.acc_latency is not None:
+                for r in s.ops.acc:
+                    acc_ready[r] = (t + s.acc_latency, s.kind)
             for r in s.ops.base_defs:
                 ready[r] = t + 1
         marks.append(cycle + (1 if slots else 0))

@@ -110,8 +110,8 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
         plugin_digest = fh.read(64).strip()
     work = tempfile.mkdtemp(prefix="armsim-", dir="/tmp")
     counts_path, report_path = os.path.join(work, "counts.txt"), os.path.join(work, "report.json")
-    # A64 guests: the block profile too (armsim_blocks: each executed block priced by llvm-mca)
-    blocks_path = os.path.join(work, "blocks.txt") if isa != "armv7" else None
+    # the block profile too (armsim_blocks: each executed block priced by the core's pipeline model)
+    blocks_path = os.path.join(work, "blocks.txt")
     spec = {"runtime": req.runtime, "model": model, "threads": req.threads, "precision": req.precision,
             "input_shape": req.input_shape or [], "warmup": req.warmup, "inferences": req.runs,
             "report": report_path}
