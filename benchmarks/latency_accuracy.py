@@ -217,7 +217,7 @@ def armsim_score_file(path: Path, dev: list[fe.Row], profiles: list[fa.DevProfil
               + ", ".join(sorted({f"{r.model} ({r.runtime}, {r.core})" for r in missing})))
     import fit_armsim_blocks as fab
 
-    return fa.fit_and_score(dev, loaded.rows, profiles, fab.choose_models(dev, profiles)[0])
+    return fa.fit_and_score(dev, loaded.rows, profiles, fab.core_models())
 
 
 def estimator_stored_summary() -> Optional[dict]:

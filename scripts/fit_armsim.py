@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -100,11 +102,22 @@ RUNTIME_DATES_SOURCE = "ncnn versions are their release dates (1.0.YYYYMMDD); ai
 
 def board_date(device: str) -> Optional[str]:
     """When a dev board's rows were published: the one ``BOARD_DATES`` key the device name starts
-    with; None for a board of another file (taken as recent)."""
+    with, else the dev CSV's own ``published`` column for the device (a date or a year); None
+    when neither says (taken as recent)."""
     found = [date for key, (date, _) in BOARD_DATES.items() if device.startswith(key)]
     if len(found) > 1:
         raise ValueError(f"{device!r}: dated by {len(found)} BOARD_DATES keys")
-    return found[0] if found else None
+    return found[0] if found else published_dates().get(device)
+
+
+@functools.lru_cache(maxsize=1)
+def published_dates(path: Path = fe.DEFAULT_DATA) -> dict[str, str]:
+    """device -> the ``published`` column of the dev CSV, where it is a date or a year."""
+    import csv
+
+    with open(path, newline="") as fh:
+        return {r["device"]: r["published"] for r in csv.DictReader(fh)
+                if re.fullmatch(r"\d{4}(-\d{2}-\d{2})?", (r.get("published") or "").strip())}
 
 
 def runtime_date(version: str) -> str:
@@ -436,7 +449,7 @@ def lodo(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], blocks: bool = 
     has block cycles, class CPIs elsewhere; ``blocks`` False: class CPIs only)."""
     import fit_armsim_blocks as fab
 
-    models = fab.choose_models(rows, profiles)[0] if blocks else None
+    models = fab.core_models() if blocks else None
     out: list[fe.Scored] = []
     for group in sorted({r.fold for r in rows}):
         out += fit_and_score([r for r in rows if r.fold != group], [r for r in rows if r.fold == group],

@@ -9,8 +9,10 @@ runtime executed, priced by its bytes, times its count). The cost model:
 
     ms = cycles_m(profile) * k[core] * p[precision, isa] * t[runtime] * A(q[core], threads) / (clock_GHz * 1e6)
 
-* ``m``: the llvm-mca model of the core's pipeline family (in-order / out-of-order), chosen on
-  held-out SoC folds among ``MCA_MODELS`` (not on the fit);
+* ``m``: the block-pricing model of the core, chosen by what the core is, never by fold error
+  (``armsim_blocks.CORE_MODELS``): the in-order A53 and A55 by lodevem's in-order model on LLVM
+  19's figures for that very core (``armsim_inorder``), the out-of-order cores by llvm-mca's
+  out-of-order model of the core (or of its documented derivative: the A76's Neoverse N1);
 * ``k``: one constant per core, tied to its family's mean (``SHRINK_SIGMA``), so a core with few
   boards shrinks toward its group and a core with none takes the group's mean;
 * ``p``: one factor per (reduced precision, ISA group): int8 per ISA group and fp16 arithmetic
@@ -47,7 +49,7 @@ sys.path.insert(0, str(REPO))
 import fit_armsim as fa  # noqa: E402
 import fit_estimator as fe  # noqa: E402
 
-from lodevem.worker.armsim_blocks import MCA_MODELS  # noqa: E402  (the models every block is priced under)
+from lodevem.worker.armsim_blocks import CORE_MODELS  # noqa: E402  (the model that prices each core)
 
 SHRINK_SIGMA = 0.3
 REDUCED = ("int8", "fp16")  # precisions with a factor per ISA group (fp32 is the reference)
@@ -74,7 +76,7 @@ def matched(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]) -> list[t
 
 @dataclass
 class BlockFit:
-    models: dict[str, str]  # family -> mca model
+    models: dict[str, str]  # core -> block-pricing model
     k: dict[str, float]  # core -> cycles scale
     q: dict[str, float]
     p: dict[tuple[str, str], float]  # (precision, isa) -> factor: int8 per ISA group, fp16 arithmetic
@@ -85,8 +87,7 @@ class BlockFit:
     def predict(self, r: fe.Row, prof: fa.DevProfile) -> Optional[float]:
         if r.core not in self.k:
             return None
-        fam = fa.PIPELINE[r.core]
-        cyc = prof.block_cycles.get(self.models[fam])
+        cyc = prof.block_cycles.get(self.models.get(r.core, ""))
         if cyc is None:
             return None
         q = self.q.get(r.core, fa.Q_PRIOR)
@@ -98,7 +99,7 @@ class BlockFit:
 def fit(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> BlockFit:
     from scipy.optimize import least_squares
 
-    pairs = [(r, p) for r, p in pairs if models[fa.PIPELINE[r.core]] in p.block_cycles]
+    pairs = [(r, p) for r, p in pairs if models.get(r.core) in p.block_cycles]
     cores = sorted({r.core for r, _ in pairs})
     one = {(r.device, r.core, r.runtime) for r, _ in pairs if r.threads == 1}
     qcores = sorted({r.core for r, _ in pairs if r.threads > 1 and (r.device, r.core, r.runtime) in one})
@@ -107,7 +108,7 @@ def fit(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -
     nk, nq, np_, nt = len(cores), len(qcores), len(isas), len(rts)
     ci = {c: i for i, c in enumerate(cores)}
     y = np.log([r.avg_ms for r, _ in pairs])
-    base = np.log([p.block_cycles[models[fa.PIPELINE[r.core]]] / (r.clock_ghz * 1e6) for r, p in pairs])
+    base = np.log([p.block_cycles[models[r.core]] / (r.clock_ghz * 1e6) for r, p in pairs])
     kc = np.array([ci[r.core] for r, _ in pairs])
     thr = np.array([r.threads for r, _ in pairs], float)
     qof = [qcores.index(r.core) if r.core in qcores else -1 for r, _ in pairs]
@@ -166,29 +167,9 @@ def lodo(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) 
     return out
 
 
-def choose_models(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]
-                  ) -> tuple[Optional[dict[str, str]], dict[str, dict[str, float]]]:
-    """Per pipeline family, the llvm-mca model with the lowest SoC-fold MAPE on that family's rows
-    (the other family fixed at the first model: folds are scored per family); None when no
-    profile has block cycles."""
-    pairs = matched(rows, profiles)
-    if not pairs:
-        return None, {}
-    table: dict[str, dict[str, float]] = {}
-    chosen = {}
-    for fam in FAMILIES:
-        table[fam] = {}
-        for m in MCA_MODELS:
-            models = {f: (m if f == fam else MCA_MODELS[0]) for f in FAMILIES}
-            errs = [abs(s.error) for s in lodo(pairs, models) if fa.PIPELINE[s.row.core] == fam]
-            if errs:
-                table[fam][m] = round(100 * float(np.mean(errs)), 1)
-        if table[fam]:
-            chosen[fam] = min(table[fam], key=table[fam].get)
-    other = next(iter(chosen.values()))
-    for fam in FAMILIES:  # a family without rows takes the other's model (its cores are derived anyway)
-        chosen.setdefault(fam, other)
-    return chosen, table
+def core_models() -> dict[str, str]:
+    """The block-pricing model of every core (``armsim_blocks.CORE_MODELS``): by what the core is."""
+    return {core: model for core, (_, model, _) in CORE_MODELS.items()}
 
 
 def acceptance(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, str]) -> dict[str, Any]:
@@ -208,20 +189,36 @@ def acceptance(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, 
     return {cat: fe.summarize(v) for cat, v in errs.items()}
 
 
+def inorder_overrides() -> dict[str, dict[str, Any]]:
+    """Each in-order model's LLVM source, revision and override table with sources (kept in the params)."""
+    from lodevem.worker.armsim_inorder import INORDER_MODELS, INORDER_REVISION
+
+    return {name: {"llvm_mcpu": model.mcpu, "source": model.source, "revision": INORDER_REVISION,
+                   "overrides": [{"pattern": o.pattern, "latency": o.latency, "acc_latency": o.acc_latency,
+                                  "units": [list(u) for u in o.units] if o.units else None,
+                                  "extra_units": [list(u) for u in o.extra_units], "source": o.source}
+                                 for o in model.overrides]}
+            for name, model in INORDER_MODELS.items()}
+
+
 def block_params(rows: Sequence[fe.Row], profiles: Sequence[fa.DevProfile]) -> Optional[dict[str, Any]]:
     """The ``block_model`` section of armsim's params (None: no profile has block cycles)."""
-    models, table = choose_models(rows, profiles)
-    if models is None:
-        return None
     pairs = matched(rows, profiles)
+    if not pairs:
+        return None
+    models = core_models()
     result = fit(pairs, models)
     summary = fe.score_summary(lodo(pairs, models))
     return {
         "formula": ("ms = cycles_m(profile) * k[core] * {int8|fp16}[isa] * runtime[rt] * ((1 - q) + q / threads) / "
                     "(clock_GHz * 1e6); cycles_m = sum over executed blocks of count x llvm-mca cycles per "
                     "execution under model m of the core's pipeline family"),
-        "models": models, "model_choice": {"rule": "per pipeline family, the lowest SoC-fold MAPE on its rows",
-                                           "soc_fold_mape_pct": table},
+        "models": models,
+        "model_rule": ("by what the core is, never by fold error: in-order cores by lodevem's in-order model on LLVM 19's "
+                       "figures for that core with cited overrides, out-of-order cores by llvm-mca's out-of-order "
+                       "model of the core or of its documented derivative"),
+        "model_sources": {core: why for core, (_, _, why) in CORE_MODELS.items()},
+        "inorder_overrides": inorder_overrides(),
         "k": {c: round(v, 5) for c, v in sorted(result.k.items())},
         "q": {c: round(v, 4) for c, v in sorted(result.q.items())},
         "int8": {isa: round(v, 4) for (prec, isa), v in result.p.items() if prec == "int8"},
@@ -250,13 +247,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     pairs = matched(rows, profiles)
     print(f"{sum(bool(p.block_cycles) for p in profiles)} profiles with block cycles; {len(pairs)} of {len(rows)} "
           f"dev rows matched ({', '.join(sorted({r.core for r, _ in pairs}))})")
-    models, table = choose_models(rows, profiles)
-    if models is None:
+    if not pairs:
         print("no profile has block cycles (scripts/profile_armsim_dev.py --blocks)")
         return 1
-    for fam, t in table.items():
-        print(f"  {fam}: SoC-fold MAPE per llvm-mca model " + ", ".join(f"{m} {v:.1f}%" for m, v in t.items())
-              + f" -> {models[fam]}")
+    models = core_models()
+    print("  models: " + ", ".join(f"{c} {m}" for c, m in models.items()))
     result = fit(pairs, models)
     print("  fit: k " + ", ".join(f"{c} {v:.3f}" for c, v in sorted(result.k.items()))
           + "; q " + ", ".join(f"{c} {v:.2f}" for c, v in sorted(result.q.items()))

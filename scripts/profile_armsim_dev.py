@@ -51,8 +51,11 @@ from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO))
 
 import armsim_dev_graphs as graphs  # noqa: E402
+
+from lodevem.worker.armsim_profile import qemu_cpu_option  # noqa: E402  (the product's -cpu value: model + MIDR)
 
 DEFAULT_OUT = REPO / "lodevem" / "data" / "armsim_dev_profiles.json"
 QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch64", "cortex-a76", 125),
@@ -99,9 +102,10 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                 fh.truncate(ZERO_WEIGHTS_BYTES)
         spec = {"runtime": job["runtime"], "model": str(model), "threads": job["threads"], "precision": "auto",
                 "input_shape": job["input_shape"], "warmup": 1, "inferences": 1, "report": str(report)}
-        cmd = [qemu, "-cpu", cpu, "-L", str(root), "-plugin",
+        cpu_option = qemu_cpu_option(cpu, str(root))  # the view's MIDR for mrs MIDR_EL1 too
+        cmd = [qemu, "-cpu", cpu_option, "-L", str(root), "-plugin",
                f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}"
-               + (f",blocks={blocks_file}" if args.blocks and job["isa"] != "armv7" else ""), "-d", "plugin",
+               + (f",blocks={blocks_file}" if args.blocks else ""), "-d", "plugin",
                str(root / "usr/bin/python3.11"), str(args.guest), json.dumps(spec)]
         env = dict(os.environ, PYTHONPATH=job["site"], OMP_NUM_THREADS=str(job["threads"]))
         t0 = time.perf_counter()
@@ -120,11 +124,12 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         per_thread.append({"thread": i, "total": d["total"], "counts": {c: d[c] for c in CLASSES[:10]}})
     counts = {c: sum(t["counts"][c] for t in per_thread) for c in CLASSES[:10]}
     # the command as data: host folders named by their role, never by this machine's paths
-    shown = " ".join(["PYTHONPATH=<wheels " + job["site_label"] + ">", qemu, "-cpu", cpu, "-L", f"<views>/{job['uarch']}",
+    shown = " ".join(["PYTHONPATH=<wheels " + job["site_label"] + ">", qemu, "-cpu", cpu_option, "-L", f"<views>/{job['uarch']}",
                       "-plugin", f"<lodevem_icount.so>,out=<counts>,sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
                       f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
                       shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
-    extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread)) if block_text else {}
+    extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread), rep.get("code_maps")) \
+        if block_text else {}
     bench = job.get("graph_source", ZOO_SOURCE) != ZOO_SOURCE
     return extra | {"graph_key": job["graph_key"], "graph_file": job_graph_file(job),
             "graph_source": job.get("graph_source", ZOO_SOURCE),
@@ -134,12 +139,14 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
             "precision": rep["precision"], "runtime_options": rep.get("options", {}), "threads": job["threads"],
             "counts": counts, "total_instructions": sum(t["total"] for t in per_thread), "per_thread": per_thread,
             "wheels": job["site_label"], "inferences": 1, "plugin_digest": args.plugin_digest, "seconds": round(seconds, 1),
-            "command": shown}
+            "identity": rep.get("identity", {}), "command": shown}
 
 
-def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int) -> dict[str, Any]:
-    """Keep the raw block file (gzipped, by digest) and price its blocks under every MCA model."""
+def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int, code_maps: Any) -> dict[str, Any]:
+    """Keep the raw block file (gzipped, by digest), price its blocks under every block-pricing
+    model and name the functions (micro-kernels) they ran in."""
     from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
+    from lodevem.worker.armsim_symbols import attribute, parse_maps
 
     raw = text.encode()
     digest = hashlib.sha256(raw).hexdigest()
@@ -150,8 +157,31 @@ def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total
     if prof.instructions() != total:
         print(f"  note {job['key']}: blocks hold {prof.instructions()} instructions, the counters {total}", flush=True)
     summary = price_summary(prof, Path(args.graphs))
+    kernels = [k.to_dict() for k in attribute(((b.start, b.instructions * b.executions) for b in prof.blocks),
+                                               parse_maps(code_maps))]
     return {"blocks_sha256": digest, "blocks_distinct": summary["distinct"], "blocks_instructions": summary["instructions"],
-            "block_llvm": summary["llvm"], "block_cycles": summary["cycles"]}
+            "block_llvm": summary["llvm"], "block_cycles": summary["cycles"], "ins_gpr": summary["ins_gpr"],
+            "kernels": kernels}
+
+
+def reprice(store: dict[str, Any], graphs_dir: Path) -> int:
+    """Every stored profile whose raw block file was kept (``<graphs>/blocks/<sha>.txt.gz``)
+    priced again under today's block-pricing models: a new model or override costs no emulation."""
+    from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
+
+    done = 0
+    for prof in store["profiles"] + store.get("physics", []):
+        path = graphs_dir / "blocks" / f"{str(prof.get('blocks_sha256', ''))[:16]}.txt.gz"
+        if not prof.get("blocks_sha256") or not path.is_file():
+            continue
+        raw = gzip.decompress(path.read_bytes())
+        if hashlib.sha256(raw).hexdigest() != prof["blocks_sha256"]:
+            print(f"  {path}: digest differs from the profile's, left as it was", flush=True)
+            continue
+        summary = price_summary(BlockProfile(parse_blocks(raw.decode(), "2")), graphs_dir)
+        prof.update(block_llvm=summary["llvm"], block_cycles=summary["cycles"], ins_gpr=summary["ins_gpr"])
+        done += 1
+    return done
 
 
 def job_graph_file(job: dict[str, Any]) -> str:
@@ -242,6 +272,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="profile ncnn rows on ncnn's own benchmark graphs: benchmark/models of a Tencent/ncnn checkout")
     parser.add_argument("--ncnn-benchmark-commit", default="", metavar="SHA",
                         help="the commit DIR was read from (recorded in each profile's graph_source)")
+    parser.add_argument("--reprice", action="store_true",
+                        help="price the stored profiles' kept block files again (<graphs>/blocks), no emulation")
     parser.add_argument("--merge", type=Path, nargs="*", default=[], metavar="FILE",
                         help="only merge the profiles of these files (other runs' --out) into --out")
     args = parser.parse_args(argv)
@@ -253,13 +285,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         args.out.write_text(json.dumps(merge(store, args.merge), indent=1) + "\n")
         print(f"{args.out}: {len(store['profiles'])} profiles after merging {len(args.merge)} file(s)")
         return 0
+    if args.reprice:
+        done = reprice(store, Path(args.graphs))
+        args.out.write_text(json.dumps(store, indent=1) + "\n")
+        print(f"{args.out}: {done} profiles repriced from their kept block files")
+        return 0
     if not (args.views and args.plugin and args.guest and args.site):
         parser.error("--views, --plugin, --guest and --site are needed to profile (or --merge FILE...)")
     # with --blocks, a stored profile without block cycles is not done (armv7 blocks are not costed)
     if args.ncnn_benchmark and not args.ncnn_benchmark_commit:
         parser.error("--ncnn-benchmark needs --ncnn-benchmark-commit (the provenance of the graphs)")
     done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])
-            if not args.blocks or p.get("block_cycles") or p["isa"] == "armv7"}
+            if not args.blocks or p.get("block_cycles")}
     for job in jobs(args):
         if (job_graph_file(job), job["uarch"], job["site_label"]) in done and not args.redo:
             continue

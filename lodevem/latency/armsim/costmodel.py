@@ -28,7 +28,9 @@ cost model only has to say what an instruction of each class costs on a core:
 Block cost model (v2, ``block_model`` in the params): where the profile carries block cycles
 (``InstructionProfile.blocks``: every executed translation block priced by llvm-mca, see
 ``worker/armsim_blocks.py``) and the fit has the core, the cycles are those of the llvm-mca model
-of the core's pipeline family, scaled by one constant per core:
+of the core (``worker.armsim_blocks.CORE_MODELS``: in-order cores by lodevem's in-order model on
+LLVM 19's figures for that core with cited overrides, out-of-order cores by llvm-mca's model),
+scaled by one constant per core:
 
     ms = cycles_m(profile) * k[core] * p[precision, isa] * runtime[rt] * A(q[core], n) / (clock_GHz * 1e6)
 
@@ -91,9 +93,9 @@ class ProfileLike(Protocol):
 
 @dataclass(frozen=True)
 class BlockModel:
-    """The fitted block cost model (v2): llvm-mca model per pipeline family, constant per core."""
+    """The fitted block cost model: a block-pricing model per core (by what the core is), a constant per core."""
 
-    models: dict[str, str]  # pipeline family -> llvm-mca model
+    models: dict[str, str]  # core -> block-pricing model (worker.armsim_blocks.CORE_MODELS)
     pipeline: dict[str, str]  # core -> family
     k: dict[str, float]
     q: dict[str, float]
@@ -105,10 +107,9 @@ class BlockModel:
     def cycles(self, profile: "ProfileLike", core: str) -> Optional[tuple[float, str]]:
         """(scaled cycles of one 1-thread inference, llvm-mca model) or None: not covered."""
         blocks = getattr(profile, "blocks", None)
-        family = self.pipeline.get(core)
-        if blocks is None or family is None or core not in self.k or profile.isa == "armv7":
+        model = self.models.get(core)
+        if blocks is None or model is None or core not in self.k:
             return None
-        model = self.models.get(family, "")
         fig = getattr(blocks, "cycles", {}).get(model)
         if not fig:
             return None
@@ -118,6 +119,13 @@ class BlockModel:
         elif profile.precision == "fp16":
             factor *= self.fp16.get(profile.isa, 1.0)
         return fig[0] * factor, model
+
+
+def _describe_model(model: str) -> str:
+    """A block-pricing model as a cell's note names it."""
+    if model.startswith("inorder-"):
+        return f"{model} (in-order dual issue, LLVM 19 cortex-{model.split('-', 1)[1]} figures + overrides)"
+    return f"llvm-mca -mcpu={model}"
 
 
 def group_counts(counts: Mapping[str, int]) -> dict[str, float]:
@@ -239,7 +247,7 @@ class CostModel:
         priced = self.block_model.cycles(profile, core) if self.block_model else None
         if priced is not None and self.block_model is not None:
             q = self.block_model.q.get(core, q)
-            cycles_1t, how = priced[0], f"blocks priced by llvm-mca -mcpu={priced[1]}"
+            cycles_1t, how = priced[0], f"blocks priced by {_describe_model(priced[1])}"
             if core not in self.block_model.fitted_cores:
                 how += f"; {core} has no dev rows with block profiles: its constant is its pipeline family's mean"
         else:
