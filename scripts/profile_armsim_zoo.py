@@ -127,11 +127,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--only", nargs="*", default=[])
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--convert-only", action="store_true", help="make the converted files, profile none")
+    parser.add_argument("--profile-only", action="store_true", help="profile the converted files there are, make none")
     parser.add_argument("--redo", action="store_true", help="profile again what the store already holds")
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--reprice", action="store_true",
+                        help="price the stored profiles' kept block files again (<graphs>/blocks), no emulation")
     args = parser.parse_args(argv)
+    if args.reprice:
+        store = json.loads(args.out.read_text())
+        done = dev.reprice(store, args.graphs)
+        args.out.write_text(json.dumps(store, indent=1) + "\n")
+        print(f"{args.out}: {done} profiles repriced from their kept block files")
+        return 0
     args.graphs.mkdir(parents=True, exist_ok=True)
-    if not args.dry_run:
+    if not (args.dry_run or args.profile_only):
         convert_all(args)
     if args.convert_only:
         return 0

@@ -62,6 +62,9 @@ class Override:
     acc_latency: Optional[int] = None  # accumulator forwarding from the same kind of instruction
     units: Optional[tuple[tuple[str, float], ...]] = None  # replaces LLVM's pipeline units
     extra_units: tuple[tuple[str, float], ...] = ()  # added to them
+    # a vector load's cycles from its width: (load unit, bits a cycle, narrowest load that also
+    # holds the "neon" issue pseudo unit for as long)
+    load: Optional[tuple[str, int, int]] = None
 
     def matches(self, text: str) -> bool:
         return re.search(self.pattern, text) is not None
@@ -88,6 +91,12 @@ class InOrderModel:
                 units = o.units if o.units is not None else units
                 units = _merge(units, o.extra_units)
                 acc = o.acc_latency if o.acc_latency is not None else acc
+                if o.load is not None:
+                    unit, per_cycle, neon_from = o.load
+                    bits = load_bits(text)
+                    cycles = float(max(1, -(-bits // per_cycle)))
+                    units = _merge(tuple(u for u in units if u[0] != unit), ((unit, cycles),)
+                                   + ((("neon", cycles),) if bits >= neon_from else ()))
         return InsnInfo(base.uops, latency, units), acc
 
 
@@ -99,12 +108,31 @@ def _merge(units: tuple[tuple[str, float], ...], extra: tuple[tuple[str, float],
     return tuple(sorted(out.items()))
 
 
+_VREG = re.compile(r"\b([qdsbh])\d+\b|\bv\d+\.(\d*)([bhsd])\b")
+_LANE_BITS = {"b": 8, "h": 16, "s": 32, "d": 64, "q": 128}
+
+
+def load_bits(text: str) -> int:
+    """Bits a SIMD&FP load brings in (ldr/ldur/ldp of q/d/s registers, ld1-ld4 lists of whole
+    vectors; a lane or replicate load its element)."""
+    head, _, _ = " ".join(text.split()).partition("[")
+    if re.search(r"\}\s*\[\d+\]", text) or re.match(r"^ld[1-4]r\s", text):
+        found = _VREG.search(head)
+        return _LANE_BITS[found.group(3)] if found and found.group(3) else 64
+    total = 0
+    for m in _VREG.finditer(head):
+        if m.group(1):
+            total += _LANE_BITS[m.group(1)]
+        else:  # v<n>.<lanes><size>: 128 or 64 bits
+            total += (int(m.group(2) or 1) * _LANE_BITS[m.group(3)]) if m.group(2) else _LANE_BITS[m.group(3)]
+    return total
+
+
 # ---- the override tables --------------------------------------------------------------------
 _Q = r"\.(4s|8h|16b|2d)\b"  # a 128-bit (Q-form) vector operand
 _FMAC = r"^f(mla|mls)\s"
 _IMAC = r"^(mla|mls|[su]ml[as]l2?|sqdml[as]l2?)\s"
 _VLOAD = r"^(ldr|ldur|ldp|ldnp)\s+[qdsbh]\d|^ld[1-4]r?\s"
-_VLOAD_Q = r"^(ldr|ldur)\s+q\d|^ld1\s+\{\s*v\d+\.(4s|8h|16b|2d)\s*\}|^(ldp|ldnp)\s+d\d"
 _INS_GPR = r"^(mov|ins)\s+v\d+\.[bhsd]\[\d+\],\s*[wx]\d"
 _NEON_DP = (r"^(?!ld|st|mov\s+v\d+\.[bhsd]\[|ins\s|umov|smov|fmov|dup\s+v\d+\.\w+,\s*[wx])"  # not moves/loads
             r"[a-z0-9]+\s+v\d+\.(4s|8h|16b|2d)\b")
@@ -129,11 +157,10 @@ A53_OVERRIDES = (
              "(LLVM 19: 4)", latency=3),
     Override(_INS_GPR, A53_SOURCES["bench"] + ": a general register into a vector lane and back takes 5 cycles, "
              "so INS takes at most 4 (LLVM 19: 6)", latency=4),
-    Override(_VLOAD_Q, A53_SOURCES["bench"] + ": 128-bit vector loads 1 per 2 cycles (ldr q, ld1 one register: "
-             "throughput 0.50); " + A53_SOURCES["ncnn"] + ": a 128-bit load waits 2 cycles for FMLA",
-             units=(("A53UnitLdSt", 2.0),), extra_units=(("neon", 2.0),)),
-    Override(_VLOAD, A53_SOURCES["ncnn"] + ": a vector load does not dual-issue with FMLA",
-             extra_units=(("neon", 1.0),)),
+    Override(_VLOAD, A53_SOURCES["bench"] + ": vector loads bring 64 bits a cycle (ldr q and ld1 of one register "
+             "0.50 a cycle, ldp q and ld1 of two 0.25, of three 0.17, of four 0.12); " + A53_SOURCES["ncnn"]
+             + ": no vector load dual-issues with FMLA (a 64-bit one waits 1 cycle, a 128-bit one 2)",
+             load=("A53UnitLdSt", 64, 0)),
     Override(_NEON_DP, A53_SOURCES["bench"] + ": one 128-bit ASIMD operation a cycle (fadd/fmul/fmla .4s: "
              "throughput 0.99)", extra_units=(("neon", 1.0),)),
 )
@@ -142,8 +169,9 @@ A55_OVERRIDES = (
              "FPMAC of two)", units=(("CortexA55UnitFPMAC", 2.0),)),
     Override(r"^fmulx?\s.*" + _Q + r".*\]$", A55_SOURCES["sog"] + ": Q-form FMUL by element 1 per cycle",
              units=(("CortexA55UnitFPMAC", 2.0),)),
-    Override(_VLOAD_Q, A55_SOURCES["ncnn"] + ": a 128-bit vector load is not issued with FMLA",
-             extra_units=(("neon", 1.0),)),
+    Override(_VLOAD, A55_SOURCES["ncnn"] + ": 128 bits of vector load a cycle (two 64-bit loads dual-issue, a "
+             "128-bit one issues alone) and a 128-bit load is not issued with FMLA (LLVM 19: ldp q 6 cycles, "
+             "ld1 of two q registers 4)", load=("CortexA55UnitLd", 128, 128)),
     Override(_FMAC + r".*" + _Q, A55_SOURCES["ncnn"] + " (the same port)", extra_units=(("neon", 1.0),)),
 )
 INORDER_MODELS: dict[str, InOrderModel] = {
