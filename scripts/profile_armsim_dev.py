@@ -109,10 +109,11 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                str(root / "usr/bin/python3.11"), str(args.guest), json.dumps(spec)]
         env = dict(os.environ, PYTHONPATH=job["site"], OMP_NUM_THREADS=str(job["threads"]))
         t0 = time.perf_counter()
-        subprocess.run(cmd, env=env, check=False, timeout=args.timeout, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+        run = subprocess.run(cmd, env=env, check=False, timeout=args.timeout, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, errors="replace")
         seconds = time.perf_counter() - t0
-        rep = json.loads(report.read_text()) if report.exists() else {"ok": False, "error": "no report"}
+        last = (run.stderr or "").strip().splitlines()[-1:] or [f"exit code {run.returncode}"]
+        rep = json.loads(report.read_text()) if report.exists() else {"ok": False, "error": f"no report ({last[0]})"}
         if not rep.get("ok"):
             raise RuntimeError(f"{job['key']}: {rep.get('error')}")
         marks = parse_marks(out.read_text())
@@ -205,14 +206,17 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
     need = sorted({(r.graph_key, "tflite" if r.graph_key.startswith("std:") else "ncnn", r.core, r.precision)
                    for r in rows}, key=lambda n: (n[0] == "resnet50", n))
     out, seen = [], set()
+    view_isa = {view: isa for isa, view in CORE_ISA.values()}
     for site in args.site:
         label, views, runtime, path = site.split(":", 3)
         for key, runtime_, core, precision in need:
-            isa, own_view = CORE_ISA[core]
+            own_view = CORE_ISA[core][1]
             for view in views.split(","):
-                # a row's graph is profiled under its own core's view only: the runtimes pick
-                # kernels by the MIDR, so another core's view runs code that core never runs
-                if runtime_ != runtime or view != own_view:
+                isa = view_isa[view]
+                # a row's graph is profiled under its own core's view (the runtimes pick kernels by
+                # the MIDR, so another core's view runs code that core never runs), and under the
+                # --also-views asked for (the invariant tests compare cores on one graph)
+                if runtime_ != runtime or (view != own_view and view not in args.also_views):
                     continue
                 f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
                 source = ZOO_SOURCE
@@ -272,6 +276,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="profile ncnn rows on ncnn's own benchmark graphs: benchmark/models of a Tencent/ncnn checkout")
     parser.add_argument("--ncnn-benchmark-commit", default="", metavar="SHA",
                         help="the commit DIR was read from (recorded in each profile's graph_source)")
+    parser.add_argument("--also-views", nargs="*", default=[], metavar="VIEW",
+                        help="also profile every graph of a site's runtime under these views of the site")
     parser.add_argument("--reprice", action="store_true",
                         help="price the stored profiles' kept block files again (<graphs>/blocks), no emulation")
     parser.add_argument("--merge", type=Path, nargs="*", default=[], metavar="FILE",

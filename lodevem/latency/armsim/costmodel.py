@@ -32,7 +32,7 @@ of the core (``worker.armsim_blocks.CORE_MODELS``: in-order cores by lodevem's i
 LLVM 19's figures for that core with cited overrides, out-of-order cores by llvm-mca's model),
 scaled by one constant per core:
 
-    ms = cycles_m(profile) * k[core] * p[precision, isa] * runtime[rt] * A(q[core], n) / (clock_GHz * 1e6)
+    ms = cycles_m(profile) * k[core] * p[precision, isa] * runtime[rt, pipeline] * A(q[core], n) / (clock_GHz * 1e6)
 
 It sees the code's own instruction-level parallelism, which the class CPIs cannot (issue 31), and
 needs no runtime-version factor. Profiles without block cycles (armv7, an image without LLVM) keep
@@ -65,7 +65,7 @@ __all__ = [
     "predict_ms",
 ]
 
-COST_MODEL_VERSION = "v2"
+COST_MODEL_VERSION = "v3"
 DEFAULT_PARAMS: Path = Path(__file__).resolve().parents[2] / "data" / "armsim_params.json"
 
 # Instruction classes of armsim's profiler, grouped by the pipeline that executes them.
@@ -101,7 +101,7 @@ class BlockModel:
     q: dict[str, float]
     int8: dict[str, float]  # isa -> factor
     fp16: dict[str, float]  # isa -> factor of fp16 arithmetic (ARMv8.2) against fp32
-    runtime: dict[str, float]
+    runtime: dict[tuple[str, str], float]  # (runtime, pipeline family) -> factor against ncnn
     fitted_cores: tuple[str, ...]
 
     def cycles(self, profile: "ProfileLike", core: str) -> Optional[tuple[float, str]]:
@@ -113,7 +113,7 @@ class BlockModel:
         fig = getattr(blocks, "cycles", {}).get(model)
         if not fig:
             return None
-        factor = self.k[core] * self.runtime.get(profile.runtime, 1.0)
+        factor = self.k[core] * self.runtime.get((profile.runtime, self.pipeline.get(core, "")), 1.0)
         if profile.precision == "int8":
             factor *= self.int8.get(profile.isa, 1.0)
         elif profile.precision == "fp16":
@@ -191,7 +191,7 @@ class CostModel:
                 k={str(c): float(v) for c, v in bm["k"].items()}, q={str(c): float(v) for c, v in bm["q"].items()},
                 int8={str(i): float(v) for i, v in bm["int8"].items()},
                 fp16={str(i): float(v) for i, v in bm.get("fp16", {}).items()},
-                runtime={str(r): float(v) for r, v in bm["runtime"].items()},
+                runtime={(str(f["runtime"]), str(f["pipeline"])): float(f["factor"]) for f in bm["runtime"]},
                 fitted_cores=tuple(str(c) for c in bm["fitted_cores"]))
             unc = params["uncertainty"]
             self.kinds: tuple[KindFigure, ...] = tuple(
