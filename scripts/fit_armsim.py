@@ -184,6 +184,16 @@ class DevProfile:
     graph_source: str = "lodevem zoo"  # what made the graph: lodevem's conversion, or ncnn's benchmark graph
 
     @property
+    def blocks(self) -> Any:
+        """The block cycles as the cost model reads them (``InstructionProfile.blocks``), so a stored
+        dev profile is priced by the block model, as the product prices its own profiles."""
+        from lodevem.latency.armsim.profile import BlockCycles
+
+        if not self.block_cycles:
+            return None
+        return BlockCycles(0, self.total_instructions, "", {m: (c, c) for m, c in self.block_cycles.items()})
+
+    @property
     def ncnn_benchmark(self) -> bool:
         """A profile of ncnn's own benchmark graph: what an ncnn dev row ran."""
         return self.graph_source.startswith("Tencent/ncnn benchmark")
