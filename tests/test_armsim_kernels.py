@@ -112,3 +112,21 @@ def test_shipped_profiles_describe_what_lodevem_makes_today() -> None:
             if view != "cortex-a7":  # LiteRT publishes no armv7 wheel
                 assert {p["level"] for p in ZOO if (p["model"], p["runtime"], p["uarch"]) == (model, "tflite", view)} \
                     == {"fp32", "fp16", "int8-static"}
+
+
+def test_a_job_for_a_shipped_file_reads_its_profile_without_a_sandbox(tmp_path: Path, monkeypatch) -> None:
+    """The profiler keys shipped profiles as it keys its cache: the converted file's digest, runtime,
+    view, threads and input shape; anything else (here another input shape) needs the sandbox."""
+    from lodevem.latency.armsim import profiler as profiler_mod
+    from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob
+
+    prof, rec = next((p, r) for p, r in shipped_records() if r["runtime"] == "tflite" and r["uarch"] == "cortex-a55")
+    converted = tmp_path / "model.tflite"
+    converted.write_bytes(b"stand-in: the digest is what matters")
+    monkeypatch.setattr(profiler_mod, "converted_sha256", lambda path: prof.model_sha256)
+    profiler = ArmsimProfiler(None, None, 60)
+    job = ProfileJob(converted, "tflite", "armv8.2", uarch="cortex-a55", input_shape=tuple(rec["input_shape"]))
+    got = profiler.profile(job)
+    assert got.profile is prof and got.cached and profiler.shipped == 1 and profiler.made == 0
+    other = profiler.profile(ProfileJob(converted, "tflite", "armv8.2", uarch="cortex-a55", input_shape=(1, 3, 96, 96)))
+    assert other.profile is None and "no shipped profile" in other.error
