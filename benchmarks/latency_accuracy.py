@@ -183,13 +183,13 @@ def timing(cache: Path) -> None:
 
     kernels._import_nn_meter()
     t1 = time.perf_counter()
-    predictor = Predictor("auto", data_dir=cache / "no-nnmeter-data")
-    results = {name: predictor.predict(path, profiles) for name, path in paths.items()}
+    predictor = Predictor(nnmeter_data=cache / "no-nnmeter-data", use_calibrations=False, keep_cells=False)
+    results = {name: predictor.cells(path, profiles) for name, path in paths.items()}
     t2 = time.perf_counter()
-    again = Predictor("auto", data_dir=cache / "no-nnmeter-data")
+    again = Predictor(nnmeter_data=cache / "no-nnmeter-data", use_calibrations=False, keep_cells=False)
     t3 = time.perf_counter()
     for name, path in paths.items():
-        assert again.predict(path, profiles) == results[name], "predictions must be deterministic"
+        assert again.cells(path, profiles) == results[name], "predictions must be deterministic"
     t4 = time.perf_counter()
     cells = sum(len(r) for r in results.values())
     print(f"Timing ({len(paths)} zoo models x {len(profiles)} profiles = {cells} predictions, estimator path):")

@@ -18,12 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-__version__ = "0.1.0"
+from .version import __version__
+
 __all__ = ["LatencyPrediction", "Predictor", "__version__", "predict_latency"]
 
 if TYPE_CHECKING:
-    from .predict import LatencyPrediction
-    from .predict.api import LatencyPredictor as Predictor
+    from .predict import LatencyPrediction, Predictor
     from .profiles import Profile
 
 
@@ -38,9 +38,9 @@ def predict_latency(model: Any, profile: "str | Profile", input_shape: Optional[
     ``runtime`` (``ncnn``/``tflite``) selects matching calibrations of the profile. For loops,
     make one ``Predictor`` and call its ``predict``: this function builds a new one each call.
     """
-    from .predict.api import LatencyPredictor
+    from .predict import Predictor
 
-    with LatencyPredictor(predictor=predictor, calibrations=calibrations, use_calibrations=use_calibrations,
+    with Predictor(predictor=predictor, calibrations=calibrations, use_calibrations=use_calibrations,
                           profiles_dir=profiles_dir, backend=backend) as session:
         return session.predict(model, profile, input_shape=input_shape, threads=threads, runtime=runtime)
 
@@ -48,9 +48,9 @@ def predict_latency(model: Any, profile: "str | Profile", input_shape: Optional[
 def __getattr__(name: str) -> Any:
     """``lodevem.Predictor`` and ``lodevem.LatencyPrediction``, imported on first use (PEP 562)."""
     if name == "Predictor":
-        from .predict.api import LatencyPredictor
+        from .predict import Predictor
 
-        return LatencyPredictor
+        return Predictor
     if name == "LatencyPrediction":
         from .predict import LatencyPrediction
 

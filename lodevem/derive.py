@@ -24,9 +24,9 @@ from typing import Any, Callable, Optional, Sequence
 from .errors import DeriveFailed, InputError
 from .levels import LEVELS
 from .results import ModelFile
-from .sandbox import open_client
 from .sandbox.artifacts import loading_sha256, shape_text
 from .sandbox.client import SandboxRun, WorkerClient
+from .sandbox.session import Session
 from .sandbox.usercode import ModelLoading
 from .store import ArtifactStore
 from .store import file_digest as file_sha256
@@ -37,6 +37,11 @@ DEFAULT_TIMEOUT_S = 600.0
 
 def output_path(model: Path, level: str, out_dir: Path) -> Path:
     return Path(out_dir) / f"{Path(model).stem}_{level}.pt"
+
+
+def derivable(levels: Sequence[str]) -> tuple[str, ...]:
+    """The levels of ``levels`` that make a new file (fp32 is the file as given)."""
+    return tuple(level for level in levels if level in DERIVABLE)
 
 
 def _check_levels(levels: Sequence[str]) -> None:
@@ -55,10 +60,11 @@ def derive_in_sandbox(model: Path, levels: Sequence[str], out_dir: Path, *, back
                       on_warning: Callable[[str], None] = lambda _: None) -> list[ModelFile]:
     """``lodevem derive``: open the sandbox ``backend`` names (its warning, if any, goes to
     ``on_warning`` before any work) and derive each level there (``derive_variants``)."""
-    client, warning = open_client(backend, loading)
-    if warning:
-        on_warning(warning)
-    return derive_variants(model, levels, out_dir, client, input_shape=input_shape, timeout_s=timeout_s)
+    with Session.scratch(backend, loading=loading, timeout_s=timeout_s) as session:
+        session.connect()
+        for warning in session.warnings:
+            on_warning(warning)
+        return derive_variants(model, levels, out_dir, session.client, input_shape=input_shape, timeout_s=timeout_s)
 
 
 def derive_variants(model: Path, levels: Sequence[str], out_dir: Path, client: WorkerClient,

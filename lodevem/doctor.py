@@ -11,7 +11,9 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional
+
+from .errors import LodevemError
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -153,3 +155,23 @@ def run_checks(backend: str = "docker") -> list[Check]:
                             "not root: cgroup limits may be unavailable, RLIMIT_AS is the fallback",
                             required=False))
     return checks
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """``lodevem check``'s answer: every check in order, and the failure when a required one
+    failed (``None``: ready). A record, so the command prints it and then exits by it."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def failure(self) -> "Optional[LodevemError]":
+        failed = [c for c in self.checks if c.status == "fail" and c.required]
+        if not failed:
+            return None
+        return LodevemError(f"{len(failed)} required check(s) failed: {', '.join(c.name for c in failed)}")
+
+
+def readiness(backend: str = "docker") -> Readiness:
+    """``run_checks`` as one record (``lodevem check``)."""
+    return Readiness(tuple(run_checks(backend)))

@@ -43,6 +43,13 @@ class ModelFileError(InputError):
     """A model file lodevem cannot benchmark (not a model, state_dict only, corrupt...)."""
 
 
+class BudgetBroken(LodevemError):
+    """A CI budget gate broke (``--max-latency``, ``--fail-on-oom``, ``--fail-on-tight``): exit code 3,
+    after the results are shown and written."""
+
+    exit_code = 3
+
+
 class BackendUnavailable(LodevemError):
     """The isolation backend asked for (Docker engine, image, cgroup) is not usable."""
 

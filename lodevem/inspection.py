@@ -17,13 +17,13 @@ from typing import Any, Callable, Optional, Sequence
 from .errors import InputError, ModelFileError, SandboxError
 from .latency.kernels import DEFAULT_RULES, KernelGraph, extract_kernels
 from .results import ModelFile
-from .sandbox import open_client
 from .sandbox.artifacts import ExportCache
 from .sandbox.client import ModelSection, WorkerClient
+from .sandbox.session import Session
 from .sandbox.usercode import ModelLoading, with_code_hint
 from .store import ArtifactStore
 
-__all__ = ["InspectionFailure", "ModelInspection", "inspect_models"]
+__all__ = ["InspectionFailure", "InspectionReport", "ModelInspection", "inspect_files", "inspect_models"]
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,64 @@ class InspectionFailure:
         return {"path": str(self.path), "error": self.error}
 
 
+@dataclass(frozen=True)
+class InspectionReport:
+    """``lodevem inspect``'s answer: each file's inspection or failure, in order, and the
+    ``--eval-data`` samples checked against them (None without it)."""
+
+    found: tuple[ModelInspection | InspectionFailure, ...]
+    data: Any = None  # accuracy.data.EvalData
+
+    def data_line(self, item: ModelInspection) -> str:
+        """The samples against ``item``'s input: what they are, and whether the model takes them."""
+        from .accuracy.data import check_model_shape
+
+        mismatch = check_model_shape(self.data, item.model.input_shape)
+        return f"{self.data.describe()}: " + (mismatch or "the model's input shape")
+
+    @property
+    def failure(self) -> Optional[InputError]:
+        failed = [item for item in self.found if isinstance(item, InspectionFailure)]
+        if not failed:
+            return None
+        return InputError(f"{len(failed)} of {len(self.found)} file(s) could not be inspected: "
+                          f"{', '.join(str(f.path) for f in failed)}")
+
+
+def inspect_files(paths: Sequence[Path], *, backend: str = "auto", loading: Optional[ModelLoading] = None,
+                  input_shape: Optional[Sequence[int]] = None, timeout_s: float = 600.0,
+                  eval_data: Optional[Path] = None,
+                  on_warning: Callable[[str], None] = lambda _: None) -> InspectionReport:
+    """``lodevem inspect``: ``--eval-data`` read and validated on the host first (bad data is exit 2
+    before any container; its shape is the input shape when none is given), then each file
+    inspected in the sandbox (``inspect_in_sandbox``)."""
+    data = _eval_data(eval_data) if eval_data is not None else None
+    if data is not None and input_shape is None:
+        input_shape = data.input_shape
+    found = inspect_in_sandbox(paths, backend=backend, loading=loading, input_shape=input_shape, timeout_s=timeout_s,
+                               on_warning=on_warning)
+    return InspectionReport(tuple(found), data)
+
+
+def _eval_data(path: Path) -> Any:
+    """``--eval-data`` validated through the same reader as ``start`` (its normalised copy goes to a
+    throw-away store: inspect keeps no cache)."""
+    from .accuracy.data import DEFAULT_EVAL_LIMIT, prepare_eval_data
+
+    with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
+        return prepare_eval_data(path, DEFAULT_EVAL_LIMIT, ArtifactStore(Path(scratch)))
+
+
 def inspect_in_sandbox(paths: Sequence[Path], *, backend: str = "auto", loading: Optional[ModelLoading] = None,
                        input_shape: Optional[Sequence[int]] = None, timeout_s: float = 600.0,
                        on_warning: Callable[[str], None] = lambda _: None) -> list[ModelInspection | InspectionFailure]:
     """``lodevem inspect``: open the sandbox ``backend`` names (its warning, if any, goes to
     ``on_warning`` before any work) and inspect each file there (``inspect_models``)."""
-    client, warning = open_client(backend, loading)
-    if warning:
-        on_warning(warning)
-    return inspect_models(paths, client, input_shape=input_shape, timeout_s=timeout_s)
+    with Session.scratch(backend, loading=loading, timeout_s=timeout_s) as session:
+        session.connect()
+        for warning in session.warnings:
+            on_warning(warning)
+        return _inspect_all(paths, session.exports, input_shape)
 
 
 def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: Optional[Sequence[int]] = None,
@@ -92,14 +141,18 @@ def inspect_models(paths: Sequence[Path], client: WorkerClient, *, input_shape: 
     """Inspect each file in the sandbox, in order; a file that is missing or that the worker
     refuses becomes an ``InspectionFailure`` naming it and the next file is inspected. Errors that
     are not about one file (no Docker engine, Ctrl-C) still raise."""
+    with Session.scratch(client, timeout_s=timeout_s) as session:
+        return _inspect_all(paths, session.exports, input_shape)
+
+
+def _inspect_all(paths: Sequence[Path], exports: ExportCache,
+                 input_shape: Optional[Sequence[int]]) -> list[ModelInspection | InspectionFailure]:
     found: list[ModelInspection | InspectionFailure] = []
-    with tempfile.TemporaryDirectory(prefix="lodevem-inspect-") as scratch:
-        exports = ExportCache(client, ArtifactStore(Path(scratch), use_cache=False), timeout_s)
-        for path in paths:
-            try:
-                found.append(_inspect_one(path, exports, input_shape))
-            except (InputError, SandboxError) as exc:
-                found.append(InspectionFailure(path, str(exc)))
+    for path in paths:
+        try:
+            found.append(_inspect_one(path, exports, input_shape))
+        except (InputError, SandboxError) as exc:
+            found.append(InspectionFailure(path, str(exc)))
     return found
 
 

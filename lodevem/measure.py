@@ -52,65 +52,42 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 from .errors import InputError
+from .memory.cache import MeasureCache, cache_key
 from .memory.planning import floor_bracket, plan_limits
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
+from .runtimes import FALLBACK, adapter
 from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
-from .sandbox.image import CONVERTERS
-from .store import ArtifactStore, digest, file_digest
+from .sandbox.session import Session
+from .store import ArtifactStore, file_digest
 from .worker.precision import INT8_LEVELS
 from .worker.registry import measured_under
 from .worker.verdict import Verdict
-
-# --- the measurement cache ----------------------------------------------------------------------
-
-def cache_key(model_sha256: str, limit_mb: int, runtime: str, identity: str, worker_version: str, warmup: int,
-              runs: int, threads: int, input_shape: Optional[Sequence[int]], *level: str) -> str:
-    """Everything a measurement depends on; ``identity`` is the image id (or the host python),
-    ``worker_version`` the version the worker reports (the client refuses any other), ``level``
-    the level a tflite/ncnn conversion makes from the file (none: the file as it is)."""
-    return digest([model_sha256, limit_mb, runtime, identity, worker_version, warmup, runs, threads,
-                   list(input_shape) if input_shape else None, *level])
-
-
-class MeasureCache:
-    """One record per measurement, kind ``measure`` of the artifact store."""
-
-    KIND = "measure"
-
-    def __init__(self, store: Optional[ArtifactStore]) -> None:
-        self.store = store
-
-    def get(self, key: str) -> Optional[MemoryMeasurement]:
-        record = self.store.get_record(self.KIND, key) if self.store is not None else None
-        if record is None:
-            return None
-        try:
-            return replace(MemoryMeasurement.from_dict(record), cached=True)
-        except (ValueError, TypeError):
-            return None
-
-    def put(self, key: str, value: MemoryMeasurement) -> None:
-        # Timeouts say more about the machine than the model, and errors can be fixed without
-        # changing the file (permissions, a worker bug): neither is cached. Both are quick to redo
-        # or deserve a retry.
-        if self.store is None or value.verdict in (Verdict.TIMEOUT, Verdict.ERROR):
-            return
-        self.store.put_record(self.KIND, key, value.to_dict())
-
 
 # --- the scheduler -----------------------------------------------------------------------------
 
 ResultFn = Callable[[str, int, MemoryMeasurement], None]
 
 
+@dataclass(frozen=True)
+class RunFiles:
+    """What one run of a model under a runtime loads besides the model file: the ONNX export
+    onnxruntime runs (a model that is not one), or the tflite / ncnn conversion; ``error`` when
+    the file could not be made. The measurement and the evaluation of a row use the same files."""
+
+    onnx_path: Optional[Path] = None
+    conversion: Optional[ConversionResult] = None
+    error: str = ""
+
+
 @dataclass
-class _Plan:
-    """Shared settings of one measure_models / find_floor call."""
+class MeasurePlan:
+    """Shared settings of one measure_models / find_floor call (and of an evaluation, which runs
+    the very files a measurement of the row runs: ``files``)."""
 
     client: WorkerClient
     settings: MeasureSettings
@@ -123,7 +100,8 @@ class _Plan:
     def identity_of(self, runtime: str) -> str:
         """The measuring image (tflite and ncnn have their own) and, for a converted file, its converter."""
         identity = self.client.backend.identity_for(runtime)
-        return f"{identity}|{'=='.join(CONVERTERS[runtime])}" if runtime in CONVERTERS else identity
+        pin = adapter(runtime).converter_pin
+        return f"{identity}|{pin}" if pin else identity
 
     @property
     def identity(self) -> str:
@@ -131,7 +109,7 @@ class _Plan:
 
     def key(self, model: ModelFile, limit: int, settings: Optional[MeasureSettings] = None) -> str:
         s = settings or self.settings
-        level = [model.convert_level] if model.convert_level and s.runtime in CONVERTERS else []
+        level = [model.convert_level] if model.convert_level and adapter(s.runtime).converts else []
         if level and self.calibration is not None and model.convert_level in INT8_LEVELS:
             level.append(file_digest(self.calibration))  # another calibration makes another file
         return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime,
@@ -154,13 +132,29 @@ class _Plan:
             return None, f"{self.settings.runtime} conversion failed: {result.error}"
         return result, ""
 
+    def files(self, model: ModelFile, settings: Optional[MeasureSettings] = None) -> RunFiles:
+        """The files a run of ``model`` under ``settings.runtime`` loads (``RunFiles``): an ONNX file
+        is exported once, unconstrained, so the measured runs time onnxruntime and not the export."""
+        settings = settings or self.settings
+        runtime = adapter(settings.runtime)
+        if runtime.converts:
+            conversion, error = self.converted(model)
+            return RunFiles(conversion=conversion, error=error)
+        if runtime.runs_onnx_export and model.measured_path.suffix.lower() != ".onnx":
+            assert self.exports is not None
+            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, settings.input_shape)
+            if export.path is None:
+                return RunFiles(error=f"ONNX export failed: {export.error}")
+            return RunFiles(onnx_path=export.path)
+        return RunFiles()
+
     def measure(self, model: ModelFile, limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
-        if self.settings.runtime not in CONVERTERS:
+        if not adapter(self.settings.runtime).converts:
             return self._measured(model, limit, reference_s, self.settings)
         conversion, error = self.converted(model)
         if conversion is None:
             if model.user_quantized:  # a user's own quantized file: torch's figure, saying why
-                torch = replace(self.settings, runtime=measured_under("torch", model.measured_path.suffix))
+                torch = replace(self.settings, runtime=measured_under(FALLBACK, model.measured_path.suffix))
                 return replace(self._measured(model, limit, reference_s, torch),
                                fallback=f"{error}; measured under {torch.runtime} instead")
             return failed_measurement(limit, error, self.client, self.settings, model.measured_sha256)
@@ -176,14 +170,11 @@ class _Plan:
         if cached is not None:
             return cached
         onnx_path = None
-        if settings.runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
-            # Exported once, unconstrained, so the measured runs time onnxruntime and not the export.
-            assert self.exports is not None
-            export = self.exports.runtime_export(model.measured_path, model.measured_sha256, settings.input_shape)
-            if export.path is None:
-                return failed_measurement(limit, f"ONNX export failed: {export.error}", self.client, settings,
-                                          model.measured_sha256)
-            onnx_path = export.path
+        if conversion is None:  # a converted file came with the call; else what the runtime runs
+            files = self.files(model, settings)
+            if files.error:
+                return failed_measurement(limit, files.error, self.client, settings, model.measured_sha256)
+            onnx_path = files.onnx_path
         run_settings = replace(settings, input_shape=conversion.input_shape) if conversion is not None else settings
         self.client.backend.prewarm(settings.runtime)
         run = self.client.measure(model.measured_path, limit, run_settings, self.timeout_s, onnx_path=onnx_path,
@@ -224,21 +215,30 @@ def _as_model(model: Union[ModelFile, Path, str]) -> ModelFile:
     return ModelFile.from_path(path)
 
 
+def plan_for(session: Session, settings: MeasureSettings, calibration: Optional[Path] = None) -> MeasurePlan:
+    """The plan of measurements (or an evaluation) under ``settings`` in a run's ``session``: its
+    client, caches and store."""
+    return MeasurePlan(session.client, settings, session.timeout_s, MeasureCache(session.store), session.exports,
+                       session.converts if adapter(settings.runtime).converts else None, calibration)
+
+
 def _plan(client: WorkerClient, settings: MeasureSettings, timeout_s: float, cache_dir: Optional[Path],
           use_cache: bool, exports: Optional[ExportCache], converts: Optional[ConvertCache] = None,
-          store: Optional[ArtifactStore] = None, calibration: Optional[Path] = None) -> _Plan:
+          store: Optional[ArtifactStore] = None, calibration: Optional[Path] = None) -> MeasurePlan:
     """``store``: the run's artifact store; else one rooted at ``cache_dir``'s parent (``cache_dir``
     is ``<root>/measure``, the layout library callers pass)."""
     if store is None and cache_dir is not None:
         store = ArtifactStore(Path(cache_dir).parent, use_cache=use_cache)
-    missing = exports is None or (settings.runtime in CONVERTERS and converts is None)
-    if store is None and settings.runtime in ("onnxruntime", *CONVERTERS) and missing:
+    runtime = adapter(settings.runtime)
+    missing = exports is None or (runtime.converts and converts is None)
+    if store is None and runtime.makes_files and missing:
         raise InputError(f"runtime {settings.runtime} needs a cache folder for its exports (cache_dir)")
-    if exports is None and store is not None:
-        exports = ExportCache(client, store, timeout_s)
-    if converts is None and store is not None and settings.runtime in CONVERTERS:
-        converts = ConvertCache(client, store, timeout_s)
-    return _Plan(client, settings, timeout_s, MeasureCache(store), exports, converts, calibration)
+    if store is not None and (exports is None or converts is None):  # a library caller's: the session's caches
+        session = Session.with_client(client, store, timeout_s)
+        exports = exports if exports is not None else session.exports
+        if converts is None and runtime.converts:
+            converts = session.converts
+    return MeasurePlan(client, settings, timeout_s, MeasureCache(store), exports, converts, calibration)
 
 
 def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Iterable[int], *, client: WorkerClient,
@@ -379,6 +379,6 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
         raise
 
 
-__all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ConversionResult", "MeasureCache", "classify",
-           "cache_key", "measure_models", "find_floor", "oom_phase", "failed_measurement", "to_measurement",
-           "inferred"]
+__all__ = ["MemoryMeasurement", "FloorResult", "ExportResult", "ConversionResult", "MeasureCache", "MeasurePlan",
+           "RunFiles", "classify", "cache_key", "measure_models", "find_floor", "oom_phase", "failed_measurement",
+           "plan_for", "to_measurement", "inferred"]

@@ -419,6 +419,12 @@ def select_profiles(
     return [p for p in profiles if p.id in wanted or p.tier in tiers]
 
 
+def choose_profiles(dirs: Sequence[Path | str] = (), ids: Sequence[str] = (),
+                    tiers: Sequence[str] = ()) -> list[Profile]:
+    """The profiles a command names (``--profile``, ``--tier``) among every one it can read."""
+    return select_profiles(load_profiles(dirs), ids=ids, tiers=tiers)
+
+
 def match_profile_id(known: Sequence[str] | dict[str, Profile], given: str) -> str:
     """The profile ID ``given`` means: exact, else the one ID equal ignoring case (``Nokia_C1``
     is ``nokia_c1``: IDs are typed from labels like "Nokia C1"); anything else is a

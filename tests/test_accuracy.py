@@ -73,7 +73,7 @@ def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]
 
 def _config(model: Path, data: Path, out: Path, runtime: str, levels: tuple[str, ...], **more) -> RunConfig:
     profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
-    return RunConfig(models=(model,), profiles=profiles, warmup=0, runs=1, output=out, backend="docker",
+    return RunConfig.of(models=(model,), profiles=profiles, warmup=0, runs=1, output=out, backend="docker",
                      runtime=runtime, jobs=1, predictor="estimator", timeout_s=300, levels=levels, eval_data=data,
                      **more)
 

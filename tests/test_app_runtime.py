@@ -44,7 +44,7 @@ class Recording(FakeBackend):
 
 def _config(model: Path, out: Path, **kw: Any) -> RunConfig:
     profiles = tuple(select_profiles(load_profiles(), ids=("nokia_8110_4g",)))
-    return RunConfig(models=(model,), profiles=profiles, output=out, jobs=1, warmup=0, runs=1, **kw)
+    return RunConfig.of(models=(model,), profiles=profiles, output=out, jobs=1, warmup=0, runs=1, **kw)
 
 
 @pytest.fixture
@@ -55,17 +55,17 @@ def model(tmp_path: Path) -> Path:
 
 
 def test_the_default_runtime_is_the_one_latencies_are_predicted_for() -> None:
-    assert RunConfig(models=(), profiles=()).resolved_runtimes == ("tflite",)
-    assert RunConfig(models=(), profiles=(), latency_runtime="ncnn").resolved_runtimes == ("ncnn",)
-    assert RunConfig(models=(), profiles=(), runtimes=("torch", "ncnn")).resolved_runtimes == ("torch", "ncnn")
-    assert RunConfig(models=(), profiles=(), runtime="torch, litert").runtimes == ("torch", "tflite")  # 0.1's form
+    assert RunConfig.of(models=(), profiles=()).resolved_runtimes == ("tflite",)
+    assert RunConfig.of(models=(), profiles=(), latency_runtime="ncnn").resolved_runtimes == ("ncnn",)
+    assert RunConfig.of(models=(), profiles=(), runtimes=("torch", "ncnn")).resolved_runtimes == ("torch", "ncnn")
+    assert RunConfig.of(models=(), profiles=(), runtime="torch, litert").runtimes == ("torch", "tflite")  # 0.1's form
 
 
 def test_an_unknown_runtime_is_refused_by_name() -> None:
     from lodevem.errors import InputError
 
     with pytest.raises(InputError, match="runtime mnn: expected one of"):
-        RunConfig(models=(), profiles=(), runtimes=("mnn",))
+        RunConfig.of(models=(), profiles=(), runtimes=("mnn",))
 
 
 def test_levels_are_made_by_the_runtimes_own_converter_from_the_fp32_source(model: Path, tmp_path: Path) -> None:

@@ -99,8 +99,8 @@ def test_the_rule_catches_a_cycle() -> None:
 # The wings (each stage's code) and the faces that call them (docs/development.md). ``profiles``
 # is a face (it loads and selects the YAML files) whose ``Profile`` record every wing's records
 # carry, like ``errors``: wings may import it, nothing below it imports a wing's face.
-WINGS = ("latency", "sandbox", "results", "report", "store", "worker", "memory", "safe_io")
-FACES = ("cli", "runner", "predict", "measure", "reporter")
+WINGS = ("latency", "sandbox", "results", "report", "store", "worker", "memory", "safe_io", "runtimes")
+FACES = ("cli", "commands", "runner", "predict", "measure", "reporter")
 
 
 def _package(module: str) -> str:
@@ -152,7 +152,7 @@ def test_nothing_below_the_runner_imports_runner_or_cli() -> None:
     graph = _imports()
     offenders = sorted(f"{module} -> {target}" for module, targets in graph.items()
                        for target in targets & {"lodevem.runner", "lodevem.cli"}
-                       if module not in ("lodevem.cli",))
+                       if module != "lodevem.cli" and not module.startswith("lodevem.commands"))
     assert offenders == []
 
 
@@ -247,12 +247,22 @@ def _top_level_literals(vocabulary: set[str], package: Path = PACKAGE) -> list[t
 
 
 def test_predict_is_a_facade_and_one_class_is_named_predictor() -> None:
-    """The prediction lives in latency/ (kinds, pool, cost model); the predict face only walks a
-    model through it (export, predict, calibrate: ``Predictor.cells``)."""
+    """The prediction lives in latency/ (kinds, pool, cost model); the predict face walks a model
+    through it (export, predict, calibrate: ``Predictor.cells``), and that one class is what the
+    runner, the commands and the Python API (``lodevem.Predictor``) use: no object wraps another
+    predictor any more."""
+    import lodevem
+    from lodevem.predict import Predictor
+
     assert len((PACKAGE / "predict" / "__init__.py").read_text().splitlines()) <= 220
     named = [f"{p.relative_to(PACKAGE).as_posix()}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
              for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef) and n.name == "Predictor"]
-    assert len(named) == 1 and named[0].startswith("predict/__init__.py:"), named
+    assert len(named) == 1 and named[0].startswith("predict/predictor.py:"), named
+    assert lodevem.Predictor is Predictor
+    wrappers = [f"{p.relative_to(PACKAGE).as_posix()}:{n.name}" for p in sorted(PACKAGE.rglob("*.py"))
+                for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef)
+                and n.name in ("LatencyPredictor", "PredictorFacade")]
+    assert wrappers == []
 
 
 def test_one_runtime_registry() -> None:
@@ -287,3 +297,177 @@ def test_the_vocabulary_rule_catches_a_second_home(tmp_path: Path) -> None:
     (tmp_path / "levels2.py").write_text('NAMES = ("fp16", "int8")\n\ndef f(x):\n    return {"tflite": 1, "ncnn": 2}[x]\n')
     assert _top_level_literals({"fp16", "int8"}, tmp_path) == [("levels2.py", "NAMES", 1, ["fp16", "int8"])]
     assert _top_level_literals({"tflite", "ncnn"}, tmp_path) == [("levels2.py", "f", 4, ["ncnn", "tflite"])]
+
+
+# -- the command line: a thin Click layer over the library (issue 36) ---------------------------
+
+COMMANDS = PACKAGE / "commands"
+
+
+def test_cli_is_the_group_and_the_command_list() -> None:
+    """cli.py holds the Click group, the exit codes and the list of commands; each command group
+    is a module of lodevem/commands/ of a few hundred lines."""
+    assert len((PACKAGE / "cli.py").read_text().splitlines()) <= 300
+    sizes = {p.name: len(p.read_text().splitlines()) for p in COMMANDS.glob("*.py")}
+    assert sizes and max(sizes.values()) <= 400, sizes
+
+
+def test_commands_do_not_render() -> None:
+    """A command parses, calls the library and hands the result to the terminal renderer
+    (``report.terminal``, reached through ``commands.TERMINAL``): no command module imports rich,
+    the tables or the reporter itself."""
+    graph = _imports()
+    offenders = sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("lodevem.commands")
+                       for t in ts if t in ("lodevem.reporter", "lodevem.report.console", "lodevem.report.layout")
+                       or (t == "lodevem.report.terminal" and m != "lodevem.commands"))
+    for path in sorted(COMMANDS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                offenders += [f"commands/{path.name} imports {n}" for n in names if n.split(".")[0] == "rich"]
+    assert offenders == []
+
+
+def _names_in_commands() -> list[str]:
+    """Every string constant of the command modules that is not prose (help texts and
+    docstrings are prose: they may say "tflite")."""
+    found = []
+    for path in sorted(COMMANDS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " not in node.value:
+                found.append(f"commands/{path.name}:{node.lineno} {node.value}")
+    return found
+
+
+def test_commands_name_no_runtime_and_no_predictor_kind() -> None:
+    """What a runtime or a predictor kind does is decided by its registry and the library; a
+    command comparing ``--predictor`` or ``--runtime`` to a name is that rule in a second place."""
+    from lodevem.latency.pool import KINDS
+    from lodevem.worker.registry import RUNTIMES
+
+    names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases} | set(KINDS)
+    offenders = [f for f in _names_in_commands() if f.rpartition(" ")[2] in names]
+    assert offenders == []
+
+
+# -- the run: stages behind one interface, a config in typed parts (issue 36) --------------------
+
+
+def test_the_runner_schedules_its_stages_behind_one_interface() -> None:
+    """predict, evaluate and measure are ``runner.stages.Stage``s (plan the jobs, run a job in the
+    session, return a typed record) and the runner runs each through ``schedule``."""
+    from lodevem.runner import stages
+
+    for name in ("LatencyStage", "EvaluationStage", "FloorStage", "MeasureStage"):
+        assert issubclass(getattr(stages, name), stages.Stage), name
+    face = ast.parse((PACKAGE / "runner" / "__init__.py").read_text())
+    scheduled = {ast.unparse(n.args[1].func) for n in ast.walk(face) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", "") == "schedule" and isinstance(n.args[1], ast.Call)}
+    assert scheduled == {"LatencyStage", "EvaluationStage", "FloorStage", "MeasureStage"}
+
+
+def test_run_config_is_typed_parts_of_a_few_fields() -> None:
+    from dataclasses import fields
+
+    from lodevem.runner import RunConfig
+
+    parts = {f.name: f.type for f in fields(RunConfig)}
+    assert len(parts) <= 8, parts
+    for part in ("inputs", "memory", "latency", "data", "results", "sandbox"):
+        assert len(fields(getattr(RunConfig.of((), ()), part))) <= 8, part
+
+
+def _private_calls() -> list[str]:
+    """``module._name`` uses of another lodevem module's private names."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (
+            n.level or (n.module or "").startswith("lodevem")) for a in n.names}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_reaches_into_another_modules_private_names() -> None:
+    """accuracy/evaluate.py called ``measure._plan``: a stage that needs another's internals gets a
+    public seam instead (``measure.MeasurePlan.files``), or the two drift apart unseen."""
+    assert _private_calls() == []
+
+
+def test_the_evaluation_takes_typed_jobs_not_the_run() -> None:
+    tree = ast.parse((PACKAGE / "accuracy" / "evaluate.py").read_text())
+    untyped = [f"{n.name}({a.arg})" for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+               for a in n.args.args if a.annotation is not None and ast.unparse(a.annotation) == "Any"]
+    assert untyped == []
+
+
+def test_the_zoo_and_the_worker_do_not_import_each_other() -> None:
+    """One MAC counter (``zoo.macs``) both use; the worker builds zoo models (``--arch zoo:NAME``),
+    so the zoo must not import the worker back."""
+    edges = _package_edges()
+    assert ("zoo", "worker") not in edges, edges.get(("zoo", "worker"))
+
+
+def test_the_version_is_read_from_the_ground_floor() -> None:
+    """``lodevem.version`` imports nothing; no module reads the version from the package face."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "__version__" for a in node.names) and (
+                    node.module in (None, "lodevem")):
+                offenders.append(path.relative_to(PACKAGE).as_posix())
+    assert offenders == []
+    assert _imports()["lodevem.version"] == set()
+
+
+# -- runtimes: one folder and one adapter each; dispatch by adapter (issue 36) ---------------------
+
+# Comparisons with a runtime's name left where they are, each for a reason other than choosing a
+# runtime's behaviour: the cost model's own fitted int8 rule for tflite (its parameters say so),
+# and the console's hint about rows measured under torch (the comparison runtime).
+RUNTIME_NAME_CHECKS_LEFT = {("latency/estimator.py", "rt.name == 'tflite'"),
+                            ("report/console.py", "r.runtime == 'torch'")}
+
+
+def _runtime_name_checks(package: Path = PACKAGE) -> list[tuple[str, str]]:
+    """(module, comparison) of every ``== "<runtime>"`` / ``in ("<runtime>", ...)`` outside the
+    runtimes' folders and the worker (which the images bake and dispatches by request)."""
+    from lodevem.worker.registry import RUNTIMES
+
+    names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases}
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel.startswith(("runtimes/", "worker/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            values = [e for s in sides for e in ([s] + (list(s.elts) if isinstance(s, (ast.Tuple, ast.List, ast.Set))
+                                                        else []))]
+            if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                found.append((rel, ast.unparse(node)))
+    return found
+
+
+def test_runtime_behaviour_is_chosen_by_its_adapter_only() -> None:
+    assert [f for f in _runtime_name_checks() if f not in RUNTIME_NAME_CHECKS_LEFT] == []
+
+
+def test_the_runtime_rule_catches_a_name_check(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text('def f(r):\n    return r == "ncnn" or r in ("tflite", "x")\n')
+    assert _runtime_name_checks(tmp_path) == [("m.py", "r == 'ncnn'"), ("m.py", "r in ('tflite', 'x')")]
+
+
+def test_every_runtime_has_a_folder_and_an_adapter() -> None:
+    from lodevem.runtimes import ADAPTERS, Runtime
+    from lodevem.worker.registry import RUNTIMES
+
+    assert list(ADAPTERS) == list(RUNTIMES)
+    for name, found in ADAPTERS.items():
+        assert isinstance(found, Runtime) and found.name == name
+        assert (PACKAGE / "runtimes" / name / "__init__.py").is_file(), name

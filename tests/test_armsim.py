@@ -220,7 +220,7 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
         torch.jit.script(DataDependent().eval()).save(str(bad))
     good = zoo.write("tiny_cnn", tmp_path)
     a53 = [p for p in load_profiles() if p.fastest_cluster.core == "Cortex-A53"][:1]
-    config = RunConfig(models=(good, bad), profiles=tuple(select_profiles(a53, ids=[a53[0].id])), warmup=1, runs=2,
+    config = RunConfig.of(models=(good, bad), profiles=tuple(select_profiles(a53, ids=[a53[0].id])), warmup=1, runs=2,
                        output=tmp_path / "out", backend="docker", runtime="tflite", jobs=2, predictor="armsim",
                        timeout_s=600)
     outcome = run_benchmark(config, backend=armsim_backend)

@@ -458,7 +458,7 @@ def test_a_full_disk_names_the_file_and_leaves_no_partial_file(full_disk: Path) 
 
 
 def test_a_second_run_on_the_same_output_refuses(tmp_path: Path) -> None:
-    from lodevem.results import OutputClaim
+    from lodevem.runner import OutputClaim
 
     model = tmp_path / "m.pt"
     model.write_bytes(b"x")

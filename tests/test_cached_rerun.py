@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import kinds_only
 from test_paper_kit import make_row
 
 from lodevem import zoo
@@ -51,12 +52,12 @@ def two_profiles() -> list[Profile]:
 def test_a_hit_equals_the_computed_prediction_and_replays_warnings(onnx_files: dict[str, Path],
                                                                    two_profiles: list[Profile], tmp_path: Path) -> None:
     nowhere = tmp_path / "no-nnmeter-data"
-    first = Predictor("auto", data_dir=nowhere, cache_dir=tmp_path / "latency", breakdown=True)
-    computed = first.predict(onnx_files["tiny_cnn"], two_profiles)
-    assert (first.cache_hits, first.cache_misses) == (0, 2)
-    again = Predictor("auto", data_dir=nowhere, cache_dir=tmp_path / "latency", breakdown=True)
-    cached = again.predict(onnx_files["tiny_cnn"], two_profiles)
-    assert (again.cache_hits, again.cache_misses) == (2, 0)
+    first = kinds_only("auto", nnmeter_data=nowhere, cache_dir=tmp_path / "latency", breakdown=True)
+    computed = first.cells(onnx_files["tiny_cnn"], two_profiles)
+    assert (first.pool.cache_hits, first.pool.cache_misses) == (0, 2)
+    again = kinds_only("auto", nnmeter_data=nowhere, cache_dir=tmp_path / "latency", breakdown=True)
+    cached = again.cells(onnx_files["tiny_cnn"], two_profiles)
+    assert (again.pool.cache_hits, again.pool.cache_misses) == (2, 0)
     assert cached == computed and cached["nokia_c1"].kernels  # every field, the per-kernel breakdown too
     assert again.warnings == first.warnings and any("no nn-Meter data" in w for w in again.warnings)
     assert again.describe()["latency_cache"] == {"hits": 2, "misses": 0}
@@ -66,46 +67,46 @@ def test_whatever_determines_a_prediction_is_in_its_key(onnx_files: dict[str, Pa
                                                         tmp_path: Path) -> None:
     cache = tmp_path / "latency"
     profile = two_profiles[:1]
-    Predictor("estimator", cache_dir=cache).predict(onnx_files["tiny_cnn"], profile)
+    kinds_only("estimator", cache_dir=cache).cells(onnx_files["tiny_cnn"], profile)
 
     def misses(predictor: Predictor, onnx: Path = onnx_files["tiny_cnn"], profiles: list[Profile] = profile,
                **options: object) -> int:
-        predictor.predict(onnx, profiles, **options)
-        return predictor.cache_misses
+        predictor.cells(onnx, profiles, **options)
+        return predictor.pool.cache_misses
 
-    assert misses(Predictor("estimator", cache_dir=cache)) == 0
-    assert misses(Predictor("estimator", cache_dir=cache), threads=4) == 1
-    assert misses(Predictor("estimator", cache_dir=cache), level="int8") == 1
-    assert misses(Predictor("estimator", cache_dir=cache, breakdown=True)) == 1
-    assert misses(Predictor("estimator", cache_dir=cache, use_cache=False)) == 1
+    assert misses(kinds_only("estimator", cache_dir=cache)) == 0
+    assert misses(kinds_only("estimator", cache_dir=cache), threads=4) == 1
+    assert misses(kinds_only("estimator", cache_dir=cache), level="int8") == 1
+    assert misses(kinds_only("estimator", cache_dir=cache, breakdown=True)) == 1
+    assert misses(kinds_only("estimator", cache_dir=cache, use_cache=False)) == 1
     faster = profile[0].model_copy(update={"cpu": [c.model_copy(update={"clock_ghz": c.clock_ghz + 0.1})
                                                    for c in profile[0].cpu]})
-    assert misses(Predictor("estimator", cache_dir=cache), profiles=[faster]) == 1
+    assert misses(kinds_only("estimator", cache_dir=cache), profiles=[faster]) == 1
     # another model written over the same file name: keyed by content, not path
     moved = tmp_path / "model.onnx"
     moved.write_bytes(onnx_files["tiny_cnn"].read_bytes())
-    assert misses(Predictor("estimator", cache_dir=cache), onnx=moved) == 0
+    assert misses(kinds_only("estimator", cache_dir=cache), onnx=moved) == 0
     moved.write_bytes(onnx_files["mobilenet_v3_small"].read_bytes())
-    assert misses(Predictor("estimator", cache_dir=cache), onnx=moved) == 1
+    assert misses(kinds_only("estimator", cache_dir=cache), onnx=moved) == 1
     # refitted estimator parameters: same version string, other numbers
     params = json.loads(json.dumps(Estimator.load().params))
     params["terms"]["bytes"]["cycles_per_unit"] *= 1.1
-    refit = Predictor("estimator", cache_dir=cache, estimator=Estimator(params))
-    before = Predictor("estimator", cache_dir=cache).predict(onnx_files["tiny_cnn"], profile)
-    after = refit.predict(onnx_files["tiny_cnn"], profile)
-    assert refit.cache_misses == 1
+    refit = kinds_only("estimator", cache_dir=cache, estimator=Estimator(params))
+    before = kinds_only("estimator", cache_dir=cache).cells(onnx_files["tiny_cnn"], profile)
+    after = refit.cells(onnx_files["tiny_cnn"], profile)
+    assert refit.pool.cache_misses == 1
     assert after[profile[0].id].latency_ms != before[profile[0].id].latency_ms
 
 
 def test_a_corrupt_cache_entry_is_a_miss(onnx_files: dict[str, Path], two_profiles: list[Profile],
                                         tmp_path: Path) -> None:
-    cache = tmp_path / "latency"
-    expected = Predictor("estimator", cache_dir=cache).predict(onnx_files["tiny_cnn"], two_profiles[:1])
-    for entry in cache.glob("*.json"):
+    cache = tmp_path / "store"
+    expected = kinds_only("estimator", cache_dir=cache).cells(onnx_files["tiny_cnn"], two_profiles[:1])
+    for entry in (cache / "latency").glob("*.json"):
         entry.write_text('{"cache_format": 1, "value": {"prediction": {"latency_ms": "x"}}}')
-    predictor = Predictor("estimator", cache_dir=cache)
-    assert predictor.predict(onnx_files["tiny_cnn"], two_profiles[:1]) == expected
-    assert predictor.cache_misses == 1
+    predictor = kinds_only("estimator", cache_dir=cache)
+    assert predictor.cells(onnx_files["tiny_cnn"], two_profiles[:1]) == expected
+    assert predictor.pool.cache_misses == 1
 
 
 def test_figures_are_kept_until_their_inputs_change(two_profiles: list[Profile], tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def table(docker_backend, tmp_path_factory: pytest.TempPathFactory) -> dict[tupl
     root = tmp_path_factory.mktemp("compression")
     model = zoo.write("mobilenet_v2", root / "models")
     profiles = tuple(p for p in select_profiles(load_profiles(), tiers=("tier1",)) if p.ram_mb >= 3000)[:1]
-    config = RunConfig(models=(model,), profiles=profiles, output=root / "out", runtimes=RUNTIMES,
+    config = RunConfig.of(models=(model,), profiles=profiles, output=root / "out", runtimes=RUNTIMES,
                        levels=("fp32", "int8", "int8-static", "pruned"), warmup=1, runs=3, jobs=2,
                        predictor="estimator", input_shape=SHAPE)
     rows = run_benchmark(config, backend=docker_backend).rows

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import kinds_only
 
 from lodevem import zoo
 from lodevem.latency.calibration import CalibrationRecord, CalibrationSet, CalibrationStore, now_iso
 from lodevem.latency.estimator import Estimator, work_vector
 from lodevem.latency.kernels import extract_kernels
 from lodevem.measure import MemoryMeasurement
-from lodevem.predict import LatencyPrediction, Predictor
+from lodevem.predict import LatencyPrediction
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.report.files import write_csv
 from lodevem.results import ModelFile, pair_result
@@ -64,7 +65,7 @@ def test_every_cell_states_its_uncertainty_as_numbers(onnx: dict[str, Path]) -> 
     est = Estimator.load()
     a7 = profile("Cortex-A7", 1.3, "a7")
     for runtime in ("tflite", "ncnn"):
-        cell = Predictor("estimator", runtime=runtime).predict(onnx["resnet18"], [a7])["a7"]
+        cell = kinds_only("estimator", runtime=runtime).cells(onnx["resnet18"], [a7])["a7"]
         figure = est.uncertainty_figure("Cortex-A7", runtime, 1, "fp32")
         assert figure is not None and cell.uncertainty_pct == figure.mape_pct
         assert cell.latency_low_ms == pytest.approx(cell.latency_ms * (1 - figure.mape_pct / 100))
@@ -73,13 +74,13 @@ def test_every_cell_states_its_uncertainty_as_numbers(onnx: dict[str, Path]) -> 
         assert (figure.core == "Cortex-A7") == (runtime == "ncnn")  # A7's own ncnn rows; tflite pooled
     bad = onnx["resnet18"].with_name("bad.onnx")
     bad.write_bytes(b"not onnx")
-    none = Predictor("estimator").predict(bad, [a7])["a7"]
+    none = kinds_only("estimator").cells(bad, [a7])["a7"]
     assert none.latency_ms is None and (none.latency_low_ms, none.latency_high_ms) == (None, None)
 
 
 def test_the_row_and_csv_carry_the_band(onnx: dict[str, Path], tmp_path: Path) -> None:
     jiophone = next(p for p in load_profiles() if p.id == "jiophone2")
-    cell = Predictor("estimator").predict(onnx["mobilenet_v2"], [jiophone])["jiophone2"]
+    cell = kinds_only("estimator").cells(onnx["mobilenet_v2"], [jiophone])["jiophone2"]
     memory = MemoryMeasurement(verdict="error", limit_mb=512, peak_rss_mb=None, runtime_baseline_mb=None,
                                model_increment_mb=None, cgroup_peak_mb=None, error="not measured in this test",
                                phase=None, backend="process", limit_enforcement="", runtime="torch", wall_s=0.0,
@@ -98,8 +99,8 @@ def test_calibration_scales_the_parts_of_the_estimate(onnx: dict[str, Path], tmp
     """The record keeps the cell's own compute/memory split (runtime factors applied), and the
     calibrated cell's band is the one-shot calibration error's."""
     a53 = profile("Cortex-A53", 2.0, "a53")
-    predictor = Predictor("estimator", runtime="ncnn")
-    cells = {n: predictor.predict(p, [a53])["a53"] for n, p in onnx.items()}
+    predictor = kinds_only("estimator", runtime="ncnn")
+    cells = {n: predictor.cells(p, [a53])["a53"] for n, p in onnx.items()}
     for cell in cells.values():
         assert cell.compute_ms + cell.memory_ms == pytest.approx(cell.latency_ms)
         assert 0 < cell.compute_share < 1 and cell.graph_sha256
@@ -111,11 +112,11 @@ def test_calibration_scales_the_parts_of_the_estimate(onnx: dict[str, Path], tmp
                                 measured_ms=resnet.latency_ms * 1.25, runtime="ncnn", threads=1, date=now_iso(),
                                 note="", predicted_ms=resnet.latency_ms, compute_ms=resnet.compute_ms,
                                 memory_ms=resnet.memory_ms, predictor=resnet.latency_source, measured_by="test"))
-    calibrated = CalibrationSet(tmp_path / "cal").apply(resnet, a53, predictor.estimator)
+    calibrated = CalibrationSet(tmp_path / "cal").apply(resnet, a53, predictor.pool.estimator)
     assert calibrated.latency_ms == pytest.approx(resnet.latency_ms * 1.25)
     assert calibrated.compute_ms + calibrated.memory_ms == pytest.approx(calibrated.latency_ms)
     assert "this model is a calibration model" in calibrated.note
-    oneshot = predictor.estimator.params["uncertainty"]["oneshot_mape_pct"]
+    oneshot = predictor.pool.estimator.params["uncertainty"]["oneshot_mape_pct"]
     assert calibrated.uncertainty_pct == oneshot
     assert calibrated.latency_high_ms == pytest.approx(calibrated.latency_ms * (1 + oneshot / 100))
     assert isinstance(LatencyPrediction.from_dict(calibrated.to_dict()), LatencyPrediction)

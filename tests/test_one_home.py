@@ -30,7 +30,9 @@ def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
     from dataclasses import fields
     from pathlib import Path
 
-    tree = ast.parse(Path(client.__file__).read_text())
+    from lodevem.worker import replies
+
+    tree = ast.parse(Path(replies.__file__).read_text() + "\n" + Path(client.__file__).read_text())
     read = {node.args[1].value for node in ast.walk(tree)
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_section"
             and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)}
@@ -41,3 +43,16 @@ def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
     written = {f.name for f in fields(protocol.WorkerResult)}
     assert {"model", "memory", "latency", "error", "ok"} <= read
     assert read <= written, sorted(read - written)
+
+
+def test_the_reply_is_one_set_of_records_on_both_sides() -> None:
+    """The records the host reads a reply into are the worker protocol's (``worker.replies``), and
+    a section the worker writes with a record reads back as the same record."""
+    from lodevem.worker import replies
+
+    assert client.WorkerReply is replies.WorkerReply and client.ModelSection is replies.ModelSection
+    failure = replies.WorkerFailure("corrupt", "m.pt: truncated")
+    accuracy = replies.AccuracySection(100, 71, 93, 1000, 1.5)
+    data = {"ok": False, "error": failure.to_dict(), "accuracy": accuracy.to_dict()}
+    reply = replies.WorkerReply.parse(data)
+    assert reply.failure == failure and reply.accuracy == accuracy and not reply.ok

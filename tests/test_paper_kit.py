@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import kinds_only
 
 from lodevem import __version__
 from lodevem.latency.estimator import Estimator
@@ -60,7 +61,7 @@ def make_row(profile: Profile, model: str = "mobilenet_v2.pt", **changes: Any) -
 
 def manifest(profiles: list[Profile], backend: str = "docker", predictor: Predictor | None = None,
              **config: Any) -> dict[str, Any]:
-    predictor = predictor or Predictor("estimator")
+    predictor = predictor or kinds_only("estimator")
     settings = {"warmup": 5, "runs": 50, "threads": 1, **config}
     # the JSON form, as a results file holds it (run_facts reads it back into a Manifest)
     return collect_manifest(["lodevem", "start"], profiles, [], image_id="docker:sha256:" + "9" * 64,
@@ -116,7 +117,7 @@ def test_nnmeter_profiles_cite_nnmeter_and_tflite(profiles: list[Profile]) -> No
     kaios, spark, c1 = profiles
     rows = [make_row(kaios, latency_source=NN_SOURCE, latency_uncertainty="nn-Meter's own error ..."),
             make_row(spark), make_row(c1)]
-    env = manifest(profiles, predictor=Predictor("auto"))
+    env = manifest(profiles, predictor=kinds_only("auto"))
     env["extra"]["predictor"]["nnmeter_predictors"] = {
         "cortexA76cpu_tflite21": {"folder": "/data/predictor/cortexA76cpu_tflite21", "kernels": ["conv-bn-relu"],
                                   "legacy_pickles": [], "reference": {"core": "Cortex-A76", "clock_ghz": 2.42}}}
@@ -129,7 +130,7 @@ def test_nnmeter_profiles_cite_nnmeter_and_tflite(profiles: list[Profile]) -> No
 
 def test_estimator_not_used_means_its_data_is_not_cited(profiles: list[Profile]) -> None:
     rows = [make_row(p, latency_source=NN_SOURCE) for p in profiles]
-    md, _, bib = kit(rows, manifest(profiles, predictor=Predictor("auto")))
+    md, _, bib = kit(rows, manifest(profiles, predictor=kinds_only("auto")))
     assert "ncnn" not in bib_keys(bib) and "offline estimator v1" not in md
 
 

@@ -116,7 +116,7 @@ def test_the_table_caption_and_the_methodology_count_the_inferred_figures(tmp_pa
     model = tmp_path / "small.pt"
     model.write_bytes(b"small")
     profiles = tuple(select_profiles(load_profiles(), ids=("nokia_8110_4g", "jiophone2", "nokia_c1")))
-    outcome = run_benchmark(RunConfig(models=(model,), profiles=profiles, output=tmp_path / "out", jobs=1,
+    outcome = run_benchmark(RunConfig.of(models=(model,), profiles=profiles, output=tmp_path / "out", jobs=1,
                                       runtimes=("torch",)),
                             backend=FakeBackend(240.0))
     caption = str(results_table(outcome.rows, list(profiles)).caption)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import kinds_only
 from sklearn.ensemble import RandomForestRegressor
 
 from lodevem import zoo
@@ -22,10 +23,10 @@ from lodevem.errors import InputError, LodevemError
 from lodevem.latency.estimator import Estimator, work_vector
 from lodevem.latency.kernels import DEFAULT_RULES, extract_kernels
 from lodevem.latency.nnmeter import ENV_VAR, default_data_dir, expected_kernels, fetch_predictors
-from lodevem.predict import LatencyPrediction, Predictor, format_clock
+from lodevem.predict import LatencyPrediction, format_clock
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.worker import export_module
-from lodevem.worker.macs import count_macs
+from lodevem.zoo.macs import count_macs
 
 PREDICTOR = "cortexA76cpu_tflite21"
 MISSING = "add"  # left out of the synthetic set: mobilenet_v2 has 10 such kernels
@@ -81,10 +82,10 @@ def test_every_zoo_model_on_every_profile_offline(onnx_dir: Path, profiles: list
     import requests
 
     monkeypatch.setattr(requests, "get", lambda *a, **k: pytest.fail("no download as a side effect"))
-    predictor = Predictor("auto", data_dir=tmp_path / "empty")
+    predictor = kinds_only("auto", nnmeter_data=tmp_path / "empty")
     assert len(profiles) == 16
     for name in zoo.names():
-        result = predictor.predict(onnx_dir / f"{name}.onnx", profiles)
+        result = predictor.cells(onnx_dir / f"{name}.onnx", profiles)
         assert list(result) == [p.id for p in profiles]
         for pid, pred in result.items():
             assert pred.latency_ms is not None and math.isfinite(pred.latency_ms) and pred.latency_ms > 0, (name, pid)
@@ -94,14 +95,14 @@ def test_every_zoo_model_on_every_profile_offline(onnx_dir: Path, profiles: list
 
 def test_estimator_source_string_is_exact(onnx_dir: Path, profiles: list[Profile]) -> None:
     pop6 = next(p for p in profiles if p.id == "tecno_pop6")
-    pred = Predictor("estimator").predict(onnx_dir / "mobilenet_v2.onnx", [pop6])["tecno_pop6"]
+    pred = kinds_only("estimator").cells(onnx_dir / "mobilenet_v2.onnx", [pop6])["tecno_pop6"]
     assert pred.latency_source == "estimator:v2 tflite (Cortex-A53@2.0GHz)" and pred.runtime == "tflite"
     assert (pred.core, pred.clock_ghz, pred.threads, pred.note) == ("Cortex-A53", 2.0, 1, None)
 
 
 def test_nnmeter_end_to_end(onnx_dir: Path, profiles: list[Profile], nn_data: Path) -> None:
-    predictor = Predictor("nn-meter", data_dir=nn_data, breakdown=True)
-    result = predictor.predict(onnx_dir / "mobilenet_v2.onnx", profiles)
+    predictor = kinds_only("nn-meter", nnmeter_data=nn_data, breakdown=True)
+    result = predictor.cells(onnx_dir / "mobilenet_v2.onnx", profiles)
     pop6 = result["tecno_pop6"]
     assert pop6.latency_source == "nn-meter:cortexA76cpu_tflite21 tflite→Cortex-A53@2.0GHz"
     assert pop6.latency_ms is not None and pop6.latency_ms > 0
@@ -121,7 +122,7 @@ def test_nnmeter_sum_equals_nn_meters_own_predictor(onnx_dir: Path, nn_data: Pat
     pixel4 = custom_profile("Cortex-A76", 2.42, pid="pixel4")
     for name in ("mobilenet_v2", "resnet18", "mobilenet_v3_small"):
         path = onnx_dir / f"{name}.onnx"
-        ours = Predictor("nn-meter", data_dir=nn_data).predict(path, [pixel4])["pixel4"]
+        ours = kinds_only("nn-meter", nnmeter_data=nn_data).cells(path, [pixel4])["pixel4"]
         regressors = {p.stem: pickle.loads(p.read_bytes()) for p in folder.glob("*.pkl")}
         theirs = nnMeterPredictor(regressors, str(folder / "fusion_rules.json")).predict(str(path), "onnx")
         assert ours.latency_ms == pytest.approx(theirs, rel=1e-9), name
@@ -144,9 +145,9 @@ def test_bad_predictor_file_is_refused_with_its_name(onnx_dir: Path, profiles: l
     else:
         bad.write_bytes(bad.read_bytes()[:1000])
         expected = f"{bad}: not a usable nn-Meter predictor ("
-    predictor = Predictor(mode, data_dir=data)
+    predictor = kinds_only(mode, nnmeter_data=data)
     for attempt in (lambda: predictor.require(profiles),
-                    lambda: predictor.predict(onnx_dir / "tiny_cnn.onnx", profiles[:1])):
+                    lambda: predictor.cells(onnx_dir / "tiny_cnn.onnx", profiles[:1])):
         with pytest.raises(InputError) as excinfo:
             attempt()
         assert str(excinfo.value).startswith(expected) and "\n" not in str(excinfo.value)
@@ -154,7 +155,7 @@ def test_bad_predictor_file_is_refused_with_its_name(onnx_dir: Path, profiles: l
 
 
 def test_missing_kernel_types_are_listed_with_counts(onnx_dir: Path, nn_data: Path) -> None:
-    pred = Predictor("nn-meter", data_dir=nn_data).predict(
+    pred = kinds_only("nn-meter", nnmeter_data=nn_data).cells(
         onnx_dir / "mobilenet_v3_small.onnx", [custom_profile("Cortex-A55", 1.6)])["custom"]
     # HardSigmoid + Mul (opset 13's hswish) have no nn-Meter predictor at all.
     assert "19 hardsigmoid" in pred.note and "19 mul" in pred.note and "6 add" in pred.note
@@ -167,9 +168,9 @@ def test_each_predictor_file_loaded_once(onnx_dir: Path, profiles: list[Profile]
     calls: list[str] = []
     real = compat.load_predictor_file
     monkeypatch.setattr(compat, "load_predictor_file", lambda path, **kw: calls.append(str(path)) or real(path, **kw))
-    predictor = Predictor("auto", data_dir=nn_data)
+    predictor = kinds_only("auto", nnmeter_data=nn_data)
     for name in ("tiny_cnn", "mobilenet_v2", "resnet18"):
-        for pred in predictor.predict(onnx_dir / f"{name}.onnx", profiles).values():
+        for pred in predictor.cells(onnx_dir / f"{name}.onnx", profiles).values():
             assert pred.latency_source.startswith("nn-meter:")
     pkls = list((nn_data / "predictor" / PREDICTOR).glob("*.pkl"))
     assert sorted(calls) == sorted(map(str, pkls))
@@ -177,16 +178,16 @@ def test_each_predictor_file_loaded_once(onnx_dir: Path, profiles: list[Profile]
 
 def test_auto_falls_back_and_nnmeter_mode_refuses(onnx_dir: Path, profiles: list[Profile], tmp_path: Path) -> None:
     empty = tmp_path / "nothing"
-    pred = Predictor("auto", data_dir=empty).predict(onnx_dir / "tiny_cnn.onnx", profiles[:1])[profiles[0].id]
+    pred = kinds_only("auto", nnmeter_data=empty).cells(onnx_dir / "tiny_cnn.onnx", profiles[:1])[profiles[0].id]
     assert pred.latency_source.startswith("estimator:v2 tflite")
-    strict = Predictor("nn-meter", data_dir=empty)
+    strict = kinds_only("nn-meter", nnmeter_data=empty)
     expected = str(empty / "predictor" / PREDICTOR)
     with pytest.raises(InputError, match=expected):
         strict.require(profiles)
     with pytest.raises(InputError, match=expected):
-        strict.predict(onnx_dir / "tiny_cnn.onnx", profiles)
+        strict.cells(onnx_dir / "tiny_cnn.onnx", profiles)
     with pytest.raises(InputError, match="unknown latency predictor"):
-        Predictor("magic")
+        kinds_only("magic")
 
 
 def test_data_folder_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nn_data: Path,
@@ -201,23 +202,23 @@ def test_data_folder_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv(ENV_VAR, str(nn_data))
     assert default_data_dir() == nn_data
     assert default_data_dir(tmp_path / "explicit") == tmp_path / "explicit"
-    pred = Predictor().predict(onnx_dir / "tiny_cnn.onnx", [custom_profile("Cortex-A53", 1.4)])["custom"]
+    pred = kinds_only().cells(onnx_dir / "tiny_cnn.onnx", [custom_profile("Cortex-A53", 1.4)])["custom"]
     assert pred.latency_source == "nn-meter:cortexA76cpu_tflite21 tflite→Cortex-A53@1.4GHz"
 
 
 def test_deterministic_and_threads(onnx_dir: Path, profiles: list[Profile], nn_data: Path) -> None:
     path = onnx_dir / "mnasnet1_0.onnx"
     for mode in ("estimator", "nn-meter"):
-        a = Predictor(mode, data_dir=nn_data).predict(path, profiles)
-        b = Predictor(mode, data_dir=nn_data).predict(path, profiles)
+        a = kinds_only(mode, nnmeter_data=nn_data).cells(path, profiles)
+        b = kinds_only(mode, nnmeter_data=nn_data).cells(path, profiles)
         assert a == b
     dual = custom_profile("Cortex-A7", 1.1, count=2, pid="dual")
-    p = Predictor("estimator")
-    one, two, four = (p.predict(path, [dual], threads=n)["dual"] for n in (1, 2, 4))
+    p = kinds_only("estimator")
+    one, two, four = (p.cells(path, [dual], threads=n)["dual"] for n in (1, 2, 4))
     assert one.latency_ms > two.latency_ms == four.latency_ms  # capped by the cluster's 2 cores
     assert four.threads == 4
     with pytest.raises(InputError):
-        p.predict(path, [dual], threads=0)
+        p.cells(path, [dual], threads=0)
 
 
 def test_unknown_core_in_custom_profile(onnx_dir: Path) -> None:
@@ -225,13 +226,13 @@ def test_unknown_core_in_custom_profile(onnx_dir: Path) -> None:
     cluster = Cluster.model_construct(core="Cortex-A78", count=4, clock_ghz=2.0)
     odd = custom_profile("Cortex-A53", 2.0).model_copy(update={"cpu": [cluster]})
     with pytest.raises(InputError, match="Cortex-A78"):
-        Predictor("estimator").predict(onnx_dir / "tiny_cnn.onnx", [odd])
+        kinds_only("estimator").cells(onnx_dir / "tiny_cnn.onnx", [odd])
 
 
 def test_unreadable_model_gives_a_reason_not_a_number(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not an onnx file")
-    pred = Predictor("estimator").predict(bad, [custom_profile("Cortex-A53", 2.0)])["custom"]
+    pred = kinds_only("estimator").cells(bad, [custom_profile("Cortex-A53", 2.0)])["custom"]
     assert isinstance(pred, LatencyPrediction)
     assert pred.latency_ms is None and pred.note and "no latency" in pred.note
 
@@ -264,8 +265,8 @@ def test_estimator_ratio_shapes_nnmeter_path(onnx_dir: Path, nn_data: Path) -> N
     the estimator's when every kernel is covered and the work mix is the same."""
     path = onnx_dir / "tiny_cnn.onnx"
     slow, fast = custom_profile("Cortex-A53", 1.0, pid="slow"), custom_profile("Cortex-A53", 2.0, pid="fast")
-    nn = Predictor("nn-meter", data_dir=nn_data).predict(path, [slow, fast])
-    est = Predictor("estimator").predict(path, [slow, fast])
+    nn = kinds_only("nn-meter", nnmeter_data=nn_data).cells(path, [slow, fast])
+    est = kinds_only("estimator").cells(path, [slow, fast])
     assert nn["slow"].latency_ms / nn["fast"].latency_ms == pytest.approx(2.0)
     assert est["slow"].latency_ms / est["fast"].latency_ms == pytest.approx(2.0)
     assert Estimator.load().version in est["slow"].latency_source
@@ -275,29 +276,29 @@ def test_levels_warnings_and_unavailable(onnx_dir: Path, nn_data: Path, tmp_path
     path = onnx_dir / "mobilenet_v2.onnx"
     a55, a53 = custom_profile("Cortex-A55", 1.6, pid="a55"), custom_profile("Cortex-A53", 1.6, pid="a53")
     est = Estimator.load()
-    p = Predictor("estimator")
-    fp32 = p.predict(path, [a55, a53])
-    fp16 = p.predict(path, [a55, a53], level="fp16")
+    p = kinds_only("estimator")
+    fp32 = p.cells(path, [a55, a53])
+    fp16 = p.cells(path, [a55, a53], level="fp16")
     works = [work_vector(k) for k in extract_kernels(path).kernels]
     # Per-kernel factors of (core, runtime, work class, precision): the sum is the model's own.
     assert fp16["a55"].latency_ms == pytest.approx(sum(est.latency_ms(w, "Cortex-A55", 1.6, "tflite", "fp16")
                                                        for w in works))
     assert fp32["a55"].latency_ms / 2 <= fp16["a55"].latency_ms < fp32["a55"].latency_ms  # <= 2x: lane count
     assert fp16["a53"].latency_ms == fp32["a53"].latency_ms and "no fp16 arithmetic" in fp16["a53"].note
-    int8 = p.predict(path, [a53], level="int8-static")["a53"]
+    int8 = p.cells(path, [a53], level="int8-static")["a53"]
     assert int8.latency_ms == pytest.approx(sum(est.latency_ms(w, "Cortex-A53", 1.6, "tflite", "int8") for w in works))
     assert "no tflite int8 rows" in int8.note and "int8 ncnn" not in int8.uncertainty
     assert "int8" in int8.uncertainty and int8.uncertainty != fp32["a53"].uncertainty
-    assert p.predict(path, [a53], level="pruned")["a53"] == fp32["a53"]
+    assert p.cells(path, [a53], level="pruned")["a53"] == fp32["a53"]
     with pytest.raises(InputError, match="level"):
-        p.predict(path, [a53], level="int4")
+        p.cells(path, [a53], level="int4")
 
-    auto = Predictor("auto", data_dir=tmp_path / "none")
-    auto.predict(path, [a55, a53])
-    auto.predict(onnx_dir / "tiny_cnn.onnx", [a55, a53])
+    auto = kinds_only("auto", nnmeter_data=tmp_path / "none")
+    auto.cells(path, [a55, a53])
+    auto.cells(onnx_dir / "tiny_cnn.onnx", [a55, a53])
     assert len(auto.warnings) == 1 and str(tmp_path / "none") in auto.warnings[0]
-    nn = Predictor("nn-meter", data_dir=nn_data)
-    nn.predict(path, [a55, a53])
+    nn = kinds_only("nn-meter", nnmeter_data=nn_data)
+    nn.cells(path, [a55, a53])
     assert nn.warnings == ["mobilenet_v2.onnx: nn-Meter has no predictor for 10 kernels (10 add); not counted"]
 
     cell = LatencyPrediction.unavailable(a53, "export failed", threads=2)
@@ -353,33 +354,33 @@ def test_runtime_is_named_on_every_path(onnx_dir: Path, nn_data: Path, tmp_path:
     all carry the runtime they stand for, in ``runtime`` and in ``latency_source``."""
     path = onnx_dir / "mobilenet_v2.onnx"
     a53 = custom_profile("Cortex-A53", 2.0, pid="a53")
-    tfl = Predictor("estimator").predict(path, [a53])["a53"]
-    ncnn = Predictor("estimator", runtime="ncnn").predict(path, [a53])["a53"]
+    tfl = kinds_only("estimator").cells(path, [a53])["a53"]
+    ncnn = kinds_only("estimator", runtime="ncnn").cells(path, [a53])["a53"]
     assert (tfl.runtime, ncnn.runtime) == ("tflite", "ncnn")
     assert ncnn.latency_source == "estimator:v2 ncnn (Cortex-A53@2.0GHz)"
     assert tfl.latency_ms != ncnn.latency_ms and "ncnn" in ncnn.uncertainty and "tflite" in tfl.uncertainty
-    nn = Predictor("nn-meter", data_dir=nn_data).predict(path, [a53])["a53"]
+    nn = kinds_only("nn-meter", nnmeter_data=nn_data).cells(path, [a53])["a53"]
     assert nn.runtime == "tflite" and " tflite→" in nn.latency_source
     # nn-Meter cannot stand for ncnn: auto takes the estimator (and says why), nn-meter refuses.
-    auto = Predictor("auto", data_dir=nn_data, runtime="ncnn")
-    cell = auto.predict(path, [a53])["a53"]
+    auto = kinds_only("auto", nnmeter_data=nn_data, runtime="ncnn")
+    cell = auto.cells(path, [a53])["a53"]
     assert cell.latency_source.startswith("estimator:v2 ncnn") and "not ncnn" in auto.warnings[0]
     with pytest.raises(InputError, match="nn-meter predicts TFLite 2.1 latencies, not ncnn"):
-        Predictor("nn-meter", data_dir=nn_data, runtime="ncnn")
+        kinds_only("nn-meter", nnmeter_data=nn_data, runtime="ncnn")
     with pytest.raises(InputError, match="no latency model for runtime 'tvm'"):
-        Predictor("estimator", runtime="tvm")
+        kinds_only("estimator", runtime="tvm")
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not an onnx file")
     for runtime in ("tflite", "ncnn"):
-        none = Predictor("estimator", runtime=runtime).predict(bad, [a53])["a53"]
+        none = kinds_only("estimator", runtime=runtime).cells(bad, [a53])["a53"]
         assert none.latency_ms is None and none.runtime == runtime and runtime in none.latency_source
 
 
 def test_uncertainty_follows_the_cells_kind(onnx_dir: Path) -> None:
     path = onnx_dir / "mnasnet1_0.onnx"
     a53 = custom_profile("Cortex-A53", 2.0, pid="a53")
-    p = Predictor("estimator", runtime="ncnn")
-    one, four = (p.predict(path, [a53], threads=n)["a53"] for n in (1, 4))
+    p = kinds_only("estimator", runtime="ncnn")
+    one, four = (p.cells(path, [a53], threads=n)["a53"] for n in (1, 4))
     assert "1-thread fp32 ncnn rows on Cortex-A53" in one.uncertainty
     assert "multi-thread fp32 ncnn rows on Cortex-A53" in four.uncertainty
     assert one.latency_ms > four.latency_ms

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import pytest
 import torch
+from helpers import kinds_only
 
 from lodevem import zoo
 from lodevem.errors import InputError
@@ -24,7 +25,6 @@ from lodevem.latency import pool
 from lodevem.latency.kernels import DEFAULT_RULES
 from lodevem.latency.kinds import HeldOut, KindSetup, PredictionJob
 from lodevem.latency.records import LatencyPrediction
-from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
 from lodevem.worker import registry
 from lodevem.worker.onnx_export import export_module
@@ -102,7 +102,7 @@ def profiles() -> list[Profile]:
 
 def test_a_registered_kind_is_a_predictor_value_of_the_front_door(toy, onnx_file: Path, profiles) -> None:
     assert "toy" in pool.modes()
-    cells = Predictor("toy", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("toy").cells(onnx_file, profiles)
     assert {c.latency_source for c in cells.values()} == {"toy:plumbing tflite"}
     assert all(c.latency_ms is not None and c.latency_ms > 0 for c in cells.values())
 
@@ -110,25 +110,25 @@ def test_a_registered_kind_is_a_predictor_value_of_the_front_door(toy, onnx_file
 def test_without_the_registry_entry_it_is_no_choice(onnx_file: Path) -> None:
     assert "toy" not in pool.modes()
     with pytest.raises(InputError, match="unknown latency predictor 'toy'"):
-        Predictor("toy")
+        kinds_only("toy")
 
 
 def test_auto_takes_the_kind_with_the_lower_held_out_error_and_says_so(toy, onnx_file: Path, profiles) -> None:
-    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto").cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source == "toy:plumbing tflite"
         assert "auto chose toy ±1.0% held-out (50 rows, cores) over estimator ±" in (cell.note or "")
         assert "for 1-thread fp32 tflite on Cortex-A" in (cell.note or "")
     toy.figure = 99.0  # now the estimator's own figure is lower: it keeps its cells, the manifest says why
-    kept = Predictor("auto", cache_dir=None)
-    cells = kept.predict(onnx_file, profiles)
+    kept = kinds_only("auto")
+    cells = kept.cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source.startswith("estimator") and "auto chose" not in (cell.note or "")
     choices = kept.describe()["auto_choices"]
     assert len(choices) == 2 and all(c.startswith("auto chose estimator ±") and "over toy ±99.0% held-out" in c
                                      for c in choices)
     toy.figure = None  # a kind stating no figure never wins a comparison: the first available stays
-    cells = Predictor("auto", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto").cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "auto chose" not in (c.note or "")
                for c in cells.values())
 
@@ -136,10 +136,10 @@ def test_auto_takes_the_kind_with_the_lower_held_out_error_and_says_so(toy, onnx
 def test_the_kind_serves_only_the_runtimes_the_registry_names(toy, onnx_file: Path, profiles) -> None:
     spec = registry.RUNTIMES["ncnn"]
     registry.RUNTIMES["ncnn"] = dataclasses.replace(spec, predictors=tuple(p for p in spec.predictors if p != "toy"))
-    cells = Predictor("auto", runtime="ncnn", cache_dir=None).predict(onnx_file, profiles)
+    cells = kinds_only("auto", runtime="ncnn").cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") for c in cells.values())
     with pytest.raises(InputError, match="does not serve ncnn"):
-        Predictor("toy", runtime="ncnn")
+        kinds_only("toy", runtime="ncnn")
 
 
 def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
 
     model = zoo.write("tiny_cnn", tmp_path)
     chosen = tuple(select_profiles(load_profiles(), ids=["nokia_c1"]))
-    outcome = run_benchmark(RunConfig(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
+    outcome = run_benchmark(RunConfig.of(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
                                       backend="process", predictor="toy", timeout_s=600))
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
@@ -165,21 +165,20 @@ def test_the_auto_rule_is_one_pure_function() -> None:
     assert pool.auto_pick(["a", "b"], {**fig, "b": HeldOut(20.0, 8, "x")}) == "a"  # a tie keeps the order
 
 
-def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles) -> None:
+def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles, tmp_path: Path) -> None:
     """armsim is in the registry like the others; under the process backend (no images) a named
     ``--predictor armsim`` is an error naming why, and auto passes over it without a word in the
     cells (the estimator comes first and armsim could only have won a comparison)."""
     from lodevem.errors import LodevemError
-    from lodevem.latency.kinds import SandboxAccess
-    from lodevem.sandbox import open_backend
-    from lodevem.sandbox.client import WorkerClient
+    from lodevem.sandbox.session import Session
+    from lodevem.store import ArtifactStore
 
     assert "armsim" in pool.KINDS and all("armsim" in registry.RUNTIMES[r].predictors for r in ("tflite", "ncnn"))
-    client = WorkerClient(open_backend("process")[0])
-    sandbox = SandboxAccess(lambda: client, lambda name: None)
+    session = Session(ArtifactStore(tmp_path), "process")
+    session.connect()
     with pytest.raises(LodevemError, match="--predictor armsim: armsim runs only under the Docker backend, not process"):
-        Predictor("armsim", sandbox=sandbox, cache_dir=None).require(profiles)
-    auto = Predictor("auto", sandbox=sandbox, cache_dir=None)
-    cells = auto.predict(onnx_file, profiles)
+        kinds_only("armsim", session=session).require(profiles)
+    auto = kinds_only("auto", session=session)
+    cells = auto.cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "armsim" not in (c.note or "") for c in cells.values())
     assert "auto_choices" not in auto.describe()

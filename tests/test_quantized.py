@@ -23,11 +23,11 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from helpers import kinds_only
 from torch import nn
 
 from lodevem.latency.estimator import Estimator
 from lodevem.latency.kernels import extract_kernels
-from lodevem.predict import Predictor
 from lodevem.profiles import load_profiles
 from lodevem.sandbox.client import ModelSection
 from lodevem.worker import actions, protocol
@@ -203,27 +203,27 @@ def test_twin_has_the_fp32_graph_work(exported: dict[str, Any]) -> None:
 
 def test_static_int8_is_fp32_over_the_fitted_factor_on_every_core(exported: dict[str, Any], profiles: list[Any],
                                                                   tmp_path: Path) -> None:
-    predictor = Predictor("estimator")
+    predictor = kinds_only("estimator")
     for name in ("static.pt", "fx_traced.pt", "fx_scripted.pt", "fx_pickled.pt", "qdq.onnx", "qoperator.onnx"):
         path = exported[name][0]
-        int8 = predictor.predict(path, profiles)
+        int8 = predictor.cells(path, profiles)
         plain = _plain_copy(path, tmp_path)
-        plain_fp32 = predictor.predict(plain, profiles)
-        plain_int8 = predictor.predict(plain, profiles, level="int8-static")  # the fitted per-core factors
+        plain_fp32 = predictor.cells(plain, profiles)
+        plain_int8 = predictor.cells(plain, profiles, level="int8-static")  # the fitted per-core factors
         for p in profiles:
             assert int8[p.id].latency_ms == pytest.approx(plain_int8[p.id].latency_ms), (name, p.id)
             assert int8[p.id].latency_ms != pytest.approx(plain_fp32[p.id].latency_ms, rel=1e-3), (name, p.id)
             assert "5/5 kernels int8" in int8[p.id].note and "int8-static file" in int8[p.id].note
             if name.endswith(".pt"):  # torch's twin is the fp32 graph: the same as --levels int8-static
-                level = predictor.predict(exported["fp32.pt"][0], [p], level="int8-static")[p.id]
+                level = predictor.cells(exported["fp32.pt"][0], [p], level="int8-static")[p.id]
                 assert int8[p.id].latency_ms == pytest.approx(level.latency_ms)
 
 
 def test_dynamic_int8_changes_only_the_fc_kernels(exported: dict[str, Any], profiles: list[Any]) -> None:
-    predictor = Predictor("estimator", breakdown=True)
-    fp32 = predictor.predict(exported["fp32.pt"][0], profiles)
-    dyn = predictor.predict(exported["dynamic.pt"][0], profiles)
-    level = predictor.predict(exported["fp32.pt"][0], profiles, level="int8")
+    predictor = kinds_only("estimator", breakdown=True)
+    fp32 = predictor.cells(exported["fp32.pt"][0], profiles)
+    dyn = predictor.cells(exported["dynamic.pt"][0], profiles)
+    level = predictor.cells(exported["fp32.pt"][0], profiles, level="int8")
     for p in profiles:
         for base, kernel, as_level in zip(fp32[p.id].kernels, dyn[p.id].kernels, level[p.id].kernels):
             expected = as_level.ms if kernel.category == "fc" else base.ms  # convs stay fp32
@@ -236,13 +236,13 @@ def test_fp16_files_equal_levels_fp16(exported: dict[str, Any], profiles: list[A
     """A half() file and an fp16 ONNX give the --levels fp16 figure of the fp32 model: fp16 speed
     on cores with fp16 arithmetic, the fp32 figure elsewhere."""
     est = Estimator.load()
-    predictor = Predictor("estimator")
-    fp32 = predictor.predict(exported["fp32.pt"][0], profiles)
-    level = predictor.predict(exported["fp32.pt"][0], profiles, level="fp16")
+    predictor = kinds_only("estimator")
+    fp32 = predictor.cells(exported["fp32.pt"][0], profiles)
+    level = predictor.cells(exported["fp32.pt"][0], profiles, level="fp16")
     cores = {p.fastest_cluster.core for p in profiles}
     assert {c for c in cores if est.fp16_speedup(c) != 1.0} and {c for c in cores if est.fp16_speedup(c) == 1.0}
     for name in ("half.pt", "fp16.onnx"):
-        got = predictor.predict(exported[name][0], profiles)
+        got = predictor.cells(exported[name][0], profiles)
         for p in profiles:
             assert got[p.id].latency_ms == pytest.approx(level[p.id].latency_ms), (name, p.id)
             if est.fp16_speedup(p.fastest_cluster.core) == 1.0:

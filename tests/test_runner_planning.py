@@ -14,8 +14,8 @@ from fakes import FakeBackend, InterruptAfter
 
 from lodevem.errors import InputError
 from lodevem.profiles import load_profiles, select_profiles
-from lodevem.report.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, run_benchmark
+from lodevem.runner.state import RunState
 
 # 256 MB, 512 MB twice, 1 GB twice: five profiles, three distinct limits.
 PROFILES = ("nokia_8110_4g", "jiophone2", "nokia_2720_flip", "nokia_c1", "tecno_pop5_go")
@@ -35,7 +35,7 @@ def files(tmp_path: Path) -> list[Path]:
 def config(files: list[Path], out: Path, **kw) -> RunConfig:
     profiles = tuple(select_profiles(load_profiles(), ids=PROFILES))
     kw.setdefault("runtimes", ("torch",))  # the planning of torch runs (the fake backend converts nothing)
-    return RunConfig(models=tuple(files), profiles=profiles, output=out, jobs=1, **kw)
+    return RunConfig.of(models=tuple(files), profiles=profiles, output=out, jobs=1, **kw)
 
 
 NEED = {"small.pt": 240.0, "big.pt": 600.0}

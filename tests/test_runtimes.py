@@ -120,7 +120,7 @@ def unconvertible(models: Path) -> Path:
 def test_conversion_failure_is_an_error_row_and_the_run_goes_on(runtime_backend, unconvertible: Path,
                                                                 tmp_path: Path) -> None:
     profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
-    config = RunConfig(models=(unconvertible,), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
+    config = RunConfig.of(models=(unconvertible,), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
                        backend="docker", runtime="torch,tflite", jobs=1, predictor="estimator", timeout_s=300)
     rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
     assert set(rows) == {"torch", "tflite"}
@@ -189,7 +189,7 @@ def test_onnx_file_converts_to_ncnn_and_says_why_not_to_tflite(runtime_backend, 
 def test_a_tflite_or_ncnn_row_shows_the_latency_predicted_for_its_runtime(runtime_backend, models: Path,
                                                                           tmp_path: Path) -> None:
     profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
-    config = RunConfig(models=(models / "tiny_cnn.pt",), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
+    config = RunConfig.of(models=(models / "tiny_cnn.pt",), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
                        backend="docker", runtime="torch,ncnn", jobs=1, predictor="estimator", timeout_s=300,
                        latency_runtime="tflite")
     rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}

@@ -14,8 +14,8 @@ from fakes import InterruptAfter
 from lodevem import measure, zoo
 from lodevem.cli import cli
 from lodevem.profiles import load_profiles, select_profiles
-from lodevem.report.runstate import RunState
 from lodevem.runner import STATE_FILE, RunConfig, label_models, run_benchmark
+from lodevem.runner.state import RunState
 
 pytestmark = pytest.mark.docker
 
@@ -114,7 +114,7 @@ def test_budget_gates_exit_3(docker_backend, models: list[Path], first_run) -> N
 def test_interrupt_then_resume_does_not_redo_pairs(docker_backend, models: list[Path], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     profiles = select_profiles(load_profiles(), ids=PROFILES)
-    config = RunConfig(models=tuple(models), profiles=tuple(profiles), warmup=1, runs=3, output=tmp_path,
+    config = RunConfig.of(models=tuple(models), profiles=tuple(profiles), warmup=1, runs=3, output=tmp_path,
                        backend="docker", jobs=1, no_cache=True)
     with pytest.raises(KeyboardInterrupt):
         run_benchmark(config, InterruptAfter(2))
@@ -130,7 +130,7 @@ def test_interrupt_then_resume_does_not_redo_pairs(docker_backend, models: list[
         return real(models, limits, **kwargs)
 
     monkeypatch.setattr(measure, "measure_models", spy)
-    outcome = run_benchmark(RunConfig(**{**config.__dict__, "resume": True}))
+    outcome = run_benchmark(config.with_options(resume=True))
     assert len(outcome.rows) == 2 * len(profiles)
     assert {r.key for r in outcome.rows} >= done_before
     by_id = {p.id: p.ram_mb for p in profiles}

@@ -144,8 +144,8 @@ def test_a_failed_conversion_leaves_nothing_to_copy_or_reuse(docker_backend, tmp
 
 _FIRST_CALL = """
 import sys
-from lodevem.predict.api import LatencyPredictor
-p = LatencyPredictor("nokia_c1", cache_dir=sys.argv[1], predictor="estimator")
+import lodevem
+p = lodevem.Predictor("nokia_c1", cache_dir=sys.argv[1], predictor="estimator")
 ms = p.predict("tiny_cnn").latency_ms
 heavy = sorted(m for m in ("torch", "onnx", "nn_meter", "sklearn") if m in sys.modules)
 print(ms, ",".join(heavy) or "-")
@@ -197,11 +197,10 @@ def test_write_new_never_replaces_and_json_file_has_no_nan(tmp_path: Path) -> No
 
 
 def test_the_user_cache_folder_is_named_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lodevem.predict.api import default_cache_dir
     from lodevem.sandbox.image import build_dir
     from lodevem.store import user_cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert user_cache_dir() == default_cache_dir() == tmp_path / "lodevem" and build_dir() == tmp_path / "lodevem" / "build"
+    assert user_cache_dir() == tmp_path / "lodevem" and build_dir() == tmp_path / "lodevem" / "build"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert user_cache_dir() == Path.home() / ".cache" / "lodevem"

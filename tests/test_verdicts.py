@@ -14,14 +14,14 @@ import pytest
 from click.testing import CliRunner
 
 from lodevem import zoo
-from lodevem.cli import _interrupted_note, cli
+from lodevem.cli import cli
 from lodevem.errors import ProfileError
 from lodevem.gates import Budget, check_budget
 from lodevem.profiles import load_profile_file, load_profiles
 from lodevem.report.console import _lowest_tier_text, model_summaries
-from lodevem.report.runstate import RunState
 from lodevem.results import VERDICTS, budget_verdict
 from lodevem.results.notes import quantization_note
+from lodevem.runner.state import RunState, interrupted_note
 
 # under torch: its ~220 MB runtime makes the tiny model tight on the 256 MB phone (under the default,
 # tflite, it fits: tests/test_app_runtime.py)
@@ -95,10 +95,10 @@ def test_interrupted_note_counts_this_runs_pairs(tmp_path: Path) -> None:
 
     from test_reporter import make_row
 
-    assert _interrupted_note(tmp_path, time.time()).startswith("No pair had finished: nothing was saved")
+    assert interrupted_note(tmp_path, time.time()).startswith("No pair had finished: nothing was saved")
     started = time.time() - 1
     RunState("k", [make_row(load_profiles()[0])]).save(tmp_path / ".lodevem-state.json")
-    note = _interrupted_note(tmp_path, started)
+    note = interrupted_note(tmp_path, started)
     assert note.startswith("1 pair(s) finished and saved") and "--resume" in note
     assert "finished so far are kept" not in note
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from lodevem import zoo
-from lodevem.worker.macs import count_macs
+from lodevem.zoo.macs import count_macs
 
 EXPECTED_PARAMS: dict[str, int] = {
     "mobilenet_v1": 4_231_976,

@@ -6,6 +6,6 @@ the data is read by ``accuracy.data``; the sandbox side is ``worker.evaluate``/`
 
 from __future__ import annotations
 
-from .evaluate import NOTE_FINETUNED, NOTE_NOT_FINETUNED, evaluate_models, finetuned, with_drops
+from .evaluate import NOTE_FINETUNED, NOTE_NOT_FINETUNED, EvaluationJob, evaluate_model, finetuned, with_drops
 
-__all__ = ["NOTE_FINETUNED", "NOTE_NOT_FINETUNED", "evaluate_models", "finetuned", "with_drops"]
+__all__ = ["NOTE_FINETUNED", "NOTE_NOT_FINETUNED", "EvaluationJob", "evaluate_model", "finetuned", "with_drops"]

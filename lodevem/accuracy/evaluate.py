@@ -5,8 +5,9 @@ Why the row's runtime: an int8 ``.tflite`` computes with LiteRT's kernels and it
 quantization, so its accuracy can differ from its torch twin's, and the app ships the former. So
 each (model, runtime) is evaluated on the very file its memory is measured on: the model (or its
 ``--levels`` variant) under torch, its ONNX export under onnxruntime, the conversion the
-measurement runs under LiteRT / ncnn (the same ``measure`` plan picks it, so the two cannot
-drift apart). Each row also gets its drop against the fp32 row of the same file and runtime.
+measurement runs under LiteRT / ncnn (``measure.MeasurePlan.files`` picks them for both, so the
+two cannot drift apart). The run schedules one ``EvaluationJob`` per row (``runner.stages``).
+Each row also gets its drop against the fp32 row of the same file and runtime.
 
 Results are cached in the artifact store (kind ``accuracy``) by (the evaluated artifact's digest,
 the data's digest, the runtime and the image), like every other measurement. A failure (a label
@@ -17,16 +18,14 @@ the row's accuracy cells and says why in ``accuracy_note``; the row's latency an
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
-from .. import measure
+from ..measure import MeasurePlan
 from ..results import Accuracy, ModelFile
 from ..sandbox.artifacts import loading_sha256
-from ..sandbox.image import CONVERTERS
-from ..store import digest
-from ..worker.registry import measured_under
+from ..sandbox.client import MeasureSettings
+from ..store import ArtifactStore, digest
 from .data import EvalData, check_model_shape
 
 KIND = "accuracy"
@@ -38,16 +37,6 @@ def finetuned(model: ModelFile) -> bool:
     """A derived pruned variant whose derivation fine-tuned it (its notes say so: worker.finetune)."""
     note = model.note or ""
     return "fine-tuned" in note and "not fine-tuned" not in note
-
-
-def evaluate_models(ctx: Any, models: Sequence[ModelFile], data: EvalData) -> dict[str, Accuracy]:
-    """Every model's accuracy (by row label), evaluated ``--jobs`` at a time, with its drop."""
-    ctx.progress.stage(f"evaluating accuracy on {data.samples} samples of {data.source.name} (in the sandbox)")
-    jobs = max(1, min(len(models), ctx.config.jobs or 1))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {m.label: pool.submit(_evaluate, ctx, m, data) for m in models}
-        found = {label: future.result() for label, future in futures.items()}
-    return with_drops(models, found)
 
 
 def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[str, Accuracy]:
@@ -67,49 +56,54 @@ def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[
     return result
 
 
-def _evaluate(ctx: Any, model: ModelFile, data: EvalData) -> Accuracy:
+@dataclass(frozen=True)
+class EvaluationJob:
+    """One row's model to evaluate: under ``settings.runtime`` (the runtime that measures the row,
+    ``worker.registry.measured_under``) on ``data``, with the shape of its samples."""
+
+    model: ModelFile
+    settings: MeasureSettings
+    data: EvalData
+
+
+def evaluate_model(job: EvaluationJob, plan: MeasurePlan, store: ArtifactStore,
+                   progress: Callable[[str], None] = lambda _: None) -> Accuracy:
+    """The accuracy of ``job``'s model on the files ``plan`` measures it on (``MeasurePlan.files``:
+    the model itself, its ONNX export, its conversion), from the store when an identical
+    evaluation was kept; ``progress`` hears the worker's "evaluated N/M" lines."""
+    model, data, settings = job.model, job.data, job.settings
     if model.unusable is not None:
         return Accuracy.unavailable(f"not evaluated: {model.unusable}")
     mismatch = check_model_shape(data, model.input_shape)
     if mismatch:
         return Accuracy.unavailable(f"not evaluated: {mismatch}")
-    config = ctx.config
-    runtime = measured_under(model.runtime or config.runtimes[0], model.path.suffix)  # as runner._runtime
-    settings = dataclasses.replace(config.settings(runtime), input_shape=data.input_shape)
-    plan = measure._plan(ctx.client, settings, config.timeout_s, None, not config.no_cache, ctx.exports,
-                         ctx.converts, ctx.store)
-    onnx_path: Optional[Path] = None
-    converted: Optional[Path] = None
-    artifact = loading_sha256(model.measured_sha256, ctx.client.cache_key)
-    if runtime == "onnxruntime" and model.measured_path.suffix.lower() != ".onnx":
-        export = ctx.exports.runtime_export(model.measured_path, model.measured_sha256, data.input_shape)
-        if export.path is None:
-            return Accuracy.unavailable(f"not evaluated: ONNX export failed: {export.error}")
-        onnx_path = export.path
-        artifact = ctx.store.file_sha256(onnx_path)
-    elif runtime in CONVERTERS:
-        conversion, error = plan.converted(model)
-        if conversion is None or conversion.path is None:
-            return Accuracy.unavailable(f"not evaluated: {error}")
-        converted = conversion.path
-        artifact = ctx.store.file_sha256(converted)
-    key = digest([artifact, data.sha256, runtime, plan.identity, ctx.client.worker_version, settings.threads])
-    record = ctx.store.get_record(KIND, key)
+    client = plan.client
+    files = plan.files(model, settings)
+    if files.error:
+        return Accuracy.unavailable(f"not evaluated: {files.error}")
+    converted = files.conversion.path if files.conversion is not None else None
+    made = files.onnx_path or converted  # the file the runtime runs, when not the model's own
+    artifact = store.file_sha256(made) if made is not None else loading_sha256(model.measured_sha256,
+                                                                               client.cache_key)
+    runtime = settings.runtime
+    key = digest([artifact, data.sha256, runtime, plan.identity, client.worker_version, settings.threads])
+    record = store.get_record(KIND, key)
     kept = Accuracy.from_record(record) if record is not None else None
     if kept is not None:
         return kept
-    ctx.progress.working_on(f"evaluating {model.label} under {runtime}")
-    def progress(line: str) -> None:  # the worker's "evaluated 100/1000" lines: the progress bar's text
-        if "evaluated " in line:
-            ctx.progress.working_on(f"{model.label} under {runtime}: {line[line.index('evaluated '):]} samples")
+    progress(f"evaluating {model.label} under {runtime}")
 
-    run = ctx.client.evaluate(model.measured_path, data.path, settings, config.timeout_s, onnx_path=onnx_path,
-                              converted_path=converted, on_progress=progress)
+    def heard(line: str) -> None:  # the worker's "evaluated 100/1000" lines: the progress bar's text
+        if "evaluated " in line:
+            progress(f"{model.label} under {runtime}: {line[line.index('evaluated '):]} samples")
+
+    run = client.evaluate(model.measured_path, data.path, settings, plan.timeout_s, onnx_path=files.onnx_path,
+                          converted_path=converted, on_progress=heard)
     counted = run.reply.accuracy if run.reply is not None else None
     if not run.ok or counted is None:
         return Accuracy.unavailable(f"not evaluated: {run.failure_message('the evaluation returned no figures')}")
     result = Accuracy(round(100.0 * counted.top1_correct / counted.samples, 2),
                       round(100.0 * counted.top5_correct / counted.samples, 2) if counted.top5_correct is not None
                       else None, counted.samples, seconds=counted.seconds)
-    ctx.store.put_record(KIND, key, result.to_record())
+    store.put_record(KIND, key, result.to_record())
     return result

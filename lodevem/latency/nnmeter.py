@@ -253,8 +253,9 @@ def _safe_extract(archive: zipfile.ZipFile, dest: Path) -> None:
     archive.extractall(dest)
 
 
-def fetch_predictors(name: str, data_dir: Path | str, timeout_s: float = 600.0) -> Path:
-    """Download nn-Meter's published predictor ``name`` into ``<data_dir>/predictor/<name>``.
+def fetch_predictors(name: str, data_dir: Optional[Path | str], timeout_s: float = 600.0) -> Path:
+    """Download nn-Meter's published predictor ``name`` into ``<data_dir>/predictor/<name>``
+    (``data_dir`` None: ``default_data_dir``).
 
     The URL is the one nn-Meter's own config lists. ``timeout_s`` bounds connecting, each read and
     the whole transfer. Offline, the error is one line telling how to install the zip by hand.
@@ -265,7 +266,7 @@ def fetch_predictors(name: str, data_dir: Path | str, timeout_s: float = 600.0) 
     url = str(_config(name).get("download") or "")
     if not url:
         raise InputError(f"nn-Meter predictor '{name}' has no download URL in nn-Meter's config")
-    target = predictor_dir(Path(data_dir), name)
+    target = predictor_dir(default_data_dir(data_dir), name)
     target.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}.") as tmp:

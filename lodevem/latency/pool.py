@@ -27,9 +27,9 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .. import __version__
 from ..errors import InputError
 from ..profiles import Cluster, Profile
+from ..version import __version__
 from ..worker.precision import ARITHMETIC, LEVELS
 from .armsim.kind import ArmsimKind
 from .cache import JsonCache, digest, file_digest

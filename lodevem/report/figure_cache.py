@@ -19,12 +19,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from .. import __version__
 from ..latency.cache import digest, file_digest
 from ..profiles import Profile
 from ..results import PairResult
 from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
 from ..store.files import write_json_file
+from ..version import __version__
 from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER
 
 EXTENSIONS = ("png", "pdf")

@@ -18,12 +18,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
 
-from .. import __version__
 from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, read_text
 from ..store.files import write_atomic, write_json_file
+from ..version import __version__
 from ..worker.verdict import Verdict
 from .cells import (
     CALIBRATED_MARK,

@@ -31,10 +31,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .. import __version__
 from ..profiles import Profile
 from ..safe_io import fields
 from ..sandbox.base import cgroup_version, host_memory_mb
+from ..version import __version__
 from ..worker.registry import RUNTIMES
 
 __all__ = ["MANIFEST_VERSION", "PACKAGES", "BackendInfo", "HostInfo", "LodevemSource", "Manifest", "ManifestLike",

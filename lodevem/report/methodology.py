@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import __version__
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult
 from ..store.files import write_atomic
+from ..version import __version__
 from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict

@@ -27,10 +27,10 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 from matplotlib.transforms import ScaledTranslation
 
-from .. import __version__
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
 from ..store.files import atomic_path
+from ..version import __version__
 from .cells import HEATMAP, MIN_RAM, SCATTER, VERDICT_WORDS, cells, group_by_model, ordered_devices, source_notes
 
 # Colour-blind-safe (Okabe-Ito) colours for tiers; models use matplotlib's tab10 cycle.

@@ -11,8 +11,6 @@ the JSON and the LaTeX table carry the same fields.
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -31,7 +29,7 @@ if TYPE_CHECKING:
     from ..profiles import Profile
 
 __all__ = ["Accuracy", "ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement",
-           "FloorResult", "ExportResult", "ConversionResult", "VERDICTS", "OutputClaim"]
+           "FloorResult", "ExportResult", "ConversionResult", "VERDICTS"]
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -79,7 +77,7 @@ class ModelFile:
     input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
     precision_by_class: tuple[tuple[str, str, int], ...] = ()  # (kernel kind, precision, count), from the export
     # tflite/ncnn rows of fp16/int8/int8-static: the level the runtime's own converter makes from the
-    # fp32 source while converting (not a PyTorch-derived variant: ``runner._derive``)
+    # fp32 source while converting (not a PyTorch-derived variant: ``runner.models.derive``)
     convert_level: Optional[str] = None
 
     @classmethod
@@ -180,7 +178,7 @@ class MemoryMeasurement:
     observed: dict[str, Any] = field(default_factory=dict)
     inferred_from_mb: Optional[int] = None  # not run: inferred from the run at this limit (memory.planning)
     # The file a tflite/ncnn run loaded (its conversion; None under torch/onnxruntime): total size,
-    # precision and quantization scheme as the conversion reports them (``measure._Plan``)
+    # precision and quantization scheme as the conversion reports them (``measure.MeasurePlan``)
     converted_size_bytes: Optional[int] = None
     converted_precision: Optional[str] = None
     converted_scheme: Optional[str] = None
@@ -460,46 +458,3 @@ COMPUTED_ROW_FIELDS = frozenset({
 
 
 pair_result = PairResult.from_records
-
-
-class OutputClaim:
-    """Exclusive use of a results folder for one run: checked writable, then locked.
-
-    Why: two runs writing the same ``--output`` both used to finish with exit 0 while the last
-    one silently replaced the other's rows, and a read-only or full folder was only found after
-    every measurement. The lock is an ``flock`` on ``.lodevem.lock`` (released by the kernel
-    even when lodevem is killed); a second run refuses at once, naming the folder.
-    """
-
-    LOCK_NAME = ".lodevem.lock"
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-        self._fd: Optional[int] = None
-
-    def __enter__(self) -> "OutputClaim":
-        import fcntl
-
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            probe = tempfile.NamedTemporaryFile(dir=self.folder, prefix=".lodevem-probe-")
-            probe.write(b"x" * 4096)
-            probe.flush()
-            os.fsync(probe.fileno())
-            probe.close()
-            self._fd = os.open(self.folder / self.LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except OSError as exc:
-            raise InputError(f"--output {self.folder}: cannot write there ({exc.strerror or exc})") from None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._fd)
-            self._fd = None
-            raise InputError(f"--output {self.folder}: another lodevem run is writing there; wait for it to "
-                             "finish or choose another --output") from None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing releases the flock
-            self._fd = None

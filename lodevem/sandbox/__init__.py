@@ -3,7 +3,9 @@
 ``base`` defines the ``Backend`` protocol, the ``RunOutcome`` record and the thrashing monitor;
 ``docker_backend`` and ``process_backend`` run on this machine, ``slurm_backend`` submits each
 run as a Slurm job (``slurm_job`` is what the job runs on the node); ``client`` is the one owner of
-the worker protocol (requests out, typed replies in); ``image`` builds the Docker image. The
+the worker protocol (requests out, typed replies in); ``image`` builds the Docker image;
+``session`` is what a command opens: the backend (through ``open_backend``, its one caller in
+the package), its client, the artifact store and the export and conversion caches. The
 concrete backends import docker-py or touch cgroups only when constructed, so importing this
 package is cheap.
 """
@@ -16,13 +18,11 @@ from ..errors import BackendUnavailable, InputError
 from .base import Backend, RunOutcome, ThrashMonitor
 
 if TYPE_CHECKING:
-    from .client import WorkerClient
     from .slurm_backend import SlurmSettings
-    from .usercode import ModelLoading
 
 BACKENDS = ("auto", "docker", "process", "slurm")
 
-__all__ = ["BACKENDS", "Backend", "RunOutcome", "ThrashMonitor", "open_backend", "open_client"]
+__all__ = ["BACKENDS", "Backend", "RunOutcome", "ThrashMonitor", "open_backend"]
 
 
 # Why ``auto`` never falls back to the process backend: a model file is code, and the process
@@ -68,13 +68,3 @@ def open_backend(requested: str = "auto", slurm: "Optional[SlurmSettings]" = Non
         if requested == "docker":
             raise
         raise BackendUnavailable(f"{exc}{NO_FALLBACK}") from None
-
-
-def open_client(requested: str = "auto",
-                loading: "Optional[ModelLoading]" = None) -> tuple["WorkerClient", Optional[str]]:
-    """``(client, warning or None)``: the worker client of ``--backend`` for one command that loads
-    model files (derive, inspect), ``loading`` saying how (``--code``, ``--arch``)."""
-    from .client import WorkerClient
-
-    backend, warning = open_backend(requested)
-    return WorkerClient(backend, loading=loading), warning

@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..runtimes import adapter
 from ..store import ArtifactStore, digest, file_digest
 from ..worker.protocol import artifact_files
 from .client import ConvertedSection, ModelSection, WorkerClient
-from .image import CONVERTERS
 
 __all__ = ["ConversionResult", "ConvertCache", "ExportCache", "ExportResult", "converted_name", "loading_sha256",
            "onnx_name", "shape_text"]
@@ -88,8 +88,9 @@ def converted_name(model_sha256: str, runtime: str, input_shape: Optional[Sequen
     """The store name of a conversion: one per (file content, input shape, converter and version,
     quantization made while converting, the calibration data's digest when given); an ncnn
     conversion is this ``.param`` and the ``.bin`` beside it."""
-    converter, version = CONVERTERS[runtime]
-    suffix = ".tflite" if runtime == "tflite" else ".ncnn.param"
+    made_by = adapter(runtime)
+    converter, version = made_by.converter
+    suffix = made_by.converted_suffix or f".{runtime}"
     quantized = f"-{quantize}" if quantize else ""
     calibrated = f"-cal{calibration_sha256[:12]}" if calibration_sha256 else ""
     return f"{model_sha256[:32]}-{shape_text(input_shape)}-{converter}-{version}{quantized}{calibrated}{suffix}"
@@ -185,7 +186,7 @@ class ConvertCache:
                               calibration_sha256)
         names = [Path(f).name for f in artifact_files(name)]
         maker = {"model_sha256": sha256, "loading": self.client.cache_key, "runtime": runtime,
-                 "converter": list(CONVERTERS[runtime]), "input_shape": list(shape) if shape else None,
+                 "converter": list(adapter(runtime).converter), "input_shape": list(shape) if shape else None,
                  "worker_version": self.client.worker_version}
         if quantize:  # only then: existing conversions keep their makers
             maker["quantize"] = quantize

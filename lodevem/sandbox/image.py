@@ -34,130 +34,42 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
 
-from .. import __version__
 from ..errors import BackendUnavailable, LodevemError
-from ..worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
-
-Progress = Callable[[str], None]
-
-IMAGE_REPO = "lodevem-bench"
-IMAGE_TAG = f"{IMAGE_REPO}:{__version__}"
-BASE_IMAGE = "debian:bookworm"
-# Where debootstrap fetches the offline base image from; `lodevem build-image --debian-mirror`
-# (or $LODEVEM_DEBIAN_MIRROR, read by the CLI) passes another one down.
-DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
-# The pins written once: the images' requirements below, `lodevem doctor`'s advice, and
-# tests/test_pins.py, which holds pyproject.toml's `runtimes` extra and the Makefile's TORCH_SPEC
-# to them (neither can import Python).
-TORCH_PIN = "torch==2.13.0"
-NUMPY_PIN = "numpy==2.4.6"
-LITERT_PIN = "ai-edge-litert==2.3.0"
-NCNN_PIN = "ncnn==1.0.20261020"
-
-# Pinned to what lodevem is developed against, so the container's onnxruntime/onnx match the
-# host's exporter. TORCH_PIN resolves to the CPU wheel where pip's find-links has it.
-IMAGE_REQUIREMENTS: tuple[str, ...] = (
-    TORCH_PIN,
+from .image_specs import (  # noqa: F401  (the catalogue, re-exported: callers import it from here)
+    ARMSIM,
+    ARMSIM_ACTION,
+    BASE_IMAGE,
+    BENCH,
+    CONVERT,
+    CONVERT_REQUIREMENTS,
+    CONVERTERS,
+    DEFAULT_DEBIAN_MIRROR,
+    IMAGE_REPO,
+    IMAGE_REQUIREMENTS,
+    IMAGE_TAG,
+    IMAGES,
+    LITERT,
+    LITERT_PIN,
+    LITERT_REQUIREMENTS,
+    NCNN,
+    NCNN_PIN,
+    NCNN_REQUIREMENTS,
     NUMPY_PIN,
-    "onnx==1.23.2",
-    "onnxruntime==1.32.0",
-    "onnxsim==0.8.1",
-    "torch-pruning==1.6.1",
+    RUNTIME_IMAGES,
+    TORCH_PIN,
+    GuestWheels,
+    ImageSpec,
+    image_targets,
+    spec_for,
+    specs_for_runtimes,
 )
 
-# The on-device runtimes and their converters, pinned (docs/runtimes.md says why
-# these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
-LITERT_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, LITERT_PIN)
-NCNN_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, NCNN_PIN)
-# (package, version) of the converter that makes each runtime's file from a PyTorch model: part
-# of the conversion cache key and of the manifest; pinned in the runtime registry.
-CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
-                                          for name, spec in RUNTIMES.items() if spec.converter is not None}
-# ncnn too: lodevem's ncnn int8 writer (worker/ncnn_int8.py) calibrates by running the fp32 ncnn model.
-CONVERT_REQUIREMENTS: tuple[str, ...] = (TORCH_PIN, NUMPY_PIN, NCNN_PIN,
-                                         *(f"{package}=={version}" for package, version in CONVERTERS.values()))
-
-
-@dataclass(frozen=True)
-class GuestWheels:
-    """Wheels for an emulated Arm guest's python (armsim), resolved on the host for that
-    platform into the context's ``wheels-<platform>/``."""
-
-    subdir: str
-    requirements: tuple[str, ...]
-    platforms: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ImageSpec:
-    """One image lodevem builds: its name, pinned requirements and what its prewarm imports;
-    ``dockerfile``, ``guest_wheels`` and ``extra_sources`` (package folders copied into the
-    context, e.g. the armsim plugin's C source) for images not built from the shared file."""
-
-    name: str
-    repo: str
-    requirements: tuple[str, ...]
-    description: str
-    warm_imports: str
-    dockerfile: str = "Dockerfile"
-    guest_wheels: tuple[GuestWheels, ...] = ()
-    extra_sources: tuple[str, ...] = ()
-    layered_on: Optional[str] = None  # IMAGES name this one is built FROM (its packages shared)
-
-    @property
-    def tag(self) -> str:
-        return f"{self.repo}:{__version__}"
-
-
-BENCH = ImageSpec("bench", IMAGE_REPO, IMAGE_REQUIREMENTS, "python3 + torch CPU + onnxruntime",
-                  "torch, onnxruntime, numpy")
-LITERT = ImageSpec("litert", "lodevem-litert", LITERT_REQUIREMENTS, "python3 + numpy + LiteRT (ai-edge-litert)",
-                   "ai_edge_litert.interpreter, numpy")
-NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + ncnn", "ncnn, numpy")
-CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
-                    "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn) "
-                    "+ ncnn (lodevem's ncnn int8 writer calibrates with it)", "torch", dockerfile="Dockerfile.convert",
-                    layered_on="bench")
-ARMSIM = ImageSpec(
-    "armsim", "lodevem-armsim", (), "qemu-user + lodevem's instruction-count plugin + arm64/armhf LiteRT and ncnn",
-    "json", dockerfile="Dockerfile.armsim", extra_sources=("sandbox/armsim",),
-    guest_wheels=(GuestWheels("wheels-aarch64", ARMSIM_AARCH64_REQUIREMENTS,
-                              ("manylinux_2_27_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")),
-                  GuestWheels("wheels-armv7l", ARMSIM_ARMV7L_REQUIREMENTS, ("manylinux_2_31_armv7l",))))
-IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT, ARMSIM)}
-# What each --runtime needs (the registry's): its measurement image, and the converter image for its file.
-# ``armsim`` is not a runtime one measures under but the emulated-core latency predictor's image
-# (``lodevem build-image --runtime armsim``): its profiles run the tflite/ncnn conversions.
-RUNTIME_IMAGES: dict[str, tuple[str, ...]] = {
-    **{name: tuple(dict.fromkeys((spec.image, *((spec.converter.image,) if spec.converter else ()))))
-       for name, spec in RUNTIMES.items()},
-    "armsim": ("armsim", "convert")}
-ARMSIM_ACTION = "armsim-profile"
-
-
-def spec_for(action: str, runtime: str) -> ImageSpec:
-    """The image a worker request runs in: conversions in ``convert``, tflite/ncnn measurements
-    in their runtime's image, everything else (inspect, ONNX export, derive, torch/onnxruntime) in
-    ``bench``."""
-    spec = RUNTIMES.get(runtime)
-    if action in CONVERT_ACTIONS.values():
-        return CONVERT
-    if action == ARMSIM_ACTION:
-        return ARMSIM
-    if action in ("measure", "evaluate") and spec is not None:
-        return IMAGES[spec.image]
-    return BENCH
-
-
-def specs_for_runtimes(runtimes: "tuple[str, ...] | list[str]") -> list[ImageSpec]:
-    """The images the given runtimes need, bench first (every run exports to ONNX in it)."""
-    names = ["bench"] + [n for r in runtimes for n in RUNTIME_IMAGES.get(r, ())]
-    return [IMAGES[n] for n in dict.fromkeys(names)]
+Progress = Callable[[str], None]
 
 
 # The image's python is Debian bookworm's 3.11 on glibc 2.36: accept any manylinux up to that.
 _PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)] + ["manylinux2014_x86_64"]
-_WORKER_FILES = ("__init__.py",)  # plus the worker/ package (_WORKER_PACKAGE) and the zoo, copied whole
+_WORKER_FILES = ("__init__.py", "version.py")  # plus the worker/ package (_WORKER_PACKAGE) and the zoo, copied whole
 _WORKER_PACKAGE = "worker"
 _WORKER_PACKAGES = (_WORKER_PACKAGE, "zoo")  # the zoo: `--arch zoo:NAME` builds one in the sandbox
 

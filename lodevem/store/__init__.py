@@ -11,7 +11,7 @@ kind            what                                            made by
 ``converted``   tflite / ncnn conversions                       the sandbox (``artifacts.ConvertCache``)
 ``derived``     ``--levels`` variants                           the sandbox (``derive.derive_cached``)
 ``zoo``         ONNX graphs of zoo models, per name and version this process (lodevem's own code)
-``measure``     one JSON record per measurement                 ``measure.MeasureCache``
+``measure``     one JSON record per measurement                 ``memory.cache.MeasureCache``
 ``latency``     one JSON record per prediction                  ``latency.cache.JsonCache``
 ==============  ==============================================  ====================================
 

@@ -15,6 +15,7 @@ from .actions import Late
 from .dispatch import run
 from .memory import MemoryPhases, proc_status_kb
 from .protocol import EXIT_ERROR, EXIT_OK, WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .replies import WorkerFailure
 
 
 class _ArgParser(argparse.ArgumentParser):
@@ -57,16 +58,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         late = run(req, res, mem)
         res.ok = True
     except WorkerError as exc:
-        res.error, code = {"kind": exc.kind, "message": exc.message}, EXIT_ERROR
+        res.error, code = WorkerFailure(exc.kind, exc.message).to_dict(), EXIT_ERROR
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        res.error, code = {"kind": "internal", "message": first_line(repr(exc))}, EXIT_ERROR
+        res.error, code = WorkerFailure("internal", first_line(repr(exc))).to_dict(), EXIT_ERROR
     res.memory = mem.finish()
     if late is not None:  # after the memory summary: its work must not count as the model's
         try:
             late()
         except WorkerError as exc:
-            res.ok, res.error, code = False, {"kind": exc.kind, "message": exc.message}, EXIT_ERROR
+            res.ok, res.error, code = False, WorkerFailure(exc.kind, exc.message).to_dict(), EXIT_ERROR
         except Exception as exc:  # informative only; the measurement stands
             traceback.print_exc(file=sys.stderr)
             progress(f"a step after the measurement failed: {first_line(repr(exc))}")

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from .formats import _format_of
 from .memory import MemoryPhases
 from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
+from .replies import AccuracySection
 from .samples import NpzSamples, SampleFileError
 
 Predict = Callable[[Any], Any]  # one C x H x W float32 sample -> the output scores, 1-D float
@@ -66,8 +67,8 @@ def action_evaluate(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, ki
         raise WorkerError("bad_request", f"evaluation data {req.data_path}: {exc}") from None
     finally:
         fh.close()
-    res.accuracy = {"samples": n, "top1_correct": top1, "top5_correct": top5 if (classes or 0) > 5 else None,
-                    "classes": classes, "seconds": round(res.timings_s["measure"] or 0.0, 3)}
+    res.accuracy = AccuracySection(n, int(top1), int(top5) if (classes or 0) > 5 else None, classes,
+                                   round(res.timings_s["measure"] or 0.0, 3)).to_dict()
 
 
 def _predictor(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str,

@@ -5,7 +5,7 @@ Why in the worker package: the worker validates a request's runtime and its conv
 and it imports no other lodevem code (the images bake only the worker package). Everything on
 the host that needs a runtime rule reads it here: the CLI's choices (``--runtime``,
 ``--latency-runtime``), the image selection and converter pins (``sandbox.image``), the runtime
-a row's latency stands for (``runner.latency_runtime``), the predictor kinds that can serve a
+a row's latency stands for (``runner.models.latency_runtime``), the predictor kinds that can serve a
 runtime (``latency.kinds``) and the runtimes a device measurement can be made with
 (``latency.calibration``). Stdlib only, no I/O.
 

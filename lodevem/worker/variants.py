@@ -12,7 +12,6 @@ import warnings
 from typing import Any, Callable
 
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
-from .macs import layer_macs
 from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
 
 PRUNING_RATIO = 0.5
@@ -120,6 +119,8 @@ def probe_layers(module: Any, example: Any) -> dict[str, Any]:
     """One forward pass recording, for every Conv/Linear: its output width and MACs; also which
     of them produce the model's outputs (or ran last), the layers pruning must leave alone."""
     import torch
+
+    from ..zoo.macs import layer_macs  # the one counter (the zoo imports torch: here, not at import)
 
     macs, widths, order, produced = 0, {}, [], {}
 

@@ -15,7 +15,7 @@ stochastic depth that is an identity in eval mode.
 Modules, one concern each: ``blocks`` (shared layers and the init), ``mobile`` and ``classic``
 (the architectures), ``registry`` (names -> seeded builders), ``summary`` (parameters and
 MFLOPs for ``lodevem zoo``; MACs are counted by the worker's one counter,
-``worker.macs.count_macs``), ``files`` (writing a ``.pt``). Everything public is
+``macs.count_macs``), ``files`` (writing a ``.pt``). Everything public is
 importable from here, and the architectures are *pickled* under this package's name
 (``lodevem.zoo.MobileNetV2``): a ``.pt`` written by ``write`` does not depend on which module
 of the package defines the class, so files written before and after this layout are
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from .blocks import ConvBNAct, SqueezeExcitation, StochasticDepth, make_divisible
 from .classic import BasicBlock, Bottleneck, Fire, ResNet, ShuffleNetV2, ShuffleUnit, SqueezeNet11, channel_shuffle
-from .files import write
+from .files import ZooListing, catalogue, write
 from .mobile import (
     EfficientNetB0,
     InvertedResidualV2,
@@ -47,8 +47,10 @@ __all__ = [
     "SEED",
     "ZOO",
     "ZooEntry",
+    "ZooListing",
     "ZooSummary",
     "build",
+    "catalogue",
     "channel_shuffle",
     "count_mflops",
     "count_params",

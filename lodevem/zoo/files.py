@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional, Sequence
 
 import torch
 
 from .registry import build
+from .summary import ZooSummary, describe_all
 
-__all__ = ["write"]
+__all__ = ["ZooListing", "catalogue", "write"]
 
 
 def write(name: str, out_dir: Path) -> Path:
@@ -33,3 +36,19 @@ def write(name: str, out_dir: Path) -> Path:
             raise OSError(cause.errno, cause.strerror, str(path)) from None
         raise
     return path
+
+
+@dataclass(frozen=True)
+class ZooListing:
+    """What ``lodevem zoo`` answers: the models described, or the files written (never both)."""
+
+    summaries: tuple[ZooSummary, ...] = ()
+    written: tuple[Path, ...] = ()
+
+
+def catalogue(names: Sequence[str] = (), out_dir: Optional[Path] = None) -> ZooListing:
+    """``lodevem zoo``: every model (or ``names``) described; with ``out_dir``, ``names`` written
+    there as ``.pt`` files instead."""
+    if not names or out_dir is None:
+        return ZooListing(summaries=tuple(describe_all(names)))
+    return ZooListing(written=tuple(write(name, out_dir) for name in names))

@@ -1,5 +1,5 @@
 """What ``lodevem zoo`` shows for a model: its parameter count and MFLOPs (the MACs counted by the
-worker's one counter, ``worker.macs.count_macs``)."""
+worker's one counter, ``zoo.macs.count_macs``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Sequence
 
 from torch import nn
 
-from ..worker.macs import count_macs
+from .macs import count_macs
 from .registry import ZOO, build, names
 
 __all__ = ["ZooSummary", "count_mflops", "count_params", "describe_all"]
@@ -23,7 +23,7 @@ def count_mflops(model: nn.Module, input_shape: Sequence[int]) -> float:
     """MFLOPs = 2 * MACs / 1e6 (one MAC = one multiply + one add).
 
     Note torchvision's docs label MACs as "GFLOPS"; compare their figures against
-    ``worker.macs.count_macs`` / 1e9, not against this function.
+    ``zoo.macs.count_macs`` / 1e9, not against this function.
     """
     return 2 * count_macs(model, input_shape) / 1e6
 

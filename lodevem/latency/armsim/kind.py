@@ -40,6 +40,8 @@ class ArmsimKind:
 
     name = "armsim"
     title = "armsim emulated core"
+    # why ``lodevem predict`` refuses it: it emulates the runtime's converted file, which a run makes
+    start_only = "only `lodevem start` profiles on emulated cores (it converts the file and runs the armsim image)"
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup = setup

@@ -41,6 +41,7 @@ from .logs import (
     parse_benchmark_log,
     read_benchmark_log,
 )
+from .outcomes import CalibrationOutcome, RecordListing, Removed
 from .records import (
     MAX_FACTOR,
     MAX_MS,
@@ -65,9 +66,12 @@ __all__ = [
     "MIN_MS",
     "SCOPES",
     "CalibrationFit",
+    "CalibrationOutcome",
     "CalibrationRecord",
     "CalibrationSet",
     "CalibrationStore",
+    "RecordListing",
+    "Removed",
     "LogEntry",
     "Measurement",
     "ParsedLog",

@@ -1,65 +1,25 @@
-"""Device benchmark logs (TFLite/LiteRT ``benchmark_model``, ncnn ``benchncnn``) and the
-``MODEL=MS`` arguments of ``lodevem calibrate``, turned into measurements."""
+"""Device benchmark logs (TFLite/LiteRT ``benchmark_model``, ncnn ``benchncnn``: each read by its
+runtime's folder, ``lodevem.runtimes``) and the ``MODEL=MS`` arguments of ``lodevem calibrate``,
+turned into measurements."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...errors import InputError
+from ...runtimes import LogEntry, ParsedLog, parse_device_log
 from ...safe_io import LOG, LOG_LINE_CHARS, bounded_lines, clip, read_text
 from .records import check_ms
 
 __all__ = ["LogEntry", "Measurement", "ParsedLog", "measurements_from_args", "measurements_from_log",
            "parse_benchmark_log", "read_benchmark_log"]
 
-@dataclass(frozen=True)
-class LogEntry:
-    """One model's average inference time in a benchmark log (``name`` None: the log names none)."""
-
-    name: Optional[str]
-    ms: float
-
-
-@dataclass(frozen=True)
-class ParsedLog:
-    """What a device benchmark log says: the tool's runtime, its thread count, the timings."""
-
-    runtime: str
-    tool: str
-    threads: Optional[int]
-    entries: tuple[LogEntry, ...]
-    settings: str  # the tool's other settings, for the record ("loop_count=8, powersave=2")
-
-
-_NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
-# TFLite / LiteRT benchmark_model: "Inference timings in us: Init: ..., Inference (avg): 12345.6".
-# Parsed line by line (lines over safe_io.LOG_LINE_CHARS skipped): find the summary's literal
-# start, then one anchored number after its "Inference (avg):": linear in the line, where a lazy
-# ``.*?`` between the two was quadratic on a 1 MB line repeating the first phrase.
-_TFLITE_START = "Inference timings in us:"
-_TFLITE_AVG = re.compile(r"Inference \(avg\):\s*" + _NUMBER)
-_TFLITE_THREADS = re.compile(r"Num threads:\s*\[(\d+)\]")
-_TFLITE_GRAPH = re.compile(r"Graph:\s*\[([^\]]+)\]")
-# ncnn benchncnn: "        mobilenet_v2  min =   23.45  max =   25.67  avg =   24.12"
-_NCNN_LINE = re.compile(r"^\s*(\S+)\s+min\s*=\s*" + _NUMBER + r"\s+max\s*=\s*" + _NUMBER + r"\s+avg\s*=\s*" + _NUMBER)
-_NCNN_SETTING = re.compile(r"^\s*(loop_count|num_threads|powersave|gpu_device|cooling_down)\s*=\s*(-?\d+)\s*$")
-
-
 def read_benchmark_log(path: Path) -> ParsedLog:
     """``--from-log FILE``: read through ``safe_io`` (a regular file of at most 16 MiB) and parsed."""
     return parse_benchmark_log(read_text(path, LOG), str(path))
-
-
-def _tflite_ms(line: str) -> Optional[float]:
-    start = line.find(_TFLITE_START)
-    if start < 0:
-        return None
-    match = _TFLITE_AVG.search(line, start + len(_TFLITE_START))
-    return float(match.group(1)) / 1000.0 if match else None
 
 
 def parse_benchmark_log(text: str, where: str) -> ParsedLog:
@@ -71,29 +31,9 @@ def parse_benchmark_log(text: str, where: str) -> ParsedLog:
     time: one pass per line, lines longer than ``LOG_LINE_CHARS`` skipped.
     """
     lines, skipped = bounded_lines(text, LOG_LINE_CHARS)
-    tflite = [ms for ms in map(_tflite_ms, lines) if ms is not None]
-    if tflite:
-        threads = [int(m.group(1)) for m in map(_TFLITE_THREADS.search, lines) if m]
-        graphs = [m.group(1) for m in map(_TFLITE_GRAPH.search, lines) if m]
-        names = [Path(g.strip()).stem for g in graphs] if len(graphs) == len(tflite) else [None] * len(tflite)
-        return ParsedLog("tflite", "benchmark_model", threads[0] if len(set(threads)) == 1 else None,
-                         tuple(LogEntry(n, ms) for n, ms in zip(names, tflite)), "")
-    entries: list[LogEntry] = []
-    settings: dict[str, int] = {}
-    for line in lines:
-        setting = _NCNN_SETTING.match(line)
-        if setting:
-            settings[setting.group(1)] = int(setting.group(2))
-            continue
-        match = _NCNN_LINE.match(line)
-        if match:
-            entries.append(LogEntry(match.group(1), float(match.group(4))))
-    if entries:
-        if settings.get("gpu_device", -1) != -1:
-            raise InputError(f"{where}: benchncnn ran on GPU device {settings['gpu_device']}; lodevem predicts "
-                             "CPU latency (rerun with gpu_device = -1)")
-        return ParsedLog("ncnn", "benchncnn", settings.pop("num_threads", None), tuple(entries),
-                         ", ".join(f"{k}={v}" for k, v in settings.items()))
+    found = parse_device_log(lines, where)  # each runtime's folder reads its own tool's log
+    if found is not None:
+        return found
     long_lines = f" ({skipped} line(s) over {LOG_LINE_CHARS} characters skipped)" if skipped else ""
     raise InputError(f"{where}: no timings found{long_lines}: expected TFLite benchmark_model output (a line "
                      "'Inference timings in us: ... Inference (avg): N') or ncnn benchncnn output (lines 'NAME  "

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from ..errors import InputError
+from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 from ..results import RESULTS_SCHEMA_VERSION, Accuracy, MemoryMeasurement, ModelFile, PairResult
 from ..safe_io import RESULTS_FILE, UnsafeInput, read_text
-from .files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 
 if TYPE_CHECKING:
     from ..latency.records import LatencyPrediction
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..progress import ProgressSink
     from ..report.manifest import Manifest
 
-__all__ = ["STATE_FILE", "Recorder", "RunState", "load_state"]
+__all__ = ["STATE_FILE", "Recorder", "RunState", "interrupted_note", "load_state"]
 
 STATE_FILE = ".lodevem-state.json"
 
@@ -69,6 +69,22 @@ class RunState:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"{path}: not a run state lodevem wrote ({str(exc)[:120]})") from None
 
+
+
+def interrupted_note(output: Path, started: float) -> str:
+    """What an interrupted ``start`` kept: the pairs saved in this run's state file (one written
+    since ``started``), and how to go on."""
+    from ..errors import LodevemError
+
+    state_path = output / STATE_FILE
+    try:
+        state = RunState.load(state_path) if state_path.stat().st_mtime >= started else None
+    except (OSError, LodevemError):
+        state = None
+    if state is None or not state.rows:
+        return "No pair had finished: nothing was saved; run the same command again to start over."
+    return (f"{len(state.rows)} pair(s) finished and saved in {output}; continue with the same command and "
+            "--resume.")
 
 
 def load_state(output: Path, key: str, resume: bool, warnings: list[str],

@@ -1,6 +1,8 @@
 """lodevem's one MAC counter: multiply-accumulates of Conv and Linear layers, counted by forward
-hooks. The worker's pruning report (``variants.probe_layers``), the zoo's MFLOPs and the tests use
-it; torch is imported inside the functions (the host imports this package for the protocol)."""
+hooks. The zoo's MFLOPs, the worker's pruning report (``worker.variants.probe_layers``) and the
+tests use it. Why in the zoo: it counts ``nn.Module``s, and the zoo is the package of modules the
+worker already imports (``--arch zoo:NAME``); the zoo imports nothing of the worker, so the two
+do not import each other. torch is imported inside the functions."""
 
 from __future__ import annotations
 

@@ -1,0 +1,54 @@
+"""The runtimes as plug-ins: one folder per runtime, one adapter each, one registry line.
+
+Why: what differs between runtimes (the image that measures it, whether and how its own file is
+made, what a run loads besides the model, the device benchmark whose log calibrates it) used to be
+chosen by comparing the runtime's name in a dozen host modules. Each runtime's folder now says it
+once, behind ``Runtime`` (``base``), and the host asks the adapter (``adapter(name)``): the
+images (``sandbox.image``), the converted file's name (``sandbox.artifacts``), the files a
+measurement or an evaluation runs (``measure.MeasurePlan.files``), the device logs
+(``latency.calibration``). The registry of what each runtime *is* (its pinned package, converter
+and the predictor kinds that serve it) stays ``worker.registry.RUNTIMES``, which the worker
+validates requests against (the worker imports nothing of the host); an adapter is found by that
+name. Adding a runtime: its ``RuntimeSpec`` there, a folder here, and its line in ``ADAPTERS``
+(``tests/test_runtime_plugin.py`` does it with a toy runtime).
+
+The worker-side code of a runtime (loading and measuring a ``.tflite``, the ncnn extract loop,
+the converted file's census) stays in the worker package the images bake (``worker.runtimes``,
+``worker.convert``, ``worker.artifact_info``); it is dispatched there by the request's runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..errors import InputError
+from .base import Runtime
+from .logs import LogEntry, ParsedLog
+from .ncnn import Ncnn
+from .onnxruntime import OnnxRuntime
+from .tflite import Tflite
+from .torch import Torch
+
+__all__ = ["ADAPTERS", "FALLBACK", "LogEntry", "ParsedLog", "Runtime", "adapter", "parse_device_log"]
+
+# One line per runtime: its adapter (in worker.registry.RUNTIMES order).
+ADAPTERS: dict[str, Runtime] = {r.name: r for r in (Torch(), OnnxRuntime(), Tflite(), Ncnn())}
+# What measures the memory when the default runtime cannot be (its image is not built): the file as is.
+FALLBACK = "torch"
+
+
+def adapter(name: str) -> Runtime:
+    """The adapter of runtime ``name`` (its registry name); ``InputError`` for one without."""
+    found = ADAPTERS.get(name)
+    if found is None:
+        raise InputError(f"runtime {name}: no adapter in lodevem.runtimes (expected one of {', '.join(ADAPTERS)})")
+    return found
+
+
+def parse_device_log(lines: Sequence[str], where: str) -> Optional[ParsedLog]:
+    """The first runtime whose device benchmark tool wrote ``lines``, read (None: no runtime's)."""
+    for runtime in ADAPTERS.values():
+        found = runtime.read_log(lines, where) if runtime.read_log is not None else None
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,72 @@
+"""The adapter every runtime's folder fills in (``lodevem.runtimes``): what the host asks of a runtime."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from ..worker.registry import RUNTIMES, RuntimeSpec
+from .logs import ParsedLog
+
+__all__ = ["LogReader", "Runtime"]
+
+LogReader = Callable[[Sequence[str], str], Optional[ParsedLog]]
+
+
+class Runtime:
+    """What the host asks of one runtime. Subclasses (one per folder) set what differs:
+
+    ``runs_onnx_export``: a run loads the model's ONNX export (made once, unconstrained) instead of
+    a PyTorch file; ``converted_suffix``: the name ending of the runtime's own file when its
+    converter makes one (``.tflite``, ``.ncnn.param``: an ncnn model is that ``.param`` and the
+    ``.bin`` beside it); ``read_log``: the reader of its device benchmark's log (None: no phone
+    app ships it, nothing to calibrate with)."""
+
+    name = ""
+    runs_onnx_export = False
+    converted_suffix: Optional[str] = None
+    read_log: Optional[LogReader] = None
+
+    @property
+    def spec(self) -> RuntimeSpec:
+        """Its registry entry: package, converter, image, the kinds that predict it."""
+        return RUNTIMES[self.name]
+
+    @property
+    def converts(self) -> bool:
+        """A run loads the runtime's own file, made from the model by its converter."""
+        return self.spec.converter is not None
+
+    @property
+    def converter_pin(self) -> Optional[str]:
+        """``package==version`` of its converter (part of every key of a file it made), or None."""
+        converter = self.spec.converter
+        return f"{converter.package}=={converter.version}" if converter is not None else None
+
+    @property
+    def converter(self) -> tuple[str, str]:
+        """(package, version) of its converter; ``InputError`` for a runtime that converts nothing."""
+        found = self.spec.converter
+        if found is None:
+            from ..errors import InputError
+
+            raise InputError(f"runtime {self.name} has no converter: it runs the model file (or its export) as is")
+        return found.package, found.version
+
+    @property
+    def convert_action(self) -> str:
+        """The worker action that makes its file."""
+        found = self.spec.converter
+        assert found is not None, self.name
+        return found.action
+
+    @property
+    def makes_files(self) -> bool:
+        """A run of it needs a file made from the model first (its conversion or the ONNX export)."""
+        return self.converts or self.runs_onnx_export
+
+    @property
+    def images(self) -> tuple[str, ...]:
+        """The images it needs (``sandbox.image.IMAGES`` names): the one that measures it, then
+        the converter's."""
+        spec = self.spec
+        return tuple(dict.fromkeys((spec.image, *((spec.converter.image,) if spec.converter else ()))))

@@ -1,0 +1,13 @@
+"""PyTorch eager: the model file as it is (the comparison runtime; no phone app ships it)."""
+
+from __future__ import annotations
+
+from ..base import Runtime
+
+__all__ = ["Torch"]
+
+
+class Torch(Runtime):
+    """Runs the user's file itself: nothing to make first, no device log."""
+
+    name = "torch"
