@@ -123,6 +123,8 @@ class BlockModel:
 
 def _describe_model(model: str) -> str:
     """A block-pricing model as a cell's note names it."""
+    if model == "inorder-a7":  # LLVM has no Cortex-A7 model: Arm's description of it in GCC
+        return f"{model} (in-order dual issue, Arm's Cortex-A7 pipeline description in GCC)"
     if model.startswith("inorder-"):
         return f"{model} (in-order dual issue, LLVM 19 cortex-{model.split('-', 1)[1]} figures + overrides)"
     return f"llvm-mca -mcpu={model}"
