@@ -196,15 +196,28 @@ class LoadedRows:
     skipped: list[str]  # one reason per skipped line
 
 
+def other_runtime(r: dict[str, str]) -> Optional[str]:
+    """Why a row measured a runtime lodevem does not predict (None: it is one lodevem predicts).
+    ``tflite`` means TFLite with XNNPACK; a row whose ``xnnpack`` column says ``no`` ran TFLite's
+    own kernels (the dev CSV keeps them beside their XNNPACK twins, data README)."""
+    if (r.get("xnnpack") or "").strip() == "no":
+        return "TFLite without XNNPACK (its own kernels): not the runtime lodevem predicts"
+    return None
+
+
 def load_rows(path: Path, strict: bool = True) -> list[Row] | LoadedRows:
     """Rows of a CSV with the dev data's columns. ``strict``: any unusable line is an error (the
-    dev data); else unusable lines are skipped with a reason (a file to score)."""
+    dev data); else unusable lines are skipped with a reason (a file to score). Rows of a runtime
+    lodevem does not predict (``other_runtime``) are left out in both modes."""
     from lodevem.errors import InputError
     from lodevem.latency.estimator import canonical_runtime
 
     rows, skipped = [], []
     with open(path, newline="") as f:
         for n, r in enumerate(csv.DictReader(f), start=2):
+            if other_runtime(r):
+                skipped.append(f"line {n}: {other_runtime(r)}")
+                continue
             try:
                 precision = (r.get("precision") or "fp32").strip()
                 if precision not in ("fp32", "fp16", "int8"):
@@ -223,6 +236,12 @@ def load_rows(path: Path, strict: bool = True) -> list[Row] | LoadedRows:
                 continue
             rows.append(row)
     return rows if strict else LoadedRows(rows, skipped)
+
+
+def excluded_rows(path: Path) -> int:
+    """How many rows of ``path`` measured a runtime lodevem does not predict."""
+    with open(path, newline="") as f:
+        return sum(other_runtime(r) is not None for r in csv.DictReader(f))
 
 
 def sha256(path: Path) -> str:
@@ -846,7 +865,8 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, summ
             "rows_used": sum(r.graph_key in works for r in rows),
             "rows_by_runtime": {rt: sum(r.runtime == rt for r in rows) for rt in sorted({r.runtime for r in rows})},
             "rows_by_precision": {p: sum(r.precision == p for r in rows) for p in ("fp32", "fp16", "int8")},
-            "rows_excluded": {"no graph": sum(r.graph_key not in works for r in rows)},
+            "rows_excluded": {"no graph": sum(r.graph_key not in works for r in rows),
+                              "tflite without XNNPACK": excluded_rows(data_path)},
             "model_map": {key: {"zoo": b.zoo, "input": [1, 3, b.input_hw, b.input_hw], "ncnn_mmacs": b.ncnn_mmacs,
                                 "zoo_mmacs": round(works[key].zoo_mmacs, 1),
                                 "mac_scale": round(works[key].mac_scale, 4), "note": b.note}
