@@ -171,7 +171,7 @@ def reprice(store: dict[str, Any], graphs_dir: Path) -> int:
     from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
 
     done = 0
-    for prof in store["profiles"] + store.get("physics", []):
+    for prof in store["profiles"]:
         path = graphs_dir / "blocks" / f"{str(prof.get('blocks_sha256', ''))[:16]}.txt.gz"
         if not prof.get("blocks_sha256") or not path.is_file():
             continue
@@ -231,13 +231,6 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
                 out.append({"key": f"{key} {runtime} {view} {precision} {label}", "graph_key": key, "runtime": runtime,
                             "isa": isa, "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, hw, hw],
                             "site": path, "site_label": label, "graph_source": source})
-    for name in args.physics:  # files for the physics checks (not dev rows): std:mobilenet_v2 variants
-        for view in ("cortex-a55", "cortex-a76"):
-            f = args.graphs / name
-            if f.exists():
-                out.append({"key": f"physics {name} {view}", "graph_key": "std:mobilenet_v2", "runtime": "tflite",
-                            "isa": "armv8.2", "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, 224, 224],
-                            "site": args.physics_site, "site_label": "litert-2.3.0", "physics": True})
     return [j for j in out if not args.only or any(o in j["key"] for o in args.only)]
 
 
@@ -265,9 +258,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--graphs", type=Path, default=graphs.DEFAULT_OUT)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--only", nargs="*", default=[])
-    parser.add_argument("--physics", nargs="*", default=[], metavar="FILE",
-                        help="also profile these .tflite files of mobilenet_v2 (int8, fp16) for the physics checks")
-    parser.add_argument("--physics-site", default="", help="PYTHONPATH of LiteRT for --physics")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--blocks", action="store_true", help="also record and price the block profile")
     parser.add_argument("--redo", action="store_true", help="profile again what the store already holds")
@@ -301,7 +291,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     # with --blocks, a stored profile without block cycles is not done (armv7 blocks are not costed)
     if args.ncnn_benchmark and not args.ncnn_benchmark_commit:
         parser.error("--ncnn-benchmark needs --ncnn-benchmark-commit (the provenance of the graphs)")
-    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])
+    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"]
             if not args.blocks or p.get("block_cycles")}
     for job in jobs(args):
         if (job_graph_file(job), job["uarch"], job["site_label"]) in done and not args.redo:
@@ -316,18 +306,18 @@ def main(argv: Optional[list[str]] = None) -> int:
             continue
         ident = (prof["graph_file"], prof["uarch"], prof["runtime_version"])
         store["profiles"] = [p for p in store["profiles"] if (p["graph_file"], p["uarch"], p["runtime_version"]) != ident]
-        if job.get("physics"):
-            store["physics"] = [p for p in store.get("physics", []) if (p["graph_file"], p["uarch"]) !=
-                                (prof["graph_file"], prof["uarch"])] + [prof]
-            args.out.write_text(json.dumps(store, indent=1) + "\n")
-            print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}", flush=True)
-            continue
-        store["profiles"].append(prof)
-        store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
-        args.out.write_text(json.dumps(store, indent=1) + "\n")
-        print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}, "
-              f"{prof['seconds']:.0f} s", flush=True)
+        save(store, prof, args.out, job["key"],
+             lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
     return 0
+
+
+def save(store: dict[str, Any], prof: dict[str, Any], out: Path, key: str, order: Any) -> None:
+    """Add a new profile to the store (the caller removed the one it replaces), write it, say so."""
+    store["profiles"].append(prof)
+    store["profiles"].sort(key=order)
+    out.write_text(json.dumps(store, indent=1) + "\n")
+    print(f"{key}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}, "
+          f"{prof['seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -164,12 +164,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         except Exception as exc:  # one profile that fails is reported, the rest go on
             print(f"FAILED {job['key']}: {exc}", flush=True)
             continue
-        store["profiles"] = [p for p in store["profiles"]
-                             if (p["graph_key"], p["runtime"], p["level"], p["uarch"]) != ident] + [prof]
-        store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["level"], p["uarch"]))
-        args.out.write_text(json.dumps(store, indent=1) + "\n")
-        print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}, "
-              f"{prof['seconds']:.0f} s", flush=True)
+        store["profiles"] = [p for p in store["profiles"] if (p["graph_key"], p["runtime"], p["level"], p["uarch"]) != ident]
+        dev.save(store, prof, args.out, job["key"], lambda p: (p["graph_key"], p["runtime"], p["level"], p["uarch"]))
     return 0
 
 
