@@ -30,9 +30,7 @@ from .armsim_inorder import InOrderModel, InsnInfo, Operands, Override
 ARM32_REVISION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]  # part of a cached A7 price
 GCC_A7 = ("Arm's Cortex-A7 pipeline description in GCC, gcc/config/arm/cortex-a7.md (contributed by ARM Ltd); "
           "out-of-order completion: hardwarebug.org/2014/05/15/cortex-a7-instruction-cycle-timings")
-A7_MODEL = InOrderModel("inorder-a7", "", 2, GCC_A7, (
-    Override(r"^v(ml[as]|fm[as])\.f", GCC_A7 + ": the accumulator of a multiply-accumulate is forwarded to the "
-             "next one in 4 cycles (define_bypass 4 ... arm_mac_accumulator_is_result)", acc_latency=4),), isa="a32")
+
 
 _COND = r"(eq|ne|cs|hs|cc|lo|mi|pl|vs|vc|hi|ls|ge|lt|gt|le)"
 _BOTH = (("a7slot", 2.0),)  # both execute slots for one cycle
@@ -162,3 +160,9 @@ def operands32(text: str) -> Operands:
     if conditional:
         uses.append("nzcv")
     return Operands(tuple(dict.fromkeys(defs)), tuple(dict.fromkeys(uses)), tuple(wb), acc)
+
+
+A7_MODEL = InOrderModel("inorder-a7", "", 2, GCC_A7, (
+    Override(r"^v(ml[as]|fm[as])\.f", GCC_A7 + ": the accumulator of a multiply-accumulate is forwarded to the "
+             "next one in 4 cycles (define_bypass 4 ... arm_mac_accumulator_is_result)", acc_latency=4),),
+    isa="a32", parse=operands32)

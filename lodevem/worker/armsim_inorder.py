@@ -33,7 +33,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 __all__ = ["INORDER_MODELS", "INORDER_REVISION", "InOrderModel", "InsnInfo", "Override", "align", "operands",
            "parse_instruction_tables", "simulate"]
@@ -79,7 +79,9 @@ class InOrderModel:
     width: int
     source: str
     overrides: tuple[Override, ...] = field(default_factory=tuple)
-    isa: str = "a64"  # a64, or a32 (A32/T32 text: armsim_arm32's operands)
+    isa: str = "a64"  # a64, or a32 (A32/T32 text)
+    # the registers an instruction's text reads and writes (None: A64's ``operands``)
+    parse: Optional[Callable[[str], "Operands"]] = field(default=None, compare=False)
 
     def info(self, text: str, base: InsnInfo) -> tuple[InsnInfo, Optional[int]]:
         """LLVM's figures for ``text`` with every matching override applied, and the
@@ -348,9 +350,7 @@ def _kind(text: str) -> str:
 
 
 def _steps(lines: Sequence[str], infos: Sequence[InsnInfo], model: InOrderModel) -> list[_Step]:
-    parse = operands
-    if model.isa != "a64":
-        from .armsim_arm32 import operands32 as parse
+    parse = model.parse or operands
     out = []
     for text, base in zip(lines, infos):
         info, acc = model.info(text, base)
