@@ -19,7 +19,7 @@ from .commands import TERMINAL
 from .commands.calibrate import calibrate
 from .commands.models import derive, inspect_cmd, zoo
 from .commands.predict import predict
-from .commands.run import start
+from .commands.run import report_cmd, start
 from .commands.setup import build_image_cmd, check, fetch_predictors_cmd, list_cmd
 from .errors import Interrupted, LodevemError
 from .safe_io import printable
@@ -27,7 +27,7 @@ from .version import __version__
 
 EXIT_CODES = {
     0: "success (and every budget gate passed)",
-    1: "runtime failure (Docker, a worker crash, an I/O error)",
+    1: "runtime failure (Docker, a worker crash, an I/O error), or no row got a memory figure",
     2: "usage error or bad input (option, profile file, model file)",
     3: "a budget gate broke (--max-latency / --fail-on-oom / --fail-on-tight)",
     130: "interrupted (Ctrl-C); the pairs finished so far are kept (start --resume continues)",
@@ -100,7 +100,7 @@ def cli() -> None:
     Predicts single-thread CPU latency for each device profile and measures real peak RAM
     inside a container limited to the device's memory.
 
-    Exit codes: 0 ok, 1 runtime failure (or no pair produced any figure), 2 usage/bad
+    Exit codes: 0 ok, 1 runtime failure (or no row got a memory figure), 2 usage/bad
     input, 3 budget gate broken, 130 interrupted, 143 terminated.
 
     \b
@@ -130,7 +130,7 @@ def cli() -> None:
 
 
 # The commands, in the pipeline's order: look around, get ready, run, then the model tools.
-for command in (list_cmd, check, zoo, start, predict, calibrate, derive, inspect_cmd, build_image_cmd,
+for command in (list_cmd, check, zoo, start, report_cmd, predict, calibrate, derive, inspect_cmd, build_image_cmd,
                 fetch_predictors_cmd):
     cli.add_command(command)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -52,9 +53,15 @@ def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
 
 
 def no_figures(rows: Sequence[PairResult]) -> Optional[str]:
-    """A one-line failure when no pair produced any figure (no latency, and every measurement an
-    error): such a run is not a result, whatever was written, so it must not exit 0."""
-    if not rows or any(r.latency_ms is not None or r.verdict != Verdict.ERROR for r in rows):
+    """A one-line failure when no row got a memory figure (every measurement an error: nothing ran
+    under a device's limit): such a run answers only half its question, whatever was written, so
+    it must not exit 0. The predicted latencies it has are in the files all the same."""
+    if not rows or any(r.verdict != Verdict.ERROR for r in rows):
         return None
     first = next((r.memory_error or r.latency_note or "" for r in rows if r.memory_error or r.latency_note), "")
-    return f"no pair produced a latency or a memory figure ({len(rows)} pairs); the first reason: {first[:300]}"
+    latencies = sum(1 for r in rows if r.latency_ms is not None)
+    plural = latencies > 1
+    kept = (f"; {'its' if plural else 'the'} {latencies} predicted latenc{'ies are' if plural else 'y is'} "
+            "in the CSV") if latencies else ""
+    return (f"no row got a memory figure ({len(rows)} row{'s' if len(rows) != 1 else ''}{kept}); the first reason: "
+            f"{textwrap.shorten(' '.join(first.split()), 300, placeholder=' ...')}")

@@ -19,25 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .profiles import Profile
-from .report.cells import (
-    Cells,
-    SourceNote,
-    cells,
-    group_by_model,
-    latency_mark,
-    ordered_devices,
-    source_kind,
-    source_notes,
-)
-from .report.console import (
-    inspection_lines,
-    latency_legend,
-    latency_table,
-    model_summaries,
-    profiles_table,
-    results_table,
-    zoo_table,
-)
+from .report.cells import Cells, cells, group_by_model, latency_mark, ordered_devices
+from .report.console import inspection_lines, latency_legend, latency_table, profiles_table, results_table, zoo_table
 from .report.files import (
     CSV_NAME,
     JSON_NAME,
@@ -50,23 +33,27 @@ from .report.files import (
     write_json,
     write_latex,
 )
+from .report.html import HTML_NAME, write_report
+from .report.legend import MarkNote, mark_notes
 from .report.manifest import ManifestLike
-from .report.methodology import write_paper_kit
+from .report.paperkit import write_paper_kit
+from .report.summaries import model_summaries
 from .results import PairResult
 
 __all__ = [
-    "CSV_NAME", "JSON_NAME", "TEX_NAME", "Cells", "SourceNote", "cells", "csv_columns",
+    "CSV_NAME", "HTML_NAME", "JSON_NAME", "TEX_NAME", "Cells", "MarkNote", "cells", "csv_columns",
     "group_by_model", "inspection_lines", "latency_legend", "latency_mark", "latency_table", "latex_escape",
-    "latex_table", "model_summaries",
-    "ordered_devices", "profiles_table", "read_json", "results_table", "source_kind",
-    "source_notes", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit", "zoo_table",
+    "latex_table", "mark_notes", "model_summaries", "ordered_devices", "profiles_table", "read_json",
+    "results_table", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit", "write_report",
+    "zoo_table",
 ]
 
 
 def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest: ManifestLike,
               out_dir: Path, plots: bool = True, latex_marks: str = "text") -> list[Path]:
-    """Write CSV, JSON, LaTeX, the paper kit (methodology.md/.tex, references.bib) and (unless
-    ``plots=False``) the figures; return every path written.
+    """Write CSV, JSON, LaTeX, the paper kit (methodology.md/.tex, references.bib), (unless
+    ``plots=False``) the figures, and ``report.html`` with all of them inline; return every path
+    written.
 
     matplotlib is imported only when a figure must be drawn: a figure whose inputs did not change
     since it was last written to ``out_dir`` is kept (``report.figure_cache``), so a fully cached
@@ -81,4 +68,6 @@ def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest:
         from .report.figure_cache import write_figures
 
         paths += [p for figure in write_figures(rows, profiles, out_dir) for p in figure.paths]
+    if rows:  # last: it embeds the figures just written
+        paths.append(write_report(rows, manifest, out_dir))
     return paths

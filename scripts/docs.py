@@ -173,6 +173,9 @@ BLOCKS: tuple[Block, ...] = (
                "(the scenario of tests/test_quantized.py)"),
 )
 BY_ID = {block.id: block for block in BLOCKS}
+# Figures the docs show, copied from the run of a block: (file in its scratch folder, docs path).
+IMAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "start-tier2": (("results/latency_heatmap.png", "docs/img/latency_heatmap_tier2.png"),)}
 
 
 # --------------------------------------------------------------------------- the scratch folder
@@ -384,6 +387,11 @@ def run_block(s: Scratch, block: Block, doc: str, marker_at: int) -> str:
         return quick_start_csv(s.root / block.cwd / "results" / "benchmark_results.csv")
     body = _run_steps(s, block, doc, marker_at)
     s.done.add(f"{block.id}-run")  # a block that reads this run's files need not run it again
+    for made, shown in IMAGES.get(block.id, ()):  # the docs' figures are this run's, copied as drawn
+        source = s.root / block.cwd / made
+        if not source.is_file():
+            raise SetupError(f"{made} was not written by the run")
+        shutil.copyfile(source, REPO / shown)
     return body
 
 

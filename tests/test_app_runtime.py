@@ -91,12 +91,13 @@ def test_every_row_says_which_runtime_its_memory_figure_is_for(model: Path, tmp_
                and "\n" not in r.memory_error for r in rows)
     assert "Peak RAM measured under tflite (CSV column memory_runtime)." in memory_runtime_line(rows)
     from lodevem.report.files import latex_table
-    from lodevem.report.methodology import methodology_markdown, run_facts
+    from lodevem.report.methodology import run_facts
+    from lodevem.report.paperkit import methodology_markdown
 
-    assert "Peak RAM (MB, tflite)" in latex_table(rows)
+    assert "Peak RAM\\\\(MB, tflite)" in latex_table(rows)
     torch_rows = run_benchmark(_config(model, tmp_path / "torch", runtimes=("torch", "tflite")),
                                backend=Recording()).rows
-    assert "Peak RAM (MB) &" in latex_table(torch_rows) and " (torch) &" in latex_table(torch_rows)
+    assert "Peak RAM\\\\(MB)" in latex_table(torch_rows) and " (torch) &" in latex_table(torch_rows)
     outcome = run_benchmark(_config(model, tmp_path / "t2", runtimes=("torch",)), backend=Recording())
     assert "loaded and run with PyTorch" in methodology_markdown(run_facts(outcome.rows, outcome.manifest))
 

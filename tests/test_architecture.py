@@ -271,7 +271,8 @@ def test_one_runtime_registry() -> None:
     from lodevem.worker.registry import RUNTIMES
 
     shares_a_spelling = {("report/manifest.py", "PACKAGES"),  # distribution names, torch and ncnn among them
-                         ("report/methodology.py", "_RUNTIME_TOKENS"),  # how papers name runtimes
+                         ("latency/papers.py", "_RUNTIME_REFS"),  # how papers name runtimes (citations)
+                         ("latency/armsim/paper.py", "armsim_paper"),  # display names with citations
                          ("report/methodology.py", "_memory_paragraph")}  # display names with citations
     offenders = [f for f in _top_level_literals(set(RUNTIMES)) if f[0] != "worker/registry.py"
                  and f[:2] not in shares_a_spelling]
@@ -297,6 +298,18 @@ def test_the_vocabulary_rule_catches_a_second_home(tmp_path: Path) -> None:
     (tmp_path / "levels2.py").write_text('NAMES = ("fp16", "int8")\n\ndef f(x):\n    return {"tflite": 1, "ncnn": 2}[x]\n')
     assert _top_level_literals({"fp16", "int8"}, tmp_path) == [("levels2.py", "NAMES", 1, ["fp16", "int8"])]
     assert _top_level_literals({"tflite", "ncnn"}, tmp_path) == [("levels2.py", "f", 4, ["ncnn", "tflite"])]
+
+
+def test_the_report_reads_the_kind_never_the_source_text() -> None:
+    """Issue 36: the reports render a prediction from its fields (``latency_kind``,
+    ``latency_runtime``, ``latency_held_out_pct``) and the kind's own words, never by parsing the
+    ``latency_source`` text, which is for people."""
+    offenders = []
+    for path in sorted([*(PACKAGE / "report").rglob("*.py"), PACKAGE / "reporter.py"]):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "latency_source":
+                offenders.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}")
+    assert offenders == []
 
 
 # -- the command line: a thin Click layer over the library (issue 36) ---------------------------
@@ -427,9 +440,9 @@ def test_the_version_is_read_from_the_ground_floor() -> None:
 
 # Comparisons with a runtime's name left where they are, each for a reason other than choosing a
 # runtime's behaviour: the cost model's own fitted int8 rule for tflite (its parameters say so),
-# and the console's hint about rows measured under torch (the comparison runtime).
+# and the summary line's hint about rows measured under torch (the comparison runtime).
 RUNTIME_NAME_CHECKS_LEFT = {("latency/estimator.py", "rt.name == 'tflite'"),
-                            ("report/console.py", "r.runtime == 'torch'")}
+                            ("report/summaries.py", "r.runtime == 'torch'")}
 
 
 def _runtime_name_checks(package: Path = PACKAGE) -> list[tuple[str, str]]:

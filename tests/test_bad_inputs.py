@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from test_profiles import VALID
 
 from lodevem.cli import cli
-from lodevem.errors import ProfileError
+from lodevem.errors import InputError, ProfileError
 from lodevem.profiles import MAX_PROFILE_BYTES, Profile, load_profile_file
 from lodevem.worker.protocol import WorkerError, WorkerRequest
 
@@ -487,11 +487,14 @@ def test_a_run_without_any_figure_does_not_pass() -> None:
     profile = load_profiles()[0]
     failed = [make_row(profile, verdict="error", latency=None, peak=None, memory_error="worker died"),
               make_row(profile, verdict="error", latency=None, peak=None)]
-    assert "no pair produced a latency or a memory figure (2 pairs)" in no_figures(failed)
-    assert "worker died" in no_figures(failed)
-    assert no_figures([make_row(profile, verdict="error", latency=12.0)]) is None  # a latency is a figure
-    assert no_figures([make_row(profile, verdict="oom", latency=None)]) is None  # so is an OOM verdict
+    assert "no row got a memory figure (2 rows); the first reason: worker died" in no_figures(failed)
+    # a latency alone is half an answer: the run fails, saying where the latencies are
+    half = no_figures([make_row(profile, verdict="error", latency=12.0, memory_error="converter refused it")])
+    assert half.startswith("no row got a memory figure (1 row; the 1 predicted latency is in the CSV)")
+    assert no_figures([make_row(profile, verdict="oom", latency=None)]) is None  # an OOM verdict is a figure
     assert no_figures([]) is None
+    long = make_row(profile, verdict="error", latency=None, memory_error="word " * 100 + "Exporting `TS2EPConverter`")
+    assert no_figures([long]).endswith("word ...")  # cut between words, never inside one
 
 
 # ==== model files and options through `lodevem start` =============================================
@@ -577,6 +580,40 @@ def test_bad_option_values_are_usage_errors(option: str, value: str, tmp_path: P
     result = CliRunner().invoke(cli, ["start", str(model), option, value, "--output", str(tmp_path / "o")])
     assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output, result.output
     assert not (tmp_path / "o").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("value, said", [("3,224,224", "did you mean 1,3,224,224?"),
+                                         ("224", "1 dimension(s)"),
+                                         ("1,3,22400,22400", "larger than lodevem runs")])
+def test_an_input_shape_lodevem_cannot_run_is_refused_before_any_container(value: str, said: str,
+                                                                           tmp_path: Path) -> None:
+    """Rank, batch and size are checked on the host: no container starts, no folder is made."""
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"x")
+    result = CliRunner().invoke(cli, ["start", str(model), "--input-shape", value, "--output", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "--input-shape" in result.output and said in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "o").exists()
+
+
+def test_a_failed_run_removes_the_output_folder_it_created(tmp_path: Path) -> None:
+    """A run that stops before its first result leaves no folder it made behind; a folder that was
+    there stays, and so does one holding a result."""
+    from lodevem.runner import OutputClaim
+
+    made = tmp_path / "new" / "results"
+    with pytest.raises(InputError), OutputClaim(made):
+        raise InputError("refused")
+    assert not made.exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(InputError), OutputClaim(kept):
+        raise InputError("refused")
+    assert kept.is_dir()
+    with_results = tmp_path / "partial"
+    with pytest.raises(InputError), OutputClaim(with_results):
+        (with_results / "benchmark_results.csv").write_text("model_label\n")
+        raise InputError("interrupted after one pair")
+    assert (with_results / "benchmark_results.csv").is_file()  # nothing computed is lost
 
 
 def test_an_unknown_profile_id_is_one_line(tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ def test_predict_prints_starts_latency_cell_and_its_input_at_the_terminals_width
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= width
-    title = "lodevem latency: 2 model(s) \u00d7 4 device profile(s); input 1x3x224x224 (default)"
+    title = "lodevem latency: 2 models \u00d7 4 device profiles; input 1x3x224x224 (default)"
     if width >= len(title):
         assert lines[0] == title
     else:

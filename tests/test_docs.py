@@ -370,3 +370,17 @@ def test_no_machine_paths_in_the_repository() -> None:
         offenders += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(text.splitlines(), 1)
                       if pattern.search(line)]
     assert not offenders, f"machine paths in: {offenders}"
+
+
+def test_the_mark_legend_in_the_docs_lists_every_registered_kind() -> None:
+    """The README and the command reference name each predictor kind's mark as the tables print
+    it (the kinds' own ``mark`` and ``title``): a kind registered without a word in the docs, or a
+    mark changed in the code only, fails here."""
+    from lodevem.latency.described import describe_kind
+    from lodevem.latency.pool import KINDS
+
+    for path in (README, ROOT / "docs" / "commands.md"):
+        text = " ".join(path.read_text().split())
+        for name in KINDS:
+            kind = describe_kind(name)
+            assert kind.registered and f"`{kind.mark}` {kind.title}" in text, (path.name, name, kind.mark)

@@ -21,15 +21,8 @@ from lodevem.latency.estimator import Estimator
 from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
 from lodevem.report.manifest import collect_manifest
-from lodevem.report.methodology import (
-    REFERENCES,
-    bibtex,
-    cited_keys,
-    methodology_latex,
-    methodology_markdown,
-    run_facts,
-    write_paper_kit,
-)
+from lodevem.report.methodology import cited_keys, run_facts
+from lodevem.report.paperkit import REFERENCES, bibtex, methodology_latex, methodology_markdown, write_paper_kit
 from lodevem.reporter import write_all
 from lodevem.results import PairResult
 
@@ -54,8 +47,11 @@ def make_row(profile: Profile, model: str = "mobilenet_v2.pt", **changes: Any) -
         latency_uncertainty="\u00b118% (LODO MAPE)", latency_note=None, verdict="fits", peak_rss_mb=270.0,
         runtime_baseline_mb=218.1, model_increment_mb=51.9, cgroup_peak_mb=182.5, limit_mb=profile.ram_mb,
         limit_enforcement=f"docker cgroup v1 memory+swap={profile.ram_mb}MB", backend="docker", runtime="torch",
-        memory_error=None, memory_cached=False,
+        memory_error=None, memory_cached=False, latency_kind="estimator", latency_runtime="tflite",
+        latency_held_out_pct=18.0,
     )
+    if "latency_source" in changes and "latency_kind" not in changes:  # the kind the source names (shorthand)
+        changes["latency_kind"] = changes["latency_source"].split(":")[0]
     return replace(row, **changes)
 
 
@@ -177,6 +173,73 @@ def test_written_beside_the_results(profiles: list[Profile], tmp_path: Path) -> 
     assert cited_keys(run_facts(rows, manifest(profiles)))[0] == "lodevem"
 
 
-def test_citation_cff_in_the_repository() -> None:
-    text = (Path(__file__).resolve().parent.parent / "CITATION.cff").read_text()
-    assert "cff-version:" in text and f"version: {__version__}" in text and "title:" in text
+def test_citation_cff_is_valid_and_has_what_a_citation_needs() -> None:
+    """CITATION.cff passes cffconvert's schema check and names the authors, this version and its
+    date; lodevem's BibTeX entry takes its url from the file's repository-code when it has one."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    from lodevem.report.paperkit import CITATION_FILE, repository_url
+
+    cffconvert = shutil.which("cffconvert") or str(Path(sys.executable).parent / "cffconvert")
+    done = subprocess.run([cffconvert, "--validate", "-i", str(CITATION_FILE)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cff = yaml.safe_load(CITATION_FILE.read_text())
+    assert cff["version"] == __version__ and cff["authors"] and cff["title"] and cff["license"] == "MIT"
+    assert str(cff["date-released"])[:4].isdigit()
+    assert repository_url() == cff.get("repository-code")
+
+
+def test_every_kind_of_the_run_is_in_the_methods_and_the_bib(profiles: list[Profile]) -> None:
+    """Each registered kind whose cells a run has says how it predicted them, with its held-out
+    figure, its limitation and every reference it cites: a kind dropped from the methods (or a
+    citation from references.bib) fails here. The report learns the kinds from the registry only."""
+    from lodevem.latency.armsim.paper import cost_model_facts
+    from lodevem.latency.described import describe_kind
+    from lodevem.latency.pool import KINDS
+    from lodevem.report.paperkit import references
+
+    kinds = list(KINDS)
+    rows = [make_row(p, model=f"m{i}.pt", latency_kind=kind, latency_held_out_pct=10.0 + i)
+            for i, kind in enumerate(kinds) for p in profiles]
+    env = manifest(profiles, predictor=kinds_only("auto"))
+    env["extra"]["predictor"]["armsim"] = cost_model_facts()
+    facts = run_facts(rows, env)
+    md, tex, bib = methodology_markdown(facts), methodology_latex(facts), bibtex(facts)
+    assert [k.use.name for k in facts.kinds] == kinds  # in the registry's order
+    keys = set(bib_keys(bib))
+    for i, kind in enumerate(kinds):
+        paper = next(k.paper for k in facts.kinds if k.use.name == kind)
+        rendered = re.sub(r"\{cite:([^{}]+)\}", r"[\1]", re.sub(r"\{code:([^{}]+)\}", r"`\1`", paper.sentence))
+        assert rendered in md, kind
+        assert paper.limitation and re.sub(r"\{cite:([^{}]+)\}", r"[\1]", paper.limitation) in md, kind
+        cited = set(re.findall(r"\{cite:([^{}]+)\}", paper.sentence + (paper.limitation or "")))
+        assert cited and cited <= keys, (kind, cited - keys)
+        assert f"{10.0 + i:g} %" in md  # its held-out figure, stated the same way for every kind
+        assert describe_kind(kind).mark
+    assert {"qemu", "llvmmca", "llvm"} <= keys  # armsim's emulator and pricing tool
+    assert set(re.findall(r"\\cite\{([^}]+)\}", tex)) == keys
+    assert all(references(facts)[k].source for k in keys)
+
+
+def test_a_kind_left_out_of_the_methods_fails_the_check(profiles: list[Profile]) -> None:
+    """The check above can fail: drop armsim's sentence and its references vanish from the bib."""
+    rows = [make_row(profiles[0], latency_kind="armsim")]
+    facts = run_facts(rows, manifest(profiles))
+    assert "qemu" in bib_keys(bibtex(facts))
+    stripped = replace(facts, kinds=())
+    assert "qemu" not in bib_keys(bibtex(stripped)) and "QEMU" not in methodology_markdown(stripped)
+
+
+def test_the_lodevem_entry_carries_version_and_commit(profiles: list[Profile]) -> None:
+    env = manifest(profiles)
+    env["lodevem"]["git_commit"], env["lodevem"]["git_dirty"] = "0123456789abcdef" * 2 + "01234567", False
+    bib = bibtex(run_facts([make_row(p) for p in profiles], env))
+    entry = bib[bib.index("@misc{lodevem,"):].split("\n}\n")[0]
+    assert f"version = {{{__version__}}}" in entry and "commit 0123456789ab" in entry
+    env["lodevem"]["git_commit"] = None
+    assert "commit not recorded" in bibtex(run_facts([make_row(p) for p in profiles], env))

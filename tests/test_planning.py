@@ -109,7 +109,8 @@ def test_find_floor_starts_from_the_measured_peak(model: Path) -> None:
 
 def test_the_table_caption_and_the_methodology_count_the_inferred_figures(tmp_path: Path) -> None:
     from lodevem.profiles import load_profiles, select_profiles
-    from lodevem.report.methodology import methodology_markdown, run_facts
+    from lodevem.report.methodology import run_facts
+    from lodevem.report.paperkit import methodology_markdown
     from lodevem.reporter import results_table
     from lodevem.runner import RunConfig, run_benchmark
 

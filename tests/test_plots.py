@@ -22,10 +22,9 @@ from lodevem.report.plots import (
     colourbar_ticks,
     heatmap_figure,
     latency_heatmap,
-    latency_vs_ram,
     min_ram_figure,
-    scatter_figure,
 )
+from lodevem.report.scatter import latency_vs_ram, scatter_figure
 from lodevem.results import PairResult
 
 TIER2_MS = {"itel_a23_pro": 14.4, "itel_p37": 12.0, "nokia_c1": 48.9, "redmi_a1": 14.2,
@@ -69,7 +68,7 @@ def test_heatmap_colour_bar_has_unique_ticks(rows: list[PairResult], tier2: list
                                                                            if r.model_label == "cocoa_fp32.pt")]
     for data in (rows, narrow[:5]):
         fig = drawn(heatmap_figure(data, tier2))
-        main, bar = fig.axes[0], next(a for a in fig.axes if "log scale" in a.get_ylabel())
+        main, bar = fig.axes[0], next(a for a in fig.axes if "(log)" in a.get_title(loc="left"))
         bar_text = labels(bar.get_yticklabels())
         assert len(bar_text) >= 3 and len(set(bar_text)) == len(bar_text), bar_text
         assert labels(bar.yaxis.get_minorticklabels()) == []
@@ -92,6 +91,7 @@ def test_scatter_names_every_point_and_hides_none(rows: list[PairResult], tier2:
     assert {f"{p.label} ({p.tier}, {'512 MB' if p.ram_mb == 512 else f'{p.ram_mb // 1024} GB'})"
             for p in tier2} <= legend_text
     points = [c for c in ax.collections if c.get_gid()]
+    assert all(c.get_gid().count("|") == 1 for c in points)
     gids = [c.get_gid() for c in points]
     assert len(gids) == len(set(gids)) == len(rows)  # one mark per (model, device), the OOM one too
     # every (model, device) has its own colour + shape pair, so the legends name each point
@@ -126,3 +126,45 @@ def test_figures_are_written(rows: list[PairResult], tier2: list[Profile], tmp_p
     written = latency_heatmap(rows, tier2, tmp_path) + latency_vs_ram(rows, tier2, tmp_path)
     assert sorted(p.name for p in written) == ["latency_heatmap.pdf", "latency_heatmap.png",
                                                "latency_vs_ram.pdf", "latency_vs_ram.png"]
+
+
+def test_scatter_draws_budgets_and_bands_on_axes_fitted_to_them(tier2: list[Profile]) -> None:
+    """The verdicts' app budgets are drawn, every latency has its band, and the RAM axis spans the
+    points and the budgets, not the 2 GB phones' RAM far to the right of every point."""
+    rows = [make_row(p, latency=10.0 * (i + 1), peak=60.0 + i, latency_low_ms=7.0 * (i + 1),
+                     latency_high_ms=13.0 * (i + 1), app_budget_mb=p.app_budget_mb) for i, p in enumerate(tier2)]
+    fig = drawn(scatter_figure(rows, tier2))
+    ax = fig.axes[0]
+    budgets = sorted({p.app_budget_mb for p in tier2})
+    drawn_budgets = sorted(int(line.get_gid().split("|")[1]) for line in ax.lines
+                           if (line.get_gid() or "").startswith("budget|"))
+    assert drawn_budgets == budgets
+    bands = {line.get_gid(): line.get_ydata() for line in ax.lines if (line.get_gid() or "").startswith("band|")}
+    assert len(bands) == len(rows)
+    assert all(list(y) == [7.0 * (i + 1), 13.0 * (i + 1)] for i, y in enumerate(bands.values()))
+    lo, hi = ax.get_xlim()
+    assert lo <= 60.0 and hi >= max(budgets) and hi < 2048  # no 2 GB line squeezing the points
+    assert ax.get_ylim()[0] <= 7.0 and ax.get_ylim()[1] >= 13.0 * len(rows)
+    legend_text = {t.get_text() for legend in fig.legends for t in legend.get_texts()}
+    assert "prediction \u00b1 held-out error (leave-one-SoC-out)" in legend_text
+
+
+@pytest.mark.parametrize("models", [1, 3])
+def test_every_label_of_a_figure_is_inside_its_canvas(models: int, tier2: list[Profile]) -> None:
+    """The heatmap's colour-bar name was cut off on a one-model figure: every text drawn (titles,
+    tick labels, the bar's name, the legend under it) lies inside the canvas."""
+    rows = [make_row(p, model=f"m{m}.pt", latency=TIER2_MS[p.id] * (m + 1)) for m in range(models) for p in tier2[:2]]
+    for fig in (heatmap_figure(rows, tier2[:2]), scatter_figure(rows, tier2[:2])):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)  # the canvas savefig draws on, with its renderer
+        drawn(fig)
+        renderer = fig.canvas.get_renderer()
+        canvas = fig.bbox
+        texts = [t for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent"))
+                 if t.get_text() and t.get_visible()]
+        assert texts
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            assert box.x0 >= canvas.x0 - 1 and box.x1 <= canvas.x1 + 1 and box.y0 >= canvas.y0 - 1 \
+                and box.y1 <= canvas.y1 + 1, (text.get_text(), box, canvas)

@@ -297,6 +297,7 @@ def test_levels_warnings_and_unavailable(onnx_dir: Path, nn_data: Path, tmp_path
     auto.cells(path, [a55, a53])
     auto.cells(onnx_dir / "tiny_cnn.onnx", [a55, a53])
     assert len(auto.warnings) == 1 and str(tmp_path / "none") in auto.warnings[0]
+    assert auto.warnings[0].endswith(": not used")  # one line per cause, whichever kind took the cells
     nn = kinds_only("nn-meter", nnmeter_data=nn_data)
     nn.cells(path, [a55, a53])
     assert nn.warnings == ["mobilenet_v2.onnx: nn-Meter has no predictor for 10 kernels (10 add); not counted"]

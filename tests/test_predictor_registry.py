@@ -24,10 +24,14 @@ from lodevem.errors import InputError
 from lodevem.latency import pool
 from lodevem.latency.kernels import DEFAULT_RULES
 from lodevem.latency.kinds import HeldOut, KindSetup, PredictionJob
-from lodevem.latency.records import LatencyPrediction
+from lodevem.latency.paper import KindPaper, KindUse, Reference
+from lodevem.latency.records import LatencyPrediction, uncertainty_band
 from lodevem.profiles import Profile, load_profiles
 from lodevem.worker import registry
 from lodevem.worker.onnx_export import export_module
+
+TOY_REFERENCE = Reference("toykind", "misc", {"author": "{lodevem tests}", "title": "A toy predictor kind",
+                                               "year": "2026"}, "tests/test_predictor_registry.py")
 
 
 class ToyKind:
@@ -35,7 +39,14 @@ class ToyKind:
 
     name = "toy"
     title = "toy kind (plumbing test)"
+    mark = "\u00b6"
     figure: Optional[float] = 1.0  # its stated held-out MAPE; the tests move it around the estimator's
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its own sentence, limitation and reference: the report knows nothing else of it."""
+        return KindPaper("toy kind", f"For {use.scope()}, the toy kind counted kernels {{cite:toykind}}.",
+                         "The toy kind's figure is a kernel count, not a latency.", references=(TOY_REFERENCE,))
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup = setup
@@ -69,8 +80,10 @@ class ToyKind:
             return LatencyPrediction.unavailable(job.profile, str(graph), job.threads, job.runtime)
         self.cells += 1
         cluster = job.profile.fastest_cluster
-        return LatencyPrediction(float(len(graph.kernels)), f"toy:plumbing {job.runtime}", job.threads, cluster.core,
-                                 cluster.clock_ghz, job.runtime)
+        ms = float(len(graph.kernels))
+        low, high = uncertainty_band(ms, self.figure)
+        return LatencyPrediction(ms, f"toy:plumbing {job.runtime}", job.threads, cluster.core, cluster.clock_ghz,
+                                 job.runtime, latency_low_ms=low, latency_high_ms=high, uncertainty_pct=self.figure)
 
     def describe(self) -> dict[str, Any]:
         return {"toy": {"cells": self.cells}}
@@ -152,7 +165,22 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
                                       backend="process", predictor="toy", timeout_s=600))
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
+    assert row.latency_kind == "toy" and row.latency_runtime == "tflite" and row.latency_held_out_pct == 1.0
     assert outcome.manifest.extra["predictor"]["toy"] == {"cells": 1}
+    # the reports render the kind from its own words: mark and held-out figure, sentence, reference
+    from rich.console import Console
+
+    from lodevem.reporter import results_table, write_all
+
+    console = Console(record=True, width=160)
+    console.print(results_table(outcome.rows, chosen))
+    shown = console.export_text()
+    assert f"{row.latency_ms:.1f}\u00b6 (" in shown and "\u00b6 toy kind (plumbing test): \u00b11.0% (Cortex-A7, fp32)" in shown
+    write_all(outcome.rows, chosen, outcome.manifest, tmp_path / "out", plots=False)
+    methods = (tmp_path / "out" / "methodology.md").read_text()
+    assert "the toy kind counted kernels [toykind]" in methods and "not a latency" in methods
+    assert "@misc{toykind," in (tmp_path / "out" / "references.bib").read_text()
+    assert r"\textsuperscript{\P}" in (tmp_path / "out" / "benchmark_results.tex").read_text()
 
 
 def test_the_auto_rule_is_one_pure_function() -> None:

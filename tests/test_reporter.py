@@ -20,7 +20,8 @@ from lodevem import __version__
 from lodevem.errors import InputError
 from lodevem.profiles import Profile, load_profiles
 from lodevem.report.manifest import Manifest, collect_manifest
-from lodevem.report.plots import latency_heatmap, latency_vs_ram, min_ram_bar
+from lodevem.report.plots import latency_heatmap, min_ram_bar
+from lodevem.report.scatter import latency_vs_ram
 from lodevem.reporter import (
     csv_columns,
     latex_escape,
@@ -59,7 +60,11 @@ def make_row(profile: Profile, model: str = "cocoa_fp32.pt", verdict: str = "fit
         verdict=verdict, peak_rss_mb=peak, runtime_baseline_mb=217.0, model_increment_mb=24.7,
         cgroup_peak_mb=250.0, limit_mb=profile.ram_mb, limit_enforcement="cgroup-v1",
         backend="docker", runtime="torchscript", memory_error=None, memory_cached=False,
+        latency_kind="estimator", latency_runtime="tflite", latency_held_out_pct=25.0,
     )
+    source = changes.get("latency_source")
+    if source is not None and "latency_kind" not in changes:  # the kind the source names (a test's shorthand)
+        changes["latency_kind"] = {"nn-meter": "nn-meter", "estimator": "estimator"}.get(source.split(":")[0], "")
     return replace(row, **changes)
 
 
@@ -101,8 +106,9 @@ def test_console_table_has_readme_columns_and_oom_row(rows: list[PairResult], pr
     oom_line = next(line for line in cocoa if "Nokia 8110" in line)
     assert re.search(r"\sOOM\s*\W\s*\u2014\s*\W\s*\u2717\s", oom_line), oom_line
     assert "1,234.5*" in text and "8.2\u2020" in text  # every number says its predictor
-    assert "thrashing" in text and "n/a" in text and "error" in text
-    assert "offline estimator" in text and "\u00b125 %" in text  # the caption explains the marks
+    assert "thrashing" in text and "n/a" in text and "? no peak" in text
+    assert "123.5*" in next(line for line in text.splitlines() if "no peak" in line)  # its latency stands
+    assert "* offline estimator: \u00b125.0% (Cortex-A" in text  # the caption explains the marks, one % per kind
     # devices in tier order (tier1, tier2, tier3) inside each model, whatever the profile order
     assert ["Spark" in cocoa[0], "Nokia C1" in cocoa[1], "8110" in cocoa[2]] == [True] * 3
 
@@ -190,15 +196,16 @@ def test_a_verdict_is_one_enum_and_the_files_keep_its_text(rows: list[PairResult
 
 
 def test_summaries(rows: list[PairResult]) -> None:
-    cocoa, tiny, big, note = model_summaries(rows)
+    cocoa, tiny, big = model_summaries(rows)  # the unstable host timings: only with --verbose
+    note = model_summaries(rows, verbose=True)[-1]
     assert cocoa.startswith("cocoa_fp32.pt: fits on 2 of 3 devices; lowest tier it runs on: tier2")
     assert "does not fit: OOM on 1" in cocoa
-    assert "no latency on 1 device(s): no predictor for Cortex-A7" in cocoa
+    assert "no latency on 1 device: no predictor for Cortex-A7" in cocoa
     assert tiny.startswith("tiny_cnn.pt: fits on 2 of 3 devices; lowest tier it runs on: tier3")
     assert note.startswith("note: host-CPU timings (CSV host_latency_*) were unstable for 1 of 9 pairs")
     assert big == "big_resnet.pt: fits nowhere (0 of 3 devices: OOM on 2, thrashing on 1)"
     everywhere = [r for r in rows if r.model_label == "tiny_cnn.pt" and r.verdict == "fits"]
-    assert "fits on all 2 devices" in model_summaries(everywhere)[0]
+    assert "fits on both devices" in model_summaries(everywhere)[0]
 
 
 def test_csv_has_every_field_one_row_per_pair(rows: list[PairResult], tmp_path: Path) -> None:
@@ -237,19 +244,20 @@ def test_json_round_trips_with_manifest(rows: list[PairResult], profiles: list[P
 def test_latex_is_balanced_booktabs(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
     text = write_latex(rows, tmp_path / "r.tex", profiles).read_text()
     assert text.count(r"\toprule") == 1 and text.count(r"\bottomrule") == 1
-    assert text.count(r"\midrule") == 1 + 2  # header rule + one between each pair of models
-    assert text.count(r"\begin{tabular}") == text.count(r"\end{tabular}") == 1
+    assert text.count(r"\midrule") == 3  # one over each model's heading row
+    assert text.count(r"\begin{tabular}") == text.count(r"\end{tabular}") == 1 + 2  # + two stacked headers
     assert text.index(r"\toprule") < text.index(r"\midrule") < text.index(r"\bottomrule")
     body = text[text.index(r"\toprule"):text.index(r"\bottomrule")]
     lines = [line for line in body.splitlines() if line.rstrip().endswith(r"\\")]
-    assert len(lines) == 1 + len(rows)  # header + one row per pair
+    headings = [line for line in lines if line.startswith(r"\multicolumn{5}")]
+    assert len(headings) == 3 and len(lines) == 1 + 3 + len(rows)  # header, a heading per model, a row per pair
     spec = re.search(r"\\begin\{tabular\}\{([a-z]+)\}", text).group(1)
-    assert all(line.count("&") == len(spec) - 1 for line in lines)
+    assert spec == "lcrrc" and all(line.count("&") == len(spec) - 1 for line in lines if line not in headings)
     assert r"cocoa\_fp32.pt" in text and "cocoa_fp32" not in text.replace(r"\_", "")
-    assert r"OOM & -- & no \\" in text and r"\usepackage{booktabs}" in text
+    assert r"OOM & -- & no \\" in text and r"\usepackage{booktabs}" in text and "Model &" not in text
     assert r"1,234.5\textsuperscript{*}" in text and "pifont" not in text
     ding = latex_table(rows, profiles, marks="ding", notes=True)
-    assert r"\ding{55}" in ding and r"\usepackage{pifont}" in ding and r"\multicolumn{6}" in ding
+    assert r"\ding{55}" in ding and r"\usepackage{pifont}" in ding and r"\footnotesize" in ding
     assert latex_escape("a_b&c%d$#{}~^\\") == (r"a\_b\&c\%d\$\#\{\}\textasciitilde{}"
                                                 r"\textasciicircum{}\textbackslash{}")
     with pytest.raises(InputError, match="marks"):
@@ -273,7 +281,7 @@ def test_write_all_without_plots(rows: list[PairResult], profiles: list[Profile]
     paths = write_all(rows, profiles, {"command_line": []}, tmp_path / "out", plots=False)
     assert [p.name for p in paths] == ["benchmark_results.csv", "benchmark_results.json",
                                        "benchmark_results.tex", "methodology.md", "methodology.tex",
-                                       "references.bib"]
+                                       "references.bib", "report.html"]
     assert all(p.is_file() for p in paths)
 
 
@@ -302,3 +310,30 @@ def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
     json.dumps(manifest)  # storable as is
     assert Manifest.from_dict(json.loads(json.dumps(manifest))) == typed  # and read back whole
     assert Manifest.from_dict({}).command_line == () and Manifest.from_dict({"host": []}).host.machine is None
+
+
+def test_the_console_under_a_small_table_stays_short(profiles: list[Profile]) -> None:
+    """Issue 39: at 80 columns a two-row table used to carry ~20 lines of prose. By default the
+    lines under it say what the numbers are and one line per model; --verbose adds the rest."""
+    kaios, spark, _ = profiles
+    rows = [make_row(spark, model="net.pt", latency=15.9, peak=53.0, latency_kind="armsim", latency_low_ms=11.9,
+                     latency_high_ms=19.9, latency_held_out_pct=25.0, host_latency_unstable="std is 16 % of the mean"),
+            make_row(kaios, model="net.pt", latency=48.9, peak=53.0, latency_low_ms=32.9, latency_high_ms=64.8,
+                     latency_held_out_pct=32.6, host_latency_unstable="std is 12 % of the mean")]
+
+    def under_table(verbose: bool) -> list[str]:
+        console = Console(record=True, width=80)
+        console.print(results_table(rows, profiles, verbose=verbose))
+        for line in model_summaries(rows, verbose=verbose):
+            console.print(line, markup=False)
+        lines = console.export_text().splitlines()
+        return lines[max(i for i, line in enumerate(lines) if line.startswith("\u2514")) + 1:]
+
+    short, full = under_table(False), under_table(True)
+    assert len(short) <= 14, "\n".join(short)
+    assert len(full) > len(short)
+    text = " ".join(" ".join(short).split())
+    assert "\u2021 armsim emulated core: \u00b125.0% (Cortex-A53, fp32)" in text  # one % per mark and kind
+    assert "* offline estimator: \u00b132.6% (Cortex-A7, fp32)" in text
+    assert "held-out error (leave-one-SoC-out), not a confidence interval" in text
+    assert "unstable" not in text and "unstable" in " ".join(full)

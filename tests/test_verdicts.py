@@ -18,7 +18,7 @@ from lodevem.cli import cli
 from lodevem.errors import ProfileError
 from lodevem.gates import Budget, check_budget
 from lodevem.profiles import load_profile_file, load_profiles
-from lodevem.report.console import _lowest_tier_text, model_summaries
+from lodevem.report.summaries import _lowest_tier_text, model_summaries
 from lodevem.results import VERDICTS, budget_verdict
 from lodevem.results.notes import quantization_note
 from lodevem.runner.state import RunState, interrupted_note
@@ -246,6 +246,7 @@ def test_console_and_tex_state_range_marks_and_verdicts() -> None:
     assert "\u00a7 scaled by a calibration" in text
     tex = latex_table(rows)
     footnote = tex.split(r"\bottomrule")[1]
-    assert r"\textsuperscript{*}" in footnote and r"$\pm$25" in footnote  # the mark and its error figure
+    assert r"\textsuperscript{*} offline estimator: $\pm$25.0\%" in footnote  # the mark and its held-out figure
+    assert r"49.7 $\pm$ 10.0\textsuperscript{*}" in tex  # the band in the latency column
     assert r"\textsuperscript{\S}" in footnote and "tight = above the budget" in footnote
     assert "& tight" in tex.split(r"\bottomrule")[0]

@@ -33,6 +33,11 @@ def parse_shape(ctx: click.Context, param: click.Parameter, value: Optional[str]
         dims = ()
     if not dims or any(d <= 0 for d in dims):
         raise click.BadParameter(f"expected comma-separated positive integers like 1,3,224,224, got {value!r}")
+    from ..worker.shapes import input_shape_problem
+
+    problem = input_shape_problem(dims)  # before any container: rank, batch, size
+    if problem:
+        raise click.BadParameter(problem)
     return dims
 
 
@@ -141,9 +146,17 @@ def input_shape_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         callback=parse_shape,
         default=None,
         metavar="N,C,H,W",
-        help="Model input shape, also the example input for tracing, calibration and pruning when "
-        "deriving levels. Default: recorded in the model, else 1,3,224,224.",
+        help="Model input shape, batch of one first (1,C,H,W; 2 to 8 dimensions), also the example input "
+        "for tracing, calibration and pruning when deriving levels. Default: recorded in the model, else "
+        "1,3,224,224.",
     )(fn)
+
+
+def verbose_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``-v/--verbose`` (start, predict): the detail under the table."""
+    return click.option("-v", "--verbose", is_flag=True,
+                        help="Per-cell detail under the table: every note, what each runtime loaded, the full "
+                             "legends (the CSV and JSON always have it all).")(fn)
 
 
 def timeout_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,6 +21,7 @@ from .options import (
     threads_option,
     timeout_option,
     uncalibrated_option,
+    verbose_option,
 )
 
 
@@ -38,11 +39,12 @@ from .options import (
 @calibrations_option
 @uncalibrated_option
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON instead of a table.")
+@verbose_option
 @profiles_dir_option
 def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[str, ...], threads: int,
             latency_runtime: Optional[str], predictor: str, nnmeter_data: Optional[Path],
             input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float, calibrations: Optional[Path],
-            uncalibrated: bool, as_json: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+            uncalibrated: bool, as_json: bool, verbose: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
     """Predict latency only: no memory run, no results folder.
 
     MODEL is a model file (exported to ONNX in the sandbox, like start; the export is cached in
@@ -61,5 +63,5 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
                                 calibrations=calibrations, use_calibrations=not uncalibrated,
                                 profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
     TERMINAL.warn(report.warnings)
-    TERMINAL.predictions(report.items, as_json)
+    TERMINAL.predictions(report.items, as_json, verbose=verbose)
     finish(report)

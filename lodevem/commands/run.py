@@ -1,4 +1,5 @@
-"""``lodevem start``: the whole pipeline, every model file on every chosen device profile."""
+"""``lodevem start``: the whole pipeline, every model file on every chosen device profile; and
+``lodevem report``: its results folder as one page again."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from .options import (
     tier_choice,
     timeout_option,
     uncalibrated_option,
+    verbose_option,
 )
 
 
@@ -77,11 +79,12 @@ from .options import (
 @uncalibrated_option
 @click.option("--latex-marks", default="text", show_default=True, type=click.Choice(["text", "ding"]),
               help="Fits column in the .tex: yes/no, or \\ding{51}/\\ding{55} (needs pifont).")
+@verbose_option
 @slurm_options
 @profiles_dir_option
 def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
           tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],
-          fail_on_oom: bool, fail_on_tight: bool, gate_tiers: tuple[str, ...], latex_marks: str,
+          fail_on_oom: bool, fail_on_tight: bool, gate_tiers: tuple[str, ...], latex_marks: str, verbose: bool,
           **options: Any) -> None:
     """Benchmark model files on device profiles: predicted latency, measured peak RAM.
 
@@ -100,5 +103,22 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
     budget = Budget(max_latency, fail_on_oom, gate_tiers, fail_on_tight=fail_on_tight)
     with TERMINAL.progress() as progress:
         result = run_start(config, budget, latex_marks, progress)
-    TERMINAL.start(result)
+    TERMINAL.start(result, verbose=verbose)
     finish(result)
+
+
+@click.command("report")
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="RESULTS_DIR")
+def report_cmd(results_dir: Path) -> None:
+    """Rebuild report.html in a results folder from its benchmark_results.json.
+
+    One self-contained page (no network: table, figures, methods and manifest inline) that
+    sorts and filters in any browser; `start` writes it too.
+
+    Example:
+
+        lodevem report results/
+    """
+    from ..report.html import rebuild
+
+    TERMINAL.wrote([rebuild(results_dir)])

@@ -36,6 +36,8 @@ from ..worker.precision import (
 )
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
+from .paper import KindPaper, KindUse
+from .papers import estimator_paper
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
 
 __all__ = ["ArithmeticPlan", "ConvertedFile", "EstimatorKind", "HeldOut", "KindSetup", "PredictionJob",
@@ -109,7 +111,12 @@ class PredictorKind(Protocol):
     """What a predictor kind provides (see the module docstring)."""
 
     name: str  # the --predictor value
-    title: str  # how the auto fallback note names it ("offline estimator")
+    title: str  # how the auto fallback note and the legends name it ("offline estimator")
+    mark: str  # the footnote mark its numbers carry in every table ("*"; latency.paper)
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references for one run (``latency.paper``)."""
 
     def check_runtime(self, runtime: str) -> None:
         """``--predictor NAME`` for a runtime it does not serve: ``InputError`` saying what to use."""
@@ -224,6 +231,12 @@ class EstimatorKind:
 
     name = "estimator"
     title = "offline estimator"
+    mark = "*"
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references (``latency.paper``)."""
+        return estimator_paper(use)
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup, self.estimator = setup, setup.estimator

@@ -36,6 +36,8 @@ from ..errors import InputError, LodevemError
 from .estimator import work_vector
 from .kernels import Kernel
 from .kinds import HeldOut, KindSetup, PredictionJob, breakdown, estimate_graph, plan_arithmetic, rules_digest
+from .paper import KindPaper, KindUse
+from .papers import nnmeter_paper
 from .records import LatencyPrediction, format_clock, join_notes, uncertainty_band
 
 if TYPE_CHECKING:
@@ -316,6 +318,12 @@ class NnMeterKind:
 
     name = "nn-meter"
     title = "nn-Meter"
+    mark = "\u2020"
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references (``latency.paper``)."""
+        return nnmeter_paper(use)
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup, self.estimator, self.cache = setup, setup.estimator, setup.nnmeter

@@ -305,9 +305,16 @@ class PredictorPool:
             if (passed or failed) and prediction.latency_ms is not None:
                 reason = "; ".join(passed + failed)
                 prediction = replace(prediction, note=join_notes([prediction.note, f"{reason}: {used.title}"]))
-                self.warn(f"{reason}: latencies come from the {used.title}")
+                # one warning per cause, each once a run: a kind passed over is not used (whichever
+                # kind then takes each cell); a kind that failed a cell says whose the cell is
+                for why in passed:
+                    self.warn(f"{why}: not used")
+                for why in failed:
+                    self.warn(f"{why}: those cells are the {used.title}'s")
             if chose and prediction.latency_ms is not None and used is kind:
                 prediction = replace(prediction, note=join_notes([prediction.note, *chose]))
+            if prediction.latency_ms is not None:
+                prediction = replace(prediction, kind=used.name)  # the reports read the kind, not the source
             collected = list(self._collected)
         finally:
             self._collected = None

@@ -79,6 +79,9 @@ class LatencyPrediction:
     memory_ms: Optional[float] = None
     graph_sha256: Optional[str] = None
     uncertainty_pct: Optional[float] = None  # the MAPE the band is made of
+    # The predictor kind that made the number (``latency.pool.KINDS``: estimator, nn-meter, armsim),
+    # stamped by the pool on every cell with a number: the reports read it, never ``latency_source``
+    kind: str = ""
 
     @property
     def compute_share(self) -> float:
@@ -137,7 +140,8 @@ class ModelLatency:
             "input_shape": list(self.model.input_shape) if self.model.input_shape else None,
             "input_shape_source": self.model.input_shape_source,
             "profile_id": self.profile.id, "profile_label": self.profile.label, "tier": self.profile.tier,
-            "latency_ms": latency.latency_ms, "latency_source": latency.latency_source,
+            "latency_ms": latency.latency_ms, "latency_kind": latency.kind or None,
+            "latency_source": latency.latency_source, "latency_held_out_pct": latency.uncertainty_pct,
             "latency_uncertainty": latency.uncertainty, "latency_low_ms": latency.latency_low_ms,
             "latency_high_ms": latency.latency_high_ms, "latency_note": latency.note,
             "latency_calibrations": list(latency.calibrations),

@@ -11,34 +11,42 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Optional
 
+from ..latency.described import describe_kind
 from ..profiles import Profile, tier_rank
 from ..results import PairResult
 from ..worker.verdict import Verdict
+from .legend import CALIBRATED_MARK
 
-# Verdicts for which the table shows a word instead of the predicted latency.
+# Verdicts for which the table shows a word instead of the predicted latency: the model did not run
+# under the device's limit, so its latency is not one anyone would observe. An ``error`` row (nothing
+# measured: a conversion refused the file) keeps its predicted latency when it has one.
 VERDICT_WORDS: Mapping[Verdict, str] = MappingProxyType(
     {Verdict.OOM: "OOM", Verdict.THRASHING: "thrashing", Verdict.TIMEOUT: "timeout", Verdict.ERROR: "error"})
-# What the verdicts mean, said once for the console caption, the .tex footnote and the docs.
-VERDICT_LEGEND = ("Verdict: fits = peak within the device's app budget (what one app can use before the "
-                  "OS's low-memory killer stops it, profile app_budget_mb); tight = above the budget but "
-                  "within the RAM (the phone would likely kill the app); OOM = killed at the RAM limit. "
-                  "Headroom = budget - peak.")
-# One mark per latency source, so every number says which predictor produced it.
-MARKS: Mapping[str, str] = MappingProxyType({"estimator": "*", "nn-meter": "\u2020"})
+# The Fits word of an ``error`` row that has a latency: the memory run gave no figure, the prediction
+# stands (short: the verdict column must fit an 80-column terminal beside a latency band).
+NOT_MEASURED = "no peak"
+
+
+def verdict_legend(headroom: bool = True) -> str:
+    """What the verdicts mean, said once for the console caption, the .tex footnote and the docs;
+    ``headroom``: the output has a Headroom column to explain."""
+    text = ("Verdict: fits = peak within the device's app budget (what one app can use before the OS's "
+            "low-memory killer stops it); tight = above the budget but within the RAM (the phone would likely "
+            "kill the app); OOM = killed at the RAM limit; no peak = the memory run gave no figure (the CSV's "
+            "memory_error says why).")
+    return text + (" Headroom = budget - peak." if headroom else "")
+
+
+VERDICT_LEGEND = verdict_legend()
 # File stems of the figures (plots draws them, figure_cache decides whether they need drawing).
 HEATMAP = "latency_heatmap"
 SCATTER = "latency_vs_ram"
 MIN_RAM = "min_ram"
-OTHER_MARK = "\u2021"
-# Added after the predictor's mark when a calibration (a measurement on the real device) scaled the number.
-CALIBRATED_MARK = "\u00a7"
-CALIBRATED_NOTE = ("scaled by a calibration against a measurement on the device "
-                   "(CSV column latency_calibrations)")
 
 
 # --------------------------------------------------------------------------- ordering
@@ -75,14 +83,10 @@ def group_by_model(rows: Sequence[PairResult],
 # --------------------------------------------------------------------------- cells
 
 
-def source_kind(source: Optional[str]) -> str:
-    """``estimator`` / ``nn-meter`` / ... : the predictor family named before the first colon."""
-    return (source or "none").split(":", 1)[0].strip().lower()
-
-
-def latency_mark(source: Optional[str]) -> str:
-    """The footnote mark that tells a reader which predictor produced a latency number."""
-    return MARKS.get(source_kind(source), OTHER_MARK)
+def latency_mark(kind: Optional[str]) -> str:
+    """The footnote mark that tells a reader which predictor kind produced a latency number (the
+    kind's own, ``latency.described.describe_kind``)."""
+    return describe_kind(kind or "").mark
 
 
 @dataclass(frozen=True)
@@ -101,20 +105,35 @@ class Cells:
 
 
 def cells(row: PairResult) -> Cells:
-    """Format one row the way the README shows it (``OOM | — | ✗`` for a model that cannot load)."""
+    """Format one row the way the README shows it (``OOM | — | ✗`` for a model that cannot load;
+    the predicted number, ``—`` and ``no peak`` for one whose memory run gave no figure)."""
     word = VERDICT_WORDS.get(row.verdict)
-    if word is not None:
+    number = row.latency_ms is not None and math.isfinite(row.latency_ms)
+    if word is not None and not (row.verdict == Verdict.ERROR and number):
         latency, mark = word, ""
-    elif row.latency_ms is None or not math.isfinite(row.latency_ms):
+    elif not number:
         latency, mark = "n/a", ""
-    else:
-        latency, mark = f"{row.latency_ms:,.1f}", latency_mark(row.latency_source)
+    else:  # a prediction, shown also where no memory figure exists (the Fits cell says why)
+        latency, mark = f"{row.latency_ms:,.1f}", latency_mark(row.latency_kind)
         if row.latency_calibrations:
             mark += CALIBRATED_MARK
     ram = None
     if row.ran and row.peak_rss_mb is not None:
         ram = f"{row.peak_rss_mb:,.0f}"
     return Cells(latency, mark, ram, row.fits)
+
+
+def count_text(n: int, noun: str) -> str:
+    """``1 model``, ``2 models``: a count with its noun in the right number."""
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def verdict_word(row: PairResult) -> str:
+    """The Fits cell's word: the verdict's, except ``no peak`` for a row whose memory run gave no
+    figure but whose latency was predicted (``error`` only where nothing was produced)."""
+    if row.verdict == Verdict.ERROR and cells(row).is_number:
+        return NOT_MEASURED
+    return VERDICT_WORDS.get(row.verdict, str(row.verdict))
 
 
 @dataclass(frozen=True)
@@ -141,7 +160,10 @@ class RunCounts:
 def run_counts(rows: Sequence[PairResult]) -> RunCounts:
     models = list(dict.fromkeys(r.model_path for r in rows))
     files = list(dict.fromkeys((r.model_path, r.level) for r in rows))
-    return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.runtime for r in rows)),
+    # a row measured under torch because its runtime's converter refused the file is still that
+    # run's runtime: the fallback is not a runtime the user asked for
+    asked = [r for r in rows if not (r.memory_runtime or "").endswith("(fallback)")] or list(rows)
+    return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.runtime for r in asked)),
                      tuple(dict.fromkeys(r.level or "fp32" for r in rows)))
 
 
@@ -161,83 +183,6 @@ def input_shape_text(rows: Sequence[PairResult]) -> str:
     if len(shapes) <= 1:
         return shapes[0] if shapes else "unknown"
     return "; ".join(f"{label} {shape}" for label, shape in by_model.items())
-
-
-# --------------------------------------------------------------------------- legend
-
-
-@dataclass(frozen=True)
-class SourceNote:
-    """One legend entry: a mark, the predictor it stands for, and its stated uncertainty."""
-
-    mark: str
-    name: str
-    uncertainty: str
-
-    def text(self) -> str:
-        """``mark name, uncertainty ...``: the line a caption, a comment or a figure shows."""
-        extra = f", uncertainty {self.uncertainty}" if self.uncertainty else ""
-        return f"{self.mark} {self.name}{extra}"
-
-
-def source_notes(rows: Sequence[PairResult]) -> list[SourceNote]:
-    """The legend for the marks actually shown, in a stable order (estimator first)."""
-    by_mark: dict[str, tuple[set[str], set[str]]] = {}
-    calibrated = False
-    for row in rows:
-        c = cells(row)
-        if not c.is_number:
-            continue
-        calibrated = calibrated or c.mark.endswith(CALIBRATED_MARK)
-        details, uncertainties = by_mark.setdefault(c.mark.removesuffix(CALIBRATED_MARK), (set(), set()))
-        source = row.latency_source or ""
-        detail = source.split(":", 1)[-1].split("\u2192")[0].split(" (")[0].strip()
-        details.add(detail if c.mark != OTHER_MARK else source)
-        if row.latency_uncertainty:
-            uncertainties.add(row.latency_uncertainty)
-    notes = []
-    for mark, (details, uncertainties) in sorted(by_mark.items(), key=lambda kv: kv[0] != "*"):
-        what = ", ".join(sorted(d for d in details if d))
-        if mark == "*":
-            name = f"lodevem's offline estimator ({what})" if what else "lodevem's offline estimator"
-        elif mark == MARKS["nn-meter"]:
-            name = f"nn-Meter {what} carried to the device's core" if what else "nn-Meter"
-        else:
-            name = what or "other predictor"
-        # The error figure first ("±18% (LODO MAPE)"), then qualifications, in a stable order.
-        notes.append(SourceNote(mark, name, uncertainty_text(uncertainties)))
-    if calibrated:
-        notes.append(SourceNote(CALIBRATED_MARK, CALIBRATED_NOTE, ""))
-    return notes
-
-
-def uncertainty_text(stated: Iterable[str]) -> str:
-    """The uncertainty statements of several cells as one legend text: each ';'-separated part
-    once, parts differing only in the core merged, the error figures ("±20% ...") first."""
-    parts = {part.strip() for text in stated for part in text.split(";") if part.strip()}
-    return "; ".join(sorted(_merge_by_core(parts), key=lambda u: (not u.startswith("\u00b1"), u)))
-
-
-_CORE = re.compile(r"Cortex-A\d+|Kryo[\w ]*?(?= |\)|:|$)")
-
-
-def _merge_by_core(statements: set[str]) -> set[str]:
-    """Statements that differ only in the core they name, once with the cores joined
-    ("... on Cortex-A53/A55/A7"): a tier's legend would otherwise repeat each per core."""
-    groups: dict[str, list[str]] = {}
-    for text in statements:
-        cores = _CORE.findall(text)
-        key = _CORE.sub("{core}", text) if len(cores) == 1 else text
-        groups.setdefault(key, []).extend(cores if len(cores) == 1 else [])
-    merged = set()
-    for key, cores in groups.items():
-        if not cores:
-            merged.add(key)
-            continue
-        names = sorted(set(cores), key=lambda c: (len(c), c))
-        joined = names[0] + "".join("/" + c.replace("Cortex-", "") for c in names[1:])
-        merged.add(key.replace("{core}", joined))
-    return merged
 
 
 def threads_text(rows: Sequence[PairResult]) -> str:

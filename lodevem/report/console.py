@@ -22,16 +22,13 @@ from rich.text import Text
 
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
-from ..worker.registry import latency_runtimes, on_device_runtimes
-from ..worker.verdict import VERDICTS, Verdict
+from ..worker.registry import latency_runtimes
+from ..worker.verdict import Verdict
 from .cells import (
-    CALIBRATED_MARK,
-    CALIBRATED_NOTE,
-    VERDICT_LEGEND,
-    VERDICT_WORDS,
     accuracy_legend,
     accuracy_text,
     cells,
+    count_text,
     group_by_model,
     has_accuracy,
     input_shape_text,
@@ -39,11 +36,12 @@ from .cells import (
     not_finetuned,
     ordered_devices,
     run_counts,
-    source_notes,
     threads_text,
-    uncertainty_text,
+    verdict_legend,
+    verdict_word,
 )
 from .layout import Column, FittedTable
+from .legend import BAND_DEFINITION, CALIBRATED_MARK, mark_notes, prediction_cell, row_cell
 
 if TYPE_CHECKING:  # lodevem.zoo imports torch; the table only reads the records' fields
     from ..latency.records import ModelLatency
@@ -84,7 +82,7 @@ def _ram_cell(row: PairResult) -> Text:
 
 
 def _verdict_cell(row: PairResult) -> Text:
-    word = VERDICT_WORDS.get(row.verdict, str(row.verdict))
+    word = verdict_word(row)
     return Text(f"{_VERDICT_SYMBOL.get(row.verdict, chr(0x2717))} {word}",
                 style=f"bold {_VERDICT_STYLE.get(row.verdict, 'yellow')}")
 
@@ -118,8 +116,8 @@ ACCURACY_COLUMN: Column[PairResult] = Column(
     priority=1, justify="right")
 
 
-def results_table(rows: Sequence[PairResult],
-                  profiles: Optional[Sequence[Profile]] = None) -> FittedTable[PairResult]:
+def results_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None,
+                  verbose: bool = False) -> FittedTable[PairResult]:
     """The results table of ``lodevem start``, one section per model, devices in tier order; its
     layout fits the width of the console that prints it (``report.layout``).
 
@@ -129,16 +127,16 @@ def results_table(rows: Sequence[PairResult],
     groups = group_by_model(rows, profiles)
     n_devices = len(ordered_devices(rows, profiles))
     counts = run_counts(rows)
-    title = (f"lodevem results: {counts.text()} \u00d7 {n_devices} device profile(s); "
+    title = (f"lodevem results: {counts.text()} \u00d7 {count_text(n_devices, 'device profile')}; "
              f"input {input_shape_text(rows)}")
     # --eval-data: the trade-off's other half, a column of its own (left out before the budget)
     columns = RESULT_COLUMNS + ((ACCURACY_COLUMN,) if has_accuracy(rows) else ())
-    return FittedTable(title, columns, groups, caption=_results_caption(rows))
+    return FittedTable(title, columns, groups, caption=_results_caption(rows, verbose))
 
 
 def _predicted_cell(item: "ModelLatency") -> Text:
     latency = item.latency
-    mark = latency_mark(latency.latency_source) + (CALIBRATED_MARK if latency.calibrations else "")
+    mark = latency_mark(latency.kind) + (CALIBRATED_MARK if latency.calibrations else "")
     return latency_text(latency.latency_ms, mark, latency.latency_low_ms, latency.latency_high_ms)
 
 
@@ -160,8 +158,8 @@ def latency_table(items: Sequence["ModelLatency"]) -> FittedTable["ModelLatency"
     for item in sorted(items, key=lambda i: (labels.index(i.model.label), tier_rank(i.profile.tier),
                                              profiles.index(i.profile.id))):
         groups[item.model.label].append(item)
-    title = (f"lodevem latency: {len(labels)} model(s) \u00d7 {len(profiles)} device profile(s); "
-             f"input {predicted_shape_text(items)}")
+    title = (f"lodevem latency: {count_text(len(labels), 'model')} \u00d7 "
+             f"{count_text(len(profiles), 'device profile')}; input {predicted_shape_text(items)}")
     return FittedTable(title, LATENCY_COLUMNS, groups)
 
 
@@ -180,59 +178,64 @@ def predicted_shape_text(items: Sequence["ModelLatency"]) -> str:
     return "; ".join(f"{label} {shape}" for label, shape in by_model.items())
 
 
-def latency_legend(items: Sequence["ModelLatency"]) -> list[str]:
-    """The lines under ``latency_table``: what the numbers are, each source's mark and stated
-    uncertainty, and each distinct note once with the pairs it applies to. Plain text (no
-    markup): print with ``markup=False``."""
+def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> list[str]:
+    """The lines under ``latency_table``: what the numbers and their bands are, each kind's mark
+    with its held-out figures, and (``verbose``) each distinct note once with the pairs it applies
+    to; else how many notes there are. Plain text (no markup): print with ``markup=False``."""
     threads = sorted({i.latency.threads for i in items})
     what = "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
     runtimes = sorted({i.latency.runtime for i in items if i.latency.runtime})
     under = f" under {'/'.join(runtimes)}" if runtimes else ""
-    lines = [f"Latency: predicted for {what}{under} on the device's fastest core, not measured on the phone."]
-    legend: dict[str, set[str]] = {}
-    for item in items:
-        if item.latency.latency_ms is None:
-            continue
-        key = f"{latency_mark(item.latency.latency_source)} {item.latency.latency_source.split(' (')[0]}"
-        if item.latency.uncertainty:
-            legend.setdefault(key, set()).add(item.latency.uncertainty)
-        else:
-            legend.setdefault(key, set())
-    for key, uncertainties in legend.items():
-        lines.append(f"  {key}" + (f", uncertainty {uncertainty_text(uncertainties)}" if uncertainties else ""))
-    if any(i.latency.calibrations and i.latency.latency_ms is not None for i in items):
-        lines.append(f"  {CALIBRATED_MARK} {CALIBRATED_NOTE.split(' (')[0]}")
+    lines = [f"Latency (ms): predicted for {what}{under} on the device's fastest core, not measured on the phone; "
+             f"{_band_text(verbose)}."]
+    lines += [f"  {note.text()}" for note in mark_notes(prediction_cell(i) for i in items)]
     notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
     for item in items:
         for part in (item.latency.note or "").split("; "):
             if part:
                 notes.setdefault(part, []).append(f"{item.model.label} on {item.profile.id}")
-    for note, pairs in notes.items():
+    if notes and not verbose:
+        lines.append(f"  {count_text(len(notes), 'note')} on how cells were predicted: --verbose shows them "
+                     "(--json has each cell's latency_note).")
+    for note, pairs in notes.items() if verbose else ():
         where = ("all pairs" if len(pairs) == len(items) and len(items) > 1
                  else ", ".join(pairs) if len(pairs) <= 3 else f"{len(pairs)} pairs")
         lines.append(f"  note ({where}): {note}")
     return lines
 
 
-def _results_caption(rows: Sequence[PairResult]) -> Text:
-    lines = [f"Latency: predicted for {threads_text(rows)} on the device's fastest core, "
-             "not measured on the phone."]
-    lines += [f"  {note.text()}" for note in source_notes(rows)]
+def _band_text(verbose: bool) -> str:
+    return BAND_DEFINITION if verbose else ("(low\u2013high) = prediction \u00b1 held-out error (leave-one-SoC-out), "
+                                            "not a confidence interval")
+
+
+def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:
+    lines = [f"Latency (ms): predicted for {threads_text(rows)} on the device's fastest core, not measured on the "
+             f"phone; {_band_text(verbose)}."]
+    lines += [f"  {note.text()}" for note in mark_notes(row_cell(r) for r in rows)]
     # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
     backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows
-                       if r.memory_inferred_from_mb is None})
-    lines.append("Peak RAM: peak RSS (VmHWM) measured with the device's RAM as the limit "
-                 f"({'; '.join(backends)}), including the runtime's own footprint.")
+                       if r.memory_inferred_from_mb is None and r.limit_enforcement})
+    runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows if r.memory_runtime or r.runtime))
+    lines.append(f"Peak RAM (MB): peak RSS (VmHWM) under {', '.join(runtimes)} with the device's RAM as the limit"
+                 + (f" ({'; '.join(backends)})" if backends else "") + ", including the runtime's own footprint.")
     inferred = sum(1 for r in rows if r.memory_inferred_from_mb is not None)
     if inferred:  # memory.planning: rows of limits far above the peak of the largest limit's run
-        lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit, far "
-                     "above its peak (CSV limit_enforcement; --no-infer measures each).")
-    lines.append(VERDICT_LEGEND)
-    lines.append(memory_runtime_line(rows))
+        lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit"
+                     + (", far above its peak (CSV limit_enforcement; --no-infer measures each)." if verbose
+                        else " (--no-infer measures each)."))
+    if verbose:
+        lines.append(verdict_legend())
+        lines.append(memory_runtime_line(rows))
+    else:
+        lines.append("Fits: peak within the app budget; tight = above it; OOM = killed at the RAM limit"
+                     + ("; torch (fallback): a converter refused the file" if any(
+                         r.endswith("(fallback)") for r in runtimes) else "")
+                     + ". --verbose explains more; the CSV has every field.")
     legend = accuracy_legend(rows)
     if legend:
         lines.append(legend)
-    elif not_finetuned(rows):  # without --eval-data: what the pruned rows are, said once
+    elif not_finetuned(rows) and verbose:  # without --eval-data: what the pruned rows are, said once
         lines.append(f"{', '.join(not_finetuned(rows))}: pruned without fine-tuning, accuracy not measured "
                      "(--finetune-data fine-tunes it, --eval-data measures it).")
     return Text("\n".join(lines), style="dim")
@@ -249,125 +252,6 @@ def memory_runtime_line(rows: Sequence[PairResult]) -> str:
         line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "
                  "torch and onnxruntime rows the one for --latency-runtime.")
     return line
-
-
-def model_summaries(rows: Sequence[PairResult]) -> list[str]:
-    """One plain-text line per model: how many devices it fits and the most constrained tier.
-
-    "Lowest tier" is the least capable tier (tier3 < tier2 < tier1) holding at least one device
-    the model fits on: the answer to "how cheap a phone can run this?". Lines carry no rich
-    markup, so print them with ``markup=False`` (file names may contain brackets).
-    """
-    lines = []
-    for label, group in group_by_model(rows).items():
-        fitting = [r for r in group if r.fits]
-        failed = [r for r in group if r.fits is False]
-        undecided = [r for r in group if r.fits is None]
-        if not fitting:
-            text = f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
-        else:
-            if len(fitting) < len(group):
-                head = f"fits on {len(fitting)} of {len(group)} devices"
-            else:
-                head = "fits on the 1 device" if len(group) == 1 else f"fits on all {len(group)} devices"
-            text = f"{label}: {head}; {_lowest_tier_text(group, fitting)}"
-            peaks = [r for r in fitting if r.peak_rss_mb is not None]
-            if peaks:
-                top = max(peaks, key=lambda r: r.peak_rss_mb or 0.0)
-                text += f"; peak RAM {top.peak_rss_mb:,.0f} MB"
-                if top.runtime_baseline_mb is not None:
-                    text += f", of which runtime {top.runtime_baseline_mb:,.0f} MB ({top.runtime})"
-            shown = [(r.latency_ms, latency_mark(r.latency_source)) for r in fitting if cells(r).is_number]
-            if shown:
-                lo, hi = min(shown), max(shown)
-                span = f"{lo[0]:,.1f}{lo[1]}" + (f"\u2013{hi[0]:,.1f}{hi[1]}" if hi != lo else "")
-                text += f"; predicted latency {span} ms"
-            if failed:
-                text += f"; does not fit: {_verdict_counts(failed)}"
-        hint = _smaller_runtime_hint(group, rows)
-        if hint:
-            text += f"; {hint}"
-            if undecided:
-                text += f"; undecided: {_verdict_counts(undecided)}"
-        sparse = [r for r in group if r.sparsity is not None and (r.sparsity >= 0.01 or r.zero_channels)]
-        if sparse:
-            text += f"; {sparse[0].sparsity:.0%} of its weights are zero, run at the dense speed"
-            removed = [r.latency_if_channels_removed_ms for r in sparse if r.latency_if_channels_removed_ms is not None]
-            if removed:
-                text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
-                                                     else "") + " ms with its all-zero channels removed)")
-        measured = measured_file_text(group)
-        if measured:
-            text += f"; {measured}"
-        floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
-        if floors:
-            text += f"; minimum RAM {max(floors):,.0f} MB"
-        errors = [r.memory_error for r in group if r.verdict == "error" and r.memory_error]
-        if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
-            text += f"; no peak RAM: {' '.join(errors[0].split())[:200]}"
-        missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
-        if missing:
-            text += f"; no latency on {len(missing)} device(s): {missing[0][:160]}"
-        lines.append(text)
-    unstable = [r for r in rows if r.host_latency_unstable]  # pyperf's rule, see runner.unstable
-    if unstable:
-        lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
-                     f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
-                     "device's latency")
-    return lines
-
-
-def measured_file_text(group: Sequence[PairResult]) -> Optional[str]:
-    """What a model's rows loaded when it was converted (tflite, ncnn): "measured 3.4 MB int8-static
-    .tflite (scheme)", and each note on how it was made (a synthetic calibration, a fallback)."""
-    parts = []
-    row = next((r for r in group if r.converted_mb is not None), None)
-    if row is not None:
-        what = " ".join(x for x in (f"{row.converted_mb:,.1f} MB", row.converted_precision) if x)
-        parts.append(f"measured {what} {row.memory_runtime or row.runtime} file"
-                     + (f" ({row.converted_scheme})" if row.converted_scheme else ""))
-    notes = dict.fromkeys(part for r in group if r.memory_note for part in r.memory_note.split("; "))
-    parts += list(notes)
-    return "; ".join(parts) or None
-
-
-def _lowest_tier_text(group: Sequence[PairResult], fitting: Sequence[PairResult]) -> str:
-    """"lowest tier it runs on" only when the run tried the tier below it (or there is none);
-    else "lowest tier tested", so an untried tier is never implied to fail or to fit."""
-    lowest = max({r.tier for r in fitting}, key=tier_rank)
-    tried = {r.tier for r in group}
-    below = [t for t in TIERS if tier_rank(t) > tier_rank(lowest)]
-    if not below or any(t in tried for t in below):
-        return f"lowest tier it runs on: {lowest} = {TIERS.get(lowest, lowest)}"
-    return f"lowest tier tested: {lowest} = {TIERS.get(lowest, lowest)} ({', '.join(below)} not tried)"
-
-
-def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult]) -> Optional[str]:
-    """For torch rows over the app budget or the RAM: most of the peak is PyTorch itself, which no
-    phone app ships; name an on-device runtime, with its figure when this run measured it."""
-    over = [r for r in group if r.runtime == "torch" and r.verdict in (Verdict.TIGHT, Verdict.OOM, Verdict.THRASHING)]
-    if not over:
-        return None
-    worst = over[0]
-    same = [r for r in rows if r.model_path == worst.model_path and r.level == worst.level
-            and r.profile_id == worst.profile_id and r.runtime in on_device_runtimes()]
-    base = (f"the PyTorch runtime alone takes {worst.runtime_baseline_mb:,.0f} MB"
-            if worst.runtime_baseline_mb is not None else "PyTorch's own footprint is part of the peak")
-    if same:
-        other = same[0]
-        peak = f"peak {other.peak_rss_mb:,.0f} MB, {other.verdict}" if other.peak_rss_mb is not None else other.verdict
-        return f"{base}: on {worst.profile_label} under {other.runtime} ({peak}) in this run"
-    if (worst.memory_runtime or "").endswith("(fallback)"):  # the on-device converter was tried and refused it
-        return f"{base}: an app would ship a smaller runtime, which needs a file its converter takes (an fp32 export)"
-    return f"{base}: an app would ship a smaller runtime, try --runtime tflite"
-
-
-def _verdict_counts(rows: Sequence[PairResult]) -> str:
-    counts: dict[str, int] = {}
-    for row in sorted(rows, key=lambda r: VERDICTS.index(r.verdict)):
-        word = VERDICT_WORDS.get(row.verdict, str(row.verdict))
-        counts[word] = counts.get(word, 0) + 1
-    return ", ".join(f"{word} on {n}" for word, n in counts.items())
 
 
 # The ``lodevem list`` table: what names a device and decides its verdicts always shown; the

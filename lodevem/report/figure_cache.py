@@ -29,8 +29,10 @@ from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER
 
 EXTENSIONS = ("png", "pdf")
 _HERE = Path(__file__).resolve().parent
-# the code that draws a figure (profiles.py: TIERS' captions): a change to it redraws the figures
-_DRAWING_CODE = (_HERE / "plots.py", _HERE / "cells.py", _HERE / "tradeoff.py", _HERE.parent / "profiles.py")
+# the code that draws a figure (profiles.py: TIERS' captions; legend.py: the marks' lines): a change to
+# it redraws the figures
+_DRAWING_CODE = (_HERE / "plots.py", _HERE / "scatter.py", _HERE / "cells.py", _HERE / "legend.py",
+                 _HERE / "tradeoff.py", _HERE.parent / "profiles.py")
 
 
 # Row fields that say how this run got a figure (from the cache, converted just now), not what
@@ -117,7 +119,9 @@ def write_figures(rows: Sequence[PairResult], profiles: Optional[Sequence[Profil
         if stem == HEATMAP:
             paths = plots.latency_heatmap(rows, profiles, out_dir)
         elif stem == SCATTER:
-            paths = plots.latency_vs_ram(rows, profiles, out_dir)
+            from .scatter import latency_vs_ram
+
+            paths = latency_vs_ram(rows, profiles, out_dir)
         elif stem == ACCURACY:
             from .tradeoff import accuracy_tradeoff
 

@@ -26,34 +26,35 @@ from ..store.files import write_atomic, write_json_file
 from ..version import __version__
 from ..worker.verdict import Verdict
 from .cells import (
-    CALIBRATED_MARK,
     NOT_FINETUNED_MARK,
-    OTHER_MARK,
-    VERDICT_LEGEND,
     accuracy_legend,
     accuracy_text,
     cells,
     group_by_model,
     has_accuracy,
-    source_notes,
     threads_text,
+    verdict_legend,
+    verdict_word,
 )
-from .console import model_summaries
+from .legend import BAND_DEFINITION, CALIBRATED_MARK, mark_notes, row_cell
 from .manifest import ManifestLike, manifest_dict
+from .summaries import model_summaries
 
 CSV_NAME = "benchmark_results.csv"
 JSON_NAME = "benchmark_results.json"
 TEX_NAME = "benchmark_results.tex"
 
-# The LaTeX spelling of each latency mark, and of the Fits column per ``marks=`` style.
+# The LaTeX spelling of each latency mark (a kind's mark outside this table is written escaped).
 _LATEX_MARKS: Mapping[str, str] = MappingProxyType({
-    "*": r"\textsuperscript{*}", "\u2020": r"\textsuperscript{\dag}", OTHER_MARK: r"\textsuperscript{\ddag}",
-    CALIBRATED_MARK: r"\textsuperscript{\S}"})
+    "*": "*", "\u2020": r"\dag", "\u2021": r"\ddag", CALIBRATED_MARK: r"\S", "\u00b6": r"\P", "\u2016": r"\|"})
 
 
 def _latex_mark(mark: str) -> str:
-    """A cell's mark in LaTeX: the predictor's, then the calibration's when it has one."""
-    return "".join(_LATEX_MARKS.get(part, "") for part in mark)
+    """A cell's marks in LaTeX, as one superscript: the predictor's, then the calibration's."""
+    return r"\textsuperscript{" + "".join(_LATEX_MARKS.get(part) or latex_escape(part) for part in mark) + "}" \
+        if mark else ""
+
+
 _LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
     "text": MappingProxyType({True: "yes", False: "no", None: "?"}),
     "ding": MappingProxyType({True: r"\ding{51}", False: r"\ding{55}", None: "?"})})
@@ -113,7 +114,7 @@ def write_json(rows: Sequence[PairResult], manifest: ManifestLike, path: Path) -
         "schema_version": RESULTS_SCHEMA_VERSION,
         "lodevem_version": __version__,
         "environment": manifest_dict(manifest),
-        "summary": model_summaries(rows),
+        "summary": model_summaries(rows, verbose=True),  # the file keeps every detail
         "results": [r.to_dict() for r in rows],
     }
     write_json_file(Path(path), _json_safe(payload), indent=2, ensure_ascii=False, default=str)
@@ -151,67 +152,114 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
     """The text of ``benchmark_results.tex``; see ``write_latex``."""
     if marks not in _LATEX_FITS:
         raise InputError(f"marks must be one of {', '.join(_LATEX_FITS)}, got {marks!r}")
-    legend = source_notes(rows)
+    legend = mark_notes(row_cell(r) for r in rows)
     out = [f"% lodevem {__version__}: {len(rows)} (model x device) pairs. Generated; re-run, do not edit.",
            r"% requires \usepackage{booktabs}"]
     if marks == "ding":
         out.append(r"% requires \usepackage{pifont}  (\ding{51} = fits, \ding{55} = does not fit)")
     runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows))
+    main = _main_runtime(rows)
     out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
                f"peak RAM: measured peak RSS under the device's RAM limit with {', '.join(runtimes)}; "
                "OOM = killed at the limit.")
-    out += [f"% {n.text()}".replace("\u2020", r"\dag").replace(OTHER_MARK, r"\ddag") for n in legend]
+    out += [f"% {n.text()}" for n in legend]
     accuracy = has_accuracy(rows)  # --eval-data: a Top-1 column (drop vs fp32 in points)
-    width = 7 if accuracy else 6
-    out += [r"\begin{tabular}{llcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
-            r"Model & Device & Tier & Latency (ms) & " + _peak_header(runtimes) + r" & Fits"
-            + (r" & Top-1 (\%)" if accuracy else "") + r" \\", r"\midrule"]
+    width = 6 if accuracy else 5
+    out += [r"\setlength{\tabcolsep}{4pt}% narrower than the default 6pt: fits a one-column page more often",
+            r"\begin{tabular}{lcrrc" + ("r" if accuracy else "") + "}", r"\toprule",
+            r"Device & Tier & " + _stacked("Latency", "(ms)") + " & " + _peak_header(main) + r" & Fits"
+            + (" & " + _stacked("Top-1", r"(\%)") if accuracy else "") + r" \\"]
     fits_text = _LATEX_FITS[marks]
-    for g, (label, group) in enumerate(group_by_model(rows, profiles).items()):
-        if g:
-            out.append(r"\midrule")
-        for i, row in enumerate(group):
+    for label, group in group_by_model(rows, profiles).items():
+        # each model a heading row over its devices: a Model column would make the table too wide
+        out += [r"\midrule", rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textit{{{latex_escape(label)}}}}} \\"]
+        for row in group:
             c = cells(row)
-            latency = latex_escape(c.latency) + _latex_mark(c.mark)
             peak = c.peak_ram or "--"
-            if len(runtimes) > 1 and c.peak_ram:  # several runtimes: each figure names its own
-                peak += " (" + latex_escape(row.memory_runtime or row.runtime) + ")"
-            cols = [latex_escape(label) if i == 0 else "", latex_escape(row.profile_label),
-                    latex_escape(row.tier.removeprefix("tier")), latency, peak,
-                    "tight" if row.verdict == Verdict.TIGHT else fits_text[c.fits]]
+            if c.peak_ram and row.runtime != main:  # a figure of another runtime than the header's names it
+                peak += " (" + latex_escape(row.runtime) + ")"
+            cols = [r"\quad " + latex_escape(row.profile_label), latex_escape(row.tier.removeprefix("tier")),
+                    _latex_latency(row), peak, _latex_fits(row, fits_text)]
             if accuracy:
                 cols.append(latex_escape(accuracy_text(row, dash="--", minus="-")).replace(
                     NOT_FINETUNED_MARK, r"$^\circ$"))
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
-    if notes:  # the footnote under the table: each mark with its error figure, then the verdicts
-        lines = [_LATEX_MARKS[n.mark] + " " + latex_escape(n.text()[len(n.mark) + 1:]) for n in legend]
-        lines.append(latex_escape(VERDICT_LEGEND))
+    out.append(r"\end{tabular}")
+    if notes:  # under the table: the band, each mark with its held-out figures, the verdicts
+        lines = ["Latency (ms): " + latex_escape(BAND_DEFINITION.split(" = ", 1)[1]) + "."]
+        lines += [_latex_mark(n.mark) + " " + latex_escape(n.text()[len(n.mark) + 1:]) + "." for n in legend]
+        lines.append(latex_escape(verdict_legend(headroom=False)))
+        fallback = [r for r in rows if (r.memory_runtime or "").endswith("(fallback)")]
+        if fallback:
+            lines.append(latex_escape(f"({fallback[0].runtime}): measured under {fallback[0].runtime} because the "
+                                      "runtime's converter refused the file (CSV memory_runtime, memory_note)."))
         legend_text = accuracy_legend(rows)
         if legend_text:
             lines.append(latex_escape(legend_text.replace("\u2212", "-")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
-        for text in lines:  # a p{} cell wraps long lines inside the table's width
-            out.append(r"\multicolumn{" + str(width) + r"}{@{}p{\linewidth}@{}}{\footnotesize " + text + r"} \\")
-    out.append(r"\end{tabular}")
+        out.append(r"\par\smallskip{\footnotesize\raggedright")  # a paragraph at the float's width
+        out += [text + r"\par" for text in lines]
+        out.append("}")
     return "\n".join(out) + "\n"
 
 
-def _peak_header(runtimes: Sequence[str]) -> str:
-    """"Peak RAM (MB, tflite)": the runtime every figure is for, when the table has one."""
-    return f"Peak RAM (MB, {latex_escape(runtimes[0])})" if len(runtimes) == 1 else "Peak RAM (MB)"
+def _latex_latency(row: PairResult) -> str:
+    """``48.9 $\\pm$ 16.0\\textsuperscript{*}``: the number, its held-out error in ms, its marks; a
+    band floored at 0 ms is written as its range; a word (OOM) as it is."""
+    c = cells(row)
+    if not c.is_number or row.latency_ms is None:
+        return latex_escape(c.latency)
+    text = f"{row.latency_ms:,.1f}"
+    low, high = row.latency_low_ms, row.latency_high_ms
+    if low is not None and high is not None:
+        spread = high - row.latency_ms
+        symmetric = abs((row.latency_ms - low) - spread) <= 0.05 + 1e-6 * row.latency_ms
+        text += f" $\\pm$ {spread:,.1f}" if symmetric else f" ({low:,.1f}--{high:,.1f})"
+    return text + _latex_mark(c.mark)
+
+
+def _latex_fits(row: PairResult, fits_text: Mapping[Optional[bool], str]) -> str:
+    """yes / tight / no, or why there is no verdict (``no peak``, ``error``)."""
+    if row.verdict == Verdict.TIGHT:
+        return "tight"
+    if row.fits is None:
+        return latex_escape(verdict_word(row))
+    return fits_text[row.fits]
+
+
+def _main_runtime(rows: Sequence[PairResult]) -> Optional[str]:
+    """The runtime the Peak RAM header names: the only one the run measured under, or the one of
+    most of its figures when a converter sent some files to another (``torch (fallback)``);
+    None when the run asked for several (each figure then names its own)."""
+    asked = {r.runtime for r in rows if not (r.memory_runtime or "").endswith("(fallback)")}
+    if len(asked) == 1:
+        return asked.pop()
+    return None if asked else (rows[0].runtime if rows else None)
+
+
+def _peak_header(runtime: Optional[str]) -> str:
+    """"Peak RAM (MB, tflite)": the runtime the figures are for, when most are for one."""
+    return _stacked("Peak RAM", f"(MB, {latex_escape(runtime)})" if runtime else "(MB)")
+
+
+def _stacked(*lines: str) -> str:
+    """A header cell on several lines (plain LaTeX: a one-column tabular), so the table stays narrow."""
+    return r"\begin{tabular}[b]{@{}c@{}}" + r"\\".join(lines) + r"\end{tabular}"
 
 
 def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Sequence[Profile]] = None,
                 marks: str = "text", notes: bool = True) -> Path:
     """A booktabs ``tabular`` for ``\\input{}`` inside the user's own ``table`` environment.
 
-    Columns: Model, Device, Tier, Latency (ms), Peak RAM (MB), Fits; one row per pair, the model
-    name on its first row only, a ``\\midrule`` between models. Needs ``\\usepackage{booktabs}``.
+    Columns: Device, Tier, Latency (ms), Peak RAM (MB), Fits; one row per pair under a heading
+    row naming its model, a ``\\midrule`` between models. Needs ``\\usepackage{booktabs}``.
     ``marks="text"`` (default) writes ``yes``/``no``; ``marks="ding"`` writes ``\\ding{51}`` /
     ``\\ding{55}`` and needs ``\\usepackage{pifont}``. A model that cannot load shows ``OOM`` and
-    ``--``. Latency marks (``*`` estimator, ``\\dag`` nn-Meter) are explained in the comment at the
-    top, for the user's caption, and (``notes=True``, the default) in a footnote under the table that
-    states each mark and its error figure (\u00b1) and what the verdicts mean; ``notes=False`` leaves it out.
+    ``--``. The latency column is the prediction \u00b1 its held-out error in ms with the predictor
+    kind's mark (``*`` estimator, ``\\dag`` nn-Meter, ``\\ddag`` armsim: each kind's own), explained in
+    the comment at the top and (``notes=True``, the default) in notes under the tabular (a paragraph
+    at the float's width) with each mark's held-out figures and what the verdicts mean;
+    ``notes=False`` leaves them out.
     The table is written by hand rather than with ``Styler.to_latex``: Styler cannot put a
     booktabs ``\\midrule`` between row groups (only ``\\cline``), and the model grouping matters.
     """

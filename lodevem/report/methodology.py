@@ -1,93 +1,54 @@
-"""The paper kit: a methods paragraph and the references of one run, written beside its results.
+"""The paper kit's methods text: what one run did, said from what it *recorded*.
 
 Why: lodevem's outputs are meant for papers, and the methods text (which predictor, fitted on
 what, how far off; how RAM was measured and limited) and the citations were left to the user,
-where they are easy to get wrong. So ``write_paper_kit`` writes ``methodology.md``,
-``methodology.tex`` and ``references.bib`` from what the run *recorded* - the rows' latency
-sources, runtimes, backends and limit enforcement, and the manifest's predictor description,
-settings, host and package versions - never from what lodevem can do in general: a runtime,
-predictor, data source or limitation the run did not involve is not mentioned, and every
-figure quoted comes from the run's records or the estimator's parameters file.
+where they are easy to get wrong. So the text is made from the rows' latency kinds, runtimes,
+backends and limit enforcement, and the manifest's predictor description, settings, host and
+package versions - never from what lodevem can do in general: a runtime, predictor, data source
+or limitation the run did not involve is not mentioned, and every figure quoted comes from the
+run's records.
 
 The facts are gathered once into a typed ``RunFacts`` (``run_facts``); the text is built as
-sentences with two kinds of token, ``{cite:KEY}`` and ``{code:TEXT}``, and rendered to Markdown
-(``[KEY]`` plus a reference list) or LaTeX (``\\cite{KEY}``, escaped text). The BibTeX entries
-come from ``lodevem/data/references.json``, each with where its fields were taken from; only
-the keys the text cites are written, lodevem's own always.
+``Section``s of sentences with two kinds of token, ``{cite:KEY}`` and ``{code:TEXT}``, which
+``report.paperkit`` renders to ``methodology.md`` / ``.tex`` / ``references.bib`` and
+``report.html`` to HTML. How each latency was predicted is each predictor kind's own sentence,
+limitation and references (``latency.paper``: the kinds a run's rows name in ``latency_kind``),
+so a kind this module has never heard of is described too; every kind's held-out error is
+stated the same way, from its cells' figures.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
+from ..latency.described import describe_kind
+from ..latency.paper import KindPaper, KindUse, and_join
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..results import PairResult
-from ..store.files import write_atomic
 from ..version import __version__
-from ..worker.precision import LEVEL_ARITHMETIC
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
 from .cells import RunCounts, run_counts
-from .files import latex_escape
+from .legend import HELD_OUT, row_cell
 from .manifest import Manifest, ManifestLike
 
-__all__ = ["BIB_NAME", "MD_NAME", "TEX_NAME", "REFERENCES", "RunFacts", "bibtex", "cited_keys",
-           "methodology_latex", "methodology_markdown", "run_facts", "write_paper_kit"]
+__all__ = ["TOKEN", "KindFacts", "RunFacts", "Section", "cited_keys", "run_facts", "sections"]
 
-MD_NAME = "methodology.md"
-TEX_NAME = "methodology.tex"
-BIB_NAME = "references.bib"
-REFERENCES = Path(__file__).resolve().parent.parent / "data" / "references.json"
-
-# A data source or latency-source token -> the reference that describes it. Data sources are
-# matched by prefix (estimator_params.json provenance.data_sources); runtime words anywhere in a
-# latency source (e.g. a runtime-aware ``estimator:v2 tflite``) by whole token.
-_SOURCE_REFS: tuple[tuple[str, str, str], ...] = (
-    ("Tencent/ncnn", "ncnn", "ncnn"),
-    ("PaddlePaddle/Paddle-Lite", "paddlelite", "Paddle Lite"),
-    ("google/XNNPACK", "xnnpack", "TFLite with XNNPACK"),
-)
-_RUNTIME_TOKENS: Mapping[str, tuple[str, str]] = {
-    "ncnn": ("ncnn", "ncnn"), "paddle-lite": ("paddlelite", "Paddle Lite"), "paddlelite": ("paddlelite", "Paddle Lite"),
-    "xnnpack": ("xnnpack", "XNNPACK"), "tflite-xnnpack": ("xnnpack", "TFLite with XNNPACK"),
-    "tflite": ("litert", "TFLite"), "litert": ("litert", "LiteRT"),
-}
-_TOKEN = re.compile(r"\{(cite|code):([^{}]+)\}")
+# The two tokens of the methods text (``report.paperkit`` renders them): a citation, a code span.
+TOKEN = re.compile(r"\{(cite|code):([^{}]+)\}")
 
 
 @dataclass(frozen=True)
-class EstimatorFacts:
-    """What the run's manifest says about the offline estimator it used."""
+class KindFacts:
+    """One predictor kind the run's latencies came from: what the run did with it, and its own
+    words for the methods (``latency.paper``)."""
 
-    version: str
-    fit_date: Optional[str]
-    lodo_mape_pct: Optional[float]
-    lodo_within_10_pct: Optional[float]
-    lodo_within_25_pct: Optional[float]
-    lodo_rows: Optional[int]
-    baseline_lodo_mape_pct: Optional[float]
-    rows_used: Optional[int]
-    data_sources: tuple[str, ...]
-    data_sha256: Optional[str]
-    params_sha256: Optional[str]
-    same_core_spread: Optional[str]
-    oneshot_mape_pct: Optional[float] = None
-    runtime: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class NnMeterFacts:
-    """One nn-Meter predictor the run's latencies came from."""
-
-    name: str
-    reference_core: Optional[str]
-    reference_clock_ghz: Optional[float]
-    profiles: tuple[str, ...]
+    use: KindUse
+    mark: str
+    paper: KindPaper
 
 
 @dataclass(frozen=True)
@@ -101,11 +62,7 @@ class RunFacts:
     profiles: tuple[str, ...]
     devices: tuple[str, ...]  # "label (chipset, fastest core @ clock, RAM)" per profile
     tiers: tuple[str, ...]
-    latency_sources: tuple[str, ...]
-    estimator_profiles: tuple[str, ...]
-    estimator: Optional[EstimatorFacts]
-    nnmeter: tuple[NnMeterFacts, ...]
-    latency_runtimes: tuple[tuple[str, str], ...]  # (reference key, name) named by latency sources
+    kinds: tuple[KindFacts, ...]  # in the registry's order (latency.pool.KINDS)
     derived_cores: tuple[str, ...]
     threads: tuple[int, ...]
     levels: tuple[str, ...]
@@ -146,7 +103,7 @@ class RunFacts:
 
     @property
     def predicted(self) -> bool:
-        return bool(self.latency_sources)
+        return bool(self.kinds)
 
 
 def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
@@ -165,30 +122,8 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
     """Gather what the run used from its rows (per pair) and its manifest (per run: the typed
     record, or its JSON form read back from a results file)."""
     env = Manifest.coerce(manifest)
-    sources = _distinct([r.latency_source for r in rows if r.latency_ms is not None])
     predictor = env.extra.get("predictor") or {}
-    est = predictor.get("estimator") if isinstance(predictor, Mapping) else None
-    estimator_profiles = _distinct([r.profile_id for r in rows
-                                    if r.latency_ms is not None and r.latency_source.startswith("estimator:")])
-    estimator = None
-    if isinstance(est, Mapping) and (estimator_profiles or any(s.startswith("nn-meter:") for s in sources)):
-        estimator = EstimatorFacts(
-            version=str(est.get("version")), fit_date=est.get("fit_date"), lodo_mape_pct=est.get("lodo_mape_pct"),
-            lodo_within_10_pct=est.get("lodo_within_10_pct"), lodo_within_25_pct=est.get("lodo_within_25_pct"),
-            lodo_rows=est.get("lodo_rows"), baseline_lodo_mape_pct=est.get("baseline_lodo_mape_pct"),
-            rows_used=est.get("rows_used"), data_sources=tuple(est.get("data_sources") or ()),
-            data_sha256=est.get("data_sha256"), params_sha256=est.get("params_sha256"),
-            same_core_spread=est.get("same_core_spread"), oneshot_mape_pct=est.get("oneshot_mape_pct"),
-            runtime=est.get("runtime"))
-    described = predictor.get("nnmeter_predictors") if isinstance(predictor, Mapping) else None
-    nn: list[NnMeterFacts] = []
-    for name in _distinct([s.split(":", 1)[1].split("\u2192", 1)[0] for s in sources if s.startswith("nn-meter:")]):
-        ref = _get(described, name, "reference") or {}
-        nn.append(NnMeterFacts(name, ref.get("core"), ref.get("clock_ghz"),
-                               _distinct([r.profile_id for r in rows if r.latency_ms is not None
-                                          and r.latency_source.startswith(f"nn-meter:{name}")])))
-    tokens = [t.lower() for s in sources for t in re.split(r"[\s()\u2192,;]+", s)]
-    runtimes_named = _distinct([_RUNTIME_TOKENS[t] for t in tokens if t in _RUNTIME_TOKENS])
+    kinds = _kind_facts(rows, predictor if isinstance(predictor, Mapping) else {}, env.packages)
     derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty
                          and "not measured: derived" in r.latency_uncertainty])
     ran = [r.runtime_baseline_mb for r in rows if r.runtime_baseline_mb is not None]
@@ -202,11 +137,7 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         devices=_distinct([f"{r.profile_label} ({r.chipset}, {r.core} @ {r.clock_ghz:g} GHz, {r.ram_mb} MB)"
                            for r in rows]),
         tiers=_distinct([r.tier for r in rows]),
-        latency_sources=sources,
-        estimator_profiles=estimator_profiles,
-        estimator=estimator,
-        nnmeter=tuple(nn),
-        latency_runtimes=runtimes_named,
+        kinds=kinds,
         derived_cores=derived,
         threads=tuple(sorted(_distinct([r.threads for r in rows]))),
         levels=_distinct([r.level for r in rows]),
@@ -228,8 +159,8 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         cgroup_version=env.host.cgroup_version,
         packages=dict(env.packages),
         counts=run_counts(rows),
-        latency_for=_distinct([(r.runtime, lr) for r in rows if r.latency_ms is not None
-                               for lr in [latency_runtime_of(r.latency_source)] if lr]),
+        latency_for=_distinct([(r.runtime, r.latency_runtime) for r in rows
+                               if r.latency_ms is not None and r.latency_runtime]),
         images=tuple(sorted(env.backend.images.items())),
         runtime_versions=tuple((name, info.version, info.converter, info.converter_version)
                                for name, info in env.runtimes.items() if name in {r.runtime for r in rows}),
@@ -255,23 +186,30 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
     )
 
 
-def latency_runtime_of(source: Optional[str]) -> Optional[str]:
-    """The runtime a latency source says it predicts: ``estimator:v2 ncnn (...)`` and ``armsim:v2 ncnn
-    armv8.2 (...)`` -> ncnn; nn-Meter's predictors model TFLite; None when the source does not say."""
-    text = source or ""
-    match = re.match(r"(?:estimator|armsim):\S+ ([a-z][a-z0-9-]*)", text)
-    if match:
-        return match.group(1)
-    return "tflite" if text.startswith("nn-meter:") else None
+def _kind_facts(rows: Sequence[PairResult], predictor: Mapping[str, Any],
+                packages: Mapping[str, Optional[str]]) -> tuple[KindFacts, ...]:
+    """Each kind the rows' latencies came from (``latency_kind``), with what it served and its words."""
+    served = [r for r in rows if r.latency_ms is not None]
+    profiles = _distinct([r.profile_id for r in rows])
+    out = []
+    for name in sorted(_distinct([r.latency_kind or "" for r in served]), key=lambda k: (describe_kind(k).order, k)):
+        mine = [r for r in served if (r.latency_kind or "") == name]
+        figures = [c.figure for c in map(row_cell, mine) if c is not None and c.figure is not None]
+        own = _distinct([r.profile_id for r in mine])
+        use = KindUse(name, own, len(profiles), cells=len(mine), total_cells=len(served),
+                      whole_profiles=all((r.latency_kind or "") == name for r in served if r.profile_id in own),
+                      runtimes=_distinct([r.latency_runtime for r in mine]), cores=_distinct([r.core for r in mine]),
+                      threads=tuple(sorted(_distinct([r.threads for r in mine]))), figures=_distinct(figures),
+                      described=predictor, packages=dict(packages))
+        described = describe_kind(name)
+        out.append(KindFacts(use, described.mark, described.paper(use)))
+    return tuple(out)
 
 
 # --- the text ------------------------------------------------------------------------------------
 
 def _and(items: Sequence[str]) -> str:
-    items = list(items)
-    if len(items) <= 2:
-        return " and ".join(items)
-    return ", ".join(items[:-1]) + ", and " + items[-1]
+    return and_join(items)
 
 
 def _pct(value: Optional[float]) -> str:
@@ -283,71 +221,26 @@ def _version(facts: RunFacts, package: str) -> str:
     return f" {version}" if version else ""
 
 
-def _data_refs(facts: RunFacts) -> list[tuple[str, str, str]]:
-    """(data source, reference key, name) for each of the estimator's data sources."""
-    found = []
-    for source in facts.estimator.data_sources if facts.estimator else ():
-        for prefix, key, name in _SOURCE_REFS:
-            if source.startswith(prefix):
-                found.append((source, key, name))
-    return found
-
-
 def _latency_paragraph(f: RunFacts) -> str:
     if not f.predicted:
         return "No latency could be predicted in this run (see the rows' latency notes)."
     threads = (f"{f.threads[0]} thread" + ("s" if f.threads[0] != 1 else "")) if len(f.threads) == 1 \
         else f"{_and([str(t) for t in f.threads])} threads"
     out = [f"Latency was not measured on the devices: it was predicted for {threads} on the fastest CPU cluster of "
-           f"each of the {len(f.profiles)} device profiles. Each model was exported to ONNX (opset 13, "
-           f"PyTorch{_version(f, 'torch')} {{cite:pytorch}}, simplified with onnxsim) and split into fused kernels by "
-           "nn-Meter's kernel detector {cite:nnmeter} with "
-           + ("its TFLite-CPU fusion rules." if not f.nnmeter else "the fusion rules of the predictor used.")]
-    e = f.estimator
-    if f.estimator_profiles and e is not None:
-        refs = _data_refs(f)
-        data = _and([f"{name} {{cite:{key}}}" for _, key, name in refs]) if refs else _and(list(e.data_sources))
-        n = len(f.estimator_profiles)
-        scope = "every profile" if n == len(f.profiles) else f"{n} of the profiles ({_and(list(f.estimator_profiles))})"
-        out.append(
-            f"For {scope}, lodevem's offline estimator {e.version} "
-            f"(fitted {e.fit_date or 'on an unrecorded date'}) gave "
-            "the latency: a kernel-level cost model that charges each kernel the multiply-accumulates of its kind "
-            "(3x3 stride-1, GEMM-like and depthwise convolutions, fully connected layers), the bytes it moves and a "
-            "fixed per-kernel overhead, with a compute and a memory scale per core type, divided by the clock. "
-            f"It was fitted on {e.rows_used if e.rows_used is not None else 'the'} "
-            "published latencies of common CNNs on "
-            f"ARM boards measured with {data}, with efficiencies of its own for each runtime"
-            + (f"; the latencies stand for {f.latency_for[0][1]}" if len({lr for _, lr in f.latency_for}) == 1
-               else "")
-            + f". Scored leave-one-SoC-out (the boards that share a SoC held out together) over {e.lodo_rows} "
-            "single-thread fp32 rows, its mean absolute "
-            f"percentage error is {_pct(e.lodo_mape_pct)}"
-            + (f" ({_pct(e.lodo_within_10_pct)} of the predictions within 10 %, {_pct(e.lodo_within_25_pct)} within "
-               f"25 %)" if e.lodo_within_10_pct is not None and e.lodo_within_25_pct is not None else "")
-            + f" against {_pct(e.baseline_lodo_mape_pct)} for a MACs-only baseline; each latency is reported with the "
-            "leave-one-SoC-out error of its own kind (core, threads, precision, runtime)"
-            + (f", and a board calibrated with one measured model comes to {_pct(e.oneshot_mape_pct)} in the same "
-               "simulation" if e.oneshot_mape_pct is not None else "") + ".")
-    for nn in f.nnmeter:
-        ref = (f"a {nn.reference_core} at {nn.reference_clock_ghz:g} GHz"
-               if nn.reference_core and nn.reference_clock_ghz
-               else "its reference device")
-        out.append(f"For {_and(list(nn.profiles))}, nn-Meter's {{code:{nn.name}}} kernel regressors {{cite:nnmeter}}, "
-                   f"which model {ref} running TFLite 2.1 {{cite:litert}} with one thread, gave each kernel's time, "
-                   "carried to the profile's core and clock kernel by kernel with the estimator's time ratio "
-                   "between the two cores; kernels nn-Meter has no regressor for are not counted.")
+           f"each of the {len(f.profiles)} device profiles, by the predictor named with each figure."]
+    out += list(dict.fromkeys(k.paper.pipeline for k in f.kinds if k.paper.pipeline))
+    for kind in f.kinds:
+        out.append(kind.paper.sentence)
+        if kind.use.figures:
+            out.append(f"Its latencies are given as the prediction \u00b1 the {HELD_OUT} of their kind of cell: "
+                       f"{_figures(kind.use)}.")
+    out.append("That error is the predictor's mean absolute percentage error on cells of the same kind (core, "
+               "threads, precision, runtime) for SoCs left out of its fit (leave-one-SoC-out): a typical error, not "
+               "a confidence interval.")
     if len({lr for _, lr in f.latency_for}) > 1:
         out.append("Each row's latency stands for one runtime: " + "; ".join(
             f"rows measured under {measured} show the latency predicted for {predicted}"
             for measured, predicted in f.latency_for) + ".")
-    named = [(k, n) for k, n in f.latency_runtimes if not any(k == key for _, key, _ in _data_refs(f))]
-    if named and len({lr for _, lr in f.latency_for}) <= 1:  # several: the sentence per row group says it
-        out.append("The predictions model the " + _and([f"{n} {{cite:{k}}}" for k, n in named]) + " runtime"
-                   + ("s" if len(named) > 1 else "") + ".")
-    if any(t > 1 for t in f.threads):
-        out.append("Multi-thread latency divides the single-thread figure by an Amdahl speed-up with a per-core "
-                   "parallel fraction fitted on same-board 1- vs N-thread pairs, capped at the cluster's core count.")
     variants = [level for level in f.levels if level]
     if variants or f.user_precisions:
         parts = []
@@ -357,13 +250,20 @@ def _latency_paragraph(f: RunFacts) -> str:
             parts.append(f"files the user quantized ({_and(list(f.user_precisions))}), predicted from the kernels' "
                          "own precisions")
         out.append("The files measured include " + " and ".join(parts) + ".")
-    if any(LEVEL_ARITHMETIC.get(level or "fp32", "fp32") != "fp32" for level in f.levels):
-        out.append("fp16 and int8 variants were predicted from the fp32 graph divided by per-core speed-up factors "
-                   "fitted on paired ncnn measurements.")
     if f.calibrations:
         out.append("The predictions were then scaled by measurements on physical devices: "
                    + "; ".join(f"{{code:{c}}}" for c in f.calibrations) + ".")
     return " ".join(out)
+
+
+def _figures(use: KindUse) -> str:
+    """``25 % (Cortex-A53, 1 thread, fp32, tflite) and 10.6 % (...)``: each distinct figure once."""
+    by_pct: dict[float, list[str]] = {}
+    for fig in use.figures:
+        what = ", ".join(x for x in (fig.core, f"{fig.threads} thread" + ("s" if fig.threads != 1 else ""),
+                                      fig.arithmetic, fig.runtime) if x)
+        by_pct.setdefault(round(fig.pct, 1), []).append(what)
+    return _and([f"{pct:g} % ({'; '.join(dict.fromkeys(whats))})" for pct, whats in sorted(by_pct.items())])
 
 
 def _memory_paragraph(f: RunFacts) -> str:
@@ -457,20 +357,10 @@ def _limitations(f: RunFacts) -> list[str]:
                   "each phone; " if f.budgets else "Device RAM is not all available to an app (the OS reserves a "
                   "share), so fitting is necessary, not sufficient; ")
         items.append(budget + "the phone's OS is not emulated (no thermal throttling or background apps).")
-    e = f.estimator
-    if f.estimator_profiles and e is not None:
-        spread = f"; {e.same_core_spread}" if e.same_core_spread else "; a single device can be further off"
-        items.append(f"The estimator's error is an average ({_pct(e.lodo_mape_pct)} MAPE leave-one-SoC-out over "
-                     f"{e.lodo_rows} rows){spread}.")
+    items += [k.paper.limitation for k in f.kinds if k.paper.limitation]
     if f.derived_cores:
         items.append(f"{_and(list(f.derived_cores))}: no latency data in the estimator's fit; the core's speed is "
                      "derived from Arm's published per-clock figures.")
-    if f.nnmeter:
-        items.append("nn-Meter's regressors model one device and runtime; carrying them to other cores relies on the "
-                     "estimator's ratios, so the estimator's error applies to the transfer.")
-    if any(LEVEL_ARITHMETIC.get(level or "fp32") == "int8" for level in f.levels):
-        items.append("int8 latency is the fp32 kernel graph scaled by fitted factors; real int8 speed depends on "
-                     "the runtime's int8 kernels.")
     if "pruned" in f.levels and f.finetune:
         items.append("Pruned variants were fine-tuned briefly with one fixed recipe (see above), not trained to "
                      "convergence: a longer schedule may recover more accuracy {cite:depgraph}.")
@@ -526,101 +416,26 @@ def cited_keys(facts: RunFacts) -> list[str]:
     """The reference keys the methodology text cites, in first-cited order, lodevem first."""
     intro, memory, limits, provenance = _paragraphs(facts)
     text = " ".join([intro, memory, *limits, provenance])
-    return list(dict.fromkeys(["lodevem"] + [m.group(2) for m in _TOKEN.finditer(text) if m.group(1) == "cite"]))
+    return list(dict.fromkeys(["lodevem"] + [m.group(2) for m in TOKEN.finditer(text) if m.group(1) == "cite"]))
 
 
-def _render(text: str, latex: bool) -> str:
-    out, last = [], 0
-    for match in _TOKEN.finditer(text):
-        plain = text[last:match.start()]
-        out.append(latex_escape(plain) if latex else plain)
-        kind, value = match.groups()
-        if kind == "cite":
-            out.append(f"\\cite{{{value}}}" if latex else f"[{value}]")
-        else:
-            out.append(f"\\texttt{{{latex_escape(value)}}}" if latex else f"`{value}`")
-        last = match.end()
-    tail = text[last:]
-    out.append(latex_escape(tail) if latex else tail)
-    rendered = "".join(out)
-    return re.sub(r" +(?=\\cite)", "~", rendered) if latex else rendered
+@dataclass(frozen=True)
+class Section:
+    """One part of the methods: a title, its paragraphs and (limitations) its items, as token text
+    (``{cite:KEY}``, ``{code:TEXT}``); the Markdown, LaTeX and HTML renderings are made from these."""
+
+    title: str
+    paragraphs: tuple[str, ...] = ()
+    items: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()  # paragraphs after the items
 
 
-def _load_references() -> dict[str, Any]:
-    return dict(json.loads(REFERENCES.read_text(encoding="utf-8"))["entries"])
-
-
-def _fill(value: str, facts: RunFacts) -> str:
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name == "version":
-            return facts.lodevem_version
-        return str(facts.packages.get(name) or "unrecorded")
-    return re.sub(r"\{(version|torch|onnxruntime|torch-pruning|nn-meter)\}", one, value)
-
-
-def _short_reference(entry: Mapping[str, Any], facts: RunFacts) -> str:
-    fields = entry["fields"]
-    author = str(fields.get("author", "")).strip("{}")
-    first = author.split(" and ")[0].split(",")[0].strip("{}")
-    who = f"{first} et al." if " and " in author else first
-    where = fields.get("booktitle") or fields.get("howpublished", "").replace("\\url{", "").rstrip("}")
-    tail = ", ".join(str(p) for p in (where, fields.get("year")) if p)
-    return _fill(f"{who}: {fields['title']}." + (f" {tail}." if tail else ""), facts)
-
-
-def methodology_markdown(facts: RunFacts) -> str:
+def sections(facts: RunFacts) -> list[Section]:
+    """The methods of a run, in order: Latency, Peak RAM, (Accuracy), Limitations."""
     intro, memory, limits, provenance = _paragraphs(facts)
-    refs = _load_references()
-    lines = [f"<!-- lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
-             "# Methods", "", "## Latency", "", _render(intro, False), "", "## Peak RAM", "",
-             _render(memory, False), ""]
+    out = [Section("Latency", (intro,)), Section("Peak RAM", (memory,))]
     accuracy = _accuracy_paragraph(facts)
     if accuracy:
-        lines += ["## Accuracy", "", _render(accuracy, False), ""]
-    lines += ["## Limitations", ""]
-    lines += [f"- {_render(item, False)}" for item in limits]
-    lines += ["", _render(provenance, False), "", "## References", ""]
-    lines += [f"- [{key}] {_short_reference(refs[key], facts)}" for key in cited_keys(facts)]
-    lines.append(f"\nBibTeX: `{BIB_NAME}`.")
-    return "\n".join(lines) + "\n"
-
-
-def methodology_latex(facts: RunFacts) -> str:
-    """Paragraphs for ``\\input{}`` into a paper's methods section; cites ``references.bib``."""
-    intro, memory, limits, provenance = _paragraphs(facts)
-    lines = [f"% lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit.",
-             f"% \\input{{{TEX_NAME}}} inside your methods section; add \\bibliography{{references}} ({BIB_NAME}).",
-             r"\paragraph{Latency.} " + _render(intro, True), "",
-             r"\paragraph{Peak RAM.} " + _render(memory, True), ""]
-    accuracy = _accuracy_paragraph(facts)
-    if accuracy:
-        lines += [r"\paragraph{Accuracy.} " + _render(accuracy, True), ""]
-    lines += [r"\paragraph{Limitations.}", r"\begin{itemize}"]
-    lines += [r"\item " + _render(item, True) for item in limits]
-    lines += [r"\end{itemize}", _render(provenance, True)]
-    return "\n".join(lines) + "\n"
-
-
-def bibtex(facts: RunFacts) -> str:
-    """The entries ``cited_keys`` names, fields as ``references.json`` gives them."""
-    refs = _load_references()
-    out = [f"% lodevem {facts.lodevem_version}: the references of this run's methodology.tex. Generated."]
-    for key in cited_keys(facts):
-        entry = refs[key]
-        out.append(f"@{entry['type']}{{{key},")
-        out += [f"  {name} = {{{_fill(str(value), facts)}}}," for name, value in entry["fields"].items()]
-        out.append("}")
-    return "\n".join(out) + "\n"
-
-
-def write_paper_kit(rows: Sequence[PairResult], manifest: ManifestLike, out_dir: Path) -> list[Path]:
-    """Write ``methodology.md``, ``methodology.tex`` and ``references.bib``; return their paths."""
-    facts = run_facts(rows, manifest)
-    out_dir = Path(out_dir)
-    written = []
-    for name, text in ((MD_NAME, methodology_markdown(facts)), (TEX_NAME, methodology_latex(facts)),
-                       (BIB_NAME, bibtex(facts))):
-        write_atomic(out_dir / name, text)
-        written.append(out_dir / name)
-    return written
+        out.append(Section("Accuracy", (accuracy,)))
+    out.append(Section("Limitations", items=tuple(limits), after=(provenance,)))
+    return out

@@ -13,7 +13,6 @@ import math
 import textwrap
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -25,13 +24,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
-from matplotlib.transforms import ScaledTranslation
 
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
 from ..store.files import atomic_path
 from ..version import __version__
-from .cells import HEATMAP, MIN_RAM, SCATTER, VERDICT_WORDS, cells, group_by_model, ordered_devices, source_notes
+from .cells import HEATMAP, MIN_RAM, cells, group_by_model, ordered_devices
+from .legend import mark_notes, row_cell
 
 # Colour-blind-safe (Okabe-Ito) colours for tiers; models use matplotlib's tab10 cycle.
 TIER_COLOURS = {"tier1": "#009E73", "tier2": "#E69F00", "tier3": "#D55E00"}
@@ -224,122 +223,20 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                         for s, e in zip(starts, ends)])
         top.tick_params(length=0)
         ax.set_title("Predicted latency per device (ms)", loc="left", pad=14)
-        notes = [n.text() for n in source_notes(rows)] + ["hatched: does not fit in the device's RAM"]
+        notes = ["value = predicted latency; \u00b1 its held-out error (leave-one-SoC-out) per predictor:"]
+        notes += [f"  {n.text()}" for n in mark_notes(row_cell(r) for r in rows)]
+        if any(not cells(r).is_number and r.fits is False for r in rows):
+            notes.append("hatched: does not fit in the device's RAM")
         wrapped = [line for note in notes for line in textwrap.wrap(note, width=int(19 * width))]
         fig.supxlabel("\n".join(wrapped), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
         if finite.size:
-            bar = fig.colorbar(image, ax=ax, label="predicted latency (ms, log scale)", shrink=0.9, pad=0.01)
+            # the bar's name above it, short: a label along the bar was cut off on a one-model figure
+            bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.01)
+            bar.ax.set_title("ms\n(log)", fontsize=6.5, loc="left")
             ticks, labels = colourbar_ticks(vmin, vmax)  # plain "1,000" reads faster than 10^3 for ms
             bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
             bar.ax.yaxis.set_major_formatter(FixedFormatter(labels))
             bar.ax.yaxis.set_minor_locator(NullLocator())
-        return fig
-
-
-def latency_vs_ram(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]],
-                   out_dir: Path) -> list[Path]:
-    """Peak RAM against predicted latency per (model, device) (``scatter_figure``); PNG and PDF."""
-    if not rows:
-        return []
-    with _paper_style():
-        return _save(scatter_figure(rows, profiles), out_dir, SCATTER)
-
-
-@dataclass(frozen=True)
-class _Point:
-    model: int  # index into the model legend
-    device: int  # index into the device legend
-    x: float
-    y: float
-    ran: bool  # False: did not fit, drawn at the device's RAM
-
-
-def _coinciding(points: Sequence[_Point], ax: Axes, near: tuple[float, float] = (0.02, 0.03)) -> list[list[int]]:
-    """Groups of points that would hide each other: closer than ``near`` (fractions of the axes'
-    width, height; about one marker at the figure's size) on the log axes. Greedy, in order."""
-    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
-
-    def where(p: _Point) -> tuple[float, float]:
-        return (math.log(p.x / x0) / math.log(x1 / x0), math.log(p.y / y0) / math.log(y1 / y0))
-
-    placed = [where(p) for p in points]
-    groups: list[list[int]] = []
-    for i, (u, v) in enumerate(placed):
-        for group in groups:
-            gu, gv = placed[group[0]]
-            if abs(u - gu) < near[0] and abs(v - gv) < near[1]:
-                group.append(i)
-                break
-        else:
-            groups.append([i])
-    return groups
-
-
-def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]]) -> Figure:
-    """Peak RAM (x, measured) against predicted latency (y), with every device RAM limit drawn.
-
-    One point per (model, device): colour = model, marker shape = device, each with its legend,
-    so every point can be named. A pair that ran sits at its measured peak RSS; a pair that did
-    not fit is a hollow marker at the device's limit (it needed more). Points that would hide
-    each other (variants of one model often measure the same) are set side by side, a few points
-    apart, and the caption says so: no model disappears under another.
-    """
-    limits = _tier_limits(rows, profiles)
-    colours = matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # a ListedColormap
-    devices = ordered_devices(rows, profiles)
-    device_index = {d.profile_id: j for j, d in enumerate(devices)}
-    groups = group_by_model(rows, profiles)
-    points = []
-    for k, group in enumerate(groups.values()):
-        for row in group:
-            if row.latency_ms is None or not math.isfinite(row.latency_ms):
-                continue
-            if row.peak_rss_mb is not None and row.verdict not in VERDICT_WORDS:
-                points.append(_Point(k, device_index[row.profile_id], row.peak_rss_mb, row.latency_ms, True))
-            elif row.fits is False:
-                points.append(_Point(k, device_index[row.profile_id], float(row.limit_mb), row.latency_ms, False))
-    with _paper_style():
-        fig = Figure(figsize=(7.2, 4.8), layout="constrained")
-        ax = fig.add_subplot()
-        _log2_ram_axis(ax, list(limits) + [p.x for p in points])
-        ys = [p.y for p in points] or [1.0, 10.0]
-        lo, hi = min(ys) / 1.3, max(ys) * 1.3
-        ax.set_yscale("log")
-        ax.set_ylim(lo, hi)
-        ticks, labels = colourbar_ticks(lo, hi)
-        ax.yaxis.set_major_locator(FixedLocator(ticks))
-        ax.yaxis.set_major_formatter(FixedFormatter(labels))
-        ax.yaxis.set_minor_locator(NullLocator())
-        spread = 0
-        for cluster in _coinciding(points, ax):
-            spread = max(spread, len(cluster))
-            for slot, i in enumerate(sorted(cluster, key=lambda i: (points[i].model, points[i].device))):
-                p = points[i]
-                colour = colours[p.model % len(colours)]
-                shift = ScaledTranslation((slot - (len(group) - 1) / 2) * 6.5 / 72, 0, fig.dpi_scale_trans)
-                ax.scatter([p.x], [p.y], marker=DEVICE_MARKERS[p.device % len(DEVICE_MARKERS)], s=28,
-                           facecolors=colour if p.ran else "none", edgecolors="black" if p.ran else colour,
-                           linewidths=0.4 if p.ran else 1.1, zorder=3, transform=ax.transData + shift,
-                           gid=f"{list(groups)[p.model]}|{devices[p.device].profile_id}")
-        limit_handles = _draw_limits(ax, limits)
-        caption = "peak RAM (MB, measured; hollow = did not fit, drawn at the device's RAM)"
-        if spread > 1:
-            caption += f"\npoints with the same values are drawn side by side (up to {spread} at one spot)"
-        ax.set_xlabel(caption)
-        ax.set_ylabel("predicted latency (ms)")
-        ax.set_title("Latency vs peak RAM per model and device", loc="left")
-        ax.grid(True, which="major", axis="y", linewidth=0.3, alpha=0.6)
-        model_handles = [Line2D([], [], color=colours[k % len(colours)], marker="o", linestyle="", label=label)
-                         for k, label in enumerate(groups)]
-        device_handles = [Line2D([], [], color="#555555", marker=DEVICE_MARKERS[j % len(DEVICE_MARKERS)],
-                                 linestyle="", markerfacecolor="#bbbbbb",
-                                 label=f"{d.profile_label} ({d.tier}, {_ram_text(d.ram_mb)})")
-                          for j, d in enumerate(devices)]
-        fig.legend(handles=model_handles, loc="outside right upper", frameon=False, title="model (colour)",
-                   alignment="left")
-        fig.legend(handles=device_handles, loc="outside right lower", frameon=False, title="device (shape)",
-                   alignment="left")
-        fig.legend(handles=limit_handles, loc="outside lower center", frameon=False, ncols=2)
         return fig
 
 

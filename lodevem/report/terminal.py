@@ -60,9 +60,13 @@ class Terminal:
     # -- what every command may show ------------------------------------------------------------
 
     def warn(self, warnings: Sequence[str]) -> None:
-        """Warnings on stderr, one line each, escaped (they may quote a record, a log or a model)."""
+        """Warnings on stderr, each once, escaped (they may quote a record, a log or a model): wrapped
+        at word boundaries to a terminal (or to $COLUMNS), one line each into a pipe or a log file,
+        so a grep finds a whole warning."""
+        wrap = self.err.is_terminal or os.environ.get("COLUMNS", "").isdigit()
         for warning in dict.fromkeys(warnings):
-            self.err.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False, soft_wrap=True)
+            self.err.print(f"[yellow]warning:[/] {escape(printable(warning))}", highlight=False, soft_wrap=not wrap,
+                           width=output_width() if wrap and not self.err.is_terminal else None)
 
     def interrupted(self, note: str) -> None:
         self.err.print("[yellow]Interrupted.[/] " + escape(note), markup=True, highlight=False)
@@ -105,28 +109,34 @@ class Terminal:
         for path in listing.written:
             self.out.print(f"[green]✓[/] wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
-    def start(self, result: "StartResult") -> None:
+    def start(self, result: "StartResult", verbose: bool = False) -> None:
         """A finished run: warnings, the results table, one summary per model, the files written,
-        then the pairs that broke a budget gate."""
-        from .console import model_summaries, results_table
+        then the pairs that broke a budget gate (``verbose``: every note and legend in full)."""
+        from .console import results_table
+        from .summaries import model_summaries
 
         self.warn(result.warnings)
-        self.out.print(results_table(result.rows, result.profiles))
-        for line in model_summaries(result.rows):
+        self.out.print(results_table(result.rows, result.profiles, verbose=verbose))
+        for line in model_summaries(result.rows, verbose=verbose):
             self.out.print(line, markup=False)
         self.out.print(f"[dim]wrote {', '.join(str(p) for p in result.written)}[/]")
         for line in result.broken:
             self.err.print(f"[red]budget:[/] {line}", highlight=False)
 
-    def predictions(self, items: Sequence[Any], as_json: bool) -> None:
-        """``predict``: the latency table and its legend, or the cells as JSON."""
+    def wrote(self, paths: Sequence[Path]) -> None:
+        """The files a command wrote (``report``: the page)."""
+        self.out.print(f"wrote {', '.join(str(p) for p in paths)}", markup=False, highlight=False)
+
+    def predictions(self, items: Sequence[Any], as_json: bool, verbose: bool = False) -> None:
+        """``predict``: the latency table and its legend (``verbose``: with every note), or the cells
+        as JSON."""
         from .console import latency_legend, latency_table
 
         if as_json:
             self.json(items)
             return
         self.out.print(latency_table(items))
-        for line in latency_legend(items):
+        for line in latency_legend(items, verbose=verbose):
             self.out.print(line, markup=False, style="dim")
 
     def calibration(self, outcome: "CalibrationOutcome", same_chipset: bool) -> None:

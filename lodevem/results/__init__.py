@@ -326,6 +326,13 @@ class PairResult:
     # one-shot error when calibrated); None when latency_ms is None or no figure exists.
     latency_low_ms: Optional[float] = None
     latency_high_ms: Optional[float] = None
+    # Which predictor kind made latency_ms (``latency.pool.KINDS``: estimator, nn-meter, armsim; ""
+    # when there is no number), the runtime the number stands for, and the held-out error (%) of
+    # the cell's kind the band is made of: latency_low_ms / latency_high_ms = latency_ms -/+ it.
+    # The reports read these fields, never latency_source (its text is for people).
+    latency_kind: Optional[str] = None
+    latency_runtime: Optional[str] = None
+    latency_held_out_pct: Optional[float] = None
     # Memory figures not measured at this limit but inferred from the run at this larger one
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
@@ -419,10 +426,26 @@ class PairResult:
     def from_dict(cls, data: dict[str, Any]) -> "PairResult":
         names = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
+        if "latency_kind" not in data:  # a results file written before rows carried their kind
+            values.update(_legacy_latency_fields(data))
         if "latency_calibrations" in values:  # a JSON list, or the CSV's "; "-joined text
             raw = values["latency_calibrations"] or ()
             values["latency_calibrations"] = tuple(raw.split("; ") if isinstance(raw, str) else raw)
         return cls(**values)
+
+
+def _legacy_latency_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The kind and runtime of a row read from a results file older than those fields: the one
+    place the ``latency_source`` text is read, and only for such files (``estimator:v2 tflite
+    (...)``, ``armsim:v2 ncnn armv8.2 (...)``, ``nn-meter:<name> tflite...``)."""
+    source = str(data.get("latency_source") or "")
+    kind, _, rest = source.partition(":")
+    if data.get("latency_ms") in (None, "") or not rest:
+        return {}
+    words = rest.split()
+    runtime = words[1] if kind in ("estimator", "armsim") and len(words) > 1 and not words[1].startswith("(") \
+        else "tflite" if kind == "nn-meter" else None
+    return {"latency_kind": kind, "latency_runtime": runtime}
 
 
 # The row fields each record fills, row field -> record field, written out: a field renamed on
@@ -438,7 +461,8 @@ ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
     "LatencyPrediction": MappingProxyType({
         "latency_ms": "latency_ms", "latency_source": "latency_source", "latency_uncertainty": "uncertainty",
         "latency_calibrations": "calibrations", "latency_low_ms": "latency_low_ms",
-        "latency_high_ms": "latency_high_ms"}),
+        "latency_high_ms": "latency_high_ms", "latency_kind": "kind", "latency_runtime": "runtime",
+        "latency_held_out_pct": "uncertainty_pct"}),
     "MemoryMeasurement": MappingProxyType({
         "limit_mb": "limit_mb", "peak_rss_mb": "peak_rss_mb", "runtime_baseline_mb": "runtime_baseline_mb",
         "model_increment_mb": "model_increment_mb", "cgroup_peak_mb": "cgroup_peak_mb", "memory_error": "error",

@@ -10,6 +10,7 @@ are known (``manifest``).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from ..errors import InputError, LodevemError
 from ..latency.calibration import CalibrationSet
 from ..predict import Predictor
 from ..progress import NullProgress, ProgressSink
+from ..report.files import CSV_NAME, JSON_NAME
 from ..report.manifest import Manifest, collect_manifest
 from ..results import ModelFile
 from ..runtimes import FALLBACK
@@ -28,7 +30,7 @@ from ..sandbox.base import Backend
 from ..sandbox.session import Session
 from ..store import ArtifactStore, cache_root
 from .config import RunConfig
-from .state import RunState, load_state
+from .state import STATE_FILE, RunState, load_state
 
 __all__ = ["OutputClaim", "Run"]
 
@@ -39,7 +41,9 @@ class OutputClaim:
     Why: two runs writing the same ``--output`` both used to finish with exit 0 while the last
     one silently replaced the other's rows, and a read-only or full folder was only found after
     every measurement. The lock is an ``flock`` on ``.lodevem.lock`` (released by the kernel
-    even when lodevem is killed); a second run refuses at once, naming the folder.
+    even when lodevem is killed); a second run refuses at once, naming the folder. A run that
+    fails before its first result removes the folder if the claim created it (a model the
+    sandbox refuses must not leave an empty ``results/`` behind).
     """
 
     LOCK_NAME = ".lodevem.lock"
@@ -47,11 +51,13 @@ class OutputClaim:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self._fd: Optional[int] = None
+        self.created = False  # the claim made the folder: a run that fails before any result removes it
 
     def __enter__(self) -> "OutputClaim":
         import fcntl
 
         try:
+            self.created = not os.path.lexists(self.folder)
             self.folder.mkdir(parents=True, exist_ok=True)
             probe = tempfile.NamedTemporaryFile(dir=self.folder, prefix=".lodevem-probe-")
             probe.write(b"x" * 4096)
@@ -70,10 +76,15 @@ class OutputClaim:
                              "finish or choose another --output") from None
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing releases the flock
             self._fd = None
+        if kind is not None and self.created and not any(os.path.lexists(self.folder / name)
+                                                         for name in (CSV_NAME, JSON_NAME, STATE_FILE)):
+            # a failed run leaves no folder it made: nothing in it was a result (only the lock,
+            # the probe's leftovers and caches of this run)
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @dataclass

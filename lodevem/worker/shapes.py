@@ -23,6 +23,33 @@ SOURCE_DEFAULT = "default"
 _SHAPE_ATTRIBUTES = ("example_input_shape", "input_shape", "example_input")
 
 
+# The largest input lodevem runs: every dimension, and all of them together (elements of one float32
+# tensor: 2**28 = 1 GiB), so a typo (1,3,22400,224) is refused before a container starts.
+MAX_DIMENSION = 1 << 16
+MAX_ELEMENTS = 1 << 28
+
+
+def input_shape_problem(dims: "tuple[int, ...] | list[int]") -> Optional[str]:
+    """Why ``--input-shape`` cannot be run (None: it can), checked on the host before any container:
+    positive integers, a batch of one first (lodevem predicts and measures one inference), two to
+    eight dimensions, and a tensor that fits in memory. The message says what to write instead."""
+    shape = ",".join(map(str, dims))
+    fallback = ("leave it out to use the shape the model file records (when it records one) or the default "
+                "1,3,224,224")
+    if not dims or any(d <= 0 for d in dims):
+        return f"{shape}: expected positive integers like 1,3,224,224"
+    if len(dims) < 2 or len(dims) > 8:
+        return f"{shape}: {len(dims)} dimension(s); expected the batch of one, then 1 to 7 more (like 1,3,224,224)"
+    if dims[0] != 1:
+        hint = f"1,{shape}" if len(dims) < 8 else None
+        return (f"{shape}: the first dimension is the batch and must be 1 (one inference)"
+                + (f"; did you mean {hint}?" if hint else "") + f" Or {fallback}")
+    if any(d > MAX_DIMENSION for d in dims) or math.prod(dims) > MAX_ELEMENTS:
+        return (f"{shape}: {math.prod(dims):,} elements, larger than lodevem runs (at most {MAX_ELEMENTS:,}, "
+                f"{MAX_DIMENSION:,} per dimension); {fallback}")
+    return None
+
+
 def recorded_input_shape(module: Any) -> Optional[list[int]]:
     """The input shape the module records about itself, or None."""
     for name in _SHAPE_ATTRIBUTES:

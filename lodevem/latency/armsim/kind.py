@@ -27,9 +27,11 @@ from ...errors import LodevemError
 from ...profiles import Profile
 from ..cache import digest
 from ..kinds import HeldOut, KindSetup, PredictionJob, Warn, held_out_of
+from ..paper import KindPaper, KindUse
 from ..records import LatencyPrediction
 from . import predictor as armsim_predictor
 from .isa import covered
+from .paper import armsim_paper, cost_model_facts
 from .profiler import ArmsimProfiler, describe, pinned_versions, sources_digest
 
 __all__ = ["ArmsimKind"]
@@ -40,8 +42,14 @@ class ArmsimKind:
 
     name = "armsim"
     title = "armsim emulated core"
+    mark = "\u2021"
     # why ``lodevem predict`` refuses it: it emulates the runtime's converted file, which a run makes
     start_only = "only `lodevem start` profiles on emulated cores (it converts the file and runs the armsim image)"
+
+    @staticmethod
+    def paper(use: KindUse) -> KindPaper:
+        """Its methods sentence, limitation and references (``latency.paper``)."""
+        return armsim_paper(use)
 
     def __init__(self, setup: KindSetup) -> None:
         self.setup = setup
@@ -168,5 +176,6 @@ class ArmsimKind:
             return self._profiler
 
     def describe(self) -> dict[str, Any]:
-        """The manifest's ``armsim`` entry: profiles made and read from the cache, and their cost."""
-        return {"armsim": describe(self._profiler)} if self._profiler is not None else {}
+        """The manifest's ``armsim`` entry: the cost model (its cells may all come from the cache),
+        and the profiles made and read from the cache this run, with their cost."""
+        return {"armsim": {**cost_model_facts(), **describe(self._profiler)}}

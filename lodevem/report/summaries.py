@@ -1,0 +1,167 @@
+"""The lines under the results table: one per model (where it fits, its peak and latency range,
+what to try next) and the run's notes. Plain text, no markup (print with ``markup=False``: file
+names may contain brackets).
+
+Short by default: a line says what a reader decides on; ``verbose`` adds the per-model detail
+(the file each runtime loaded, the minimum RAM, the tier's description), which the CSV also has.
+A reason is never cut mid-word (``whole_words``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Optional
+
+from ..profiles import TIERS, tier_rank
+from ..results import PairResult
+from ..worker.registry import on_device_runtimes
+from ..worker.verdict import VERDICTS, Verdict
+from .cells import cells, count_text, group_by_model, latency_mark, verdict_word
+
+__all__ = ["devices_text", "measured_file_text", "model_summaries", "size_text", "whole_words"]
+
+
+def whole_words(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters, cut only between words (`` …``)."""
+    return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" \u2026")
+
+
+def size_text(mb: float) -> str:
+    """``23 kB`` under 0.1 MB (a small model's file is not "0.0 MB"), else ``3.4 MB``."""
+    return f"{mb * 1024:,.0f} kB" if mb < 0.1 else f"{mb:,.1f} MB"
+
+
+def devices_text(n: int) -> str:
+    """``the one device``, ``both devices``, ``all 6 devices``."""
+    return "the one device" if n == 1 else "both devices" if n == 2 else f"all {n} devices"
+
+
+def model_summaries(rows: Sequence[PairResult], verbose: bool = False) -> list[str]:
+    """One plain-text line per model: how many devices it fits and the most constrained tier.
+
+    "Lowest tier" is the least capable tier (tier3 < tier2 < tier1) holding at least one device
+    the model fits on: the answer to "how cheap a phone can run this?". ``verbose`` adds what each
+    runtime loaded and the minimum RAM (see the module docstring).
+    """
+    lines = []
+    for label, group in group_by_model(rows).items():
+        fitting = [r for r in group if r.fits]
+        failed = [r for r in group if r.fits is False]
+        undecided = [r for r in group if r.fits is None]
+        if not fitting and all(r.verdict == Verdict.ERROR for r in group):
+            text = f"{label}: memory not measured on {devices_text(len(group))}"
+            shown = [(r.latency_ms, latency_mark(r.latency_kind)) for r in group if cells(r).is_number]
+            if shown:
+                text += f"; predicted latency {_span(shown)} ms"
+        elif not fitting:
+            text = f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
+        else:
+            if len(fitting) < len(group):
+                head = f"fits on {len(fitting)} of {len(group)} devices"
+            else:
+                head = f"fits on {devices_text(len(group))}"
+            text = f"{label}: {head}; {_lowest_tier_text(group, fitting, verbose)}"
+            peaks = [r for r in fitting if r.peak_rss_mb is not None]
+            if peaks:
+                top = max(peaks, key=lambda r: r.peak_rss_mb or 0.0)
+                text += f"; peak RAM {top.peak_rss_mb:,.0f} MB"
+                if top.runtime_baseline_mb is not None:
+                    text += f", of which runtime {top.runtime_baseline_mb:,.0f} MB ({top.runtime})"
+            shown = [(r.latency_ms, latency_mark(r.latency_kind)) for r in fitting if cells(r).is_number]
+            if shown:
+                text += f"; predicted latency {_span(shown)} ms"
+            if failed:
+                text += f"; does not fit: {_verdict_counts(failed)}"
+        hint = _smaller_runtime_hint(group, rows)
+        if hint:
+            text += f"; {hint}"
+            if undecided:
+                text += f"; undecided: {_verdict_counts(undecided)}"
+        sparse = [r for r in group if r.sparsity is not None and (r.sparsity >= 0.01 or r.zero_channels)]
+        if sparse:
+            text += f"; {sparse[0].sparsity:.0%} of its weights are zero, run at the dense speed"
+            removed = [r.latency_if_channels_removed_ms for r in sparse if r.latency_if_channels_removed_ms is not None]
+            if removed:
+                text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
+                                                     else "") + " ms with its all-zero channels removed)")
+        measured = measured_file_text(group) if verbose else None
+        if measured:
+            text += f"; {measured}"
+        floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
+        if floors:
+            text += f"; minimum RAM {max(floors):,.0f} MB"
+        errors = [r.memory_error for r in group if r.verdict == Verdict.ERROR and r.memory_error]
+        if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
+            text += f"; no peak RAM: {errors[0] if verbose else whole_words(errors[0], 200)}"
+        missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
+        if missing:
+            why = missing[0] if verbose else whole_words(missing[0], 160)
+            text += f"; no latency on {count_text(len(missing), 'device')}: {why}"
+        lines.append(text)
+    unstable = [r for r in rows if r.host_latency_unstable]  # pyperf's rule, see runner.unstable
+    if unstable and verbose:  # informational figures: not worth a line under a small table
+        lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
+                     f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
+                     "device's latency")
+    return lines
+
+
+def measured_file_text(group: Sequence[PairResult]) -> Optional[str]:
+    """What a model's rows loaded when it was converted (tflite, ncnn): "measured 3.4 MB int8-static
+    .tflite (scheme)", and each note on how it was made (a synthetic calibration, a fallback)."""
+    parts = []
+    row = next((r for r in group if r.converted_mb is not None), None)
+    if row is not None:
+        what = " ".join(x for x in (size_text(row.converted_mb or 0.0), row.converted_precision) if x)
+        parts.append(f"measured {what} {row.memory_runtime or row.runtime} file"
+                     + (f" ({row.converted_scheme})" if row.converted_scheme else ""))
+    notes = dict.fromkeys(part for r in group if r.memory_note for part in r.memory_note.split("; "))
+    parts += list(notes)
+    return "; ".join(parts) or None
+
+
+def _lowest_tier_text(group: Sequence[PairResult], fitting: Sequence[PairResult], verbose: bool = True) -> str:
+    """"lowest tier it runs on" only when the run tried the tier below it (or there is none);
+    else "lowest tier tested", so an untried tier is never implied to fail or to fit."""
+    lowest = max({r.tier for r in fitting}, key=tier_rank)
+    tried = {r.tier for r in group}
+    below = [t for t in TIERS if tier_rank(t) > tier_rank(lowest)]
+    name = f"{lowest} = {TIERS.get(lowest, lowest)}" if verbose else lowest
+    if not below or any(t in tried for t in below):
+        return f"lowest tier it runs on: {name}"
+    return f"lowest tier tested: {name} ({', '.join(below)} not tried)"
+
+
+def _span(shown: Sequence[tuple[Optional[float], str]]) -> str:
+    """``12.4‡–48.9*``: the lowest and highest latency with their marks."""
+    lo, hi = min(shown, key=lambda s: s[0] or 0.0), max(shown, key=lambda s: s[0] or 0.0)
+    return f"{lo[0]:,.1f}{lo[1]}" + (f"\u2013{hi[0]:,.1f}{hi[1]}" if hi != lo else "")
+
+
+def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult]) -> Optional[str]:
+    """For torch rows over the app budget or the RAM: most of the peak is PyTorch itself, which no
+    phone app ships; name an on-device runtime, with its figure when this run measured it."""
+    over = [r for r in group if r.runtime == "torch" and r.verdict in (Verdict.TIGHT, Verdict.OOM, Verdict.THRASHING)]
+    if not over:
+        return None
+    worst = over[0]
+    same = [r for r in rows if r.model_path == worst.model_path and r.level == worst.level
+            and r.profile_id == worst.profile_id and r.runtime in on_device_runtimes()]
+    base = (f"the PyTorch runtime alone takes {worst.runtime_baseline_mb:,.0f} MB"
+            if worst.runtime_baseline_mb is not None else "PyTorch's own footprint is part of the peak")
+    if same:
+        other = same[0]
+        peak = f"peak {other.peak_rss_mb:,.0f} MB, {other.verdict}" if other.peak_rss_mb is not None else other.verdict
+        return f"{base}: on {worst.profile_label} under {other.runtime} ({peak}) in this run"
+    if (worst.memory_runtime or "").endswith("(fallback)"):  # the on-device converter was tried and refused it
+        return f"{base}: an app would ship a smaller runtime, which needs a file its converter takes (an fp32 export)"
+    return f"{base}: an app would ship a smaller runtime, try --runtime tflite"
+
+
+def _verdict_counts(rows: Sequence[PairResult]) -> str:
+    counts: dict[str, int] = {}
+    for row in sorted(rows, key=lambda r: VERDICTS.index(r.verdict)):
+        word = verdict_word(row)
+        counts[word] = counts.get(word, 0) + 1
+    return ", ".join(f"{word} on {n}" for word, n in counts.items())
