@@ -209,7 +209,7 @@ def acceptance(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, 
 
 def inorder_overrides() -> dict[str, dict[str, Any]]:
     """Each in-order model's LLVM source, revision and override table with sources (kept in the params)."""
-    from lodevem.worker.armsim_inorder import INORDER_MODELS, INORDER_REVISION
+    from lodevem.worker.armsim_cores import INORDER_MODELS, INORDER_REVISION
 
     return {name: {"llvm_mcpu": model.mcpu, "source": model.source, "revision": INORDER_REVISION,
                    "overrides": [{"pattern": o.pattern, "latency": o.latency, "acc_latency": o.acc_latency,

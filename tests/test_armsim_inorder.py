@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from lodevem.worker.armsim_blocks import BlockCoster, InOrderCoster
+from lodevem.worker.armsim_cores import INORDER_MODELS
 from lodevem.worker.armsim_inorder import (
-    INORDER_MODELS,
     InOrderModel,
     InsnInfo,
     align,

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
 
 from .armsim_arm32 import A7_MODEL, ARM32_REVISION, a7_info
-from .armsim_inorder import INORDER_MODELS, INORDER_REVISION, InsnInfo, align, parse_instruction_tables, simulate
+from .armsim_cores import INORDER_MODELS, INORDER_REVISION
+from .armsim_inorder import InsnInfo, align, parse_instruction_tables, simulate
 
 __all__ = ["BLOCK_FORMAT", "CORE_MODELS", "MCA_MODELS", "BlockCoster", "BlockProfile", "ExecutedBlock", "InOrderCoster",
            "LlvmUnavailable", "model_coster", "parse_blocks", "price_summary"]
