@@ -206,7 +206,7 @@ def armsim_score_file(path: Path, dev: list[fe.Row], profiles: list[fa.DevProfil
               + ", ".join(sorted({f"{r.model} ({r.runtime}, {r.core})" for r in missing})))
     import fit_armsim_blocks as fab
 
-    return fa.fit_and_score(dev, loaded.rows, profiles, fab.choose_models(dev, profiles)[0])
+    return fa.fit_and_score(dev, loaded.rows, profiles, fab.core_models())
 
 
 def estimator_stored_summary() -> Optional[dict]:
@@ -232,59 +232,46 @@ def report_stored(summary: dict) -> None:
 
 
 def physics_checks(profiles_path: Path = fa.DEFAULT_PROFILES, params: Path = fa.DEFAULT_OUT) -> list[tuple[str, Optional[bool], str]]:
-    """(check, passed or None when the profiles to decide it are absent, figures) per physics check."""
+    """(check, passed or None when the profiles to decide it are absent, figures) per physics check,
+    on the zoo profiles lodevem ships (``latency.armsim.shipped``: each core priced on its own view,
+    the A76 on the A75's, the nearest shipped ARMv8.2 big core)."""
     from lodevem.latency.armsim.costmodel import CostModelUnavailable, load
+    from lodevem.latency.armsim.shipped import shipped_records
 
     model = load(params)
-    store = json.loads(profiles_path.read_text())
-    extra = [p for p in store.get("physics", [])]
+    found = {(rec.get("model"), rec.get("level"), prof.uarch): prof for prof, rec in shipped_records()
+             if prof.runtime == "tflite"}
+    views = {"Cortex-A55": "cortex-a55", "Cortex-A75": "cortex-a75", "Cortex-A76": "cortex-a75"}
     out: list[tuple[str, Optional[bool], str]] = []
-
-    def find(**want: str) -> Optional[fa.DevProfile]:
-        for p in extra + store["profiles"]:
-            if all(str(p.get(k)) == v for k, v in want.items()) and p.get("threads", 1) == 1:
-                return fa.DevProfile(p["graph_key"], p["runtime"], p["runtime_version"], p["isa"], p["uarch"],
-                                     p["precision"], 1,
-                                     {k: int(v) for k, v in p["counts"].items()}, int(p["total_instructions"]))
-        return None
-
-    fp32 = find(graph_key="std:mobilenet_v2", runtime="tflite", isa="armv8.2", precision="fp32")
-    # the fully int8 file (litert-torch PT2E with its quant_config); a QDQ file converted without it
-    # runs TFLite's reference kernels (std_mobilenet_v2_int8.tflite: 3.7x the instructions of fp32)
-    int8 = find(graph_key="std:mobilenet_v2", runtime="tflite", isa="armv8.2", precision="int8",
-                graph_file="std_mobilenet_v2_int8s.tflite")
-    cores = [c for c, cc in model.cores.items() if cc.isa == "armv8.2"]
-    if fp32 is None or int8 is None:
-        out.append((f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= "
-                    f"{INT8_A55_SPEEDUP:g}x on the Cortex-A55", None,
-                    "no stored tflite armv8.2 int8 profile of mobilenet_v2"))
-    else:
-        figs = []
-        ok = True
-        for c in sorted(cores):
-            try:
-                a = model.predict_ms(fp32, c, 2.0, 1)[0]
-                b = model.predict_ms(int8, c, 2.0, 1)[0]
-            except CostModelUnavailable as exc:
-                figs.append(f"{c}: {exc}")
-                ok = False
-                continue
-            # issue 31's acceptance: >= 1.18x on the Cortex-A55; faster at all on the others
-            ok = ok and b < a and (c != "Cortex-A55" or a / b >= INT8_A55_SPEEDUP)
-            figs.append(f"{c} fp32 {a:.1f} ms, int8 {b:.1f} ms @2GHz ({a / b:.2f}x)")
-        out.append((f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= "
-                    f"{INT8_A55_SPEEDUP:g}x on the Cortex-A55", ok, "; ".join(figs)))
+    name = (f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= {INT8_A55_SPEEDUP:g}x "
+            "on the Cortex-A55")
+    figs, ok = [], True
+    for core, view in views.items():
+        fp32, int8 = found.get(("mobilenet_v2", "fp32", view)), found.get(("mobilenet_v2", "int8-static", view))
+        if fp32 is None or int8 is None:
+            out.append((name, None, f"no shipped tflite profiles of mobilenet_v2 under {view}"))
+            return out
+        try:
+            a, b = model.predict_ms(fp32, core, 2.0, 1)[0], model.predict_ms(int8, core, 2.0, 1)[0]
+        except CostModelUnavailable as exc:
+            figs.append(f"{core}: {exc}")
+            ok = False
+            continue
+        # issue 31's acceptance: >= 1.18x on the Cortex-A55; faster at all on the others
+        ok = ok and b < a and (core != "Cortex-A55" or a / b >= INT8_A55_SPEEDUP)
+        figs.append(f"{core} fp32 {a:.1f} ms, int8 {b:.1f} ms @2GHz ({a / b:.2f}x)")
+    out.append((name, ok, "; ".join(figs)))
     # LiteRT's default (XNNPACK without the fp16 flag, what armsim's guest asks for) runs a float file in
-    # fp32 on an fp16-capable core: no half-precision arithmetic in the counts, so the fp16 = fp32 latency.
-    floats = [p for p in store["profiles"] if p["runtime"] == "tflite" and p["isa"] == "armv8.2" and p["precision"] == "fp32"]
+    # fp32 on an fp16-capable core, and dequantizes an fp16-weights file at load: fp16 = fp32.
+    floats = [p for (m, level, view), p in found.items() if p.isa == "armv8.2" and level in ("fp32", "fp16")]
     if not floats:
         out.append(("tflite on ARMv8.2 runs float files in fp32 by default (fp16 = fp32)", None,
-                    "no stored tflite armv8.2 profile"))
+                    "no shipped tflite armv8.2 profile"))
     else:
-        share = max(p["counts"]["simd_fp16"] / max(1, p["counts"]["simd_arith"]) for p in floats)
+        share = max(p.counts["simd_fp16"] / max(1, p.counts["simd_arith"]) for p in floats)
         out.append(("tflite on ARMv8.2 runs float files in fp32 by default (fp16 = fp32)", share < 0.01,
                     f"{len(floats)} profiles, at most {100 * share:.2f}% of SIMD arithmetic in fp16, path "
-                    f"{sorted({p['precision'] for p in floats})}"))
+                    f"{sorted({p.precision for p in floats})}"))
     return out
 
 

@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -99,11 +101,22 @@ RUNTIME_DATES_SOURCE = "ncnn versions are their release dates (1.0.YYYYMMDD); ai
 
 def board_date(device: str) -> Optional[str]:
     """When a dev board's rows were published: the one ``BOARD_DATES`` key the device name starts
-    with; None for a board of another file (taken as recent)."""
+    with, else the dev CSV's own ``published`` column for the device (a date or a year); None
+    when neither says (taken as recent)."""
     found = [date for key, (date, _) in BOARD_DATES.items() if device.startswith(key)]
     if len(found) > 1:
         raise ValueError(f"{device!r}: dated by {len(found)} BOARD_DATES keys")
-    return found[0] if found else None
+    return found[0] if found else published_dates().get(device)
+
+
+@functools.lru_cache(maxsize=1)
+def published_dates(path: Path = fe.DEFAULT_DATA) -> dict[str, str]:
+    """device -> the ``published`` column of the dev CSV, where it is a date or a year."""
+    import csv
+
+    with open(path, newline="") as fh:
+        return {r["device"]: r["published"] for r in csv.DictReader(fh)
+                if re.fullmatch(r"\d{4}(-\d{2}-\d{2})?", (r.get("published") or "").strip())}
 
 
 def runtime_date(version: str) -> str:
@@ -168,6 +181,16 @@ class DevProfile:
     total_instructions: int
     block_cycles: dict[str, float] = field(default_factory=dict)  # llvm-mca model -> cycles (armsim v2)
     graph_source: str = "lodevem zoo"  # what made the graph: lodevem's conversion, or ncnn's benchmark graph
+
+    @property
+    def blocks(self) -> Any:
+        """The block cycles as the cost model reads them (``InstructionProfile.blocks``), so a stored
+        dev profile is priced by the block model, as the product prices its own profiles."""
+        from lodevem.latency.armsim.profile import BlockCycles
+
+        if not self.block_cycles:
+            return None
+        return BlockCycles(0, self.total_instructions, "", {m: (c, c) for m, c in self.block_cycles.items()})
 
     @property
     def ncnn_benchmark(self) -> bool:
@@ -435,7 +458,7 @@ def lodo(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], blocks: bool = 
     has block cycles, class CPIs elsewhere; ``blocks`` False: class CPIs only)."""
     import fit_armsim_blocks as fab
 
-    models = fab.choose_models(rows, profiles)[0] if blocks else None
+    models = fab.core_models() if blocks else None
     out: list[fe.Scored] = []
     for group in sorted({r.fold for r in rows}):
         out += fit_and_score([r for r in rows if r.fold != group], [r for r in rows if r.fold == group],

@@ -40,7 +40,7 @@ OWN_READS = {
     ("sandbox/slurm_backend.py", "_job_info"),
     # armsim: its shipped parameters and the digest of its own plugin/guest/Dockerfile sources
     ("latency/armsim/costmodel.py", "_load_cached"), ("latency/armsim/profiler.py", "sources_digest"),
-    ("latency/armsim/kind.py", "identity"),
+    ("latency/armsim/kind.py", "identity"), ("latency/armsim/shipped.py", "_load"),  # + its shipped zoo profiles
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
 WRITES = {("latency/nnmeter.py", "fetch_predictors"), ("store/files.py", "atomic_file"),
