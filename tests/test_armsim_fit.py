@@ -140,15 +140,6 @@ def test_quick_benchmark_prints_both_tables_and_the_armsim_score_line() -> None:
     assert "armsim leave-one-SoC-out" in out.stdout and "targets (LODO)" in out.stdout
 
 
-def test_default_predictor_per_kind_is_the_lodo_winner() -> None:
-    kinds = PARAMS["default_predictor"]["kinds"]
-    assert kinds
-    for k in kinds:
-        a, e = k["armsim_mape_pct"], k["estimator_mape_pct"]
-        if a is not None and e is not None and (k["core"] is not None or k["armsim_rows"] == k["estimator_rows"]):
-            assert k["default"] == ("armsim" if a <= e else "estimator")
-
-
 def test_rows_are_costed_with_the_runtime_version_of_their_era(profiles: list[fa.DevProfile]) -> None:
     versions = {p.runtime_version for p in profiles if p.runtime == "ncnn"}
     row = fe.Row("Rockchip RK3588 (Cortex-A76 2.4GHz x 4 + Cortex-A55 1.8GHz x 4)", "Cortex-A55", 1.8, 1,

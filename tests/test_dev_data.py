@@ -65,9 +65,13 @@ def test_every_row_is_usable_by_the_fit_as_written(rows: list[dict[str, str]]) -
     from lodevem import zoo
 
     loaded = fe.load_rows(DATA)  # the strict loader: soc named, positive clock/latency/threads
-    assert len(loaded) == len(rows)
+    # every line but those of a runtime lodevem does not predict (TFLite's own kernels, kept
+    # beside their XNNPACK twins) is loaded, in order
+    predicted = [(n, r) for n, r in enumerate(rows, start=2) if fe.other_runtime(r) is None]
+    assert 0 < len(rows) - len(predicted) < len(rows) / 10
+    assert len(loaded) == len(predicted)
     graphs = fe.graph_maps()
-    for n, (r, row) in enumerate(zip(rows, loaded), start=2):
+    for (n, r), row in zip(predicted, loaded):
         where = f"{DATA.name}:{n}"
         assert r["source"].strip() and r["soc"].strip() and r["device"].strip(), where
         assert row.core in fe.ALL_CORES, (where, row.core)

@@ -146,7 +146,7 @@ def _manifest(manifest: ManifestLike) -> str:
              ("Images", ", ".join(f"{tag} {ident.removeprefix('docker:')[:19]}"
                                   for tag, ident in sorted(env.backend.images.items()))))
     table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts if v and str(v).strip())
-    full = json.dumps(env.to_dict(), indent=1, ensure_ascii=False, default=str)
+    full = safe_io.json_text(env.to_dict(), indent=1, ensure_ascii=False, default=str)
     return (f'<table class="facts">{table}</table><details><summary>The whole manifest (JSON)</summary>'
             f"<pre>{_e(full)}</pre></details>")
 
