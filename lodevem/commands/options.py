@@ -197,15 +197,16 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--predictor auto|nn-meter|estimator|armsim`` (start, predict)."""
+    """``--predictor auto|estimator|nn-meter|armsim`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
                         # the predictor kinds: the one registry, latency.pool.KINDS
                         type=click.Choice(list(MODES)),
-                        help="Latency predictor. armsim: the runtime's own Arm code run on an emulated core, its "
-                        "executed blocks priced by LLVM's pipeline model; needs `lodevem build-image --runtime "
-                        "armsim` (docs/armsim.md). auto: per cell the kind with the lower stored leave-one-SoC-out "
-                        "error for its core, threads, precision and runtime (nn-Meter first when its data is "
-                        "present); each row's source says which (docs/armsim-accuracy.md).")(fn)
+                        help="Latency predictor. auto: the default, the same on every install: chosen per core "
+                        "family and runtime among the kinds every install has (the offline estimator today) by "
+                        "their nested held-out (leave-one-SoC-out) error (docs/predictors.md). Opt-in: armsim, the "
+                        "runtime's own Arm code run on an emulated core, its executed blocks priced by LLVM's "
+                        "pipeline model (needs `lodevem build-image --runtime armsim`, docs/armsim.md); nn-meter "
+                        "(needs `lodevem fetch-predictors`).")(fn)
 
 
 def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
