@@ -1,61 +1,47 @@
 #!/usr/bin/env python
-"""How good are the latency predictors? Leave-one-SoC-out on the dev data, or a score of any
-measurement file; plus timing.
+"""How good are the latency predictors? The default predictor's NESTED leave-one-SoC-out error per
+core, kind and runtime (the headline), each predictor's own folds, or a score of any measurement file.
 
-    python benchmarks/latency_accuracy.py [--predictor estimator|armsim|both|auto] [--data benchmarks/data/arm-cpu-latency-dev.csv]
+    python benchmarks/latency_accuracy.py [--quick]                        # the default predictor (what start prints)
+    python benchmarks/latency_accuracy.py --predictor estimator|armsim|both [--quick]
     python benchmarks/latency_accuracy.py --score FILE [--predictor ...]   # FILE: the dev CSV's columns
-    python benchmarks/latency_accuracy.py --quick --predictor both         # < 1 min, what the tests run
-    python benchmarks/latency_accuracy.py --predictor auto [--score FILE]  # what `start` prints by default
 
-``--predictor`` (default ``estimator``): which LODO table(s) to print; ``both`` prints both and one
-SCORE line each (estimator first, armsim last). ``auto`` scores what ``lodevem start`` prints by
-default: each row's number comes from the predictor ``--predictor auto`` picks for its cell
-(``lodevem.latency.pool.auto_pick`` over each kind's own stored SoC-fold error for the row's core,
-threads, precision and runtime, the same call ``start`` makes; the estimator where armsim has no
-profile of the row's graph); it runs both predictors' folds (the estimator's too, ~30 s), then
-prints the table, how many rows each predictor served, one SCORE line
-(``SCORE predictor=auto auto_1t_fp32=... ``) and its LODO line. armsim is costed from the stored instruction
-profiles of the dev graphs (``lodevem/data/armsim_dev_profiles.json``: no emulation here) and refitted
-per fold by ``scripts/fit_armsim.py``'s ``fit``. ``--quick``: no timing, no leave-one-model-out,
-and the estimator's figures are the LODO it stored in its params when they were fitted on this
-data (its LODO exports and refits the zoo graphs; armsim's LODO always runs, it takes seconds).
+**Default** (``--predictor default``, alias ``auto``): ``lodevem start`` prices every cell with the
+default predictor: ``lodevem.latency.selection``'s rule over the kinds every install has (their
+nested held-out rows, the pick per core family and runtime). Printed: that default's held-out
+(leave-one-SoC-out) MAPE, NESTED (each SoC's rows priced by the kind picked without that SoC, every
+hyperparameter chosen by inner folds on the other SoCs), per core (1-thread float = fp32 or fp16
+executed, 1-thread fp32, multi-thread, fp16, int8, all), per runtime and per (profile core, runtime);
+then issue 35's targets (Cortex-A53 and A55 1-thread <= 15 %, A7 <= 25 %, multi-thread, int8, fp16
+<= 20 %) as MET / NOT MET. ``--quick`` reads the stored nested rows (seconds); without it the
+estimator's nested leave-one-SoC-out is recomputed (minutes). The last lines:
+``LODO per core (1-thread float, nested): Cortex-A53=<mape> ...``, ``SCORE predictor=default ...`` and
+``LODO folds=soc nested=yes predictor=default 1t_fp32=<mape> threads=<mape> fp16=<mape> int8=<mape>
+a53_1t=<mape> a55_1t=<mape> a7_1t=<mape>``.
 
-1. Default: leave-one-SoC-out (LODO). Every SoC of the dev data is held out in turn, the
-   estimator refitted on the others (``scripts/fit_estimator.py``'s ``fit``, the shipped options)
-   and every held-out row predicted: 1-thread fp32, multi-thread, fp16, int8, both runtimes.
-   ``--score FILE``: fit once on the dev data (as shipped) and score every row of FILE instead.
-2. Printed: MAPE / ±10 % / ±25 % / mean signed error per category (1-thread fp32, multi-thread
-   fp32+fp16, fp16, int8), per runtime, per core and per board; beside the 1-thread fp32 figure a
-   FLOPs-proportional baseline (latency = MACs / (clock x one MACs-per-cycle constant per core),
-   fitted on the same data). Then a one-shot calibration simulation: on each board and kind, each
-   model in turn is "the one measured", its measured/predicted ratio scales the predictions of
-   the others (what ``lodevem calibrate`` does with one measurement).
-3. Leave-one-model-out (default run only): refit without one benchmark model, predict it.
-4. Time to predict the 11 zoo models on the shipped profiles (skip with ``--skip-timing``).
-Machine-readable lines close the output: first a SCORE line per predictor,
-``SCORE est_1t_fp32=<mape> baseline_1t_fp32=<mape> threads=<mape> fp16=<mape> int8=<mape> oneshot=<mape> rows=<n>``
-or for armsim ``SCORE predictor=armsim armsim_1t_fp32=<mape> threads=... fp16=... int8=... oneshot=... rows=<n>``
-(percent, one decimal; ``na`` where there are no rows); then, as the LAST lines, one per predictor
-whose leave-one-SoC-out ran (not after ``--score``):
-``LODO folds=soc predictor=<estimator|armsim|auto> 1t_fp32=<mape> threads=<mape> fp16=<mape> int8=<mape>``.
+**Each predictor** (``estimator``, ``armsim``, ``both``): its own leave-one-SoC-out table (the
+estimator's nested, armsim's from the stored instruction profiles, ``lodevem/data/armsim_dev_profiles.json``,
+refitted per fold by ``scripts/fit_armsim.py``'s ``fit``): MAPE / ±10 % / ±25 % / bias per category
+(1-thread fp32, multi-thread, fp16, int8), per runtime, core and board, a FLOPs-proportional baseline
+and a one-shot calibration simulation; the default run adds leave-one-model-out and timing (skip
+with ``--skip-lomo`` / ``--skip-timing``). Lines close the output: a SCORE line per predictor
+(``SCORE est_1t_fp32=... baseline_1t_fp32=... threads=... fp16=... int8=... oneshot=... rows=N``, for
+armsim ``SCORE predictor=armsim armsim_1t_fp32=...``), then one
+``LODO folds=soc predictor=<estimator|armsim> 1t_fp32=... threads=... fp16=... int8=...`` each.
+``--score FILE``: fit once on the dev data (as shipped) and score every row of FILE instead.
 Folds are SoCs, not boards: the boards that share a SoC (RK3399 and OrangePi4 LTS; both RK3588
 clusters) are held out together (the dev CSV's ``soc`` column), so a fold never trains on its twin.
-Targets (LODO): estimator (issue 13) 1-thread fp32 <= 15 % and <= 0.5x the baseline; multi-thread and
-fp16 <= 20 %; int8 <= 20 %; one-shot <= 8 %. armsim and the default predictor (issue 31, SoC folds):
-1-thread fp32 <= 15 %, multi-thread, fp16 and int8 <= 18 %; plus armsim's physics checks
-(``physics_checks``).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
@@ -65,12 +51,15 @@ sys.path.insert(0, str(REPO / "scripts"))
 import fit_armsim as fa  # noqa: E402
 import fit_estimator as fe  # noqa: E402  (the fit script is the single definition of the fit)
 
+if TYPE_CHECKING:
+    from lodevem.latency.selection import DefaultSelection, HeldOutRow
+
 TARGETS: dict[str, float] = {"1t_fp32": 15.0, "threads": 20.0, "fp16": 20.0, "int8": 20.0, "oneshot": 8.0}
 # issue 31's targets, for armsim and for what the default predictor (auto) prints
 ARMSIM_TARGETS: dict[str, float] = {"1t_fp32": 15.0, "threads": 18.0, "fp16": 18.0, "int8": 18.0}
 TARGET_RATIO = 0.5
 INT8_A55_SPEEDUP = 1.18  # issue 31 part 6: the A55's static-int8 mobilenet_v2 under tflite vs fp32
-PREDICTORS = ("estimator", "armsim", "both", "auto")
+PREDICTORS = ("default", "auto", "estimator", "armsim", "both")
 
 
 def _fmt(label: str, s: Optional[dict]) -> str:
@@ -217,7 +206,7 @@ def armsim_score_file(path: Path, dev: list[fe.Row], profiles: list[fa.DevProfil
               + ", ".join(sorted({f"{r.model} ({r.runtime}, {r.core})" for r in missing})))
     import fit_armsim_blocks as fab
 
-    return fa.fit_and_score(dev, loaded.rows, profiles, fab.choose_models(dev, profiles)[0])
+    return fa.fit_and_score(dev, loaded.rows, profiles, fab.core_models())
 
 
 def estimator_stored_summary() -> Optional[dict]:
@@ -243,153 +232,148 @@ def report_stored(summary: dict) -> None:
 
 
 def physics_checks(profiles_path: Path = fa.DEFAULT_PROFILES, params: Path = fa.DEFAULT_OUT) -> list[tuple[str, Optional[bool], str]]:
-    """(check, passed or None when the profiles to decide it are absent, figures) per physics check."""
+    """(check, passed or None when the profiles to decide it are absent, figures) per physics check,
+    on the zoo profiles lodevem ships (``latency.armsim.shipped``: each core priced on its own view,
+    the A76 on the A75's, the nearest shipped ARMv8.2 big core)."""
     from lodevem.latency.armsim.costmodel import CostModelUnavailable, load
+    from lodevem.latency.armsim.shipped import shipped_records
 
     model = load(params)
-    store = json.loads(profiles_path.read_text())
-    extra = [p for p in store.get("physics", [])]
+    found = {(rec.get("model"), rec.get("level"), prof.uarch): prof for prof, rec in shipped_records()
+             if prof.runtime == "tflite"}
+    views = {"Cortex-A55": "cortex-a55", "Cortex-A75": "cortex-a75", "Cortex-A76": "cortex-a75"}
     out: list[tuple[str, Optional[bool], str]] = []
-
-    def find(**want: str) -> Optional[fa.DevProfile]:
-        for p in extra + store["profiles"]:
-            if all(str(p.get(k)) == v for k, v in want.items()) and p.get("threads", 1) == 1:
-                return fa.DevProfile(p["graph_key"], p["runtime"], p["runtime_version"], p["isa"], p["uarch"],
-                                     p["precision"], 1,
-                                     {k: int(v) for k, v in p["counts"].items()}, int(p["total_instructions"]))
-        return None
-
-    fp32 = find(graph_key="std:mobilenet_v2", runtime="tflite", isa="armv8.2", precision="fp32")
-    # the fully int8 file (litert-torch PT2E with its quant_config); a QDQ file converted without it
-    # runs TFLite's reference kernels (std_mobilenet_v2_int8.tflite: 3.7x the instructions of fp32)
-    int8 = find(graph_key="std:mobilenet_v2", runtime="tflite", isa="armv8.2", precision="int8",
-                graph_file="std_mobilenet_v2_int8s.tflite")
-    cores = [c for c, cc in model.cores.items() if cc.isa == "armv8.2"]
-    if fp32 is None or int8 is None:
-        out.append((f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= "
-                    f"{INT8_A55_SPEEDUP:g}x on the Cortex-A55", None,
-                    "no stored tflite armv8.2 int8 profile of mobilenet_v2"))
-    else:
-        figs = []
-        ok = True
-        for c in sorted(cores):
-            try:
-                a = model.predict_ms(fp32, c, 2.0, 1)[0]
-                b = model.predict_ms(int8, c, 2.0, 1)[0]
-            except CostModelUnavailable as exc:
-                figs.append(f"{c}: {exc}")
-                ok = False
-                continue
-            # issue 31's acceptance: >= 1.18x on the Cortex-A55; faster at all on the others
-            ok = ok and b < a and (c != "Cortex-A55" or a / b >= INT8_A55_SPEEDUP)
-            figs.append(f"{c} fp32 {a:.1f} ms, int8 {b:.1f} ms @2GHz ({a / b:.2f}x)")
-        out.append((f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= "
-                    f"{INT8_A55_SPEEDUP:g}x on the Cortex-A55", ok, "; ".join(figs)))
+    name = (f"int8-static mobilenet_v2 (tflite) faster than fp32 on every ARMv8.2 core, >= {INT8_A55_SPEEDUP:g}x "
+            "on the Cortex-A55")
+    figs, ok = [], True
+    for core, view in views.items():
+        fp32, int8 = found.get(("mobilenet_v2", "fp32", view)), found.get(("mobilenet_v2", "int8-static", view))
+        if fp32 is None or int8 is None:
+            out.append((name, None, f"no shipped tflite profiles of mobilenet_v2 under {view}"))
+            return out
+        try:
+            a, b = model.predict_ms(fp32, core, 2.0, 1)[0], model.predict_ms(int8, core, 2.0, 1)[0]
+        except CostModelUnavailable as exc:
+            figs.append(f"{core}: {exc}")
+            ok = False
+            continue
+        # issue 31's acceptance: >= 1.18x on the Cortex-A55; faster at all on the others
+        ok = ok and b < a and (core != "Cortex-A55" or a / b >= INT8_A55_SPEEDUP)
+        figs.append(f"{core} fp32 {a:.1f} ms, int8 {b:.1f} ms @2GHz ({a / b:.2f}x)")
+    out.append((name, ok, "; ".join(figs)))
     # LiteRT's default (XNNPACK without the fp16 flag, what armsim's guest asks for) runs a float file in
-    # fp32 on an fp16-capable core: no half-precision arithmetic in the counts, so the fp16 = fp32 latency.
-    floats = [p for p in store["profiles"] if p["runtime"] == "tflite" and p["isa"] == "armv8.2" and p["precision"] == "fp32"]
+    # fp32 on an fp16-capable core, and dequantizes an fp16-weights file at load: fp16 = fp32.
+    floats = [p for (m, level, view), p in found.items() if p.isa == "armv8.2" and level in ("fp32", "fp16")]
     if not floats:
         out.append(("tflite on ARMv8.2 runs float files in fp32 by default (fp16 = fp32)", None,
-                    "no stored tflite armv8.2 profile"))
+                    "no shipped tflite armv8.2 profile"))
     else:
-        share = max(p["counts"]["simd_fp16"] / max(1, p["counts"]["simd_arith"]) for p in floats)
+        share = max(p.counts["simd_fp16"] / max(1, p.counts["simd_arith"]) for p in floats)
         out.append(("tflite on ARMv8.2 runs float files in fp32 by default (fp16 = fp32)", share < 0.01,
                     f"{len(floats)} profiles, at most {100 * share:.2f}% of SIMD arithmetic in fp16, path "
-                    f"{sorted({p['precision'] for p in floats})}"))
+                    f"{sorted({p.precision for p in floats})}"))
     return out
 
 
-def auto_choice(row: fe.Row, armsim_can: bool) -> str:
-    """The predictor ``--predictor auto`` picks for the row's cell: ``auto_pick`` over the kinds'
-    own stored held-out figures, read by the same calls ``start``'s kinds make (the estimator's
-    ``uncertainty_figure``, armsim's ``kind_figure``); the estimator when armsim cannot price the
-    row (no stored profile of its graph here; in ``start``: no profile for the core / runtime)."""
-    from lodevem.latency.kinds import held_out_of
-    from lodevem.latency.pool import auto_pick
+# --- the default predictor: what `lodevem start` prints --------------------------------------------
 
-    if not armsim_can:
-        return "estimator"
-    estimator, cost_model = _shipped_predictors()
-    figures = {"estimator": held_out_of(estimator.uncertainty_figure(row.core, row.runtime, row.threads,
-                                                                     row.precision)),
-               "armsim": held_out_of(cost_model.kind_figure(row.core, row.threads, row.precision, row.runtime))}
-    return auto_pick(["estimator", "armsim"], figures)
+# issue 35's targets for the default predictor, nested SoC folds: (what, rows it covers, limit %)
+DEFAULT_TARGETS: tuple[tuple[str, str, float], ...] = (
+    ("Cortex-A53 1-thread", "1t:Cortex-A53", 15.0), ("Cortex-A55 1-thread", "1t:Cortex-A55", 15.0),
+    ("Cortex-A7 1-thread", "1t:Cortex-A7", 25.0), ("multi-thread", "threads", 20.0), ("int8", "int8", 20.0),
+    ("fp16", "fp16", 20.0))
+# per core: 1-thread float (fp32 or fp16 executed: the A55's ncnn rows are fp16), then fe.CATEGORIES
+COLUMNS: tuple[tuple[str, str], ...] = (("1t", "1t float"), ("1t_fp32", "1t fp32"), ("threads", "threads"),
+                                        ("fp16", "fp16"), ("int8", "int8"), ("all", "all"))
+PROFILE_CORES = ("Cortex-A7", "Cortex-A53", "Cortex-A55", "Cortex-A75")  # the shipped profiles' cores
 
 
-@functools.lru_cache(maxsize=1)
-def _shipped_predictors() -> tuple:
-    """The shipped estimator and armsim cost model, read once per run (not once per scored row)."""
-    from lodevem.latency.armsim.costmodel import load
-    from lodevem.latency.estimator import Estimator
-
-    return Estimator.load(), load()
-
-
-def auto_scored(estimator: list[fe.Scored], armsim: list[fe.Scored]) -> tuple[list[fe.Scored], dict[str, int]]:
-    """Each row scored by the predictor auto picks for it (rows either predictor scored)."""
-    by_row = {id(s.row): s for s in armsim}
-    out, served = [], {"estimator": 0, "armsim": 0}
-    for s in estimator:
-        arm = by_row.pop(id(s.row), None)
-        pick = auto_choice(s.row, arm is not None)
-        out.append(arm if pick == "armsim" and arm is not None else s)
-        served[pick] += 1
-    for arm in by_row.values():  # rows only armsim scored (no zoo graph for the estimator here)
-        out.append(arm)
-        served["armsim"] += 1
-    return out, served
+def in_category(r: "HeldOutRow", cat: str) -> bool:
+    """Whether a held-out row counts in a category (by the arithmetic its runtime executed)."""
+    if cat.startswith("1t:"):
+        return r.core == cat[3:] and r.threads == 1 and r.arithmetic != "int8"
+    return {"1t": r.threads == 1 and r.arithmetic != "int8", "1t_fp32": r.threads == 1 and r.arithmetic == "fp32",
+            "threads": r.threads > 1 and r.arithmetic != "int8", "fp16": r.arithmetic == "fp16",
+            "int8": r.arithmetic == "int8", "all": True}[cat]
 
 
-def nested_auto(estimator: list[fe.Scored], armsim: list[fe.Scored]) -> list[fe.Scored]:
-    """auto's pick made without the held-out SoC: per fold, each kind's figure is the MAPE of the
-    OTHER SoCs' fold errors (same fallback to pooled kinds as the stored figures); the SoC-fold
-    score auto states is chosen on the same folds it is scored on, this one is not."""
-    from lodevem.latency.fold_errors import MIN_KIND_ROWS
-
-    arm = {id(s.row): s for s in armsim}
-    both = [(s, arm[id(s.row)]) for s in estimator if id(s.row) in arm]
-
-    def kind_mape(pairs: list[tuple[fe.Scored, fe.Scored]], which: int, r: fe.Row) -> Optional[float]:
-        same = [p for p in pairs if (p[0].row.threads == 1) == (r.threads == 1) and p[0].row.precision == r.precision]
-        for want in ((r.core, r.runtime), (None, r.runtime), (None, None)):
-            errs = [abs(p[which].error) for p in same
-                    if (want[0] is None or p[0].row.core == want[0]) and (want[1] is None or p[0].row.runtime == want[1])]
-            if len(errs) >= MIN_KIND_ROWS:
-                return float(np.mean(errs))
-        return None
-
-    out: list[fe.Scored] = []
-    only_est = [s for s in estimator if id(s.row) not in arm]
-    for fold in sorted({s.row.fold for s, _ in both}):
-        train = [p for p in both if p[0].row.fold != fold]
-        for e, a in (p for p in both if p[0].row.fold == fold):
-            fe_, fa_ = kind_mape(train, 0, e.row), kind_mape(train, 1, e.row)
-            out.append(a if fe_ is not None and fa_ is not None and fa_ < fe_ else e)
-    return out + only_est
+def mape(rows: "Sequence[HeldOutRow]") -> Optional[float]:
+    return round(100 * float(np.mean([abs(r.error) for r in rows])), 1) if rows else None
 
 
-def run_auto(rows: list[fe.Row], args: argparse.Namespace) -> dict:
-    profiles = fa.load_profiles(args.profiles)
+def _cell(value: Optional[float]) -> str:
+    return f"{value:6.1f}%" if value is not None else f"{'na':>7s}"
+
+
+def default_selection(rows: list[fe.Row], args: argparse.Namespace) -> tuple["DefaultSelection", str]:
+    """The default's rule over the kinds every install has, from their nested held-out rows: the
+    stored ones (``--quick``), or the estimator's recomputed here (nested leave-one-SoC-out)."""
+    from lodevem.latency.pool import PredictorPool
+    from lodevem.latency.selection import Availability, DefaultSelection
+
+    pool = PredictorPool("auto", data_dir=args.onnx_cache / "no-nnmeter-data", cache_dir=None)
+    order = tuple(n for n, k in pool.kinds.items() if k.availability is Availability.EVERY_INSTALL)
+    held = {n: pool.kinds[n].held_out_rows() for n in order}
+    how = "stored in each kind's parameters"
+    if not args.quick:
+        held["estimator"] = tuple(fe.held_out_rows(fe.lodo(rows, fe.dev_works(rows, args.onnx_cache), nested=True)))
+        how = "estimator's nested leave-one-SoC-out recomputed here"
+    elif json.loads(fe.DEFAULT_OUT.read_text()).get("provenance", {}).get("data_sha256") != fe.sha256(args.data):
+        how += f" (NOTE: fitted on other data than {args.data.name}: rerun without --quick)"
+    return DefaultSelection(order, held), how
+
+
+def report_default(selection: "DefaultSelection", how: str) -> dict[str, Optional[float]]:
+    """The headline: the default's nested held-out error per core, kind and runtime, the targets."""
+    from lodevem.latency.selection import CoreFamily
+
+    rows = selection.nested_rows
+    print(f"Default predictor (what `lodevem start` prints), held-out (leave-one-SoC-out) error, NESTED: each "
+          f"SoC's rows priced by the kind picked without that SoC, every choice made on the other SoCs "
+          f"({len({r.soc for r in rows})} SoCs, {len(rows)} rows; {how})")
+    print("  eligible kinds (every install has them): " + ", ".join(selection.order))
+    for family in CoreFamily:
+        for runtime in sorted({r.runtime for r in rows}):
+            print(f"  pick for {family.value} cores under {runtime}: {selection.kind_for_family(family, runtime)}")
+    print(f"  {'':<22s}" + "".join(f"{label:>10s}" for _, label in COLUMNS) + "    rows")
+    groups = [(c, [r for r in rows if r.core == c]) for c in sorted({r.core for r in rows})]
+    groups += [(f"{rt} (all cores)", [r for r in rows if r.runtime == rt]) for rt in sorted({r.runtime for r in rows})]
+    groups += [(f"{c} {rt}", [r for r in rows if (r.core, r.runtime) == (c, rt)])
+               for c, rt in sorted({(r.core, r.runtime) for r in rows}) if c in PROFILE_CORES]
+    for name, group in groups:
+        print(f"  {name:<22s}" + "".join(f"{_cell(mape([r for r in group if in_category(r, cat)])):>10s}"
+                                         for cat, _ in COLUMNS) + f"  {len(group):5d}")
+    print("  targets (default predictor, nested SoC folds):")
+    got: dict[str, Optional[float]] = {}
+    for what, cat, limit in DEFAULT_TARGETS:
+        chosen = [r for r in rows if in_category(r, cat)]
+        got[cat] = mape(chosen)
+        verdict = "no rows" if got[cat] is None else "MET" if got[cat] <= limit else "NOT MET"  # type: ignore[operator]
+        print(f"    {what:<20s} <= {limit:g}%: {verdict} ({_cell(got[cat]).strip()}, {len(chosen)} rows)")
+    return got
+
+
+def run_default(rows: list[fe.Row], args: argparse.Namespace) -> tuple[str, str]:
+    """The default's headline, then its SCORE line and its per-core and LODO lines."""
     if args.score is not None:
-        loaded = load_scored_file(args.score)
-        est = score_file(args.score, rows, args.onnx_cache, loaded)
-        arm = armsim_score_file(args.score, rows, profiles, loaded)
-        title = f"Score of {args.score} (--predictor auto: each row by the predictor start picks, fitted on {args.data.name}):"
-    else:
-        est = fe.lodo(rows, fe.dev_works(rows, args.onnx_cache))
-        arm = fa.lodo(rows, profiles)
-        title = (f"--predictor auto, leave-one-SoC-out: {len({r.fold for r in rows})} held-out SoCs, each row by the "
-                 f"predictor start picks for its cell")
-    scored, served = auto_scored(est, arm)
-    summary = fe.score_summary(scored)
-    report(summary, title, targets=args.score is None, predictor="auto")
-    print("  rows served: " + ", ".join(f"{name} {n}" for name, n in served.items()))
-    if args.score is None:
-        nested = fe.score_summary(nested_auto(est, arm))
-        print("  the same with each pick made without the held-out SoC (nested; the stated figures above pick on "
-              "the folds they score): " + ", ".join(
-                  f"{c} {nested['categories'][c]['mape_pct']:.1f}%" for c in fe.CATEGORIES if nested['categories'][c]))
-    return summary
+        summary = fe.score_summary(score_file(args.score, rows, args.onnx_cache))
+        report(summary, f"Score of {args.score} (default predictor = estimator, fitted on {args.data.name}):",
+               targets=False)
+        return fe.score_line(summary).replace("SCORE est_1t_fp32=", "SCORE predictor=default default_1t_fp32="), ""
+    selection, how = default_selection(rows, args)
+    got = report_default(selection, how)
+    nested = selection.nested_rows
+    cats = {c: mape([r for r in nested if in_category(r, c)]) for c in fe.CATEGORIES}
+    per_core = " ".join(f"{c}={_cell(mape([r for r in nested if in_category(r, '1t:' + c)])).strip()}"
+                        for c in sorted({r.core for r in nested}))
+    print(f"LODO per core (1-thread float, nested): {per_core}")
+    fmt = {k: "na" if v is None else f"{v:.1f}" for k, v in {**cats, **got}.items()}
+    score = (f"SCORE predictor=default default_1t_fp32={fmt['1t_fp32']} threads={fmt['threads']} fp16={fmt['fp16']} "
+             f"int8={fmt['int8']} rows={len(nested)}")
+    lodo = (f"LODO folds=soc nested=yes predictor=default 1t_fp32={fmt['1t_fp32']} threads={fmt['threads']} "
+            f"fp16={fmt['fp16']} int8={fmt['int8']} a53_1t={fmt['1t:Cortex-A53']} a55_1t={fmt['1t:Cortex-A55']} "
+            f"a7_1t={fmt['1t:Cortex-A7']}")
+    return score, lodo
 
 
 def run_armsim(rows: list[fe.Row], args: argparse.Namespace) -> dict:
@@ -416,11 +400,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=fe.DEFAULT_DATA, help="the dev data (fit and LODO)")
     parser.add_argument("--score", type=Path, default=None, metavar="FILE",
                         help="score every row of FILE (the dev CSV's columns) with the predictor(s) fitted on the dev data")
-    parser.add_argument("--predictor", choices=PREDICTORS, default="estimator",
-                        help="estimator (default), armsim (stored profiles + cost model), both, or auto (what start prints: per cell the predictor with the lower stored SoC-fold error)")
+    parser.add_argument("--predictor", choices=PREDICTORS, default="default",
+                        help="default (what start prints: the nested held-out error of the default predictor), "
+                             "estimator, armsim (stored profiles + cost model) or both; auto = default")
     parser.add_argument("--profiles", type=Path, default=fa.DEFAULT_PROFILES, help="armsim's stored dev profiles")
     parser.add_argument("--quick", action="store_true",
-                        help="no timing, no leave-one-model-out, the estimator's stored LODO (< 1 min)")
+                        help="no timing, no leave-one-model-out, the stored nested folds (seconds)")
     parser.add_argument("--onnx-cache", type=Path, default=fe.DEFAULT_CACHE)
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--skip-lomo", action="store_true", help="skip leave-one-model-out")
@@ -429,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.score is not None and not args.score.is_file():
         print(f"error: --score {args.score}: not a readable file", file=sys.stderr)
         return 2
-    if args.predictor != "estimator" and not args.profiles.is_file():
+    if args.predictor in ("armsim", "both") and not args.profiles.is_file():
         print(f"error: --profiles {args.profiles}: not a readable file", file=sys.stderr)
         return 2
     rows = fe.load_rows(args.data)
@@ -446,9 +431,10 @@ def main(argv: list[str] | None = None) -> int:
             report_stored(summary)
         else:
             works = fe.dev_works(rows, args.onnx_cache)
-            summary = fe.score_summary(fe.lodo(rows, works))
+            summary = fe.score_summary(fe.lodo(rows, works, nested=True))
             socs = len({r.fold for r in rows})
-            report(summary, f"Leave-one-SoC-out: {socs} held-out SoCs, {summary['all']['rows']} rows", targets=True)
+            report(summary, f"Nested leave-one-SoC-out: {socs} held-out SoCs, {summary['all']['rows']} rows",
+                   targets=True)
             if not (args.skip_lomo or args.quick):
                 print()
                 leave_one_model_out(rows, works)
@@ -463,11 +449,11 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(fa.score_line(summary))
         if args.score is None:
             lodo_lines.append(fe.lodo_line("armsim", summary))
-    if args.predictor == "auto":
-        summary = run_auto(rows, args)
-        lines.append(fa.score_line(summary).replace("predictor=armsim armsim_", "predictor=auto auto_"))
-        if args.score is None:
-            lodo_lines.append(fe.lodo_line("auto", summary))
+    if args.predictor in ("default", "auto"):
+        score, lodo = run_default(rows, args)
+        lines.append(score)
+        if lodo:
+            lodo_lines.append(lodo)
     for line in lines + lodo_lines:
         print(line)
     return 0

@@ -62,14 +62,16 @@ def check_image() -> Check:
 
 
 def check_runtime_images() -> list[Check]:
-    """One line per on-device runtime's images (optional: without tflite's, the default runtime,
-    ``start`` measures under torch and says why; ``lodevem build-image --runtime ...`` builds them)."""
+    """One line per optional image set: each on-device runtime's (without tflite's, the default
+    runtime, ``start`` measures under torch and says why) and armsim's (``--predictor armsim``,
+    opt-in: the default latency never needs it). A missing one is a failure with its hint, not
+    required: what it enables is opt-in (``lodevem build-image --runtime ...`` builds it)."""
     from .sandbox.image import IMAGES, RUNTIME_IMAGES, image_status
 
     checks = []
     from .worker.registry import CONVERT_ACTIONS, DEFAULT_LATENCY_RUNTIME
 
-    for runtime in CONVERT_ACTIONS:  # the runtimes with images of their own
+    for runtime in (*CONVERT_ACTIONS, "armsim"):  # the runtimes with images of their own, then armsim's
         parts, missing = [], []
         for name in RUNTIME_IMAGES[runtime]:
             try:
@@ -80,11 +82,10 @@ def check_runtime_images() -> list[Check]:
             parts.append(f"{status.tag} {'present (' + status.short_id + ')' if status.present else 'not built'}")
             if not status.present:
                 missing.append(status.tag)
-        checks.append(Check(f"{runtime} images", "warn" if missing else "ok", "; ".join(parts),
-                            (f"for --runtime {runtime}"
-                             + (" (the default)" if runtime == DEFAULT_LATENCY_RUNTIME else "")
-                             + f": lodevem build-image --runtime {runtime}") if missing else "",
-                            required=False))
+        use = ("for --predictor armsim (opt-in; the default latency never uses it)" if runtime == "armsim" else
+               f"for --runtime {runtime}" + (" (the default)" if runtime == DEFAULT_LATENCY_RUNTIME else ""))
+        checks.append(Check(f"{runtime} images", "fail" if missing else "ok", "; ".join(parts),
+                            f"{use}: lodevem build-image --runtime {runtime}" if missing else "", required=False))
     return checks
 
 
@@ -131,8 +132,8 @@ def check_nnmeter() -> Check:
     # Importable but without its predictor data, nn-Meter cannot predict anything: a ✓ here
     # would promise `--predictor nnmeter` works. Not required: the offline estimator covers it.
     return Check("nn-Meter", "warn",
-                 f"importable, but its predictor data is missing ({detail}); until it is fetched, "
-                 "latency comes from lodevem's offline estimator",
+                 f"importable, but its predictor data is missing ({detail}); --predictor nn-meter (opt-in) "
+                 "needs it, the default latency (lodevem's offline estimator) does not",
                  "fetch it with: lodevem fetch-predictors (into that folder; for another, set "
                  "$LODEVEM_NNMETER_DATA or pass --nnmeter-data DIR to fetch-predictors and start)",
                  required=False)

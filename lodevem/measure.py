@@ -111,7 +111,8 @@ class MeasurePlan:
         s = settings or self.settings
         level = [model.convert_level] if model.convert_level and adapter(s.runtime).converts else []
         if level and self.calibration is not None and model.convert_level in INT8_LEVELS:
-            level.append(file_digest(self.calibration))  # another calibration makes another file
+            level.append(self.converts.store.file_sha256(self.calibration) if self.converts is not None
+                         else file_digest(self.calibration))  # another calibration makes another file
         return cache_key(loading_sha256(model.measured_sha256, self.client.cache_key), limit, s.runtime,
                          self.identity_of(s.runtime), self.client.worker_version, s.warmup, s.runs, s.threads,
                          s.input_shape, *level)
@@ -153,7 +154,7 @@ class MeasurePlan:
             return self._measured(model, limit, reference_s, self.settings)
         conversion, error = self.converted(model)
         if conversion is None:
-            if model.user_quantized:  # a user's own quantized file: torch's figure, saying why
+            if model.runs_as_is:  # a file torch runs as it is: torch's figure, saying why
                 torch = replace(self.settings, runtime=measured_under(FALLBACK, model.measured_path.suffix))
                 return replace(self._measured(model, limit, reference_s, torch),
                                fallback=f"{error}; measured under {torch.runtime} instead")

@@ -26,23 +26,24 @@ inference, made once by armsim's profiler on the dev graphs: ``scripts/armsim_de
 3. A core with no rows in a fit takes the geometric mean of its pipeline family's fitted cores (no
    documented throughput ratios: they are speeds of whole programs, not CPIs).
 4. Leave-one-SoC-out: every SoC held out (its boards and clusters together), refit, its rows
-   predicted; MAPE per kind is the uncertainty the cost model states. Per kind, the predictor with
-   the lower SoC-fold MAPE (armsim or the estimator v2, whose figures come from ``fit_estimator``)
-   is recorded as the default.
+   predicted; MAPE per kind is the uncertainty the cost model states (armsim is opt-in: the
+   default predictor is chosen by ``lodevem.latency.selection``, never here).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -100,11 +101,22 @@ RUNTIME_DATES_SOURCE = "ncnn versions are their release dates (1.0.YYYYMMDD); ai
 
 def board_date(device: str) -> Optional[str]:
     """When a dev board's rows were published: the one ``BOARD_DATES`` key the device name starts
-    with; None for a board of another file (taken as recent)."""
+    with, else the dev CSV's own ``published`` column for the device (a date or a year); None
+    when neither says (taken as recent)."""
     found = [date for key, (date, _) in BOARD_DATES.items() if device.startswith(key)]
     if len(found) > 1:
         raise ValueError(f"{device!r}: dated by {len(found)} BOARD_DATES keys")
-    return found[0] if found else None
+    return found[0] if found else published_dates().get(device)
+
+
+@functools.lru_cache(maxsize=1)
+def published_dates(path: Path = fe.DEFAULT_DATA) -> dict[str, str]:
+    """device -> the ``published`` column of the dev CSV, where it is a date or a year."""
+    import csv
+
+    with open(path, newline="") as fh:
+        return {r["device"]: r["published"] for r in csv.DictReader(fh)
+                if re.fullmatch(r"\d{4}(-\d{2}-\d{2})?", (r.get("published") or "").strip())}
 
 
 def runtime_date(version: str) -> str:
@@ -169,6 +181,16 @@ class DevProfile:
     total_instructions: int
     block_cycles: dict[str, float] = field(default_factory=dict)  # llvm-mca model -> cycles (armsim v2)
     graph_source: str = "lodevem zoo"  # what made the graph: lodevem's conversion, or ncnn's benchmark graph
+
+    @property
+    def blocks(self) -> Any:
+        """The block cycles as the cost model reads them (``InstructionProfile.blocks``), so a stored
+        dev profile is priced by the block model, as the product prices its own profiles."""
+        from lodevem.latency.armsim.profile import BlockCycles
+
+        if not self.block_cycles:
+            return None
+        return BlockCycles(0, self.total_instructions, "", {m: (c, c) for m, c in self.block_cycles.items()})
 
     @property
     def ncnn_benchmark(self) -> bool:
@@ -436,7 +458,7 @@ def lodo(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], blocks: bool = 
     has block cycles, class CPIs elsewhere; ``blocks`` False: class CPIs only)."""
     import fit_armsim_blocks as fab
 
-    models = fab.choose_models(rows, profiles)[0] if blocks else None
+    models = fab.core_models() if blocks else None
     out: list[fe.Scored] = []
     for group in sorted({r.fold for r in rows}):
         out += fit_and_score([r for r in rows if r.fold != group], [r for r in rows if r.fold == group],
@@ -455,35 +477,8 @@ def score_line(summary: dict[str, Any]) -> str:
             f"fp16={fmt(cats['fp16'])} int8={fmt(cats['int8'])} oneshot={fmt(summary['oneshot'])} rows={rows}")
 
 
-def default_predictors(armsim_kinds: Sequence[Mapping[str, Any]], estimator_kinds: Sequence[Mapping[str, Any]]
-                       ) -> list[dict[str, Any]]:
-    """Per kind (core x threads x precision x runtime, and the pooled kinds): the predictor with
-    the lower SoC-fold MAPE, with both figures; a kind only one of them covers goes to that one,
-    and a pooled kind whose figures pool different rows (armsim covers fewer cores) to the one
-    that pools more."""
-    def key(k: Mapping[str, Any]) -> tuple:
-        return (k.get("core"), k["threads"], k["precision"], k.get("runtime"))
-
-    est = {key(k): k for k in estimator_kinds}
-    arm = {key(k): k for k in armsim_kinds}
-    out = []
-    for kk in sorted(set(est) | set(arm), key=lambda t: tuple(x or "" for x in t)):
-        a, e = arm.get(kk), est.get(kk)
-        if a and e and (kk[0] is not None or a["rows"] == e["rows"]):
-            winner = "armsim" if a["mape_pct"] <= e["mape_pct"] else "estimator"
-        elif a and e:  # a pooled kind over other rows (armsim covers fewer cores): not comparable
-            winner = "armsim" if a["rows"] > e["rows"] else "estimator"
-        else:
-            winner = "armsim" if a else "estimator"
-        out.append({"core": kk[0], "threads": kk[1], "precision": kk[2], "runtime": kk[3], "default": winner,
-                    "armsim_mape_pct": a["mape_pct"] if a else None, "armsim_rows": a["rows"] if a else 0,
-                    "estimator_mape_pct": e["mape_pct"] if e else None, "estimator_rows": e["rows"] if e else 0})
-    return out
-
-
 def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result: ArmFit, summary: dict[str, Any],
-                 profiles_path: Path, data_path: Path, fit_date: str,
-                 estimator_kinds: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+                 profiles_path: Path, data_path: Path, fit_date: str) -> dict[str, Any]:
     newest: dict[tuple[str, str], str] = {}  # (runtime, isa) -> newest profiled version (the image's)
     for p in profiles:
         key = (p.runtime, p.isa)
@@ -556,10 +551,6 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
             "per_board": summary["per_board"],
             "fit_rms_log_error": round(result.rms_log, 4),
         },
-        "default_predictor": {
-            "rule": "per kind, the predictor with the lower LODO MAPE on the dev rows (ties: armsim)",
-            "kinds": default_predictors(summary["per_kind"], estimator_kinds),
-        },
         "provenance": {
             "fit_date": fit_date,
             "script": "scripts/fit_armsim.py",
@@ -581,16 +572,6 @@ def build_params(rows: Sequence[fe.Row], profiles: Sequence[DevProfile], result:
     }
 
 
-def estimator_kinds(rows: Sequence[fe.Row], onnx_cache: Path) -> list[dict[str, Any]]:
-    """The estimator v2's LODO figures per kind: from its shipped params when they were fitted on
-    this data (no torch needed), else by running its LODO (exports the zoo graphs)."""
-    shipped = json.loads(fe.DEFAULT_OUT.read_text())
-    if shipped.get("provenance", {}).get("data_sha256") == fe.sha256(fe.DEFAULT_DATA):
-        return list(shipped["uncertainty"]["per_kind"])
-    works = fe.dev_works(rows, onnx_cache)
-    return fe.score_summary(fe.lodo(rows, works))["per_kind"]
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", type=Path, default=DEFAULT_PROFILES)
@@ -604,8 +585,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     profiles = load_profiles(args.profiles)
     result = fit(rows, profiles)
     summary = fe.score_summary(lodo(rows, profiles))
-    params = build_params(rows, profiles, result, summary, args.profiles, args.data, args.date,
-                          estimator_kinds(rows, args.onnx_cache))
+    params = build_params(rows, profiles, result, summary, args.profiles, args.data, args.date)
     import fit_armsim_blocks as fab
 
     block = fab.block_params(rows, profiles)

@@ -51,8 +51,11 @@ from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO))
 
 import armsim_dev_graphs as graphs  # noqa: E402
+
+from lodevem.worker.armsim_profile import qemu_cpu_option  # noqa: E402  (the product's -cpu value: model + MIDR)
 
 DEFAULT_OUT = REPO / "lodevem" / "data" / "armsim_dev_profiles.json"
 QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch64", "cortex-a76", 125),
@@ -99,16 +102,18 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                 fh.truncate(ZERO_WEIGHTS_BYTES)
         spec = {"runtime": job["runtime"], "model": str(model), "threads": job["threads"], "precision": "auto",
                 "input_shape": job["input_shape"], "warmup": 1, "inferences": 1, "report": str(report)}
-        cmd = [qemu, "-cpu", cpu, "-L", str(root), "-plugin",
+        cpu_option = qemu_cpu_option(cpu, str(root))  # the view's MIDR for mrs MIDR_EL1 too
+        cmd = [qemu, "-cpu", cpu_option, "-L", str(root), "-plugin",
                f"{args.plugin},out={out},sysno={sysno},magic={MARKER_MAGIC}"
-               + (f",blocks={blocks_file}" if args.blocks and job["isa"] != "armv7" else ""), "-d", "plugin",
+               + (f",blocks={blocks_file}" if args.blocks else ""), "-d", "plugin",
                str(root / "usr/bin/python3.11"), str(args.guest), json.dumps(spec)]
         env = dict(os.environ, PYTHONPATH=job["site"], OMP_NUM_THREADS=str(job["threads"]))
         t0 = time.perf_counter()
-        subprocess.run(cmd, env=env, check=False, timeout=args.timeout, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+        run = subprocess.run(cmd, env=env, check=False, timeout=args.timeout, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, errors="replace")
         seconds = time.perf_counter() - t0
-        rep = json.loads(report.read_text()) if report.exists() else {"ok": False, "error": "no report"}
+        last = (run.stderr or "").strip().splitlines()[-1:] or [f"exit code {run.returncode}"]
+        rep = json.loads(report.read_text()) if report.exists() else {"ok": False, "error": f"no report ({last[0]})"}
         if not rep.get("ok"):
             raise RuntimeError(f"{job['key']}: {rep.get('error')}")
         marks = parse_marks(out.read_text())
@@ -120,11 +125,12 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         per_thread.append({"thread": i, "total": d["total"], "counts": {c: d[c] for c in CLASSES[:10]}})
     counts = {c: sum(t["counts"][c] for t in per_thread) for c in CLASSES[:10]}
     # the command as data: host folders named by their role, never by this machine's paths
-    shown = " ".join(["PYTHONPATH=<wheels " + job["site_label"] + ">", qemu, "-cpu", cpu, "-L", f"<views>/{job['uarch']}",
+    shown = " ".join(["PYTHONPATH=<wheels " + job["site_label"] + ">", qemu, "-cpu", cpu_option, "-L", f"<views>/{job['uarch']}",
                       "-plugin", f"<lodevem_icount.so>,out=<counts>,sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
                       f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
                       shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
-    extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread)) if block_text else {}
+    extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread), rep.get("code_maps")) \
+        if block_text else {}
     bench = job.get("graph_source", ZOO_SOURCE) != ZOO_SOURCE
     return extra | {"graph_key": job["graph_key"], "graph_file": job_graph_file(job),
             "graph_source": job.get("graph_source", ZOO_SOURCE),
@@ -134,12 +140,14 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
             "precision": rep["precision"], "runtime_options": rep.get("options", {}), "threads": job["threads"],
             "counts": counts, "total_instructions": sum(t["total"] for t in per_thread), "per_thread": per_thread,
             "wheels": job["site_label"], "inferences": 1, "plugin_digest": args.plugin_digest, "seconds": round(seconds, 1),
-            "command": shown}
+            "identity": rep.get("identity", {}), "command": shown}
 
 
-def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int) -> dict[str, Any]:
-    """Keep the raw block file (gzipped, by digest) and price its blocks under every MCA model."""
+def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int, code_maps: Any) -> dict[str, Any]:
+    """Keep the raw block file (gzipped, by digest), price its blocks under every block-pricing
+    model and name the functions (micro-kernels) they ran in."""
     from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
+    from lodevem.worker.armsim_symbols import attribute, parse_maps
 
     raw = text.encode()
     digest = hashlib.sha256(raw).hexdigest()
@@ -150,8 +158,31 @@ def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total
     if prof.instructions() != total:
         print(f"  note {job['key']}: blocks hold {prof.instructions()} instructions, the counters {total}", flush=True)
     summary = price_summary(prof, Path(args.graphs))
+    kernels = [k.to_dict() for k in attribute(((b.start, b.instructions * b.executions) for b in prof.blocks),
+                                               parse_maps(code_maps))]
     return {"blocks_sha256": digest, "blocks_distinct": summary["distinct"], "blocks_instructions": summary["instructions"],
-            "block_llvm": summary["llvm"], "block_cycles": summary["cycles"]}
+            "block_llvm": summary["llvm"], "block_cycles": summary["cycles"], "ins_gpr": summary["ins_gpr"],
+            "kernels": kernels}
+
+
+def reprice(store: dict[str, Any], graphs_dir: Path) -> int:
+    """Every stored profile whose raw block file was kept (``<graphs>/blocks/<sha>.txt.gz``)
+    priced again under today's block-pricing models: a new model or override costs no emulation."""
+    from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
+
+    done = 0
+    for prof in store["profiles"]:
+        path = graphs_dir / "blocks" / f"{str(prof.get('blocks_sha256', ''))[:16]}.txt.gz"
+        if not prof.get("blocks_sha256") or not path.is_file():
+            continue
+        raw = gzip.decompress(path.read_bytes())
+        if hashlib.sha256(raw).hexdigest() != prof["blocks_sha256"]:
+            print(f"  {path}: digest differs from the profile's, left as it was", flush=True)
+            continue
+        summary = price_summary(BlockProfile(parse_blocks(raw.decode(), "2")), graphs_dir)
+        prof.update(block_llvm=summary["llvm"], block_cycles=summary["cycles"], ins_gpr=summary["ins_gpr"])
+        done += 1
+    return done
 
 
 def job_graph_file(job: dict[str, Any]) -> str:
@@ -175,14 +206,17 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
     need = sorted({(r.graph_key, "tflite" if r.graph_key.startswith("std:") else "ncnn", r.core, r.precision)
                    for r in rows}, key=lambda n: (n[0] == "resnet50", n))
     out, seen = [], set()
+    view_isa = {view: isa for isa, view in CORE_ISA.values()}
     for site in args.site:
         label, views, runtime, path = site.split(":", 3)
         for key, runtime_, core, precision in need:
-            isa, own_view = CORE_ISA[core]
+            own_view = CORE_ISA[core][1]
             for view in views.split(","):
-                # a row's graph is profiled under its own core's view only: the runtimes pick
-                # kernels by the MIDR, so another core's view runs code that core never runs
-                if runtime_ != runtime or view != own_view:
+                isa = view_isa[view]
+                # a row's graph is profiled under its own core's view (the runtimes pick kernels by
+                # the MIDR, so another core's view runs code that core never runs), and under the
+                # --also-views asked for (the invariant tests compare cores on one graph)
+                if runtime_ != runtime or (view != own_view and view not in args.also_views):
                     continue
                 f = graphs.graph_file(args.graphs, key, runtime, "int8" if precision == "int8" else "fp32")
                 source = ZOO_SOURCE
@@ -197,13 +231,6 @@ def jobs(args: argparse.Namespace) -> list[dict[str, Any]]:
                 out.append({"key": f"{key} {runtime} {view} {precision} {label}", "graph_key": key, "runtime": runtime,
                             "isa": isa, "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, hw, hw],
                             "site": path, "site_label": label, "graph_source": source})
-    for name in args.physics:  # files for the physics checks (not dev rows): std:mobilenet_v2 variants
-        for view in ("cortex-a55", "cortex-a76"):
-            f = args.graphs / name
-            if f.exists():
-                out.append({"key": f"physics {name} {view}", "graph_key": "std:mobilenet_v2", "runtime": "tflite",
-                            "isa": "armv8.2", "uarch": view, "file": f, "threads": 1, "input_shape": [1, 3, 224, 224],
-                            "site": args.physics_site, "site_label": "litert-2.3.0", "physics": True})
     return [j for j in out if not args.only or any(o in j["key"] for o in args.only)]
 
 
@@ -231,9 +258,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--graphs", type=Path, default=graphs.DEFAULT_OUT)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--only", nargs="*", default=[])
-    parser.add_argument("--physics", nargs="*", default=[], metavar="FILE",
-                        help="also profile these .tflite files of mobilenet_v2 (int8, fp16) for the physics checks")
-    parser.add_argument("--physics-site", default="", help="PYTHONPATH of LiteRT for --physics")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--blocks", action="store_true", help="also record and price the block profile")
     parser.add_argument("--redo", action="store_true", help="profile again what the store already holds")
@@ -242,6 +266,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="profile ncnn rows on ncnn's own benchmark graphs: benchmark/models of a Tencent/ncnn checkout")
     parser.add_argument("--ncnn-benchmark-commit", default="", metavar="SHA",
                         help="the commit DIR was read from (recorded in each profile's graph_source)")
+    parser.add_argument("--also-views", nargs="*", default=[], metavar="VIEW",
+                        help="also profile every graph of a site's runtime under these views of the site")
+    parser.add_argument("--reprice", action="store_true",
+                        help="price the stored profiles' kept block files again (<graphs>/blocks), no emulation")
     parser.add_argument("--merge", type=Path, nargs="*", default=[], metavar="FILE",
                         help="only merge the profiles of these files (other runs' --out) into --out")
     args = parser.parse_args(argv)
@@ -253,13 +281,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         args.out.write_text(json.dumps(merge(store, args.merge), indent=1) + "\n")
         print(f"{args.out}: {len(store['profiles'])} profiles after merging {len(args.merge)} file(s)")
         return 0
+    if args.reprice:
+        done = reprice(store, Path(args.graphs))
+        args.out.write_text(json.dumps(store, indent=1) + "\n")
+        print(f"{args.out}: {done} profiles repriced from their kept block files")
+        return 0
     if not (args.views and args.plugin and args.guest and args.site):
         parser.error("--views, --plugin, --guest and --site are needed to profile (or --merge FILE...)")
     # with --blocks, a stored profile without block cycles is not done (armv7 blocks are not costed)
     if args.ncnn_benchmark and not args.ncnn_benchmark_commit:
         parser.error("--ncnn-benchmark needs --ncnn-benchmark-commit (the provenance of the graphs)")
-    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"] + store.get("physics", [])
-            if not args.blocks or p.get("block_cycles") or p["isa"] == "armv7"}
+    done = {(p["graph_file"], p["uarch"], p.get("wheels")) for p in store["profiles"]
+            if not args.blocks or p.get("block_cycles")}
     for job in jobs(args):
         if (job_graph_file(job), job["uarch"], job["site_label"]) in done and not args.redo:
             continue
@@ -273,18 +306,18 @@ def main(argv: Optional[list[str]] = None) -> int:
             continue
         ident = (prof["graph_file"], prof["uarch"], prof["runtime_version"])
         store["profiles"] = [p for p in store["profiles"] if (p["graph_file"], p["uarch"], p["runtime_version"]) != ident]
-        if job.get("physics"):
-            store["physics"] = [p for p in store.get("physics", []) if (p["graph_file"], p["uarch"]) !=
-                                (prof["graph_file"], prof["uarch"])] + [prof]
-            args.out.write_text(json.dumps(store, indent=1) + "\n")
-            print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}", flush=True)
-            continue
-        store["profiles"].append(prof)
-        store["profiles"].sort(key=lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
-        args.out.write_text(json.dumps(store, indent=1) + "\n")
-        print(f"{job['key']}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}, "
-              f"{prof['seconds']:.0f} s", flush=True)
+        save(store, prof, args.out, job["key"],
+             lambda p: (p["graph_key"], p["runtime"], p["uarch"], p["precision"], p["runtime_version"]))
     return 0
+
+
+def save(store: dict[str, Any], prof: dict[str, Any], out: Path, key: str, order: Any) -> None:
+    """Add a new profile to the store (the caller removed the one it replaces), write it, say so."""
+    store["profiles"].append(prof)
+    store["profiles"].sort(key=order)
+    out.write_text(json.dumps(store, indent=1) + "\n")
+    print(f"{key}: {prof['total_instructions'] / 1e6:.1f} M instructions, {prof['precision']}, "
+          f"{prof['seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -190,3 +190,39 @@ def docker_backend():
     backend = DockerBackend()
     backend.sweep_stale()
     return backend
+
+
+@pytest.fixture(scope="session")
+def digits_files(tmp_path_factory: pytest.TempPathFactory):
+    """The digits CNN in four formats and its test split as an .npz and an ImageFolder tree
+    (``tests/digits.py``), written once per session."""
+    from digits import write_digits
+
+    return write_digits(tmp_path_factory.mktemp("digits"))
+
+
+@pytest.fixture(scope="session")
+def app_backend(docker_backend):
+    """The session's DockerBackend with the litert, ncnn and converter images."""
+    for spec in image.specs_for_runtimes(["tflite", "ncnn"]):
+        if not image.image_status(spec=spec).present:
+            image.build_image(spec=spec)
+    return docker_backend
+
+
+@pytest.fixture(scope="session")
+def shared_store(tmp_path_factory: pytest.TempPathFactory):
+    """One artifact store for the session's runs (``shared_output``): a conversion, export or
+    evaluation one test made is a cache hit for the next, as for a user's reruns."""
+    return tmp_path_factory.mktemp("shared-cache")
+
+
+@pytest.fixture
+def shared_output(tmp_path, shared_store):
+    """An empty ``--output`` folder whose cache folder (``<output>/.cache``) is the session's store."""
+    from lodevem.store import cache_root
+
+    out = tmp_path / "out"
+    out.mkdir()
+    cache_root(out).symlink_to(shared_store, target_is_directory=True)
+    return out

@@ -1,10 +1,9 @@
 """Accuracy beside latency and RAM on real data (issue 30), against the REAL Docker engine.
 
-The data is scikit-learn's ``load_digits`` (1,797 real 8x8 handwritten digits, shipped inside the
-package); a tiny CNN of ``torch.nn`` built-ins is trained on 1,200 of them in seconds and saved
-whole (its classes are torch's own, so the sandbox unpickles it without any user code). The other
-597 are the ``--eval-data``. Every figure is computed in the sandbox under the row's runtime and
-compared with a plain torch evaluation done here.
+The data is scikit-learn's ``load_digits`` (1,797 real 8x8 handwritten digits) and the model a small
+CNN trained on 1,200 of them in the session (``tests/digits.py``); the other 597 are the
+``--eval-data``. Every figure is computed in the sandbox under the row's runtime and compared with a
+plain torch evaluation done here.
 """
 
 from __future__ import annotations
@@ -15,60 +14,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from torch import nn
 
 from lodevem.profiles import load_profiles, select_profiles
 from lodevem.reporter import write_all
 from lodevem.runner import RunConfig, run_benchmark
-from lodevem.sandbox import image
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="session")
-def app_backend(docker_backend):
-    """The session's DockerBackend with the litert, ncnn and converter images."""
-    for spec in image.specs_for_runtimes(["tflite", "ncnn"]):
-        if not image.image_status(spec=spec).present:
-            image.build_image(spec=spec)
-    return docker_backend
-
-
-@pytest.fixture(scope="session")
-def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
+def digits(digits_files) -> tuple[Path, Path, float]:
     """(cnn.pt, digits.npz, its top-1 in % by a plain torch evaluation, one sample at a time);
     the 1,200 training samples are ``train.npz`` beside them (the fine-tuning data)."""
-    from sklearn.datasets import load_digits
-
-    folder = tmp_path_factory.mktemp("digits")
-    folder.chmod(0o755)
-    torch.manual_seed(0)
-    d = load_digits()
-    x = (d.images / 16.0).astype(np.float32)[:, None]
-    y = d.target.astype(np.int64)
-    order = np.random.default_rng(0).permutation(len(y))
-    train, test = order[:1200], order[1200:]
-    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 16, 64), nn.ReLU(), nn.Linear(64, 10))
-    optimizer = torch.optim.Adam(model.parameters(), 1e-2)
-    xs, ys = torch.from_numpy(x[train]), torch.from_numpy(y[train])
-    for _ in range(10):
-        for i in range(0, len(train), 64):
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(xs[i:i + 64]), ys[i:i + 64]).backward()
-            optimizer.step()
-    model.eval()
-    with torch.inference_mode():
-        predicted = np.array([int(model(torch.from_numpy(x[i][None])).argmax()) for i in test])
-    plain = 100.0 * float(np.mean(predicted == y[test]))
-    torch.save(model, folder / "cnn.pt")
-    np.savez(folder / "digits.npz", inputs=x[test], labels=y[test])
-    np.savez(folder / "train.npz", inputs=x[train], labels=y[train])
-    for f in folder.iterdir():
-        f.chmod(0o644)
-    assert plain > 90, plain  # a trained model, not a coin toss
-    return folder / "cnn.pt", folder / "digits.npz", plain
+    return digits_files.pickled, digits_files.npz, digits_files.plain_top1
 
 
 def _config(model: Path, data: Path, out: Path, runtime: str, levels: tuple[str, ...], **more) -> RunConfig:

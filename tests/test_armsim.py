@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lodevem import zoo
+from lodevem.latency.armsim.costmodel import COST_MODEL_VERSION
 from lodevem.latency.armsim.isa import covered, isa_for_core
 from lodevem.latency.armsim.predictor import ArmsimPredictor
 from lodevem.latency.armsim.profile import DISJOINT_CLASSES, InstructionProfile
@@ -96,6 +97,16 @@ def test_litert_runs_fp32_on_armv82_by_default(armsim_backend, converted) -> Non
     assert prof.counts["simd_fp16"] < 0.01 * prof.counts["simd_arith"]
 
 
+def test_the_guest_sees_its_phone_core_and_the_profile_names_its_kernels(armsim_backend, converted) -> None:
+    """The image's views and the worker's -cpu midr=: the A55's MIDR by cpuinfo, sysfs and mrs,
+    the ARMv8.2 HWCAPs; XNNPACK's A55-tuned GEMM by name; the in-order model prices the blocks."""
+    prof = _profile(armsim_backend, converted["mobilenet_v2.tflite"], "tflite", "armv8.2", uarch="cortex-a55")
+    assert prof.identity["CPU part"] == "0xd05" and int(prof.identity["mrs_midr"], 16) == 0x411FD050
+    assert {"asimddp", "fphp", "asimdhp"} <= set(prof.identity["hwcap"])
+    assert any("f32_gemm" in k.symbol and "cortex_a55" in k.symbol for k in prof.kernels[:3]), prof.kernels[:3]
+    assert prof.blocks is not None and prof.blocks.cycles["inorder-a55"][0] > 0
+
+
 def test_int8_path_differs_and_uses_dot_products_on_armv82(armsim_backend, converted) -> None:
     fp32 = _profile(armsim_backend, converted["tiny_cnn.tflite"], "tflite", "armv8.2")
     int8 = _profile(armsim_backend, converted["tiny_cnn.tflite-int8"], "tflite", "armv8.2")
@@ -149,6 +160,7 @@ def test_armv7_is_ncnn_only_and_profiles(armsim_backend, converted) -> None:
     prof = _profile(armsim_backend, converted["tiny_cnn.ncnn"], "ncnn", "armv7")
     assert prof.qemu_cpu == "cortex-a7" and prof.total_instructions > 10_000
     assert prof.counts["simd_arith"] > 0
+    assert prof.blocks is not None and prof.blocks.cycles["inorder-a7"][0] > 0  # A32/T32 blocks priced too
 
 
 def placeholder_cost_for_plumbing_tests(profile, core, clock_ghz, threads):
@@ -166,8 +178,9 @@ def test_predictor_cells_name_their_source(armsim_backend, converted, tmp_path: 
     cells = predictor.predict(converted["tiny_cnn.ncnn"], [a55, a7], threads=1, input_shape=SMALL)
     cell = cells[a55.id]
     assert cell.latency_ms is not None and cell.runtime == "ncnn"
-    assert cell.latency_source.startswith("armsim:v2 ncnn armv8.2 (Cortex-A55@")
-    assert isa_for_core("Cortex-A7") == "armv7" and cells[a7.id].latency_source.startswith("armsim:v2 ncnn armv7")
+    assert cell.latency_source.startswith(f"armsim:{COST_MODEL_VERSION} ncnn armv8.2 (Cortex-A55@")
+    assert isa_for_core("Cortex-A7") == "armv7"
+    assert cells[a7.id].latency_source.startswith(f"armsim:{COST_MODEL_VERSION} ncnn armv7")
     missing = ArmsimPredictor(ArmsimProfiler(WorkerClient(armsim_backend), tmp_path, 900), "tflite",
                               cost_model=placeholder_cost_for_plumbing_tests).predict_one(
         converted["tiny_cnn.ncnn"].with_name("absent.tflite"), a55, 1, SMALL)
@@ -213,7 +226,7 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
                        timeout_s=600)
     outcome = run_benchmark(config, backend=armsim_backend)
     rows = {r.model_label: r for r in outcome.rows}
-    assert rows["tiny_cnn.pt"].latency_source.startswith("armsim:v2 tflite armv8.0 (Cortex-A53@")
+    assert rows["tiny_cnn.pt"].latency_source.startswith(f"armsim:{COST_MODEL_VERSION} tflite armv8.0 (Cortex-A53@")
     assert rows["tiny_cnn.pt"].latency_ms is not None and rows["tiny_cnn.pt"].verdict == "fits"
     failed = rows["data_dependent.pt"]
     assert failed.verdict == "error" and failed.latency_ms is None

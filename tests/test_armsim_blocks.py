@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from lodevem.latency.armsim.profile import BlockCycles
-from lodevem.worker.armsim_blocks import BlockCoster, BlockProfile, parse_blocks, price_summary
+from lodevem.worker.armsim_blocks import BlockCoster, BlockProfile, ExecutedBlock, parse_blocks, price_summary
 
 MOV_ADD = bytes.fromhex("200080d2" "00040091")  # mov x0, #1; add x0, x0, #1
 FMLA_CHAIN = bytes.fromhex("20cc224e" * 4)  # fmla v0.4s, v1.4s, v2.4s x4: one accumulator, a latency chain
@@ -56,3 +56,30 @@ def test_llvm_mca_prices_latency_chains_above_independent_work(tmp_path) -> None
     assert again._cache and again.cycles([FMLA_CHAIN]) == {FMLA_CHAIN: got[FMLA_CHAIN]}
     summary = price_summary(BlockProfile(parse_blocks(FILE, "2")), tmp_path, models=("cortex-a53", "cortex-a72"))
     assert set(summary["cycles"]) == {"cortex-a53", "cortex-a72"} and summary["instructions"] == 22
+
+
+def test_32_bit_blocks_carry_their_instruction_set_and_count() -> None:
+    """A 32-bit guest's blocks (``tb32``): A32 words, or T32 with 2- and 4-byte instructions."""
+    t32 = bytes.fromhex("10b5" "2de9f04f")  # push {r4, lr}; push.w {r4-r11, lr}
+    a32 = bytes.fromhex("0400a0e1")  # mov r0, r4
+    text = f"blocks 2 1\ntb32 10000 t 2 {t32.hex()} 3\ntb32 20000 a 1 {a32.hex()} 1\nend 2\n"
+    blocks = parse_blocks(text, "2")
+    assert [(b.isa, b.instructions, b.key[:4]) for b in blocks] == [("t32", 2, b"t32\0"), ("a32", 1, b"a32\0")]
+    prof = BlockProfile(blocks)
+    assert prof.instructions() == 2 * 3 + 1 and prof.isa == "a32" and prof.ins_from_gpr() == 0
+    with pytest.raises(ValueError, match="block file line 2"):
+        parse_blocks(f"blocks 2 1\ntb32 10000 x 2 {t32.hex()} 3\nend 2\n", "2")
+    with pytest.raises(ValueError, match="block file line 2"):  # 5 T32 instructions cannot fit in 6 bytes
+        parse_blocks(f"blocks 2 1\ntb32 10000 t 5 {t32.hex()} 3\nend 2\n", "2")
+
+
+@pytest.mark.skipif(shutil.which("llvm-mc-19") is None, reason="needs Debian's llvm-19 (the armsim image has it)")
+def test_32_bit_blocks_decode_in_their_own_instruction_set(tmp_path) -> None:
+    t32 = ExecutedBlock(0x10000, bytes.fromhex("10b5" "2de9f04f"), (1,), "t32", 2)
+    a32 = ExecutedBlock(0x20000, bytes.fromhex("0400a0e1"), (1,), "a32", 1)
+    coster = BlockCoster("cortex-a72")
+    assert coster.disassemble([MOV_ADD, t32.key, a32.key]) == [
+        ["mov\tx0, #1", "add\tx0, x0, #1"], ["push\t{r4, lr}", "push.w\t{r4, r5, r6, r7, r8, r9, r10, r11, lr}"],
+        ["mov\tr0, r4"]]
+    summary = price_summary(BlockProfile((t32, a32)), tmp_path)
+    assert list(summary["cycles"]) == ["inorder-a7"] and summary["cycles"]["inorder-a7"]["all"] > 0

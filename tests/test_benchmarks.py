@@ -46,7 +46,10 @@ QUICK = {q.script: q for q in (
     Quick("hostile_inputs.py", (r"^log line of \d+ KB: lodevem's parser \d+\.\d+ ms CPU",
                                 r"^a model printing \d+ MB \(process backend\): host peak RSS .* reply ok: True"),
           needs=()),
-    Quick("latency_accuracy.py", (r"^SCORE est_1t_fp32=\S+ ",), needs=()),
+    Quick("latency_accuracy.py", (r"^LODO per core \(1-thread float, nested\): Cortex-A53=\d",
+                                  r"^\s+Cortex-A55 1-thread\s+<= 15%: (MET|NOT MET) \(",
+                                  r"^LODO folds=soc nested=yes predictor=default 1t_fp32=\S+ threads=\S+ fp16=\S+ "
+                                  r"int8=\S+ a53_1t=\S+ a55_1t=\S+ a7_1t=\S+$"), needs=()),
     Quick("predict_api.py", (r"^first call: median \d+\.\d+ s", r"^cached call: median \d+\.\d+ ms",
                              r"^nn\.Module \(mobilenet_v2\) passed directly"), needs=()),
     Quick("runtime_memory.py", (r"^conversions \(\d+ s\)", r"^tiny_cnn\s+ncnn\s+True\s+\d+\.\d+",

@@ -37,13 +37,9 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def convert_backend(docker_backend):
-    from lodevem.sandbox import image
-
-    for spec in image.specs_for_runtimes(["tflite", "ncnn"]):
-        if not image.image_status(spec=spec).present:
-            image.build_image(spec=spec)
-    return docker_backend
+def convert_backend(app_backend):
+    """The session's DockerBackend with the converter and runtime images (conftest)."""
+    return app_backend
 
 
 @pytest.fixture(scope="module")

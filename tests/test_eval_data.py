@@ -150,7 +150,7 @@ def test_fifos_devices_links_and_folders_are_refused(tmp_path: Path) -> None:
     _refused(tmp_path, link, "not a regular file (a device)")
     folder = tmp_path / "imagefolder"
     (folder / "cat").mkdir(parents=True)
-    _refused(tmp_path, folder, "a folder (an ImageFolder tree) is not read yet")
+    _refused(tmp_path, folder, "1 class folder(s); an ImageFolder tree holds one folder per class")
     _refused(tmp_path, tmp_path / "absent.npz", "not found")
 
 

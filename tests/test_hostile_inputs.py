@@ -28,8 +28,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 # files, lodevem's own package data, nn-Meter's fetched data, and the image build context.
 OWN_READS = {
     ("doctor.py", "check_cgroups"), ("report/manifest.py", "_cpuinfo"),
-    ("report/manifest.py", "_os_name"), ("report/methodology.py", "_load_references"),
-    ("sandbox/base.py", "host_memory_mb"), ("sandbox/process_backend.py", "read"),
+    ("report/manifest.py", "_os_name"),     ("sandbox/base.py", "host_memory_mb"), ("sandbox/process_backend.py", "read"),
     ("sandbox/process_backend.py", "_own_cgroup"), ("sandbox/process_backend.py", "find_cgroup_parent"),
     ("sandbox/slurm_job.py", "find"), ("sandbox/slurm_job.py", "read_int"), ("sandbox/slurm_job.py", "keyed"),
     ("sandbox/image.py", "download_wheels"), ("sandbox/image.py", "context_digest"), ("sandbox/image.py", "_sha256"),
@@ -40,9 +39,10 @@ OWN_READS = {
     ("sandbox/slurm_backend.py", "_job_info"),
     # armsim: its shipped parameters and the digest of its own plugin/guest/Dockerfile sources
     ("latency/armsim/costmodel.py", "_load_cached"), ("latency/armsim/profiler.py", "sources_digest"),
-    ("latency/armsim/kind.py", "identity"),
-    # the predictors' shipped params: their SoC-fold errors per kind
-    ("latency/fold_errors.py", "_kinds"),
+    ("latency/armsim/kind.py", "identity"), ("latency/armsim/shipped.py", "_load"),  # + its shipped zoo profiles
+    # the paper kit: lodevem's own references.json, armsim parameters and CITATION.cff
+    ("latency/paper.py", "load_references"), ("latency/armsim/paper.py", "cost_model_facts"),
+    ("report/paperkit.py", "repository_url"),
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
 WRITES = {("latency/nnmeter.py", "fetch_predictors"), ("store/files.py", "atomic_file"),

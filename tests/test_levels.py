@@ -251,10 +251,20 @@ def test_derive_refuses_fp32_and_reports_failures(files: dict[str, Path], tmp_pa
         derive_variants(files["mobilenet_v2"], ["fp32"], tmp_path, WorkerClient(ProcessBackend()))
     with pytest.raises(InputError, match="unknown level"):
         derive_variants(files["mobilenet_v2"], ["int4"], tmp_path, WorkerClient(ProcessBackend()))
-    with pytest.raises(DeriveFailed) as info:  # a TorchScript graph cannot be pruned
-        derive_variants(files["tiny_ts"], ["pruned"], tmp_path, WorkerClient(ProcessBackend()), input_shape=[1, 3, 64, 64])
-    assert "pickled nn.Module" in info.value.failures["pruned"] and info.value.written == []
-    assert not list(tmp_path.iterdir())
+    # a TorchScript file is pruned through its exported program (TS2EP, its layers rebuilt: worker.programs)
+    (pruned,) = derive_variants(files["tiny_ts"], ["pruned"], tmp_path / "ts", WorkerClient(ProcessBackend()),
+                                input_shape=[1, 3, 64, 64])
+    assert pruned.variant_path is not None and pruned.variant_path.is_file() and "structured" in pruned.note
+    # a graph torch's TorchScript converter rejects (dynamic int8 Linear): one line, nothing written
+    dynamic = tmp_path / "dynamic_ts.pt"
+    with torch.no_grad():
+        quantized = torch.ao.quantization.quantize_dynamic(torch.load(files["mlp"], weights_only=False),
+                                                           {nn.Linear}, dtype=torch.qint8)
+        torch.jit.save(torch.jit.trace(quantized, torch.randn(1, 256)), str(dynamic))
+    with pytest.raises(DeriveFailed) as info:
+        derive_variants(dynamic, ["pruned"], tmp_path / "dyn", WorkerClient(ProcessBackend()), input_shape=[1, 256])
+    assert "TS2EPConverter" in info.value.failures["pruned"] and info.value.written == []
+    assert not list((tmp_path / "dyn").iterdir())
 
 
 class _CountingBackend(ProcessBackend):

@@ -2,7 +2,8 @@
 in the runtime registry's ``RuntimeSpec.predictors``): a kind defined in this test module, with no
 other edit to lodevem, is a ``--predictor`` value, is what ``start`` (the runner) and the front door
 (``lodevem.predict.Predictor``, under ``predict`` and the Python API) use, and takes part in
-``--predictor auto``'s choice by its held-out error. Real onnx exports, the real estimator, the
+the default's choice (``latency.selection``) when every install has it and its nested held-out
+error is lower; an optional kind never is the default. Real onnx exports, the real estimator, the
 real process backend for ``start``.
 
 The toy kind's number is the kernel count of the graph in milliseconds: a plumbing figure, named
@@ -21,10 +22,12 @@ from helpers import kinds_only
 from lodevem import zoo
 from lodevem.errors import InputError
 from lodevem.latency import pool
+from lodevem.latency.estimator import Estimator
 from lodevem.latency.kernels import DEFAULT_RULES
-from lodevem.latency.kinds import HeldOut, KindSetup, PredictionJob
+from lodevem.latency.kinds import KindSetup, PredictionJob
 from lodevem.latency.paper import KindPaper, KindUse, Reference
 from lodevem.latency.records import LatencyPrediction, uncertainty_band
+from lodevem.latency.selection import Availability, HeldOutError, HeldOutRow, pick
 from lodevem.profiles import Profile, load_profiles
 from lodevem.worker import registry
 
@@ -38,7 +41,11 @@ class ToyKind:
     name = "toy"
     title = "toy kind (plumbing test)"
     mark = "\u00b6"
-    figure: Optional[float] = 1.0  # its stated held-out MAPE; the tests move it around the estimator's
+    availability = Availability.EVERY_INSTALL
+    figure: Optional[float] = 1.0  # its stated held-out MAPE (its band when named)
+    # its nested held-out rows are the estimator's with the errors scaled by this factor (None: it
+    # states none): what the default's pick compares; the tests move it around 1
+    rows_scale: Optional[float] = 0.1
 
     @staticmethod
     def paper(use: KindUse) -> KindPaper:
@@ -60,8 +67,13 @@ class ToyKind:
     def require(self, profile: Profile, load: bool) -> None:
         return None
 
-    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
-        return HeldOut(self.figure, 50, "cores") if self.figure is not None else None
+    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOutError]:
+        return HeldOutError(self.figure, 50, "all cores") if self.figure is not None else None
+
+    def held_out_rows(self) -> tuple[HeldOutRow, ...]:
+        if self.rows_scale is None:
+            return ()
+        return tuple(dataclasses.replace(r, error=r.error * self.rows_scale) for r in Estimator.load().held_out_rows)
 
     def identity(self, profile: Profile) -> dict[str, Any]:
         return {"toy": 1}
@@ -95,6 +107,8 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> type[ToyKind]:
         spec = registry.RUNTIMES[name]
         monkeypatch.setitem(registry.RUNTIMES, name, dataclasses.replace(spec, predictors=(*spec.predictors, "toy")))
     monkeypatch.setattr(ToyKind, "figure", 1.0)
+    monkeypatch.setattr(ToyKind, "rows_scale", 0.1)
+    monkeypatch.setattr(ToyKind, "availability", Availability.EVERY_INSTALL)
     return ToyKind
 
 
@@ -122,24 +136,37 @@ def test_without_the_registry_entry_it_is_no_choice(onnx_file: Path) -> None:
         kinds_only("toy")
 
 
-def test_auto_takes_the_kind_with_the_lower_held_out_error_and_says_so(toy, onnx_file: Path, profiles) -> None:
+def test_the_default_takes_an_every_install_kind_with_a_lower_nested_error_and_says_so(
+        toy, onnx_file: Path, profiles) -> None:
     cells = kinds_only("auto").cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source == "toy:plumbing tflite"
-        assert "auto chose toy ±1.0% held-out (50 rows, cores) over estimator ±" in (cell.note or "")
-        assert "for 1-thread fp32 tflite on Cortex-A" in (cell.note or "")
-    toy.figure = 99.0  # now the estimator's own figure is lower: it keeps its cells, the manifest says why
+        assert "auto chose toy ±" in (cell.note or "") and "held-out (leave-one-SoC-out) error" in (cell.note or "")
+        assert " over estimator ±" in (cell.note or "") and "for tflite on Cortex-A" in (cell.note or "")
+        # its band: the nested default's held-out error (the toy's rows, picked without each SoC)
+        assert cell.uncertainty_pct is not None and "held-out (leave-one-SoC-out) error" in (cell.uncertainty or "")
+    toy.rows_scale = 10.0  # now the estimator's own error is lower: it keeps its cells, the manifest says why
     kept = kinds_only("auto")
     cells = kept.cells(onnx_file, profiles)
     for cell in cells.values():
         assert cell.latency_source.startswith("estimator") and "auto chose" not in (cell.note or "")
     choices = kept.describe()["auto_choices"]
-    assert len(choices) == 2 and all(c.startswith("auto chose estimator ±") and "over toy ±99.0% held-out" in c
-                                     for c in choices)
-    toy.figure = None  # a kind stating no figure never wins a comparison: the first available stays
+    assert len(choices) == 2 and all(c.startswith("auto chose estimator ±") and " over toy ±" in c for c in choices)
+    toy.rows_scale = None  # a kind stating no error never wins over one that states one
     cells = kinds_only("auto").cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "auto chose" not in (c.note or "")
                for c in cells.values())
+
+
+def test_an_optional_kind_is_never_the_default(toy, onnx_file: Path, profiles) -> None:
+    """The same toy with the lowest error, but needing something an install may lack: opt-in only."""
+    toy.availability = Availability.OPTIONAL
+    auto = kinds_only("auto")
+    cells = auto.cells(onnx_file, profiles)
+    assert all(c.latency_source.startswith("estimator") and "toy" not in (c.note or "") for c in cells.values())
+    assert "auto_choices" not in auto.describe()
+    named = kinds_only("toy").cells(onnx_file, profiles)  # named, it serves
+    assert {c.latency_source for c in named.values()} == {"toy:plumbing tflite"}
 
 
 def test_the_kind_serves_only_the_runtimes_the_registry_names(toy, onnx_file: Path, profiles) -> None:
@@ -179,25 +206,27 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
     assert r"\textsuperscript{\P}" in (tmp_path / "out" / "benchmark_results.tex").read_text()
 
 
-def test_the_auto_rule_is_one_pure_function() -> None:
-    """``auto_pick`` is what the pool applies per cell (and what a benchmark can score)."""
-    fig = {"a": HeldOut(20.0, 58, "cores"), "b": HeldOut(19.0, 8, "Cortex-A55"), "c": None}
-    assert pool.auto_pick(["a", "b"], fig) == "b"
-    assert pool.auto_pick(["b", "a"], fig) == "b"
-    assert pool.auto_pick(["c", "a", "b"], fig) == "c"  # a first kind stating no figure stays
-    assert pool.auto_pick(["a", "c"], fig) == "a"
-    assert pool.auto_pick(["a", "b"], {**fig, "b": HeldOut(20.0, 8, "x")}) == "a"  # a tie keeps the order
+def test_the_pick_rule_is_one_pure_function() -> None:
+    """``selection.pick`` is what the pool applies per (core family, runtime), and what the
+    benchmark scores: the lowest stated error; no figure never wins; ties keep registry order."""
+    fig = {"a": HeldOutError(20.0, 58, "all cores"), "b": HeldOutError(19.0, 8, "Cortex-A55"), "c": None}
+    assert pick(["a", "b"], fig) == "b"
+    assert pick(["b", "a"], fig) == "b"
+    assert pick(["c", "a", "b"], fig) == "b"  # a kind stating no figure never wins over one that states one
+    assert pick(["c"], fig) == "c"  # ... unless no kind states one
+    assert pick(["a", "b"], {**fig, "b": HeldOutError(20.0, 8, "x")}) == "a"  # a tie keeps the order
 
 
 def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Path, profiles, tmp_path: Path) -> None:
-    """armsim is in the registry like the others; under the process backend (no images) a named
-    ``--predictor armsim`` is an error naming why, and auto passes over it without a word in the
-    cells (the estimator comes first and armsim could only have won a comparison)."""
+    """armsim is in the registry like the others, opt-in (``Availability.OPTIONAL``); under the
+    process backend (no images) a named ``--predictor armsim`` is an error naming why, and the
+    default never considers it (not a word in the cells)."""
     from lodevem.errors import LodevemError
     from lodevem.sandbox.session import Session
     from lodevem.store import ArtifactStore
 
     assert "armsim" in pool.KINDS and all("armsim" in registry.RUNTIMES[r].predictors for r in ("tflite", "ncnn"))
+    assert pool.KINDS["armsim"].availability is Availability.OPTIONAL
     session = Session(ArtifactStore(tmp_path), "process")
     session.connect()
     with pytest.raises(LodevemError, match="--predictor armsim: armsim runs only under the Docker backend, not process"):
@@ -206,3 +235,33 @@ def test_armsim_is_a_registered_kind_that_says_where_it_cannot_run(onnx_file: Pa
     cells = auto.cells(onnx_file, profiles)
     assert all(c.latency_source.startswith("estimator") and "armsim" not in (c.note or "") for c in cells.values())
     assert "auto_choices" not in auto.describe()
+
+
+def test_a_named_kinds_fallbacks_are_one_warning_line(toy, onnx_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--predictor NAME`` whose kind cannot serve some cells: those cells are the estimator's and
+    ONE run warning says which cells fell back to what and why (not one line per cell)."""
+    monkeypatch.setattr(ToyKind, "unavailable", lambda self, profile, runtime: (
+        f"toy has no build for {profile.fastest_cluster.core}" if profile.fastest_cluster.core == "Cortex-A7" else None))
+    chosen = [p for p in load_profiles() if p.id in ("nokia_c1", "jiophone2", "itel_p37", "nokia_2720_flip")]
+    named = kinds_only("toy")
+    for level in (None, "fp16"):
+        cells = named.cells(onnx_file, chosen, level=level)
+    assert {pid: c.latency_source.split(":")[0] for pid, c in cells.items()} == {
+        "nokia_c1": "estimator", "jiophone2": "estimator", "nokia_2720_flip": "estimator", "itel_p37": "toy"}
+    lines = [w for w in named.warnings if "fell back" in w]
+    a7 = ", ".join(p.id for p in chosen if p.fastest_cluster.core == "Cortex-A7")
+    assert lines == [f"--predictor toy: cells fell back to the offline estimator: {a7} (toy has no build for "
+                     "Cortex-A7)"], named.warnings
+
+
+@pytest.mark.docker
+def test_lodevem_check_lists_the_optional_armsim_image_with_its_hint(docker_backend) -> None:
+    """``lodevem check`` has a line for armsim's images: ok when built, a failure with its build hint
+    when not, never required (the default latency never needs it)."""
+    from lodevem.doctor import run_checks
+
+    line = next(c for c in run_checks("docker") if c.name == "armsim images")
+    assert not line.required and line.status in ("ok", "fail")
+    assert "lodevem-armsim" in line.detail
+    if line.status == "fail":
+        assert line.hint.endswith("lodevem build-image --runtime armsim") and "opt-in" in line.hint

@@ -11,13 +11,16 @@ depends on the model (its input shape, its number of outputs) is checked against
 and lands in the row's accuracy cell.
 
 A ``.pt`` is a pickle: lodevem never unpickles on the host, so it is refused with the one line
-that says how to save the same tensors as an ``.npz``. ImageFolder trees are not read yet (their
-images would need a decoder run in the sandbox): refused with the same advice.
+that says how to save the same tensors as an ``.npz``. An ImageFolder tree (a folder of class
+folders of PNG/JPEG images) is walked here and decoded in the sandbox (``accuracy.imagefolder``,
+``worker.images``) into the same normalised copy.
 
 The normalised copy (float32 inputs, int64 labels, the first ``limit`` samples, uncompressed so the
-worker streams it) is kept in the artifact store (kind ``evaldata``) under the source's digest and
-the limit, so a rerun neither re-validates nor rewrites it; its own sha256 is the data digest that
-keys every accuracy record.
+worker streams it) is kept in the artifact store (kind ``evaldata``) under the source's content
+digest (a file's sha256, a tree's ``ImageTree.sha256``, computed once per run) and the limit (and
+a tree's preprocessing and decoder), so a rerun neither re-validates nor rewrites it, and a source
+rewritten in place, even to its old size and time, is read anew. Its own sha256 is the data digest
+that keys every accuracy record; the manifest names both digests (``report.manifest.DataSetEntry``).
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import InputError, UnsafeInput
 from ..safe_io.files import Kind, _shown, open_regular, sha256_file
+from ..worker.images import Preprocessing
 from ..worker.samples import NpzSamples, NpzWriter, SampleFileError
 
 if TYPE_CHECKING:
+    from ..sandbox.client import WorkerClient
     from ..store import ArtifactStore
 
 # An .npz of evaluation samples: 16 GiB is ~27,000 ImageNet-sized float32 inputs, far more than
@@ -44,6 +49,17 @@ MAX_FINETUNE_SAMPLES = 20_000
 DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_EPOCHS = 3, 50
 READER_VERSION = 1  # bump when the normalised copy changes
 KIND = "evaldata"
+NPZ, IMAGEFOLDER = "npz", "imagefolder"
+
+
+@dataclass(frozen=True)
+class ImageDecoding:
+    """How a run decodes ImageFolder trees: in the sandbox of ``client``, with ``preprocessing``
+    (``--preprocess``), within ``timeout_s``."""
+
+    client: "WorkerClient"
+    preprocessing: Preprocessing
+    timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -59,17 +75,52 @@ class EvalData:
     sample_shape: tuple[int, ...]  # C x H x W
     classes: int  # distinct labels among the used samples
     max_label: int
-    fmt: str = "npz"
+    fmt: str = NPZ  # NPZ | IMAGEFOLDER
+    source_sha256: str = ""  # the source's content: the file's sha256, or the tree's (ImageTree.sha256)
+    tree_classes: Optional[int] = None  # an ImageFolder tree's class folders (labels 0..tree_classes-1)
+    preprocessing: Optional[Preprocessing] = None  # a tree's (None: an .npz's inputs are used as given)
+    selection: str = ""  # which samples of the source were used
 
     @property
     def input_shape(self) -> tuple[int, ...]:
         return (1, *self.sample_shape)
 
+    @property
+    def color(self) -> Optional[str]:
+        """What a tree's images were decoded to (``auto`` resolved by the images), from the channels."""
+        if self.fmt != IMAGEFOLDER:
+            return None
+        return "gray" if self.sample_shape[:1] == (1,) else "rgb"
+
+    def how_preprocessed(self) -> str:
+        """How the inputs were made from the source, for the methods paragraph and the manifest."""
+        if self.preprocessing is None:
+            return "as given (no resizing or normalisation)"
+        return f"decoded in the sandbox with Pillow: {self.preprocessing.describe(self.color)}"
+
     def describe(self) -> str:
         """One phrase for the methods paragraph and the manifest."""
         shape = "x".join(map(str, self.sample_shape))
-        return (f"{self.source.name} ({self.fmt}, {self.samples} of {self.available} samples, {shape} inputs as "
-                f"given (no resizing or normalisation), {self.classes} classes)")
+        if self.fmt == IMAGEFOLDER:
+            return (f"{self.source.name}/ (an ImageFolder tree: {self.selection}; {shape} inputs "
+                    f"{self.how_preprocessed()})")
+        return (f"{self.source.name} ({self.fmt}, {self.samples} of {self.available} samples, {shape} inputs "
+                f"{self.how_preprocessed()}, {self.classes} classes)")
+
+    def labels_problem(self, outputs: Optional[int], model: str) -> Optional[str]:
+        """Why these labels cannot be the classes of a model with ``outputs`` outputs (None: they
+        can, or the model's outputs are not known): a label beyond them; for a tree, another number
+        of class folders (the folder index means the class only for a model of the same classes)."""
+        if outputs is None:
+            return None
+        if self.fmt == IMAGEFOLDER and self.tree_classes is not None and self.tree_classes != outputs:
+            return (f"{self.option} {self.source.name}/ has {self.tree_classes} class folders but {model} has "
+                    f"{outputs} outputs: a folder's index (its sorted name) is its label only for a model trained "
+                    f"on the same {self.tree_classes} classes")
+        if self.max_label >= outputs:
+            return (f"{self.option} {self.source.name}: label {self.max_label} is outside {model}'s {outputs} "
+                    f"outputs (labels must be 0..{outputs - 1})")
+        return None
 
 
 def _refuse(path: Path, option: str, detail: str) -> InputError:
@@ -85,17 +136,21 @@ def _sha256(path: Path, option: str) -> str:
         raise _refuse(path, option, exc.detail) from None
 
 
-def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: str = "--eval-data") -> EvalData:
+def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: str = "--eval-data",
+                      images: Optional[ImageDecoding] = None) -> EvalData:
     """Validate ``path`` and publish its first ``limit`` samples as the normalised ``.npz``; an
-    ``InputError`` (one line, exit 2) for anything unusable."""
+    ``InputError`` (one line, exit 2) for anything unusable. A folder is an ImageFolder tree,
+    decoded in the sandbox ``images`` names (``_tree``)."""
     path = Path(path)
     if not 1 <= limit <= MAX_EVAL_LIMIT:
         raise InputError(f"--eval-limit {limit}: expected 1..{MAX_EVAL_LIMIT} samples")
     if not os.path.lexists(path):
         raise _refuse(path, option, "not found")
     if path.is_dir():
-        raise _refuse(path, option, "a folder (an ImageFolder tree) is not read yet; save the inputs (N x C x H x W) "
-                                    "and labels (N) with numpy.savez(path, inputs=..., labels=...)")
+        if images is None:
+            raise _refuse(path, option, "an ImageFolder tree; this command reads .npz samples only (lodevem "
+                                        "start decodes a tree's images in the sandbox)")
+        return _tree(path, limit, store, option, images)
     suffix = path.suffix.lower()
     if suffix in (".pt", ".pth"):
         raise _refuse(path, option, "a .pt file is a pickle and lodevem never unpickles on the host; save the same "
@@ -109,7 +164,7 @@ def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: st
     with open_regular(path, EVAL_DATA) as fh:
         try:
             samples = NpzSamples(fh)
-            info = _normalise(samples, limit, path, option, store, name, maker)
+            info = _normalise(samples, limit, path, option, store, name, maker, source_sha)
         except SampleFileError as exc:
             raise _refuse(path, option, str(exc)) from None
         finally:
@@ -120,7 +175,7 @@ def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: st
 
 
 def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: "ArtifactStore", name: str,
-               maker: dict[str, object]) -> dict[str, object]:
+               maker: dict[str, object], source_sha: str) -> dict[str, object]:
     import numpy as np
 
     labels = samples.labels_array(limit)
@@ -139,7 +194,8 @@ def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: 
                                     f"float32, over the {MAX_ARTIFACT_BYTES // 2**30} GiB cap: "
                                     + ("lower --eval-limit" if option == "--eval-data" else "use fewer samples"))
     info = {"samples": n, "available": samples.count, "sample_shape": list(samples.sample_shape),
-            "classes": classes, "max_label": int(labels.max())}
+            "classes": classes, "max_label": int(labels.max()), "source_sha256": source_sha,
+            "selection": f"the first {n} of {samples.count} samples"}
 
     store.publish_local(KIND, name, maker, lambda target: _write_samples(target, samples, n, labels, path, option),
                         info)
@@ -148,9 +204,68 @@ def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: 
 
 def _from_info(path: Path, option: str, stored: Path, sha256: str, info: dict[str, Any]) -> EvalData:
     shape = info.get("sample_shape") or ()
+    prep = info.get("preprocessing")
     return EvalData(source=path, option=option, path=stored, sha256=sha256, samples=int(info["samples"]),
                     available=int(info["available"]), sample_shape=tuple(int(d) for d in shape),
-                    classes=int(info["classes"]), max_label=int(info["max_label"]))
+                    classes=int(info["classes"]), max_label=int(info["max_label"]),
+                    fmt=str(info.get("format") or NPZ), source_sha256=str(info.get("source_sha256") or ""),
+                    tree_classes=info.get("tree_classes") if isinstance(info.get("tree_classes"), int) else None,
+                    preprocessing=Preprocessing.from_dict(prep) if isinstance(prep, dict) else None,
+                    selection=str(info.get("selection") or ""))
+
+
+def _tree(path: Path, limit: int, store: "ArtifactStore", option: str, images: ImageDecoding) -> EvalData:
+    """An ImageFolder tree: walked and hashed here (a bad file refused naming it, before any
+    container), decoded in the sandbox once per (content, limit, preprocessing, decoder), then
+    checked like any normalised copy."""
+    import numpy as np
+
+    from ..store import digest
+    from .imagefolder import walk_tree, write_pack
+
+    tree = walk_tree(path, limit, option)
+    prep, client = images.preprocessing, images.client
+    name = f"{tree.sha256[:32]}-{limit}-{digest(prep.to_dict())[:12]}.npz"
+    maker = {"tree_sha256": tree.sha256, "limit": limit, "reader": READER_VERSION, "preprocessing": prep.to_dict(),
+             "decoder": client.backend.identity, "worker_version": client.worker_version}
+    kept = store.lookup(KIND, [name], maker)
+    if kept is not None and isinstance(kept.info.get("samples"), int):
+        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    with store.staging() as packed, store.staging() as staged:
+        pack = packed / "images.zip"
+        write_pack(tree, pack)
+        run = client.decode_images(pack, staged / name, prep.to_dict(), images.timeout_s)
+        if not run.ok:
+            raise _decode_failure(path, option, tree.chosen, run.failure_message("the sandbox decoded no images"))
+        with open_regular(staged / name, EVAL_DATA, follow=False) as fh:
+            try:
+                samples = NpzSamples(fh)
+                labels = samples.labels_array()
+                finite = all(bool(np.isfinite(x).all()) for x in samples.iter_inputs())
+            except SampleFileError as exc:
+                raise _refuse(path, option, f"the sandbox's decoded samples are unreadable ({exc})") from None
+            finally:
+                if "samples" in locals():
+                    samples.close()
+        if samples.count != len(tree.chosen) or not finite:
+            raise _refuse(path, option, "the sandbox's decoded samples do not match the images (or are not finite)")
+        info = {"samples": samples.count, "available": tree.images, "sample_shape": list(samples.sample_shape),
+                "classes": int(np.unique(labels).size), "max_label": int(labels.max()), "format": IMAGEFOLDER,
+                "source_sha256": tree.sha256, "tree_classes": len(tree.classes), "preprocessing": prep.to_dict(),
+                "selection": tree.describe()}
+        artifact, error = store.publish(KIND, staged, [name], maker, info)
+    if artifact is None:
+        raise _refuse(path, option, f"the decoded samples could not be kept: {error}")
+    return _from_info(path, option, artifact.path, store.file_sha256(artifact.path), info)
+
+
+def _decode_failure(path: Path, option: str, chosen: tuple[tuple[int, str], ...], message: str) -> InputError:
+    """The sandbox's refusal of one image (``<relative path>: <why>``) as the one line naming the
+    file under the tree; any other failure (a timeout, the memory limit) names the tree."""
+    for _, rel in chosen:
+        if message.startswith(f"{rel}: "):
+            return _refuse(path / rel, option, message[len(rel) + 2:])
+    return _refuse(path, option, f"its images could not be decoded in the sandbox: {message}")
 
 
 def check_model_shape(data: EvalData, input_shape: Optional[tuple[int, ...]]) -> Optional[str]:
@@ -166,14 +281,17 @@ DEFAULT_CALIBRATION_SAMPLES = 256
 
 
 def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DEFAULT_CALIBRATION_SAMPLES,
-                             option: str = "--calib-data") -> EvalData:
+                             option: str = "--calib-data", images: Optional[ImageDecoding] = None) -> EvalData:
     """Calibration inputs for int8-static (``labels`` optional, ignored): validated like
     ``--eval-data`` and written as an uncompressed ``.npz`` holding only ``inputs`` (float32
     N x C x H x W), the file the converter's calibration reads in the sandbox (branch ``convert``:
-    the worker request's calibration field). Same refusals, one line, exit 2."""
+    the worker request's calibration field). Same refusals, one line, exit 2; a folder is an
+    ImageFolder tree, decoded in the sandbox like --eval-data's."""
     path = Path(path)
     if not os.path.lexists(path):
         raise _refuse(path, option, "not found")
+    if path.is_dir() and images is not None:  # an ImageFolder tree: its labels come along, unused
+        return _tree(path, limit, store, option, images)
     if path.is_dir() or path.suffix.lower() in (".pt", ".pth"):
         raise _refuse(path, option, "expected an .npz with 'inputs' (N x C x H x W); save it with "
                                     "numpy.savez(path, inputs=...)")

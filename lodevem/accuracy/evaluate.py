@@ -12,21 +12,26 @@ Each row also gets its drop against the fp32 row of the same file and runtime.
 Results are cached in the artifact store (kind ``accuracy``) by (the evaluated artifact's digest,
 the data's digest, the runtime and the image), like every other measurement. A failure (a label
 outside the model's outputs, a shape the model does not take, a conversion that failed) empties
-the row's accuracy cells and says why in ``accuracy_note``; the row's latency and RAM stand.
+the row's accuracy cells and says why in ``accuracy_note``; the row's latency and RAM stand. A
+file whose tflite/ncnn conversion fails but which torch runs as it is is evaluated under torch
+instead, as it is measured (``measure.MeasurePlan.measure``), and its note says so.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 from ..measure import MeasurePlan
 from ..results import Accuracy, ModelFile
+from ..runtimes import FALLBACK, adapter
 from ..sandbox.artifacts import loading_sha256
 from ..sandbox.client import MeasureSettings
 from ..store import ArtifactStore, digest
-from .data import EvalData, check_model_shape
+from ..worker.finetune import NOT_FINETUNED
+from ..worker.registry import measured_under
+from .data import IMAGEFOLDER, EvalData, check_model_shape
 
 KIND = "accuracy"
 NOTE_NOT_FINETUNED = "pruned without fine-tuning"
@@ -36,7 +41,13 @@ NOTE_FINETUNED = "pruned and fine-tuned (--finetune-data)"
 def finetuned(model: ModelFile) -> bool:
     """A derived pruned variant whose derivation fine-tuned it (its notes say so: worker.finetune)."""
     note = model.note or ""
-    return "fine-tuned" in note and "not fine-tuned" not in note
+    return "fine-tuned" in note and NOT_FINETUNED not in note
+
+
+def finetune_failure(model: ModelFile) -> Optional[str]:
+    """``not fine-tuned: <reason>`` of a pruned variant whose fine-tuning failed (worker.finetune),
+    else None: the row keeps its figures and its accuracy note says why it is not fine-tuned."""
+    return next((part for part in (model.note or "").split("; ") if part.startswith(f"{NOT_FINETUNED}: ")), None)
 
 
 def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[str, Accuracy]:
@@ -50,7 +61,7 @@ def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[
         if acc.top1_pct is not None and ref is not None and ref.top1_pct is not None:
             acc = dataclasses.replace(acc, drop_pts=round(ref.top1_pct - acc.top1_pct, 2))
         if m.level == "pruned":
-            say = NOTE_FINETUNED if finetuned(m) else NOTE_NOT_FINETUNED
+            say = NOTE_FINETUNED if finetuned(m) else finetune_failure(m) or NOTE_NOT_FINETUNED
             acc = dataclasses.replace(acc, note="; ".join(n for n in (say, acc.note) if n))
         result[m.label] = acc
     return result
@@ -75,10 +86,17 @@ def evaluate_model(job: EvaluationJob, plan: MeasurePlan, store: ArtifactStore,
     if model.unusable is not None:
         return Accuracy.unavailable(f"not evaluated: {model.unusable}")
     mismatch = check_model_shape(data, model.input_shape)
+    if data.fmt == IMAGEFOLDER:  # class folders the model does not have: its figure would be meaningless
+        mismatch = mismatch or data.labels_problem(model.classes, model.path.name)
     if mismatch:
         return Accuracy.unavailable(f"not evaluated: {mismatch}")
     client = plan.client
     files = plan.files(model, settings)
+    if files.error and adapter(settings.runtime).converts and model.runs_as_is:
+        instead = dataclasses.replace(settings, runtime=measured_under(FALLBACK, model.measured_path.suffix))
+        found = evaluate_model(EvaluationJob(model, instead, data), plan, store, progress)
+        return dataclasses.replace(found, note="; ".join(n for n in (
+            f"evaluated under {instead.runtime} (fallback): {files.error}", found.note) if n))
     if files.error:
         return Accuracy.unavailable(f"not evaluated: {files.error}")
     converted = files.conversion.path if files.conversion is not None else None
@@ -86,7 +104,7 @@ def evaluate_model(job: EvaluationJob, plan: MeasurePlan, store: ArtifactStore,
     artifact = store.file_sha256(made) if made is not None else loading_sha256(model.measured_sha256,
                                                                                client.cache_key)
     runtime = settings.runtime
-    key = digest([artifact, data.sha256, runtime, plan.identity, client.worker_version, settings.threads])
+    key = digest([artifact, data.sha256, runtime, plan.identity_of(runtime), client.worker_version, settings.threads])
     record = store.get_record(KIND, key)
     kept = Accuracy.from_record(record) if record is not None else None
     if kept is not None:

@@ -197,15 +197,16 @@ def threads_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def predictor_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``--predictor auto|nn-meter|estimator|armsim`` (start, predict)."""
+    """``--predictor auto|estimator|nn-meter|armsim`` (start, predict)."""
     return click.option("--predictor", default="auto", show_default=True,
                         # the predictor kinds: the one registry, latency.pool.KINDS
                         type=click.Choice(list(MODES)),
-                        help="Latency predictor. armsim: the runtime's own Arm code run on an emulated core, its "
-                        "executed blocks priced by LLVM's pipeline model; needs `lodevem build-image --runtime "
-                        "armsim` (docs/armsim.md). auto: per cell the kind with the lower stored leave-one-SoC-out "
-                        "error for its core, threads, precision and runtime (nn-Meter first when its data is "
-                        "present); each row's source says which (docs/armsim-accuracy.md).")(fn)
+                        help="Latency predictor. auto: the default, the same on every install: chosen per core "
+                        "family and runtime among the kinds every install has (the offline estimator today) by "
+                        "their nested held-out (leave-one-SoC-out) error (docs/predictors.md). Opt-in: armsim, the "
+                        "runtime's own Arm code run on an emulated core, its executed blocks priced by LLVM's "
+                        "pipeline model (needs `lodevem build-image --runtime armsim`, docs/armsim.md); nn-meter "
+                        "(needs `lodevem fetch-predictors`).")(fn)
 
 
 def calibrations_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -275,23 +276,42 @@ def eval_data_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--eval-data / --eval-limit: accuracy beside latency and RAM (lodevem.accuracy)."""
     from ..accuracy.data import DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS, MAX_EVAL_LIMIT, MAX_FINETUNE_EPOCHS
 
+    fn = click.option("--preprocess", "preprocessing", default=None, metavar="SPEC", callback=_preprocessing,
+                      help="How the images of an ImageFolder tree (given as --eval-data, --finetune-data or "
+                      "--calib-data) become inputs, decoded with Pillow in the sandbox: 'imagenet' (resize 256, "
+                      "centre crop 224, RGB, ImageNet mean/std) or key=value pairs, e.g. 'resize=256,crop=224,"
+                      "mean=0.485/0.456/0.406,std=0.229/0.224/0.225,color=rgb'. Default: the images as they are, "
+                      "scaled to [0, 1], greyscale when every image is, else RGB.")(fn)
     fn = click.option("--calib-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
-                      help="Inputs (.npz with 'inputs' N x C x H x W; labels ignored) that calibrate the int8 "
-                      "activation scales of tflite/ncnn int8 and int8-static files; without it 32 seeded "
-                      "synthetic inputs do, and those rows say so.")(fn)
+                      help="Inputs (.npz with 'inputs' N x C x H x W; labels ignored; or an ImageFolder tree) that "
+                      "calibrate the int8 activation scales of tflite/ncnn int8 and int8-static files; without it "
+                      "32 seeded synthetic inputs do, and those rows say so.")(fn)
     fn = click.option("--finetune-epochs", type=click.IntRange(1, MAX_FINETUNE_EPOCHS),
                       default=DEFAULT_FINETUNE_EPOCHS, show_default=True, metavar="N",
                       help="Epochs of fine-tuning with --finetune-data.")(fn)
     fn = click.option("--finetune-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
-                      help="Labelled samples (same format as --eval-data) to fine-tune the derived pruned level "
+                      help="Labelled samples (as --eval-data: an .npz or an ImageFolder tree) to fine-tune the "
+                      "derived pruned level "
                       "on, in the sandbox (SGD lr 0.01, momentum 0.9, batch 32); without it the pruned level is "
                       "not fine-tuned.")(fn)
     fn = click.option("--eval-limit", type=click.IntRange(1, MAX_EVAL_LIMIT), default=DEFAULT_EVAL_LIMIT,
                       show_default=True, metavar="N", help="Evaluate on the first N samples of --eval-data.")(fn)
     return click.option("--eval-data", type=click.Path(path_type=Path), default=None, metavar="PATH",
-                        help="Labelled samples (.npz with 'inputs' N x C x H x W and 'labels' N): top-1/top-5 "
-                        "accuracy of every row under its own runtime, and the drop against fp32 (in the sandbox; "
-                        "without --input-shape the samples' shape is the input shape).")(fn)
+                        help="Labelled samples (.npz with 'inputs' N x C x H x W and 'labels' N, or an ImageFolder "
+                        "tree: one folder of PNG/JPEG images per class, see --preprocess): top-1/top-5 accuracy of "
+                        "every row under its own runtime, and the drop against fp32 (in the sandbox; without "
+                        "--input-shape the samples' shape is the input shape).")(fn)
+
+
+def _preprocessing(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Any:
+    """``--preprocess SPEC`` as the typed record (``worker.images.Preprocessing``); a bad one is
+    the usual one-line usage error."""
+    from ..worker.images import Preprocessing
+
+    try:
+        return Preprocessing.parse(value) if value else Preprocessing()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,30 +19,23 @@ latency package itself imports no sandbox code.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
 from ..errors import InputError
 from ..profiles import Profile
-from ..worker.precision import (
-    LEVEL_LATENCY_NOTES,
-    REDUCED_ARITHMETIC,
-    cell_arithmetic,
-    kernel_arithmetic,
-    level_arithmetic,
-)
+from ..worker.precision import REDUCED_ARITHMETIC, cell_arithmetic, level_arithmetic
+from .arithmetic import declared, file_level
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
 from .paper import KindPaper, KindUse
 from .papers import estimator_paper
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
+from .selection import Availability, HeldOutError, HeldOutRow
 
-__all__ = ["ArithmeticPlan", "ConvertedFile", "EstimatorKind", "HeldOut", "KindSetup", "PredictionJob",
-           "graph_arithmetic",
-           "PredictorKind", "SandboxAccess", "plan_arithmetic"]
+__all__ = ["ArithmeticPlan", "Availability", "ConvertedFile", "EstimatorKind", "HeldOutError", "KindSetup",
+           "PredictionJob", "graph_arithmetic", "PredictorKind", "SandboxAccess", "plan_arithmetic"]
 
 Warn = Callable[[str], None]
 
@@ -56,19 +49,6 @@ class ConvertedFile:
     path: Optional[Path]
     error: str = ""
     input_shape: Optional[tuple[int, ...]] = None
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    """A kind's own stored held-out error for a kind of cell: what ``--predictor auto`` compares.
-    ``scope``: what the figure is pooled over ("Cortex-A55", "cores", "cores and runtimes")."""
-
-    mape_pct: float
-    rows: int
-    scope: str
-
-    def text(self) -> str:
-        return f"±{self.mape_pct:.1f}% held-out ({self.rows} rows, {self.scope})"
 
 
 @dataclass(frozen=True)
@@ -104,7 +84,7 @@ class PredictionJob:
 
 def graph_arithmetic(graph: "KernelGraph | InputError") -> str:
     """A file's own arithmetic from its kernel graph (fp32 when the graph does not read)."""
-    return "fp32" if isinstance(graph, InputError) else plan_arithmetic(graph, None).cell
+    return "fp32" if isinstance(graph, InputError) else plan_arithmetic(graph, None, "tflite").cell
 
 
 class PredictorKind(Protocol):
@@ -112,6 +92,8 @@ class PredictorKind(Protocol):
 
     name: str  # the --predictor value
     title: str  # how the auto fallback note and the legends name it ("offline estimator")
+    # EVERY_INSTALL: the default may use it (its data ship in the package); OPTIONAL: opt-in only
+    availability: Availability
     mark: str  # the footnote mark its numbers carry in every table ("*"; latency.paper)
 
     @staticmethod
@@ -127,9 +109,13 @@ class PredictorKind(Protocol):
     def require(self, profile: Profile, load: bool) -> None:
         """``--predictor NAME``: ``InputError`` now when it cannot predict ``profile`` (data missing)."""
 
-    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
-        """Its own stored held-out error for this kind of cell (None: it states none; such a kind
-        is chosen by auto only by coming first in ``latency.pool.KINDS``)."""
+    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOutError]:
+        """Its own stored held-out (leave-one-SoC-out) error for this kind of cell (None: it
+        states none), the band of its cells when it is named (``--predictor NAME``)."""
+
+    def held_out_rows(self) -> tuple[HeldOutRow, ...]:
+        """Its nested leave-one-SoC-out rows, what the default's pick and band are computed from
+        (``latency.selection``); empty: it states none and is never picked over a kind that does."""
 
     def identity(self, profile: Profile) -> dict[str, Any]:
         """What of this kind a cached prediction of ``profile`` depends on (data files, rules)."""
@@ -176,9 +162,10 @@ class KindSetup:
 
 @dataclass(frozen=True)
 class ArithmeticPlan:
-    """The arithmetic each kernel of a graph runs in for a level (or the file as given), the
-    kind of error figure the cell carries, the arithmetic whose assumptions the notes state, and
-    the note saying what was assumed (None for an fp32 cell)."""
+    """What each kernel of a graph holds under a level (or the file as given) for a runtime
+    (``latency.arithmetic.declared``; the estimator prices what the runtime executes of it), the
+    cell's level-ish arithmetic (``cell``), the arithmetic whose assumptions the notes state, and
+    the note's prefix (None for an fp32 cell)."""
 
     per_kernel: tuple[str, ...]
     cell: str
@@ -193,22 +180,23 @@ class ArithmeticPlan:
 
     def counts(self) -> list[str]:
         n = len(self.per_kernel)
-        return [f"{c}/{n} kernels {p} at per-kernel {p} factors" for p in REDUCED_ARITHMETIC
+        return [f"{c}/{n} kernels hold {p}" for p in (*REDUCED_ARITHMETIC, "int8-dynamic")
                 if (c := self.per_kernel.count(p))]
 
 
-def plan_arithmetic(graph: KernelGraph, level: Optional[str]) -> ArithmeticPlan:
-    """Per-kernel arithmetic of ``graph`` under ``level`` (``worker.precision``): a quantized or
-    fp16 file predicted as given uses each kernel's own, so it equals its ``--levels`` twin."""
+def plan_arithmetic(graph: KernelGraph, level: Optional[str], runtime: str) -> ArithmeticPlan:
+    """Per-kernel arithmetic of ``graph`` under ``level`` for ``runtime``. A file whose overall
+    precision is a level's (fp16, int8-dynamic, int8-static) is read with that level's rule, so a
+    user's file and its ``--levels`` twin get the same figure; a mixed file keeps each kernel's own."""
     own = tuple(k.precision for k in graph.kernels)
-    cell = cell_arithmetic(level, own)
+    rule = level if level is not None else file_level(graph.precision)
+    per_kernel = tuple(declared(rule, k.category, k.precision, runtime) for k in graph.kernels)
+    noted = tuple(dict.fromkeys(p for p in per_kernel if p != "fp32"))
     if level is None and any(p != "fp32" for p in own):
         scheme = f" ({graph.quantization})" if graph.quantization else ""
-        noted = tuple(p for p in REDUCED_ARITHMETIC if p in own)
-        return ArithmeticPlan(own, cell, noted, f"{graph.precision} file{scheme}", True)
-    per_kernel = tuple(kernel_arithmetic(level, k.category, k.precision) for k in graph.kernels)
-    prefix = LEVEL_LATENCY_NOTES.get(level or "")
-    return ArithmeticPlan(per_kernel, cell, (cell,) if prefix else (), prefix, False)
+        return ArithmeticPlan(per_kernel, cell_arithmetic(rule, own), noted, f"{graph.precision} file{scheme}", True)
+    prefix = f"{level} variant" if level is not None and level_arithmetic(level) != "fp32" else None
+    return ArithmeticPlan(per_kernel, cell_arithmetic(level, own), noted, prefix, False)
 
 
 def estimate_graph(estimator: Estimator, graph: KernelGraph, plan: ArithmeticPlan, job: PredictionJob,
@@ -216,7 +204,7 @@ def estimate_graph(estimator: Estimator, graph: KernelGraph, plan: ArithmeticPla
     """The cost model's ``Estimate`` of ``graph`` on the job's profile (fastest cluster)."""
     cluster = job.profile.fastest_cluster
     return estimator.estimate([work_vector(k) for k in graph.kernels], plan.per_kernel, cluster.core,
-                              cluster.clock_ghz, runtime, job.threads, cluster.count, plan.cell, plan.noted)
+                              cluster.clock_ghz, runtime, job.threads, cluster.count, plan.noted)
 
 
 def breakdown(graph: KernelGraph, per_kernel: Any, keep: bool) -> tuple[KernelLatency, ...]:
@@ -231,6 +219,7 @@ class EstimatorKind:
 
     name = "estimator"
     title = "offline estimator"
+    availability = Availability.EVERY_INSTALL  # its parameters ship in the package
     mark = "*"
 
     @staticmethod
@@ -250,9 +239,11 @@ class EstimatorKind:
     def require(self, profile: Profile, load: bool) -> None:
         return None
 
-    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
-        fig = self.estimator.uncertainty_figure(profile.fastest_cluster.core, runtime, threads, arithmetic)
-        return held_out_of(fig)
+    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOutError]:
+        return self.estimator.uncertainty_figure(profile.fastest_cluster.core, runtime, threads, arithmetic)
+
+    def held_out_rows(self) -> tuple[HeldOutRow, ...]:
+        return self.estimator.held_out_rows
 
     def identity(self, profile: Profile) -> dict[str, Any]:
         return {"rules_sha256": rules_digest(DEFAULT_RULES)}
@@ -270,7 +261,7 @@ class EstimatorKind:
         if isinstance(graph, InputError):
             return LatencyPrediction(None, f"{self.estimator.label} {job.runtime}", job.threads, core, clock,
                                      job.runtime, note=f"no latency: {graph}")
-        plan = plan_arithmetic(graph, job.level)
+        plan = plan_arithmetic(graph, job.level, job.runtime)
         est = estimate_graph(self.estimator, graph, plan, job, job.runtime)
         ms = est.ms
         low, high = uncertainty_band(ms, est.figure.mape_pct if est.figure else None)
@@ -296,15 +287,6 @@ class EstimatorKind:
                 "oneshot_mape_pct": unc.get("oneshot_mape_pct")}}
 
 
-def held_out_of(fig: Any) -> Optional[HeldOut]:
-    """A ``HeldOut`` from a kind figure record (the estimator's ``UncertaintyFigure``, armsim's
-    ``KindFigure``: ``core``, ``runtime``, ``mape_pct``, ``rows``), the one reader of both."""
-    if fig is None:
-        return None
-    scope = fig.core or ("cores" if fig.runtime else "cores and runtimes")
-    return HeldOut(float(fig.mape_pct), int(fig.rows), scope)
-
-
 def _digest(value: Any) -> str:
     from .cache import digest
 
@@ -312,12 +294,8 @@ def _digest(value: Any) -> str:
 
 
 def rules_digest(rules: Path) -> str:
-    """A fusion-rules file's sha256 (tiny files: identical rules share one kernel extraction),
-    read again when its size or modification time changes."""
-    stat = Path(rules).stat()
-    return _sha256(str(rules), stat.st_size, stat.st_mtime_ns)
+    """A fusion-rules file's sha256, of its content every time (a few KB: identical rules share
+    one kernel extraction, and rules rewritten in place are never taken for the old ones)."""
+    from .cache import file_digest
 
-
-@functools.lru_cache(maxsize=64)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return file_digest(rules)

@@ -35,10 +35,11 @@ import yaml
 from ..errors import InputError, LodevemError
 from .estimator import work_vector
 from .kernels import Kernel
-from .kinds import HeldOut, KindSetup, PredictionJob, breakdown, estimate_graph, plan_arithmetic, rules_digest
+from .kinds import KindSetup, PredictionJob, breakdown, estimate_graph, plan_arithmetic, rules_digest
 from .paper import KindPaper, KindUse
 from .papers import nnmeter_paper
 from .records import LatencyPrediction, format_clock, join_notes, uncertainty_band
+from .selection import Availability, HeldOutError, HeldOutRow
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -318,6 +319,9 @@ class NnMeterKind:
 
     name = "nn-meter"
     title = "nn-Meter"
+    # its predictor data are downloaded (lodevem fetch-predictors), not shipped, and it states no
+    # held-out error on these phones: opt-in (--predictor nn-meter), never the default
+    availability = Availability.OPTIONAL
     mark = "\u2020"
 
     @staticmethod
@@ -353,10 +357,13 @@ class NnMeterKind:
             return f"no nn-Meter data in {predictor_dir(self.data_dir, name)}"
         return None
 
-    def held_out(self, profile: "Profile", runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
+    def held_out(self, profile: "Profile", runtime: str, threads: int, arithmetic: str) -> Optional[HeldOutError]:
         """None: nn-Meter's own error is on its reference core, not held out on these phones (the
-        cell's band is the transfer's); auto takes it by its place first in ``pool.KINDS``."""
+        cell's band is the transfer's)."""
         return None
+
+    def held_out_rows(self) -> tuple[HeldOutRow, ...]:
+        return ()  # no held-out figure on these phones: never the default (it is opt-in anyway)
 
     def require(self, profile: "Profile", load: bool) -> None:
         self._check_cpu_predictor(profile)
@@ -364,13 +371,16 @@ class NnMeterKind:
             self.cache.get(profile.nnmeter_predictor)  # raises the InputError naming the folder/file
 
     def identity(self, profile: "Profile") -> dict[str, Any]:
-        """The predictor folder as the cache key sees it: every regressor file's name, size and
-        modification time (hashing 500 MB of pickles per run would defeat the cache), and the rules."""
+        """The predictor folder as the cache key sees it: every regressor file's name and content
+        digest (streamed, once per run: a file rewritten in place with its old size and time is
+        another predictor, issue 38), and the rules."""
         self.require(profile, load=False)
         name = profile.nnmeter_predictor
         if name not in self._identities:
             folder = predictor_dir(self.data_dir, name)
-            files = [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(folder.glob("*.pkl"))]
+            from .cache import file_digest
+
+            files = [[p.name, file_digest(p)] for p in sorted(folder.glob("*.pkl"))]
             self._identities[name] = {"name": name, "folder": str(folder), "files": files}
         return {"nnmeter": self._identities[name],
                 "rules_sha256": rules_digest(predictor_dir(self.data_dir, name) / _FUSION_RULES)}
@@ -393,7 +403,7 @@ class NnMeterKind:
         if isinstance(graph, InputError):
             return LatencyPrediction(None, f"nn-meter:{name} {runtime}", job.threads, core, clock, runtime,
                                      note=f"no latency: {graph}")
-        plan = plan_arithmetic(graph, job.level)
+        plan = plan_arithmetic(graph, job.level, runtime)
         target = estimate_graph(self.estimator, graph, plan, job, runtime)
         ref_core, ref_clock = CPU_PREDICTORS[name]
         reference = self.estimator.estimate([work_vector(k) for k in graph.kernels], ["fp32"] * len(graph.kernels),

@@ -55,7 +55,8 @@ def estimator_paper(use: KindUse) -> KindPaper:
         "and a memory scale per core type, divided by the clock. "
         f"It was fitted on {e.get('rows_used') if e.get('rows_used') is not None else 'the'} published latencies of "
         f"common CNNs on ARM boards measured with {data}, with efficiencies of its own for each runtime{stands}. "
-        f"Scored leave-one-SoC-out (the boards that share a SoC held out together) over {e.get('lodo_rows')} "
+        f"Scored by nested leave-one-SoC-out (the boards that share a SoC held out together, every choice of the "
+        f"fit made without the held-out SoC) over {e.get('lodo_rows')} "
         f"single-thread fp32 rows, its mean absolute percentage error is {_pct(e.get('lodo_mape_pct'))}"
         + (f" ({_pct(e.get('lodo_within_10_pct'))} of the predictions within 10 %, "
            f"{_pct(e.get('lodo_within_25_pct'))} within 25 %)"
@@ -77,8 +78,10 @@ def _scaling(use: KindUse) -> str:
         out += (" Multi-thread latency divides the single-thread figure by an Amdahl speed-up with a per-core "
                 "parallel fraction fitted on same-board 1- vs N-thread pairs, capped at the cluster's core count.")
     if any(f.arithmetic != "fp32" for f in use.figures):
-        out += (" fp16 and int8 cells are the fp32 graph divided by per-core speed-up factors fitted on paired "
-                "ncnn measurements.")
+        out += (" fp16 and int8 cells are priced at the arithmetic the runtime executes (LiteRT runs an fp16-weights "
+                "file in fp32, ncnn runs fp32 and fp16 models in fp16 on ARMv8.2 cores), with int8 speed-ups per "
+                "runtime and int8 instruction-set group: ncnn's fitted on its int8 measurements, XNNPACK's bounded "
+                "by its kernels' multiply-accumulates per instruction and anchored on a published ratio.")
     return out
 
 

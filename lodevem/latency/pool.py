@@ -7,13 +7,13 @@ once, graphs are extracted once per (file, fusion rules), and the runtime is an 
 prediction, checked against the runtime registry and the chosen ``--predictor``.
 
 ``KINDS`` is the one registry of predictor kinds (with the runtime registry's
-``RuntimeSpec.predictors`` saying which runtimes each serves). ``--predictor auto`` chooses per
-cell (``kind_for``): the first kind in ``KINDS`` order that serves the runtime and can predict
-the profile now, replaced by a later available kind whose own stored held-out error for the
-cell's kind (core x threads x arithmetic x runtime, ``PredictorKind.held_out``) is lower; the
-cell's note says the comparison. A kind stating no held-out figure (nn-Meter: its own error is on
-its reference core) is chosen only by coming first. A chosen kind whose cell has no number hands
-the cell to the next candidate, with the reason in the note.
+``RuntimeSpec.predictors`` saying which runtimes each serves). ``--predictor auto`` (the default)
+is ``latency.selection``'s rule, applied here: among the kinds every install has
+(``Availability.EVERY_INSTALL``) that serve the runtime, the one with the lowest nested held-out
+error for the profile's core family and the runtime; so a missing image or missing nn-Meter data
+never changes a default cell, and every level of a model on a device is priced by one kind. Its
+cells state the nested default's held-out (leave-one-SoC-out) error. A named ``--predictor``
+uses that kind; cells it cannot serve are the estimator's, said in ONE run warning.
 
 Finished cells are kept as JSON (``<output>/.cache/latency``) keyed by everything that
 determines them (``cache_identity``), so a rerun of unchanged inputs needs neither nn-Meter nor
@@ -25,12 +25,13 @@ from __future__ import annotations
 import threading
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..errors import InputError
 from ..profiles import Cluster, Profile
 from ..version import __version__
 from ..worker.precision import ARITHMETIC, LEVELS
+from .arithmetic import cell_arithmetic_executed
 from .armsim.kind import ArmsimKind
 from .cache import JsonCache, digest, file_digest
 from .estimator import Estimator, canonical_runtime
@@ -38,7 +39,6 @@ from .kernels import DEFAULT_RULES, Kernel, KernelGraph, extract_kernels
 from .kinds import (
     ConvertedFile,
     EstimatorKind,
-    HeldOut,
     KindSetup,
     PredictionJob,
     PredictorKind,
@@ -48,29 +48,16 @@ from .kinds import (
 )
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
 from .records import KernelLatency, LatencyPrediction, join_notes
+from .selection import Availability, CellKind, DefaultSelection, family_of, with_band
 
-__all__ = ["FALLBACK", "KINDS", "MODES", "PredictorPool", "auto_pick", "modes"]
+__all__ = ["FALLBACK", "KINDS", "MODES", "PredictorPool", "modes"]
 
-# The one registry of predictor kinds, in --predictor auto's order: a later kind replaces an
-# earlier one for a cell only when its own held-out error there is lower (see the module doc).
+# The one registry of predictor kinds; its order breaks ties of the default's pick (module doc).
 KINDS: dict[str, Callable[[KindSetup], PredictorKind]] = {
-    "nn-meter": NnMeterKind, "estimator": EstimatorKind, "armsim": ArmsimKind}
+    "estimator": EstimatorKind, "nn-meter": NnMeterKind, "armsim": ArmsimKind}
 # The kind that can always answer: a named kind's uncovered cells are its (with a warning).
 FALLBACK = "estimator"
 MODES: tuple[str, ...] = ("auto", *KINDS)
-
-
-def auto_pick(order: Sequence[str], figures: Mapping[str, Optional[HeldOut]]) -> str:
-    """``--predictor auto``'s rule for one cell, given the kinds able to predict it in ``KINDS``
-    order and each one's own held-out figure: the first, replaced by any later kind whose figure
-    is lower than the current choice's (a kind without a figure is never compared). Pure, so a
-    benchmark can score exactly what ``start`` picks (``benchmarks/latency_accuracy.py``)."""
-    best = order[0]
-    for name in order[1:]:
-        mine, theirs = figures.get(name), figures.get(best)
-        if mine is not None and theirs is not None and mine.mape_pct < theirs.mape_pct:
-            best = name
-    return best
 
 
 def modes() -> tuple[str, ...]:
@@ -108,6 +95,9 @@ class PredictorPool:
         self.cache = JsonCache(Path(cache_dir) if cache_dir is not None else None, enabled=use_cache)
         self.warnings: list[str] = []
         self.choices: dict[str, None] = {}  # auto's comparisons of held-out errors, in order, once each
+        self._selections: dict[tuple[str, ...], DefaultSelection] = {}
+        self._fallbacks: dict[str, dict[str, None]] = {}  # a named kind's uncovered cells: reason -> cells
+        self._fallback_line = ""
         self.cache_hits = self.cache_misses = 0
         self._graphs: dict[tuple[str, str], KernelGraph | InputError] = {}
         self._file_digests: dict[Path, str] = {}
@@ -153,54 +143,69 @@ class PredictorPool:
             why = kind.unavailable(profile, runtime)
             if why is None or kind.name == FALLBACK:
                 return [kind], []
-            self.warn(f"--predictor {kind.name}: {why}: those cells are the {self.kinds[FALLBACK].title}'s")
+            self._fell_back(kind, why, profile)
             return [self.kinds[FALLBACK]], [why]
-        reasons: list[str] = []
-        able: list[PredictorKind] = []
-        for kind in self.kinds.values():
-            why = self._unavailable(kind, profile, runtime)
-            if why is None:
-                able.append(kind)
-            elif not able:  # passed over by order; a later kind could only have won a comparison
-                reasons.append(why)
-        if not able:
-            raise InputError(f"profile '{profile.id}': no latency predictor for {runtime} ({'; '.join(reasons)})")
-        ranked, compared = self._rank(able, job)
-        return ranked, reasons + compared
-
-    def _rank(self, able: list[PredictorKind], job: PredictionJob) -> tuple[list[PredictorKind], list[str]]:
-        """Auto's order among the available kinds: the first, unless a later one's held-out
-        error is lower (only kinds stating a figure are compared; ``held_out``)."""
-        if len(able) == 1:
-            return able, []
-        arithmetic = job.arithmetic()
-        figures: dict[str, Optional[HeldOut]] = {
-            k.name: k.held_out(job.profile, job.runtime, job.threads, arithmetic) for k in able}
-        best = self.kinds[auto_pick([k.name for k in able], figures)]
-        ranked = [best, *(k for k in able if k is not best)]
+        eligible = self._eligible(profile, runtime)
+        if not eligible:
+            raise InputError(f"profile '{profile.id}': no latency predictor every install has serves {runtime}")
+        selection = self.selection(tuple(k.name for k in eligible))
+        core = profile.fastest_cluster.core
+        best = self.kinds[selection.kind_for(core, runtime)]
+        ranked = [best, *(k for k in eligible if k is not best)]
+        figures = selection.errors(family_of(core), runtime)
         rivals = [k for k in ranked[1:] if figures[k.name] is not None]
         best_fig = figures[best.name]
         if best_fig is None or not rivals:
             return ranked, []
         others = ", ".join(f"{k.name} {figures[k.name].text()}" for k in rivals)  # type: ignore[union-attr]
-        choice = (f"auto chose {best.name} {best_fig.text()} over {others} for {job.threads}-thread {arithmetic} "
-                  f"{job.runtime} on {job.profile.fastest_cluster.core}")
+        choice = f"auto chose {best.name} {best_fig.text()} over {others} for {runtime} on {core}"
         self.choices.setdefault(choice, None)
-        # in the cell's note where the comparison overrode auto's order (a kept first choice is the
-        # behaviour users know; its comparison is in the manifest's predictor.auto_choices)
-        return ranked, [choice] if best is not able[0] else []
+        # in the cell's note where the comparison overrode the registry's order (the manifest's
+        # predictor.auto_choices lists every comparison)
+        return ranked, [choice] if best is not eligible[0] else []
+
+    def _eligible(self, profile: Profile, runtime: str) -> list[PredictorKind]:
+        """The kinds the default may use for ``profile``: every install has them and they serve it."""
+        return [k for k in self.kinds.values() if k.availability is Availability.EVERY_INSTALL
+                and self._unavailable(k, profile, runtime) is None]
+
+    def selection(self, order: tuple[str, ...]) -> DefaultSelection:
+        """The default's rule over the eligible kinds ``order`` (``latency.selection``), made once."""
+        if order not in self._selections:
+            self._selections[order] = DefaultSelection(order, {n: self.kinds[n].held_out_rows() for n in order})
+        return self._selections[order]
+
+    def _fell_back(self, kind: PredictorKind, why: str, profile: Profile) -> None:
+        """Record a named kind's cell served by the fallback: ONE run warning lists them all."""
+        if getattr(self._quiet, "on", False):
+            return
+        self._fallbacks.setdefault(why, {}).setdefault(profile.id, None)
+        line = (f"--predictor {kind.name}: cells fell back to the {self.kinds[FALLBACK].title}: "
+                + "; ".join(f"{', '.join(cells)} ({reason})" for reason, cells in self._fallbacks.items()))
+        where = self.warnings.index(self._fallback_line) if self._fallback_line in self.warnings else len(self.warnings)
+        self.warnings[where:where + 1], self._fallback_line = [line], line
+
+    def _default_band(self, job: PredictionJob, prediction: LatencyPrediction, used: PredictorKind
+                      ) -> LatencyPrediction:
+        """An auto cell states the nested default's held-out error for its kind (the same as the
+        kind's own when one kind is eligible)."""
+        order = tuple(k.name for k in self._eligible(job.profile, job.runtime))
+        if self.mode != "auto" or prediction.latency_ms is None or used.name not in order:
+            return prediction
+        core = job.profile.fastest_cluster.core
+        arithmetic = cell_arithmetic_executed(job.runtime, core, job.arithmetic())
+        return with_band(prediction, self.selection(order).band(CellKind(core, job.threads, arithmetic, job.runtime)))
 
     def kind_for(self, profile: Profile, runtime: str) -> tuple[PredictorKind, list[str]]:
-        """The first kind that may predict ``profile`` for ``runtime`` before any comparison of
-        figures (what ``require`` checks), and why the others were passed over."""
+        """The first kind that may predict ``profile`` for ``runtime`` (auto: one every install has)."""
         if self.mode != "auto":
             return self.kinds[self.mode], []
         reasons: list[str] = []
         for kind in self.kinds.values():
             why = self._unavailable(kind, profile, runtime)
-            if why is None:
+            if why is None and kind.availability is Availability.EVERY_INSTALL:
                 return kind, reasons
-            reasons.append(why)
+            reasons.append(why or f"{kind.title} is opt-in (--predictor {kind.name})")
         raise InputError(f"profile '{profile.id}': no latency predictor for {runtime} ({'; '.join(reasons)})")
 
     def require(self, profiles: Sequence[Profile], runtime: str, load: bool = True) -> None:
@@ -313,6 +318,7 @@ class PredictorPool:
                     self.warn(f"{why}: those cells are the {used.title}'s")
             if chose and prediction.latency_ms is not None and used is kind:
                 prediction = replace(prediction, note=join_notes([prediction.note, *chose]))
+            prediction = self._default_band(job, prediction, used)
             if prediction.latency_ms is not None:
                 prediction = replace(prediction, kind=used.name)  # the reports read the kind, not the source
             collected = list(self._collected)

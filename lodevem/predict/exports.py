@@ -105,11 +105,10 @@ class Graphs:
         return convert
 
     def _export_file(self, path: Path, shape: Optional[tuple[int, ...]]) -> ModelGraph:
-        stat = path.stat()
-        key = ("file", str(path.resolve()), stat.st_mtime_ns, stat.st_size, shape)
+        sha = file_digest(str(path))  # by content: a file rewritten in place is another model (issue 38)
+        key = ("file", sha, shape)
         if key in self._graphs:
             return self._graphs[key]
-        sha = file_digest(str(path))
         export = self.session.exports.export(path, sha, shape)
         if export.unusable:
             raise ModelFileError(export.error)

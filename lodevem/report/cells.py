@@ -203,9 +203,15 @@ def has_accuracy(rows: Sequence[PairResult]) -> bool:
     return any(r.accuracy_samples is not None or "not evaluated" in (r.accuracy_note or "") for r in rows)
 
 
+def _pruned_untuned(row: PairResult) -> bool:
+    """A pruned row derived without fine-tuning, or whose fine-tuning failed (lodevem.accuracy's note)."""
+    note = row.accuracy_note or ""
+    return "without fine-tuning" in note or "not fine-tuned: " in note
+
+
 def not_finetuned(rows: Sequence[PairResult]) -> list[str]:
     """Labels of the pruned rows derived without fine-tuning (lodevem.accuracy's note)."""
-    return list(dict.fromkeys(r.model_label for r in rows if "without fine-tuning" in (r.accuracy_note or "")))
+    return list(dict.fromkeys(r.model_label for r in rows if _pruned_untuned(r)))
 
 
 def accuracy_text(row: PairResult, dash: str = "\u2014", minus: str = "\u2212") -> str:
@@ -217,7 +223,7 @@ def accuracy_text(row: PairResult, dash: str = "\u2014", minus: str = "\u2212") 
     if row.level is not None and row.accuracy_drop_pts is not None:
         drop = -row.accuracy_drop_pts
         text += f" ({minus if drop < 0 else '+'}{abs(drop):.1f})"
-    if row.accuracy_note and "without fine-tuning" in row.accuracy_note:
+    if _pruned_untuned(row):
         text += NOT_FINETUNED_MARK
     return text
 
@@ -230,7 +236,7 @@ def accuracy_legend(rows: Sequence[PairResult]) -> Optional[str]:
     n = f"{samples[0]:,}" if len(samples) == 1 else "the"
     text = (f"Top-1: accuracy (%) on {n} --eval-data samples, evaluated under the row's own runtime on the file "
             "it measures; (\u2212x) = drop vs the fp32 row in points")
-    if any(r.accuracy_note and "without fine-tuning" in r.accuracy_note for r in rows):
+    if any(_pruned_untuned(r) for r in rows):
         text += f"; {NOT_FINETUNED_MARK} pruned without fine-tuning"
     missing = sum(1 for r in rows if r.accuracy_top1_pct is None)
     if missing:

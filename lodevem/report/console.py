@@ -247,7 +247,7 @@ def memory_runtime_line(rows: Sequence[PairResult]) -> str:
     runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows if r.memory_runtime or r.runtime))
     line = f"Peak RAM measured under {', '.join(runtimes)} (CSV column memory_runtime)."
     if any(r.endswith("(fallback)") for r in runtimes):
-        line += " torch (fallback): the runtime's converter refused the user's quantized file (CSV memory_note)."
+        line += " torch (fallback): the runtime's converter could not take the file (CSV memory_note)."
     if len(runtimes) > 1 and any(r in latency_runtimes() for r in runtimes):  # runner.models.latency_runtime
         line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "
                  "torch and onnxruntime rows the one for --latency-runtime.")

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .. import safe_io
 from ..errors import InputError
 from ..latency.described import describe_kind
 from ..results import PairResult
@@ -40,6 +41,7 @@ HTML_NAME = "report.html"
 _FIGURES = ((HEATMAP, "Predicted latency per device"), (SCATTER, "Latency vs peak RAM"),
             (MIN_RAM, "Minimum RAM per model"), (ACCURACY, "Accuracy trade-off"))
 _MAX_FIGURE_BYTES = 8 * 2**20  # a PNG larger than this is not one lodevem drew: left out
+_FIGURE = safe_io.Kind("figure", _MAX_FIGURE_BYTES)
 
 
 def _e(value: Any) -> str:
@@ -111,7 +113,10 @@ def _figures(out_dir: Path) -> str:
         path = Path(out_dir) / f"{stem}.png"
         if not path.is_file() or path.is_symlink() or path.stat().st_size > _MAX_FIGURE_BYTES:
             continue
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        try:
+            data = base64.b64encode(safe_io.read_bytes(path, _FIGURE, follow=False)).decode("ascii")
+        except (OSError, safe_io.UnsafeInput):
+            continue
         parts.append(f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}">'
                      f"<figcaption>{_e(title)} ({_e(path.name)})</figcaption></figure>")
     return "".join(parts) or "<p>No figure was drawn for this run.</p>"
@@ -141,7 +146,7 @@ def _manifest(manifest: ManifestLike) -> str:
              ("Images", ", ".join(f"{tag} {ident.removeprefix('docker:')[:19]}"
                                   for tag, ident in sorted(env.backend.images.items()))))
     table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts if v and str(v).strip())
-    full = json.dumps(env.to_dict(), indent=1, ensure_ascii=False, default=str)
+    full = safe_io.json_text(env.to_dict(), indent=1, ensure_ascii=False, default=str)
     return (f'<table class="facts">{table}</table><details><summary>The whole manifest (JSON)</summary>'
             f"<pre>{_e(full)}</pre></details>")
 

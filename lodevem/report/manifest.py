@@ -29,17 +29,21 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..profiles import Profile
 from ..safe_io import fields
 from ..sandbox.base import cgroup_version, host_memory_mb
 from ..version import __version__
+from ..worker.images import Preprocessing
 from ..worker.registry import RUNTIMES
 
-__all__ = ["MANIFEST_VERSION", "PACKAGES", "BackendInfo", "HostInfo", "LodevemSource", "Manifest", "ManifestLike",
-           "ProfileEntry", "PythonInfo", "RuntimeEntry", "collect_manifest", "docker_server_version", "host_info",
-           "lodevem_source", "manifest_dict", "package_versions", "runtime_versions"]
+if TYPE_CHECKING:
+    from ..accuracy.data import EvalData
+
+__all__ = ["MANIFEST_VERSION", "PACKAGES", "BackendInfo", "DataSetEntry", "HostInfo", "LodevemSource", "Manifest",
+           "ManifestLike", "ProfileEntry", "PythonInfo", "RuntimeEntry", "collect_manifest", "docker_server_version",
+           "host_info", "lodevem_source", "manifest_dict", "package_versions", "runtime_versions"]
 
 MANIFEST_VERSION = 1
 # Distributions whose versions change the numbers (or their provenance).
@@ -179,6 +183,54 @@ class RuntimeEntry:
 
 
 @dataclass(frozen=True)
+class DataSetEntry:
+    """A data set the run read (``--eval-data``, ``--finetune-data``, ``--calib-data``): what every
+    figure made from it stands for. ``samples_sha256`` is the digest of the normalised samples the
+    sandbox read, the one every accuracy record of the run is keyed on (a changed data set gives
+    another digest and a fresh figure, issue 38); ``source_sha256`` the user's own file's (an
+    ImageFolder tree's: its class names and every used image's label, path and content).
+    ``preprocessing``: how a tree's images became inputs (None: an .npz's inputs as given)."""
+
+    option: str
+    path: str
+    format: str  # "npz" | "imagefolder"
+    source_sha256: str
+    samples_sha256: str
+    samples: int
+    available: int
+    sample_shape: tuple[int, ...]
+    classes: Optional[int]  # a tree's class folders, else the distinct labels used
+    selection: str
+    preprocessing: Optional[Preprocessing]
+    preprocessing_text: str  # the preprocessing in words, as the methods paragraph states it
+
+    @classmethod
+    def of(cls, data: "EvalData") -> "DataSetEntry":
+        return cls(data.option, str(data.source), data.fmt, data.source_sha256, data.sha256, data.samples,
+                   data.available, tuple(data.sample_shape), data.tree_classes or data.classes, data.selection,
+                   data.preprocessing, data.how_preprocessed())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "sample_shape": list(self.sample_shape),
+                "preprocessing": self.preprocessing.to_dict() if self.preprocessing else None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DataSetEntry":
+        shape = data.get("sample_shape")
+        try:
+            prep = Preprocessing.from_dict(data["preprocessing"]) if isinstance(data.get("preprocessing"),
+                                                                                Mapping) else None
+        except (ValueError, TypeError):
+            prep = None
+        return cls(_text(data, "option") or "", _text(data, "path") or "", _text(data, "format") or "",
+                   _text(data, "source_sha256") or "", _text(data, "samples_sha256") or "",
+                   _int(data, "samples") or 0, _int(data, "available") or 0,
+                   tuple(d for d in shape if fields.integer(d) is not None) if isinstance(shape, list) else (),
+                   _int(data, "classes"), _text(data, "selection") or "", prep,
+                   _text(data, "preprocessing_text") or "")
+
+
+@dataclass(frozen=True)
 class Manifest:
     """The ``environment`` block of a results file, typed (see the module docstring for how to
     reproduce a run from it). ``models`` and ``extra`` are stored as the runner gives them:
@@ -197,6 +249,7 @@ class Manifest:
     runtimes: Mapping[str, RuntimeEntry]
     extra: Mapping[str, Any]
     manifest_version: int = MANIFEST_VERSION
+    datasets: tuple[DataSetEntry, ...] = ()  # the data sets read, by option (--eval-data first)
 
     @property
     def command(self) -> str:
@@ -219,6 +272,7 @@ class Manifest:
             "profiles": [asdict(p) for p in self.profiles],
             "models": [dict(m) for m in self.models],
             "runtimes": {name: asdict(entry) for name, entry in self.runtimes.items()},
+            "datasets": [d.to_dict() for d in self.datasets],
             "extra": dict(self.extra),
         }
 
@@ -230,6 +284,7 @@ class Manifest:
         profiles = data.get("profiles")
         models = data.get("models")
         version = data.get("manifest_version")
+        datasets = data.get("datasets")
         return cls(
             created_utc=_text(data, "created_utc") or "",
             command_line=tuple(str(a) for a in argv) if isinstance(argv, list) else (),
@@ -246,6 +301,8 @@ class Manifest:
                       if isinstance(v, Mapping)},
             extra=dict(_section(data, "extra")),
             manifest_version=version if isinstance(version, int) else MANIFEST_VERSION,
+            datasets=tuple(DataSetEntry.from_dict(d) for d in datasets if isinstance(d, Mapping))
+            if isinstance(datasets, list) else (),
         )
 
     @classmethod
@@ -358,12 +415,14 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
                      models: Sequence[Mapping[str, Any]], image_id: Optional[str], backend: str,
                      extra: Optional[Mapping[str, Any]] = None,
                      runtimes: Optional[Mapping[str, str]] = None,
-                     images: Optional[Mapping[str, str]] = None) -> Manifest:
+                     images: Optional[Mapping[str, str]] = None,
+                     datasets: Sequence[DataSetEntry] = ()) -> Manifest:
     """The ``environment`` block of a results file (see the module docstring for reproducing).
 
     ``runtimes``: each measured runtime and the identity of what measured it (image id); the
     block names the runtime's and its converter's pinned versions (``runtime_versions``).
     ``images``: tag -> id of every image the run used (measurement and converter images).
+    ``datasets``: the data sets the run read (``DataSetEntry.of`` an ``accuracy.data.EvalData``).
 
     ``models`` are dicts with at least ``label``, ``path`` and ``sha256``; ``extra`` holds the
     run's settings (warm-up, runs, threads, predictor and its data, ...) and is stored as given.
@@ -386,4 +445,5 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
         runtimes={name: RuntimeEntry(**runtime_versions(name), measured_in=identity)
                   for name, identity in (runtimes or {}).items()},
         extra=dict(extra or {}),
+        datasets=tuple(datasets),
     )

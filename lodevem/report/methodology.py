@@ -315,7 +315,7 @@ def _memory_paragraph(f: RunFacts) -> str:
                    f"{_and(made)}.")
     out += [f"{note[:1].upper()}{note[1:]}." for note in f.memory_notes]
     if f.fallbacks:
-        out.append(f"The converter refused {len(f.fallbacks)} of the user's own quantized files "
+        out.append(f"The converter could not take {len(f.fallbacks)} of the files "
                    f"({_and(list(f.fallbacks))}); their peak RAM was measured under PyTorch instead and is marked "
                    "{code:torch (fallback)}.")
     if f.input_shapes:

@@ -79,6 +79,7 @@ class ModelFile:
     # tflite/ncnn rows of fp16/int8/int8-static: the level the runtime's own converter makes from the
     # fp32 source while converting (not a PyTorch-derived variant: ``runner.models.derive``)
     convert_level: Optional[str] = None
+    classes: Optional[int] = None  # the model's outputs (its export's last output dimension), None: unknown
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -103,10 +104,12 @@ class ModelFile:
         return f"{self.measured_sha256}@{self.convert_level}" if self.convert_level else self.measured_sha256
 
     @property
-    def user_quantized(self) -> bool:
-        """A user's own quantized or fp16 file, as given (not a ``--levels`` variant): where a
-        runtime's converter cannot take it, its rows are measured under torch (``torch (fallback)``)."""
-        return self.level is None and self.precision not in (None, "fp32")
+    def runs_as_is(self) -> bool:
+        """Whether torch (onnxruntime for an ``.onnx``) runs the very file this row measures: the
+        user's file, or a derived variant (pruned). Where a tflite/ncnn converter cannot take such a
+        file, its rows are measured under torch instead (``torch (fallback)``, issue 38), never an
+        error row; a level the converter itself makes (``convert_level``) has no torch form."""
+        return self.convert_level is None
 
 
 def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[ModelFile]:
@@ -337,7 +340,7 @@ class PairResult:
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
     # The runtime the memory figure is for: the row's runtime (tflite, ncnn, torch, onnxruntime), or
-    # "torch (fallback)" when its converter refused a user's quantized file (memory_note says why)
+    # "torch (fallback)" when its converter could not take the file (memory_note says why)
     memory_runtime: Optional[str] = None
     memory_note: Optional[str] = None
     # What a tflite/ncnn row measured: its converted file's size, precision and quantization scheme

@@ -24,6 +24,7 @@ from ..results import ModelFile
 from ..sandbox.client import MeasureSettings
 from ..sandbox.usercode import ModelLoading
 from ..store import digest, file_digest
+from ..worker.images import Preprocessing
 from ..worker.registry import RUNTIMES, canonical
 
 __all__ = ["DataOptions", "InputOptions", "LatencyOptions", "MemoryOptions", "ResultsOptions", "RunConfig",
@@ -87,6 +88,8 @@ class DataOptions:
     calibration_inputs: Optional[Path] = None
     finetune_data: Optional[Path] = None
     finetune_epochs: int = DEFAULT_FINETUNE_EPOCHS
+    # --preprocess: how the images of an ImageFolder tree given as data become inputs (worker.images)
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
 
 
 @dataclass(frozen=True)

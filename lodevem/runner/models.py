@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..derive import derive_cached
-from ..errors import LodevemError, ModelFileError
+from ..errors import InputError, LodevemError, ModelFileError
 from ..results import ExportResult, ModelFile
 from ..results.notes import kernel_precisions
 from ..runtimes import adapter
@@ -71,7 +71,11 @@ def export_sources(run: Run, models: Sequence[ModelFile]) -> None:
     """Every distinct file the user named, exported first: a bad one stops the run here."""
     run.progress.stage("exporting models to ONNX (in the sandbox)")
     for model in {m.path: m for m in models}.values():
-        export(run, model.path, model.sha256)
+        done = export(run, model.path, model.sha256)
+        tuning = run.finetune_data
+        problem = tuning.labels_problem(done.model.classes, model.path.name) if tuning is not None else None
+        if problem:  # the data alone shows it cannot fine-tune this model (issue 38): refused, exit 2
+            raise InputError(problem)
 
 
 def prepare_models(run: Run, models: Sequence[ModelFile]) -> list[ModelFile]:
@@ -119,7 +123,7 @@ def with_graph(run: Run, model: ModelFile) -> ModelFile:
     shape = run.config.inputs.input_shape
     pruned = model.level == "pruned"
     done = export(run, model.measured_path, model.measured_sha256) if pruned else export(run, model.path, model.sha256)
-    model = dataclasses.replace(model, graph_path=done.path, graph_error=done.error,
+    model = dataclasses.replace(model, graph_path=done.path, graph_error=done.error, classes=done.model.classes,
                                 input_shape=done.model.input_shape or shape,
                                 input_shape_source=done.model.input_shape_source
                                 or ("--input-shape" if shape else None),

@@ -16,14 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..accuracy.data import MAX_FINETUNE_SAMPLES, EvalData, prepare_calibration_data, prepare_eval_data
+from ..accuracy.data import (
+    MAX_FINETUNE_SAMPLES,
+    EvalData,
+    ImageDecoding,
+    prepare_calibration_data,
+    prepare_eval_data,
+)
 from ..derive import FineTune
 from ..errors import InputError, LodevemError
 from ..latency.calibration import CalibrationSet
 from ..predict import Predictor
 from ..progress import NullProgress, ProgressSink
 from ..report.files import CSV_NAME, JSON_NAME
-from ..report.manifest import Manifest, collect_manifest
+from ..report.manifest import DataSetEntry, Manifest, collect_manifest
 from ..results import ModelFile
 from ..runtimes import FALLBACK
 from ..sandbox.base import Backend
@@ -99,6 +105,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     eval_data: Optional[EvalData] = None
     calibration_data: Optional[EvalData] = None
+    finetune_data: Optional[EvalData] = None  # --finetune-data's samples (their labels are checked)
     finetune: Optional[FineTune] = None  # --finetune-data for the pruned level
     derived: dict[tuple[Path, str], ModelFile] = field(default_factory=dict)  # (file, level): one derivation
 
@@ -106,9 +113,10 @@ class Run:
     def begin(cls, config: RunConfig, progress: Optional[ProgressSink] = None,
              backend: Optional[Backend] = None) -> "Run":
         """Check everything that can be checked before a container starts (the predictor's data
-        and cores, calibration records, the user's samples: exit 2 for bad input), then open the
-        sandbox (``backend``: one to use instead of opening ``--backend``) and check the images
-        the runtimes need."""
+        and cores, calibration records: exit 2 for bad input), then open the sandbox (``backend``:
+        one to use instead of opening ``--backend``), check the images the runtimes need, and read
+        the user's samples (exit 2 for bad data, before any model runs: an ImageFolder tree's
+        images are decoded in one sandbox run of their own)."""
         store = run_store(cache_root(config.results.output), use_cache=not config.results.no_cache)
         calibrations = CalibrationSet(config.latency.calibrations, enabled=not config.latency.uncalibrated)
         # the sandbox, opened below once the inputs are checked (kinds that run in it see it then)
@@ -121,7 +129,8 @@ class Run:
         predictor.require(config.profiles, load=False)
         calibrations.check()  # and on a calibration record that does not read
         run = cls(config, session, predictor, progress if progress is not None else NullProgress())
-        run._check_data(store)
+        if config.data.finetune_data is not None and "pruned" not in config.inputs.levels:
+            raise InputError("--finetune-data fine-tunes the derived pruned level: add --levels pruned (or all)")
         opened = session.backend  # opened now
         run.warnings.extend(session.warnings)
         opened.sweep_stale()
@@ -129,24 +138,28 @@ class Run:
         for runtime in run.config.runtimes:  # a missing runtime or converter image stops the run before any work
             opened.identity_for(runtime)
         predictor.require(config.profiles, load=False)  # and what needs the sandbox (--predictor armsim: its image)
+        run._check_data(store)
         return run
 
     def _check_data(self, store: ArtifactStore) -> None:
         """``--eval-data``, ``--finetune-data`` and ``--calib-data`` validated and normalised into the
-        store before any container starts: bad data is exit 2. The eval samples' shape is the
-        shape the rows are measured with when none is given."""
+        store before any model container starts: bad data is exit 2. A file is read here; an
+        ImageFolder tree is walked here and its images decoded in one sandbox run. The eval (else
+        the fine-tuning) samples' shape is the shape the rows are measured with when none is given."""
         data = self.config.data
+        images = ImageDecoding(self.session.client, data.preprocessing, self.config.memory.timeout_s)
         if data.eval_data is not None:
-            self.eval_data = prepare_eval_data(data.eval_data, data.eval_limit, store)
-            if self.config.inputs.input_shape is None:
-                self.config = self.config.with_options(input_shape=self.eval_data.input_shape)
+            self.eval_data = prepare_eval_data(data.eval_data, data.eval_limit, store, images=images)
         if data.finetune_data is not None:
-            if "pruned" not in self.config.inputs.levels:
-                raise InputError("--finetune-data fine-tunes the derived pruned level: add --levels pruned (or all)")
-            samples = prepare_eval_data(data.finetune_data, MAX_FINETUNE_SAMPLES, store, option="--finetune-data")
+            samples = prepare_eval_data(data.finetune_data, MAX_FINETUNE_SAMPLES, store, option="--finetune-data",
+                                        images=images)
+            self.finetune_data = samples
             self.finetune = FineTune(samples.path, samples.sha256, data.finetune_epochs, samples.describe())
+        shaped = self.eval_data or self.finetune_data
+        if shaped is not None and self.config.inputs.input_shape is None:
+            self.config = self.config.with_options(input_shape=shaped.input_shape)
         if data.calib_data is not None:
-            self.calibration_data = prepare_calibration_data(data.calib_data, store)
+            self.calibration_data = prepare_calibration_data(data.calib_data, store, images=images)
             self.config = self.config.with_options(calibration_inputs=self.calibration_data.path)
 
     def _default_runtime(self, backend: Backend) -> None:
@@ -201,7 +214,9 @@ class Run:
             [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
             image_id=backend.identity, backend=backend.name,
             runtimes={r: backend.identity_for(r) for r in config.runtimes},
-            images=backend.image_ids() if hasattr(backend, "image_ids") else None, extra=extra)
+            images=backend.image_ids() if hasattr(backend, "image_ids") else None, extra=extra,
+            datasets=[DataSetEntry.of(d) for d in (self.eval_data, self.finetune_data, self.calibration_data)
+                      if d is not None])
 
 
 def _slurm(config: RunConfig) -> Optional[Any]:

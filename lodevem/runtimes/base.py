@@ -25,6 +25,15 @@ class Runtime:
     runs_onnx_export = False
     converted_suffix: Optional[str] = None
     read_log: Optional[LogReader] = None
+    # The dynamic-range int8 level (``--levels int8``): which kernel categories it makes int8 (None:
+    # every kernel) and what they then compute in (``latency.arithmetic``): torch's dynamic
+    # quantization makes only its Linear layers int8.
+    dynamic_int8: tuple[Optional[tuple[str, ...]], str] = (("fc",), "int8")
+
+    def executes(self, arithmetic: str, fp16_core: bool) -> str:
+        """What it computes a kernel holding ``arithmetic`` in, on a core with (``fp16_core``) or
+        without ARMv8.2 FP16 arithmetic: what the latency model prices (``latency.arithmetic``)."""
+        return arithmetic
 
     @property
     def spec(self) -> RuntimeSpec:

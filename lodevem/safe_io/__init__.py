@@ -38,6 +38,7 @@ from .files import (
     REPLY_TAIL_BYTES,
     RESULTS_FILE,
     Kind,
+    folder_fd,
     hash_into,
     read_bytes,
     read_tail,
@@ -50,6 +51,6 @@ from .text import ENTRY_CHARS, LOG_LINE_CHARS, MESSAGE_CHARS, bounded_lines, cli
 __all__ = [
     "CACHE_RECORD", "CALIBRATION_RECORD", "CODE_FILE", "CODE_TOTAL_BYTES", "ENTRY_CHARS", "Kind", "LOG",
     "LOG_LINE_CHARS", "MESSAGE_CHARS", "MODEL_FILE", "OUTPUT_TAIL_BYTES", "PROFILE", "REPLY_TAIL_BYTES",
-    "RESULTS_FILE", "UnsafeInput", "bounded_lines", "clip", "hash_into", "json_text", "printable", "read_bytes",
-    "read_tail", "read_text", "regular_fd", "sha256_file",
+    "RESULTS_FILE", "UnsafeInput", "bounded_lines", "clip", "folder_fd", "hash_into", "json_text", "printable",
+    "read_bytes", "read_tail", "read_text", "regular_fd", "sha256_file",
 ]

@@ -66,9 +66,15 @@ def _size(n: int) -> str:
     return f"{n // 2**20} MiB" if n > 2**20 else f"{n // 2**10} KiB"
 
 
-def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True) -> int:
+def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True, within: Optional[Path] = None) -> int:
     """An open, read-only descriptor of ``path`` once it is known to be a regular file within
-    ``kind``'s cap. ``follow=False`` (what a container wrote): a link itself is refused."""
+    ``kind``'s cap. ``follow=False`` (what a container wrote): a link itself is refused.
+    ``within`` (a folder of the user's, e.g. an ImageFolder tree): ``path`` is relative to it and
+    opened one component at a time, each relative to its parent's descriptor with ``O_NOFOLLOW``,
+    so no link is followed at any step and nothing outside ``within`` is opened, even when the
+    tree changes while it is read."""
+    if within is not None:
+        return _fd_within(Path(within), Path(path), kind)
     path = Path(path)
     try:
         _check(path, os.stat(path) if follow else os.lstat(path), kind)
@@ -76,12 +82,59 @@ def regular_fd(path: Path | str, kind: Kind, *, follow: bool = True) -> int:
         fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW))
     except OSError as exc:
         raise UnsafeInput(_shown(path), f"cannot read: {exc.strerror or exc}") from None
+    return _checked(fd, path, kind)
+
+
+def _checked(fd: int, path: Path, kind: Kind) -> int:
+    """``fd`` once ``fstat`` on the descriptor itself says it is a regular file within the cap (a
+    file swapped after the path was checked is caught here); closed otherwise."""
     try:
         _check(path, os.fstat(fd), kind)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def folder_fd(root: Path, relative: Path = Path()) -> int:
+    """A descriptor of the folder ``root/relative`` (to list it, or to open what is in it): each
+    component below ``root`` opened relative to its parent's descriptor with ``O_NOFOLLOW``, so no
+    link is followed and nothing outside ``root`` is opened, even when the tree changes meanwhile."""
+    shown = root / relative
+    if relative.is_absolute() or ".." in relative.parts:
+        raise UnsafeInput(_shown(shown), "not a path inside the folder")
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | cloexec)
+    except OSError as exc:
+        raise UnsafeInput(_shown(root), f"cannot read the folder: {exc.strerror or exc}") from None
+    for part in relative.parts:
+        try:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | cloexec, dir_fd=fd)
+        except OSError as exc:  # ELOOP / ENOTDIR: a link or a file where a folder was
+            os.close(fd)
+            raise UnsafeInput(_shown(shown), f"cannot read the folder: {exc.strerror or exc} (no link is followed)"
+                              ) from None
+        os.close(fd)
+        fd = inner
+    return fd
+
+
+def _fd_within(root: Path, relative: Path, kind: Kind) -> int:
+    shown = root / relative
+    if not relative.parts:
+        raise UnsafeInput(_shown(shown), "not a path inside the folder")
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    parent = folder_fd(root, relative.parent)
+    try:
+        try:
+            _check(shown, os.lstat(relative.parts[-1], dir_fd=parent), kind)
+            fd = os.open(relative.parts[-1], flags | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=parent)
+        except OSError as exc:
+            raise UnsafeInput(_shown(shown), f"cannot read: {exc.strerror or exc} (no link is followed)") from None
+    finally:
+        os.close(parent)
+    return _checked(fd, shown, kind)
 
 
 def open_regular(path: Path | str, kind: Kind, *, follow: bool = True) -> BinaryIO:
@@ -108,11 +161,12 @@ def _chunks(fd: int, path: Path, kind: Kind, budget: Optional[list[int]] = None)
         yield chunk
 
 
-def read_bytes(path: Path | str, kind: Kind, *, follow: bool = True) -> bytes:
-    """The bytes of a regular file of at most ``kind.max_bytes``; anything else is ``UnsafeInput``."""
-    fd = regular_fd(path, kind, follow=follow)
+def read_bytes(path: Path | str, kind: Kind, *, follow: bool = True, within: Optional[Path] = None) -> bytes:
+    """The bytes of a regular file of at most ``kind.max_bytes``; anything else is ``UnsafeInput``
+    (``within``: ``path`` is relative to that folder, no link followed: ``regular_fd``)."""
+    fd = regular_fd(path, kind, follow=follow, within=within)
     try:
-        return b"".join(_chunks(fd, Path(path), kind))
+        return b"".join(_chunks(fd, Path(within or "", path), kind))
     except OSError as exc:
         raise UnsafeInput(_shown(path), f"cannot read: {exc.strerror or exc}") from None
     finally:

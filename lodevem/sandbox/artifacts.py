@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..runtimes import adapter
-from ..store import ArtifactStore, digest, file_digest
+from ..store import ArtifactStore, digest
 from ..worker.protocol import artifact_files
 from .client import ConvertedSection, ModelSection, WorkerClient
 
@@ -181,7 +181,8 @@ class ConvertCache:
         .npz of ``inputs`` that calibrates the int8 levels (None: the worker's synthetic default),
         keyed by its content."""
         shape = tuple(input_shape) if input_shape else None
-        calibration_sha256 = file_digest(calibration) if calibration is not None else None
+        # the store's own file: its digest as recorded when it was published, not hashed again
+        calibration_sha256 = self.store.file_sha256(calibration) if calibration is not None else None
         name = converted_name(loading_sha256(sha256, self.client.cache_key), runtime, shape, quantize,
                               calibration_sha256)
         names = [Path(f).name for f in artifact_files(name)]

@@ -203,6 +203,14 @@ class WorkerClient:
                                 input_shape=_shape(settings.input_shape))
         return self.run(request, self.work_limit_mb, timeout_s, on_progress=on_progress)
 
+    def decode_images(self, pack: Path, target: Path, preprocess: dict[str, Any], timeout_s: float) -> SandboxRun:
+        """An ImageFolder tree's images (``pack``: the host's zip of their bytes) decoded with Pillow
+        into the normalised samples ``target`` (an .npz), in the benchmark image under the work limit:
+        the host never decodes an image (``worker.images``)."""
+        request = WorkerRequest(action="decode-images", model_path=str(pack), derive_out=str(target), warmup=0,
+                                runs=1, preprocess=dict(preprocess))
+        return self.run(request, self.work_limit_mb, timeout_s)
+
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
                        input_shape: Optional[Sequence[int]], timeout_s: float, *, uarch: Optional[str] = None,
                        warmup: int = 0, inferences: int = 1) -> SandboxRun:

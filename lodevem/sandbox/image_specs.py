@@ -37,6 +37,9 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "onnxruntime==1.32.0",
     "onnxsim==0.8.1",
     "torch-pruning==1.6.1",
+    # decode-images: an ImageFolder tree's PNG/JPEG images are decoded here, never on the host
+    # (worker.images); the converter image, built on this one, shares it
+    "pillow==13.0.0",
 )
 
 # The on-device runtimes and their converters, pinned (docs/runtimes.md says why

@@ -157,7 +157,7 @@ class SlurmBackend(Cancellable):
         self._executor: Any = None
         self._live: dict[str, str] = {}  # job id -> "queued" | "running"
         self._done = 0
-        self._copied: dict[tuple[str, int, int], Path] = {}
+        self._copied: dict[str, Path] = {}  # content digest -> its copy in models/
         self.runtimes = SlurmRuntimes(python)
 
     @property
@@ -239,14 +239,14 @@ class SlurmBackend(Cancellable):
     # --- files in the shared folder ------------------------------------------------------------
 
     def _share(self, path: Path) -> Path:
-        """The copy of ``path`` under ``models/`` named by its content (copied once)."""
-        st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        """The copy of ``path`` under ``models/`` named by its content (copied once per content:
+        a file rewritten in place, even with its old size and time, is hashed and copied anew)."""
+        key = f"{file_digest(path)}{path.suffix}"  # regular files only
         with self._lock:
             if key in self._copied:
                 return self._copied[key]
-        target = self.workdir / "models" / f"{file_digest(path)[:32]}{path.suffix}"  # regular files only
-        if not target.is_file() or target.stat().st_size != st.st_size:
+        target = self.workdir / "models" / f"{key[:32]}{path.suffix}"
+        if not target.is_file() or file_digest(target) != key[:64]:
             with atomic_path(target) as tmp:
                 shutil.copyfile(path, tmp)
         with self._lock:

@@ -29,11 +29,12 @@ from .onnx_export import (
     onnx_section,
     resolve_static,
 )
+from .programs import pt2e_float_twin, pt2e_scheme
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
 from .sparsity import remove_zero_channels, sparsity_report
-from .timing import latency_stats, timed_passes
+from .timing import first_output_shape, latency_stats, timed_passes
 from .variants import _derive, write_variant
 
 
@@ -96,7 +97,7 @@ Late = Optional[Callable[[], None]]  # runs after the memory summary was taken (
 
 def action_inspect(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     if kind == "onnx":
-        info = onnx_model_info(load_onnx(req.model_path), req.input_shape)
+        info = onnx_model_info(load_onnx(req.model_path, user_file=True), req.input_shape)
         res.model = {**_file_info(req.model_path, "onnx"), **info}
         return
     _import_torch(req, res, mem)
@@ -212,7 +213,7 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         return
     t0 = time.perf_counter()
     if kind == "onnx":
-        model = load_onnx(req.model_path)
+        model = load_onnx(req.model_path, user_file=True)
         res.model = {**_file_info(req.model_path, "onnx"), **onnx_model_info(model, req.input_shape)}
         if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
             model = nn_meter_friendly(model, res.model["input_shape"])
@@ -227,9 +228,10 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         t0 = time.perf_counter()
         check = DefaultShapeCheck(module, res.model["input_shape"]) \
             if res.model.get("input_shape_source") == SOURCE_DEFAULT else None
+        outputs: list[Any] = []
         try:
             with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
-                timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
+                timed_passes(lambda: outputs.append(module(x)), "check", 1, _describe_input(res.model))
         except WorkerError as exc:
             warning = check.warning() if check is not None else None
             raise (WorkerError(exc.kind, f"{exc.message}; {warning}") if warning else exc) from None
@@ -238,14 +240,21 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
                 check.close()
         if check is not None and check.warning():
             res.model["input_shape_warning"] = check.warning()
+        res.model["output_shape"] = first_output_shape(outputs[0]) if outputs else None
         progress("exporting to ONNX")
+        pt2e = pt2e_scheme(module) if req.twin else None
+        if pt2e is not None:  # a user's PT2E-quantized program: its float twin, predicted at int8
+            module = pt2e_float_twin(module)
         if res.model["format"] == "exported_program":
             module = _frozen_mode(module)
         sparsity = sparsity_report(module)
         res.model["sparsity"] = sparsity
         dense = module
         module, x, precision = _twin_inputs(module, x, res.model) if req.twin else (module, x, None)
-        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name", "sparsity")
+        if pt2e is not None and precision is not None:
+            precision.update(default="int8", quantization={"scheme": pt2e, "backend": "PT2E (exported program)"})
+        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name", "sparsity",
+                "output_shape")
         res.onnx = export_module(module, x, out, {k: res.model.get(k) for k in keep}, precision=precision,
                                  twin=req.twin)
         res.model.update(precision=res.onnx.pop("precision"), quantization=res.onnx.pop("quantization"))

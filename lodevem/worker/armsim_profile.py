@@ -19,9 +19,10 @@ import os
 import subprocess
 import tempfile
 import time
-from typing import Any
+from typing import Any, Optional
 
 from .armsim_blocks import BlockProfile, LlvmUnavailable, parse_blocks, price_summary
+from .armsim_symbols import attribute, parse_maps
 from .memory import MemoryPhases
 from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
 
@@ -43,6 +44,24 @@ _MAX_BLOCKS_BYTES = 256 << 20
 
 def armsim_root() -> str:
     return os.environ.get("LODEVEM_ARMSIM_ROOT", "/opt/armsim")
+
+
+def view_midr(view_dir: str) -> Optional[int]:
+    """The MIDR a core view declares (its sysfs ``midr_el1``, written by make_views.py); None for
+    a view made before it had one."""
+    try:
+        with open(os.path.join(view_dir, "sys", "devices", "system", "cpu", "cpu0", "regs", "identification",
+                               "midr_el1")) as fh:
+            return int(fh.read(64).strip(), 16)
+    except (OSError, ValueError):
+        return None
+
+
+def qemu_cpu_option(cpu: str, view_dir: str) -> str:
+    """qemu's ``-cpu`` value: the model with the ISA, told the view's MIDR, so an ``mrs MIDR_EL1``
+    in the guest reads the phone core's identity as /proc/cpuinfo and sysfs do."""
+    value = view_midr(view_dir)
+    return cpu if value is None else f"{cpu},midr=0x{value:x}"
 
 
 def _snapshots(text: str) -> dict[str, list[list[int]]]:
@@ -91,13 +110,13 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
         plugin_digest = fh.read(64).strip()
     work = tempfile.mkdtemp(prefix="armsim-", dir="/tmp")
     counts_path, report_path = os.path.join(work, "counts.txt"), os.path.join(work, "report.json")
-    # A64 guests: the block profile too (armsim_blocks: each executed block priced by llvm-mca)
-    blocks_path = os.path.join(work, "blocks.txt") if isa != "armv7" else None
+    # the block profile too (armsim_blocks: each executed block priced by the core's pipeline model)
+    blocks_path = os.path.join(work, "blocks.txt")
     spec = {"runtime": req.runtime, "model": model, "threads": req.threads, "precision": req.precision,
             "input_shape": req.input_shape or [], "warmup": req.warmup, "inferences": req.runs,
             "report": report_path}
     guest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "armsim_guest.py")
-    cmd = [qemu, "-cpu", cpu, "-L", view_dir,
+    cmd = [qemu, "-cpu", qemu_cpu_option(cpu, view_dir), "-L", view_dir,
            "-plugin", f"{plugin},out={counts_path},sysno={sysno},magic={MARKER_MAGIC}"
            + (f",blocks={blocks_path}" if blocks_path else ""),
            os.path.join(view_dir, "usr", "bin", "python3.11"), guest, json.dumps(spec)]
@@ -134,31 +153,57 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
                    "threads": req.threads, "inferences": req.runs, "warmup": req.warmup, "counts": totals,
                    "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest,
                    "phases": report.get("phases") if isinstance(report.get("phases"), dict) else {}}
+    res.profile["identity"] = _identity(report.get("identity"))
     if blocks_path:
-        res.profile["blocks"] = _block_summary(blocks_path, req.runs)
+        res.profile["blocks"], res.profile["kernels"] = _block_summary(blocks_path, req.runs, report.get("code_maps"))
     res.timings_s["measure"] = seconds
     progress(f"{totals['total'] / 1e6:.1f} M instructions per inference ({len(threads)} thread(s)), {seconds:.1f} s")
 
 
-def _block_summary(path: str, runs: int) -> dict[str, Any]:
-    """The priced block profile of the counted inference(s) (marker 2), per inference; an
-    ``error`` instead where the plugin wrote none or LLVM is missing (an older image): the counts
-    stand, the block cost model then has nothing to price."""
+def _block_summary(path: str, runs: int, code_maps: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The priced block profile of the counted inference(s) (marker 2), per inference, and the
+    functions it ran in (``armsim_symbols``: the runtime's selected micro-kernels, by the
+    guest's executable mappings); an ``error`` instead where the plugin wrote no blocks or LLVM is
+    missing (an older image): the counts stand, the block cost model then has nothing to price."""
     try:
         with open(path) as fh:
             text = fh.read(_MAX_BLOCKS_BYTES + 1)
         if len(text) > _MAX_BLOCKS_BYTES:
-            return {"error": f"block profile larger than {_MAX_BLOCKS_BYTES} bytes"}
-        progress("pricing the executed blocks with llvm-mca")
-        summary: dict[str, Any] = dict(price_summary(BlockProfile(parse_blocks(text, "2"))))
+            return {"error": f"block profile larger than {_MAX_BLOCKS_BYTES} bytes"}, []
+        profile = BlockProfile(parse_blocks(text, "2"))
+    except (OSError, ValueError) as exc:
+        return {"error": first_line(exc)[:200]}, []
+    kernels = [k.to_dict() for k in attribute(((b.start, b.instructions * b.executions // max(runs, 1))
+                                               for b in profile.blocks), parse_maps(code_maps))]
+    try:
+        progress("pricing the executed blocks")
+        summary: dict[str, Any] = dict(price_summary(profile))
     except (OSError, ValueError, LlvmUnavailable) as exc:
-        return {"error": first_line(exc)[:200]}
+        return {"error": first_line(exc)[:200]}, kernels
     if runs > 1:
         for figures in summary["cycles"].values():
             figures["all"] = round(figures["all"] / runs, 1)
             figures["busiest"] = round(figures["busiest"] / runs, 1)
         summary["instructions"] = int(summary["instructions"]) // runs
-    return summary
+    return summary, kernels
+
+
+_IDENTITY_KEYS = ("hwcap", "hwcap2", "CPU implementer", "CPU variant", "CPU part", "sysfs_midr", "mrs_midr", "error")
+
+
+def _identity(raw: Any) -> dict[str, Any]:
+    """The guest's view of its core (``armsim_guest.identity``), bounded: what the runtime picked
+    its kernels by, kept with the profile."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key in _IDENTITY_KEYS:
+        value = raw.get(key)
+        if isinstance(value, list):
+            out[key] = [str(v)[:20] for v in value[:64]]
+        elif isinstance(value, str):
+            out[key] = value[:200]
+    return out
 
 
 def _read_json(path: str) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from .calibration import Calibration, calibration_inputs
 from .memory import MemoryPhases
 from .ncnn_int8 import NCNN_INT8_HOW, NCNN_NO_DYNAMIC, ncnn_int8
 from .precision import INT8_LEVELS, LEVEL_FILE_PRECISION
+from .programs import exported_module, pt2e_scheme, pt2e_unfolded, with_layers
 from .protocol import (
     DEFAULT_INPUT_SHAPE,
     WorkerError,
@@ -56,6 +57,9 @@ from .protocol import (
 from .timing import timed_passes
 
 PNNX_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner when it is shorter
+NO_ONNX_TO_TFLITE = ("an .onnx cannot be made into a .tflite here: litert-torch converts PyTorch programs only, and "
+                     "ONNX-to-TFLite converters go through TensorFlow, which lodevem does not ship (measure an "
+                     ".onnx under onnxruntime or ncnn)")
 
 
 def _version(distribution: str) -> str:
@@ -73,10 +77,11 @@ def _converted_section(req: WorkerRequest, fmt: str, converter: str, shape: list
 
 
 def _verified(section: dict[str, Any], req: WorkerRequest, precision: str, scheme: str,
-              calibration: Optional[Calibration], census: dict[str, Any]) -> None:
+              calibration: Optional[Calibration], census: dict[str, Any], own: bool = False) -> None:
     """Fill the section's file facts from the bytes read back, and say so when the file is not
-    the precision the level should give (a model with no op the quantizer handles stays float)."""
-    expected = LEVEL_FILE_PRECISION.get(req.quantize or "", "fp32")
+    the precision the level should give (a model with no op the quantizer handles stays float);
+    ``own``: a user's quantized file converted as it is, whose precision is its own."""
+    expected = precision if own else LEVEL_FILE_PRECISION.get(req.quantize or "", "fp32")
     if section["format"] == "ncnn" and req.quantize == "int8":  # ncnn's int8 is full-integer (ncnn_int8)
         expected = "int8-static"
     if precision != expected:
@@ -116,7 +121,17 @@ def _pt2e_int8(module: Any, x: Any, calibration: Calibration) -> tuple[Any, Any]
 
 def _tflite_quant_config(level: Optional[str], module: Any, x: Any, calibration: Optional[Calibration]
                          ) -> tuple[Any, Any, str]:
-    """(module to convert, quant_config or None, the scheme's method words) for a level."""
+    """(module to convert, quant_config or None, the scheme's method words) for a level; a user's
+    own PT2E-quantized program (no level asked) keeps its own scales: litert-torch is only told
+    it is PT2E-quantized, statically or dynamically."""
+    scheme = pt2e_scheme(module)
+    if level is None and scheme is not None:
+        from litert_torch.quantize import pt2e_quantizer, quant_config
+
+        quantizer = pt2e_quantizer.PT2EQuantizer().set_global(
+            pt2e_quantizer.get_symmetric_quantization_config(is_per_channel=True, is_dynamic=scheme == "dynamic"))
+        progress(f"the file is PT2E-quantized ({scheme}): converting it with its own scales")
+        return module, quant_config.QuantConfig(pt2e_quantizer=quantizer), f"the file's own PT2E {scheme} int8 scales"
     if level == "int8-static":
         assert calibration is not None
         progress(f"quantizing to full-integer int8 (PT2E, litert-torch's quantizer, {calibration.description})")
@@ -132,9 +147,11 @@ def _tflite_quant_config(level: Optional[str], module: Any, x: Any, calibration:
     return module, None, "litert-torch"
 
 
-def _tflite_scheme(level: Optional[str], census: Any, how: str) -> str:
+def _tflite_scheme(level: Optional[str], census: Any, how: str, own: bool = False) -> str:
     weights = census.to_dict()["weights_by_dtype"]
     counted = f"weight tensors: {describe(weights)}"
+    if own:
+        return f"{census.precision()}, as the file was quantized ({how} kept by litert-torch); {counted}"
     if level == "int8-static":
         return (f"int8 per-channel symmetric weights, int8 activations ({how}); {counted}, "
                 f"{census.per_channel} per-channel")
@@ -146,14 +163,36 @@ def _tflite_scheme(level: Optional[str], census: Any, how: str) -> str:
     return f"float32 weights and activations; {counted}"
 
 
+def _program(module: Any, x: Any, path: str) -> Any:
+    """What litert-torch converts: a TorchScript file's exported program (TS2EP), its layers rebuilt
+    as for a pickled module (``programs.with_layers``: the same graph, so the same PT2E
+    quantization); a user's PT2E-quantized program as it is. A TorchScript of torch.ao's int8
+    modules is one line saying why it cannot be converted."""
+    import torch
+
+    program = exported_module(module, x, path)
+    if pt2e_scheme(program) is not None:
+        return pt2e_unfolded(program)
+    packed = [name for name, value in vars(program).items() if isinstance(value, torch.ScriptObject)]
+    packed += [name for sub_name, sub in program.named_modules() for name, value in vars(sub).items()
+               if isinstance(value, torch.ScriptObject)]
+    if packed:
+        raise WorkerError("export_failed", f"litert-torch cannot convert {path}: it is a TorchScript of torch.ao's "
+                                           f"int8 layers (FX or eager quantization), whose packed weights "
+                                           f"({len(packed)}) stay script objects in its exported program; for an int8 "
+                                           f".tflite quantize with PT2E (prepare_pt2e, convert_pt2e) and save the "
+                                           f"exported program (torch.export.save)")
+    return with_layers(program, x)
+
+
 def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     """``litert_torch.convert(module, (x,)).export(converted_path)``: a float32 ``.tflite``;
     ``quantize="int8-static"``: the float model quantized to static int8 first (``_pt2e_int8``)."""
     out = req.converted_path or ""
     if kind == "onnx":
-        raise WorkerError("export_failed", "no ONNX to TFLite converter: litert-torch converts PyTorch modules "
-                                           "(measure an .onnx with runtime onnxruntime or ncnn)")
+        raise WorkerError("export_failed", NO_ONNX_TO_TFLITE)
     _, module, x = _loaded_and_checked(req, res, mem, kind)
+    module = _program(module, x, req.model_path)
     t0 = time.perf_counter()
     progress(f"converting to TFLite with litert-torch {_version('litert-torch')}")
     try:
@@ -187,8 +226,9 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
         if os.path.exists(tmp):
             os.unlink(tmp)
     res.converted = _converted_section(req, "tflite", "litert-torch", shape, t0)
-    _verified(res.converted, req, census.precision(), _tflite_scheme(req.quantize, census, how), calibration,
-              census.to_dict())
+    own = req.quantize is None and pt2e_scheme(source) is not None
+    _verified(res.converted, req, census.precision(), _tflite_scheme(req.quantize, census, how, own), calibration,
+              census.to_dict(), own)
     res.timings_s["export"] = res.converted["seconds"]
     progress(f"wrote {out} ({res.converted['size_bytes']} bytes, {res.converted['precision']}, "
              f"{res.converted['seconds']:.1f} s)")
@@ -221,6 +261,13 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
             if res.model["format"] == "torchscript":
                 shutil.copyfile(req.model_path, source)
             else:
+                if pt2e_scheme(module) is not None:
+                    raise WorkerError("export_failed", f"pnnx cannot convert {req.model_path}: it is a PT2E-quantized "
+                                                       "program, whose quantize/dequantize ops pnnx has no form for "
+                                                       "(give the float program: lodevem's ncnn int8 writer quantizes "
+                                                       "it, --levels int8-static)")
+                if res.model["format"] == "exported_program":  # its layers, as a pickled module's (programs)
+                    module = with_layers(module, x)
                 progress("tracing to TorchScript for pnnx")
                 try:
                     with torch.no_grad():

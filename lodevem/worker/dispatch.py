@@ -27,6 +27,11 @@ def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
 
         action_armsim_profile(req, res, mem)
         return None
+    if req.action == "decode-images":  # an ImageFolder tree's images, in the sandbox (the host never decodes)
+        from .images import action_decode_images
+
+        action_decode_images(req, res)
+        return None
     if req.action == "evaluate":  # accuracy under the row's runtime (tflite/ncnn: torch is never imported)
         from .evaluate import action_evaluate
 

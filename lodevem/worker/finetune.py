@@ -8,6 +8,11 @@ update) and back in eval mode afterwards. A short fixed recipe rather than optio
 most of what pruning took on small nets, and every run with the same data and epochs gives the
 same weights. The samples (the host's normalised ``.npz``) are held in memory here: the host caps
 them (``--eval-limit`` applies) and the derivation runs under the work limit, not a phone's.
+
+A fine-tune that cannot be done (the loss turns NaN, a label beyond the model's outputs the host
+could not see) leaves the pruned variant as pruning made it (its weights restored) and says
+``not fine-tuned: <reason>``: the row keeps its RAM and latency (issue 38), only the promise of
+fine-tuning is withdrawn, in its note.
 """
 
 from __future__ import annotations
@@ -20,10 +25,31 @@ from .samples import NpzSamples, SampleFileError
 
 LEARNING_RATE, MOMENTUM, BATCH, SEED = 0.01, 0.9, 32, 0
 RECIPE = f"SGD (lr {LEARNING_RATE}, momentum {MOMENTUM}), batch {BATCH}, cross-entropy"
+NOT_FINETUNED = "not fine-tuned"
 
 
 def finetune(module: Any, data_path: str, epochs: int) -> tuple[str, dict[str, Any]]:
-    """Train ``module`` in place; returns (note, details)."""
+    """Train ``module`` in place; returns (note, details). A fine-tune that fails leaves ``module``
+    as it was and returns the note ``not fine-tuned: <reason>``."""
+    import copy
+
+    before = copy.deepcopy(module.state_dict())
+    try:
+        return _train(module, data_path, epochs)
+    except _NotTuned as exc:
+        module.load_state_dict(before)
+        module.eval()
+        for p in module.parameters():
+            p.requires_grad_(False)
+        progress(f"{NOT_FINETUNED}: {exc}; the pruned variant is kept as pruning made it")
+        return f"{NOT_FINETUNED}: {exc}", {"finetune_epochs": epochs, "finetune_failed": str(exc)}
+
+
+class _NotTuned(Exception):
+    """Why the samples could not fine-tune this model (one line)."""
+
+
+def _train(module: Any, data_path: str, epochs: int) -> tuple[str, dict[str, Any]]:
     import numpy as np
     import torch
 
@@ -40,8 +66,8 @@ def finetune(module: Any, data_path: str, epochs: int) -> tuple[str, dict[str, A
         outputs = module.eval()(inputs[:1].to(dtype))
     classes = outputs.shape[-1] if outputs.dim() > 1 else 1
     if int(labels.max()) >= classes:
-        raise WorkerError("bad_request", f"fine-tuning label {int(labels.max())} is outside the model's {classes} "
-                                         f"outputs (labels must be 0..{classes - 1})")
+        raise _NotTuned(f"label {int(labels.max())} of --finetune-data is outside the model's {classes} outputs "
+                        f"(labels must be 0..{classes - 1})")
     for p in module.parameters():
         if p.is_floating_point():
             p.requires_grad_(True)
@@ -59,7 +85,7 @@ def finetune(module: Any, data_path: str, epochs: int) -> tuple[str, dict[str, A
                 out = module(inputs[batch].to(dtype))
                 loss = torch.nn.functional.cross_entropy(out.float(), labels[batch])
                 if not torch.isfinite(loss):
-                    raise WorkerError("level_failed", f"fine-tuning diverged in epoch {epoch + 1} (loss {loss.item()})")
+                    raise _NotTuned(f"the loss became {loss.item()} in epoch {epoch + 1} (the fine-tuning diverged)")
                 loss.backward()
                 optimizer.step()
                 total += loss.item() * len(batch)

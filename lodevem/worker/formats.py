@@ -119,8 +119,10 @@ def load_torch_model(path: str, kind: str, options: Optional[LoadOptions] = None
         if kind == "torchscript":
             return _eval(torch.jit.load(path, map_location="cpu")), "torchscript", None
         if kind == "exported_program":
-            program = torch.export.load(path)
-            return program.module(), "exported_program", _exported_input_shape(program)
+            program = _load_exported(path)
+            module = program.module()
+            module.meta[EXPORTED_CLASS] = _exported_class(program)  # its GraphModule class says nothing
+            return module, "exported_program", _exported_input_shape(program)
         with quantized_conv_unpickling():
             obj = _unpickle(path, options.code)
     except WorkerError:
@@ -144,6 +146,41 @@ def load_torch_model(path: str, kind: str, options: Optional[LoadOptions] = None
     if options.arch:
         progress(f"{os.path.basename(path)} holds a whole module: --arch {options.arch} is not needed for it")
     return _eval(_module_from_object(path, obj)), "pickled_module", None
+
+
+def _load_exported(path: str) -> Any:
+    """``torch.export.load``; a program calling an operator this torch does not have (a custom op
+    registered in the saving process only) is one line naming the operator. torch says which only
+    in a warning it logs, so the warnings of the load are read."""
+    import logging
+
+    import torch
+
+    said: list[str] = []
+
+    class Said(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:  # the message and the exception it logs
+            said.append(record.getMessage() + (logging.Formatter().formatException(record.exc_info)
+                                               if record.exc_info else ""))
+
+    try:  # registers torch.ops.quantized_decomposed: what a PT2E-quantized program calls
+        import torch.ao.quantization.fx._decomposed  # noqa: F401
+    except ImportError:
+        pass
+    handler, logger = Said(), logging.getLogger("torch.export")
+    logger.addHandler(handler)
+    try:
+        return torch.export.load(path)
+    except Exception:
+        op = next((m.group(1) for text in said
+                   for m in [re.search(r"resolve (torch\.ops\.[\w.]+) to an operator", text)] if m), None)
+        if op is None:
+            raise
+        raise WorkerError("unsupported_format", f"{path} is an exported program that calls {op}, an operator "
+                                                "this sandbox's torch does not have (a custom op): export the model "
+                                                "without it, or give the model it was exported from") from None
+    finally:
+        logger.removeHandler(handler)
 
 
 def _module_from_weights(path: str, obj: Any, options: LoadOptions) -> Any:
@@ -241,6 +278,19 @@ def _eval(module: Any) -> Any:
     return module
 
 
+EXPORTED_CLASS = "lodevem.exported_class"
+
+
+def _exported_class(program: Any) -> Optional[str]:
+    """The class of the module an ExportedProgram was exported from (its nodes' module stack)."""
+    for node in program.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            kind = next(iter(stack.values()))[1]
+            return kind if isinstance(kind, str) else f"{kind.__module__}.{kind.__qualname__}"
+    return None
+
+
 def _exported_input_shape(program: Any) -> Optional[list[int]]:
     """The example input shape an ExportedProgram was captured with (its guards require it)."""
     try:
@@ -271,6 +321,7 @@ def torch_model_info(module: Any, input_shape: list[int]) -> dict[str, Any]:
     input_dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
     cls = type(module)
     class_name = getattr(module, "original_name", None) if isinstance(module, torch.jit.ScriptModule) else None
+    class_name = class_name or (getattr(module, "meta", None) or {}).get(EXPORTED_CLASS)
     return {"params": params, "param_bytes": sum(by_dtype.values()), "class_name": class_name or
             f"{cls.__module__}.{cls.__qualname__}",
             "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "float32",

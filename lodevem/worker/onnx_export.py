@@ -154,17 +154,39 @@ def _metadata(model: Any) -> dict[str, str]:
     return {p.key: p.value for p in model.metadata_props}
 
 
-def load_onnx(path: str) -> Any:
+def load_onnx(path: str, user_file: bool = False) -> Any:
+    """An ONNX model; ``user_file``: the user's own ``.onnx``, whose tensors must all be inside it
+    (the sandbox mounts the one file: external data, wherever it points, is not there to read,
+    and a location outside the model's folder is refused as such, never followed)."""
     import onnx
 
     try:
+        if user_file:
+            _refuse_external_data(path, onnx.load(path, load_external_data=False))
         model = onnx.load(path)
+    except WorkerError:
+        raise
     except Exception as exc:
         raise WorkerError("corrupt", f"{path} is not a readable ONNX model ({first_line(exc, 200)}); "
                                      f"re-export it or {HOW_TO_SAVE}") from None
     if not model.graph.node or not _graph_inputs(model):
         raise WorkerError("not_a_model", f"{path} parses as ONNX but has no graph nodes or inputs")
     return model
+
+
+def _refuse_external_data(path: str, model: Any) -> None:
+    from onnx import TensorProto
+
+    for tensor in model.graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        where = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        outside = os.path.isabs(where) or ".." in where.replace("\\", "/").split("/")
+        raise WorkerError("unsupported_format", f"{path}: tensor {tensor.name!r} is stored outside the file, in "
+                                                f"{where!r}" + (" (outside the model's folder: refused, never read)"
+                                                                if outside else "")
+                          + "; save the model with its tensors inside: onnx.save(model, path, "
+                            "save_as_external_data=False) (models under 2 GB)")
 
 
 def onnx_model_info(model: Any, input_shape: Optional[list[int]]) -> dict[str, Any]:
@@ -181,7 +203,11 @@ def onnx_model_info(model: Any, input_shape: Optional[list[int]]) -> dict[str, A
         by_dtype[dtype.name] = by_dtype.get(dtype.name, 0) + n * dtype.itemsize
     first = _graph_inputs(model)[0].type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in first.shape.dim]
+    out = model.graph.output[0].type.tensor_type if model.graph.output else None
+    out_dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                for d in out.shape.dim] if out is not None and out.HasField("shape") else []
     return {"params": params, "param_bytes": sum(by_dtype.values()),
+            "output_shape": out_dims if out_dims and out_dims[-1] else None,
             "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
             "input_shape": input_shape or resolve_static(dims),
             "input_dtype": helper.tensor_dtype_to_np_dtype(first.elem_type).name}

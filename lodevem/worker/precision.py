@@ -48,6 +48,11 @@ PARTLY_QUANTIZED: tuple[str, ...] = ("int8-dynamic", "mixed")
 DYNAMIC_INT8_CATEGORIES: tuple[str, ...] = ("fc",)
 # The arithmetic with speed factors of its own (fp32 is the reference), in the order notes name them.
 REDUCED_ARITHMETIC: tuple[str, ...] = ("int8", "fp16")
+# What a runtime executes a kernel in (``lodevem.latency.arithmetic``): the arithmetic above plus
+# dynamic-range int8 (int8 compute, float tensors between operators: XNNPACK's QD8 kernels).
+EXECUTED_ARITHMETIC: tuple[str, ...] = (*ARITHMETIC, "int8-dynamic")
+FLOAT_ARITHMETIC: tuple[str, ...] = ("fp32", "fp16")
+INT8_ARITHMETIC: tuple[str, ...] = ("int8", "int8-dynamic")
 # How the cost model predicts each level that is not fp32 arithmetic (the cell's note says it).
 LEVEL_LATENCY_NOTES: dict[str, str] = {
     "fp16": "fp16 variant: per-kernel fp16 factors (compute and bytes)",

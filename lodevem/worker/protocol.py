@@ -38,7 +38,8 @@ def _source_digest() -> str:
 
 WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate")
+ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate",
+           "decode-images")
 # The runtimes (and the action that makes each converted runtime's file) and the compression
 # levels are the registry's and the precision vocabulary's: one home each (lodevem.levels reads
 # the same names).
@@ -111,6 +112,9 @@ class WorkerRequest:
     # derive of level pruned with data_path: fine-tune the pruned module this many epochs
     # (worker.finetune states the recipe)
     finetune_epochs: Optional[int] = None
+    # decode-images: model_path is the host's pack of an ImageFolder tree's images, derive_out the
+    # normalised .npz to write, preprocess the worker.images.Preprocessing (as its to_dict)
+    preprocess: Optional[dict[str, Any]] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -164,7 +168,12 @@ class WorkerRequest:
             (self.derive_out is None or (isinstance(self.derive_out, str) and bool(self.derive_out)),
              "derive_out must be a non-empty string or null"),
             (isinstance(self.twin, bool), "twin must be true or false"),
-            (self.action == "derive" or self.derive_out is None, "derive_out is only for action derive"),
+            (self.action in ("derive", "decode-images") or self.derive_out is None,
+             "derive_out is only for actions derive and decode-images"),
+            (self.action != "decode-images" or self.derive_out is not None,
+             "decode-images needs derive_out (where to write the samples)"),
+            (self.preprocess is None or (self.action == "decode-images" and isinstance(self.preprocess, dict)),
+             "preprocess must be null or an object, and only for decode-images"),
             (self.action == "derive" or self.level in (None, "fp32"),
              "level is only for action derive: measure or export the variant file derive writes"),
             (self.action != "derive" or self.derive_out is not None, "derive needs derive_out (where to write)"),

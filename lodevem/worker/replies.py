@@ -97,6 +97,14 @@ class ModelSection:
     quantization: Optional[str] = None  # "scheme, backend"
     input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
     input_shape_warning: Optional[str] = None  # the default shape contradicted by the first layers
+    output_shape: Optional[tuple[Optional[int], ...]] = None  # the (first) output's, e.g. (1, 10); None: dynamic
+
+    @property
+    def classes(self) -> Optional[int]:
+        """The model's number of outputs (the last dimension of its first output): what labels and
+        an ImageFolder tree's class folders are checked against; None when the export did not say."""
+        shape = self.output_shape
+        return shape[-1] if shape and len(shape) >= 2 and shape[-1] else None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "ModelSection":
@@ -114,7 +122,16 @@ class ModelSection:
                    precision=precision if precision in FILE_PRECISIONS else None,
                    quantization=f"{scheme}, {backend}" if scheme and backend else None,
                    input_shape_source=_text(data.get("input_shape_source"), 40),
-                   input_shape_warning=_text(data.get("input_shape_warning"), 300))
+                   input_shape_warning=_text(data.get("input_shape_warning"), 300),
+                   output_shape=_dims(data.get("output_shape")))
+
+
+def _dims(value: Any) -> Optional[tuple[Optional[int], ...]]:
+    """A shape from untrusted JSON: 1..8 dims, each a positive whole number or null (dynamic)."""
+    if not isinstance(value, list) or not 1 <= len(value) <= 8:
+        return None
+    dims = [d if fields.integer(d) is not None and d > 0 else None for d in value]
+    return tuple(dims) if all(d is None or fields.integer(d) is not None for d in value) else None
 
 
 @dataclass(frozen=True)

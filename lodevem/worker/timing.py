@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .protocol import WorkerError, WorkerRequest, first_line, progress
 
@@ -45,6 +45,17 @@ def timed_passes(call: Callable[[], Any], label: str, n: int, describe_input: st
             progress(f"{label} {i}/{n}")
             last = time.monotonic()
     return samples
+
+
+def first_output_shape(output: Any) -> Optional[list[int]]:
+    """The shape of a model's (first) output tensor, e.g. [1, 10]: its last dimension is the
+    number of classes the host checks labels and class folders against."""
+    while isinstance(output, (tuple, list)) and output:
+        output = output[0]
+    if isinstance(output, dict) and output:
+        output = next(iter(output.values()))
+    shape = getattr(output, "shape", None)
+    return [int(d) for d in shape] if shape is not None else None
 
 
 def percentile(sorted_xs: list[float], q: float) -> float:

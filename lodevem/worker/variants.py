@@ -12,6 +12,7 @@ import warnings
 from typing import Any, Callable
 
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
+from .programs import exported_module, with_layers
 from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
 
 PRUNING_RATIO = 0.5
@@ -210,13 +211,16 @@ def _derive(req: WorkerRequest, res: WorkerResult, kind: str, module: Any, examp
     assert level is not None
     model = res.model
     assert model is not None  # filled by the load, before any derivation
-    fmt = model["format"]
-    if fmt == "torchscript" and level != "fp16":
-        raise WorkerError("level_failed", f"level {level} needs a pickled nn.Module (torch.save(model)): a TorchScript "
-                                          f"file's compiled graph cannot be quantized or pruned here (fp16 works)")
     progress(f"deriving {level}")
     t0 = time.perf_counter()
     before = {k: model[k] for k in ("params", "param_bytes", "dtype")}
+    if model["format"] in ("torchscript", "exported_program"):  # the layers of its exported graph (programs)
+        try:
+            module = with_layers(exported_module(module, example, req.model_path), example)
+        except WorkerError as exc:
+            raise WorkerError("level_failed", f"level {level} is derived from the exported program of a "
+                                              f"{model['format'].replace('_', ' ')} file: {exc.message}") from None
+        keep_original = False  # a new module already: the file's own is left as it was
     try:
         variant, notes, details = derive_variant(module, level, example, keep_original)
         info = torch_model_info(variant, model["input_shape"])

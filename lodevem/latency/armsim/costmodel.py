@@ -28,9 +28,11 @@ cost model only has to say what an instruction of each class costs on a core:
 Block cost model (v2, ``block_model`` in the params): where the profile carries block cycles
 (``InstructionProfile.blocks``: every executed translation block priced by llvm-mca, see
 ``worker/armsim_blocks.py``) and the fit has the core, the cycles are those of the llvm-mca model
-of the core's pipeline family, scaled by one constant per core:
+of the core (``worker.armsim_blocks.CORE_MODELS``: in-order cores by lodevem's in-order model on
+LLVM 19's figures for that core with cited overrides, out-of-order cores by llvm-mca's model),
+scaled by one constant per core:
 
-    ms = cycles_m(profile) * k[core] * p[precision, isa] * runtime[rt] * A(q[core], n) / (clock_GHz * 1e6)
+    ms = cycles_m(profile) * k[core] * p[precision, isa] * runtime[rt, pipeline] * A(q[core], n) / (clock_GHz * 1e6)
 
 It sees the code's own instruction-level parallelism, which the class CPIs cannot (issue 31), and
 needs no runtime-version factor. Profiles without block cycles (armv7, an image without LLVM) keep
@@ -49,6 +51,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol
 
 from ...errors import CostModelUnavailable
+from ...store import bytes_digest
 
 __all__ = [
     "COST_MODEL_VERSION",
@@ -63,7 +66,7 @@ __all__ = [
     "predict_ms",
 ]
 
-COST_MODEL_VERSION = "v2"
+COST_MODEL_VERSION = "v3"
 DEFAULT_PARAMS: Path = Path(__file__).resolve().parents[2] / "data" / "armsim_params.json"
 
 # Instruction classes of armsim's profiler, grouped by the pipeline that executes them.
@@ -91,33 +94,41 @@ class ProfileLike(Protocol):
 
 @dataclass(frozen=True)
 class BlockModel:
-    """The fitted block cost model (v2): llvm-mca model per pipeline family, constant per core."""
+    """The fitted block cost model: a block-pricing model per core (by what the core is), a constant per core."""
 
-    models: dict[str, str]  # pipeline family -> llvm-mca model
+    models: dict[str, str]  # core -> block-pricing model (worker.armsim_blocks.CORE_MODELS)
     pipeline: dict[str, str]  # core -> family
     k: dict[str, float]
     q: dict[str, float]
     int8: dict[str, float]  # isa -> factor
     fp16: dict[str, float]  # isa -> factor of fp16 arithmetic (ARMv8.2) against fp32
-    runtime: dict[str, float]
+    runtime: dict[tuple[str, str], float]  # (runtime, pipeline family) -> factor against ncnn
     fitted_cores: tuple[str, ...]
 
     def cycles(self, profile: "ProfileLike", core: str) -> Optional[tuple[float, str]]:
         """(scaled cycles of one 1-thread inference, llvm-mca model) or None: not covered."""
         blocks = getattr(profile, "blocks", None)
-        family = self.pipeline.get(core)
-        if blocks is None or family is None or core not in self.k or profile.isa == "armv7":
+        model = self.models.get(core)
+        if blocks is None or model is None or core not in self.k:
             return None
-        model = self.models.get(family, "")
         fig = getattr(blocks, "cycles", {}).get(model)
         if not fig:
             return None
-        factor = self.k[core] * self.runtime.get(profile.runtime, 1.0)
+        factor = self.k[core] * self.runtime.get((profile.runtime, self.pipeline.get(core, "")), 1.0)
         if profile.precision == "int8":
             factor *= self.int8.get(profile.isa, 1.0)
         elif profile.precision == "fp16":
             factor *= self.fp16.get(profile.isa, 1.0)
         return fig[0] * factor, model
+
+
+def _describe_model(model: str) -> str:
+    """A block-pricing model as a cell's note names it."""
+    if model == "inorder-a7":  # LLVM has no Cortex-A7 model: Arm's description of it in GCC
+        return f"{model} (in-order dual issue, Arm's Cortex-A7 pipeline description in GCC)"
+    if model.startswith("inorder-"):
+        return f"{model} (in-order dual issue, LLVM 19 cortex-{model.split('-', 1)[1]} figures + overrides)"
+    return f"llvm-mca -mcpu={model}"
 
 
 def group_counts(counts: Mapping[str, int]) -> dict[str, float]:
@@ -183,7 +194,7 @@ class CostModel:
                 k={str(c): float(v) for c, v in bm["k"].items()}, q={str(c): float(v) for c, v in bm["q"].items()},
                 int8={str(i): float(v) for i, v in bm["int8"].items()},
                 fp16={str(i): float(v) for i, v in bm.get("fp16", {}).items()},
-                runtime={str(r): float(v) for r, v in bm["runtime"].items()},
+                runtime={(str(f["runtime"]), str(f["pipeline"])): float(f["factor"]) for f in bm["runtime"]},
                 fitted_cores=tuple(str(c) for c in bm["fitted_cores"]))
             unc = params["uncertainty"]
             self.kinds: tuple[KindFigure, ...] = tuple(
@@ -239,7 +250,7 @@ class CostModel:
         priced = self.block_model.cycles(profile, core) if self.block_model else None
         if priced is not None and self.block_model is not None:
             q = self.block_model.q.get(core, q)
-            cycles_1t, how = priced[0], f"blocks priced by llvm-mca -mcpu={priced[1]}"
+            cycles_1t, how = priced[0], f"blocks priced by {_describe_model(priced[1])}"
             if core not in self.block_model.fitted_cores:
                 how += f"; {core} has no dev rows with block profiles: its constant is its pipeline family's mean"
         else:
@@ -264,23 +275,29 @@ class CostModel:
         return ms, ms * max(0.0, 1 - m), ms * (1 + m), note
 
 
-@lru_cache(maxsize=4)
-def _load_cached(path: str, mtime: float) -> CostModel:
+def _load_cached(path: str) -> CostModel:
+    """The file read every time (~50 KB), parsed once per content (``_parsed``)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        raise CostModelUnavailable(f"{p}: unreadable armsim cost-model parameters ({exc})") from None
-    return CostModel(data, p)
+        raw = p.read_bytes()
+    except OSError:
+        raise CostModelUnavailable(f"{path}: no armsim cost-model parameters (run scripts/fit_armsim.py)") from None
+    return _parsed(bytes_digest(raw), raw, str(p))
+
+
+@lru_cache(maxsize=4)
+def _parsed(sha256: str, raw: bytes, path: str) -> CostModel:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise CostModelUnavailable(f"{path}: unreadable armsim cost-model parameters ({exc})") from None
+    return CostModel(data, Path(path))
 
 
 def load(path: Path = DEFAULT_PARAMS) -> CostModel:
-    """The cost model of a params file (cached per file version)."""
-    try:
-        mtime = Path(path).stat().st_mtime
-    except OSError:
-        raise CostModelUnavailable(f"{path}: no armsim cost-model parameters (run scripts/fit_armsim.py)") from None
-    return _load_cached(str(path), mtime)
+    """The cost model of a params file (cached per file content: parameters rewritten in place,
+    even with their old size and time, are read anew)."""
+    return _load_cached(str(path))
 
 
 def predict_ms(profile: ProfileLike, core: str, clock_ghz: float, threads: int) -> tuple[float, float, float, str]:

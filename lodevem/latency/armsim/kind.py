@@ -1,4 +1,4 @@
-"""armsim as a predictor kind (``--predictor armsim``, and ``auto`` where its held-out error wins).
+"""armsim as a predictor kind (``--predictor armsim``: opt-in, never the default).
 
 The kind gets what it needs through the seam like the others: the job's ``convert()`` gives the
 runtime's own file from the run's conversion cache (the very ``.tflite`` / ncnn files
@@ -10,11 +10,8 @@ image, Docker backend only) and the store folder they are cached in. No runner c
 * ``--predictor armsim``: every covered cell is armsim's; a cell it cannot fill says why
   (``latency_ms`` None). Cores it does not cover (no Arm build of the runtime for the ISA) get
   the estimator's cell, with a run warning naming them (the pool's named-mode fallback).
-* ``auto``: armsim is a candidate for a cell only when its image, the Docker backend and its cost
-  model are present and it covers the core; it is chosen when its own held-out error for the
-  cell's kind (``costmodel.CostModel.kind_figure``, the fit's LODO figures) is lower than the
-  estimator's (``latency.pool.PredictorPool.kind_for``). A cell it then cannot fill falls back
-  to the estimator with the reason in the note.
+* ``auto`` never uses it: the default is chosen only among the kinds every install has
+  (``latency.selection.Availability``), so a missing armsim image never changes a default cell.
 """
 
 from __future__ import annotations
@@ -26,9 +23,10 @@ from typing import Any, Optional
 from ...errors import LodevemError
 from ...profiles import Profile
 from ..cache import digest
-from ..kinds import HeldOut, KindSetup, PredictionJob, Warn, held_out_of
+from ..kinds import KindSetup, PredictionJob, Warn
 from ..paper import KindPaper, KindUse
 from ..records import LatencyPrediction
+from ..selection import Availability, HeldOutError, HeldOutRow
 from . import predictor as armsim_predictor
 from .isa import covered
 from .paper import armsim_paper, cost_model_facts
@@ -42,6 +40,9 @@ class ArmsimKind:
 
     name = "armsim"
     title = "armsim emulated core"
+    # needs the optional lodevem-armsim image and minutes of emulation per model and level:
+    # opt-in (--predictor armsim), never the default
+    availability = Availability.OPTIONAL
     mark = "\u2021"
     # why ``lodevem predict`` refuses it: it emulates the runtime's converted file, which a run makes
     start_only = "only `lodevem start` profiles on emulated cores (it converts the file and runs the armsim image)"
@@ -115,7 +116,7 @@ class ArmsimKind:
             if problem:
                 raise LodevemError(f"--predictor armsim: {problem}")
 
-    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOut]:
+    def held_out(self, profile: Profile, runtime: str, threads: int, arithmetic: str) -> Optional[HeldOutError]:
         """The fit's own LODO figure for this kind of cell (``costmodel.CostModel.kind_figure``),
         None when the cost model is absent or states none."""
         try:
@@ -124,7 +125,13 @@ class ArmsimKind:
             fig = load().kind_figure(profile.fastest_cluster.core, threads, arithmetic, runtime)
         except (ImportError, LookupError, LodevemError, ValueError):
             return None
-        return held_out_of(fig)
+        if fig is None:
+            return None
+        return HeldOutError(float(fig.mape_pct), int(fig.rows),
+                            fig.core or ("all cores" if fig.runtime else "all cores and runtimes"))
+
+    def held_out_rows(self) -> tuple[HeldOutRow, ...]:
+        return ()  # opt-in only: the default is chosen among the kinds every install has
 
     # -- one cell -------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional
 
+from ...worker.armsim_symbols import KernelShare
+
 # The classes the plugin counts (lodevem/sandbox/armsim/lodevem_icount.c). simd_fp16 and simd_dot
 # are SUBSETS of simd_arith, counted separately as well: the disjoint classes sum to ``total``.
 INSN_CLASSES: tuple[str, ...] = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load",
@@ -112,6 +114,10 @@ class InstructionProfile:
     # guest seconds of the emulation's phases: load_s (imports + model load), warmup_s, counted_s
     phases: dict[str, float] = field(default_factory=dict)
     blocks: Optional[BlockCycles] = None  # A64 profiles made by an image with LLVM
+    # the core as the guest saw it (HWCAPs, MIDR in cpuinfo / sysfs / MRS) and the functions the
+    # counted inference ran in, largest first (the runtime's selected micro-kernels)
+    identity: dict[str, Any] = field(default_factory=dict)
+    kernels: tuple[KernelShare, ...] = ()
 
     @property
     def total_instructions(self) -> int:
@@ -166,7 +172,31 @@ class InstructionProfile:
                    seconds=float(seconds), plugin_digest=_text(data.get("plugin_digest"), 64),
                    model_sha256=_text(data.get("model_sha256"), 64) or model_sha256,
                    options={str(k)[:40]: v for k, v in list(options.items())[:20] if _option_value(v)},
-                   phases=phases, blocks=BlockCycles.parse(data.get("blocks")))
+                   phases=phases, blocks=BlockCycles.parse(data.get("blocks")),
+                   identity=_identity(data.get("identity")), kernels=parse_kernels(data.get("kernels")))
+
+
+def _identity(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k)[:20]: ([_text(v, 20) for v in value[:64]] if isinstance(value, list) else _text(value, 200))
+            for k, value in list(raw.items())[:16] if isinstance(value, (list, str))}
+
+
+def parse_kernels(raw: Any) -> tuple[KernelShare, ...]:
+    """The ``kernels`` list of a profile (symbol, object, instructions, share), bounded."""
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for item in raw[:64]:
+        if not isinstance(item, Mapping):
+            continue
+        n, share = _count(item.get("instructions")), item.get("share")
+        if n is None or not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 1:
+            continue
+        out.append(KernelShare(_text(item.get("symbol"), 200) or "?", _text(item.get("library"), 100) or "?", n,
+                               float(share)))
+    return tuple(out)
 
 
 def _option_value(value: Any) -> bool:

@@ -22,13 +22,15 @@ from ...worker.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
 from .isa import runtime_isas
 from .profile import InstructionProfile
+from .shipped import shipped_records
 
 PROFILE_FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent  # lodevem/
 # What decides the counts besides the model: our plugin and cpu views, the guest script and the
 # image recipe (the worker version covers the guest script too; listed for readers).
 _SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "worker/armsim_guest.py",
-            "worker/armsim_profile.py", "worker/armsim_blocks.py")
+            "worker/armsim_profile.py", "worker/armsim_blocks.py", "worker/armsim_inorder.py", "worker/armsim_cores.py",
+            "worker/armsim_arm32.py", "worker/armsim_symbols.py")
 
 
 def pinned_versions() -> dict[str, str]:
@@ -114,6 +116,7 @@ class ArmsimProfiler:
         self._key_locks: dict[str, threading.Lock] = {}
         self.made = 0
         self.hits = 0
+        self.shipped = 0  # profiles read from the ones lodevem ships (shipped.py), no emulation
         self.emulation_s = 0.0
 
     def profile(self, job: ProfileJob) -> ProfileResult:
@@ -123,6 +126,11 @@ class ArmsimProfiler:
         if missing:
             return ProfileResult(None, f"{missing[0]}: converted model file not found")
         sha = converted_sha256(job.converted)
+        shipped = self._shipped(job, sha)
+        if shipped is not None:
+            return shipped
+        if self.client is None:
+            return ProfileResult(None, "no sandbox to emulate in and no shipped profile of this file")
         key = profile_key(job, self.client.worker_version, sha, self.warmup, self.inferences)
         with self._lock:  # one lock per key: different profiles run in parallel, the same one once
             key_lock = self._key_locks.setdefault(key, threading.Lock())
@@ -141,6 +149,21 @@ class ArmsimProfiler:
                     self.cache.put(key, result.profile.to_dict())
             self._done[key] = result
             return result
+
+    def _shipped(self, job: ProfileJob, sha: str) -> Optional[ProfileResult]:
+        """The profile lodevem ships for exactly this converted file (``shipped``: the zoo models
+        under the shipped profiles' views), when the job asks what it was made with: the runtime's
+        default precision path, 1 thread, the same input shape."""
+        if job.precision != "auto" or job.uarch is None:
+            return None
+        want = (sha, job.runtime, job.uarch, job.threads)
+        for prof, record in shipped_records():
+            if (prof.model_sha256, prof.runtime, prof.uarch, prof.threads) == want \
+                    and (job.input_shape is None or list(job.input_shape) == record.get("input_shape")):
+                with self._lock:
+                    self.shipped += 1
+                return ProfileResult(prof, cached=True)
+        return None
 
     def _make(self, job: ProfileJob, sha: str) -> ProfileResult:
         run = self.client.armsim_profile(job.converted, job.runtime, job.isa, job.precision, job.threads,
@@ -161,5 +184,5 @@ def describe(profiler: Optional[ArmsimProfiler]) -> dict[str, Any]:
     """For the manifest: how many profiles were made and read from the cache, and the cost."""
     if profiler is None:
         return {}
-    return {"profiles_made": profiler.made, "profiles_cached": profiler.hits,
+    return {"profiles_made": profiler.made, "profiles_cached": profiler.hits, "profiles_shipped": profiler.shipped,
             "emulation_s": round(profiler.emulation_s, 1), "sources_sha256": sources_digest()[:16]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...worker.precision import FLOAT_ARITHMETIC
 from ..base import Runtime
 from .log import parse_log
 
@@ -14,3 +15,13 @@ class Ncnn(Runtime):
     name = "ncnn"
     converted_suffix = ".ncnn.param"
     read_log = staticmethod(parse_log)
+    dynamic_int8 = (None, "int8")  # ncnn's int8 is full-integer (lodevem's ncnn int8 conversion)
+
+    def executes(self, arithmetic: str, fp16_core: bool) -> str:
+        """ncnn's ``Option`` enables fp16 storage and arithmetic by default and uses them where the
+        CPU has ARMv8.2 FP16 arithmetic (asimdhp): an fp32 or fp16 model computes in fp16 on a
+        Cortex-A55/A75/A76 and in fp32 elsewhere (the dev data's ncnn rows on those cores are fp16
+        for that reason, data README); it has no dynamic-range int8."""
+        if arithmetic in FLOAT_ARITHMETIC:
+            return "fp16" if fp16_core else "fp32"
+        return "int8"

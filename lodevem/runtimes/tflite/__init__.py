@@ -15,3 +15,14 @@ class Tflite(Runtime):
     name = "tflite"
     converted_suffix = ".tflite"
     read_log = staticmethod(parse_log)
+    # dynamic range: XNNPACK's QD8 kernels for Conv2D and Fully Connected (int8 compute, float
+    # tensors between operators; TensorFlow Blog, "Faster Dynamically Quantized Inference with
+    # XNNPack", 2024-04-09); the other kernels (depthwise included) stay fp32
+    dynamic_int8 = (("dense_conv", "pointwise_conv", "fc"), "int8-dynamic")
+
+    def executes(self, arithmetic: str, fp16_core: bool) -> str:
+        """An fp16-weights file is dequantized to fp32 when LiteRT loads it and runs fp32 kernels:
+        XNNPACK's reduced-precision fp16 inference needs the delegate's FORCE_FP16 flag, which
+        LiteRT does not set by default (TensorFlow Blog, "Half-precision Inference Doubles
+        On-Device Inference Performance", 2023)."""
+        return "fp32" if arithmetic == "fp16" else arithmetic

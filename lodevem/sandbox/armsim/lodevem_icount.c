@@ -43,6 +43,7 @@
  *   blocks <id> <vcpus>\n  then per block executed since the previous marker:
  *   tb <start vaddr hex> <n insns> <raw bytes hex> <count vCPU 0> ... <count vCPU vcpus-1>\n
  *   end <id>\n
+ * (32-bit guests: "tb32 <start> <a|t> <n insns> <bytes> <counts...>", a for A32, t for T32.)
  * (the first marker, id 1, only resets the counts: what ran before it is start-up and loading).
  * A guest address translated twice (a flushed or re-translated block) gives two lines; the host
  * merges them. Translation blocks are not always basic blocks (qemu ends a TB at a page boundary
@@ -89,6 +90,7 @@ static bool is_a64;
 typedef struct Block {
     uint64_t vaddr;
     uint32_t n_insns, n_bytes;
+    bool thumb;  /* 32-bit guests: a T32 block (else A32) */
     uint64_t count[MAX_BLOCK_VCPUS];  /* executions since start, per vCPU slot */
     uint64_t base[MAX_BLOCK_VCPUS];   /* the counts at the previous marker */
     struct Block *next;
@@ -313,12 +315,23 @@ static Block *new_block(struct qemu_plugin_tb *tb, size_t n)
     b->n_insns = n;
     b->n_bytes = total;
     size_t at = 0;
+    /* T32 or A32 (the plugin API does not say): a 2-byte instruction or a halfword-aligned block is
+     * T32; otherwise T32 when every instruction's first halfword carries the 32-bit T32 prefix
+     * (bits 15:11 = 0b11101, 0b11110 or 0b11111; an A32 block of n words passes by chance with
+     * probability about (3/32)^n, and its pricing then reads T32: a rare one-word block). */
+    bool thumb = !is_a64 && (b->vaddr & 3) != 0, prefixed = !is_a64;
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         size_t size = qemu_plugin_insn_size(insn);
         memcpy(b->bytes + at, qemu_plugin_insn_data(insn), size);
+        if (!is_a64) {
+            unsigned int top = (b->bytes[at + 1] >> 3) & 0x1f;
+            thumb = thumb || size == 2;
+            prefixed = prefixed && size == 4 && top >= 0x1d;
+        }
         at += size;
     }
+    b->thumb = thumb || prefixed;
     g_mutex_lock(&blocks_lock);
     b->next = blocks_head;
     blocks_head = b;
@@ -346,7 +359,11 @@ static void block_snapshot(const char *id, bool write, unsigned int vcpus)
         if (!write || !any) {
             continue;
         }
-        fprintf(blocks_out, "tb %" PRIx64 " %u ", b->vaddr, b->n_insns);
+        if (is_a64) {
+            fprintf(blocks_out, "tb %" PRIx64 " %u ", b->vaddr, b->n_insns);
+        } else {
+            fprintf(blocks_out, "tb32 %" PRIx64 " %c %u ", b->vaddr, b->thumb ? 't' : 'a', b->n_insns);
+        }
         for (uint32_t i = 0; i < b->n_bytes; i++) {
             fprintf(blocks_out, "%02x", b->bytes[i]);
         }

@@ -1,6 +1,7 @@
 """Image build step: per emulated core, a "view" directory qemu-user's ``-L`` prefix points at:
-the shared arm64 (or armhf) userland through symlinks, plus that core's ``/proc/cpuinfo`` and
-``/sys/devices/system/cpu/{possible,present,online}``.
+the shared arm64 (or armhf) userland through symlinks, plus that core's ``/proc/cpuinfo``,
+``/sys/devices/system/cpu/{possible,present,online}`` and every CPU's
+``/sys/devices/system/cpu/cpuN/regs/identification/midr_el1`` (Linux 4.7+; ncnn reads it first).
 
 Why: qemu 7.2 passes the host's x86 ``/proc/cpuinfo`` through to the guest, and LiteRT's
 cpuinfo library (XNNPACK's kernel choice) then crashes or picks no microarchitecture. With ``-L``
@@ -9,7 +10,11 @@ MIDR fields are the core's (Arm TRMs: Cortex-A53 r0p4 part 0xd03, A55 r1p0 0xd05
 A73 0xd09, A72 r0p3 0xd08, A75 r3p1 0xd0a, A7 r0p5 0xc07); XNNPACK picks core-tuned GEMM kernels
 from them, as on the phone.
 The features line follows the Linux hwcap names of each ISA (the guest's real feature bits come
-from qemu's AT_HWCAP for its -cpu model).
+from qemu's AT_HWCAP for its -cpu model: checked equal, but for ``evtstrm``, which qemu-user does not
+set and no runtime selects kernels by). The third place a runtime can read the MIDR, the
+``mrs MIDR_EL1`` register read Linux emulates for EL0 (HWCAP_CPUID), answers qemu's own model
+(an A76 for the A55 view) unless qemu is told the core's: the worker passes ``-cpu <model>,midr=``
+with the value this script writes to ``midr_el1`` (``armsim_profile.view_midr``).
 
 Usage: python3 make_views.py ROOT_ARM64 ROOT_ARMHF OUT_DIR
 """
@@ -45,6 +50,11 @@ def cpuinfo(arch: str, impl: int, variant: int, part: int, rev: int, architectur
     return "\n".join(blocks) + ("\nHardware\t: lodevem armsim\n" if arch == "armhf" else "")
 
 
+def midr(impl: int, variant: int, part: int, rev: int, architecture: str) -> int:
+    """The MIDR_EL1 value of a view (architecture field 0xf: "defined by CPUID scheme")."""
+    return (impl << 24) | (variant << 20) | (0xF << 16) | (part << 4) | rev
+
+
 def main(root64: str, root32: str, out: str) -> None:
     for name, (arch, *fields) in VIEWS.items():
         root = root64 if arch == "arm64" else root32
@@ -60,6 +70,12 @@ def main(root64: str, root32: str, out: str) -> None:
         for leaf in ("possible", "present", "online"):
             with open(os.path.join(cpu_dir, leaf), "w") as fh:
                 fh.write(f"0-{CPUS - 1}\n")
+        value = midr(*fields[:5])
+        for cpu in range(CPUS):
+            regs = os.path.join(cpu_dir, f"cpu{cpu}", "regs", "identification")
+            os.makedirs(regs, exist_ok=True)
+            with open(os.path.join(regs, "midr_el1"), "w") as fh:
+                fh.write(f"0x{value:016x}\n")
 
 
 if __name__ == "__main__":
