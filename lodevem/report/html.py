@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
