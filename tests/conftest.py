@@ -211,18 +211,19 @@ def app_backend(docker_backend):
 
 
 @pytest.fixture(scope="session")
-def shared_store(tmp_path_factory: pytest.TempPathFactory):
-    """One artifact store for the session's runs (``shared_output``): a conversion, export or
-    evaluation one test made is a cache hit for the next, as for a user's reruns."""
-    return tmp_path_factory.mktemp("shared-cache")
+def shared_run_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``--output`` cache folder for the data-surface runs (``shared_output``): exports and
+    conversions are the session's store's already (``shared_store``); this one also shares the
+    runs' measurements, so a test that changes only the data re-measures nothing."""
+    return tmp_path_factory.mktemp("shared-run-cache")
 
 
 @pytest.fixture
-def shared_output(tmp_path, shared_store):
-    """An empty ``--output`` folder whose cache folder (``<output>/.cache``) is the session's store."""
+def shared_output(tmp_path, shared_run_cache):
+    """An empty ``--output`` folder whose cache folder (``<output>/.cache``) is ``shared_run_cache``."""
     from lodevem.store import cache_root
 
     out = tmp_path / "out"
     out.mkdir()
-    cache_root(out).symlink_to(shared_store, target_is_directory=True)
+    cache_root(out).symlink_to(shared_run_cache, target_is_directory=True)
     return out

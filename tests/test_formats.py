@@ -34,13 +34,14 @@ def _run(models: tuple[Path, ...], data: Path, out: Path, runtimes: tuple[str, .
 
 
 @pytest.fixture(scope="module")
-def every_format(app_backend, digits_files, tmp_path_factory: pytest.TempPathFactory, shared_store: Path):
+def every_format(app_backend, digits_files, tmp_path_factory: pytest.TempPathFactory,
+                 shared_run_cache: Path):
     """The four files under torch, tflite and ncnn, evaluated on the .npz and on the tree."""
     from lodevem.store import cache_root
 
     out = tmp_path_factory.mktemp("formats") / "out"
     out.mkdir()
-    cache_root(out).symlink_to(shared_store, target_is_directory=True)
+    cache_root(out).symlink_to(shared_run_cache, target_is_directory=True)
     models = tuple(digits_files.model_formats.values())
     return _run(models, digits_files.npz, out), _run(models, digits_files.tree, out)
 
