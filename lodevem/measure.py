@@ -292,7 +292,9 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
                 submit(sha, limits[0], None)
             while running:
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for future in done:
+                # in submission order (a set's order is arbitrary): the same run records its pairs
+                # in the same order, so an interrupted run keeps the same rows every time
+                for future in [f for f in running if f in done]:
                     sha, limit = running.pop(future)
                     value = future.result()
                     record(sha, limit, value)

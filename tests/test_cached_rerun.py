@@ -52,7 +52,7 @@ def test_a_hit_equals_the_computed_prediction_and_replays_warnings(onnx_files: d
     cached = again.cells(onnx_files["tiny_cnn"], two_profiles)
     assert (again.pool.cache_hits, again.pool.cache_misses) == (2, 0)
     assert cached == computed and cached["nokia_c1"].kernels  # every field, the per-kernel breakdown too
-    assert again.warnings == first.warnings and any("no nn-Meter data" in w for w in again.warnings)
+    assert again.warnings == first.warnings  # the default kinds every install has: whatever they warned, again
     assert again.describe()["latency_cache"] == {"hits": 2, "misses": 0}
 
 
