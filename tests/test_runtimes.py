@@ -119,15 +119,17 @@ def test_conversion_failure_is_an_error_row_and_the_run_goes_on(runtime_backend,
     profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
     config = RunConfig.of(models=(unconvertible,), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
                        backend="docker", runtime="torch,tflite", jobs=1, predictor="estimator", timeout_s=300)
-    rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
+    rows = {r.model_label.rsplit("[", 1)[-1].rstrip("]"): r for r in run_benchmark(config, backend=runtime_backend).rows}
     assert set(rows) == {"torch", "tflite"}
     # under torch the 256 MB phone's RAM holds it, its 103 MB app budget does not (PyTorch alone is ~220 MB)
     assert rows["torch"].verdict == "tight" and rows["torch"].model_label == "data_dependent.pt [torch]"
+    # the tflite row is not an error: torch runs the file the converter refused, and the row says so (issue 38)
     tflite = rows["tflite"]
-    assert tflite.verdict == "error" and tflite.model_label == "data_dependent.pt [tflite]"
-    assert tflite.memory_error.startswith("tflite conversion failed: litert-torch cannot convert")
-    assert str(unconvertible) in tflite.memory_error  # names the user's file, not the sandbox's path
-    assert "\n" not in tflite.memory_error and len(tflite.memory_error) < 600
+    assert tflite.verdict == "tight" and tflite.memory_runtime == "torch (fallback)"
+    note = tflite.memory_note or ""
+    assert note.startswith("tflite conversion failed: ") and "cannot convert" in note, note
+    assert str(unconvertible) in note  # names the user's file, not the sandbox's path
+    assert "\n" not in note and len(note) < 800 and "measured under torch instead" in note
     assert not list((tmp_path / "out" / ".cache" / "converted").glob("*.tflite"))  # nothing half-written kept
 
 

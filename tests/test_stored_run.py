@@ -67,6 +67,15 @@ def test_a_start_run_gives_the_stored_answers(docker_backend, tmp_path: Path) ->
         # estimator is named (above); the estimator's number is the same
         if old["latency_note"].startswith("no nn-Meter data in ") and new["latency_note"] == "":
             new = {**new, "latency_note": old["latency_note"]}
+        # The estimator's v3 refit (issue 35: the hardware's order built in, new rows) is meant to move
+        # every figure: the row must still be the estimator's, for the same core and clock, under the
+        # same runtime, with a number and a band; the figures themselves are the refit's.
+        if old["latency_source"].startswith("estimator:v2 ") and new["latency_source"].startswith("estimator:v3 "):
+            assert new["latency_source"].removeprefix("estimator:v3 ") == \
+                old["latency_source"].removeprefix("estimator:v2 "), key
+            assert float(new["latency_ms"]) > 0 and "held-out" in new["latency_uncertainty"], key
+            new = {**new, **{c: old[c] for c in ("latency_source", "latency_ms", "latency_uncertainty",
+                                                 "latency_note")}}
         assert set(old) <= set(new)  # new columns allowed, none lost
         differ += [(key, c, old[c], new[c]) for c in EQUAL if new[c] != old[c]]
         if BAND.sub("±N%", new["latency_uncertainty"]) != BAND.sub("±N%", old["latency_uncertainty"]):
