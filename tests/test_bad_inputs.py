@@ -625,13 +625,13 @@ def test_an_unknown_profile_id_is_one_line(tmp_path: Path) -> None:
 
 def test_a_cached_export_is_never_left_truncated_on_a_full_disk(full_disk: Path, tmp_path: Path) -> None:
     """What the sandbox wrote is copied under a temporary name and renamed only when complete."""
-    from lodevem.sandbox.docker_backend import _take_output
+    from lodevem.sandbox.scratch import take_output
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (scratch / "m.onnx").write_bytes(bytes(3 * 2**20))
     with pytest.raises(OSError) as info:
-        _take_output(scratch, "m.onnx", full_disk / "cache" / "m.onnx")
+        take_output(scratch, "m.onnx", full_disk / "cache" / "m.onnx")
     assert info.value.errno == 28  # ENOSPC
     assert list((full_disk / "cache").iterdir()) == []  # neither the final name nor the temporary one
 

@@ -47,7 +47,7 @@ OWN_READS = {
 # Opens that write (lodevem's own new files) or hold locks: not reads.
 WRITES = {("latency/nnmeter.py", "fetch_predictors"), ("store/files.py", "atomic_file"),
           ("store/files.py", "write_new"), ("runner/run.py", "__enter__"),
-          ("sandbox/docker_backend.py", "_take_output"), ("sandbox/slurm_job.py", "run_in_job"),
+          ("sandbox/scratch.py", "take_output"), ("sandbox/slurm_job.py", "run_in_job"),
           ("sandbox/armsim/make_views.py", "main")}  # make_views: the image build's cpu views
 READS = {"read_text", "read_bytes", "open", "fdopen"}
 

@@ -170,11 +170,11 @@ def test_sigint_removes_running_containers(docker_backend, tiny: Path, tmp_path:
     assert _labelled(proc.pid) == []
     # Nothing labelled is left at all, except containers of other lodevem processes still
     # running on this machine (a concurrent test session).
-    from lodevem.sandbox.docker_backend import _owner_alive
+    from lodevem.sandbox.containers import owner_alive
 
     client = image.docker_client()
     assert [c.id for c in client.containers.list(all=True, filters={"label": "lodevem=1"})
-            if not _owner_alive(c, set())] == []
+            if not owner_alive(c, set())] == []
 
 
 def test_process_backend_agrees_on_clear_cases(tiny: Path) -> None:

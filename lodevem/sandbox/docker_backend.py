@@ -15,102 +15,30 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import socket
-import stat
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
+from ..errors import BackendUnavailable, Cancelled, ModelFileError
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
-from ..store.files import atomic_file
 from ..worker import WorkerRequest, artifact_files
 from . import image as image_mod
 from .base import PIDS_LIMIT, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
+from .containers import LABEL, LiveContainers, labels, owner_alive, sweep_stale_containers
 from .engine import EngineAPI
+from .mounts import container_mounts
+from .scratch import CONTAINER_UID, MAX_OUTPUT_BYTES, log_tail, scratch_dir, take_output, tree_bytes
 from .watch import WatchResult, watch
 
-LABEL = "lodevem"
 REQUEST_IN_IMAGE = "/request/request.json"
 # A container's log on the host's disk: one json-file of at most this size (Docker rotates it
 # away past it), so a model that prints 300 MB leaves at most this much; the host reads back only
 # the last lines of it (Docker splits a line into 16 KiB messages, so lines bound the bytes).
 LOG_MAX_SIZE = "8m"
-LOG_TAIL_LINES = 256
 PROGRESS_LINES = 20
 CONTAINER_USER = "1000:1000"  # the image's `bench` user
-PKG_IN_IMAGE = "/opt/lodevem/lodevem"
-
-
-class LiveContainers:
-    """Thread-safe registry of containers this process created and has not removed yet."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: dict[str, Any] = {}
-
-    def add(self, container: Any) -> None:
-        with self._lock:
-            self._items[container.id] = container
-
-    def discard(self, container: Any) -> None:
-        with self._lock:
-            self._items.pop(container.id, None)
-
-    def ids(self) -> set[str]:
-        with self._lock:
-            return set(self._items)
-
-    def remove_all(self) -> int:
-        """Force-remove every registered container (the Ctrl-C path); returns how many."""
-        with self._lock:
-            items = list(self._items.values())
-            self._items.clear()
-        for container in items:
-            try:
-                container.remove(force=True)
-            except Exception:  # already gone, or the daemon went away: nothing more to do
-                pass
-        return len(items)
-
-
-def _owner_alive(container: Any, own: set[str]) -> bool:
-    """True when the lodevem process that created ``container`` still runs on this host."""
-    labels = container.labels or {}
-    if labels.get("lodevem.host") != socket.gethostname():
-        return False
-    try:
-        pid = int(labels.get("lodevem.pid", ""))
-        os.kill(pid, 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:  # alive, owned by another user
-        return True
-    return pid != os.getpid() or container.id in own
-
-
-def sweep_stale_containers(client: Any, own: set[str] = frozenset()) -> int:  # type: ignore[assignment]
-    """Remove containers labelled ``lodevem=1`` whose lodevem process is gone (a killed run).
-
-    Containers of another lodevem process still running on this host are left alone: sweeping
-    them would break its measurements; ``own`` are this process's live containers.
-    """
-    removed = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        if _owner_alive(container, set(own)):
-            continue
-        try:
-            container.remove(force=True)
-            removed += 1
-        except Exception:
-            pass
-    return removed
-
-
-def _labels(**extra: str) -> dict[str, str]:
-    return {LABEL: "1", "lodevem.pid": str(os.getpid()), "lodevem.host": socket.gethostname(), **extra}
 
 
 class DockerBackend(Cancellable):
@@ -215,7 +143,7 @@ class DockerBackend(Cancellable):
                 listed = self.engine.containers(f"{LABEL}=1")
             except OSError:
                 listed = None
-            if listed is not None and all(_owner_alive(c, self.live.ids()) for c in listed):
+            if listed is not None and all(owner_alive(c, self.live.ids()) for c in listed):
                 return 0
         return sweep_stale_containers(self.client, self.live.ids())
 
@@ -235,7 +163,7 @@ class DockerBackend(Cancellable):
                 self._image(spec, runtime), entrypoint=["sh", "-c", script], network_disabled=True, read_only=True,
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], user=CONTAINER_USER, pids_limit=PIDS_LIMIT,
                 mem_limit=f"{work_limit_mb()}m", memswap_limit=f"{work_limit_mb()}m",
-                labels=_labels(**{"lodevem.role": "prewarm"}))
+                labels=labels(**{"lodevem.role": "prewarm"}))
             self.live.add(container)
             try:
                 container.start()
@@ -248,82 +176,6 @@ class DockerBackend(Cancellable):
                 self.live.discard(container)
             self._warm.add(spec.name)
 
-    def _mounts(self, request: WorkerRequest, out_dir: Optional[str]) -> tuple[list[Any], WorkerRequest]:
-        """Bind mounts (Mount objects: host paths may contain ':' or ',') and the rewritten request."""
-        from docker.types import Mount
-
-        model = Path(request.model_path).resolve()
-        inside_model = f"/input/{model.name}"
-        mounts = [Mount(inside_model, str(model), type="bind", read_only=True)]
-        if self.host_pkg is not None:
-            mounts.append(Mount(PKG_IN_IMAGE, str(self.host_pkg), type="bind", read_only=True))
-        onnx_inside = None
-        if request.onnx_path:
-            onnx = Path(request.onnx_path)
-            if onnx.exists():
-                if onnx.is_symlink() or not onnx.is_file():  # lodevem writes regular files only
-                    raise SandboxError(f"{onnx}: not a regular file; delete it (lodevem writes its cache itself)")
-                onnx_inside = f"/onnx/{onnx.name}"
-                # absolute: the engine refuses a relative bind source (a relative --output)
-                mounts.append(Mount(onnx_inside, os.path.abspath(onnx), type="bind", read_only=True))
-            elif out_dir is not None:
-                onnx_inside = f"/output/{onnx.name}"
-                mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-        # converted_path (a .tflite, or an ncnn .param with its .bin): mounted read-only when it
-        # exists (a measurement), else written into the scratch /output (a conversion).
-        converted_inside = None
-        if request.converted_path:
-            converted = Path(request.converted_path)
-            files = [Path(f) for f in artifact_files(str(converted))]
-            if converted.exists():
-                for file in files:
-                    if file.is_symlink() or not file.is_file():
-                        raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
-                    mounts.append(Mount(f"/converted/{file.name}", os.path.abspath(file), type="bind",
-                                        read_only=True))
-                converted_inside = f"/converted/{converted.name}"
-            elif out_dir is not None:
-                converted_inside = f"/output/{converted.name}"
-                if not any(m["Target"] == "/output" for m in mounts):
-                    mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-        # calibration_path (a conversion's int8 calibration inputs, an .npz the host wrote): read-only.
-        calibration_inside = None
-        if request.calibration_path:
-            calibration = Path(request.calibration_path)
-            if calibration.is_symlink() or not calibration.is_file():
-                raise SandboxError(f"{calibration}: calibration data is not a regular file")
-            calibration_inside = f"/calibration/{calibration.name}"
-            mounts.append(Mount(calibration_inside, os.path.abspath(calibration), type="bind", read_only=True))
-        # derive_out (action derive) and the channels-removed graph (export-onnx): written into the
-        # same scratch /output as a new onnx_path.
-        derive_inside = removed_inside = None
-        if request.derive_out and out_dir is not None:
-            derive_inside = f"/output/{Path(request.derive_out).name}"
-        if request.channels_removed_path and out_dir is not None:
-            removed_inside = f"/output/{Path(request.channels_removed_path).name}"
-        if (derive_inside or removed_inside) and not any(m["Target"] == "/output" for m in mounts):
-            mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-        # evaluate: the samples .npz the host wrote (store kind "evaldata"), read-only
-        data_inside = None
-        if request.data_path:
-            data = Path(request.data_path)
-            if data.is_symlink() or not data.is_file():
-                raise SandboxError(f"{data}: not a regular file; delete it (lodevem writes its cache itself)")
-            data_inside = f"/data/{data.name}"
-            mounts.append(Mount(data_inside, os.path.abspath(data), type="bind", read_only=True))
-        # --code: each package folder or script read-only under its own /code/<n>/, whose folder the
-        # worker puts on sys.path (so `import cocoa` finds /code/0/cocoa).
-        code_inside = []
-        for index, host_code in enumerate(request.code_paths):
-            code = Path(host_code).resolve()
-            inside = f"/code/{index}/{code.name}"
-            mounts.append(Mount(inside, str(code), type="bind", read_only=True))
-            code_inside.append(inside)
-        return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
-                                           derive_out=derive_inside, code_paths=code_inside,
-                                           channels_removed_path=removed_inside, converted_path=converted_inside,
-                                           calibration_path=calibration_inside, data_path=data_inside)
-
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
         if not Path(request.model_path).is_file():
@@ -335,9 +187,9 @@ class DockerBackend(Cancellable):
         out_dir = None
         if ((request.onnx_path and not Path(request.onnx_path).exists()) or request.derive_out
                 or (request.converted_path and not Path(request.converted_path).exists())):
-            out_dir = _scratch_dir()
+            out_dir = scratch_dir()
         try:
-            mounts, inner = self._mounts(request, out_dir)
+            mounts, inner = container_mounts(request, out_dir, self.host_pkg)
             outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress,
                                           Path(out_dir) if out_dir is not None else None)
             # A conversion's files in artifact_files order reversed: an ncnn .bin before the .param
@@ -345,7 +197,7 @@ class DockerBackend(Cancellable):
             converted = artifact_files(request.converted_path)[::-1] if request.converted_path else []
             for wanted in (request.onnx_path, request.derive_out, request.channels_removed_path, *converted):
                 if out_dir is not None and wanted:
-                    _take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
+                    take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
             # Messages name what the user knows: each path the worker saw, mapped back to the host's.
             pairs = [(inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
                      (inner.converted_path, request.converted_path), (inner.calibration_path, request.calibration_path),
@@ -387,7 +239,7 @@ class DockerBackend(Cancellable):
                 security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
                 log_config=LogConfig(type=LogConfig.types.JSON, config={"max-size": LOG_MAX_SIZE, "max-file": "1"}),
                 environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
-                labels=_labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
+                labels=labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
             )
         except BaseException:
             shutil.rmtree(request_dir, ignore_errors=True)
@@ -399,8 +251,8 @@ class DockerBackend(Cancellable):
             try:
                 ended = self._watch(container, monitor, started, timeout_s, on_progress, scratch)
                 exit_code, timed_out, evidence, breach = ended.exit_code, ended.timed_out, ended.evidence, ended.breach
-                stdout = _log_tail(container, REPLY_TAIL_BYTES, stdout=True)
-                stderr = _log_tail(container, OUTPUT_TAIL_BYTES, stdout=False)
+                stdout = log_tail(container, REPLY_TAIL_BYTES, stdout=True)
+                stderr = log_tail(container, OUTPUT_TAIL_BYTES, stdout=False)
                 container.reload()
                 state = container.attrs.get("State", {})
             except docker.errors.APIError as exc:
@@ -445,7 +297,7 @@ class DockerBackend(Cancellable):
             return int(container.wait(timeout=30)["StatusCode"])
 
         def breach() -> str:
-            written = _tree_bytes(scratch) if scratch is not None else 0
+            written = tree_bytes(scratch) if scratch is not None else 0
             return (f"stopped: the sandbox wrote {written / 2**20:.0f} MB into its output folder, over the "
                     f"{self.max_output_bytes // 2**20} MB cap") if written > self.max_output_bytes else ""
 
@@ -454,7 +306,7 @@ class DockerBackend(Cancellable):
         def progress() -> None:  # the new lines among the last few of stderr (never the whole log)
             if on_progress is None:
                 return
-            lines = _log_tail(container, OUTPUT_TAIL_BYTES, stdout=False, lines=PROGRESS_LINES).splitlines()
+            lines = log_tail(container, OUTPUT_TAIL_BYTES, stdout=False, lines=PROGRESS_LINES).splitlines()
             seen = max((i + 1 for i, line in enumerate(lines) if last and line == last[0]), default=0)
             for line in lines[seen:]:
                 on_progress(line)
@@ -481,80 +333,3 @@ class DockerBackend(Cancellable):
             except Exception:
                 self._cgv = "?"
         return self._cgv
-
-
-
-# Largest file a sandbox run may hand back (an ONNX export or a derived variant); the scratch
-# folder is the only place the container can write outside its tmpfs.
-MAX_OUTPUT_BYTES = 4 * 2**30
-CONTAINER_UID = 1000
-
-
-def _log_tail(container: Any, max_bytes: int, *, stdout: bool, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``max_bytes`` of the container's stdout (or stderr), from its last ``lines``
-    log lines: the host never reads the whole log."""
-    data = container.logs(stdout=stdout, stderr=not stdout, tail=lines)
-    return data[-max_bytes:].decode(errors="replace")
-
-
-def _tree_bytes(folder: Path) -> int:
-    """Bytes of the regular files under ``folder``, links not followed (what the sandbox wrote)."""
-    total, stack = 0, [folder]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
-            elif entry.is_file(follow_symlinks=False):
-                total += entry.stat(follow_symlinks=False).st_size
-    return total
-
-
-def _scratch_dir() -> str:
-    """A fresh scratch folder only this run and the container's user can enter (0700).
-
-    As root the folder is handed to the container's uid; otherwise that uid cannot write a 0700
-    folder of ours, so it stays 0700 and the run fails with the worker's own message.
-    """
-    path = tempfile.mkdtemp(prefix="lodevem-out-")
-    if os.geteuid() == 0:
-        os.chown(path, CONTAINER_UID, CONTAINER_UID)
-    return path
-
-
-def _take_output(scratch: Path, name: str, target: Path, max_bytes: int = MAX_OUTPUT_BYTES) -> None:
-    """Copy the file the container wrote as ``scratch/name`` to ``target``, trusting nothing about it.
-
-    Why: the container (running the user's model, which is code) can replace its output with a
-    symlink to any host file, or a FIFO, or make it huge. So the file is opened with O_NOFOLLOW
-    (a link is refused, never followed), must be a regular file inside the scratch folder, and is
-    copied by descriptor, size-capped, to a temporary name beside ``target`` that lodevem itself
-    creates (O_EXCL) and then renames into place. Nothing there: nothing to take (the reply says why).
-    """
-    try:
-        fd = os.open(scratch / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise SandboxError(f"the sandbox left {name} as something other than a regular file ({exc.strerror}): "
-                           "refused") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SandboxError(f"the sandbox left {name} as something other than a regular file: refused")
-        if info.st_size > max_bytes:
-            raise SandboxError(f"the sandbox wrote {info.st_size} bytes to {name}, over the {max_bytes} byte cap")
-        with atomic_file(target, "wb", durable=True) as sink:
-            copied = 0
-            while chunk := os.read(fd, 1 << 20):
-                copied += len(chunk)
-                if copied > max_bytes:
-                    raise SandboxError(f"the sandbox wrote more than {max_bytes} bytes to {name}")
-                sink.write(chunk)
-            if copied != info.st_size:  # validated before it takes the final name
-                raise SandboxError(f"{name} changed while it was copied ({copied} of {info.st_size} bytes)")
-    finally:
-        os.close(fd)

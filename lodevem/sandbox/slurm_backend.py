@@ -47,19 +47,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..errors import BackendUnavailable, Cancelled, ModelFileError, SandboxError
+from ..errors import BackendUnavailable, Cancelled, SandboxError
 from ..safe_io import read_tail
-from ..store import atomic_path, digest, file_digest
+from ..store import digest
 from ..worker import WorkerRequest, artifact_files
 from ..worker.registry import CONVERT_ACTIONS
 from . import slurm_job
 from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_mb
+from .scratch import MAX_OUTPUT_BYTES, take_output
 from .slurm_runtimes import SlurmRuntimes
+from .slurm_share import SharedFolder
 
-MAX_OUTPUT_BYTES = 4 * 2**30  # as the Docker backend: the largest export or variant taken back
 STATE_POLL_S = 2.0  # how often sacct is asked about a job that has not reported (submitit caches)
 CANCEL_WAIT_S = 30.0  # longest wait for a cancelled job to leave the queue (KillWait and cleanup)
-_READ_CAP = 1 << 20  # bytes of a job's text files read back
 
 
 @dataclass(frozen=True)
@@ -88,40 +88,9 @@ class JobCounts:
         return f"slurm jobs: {self.queued} queued, {self.running} running, {self.done} done"
 
 
-def _read_tail(path: Path, cap: int = _READ_CAP) -> str:
-    """The last ``cap`` bytes of a text file a job wrote (no link followed), '' when absent."""
-    return read_tail(path, cap)
-
-
-def _report(path: Path) -> Optional[dict[str, Any]]:
-    """``report.json`` with every field type-checked (the job ran untrusted code), or None."""
-    try:
-        data = json.loads(_read_tail(path, 65536) or "null")
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-
-    def num(key: str) -> Optional[float]:
-        v = data.get(key)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-
-    observed = data.get("observed")
-    if not isinstance(observed, dict):
-        observed = {}
-    exit_code = num("exit_code")
-    return {
-        "exit_code": int(exit_code) if exit_code is not None else None,
-        "killed_by_sigkill": data.get("killed_by_sigkill") is True,
-        "oom_kills": int(num("oom_kills") or 0),
-        "timed_out": data.get("timed_out") is True,
-        "thrash_evidence": data["thrash_evidence"][:500] if isinstance(data.get("thrash_evidence"), str) else "",
-        "wall_s": num("wall_s") or 0.0,
-        "cgroup_enforced": data.get("cgroup_enforced") is True,
-        "node": data["node"][:100] if isinstance(data.get("node"), str) else "",
-        "observed": {k[:40]: v for k, v in observed.items() if isinstance(k, str)
-                     and isinstance(v, (int, float)) and not isinstance(v, bool)},
-    }
+def _read_tail(path: Path) -> str:
+    """The last bytes of a text file a job wrote (no link followed), '' when absent."""
+    return read_tail(path, slurm_job.READ_CAP)
 
 
 class SlurmBackend(Cancellable):
@@ -157,7 +126,7 @@ class SlurmBackend(Cancellable):
         self._executor: Any = None
         self._live: dict[str, str] = {}  # job id -> "queued" | "running"
         self._done = 0
-        self._copied: dict[str, Path] = {}  # content digest -> its copy in models/
+        self.shared = SharedFolder(self.workdir)
         self.runtimes = SlurmRuntimes(python)
 
     @property
@@ -236,58 +205,6 @@ class SlurmBackend(Cancellable):
         if self.on_status is not None:
             self.on_status(str(self.counts()))
 
-    # --- files in the shared folder ------------------------------------------------------------
-
-    def _share(self, path: Path) -> Path:
-        """The copy of ``path`` under ``models/`` named by its content (copied once per content:
-        a file rewritten in place, even with its old size and time, is hashed and copied anew)."""
-        key = f"{file_digest(path)}{path.suffix}"  # regular files only
-        with self._lock:
-            if key in self._copied:
-                return self._copied[key]
-        target = self.workdir / "models" / f"{key[:32]}{path.suffix}"
-        if not target.is_file() or file_digest(target) != key[:64]:
-            with atomic_path(target) as tmp:
-                shutil.copyfile(path, tmp)
-        with self._lock:
-            self._copied[key] = target
-        return target
-
-    def _inner(self, request: WorkerRequest, run_dir: Path) -> WorkerRequest:
-        """The request with every path rewritten into the shared folder."""
-        model = Path(request.model_path)
-        if not model.is_file():
-            raise ModelFileError(f"{request.model_path}: model file not found")
-        onnx = None
-        if request.onnx_path:
-            given = Path(request.onnx_path)
-            if request.action == "export-onnx" or not given.exists():
-                onnx = str(run_dir / "out" / given.name)
-            else:
-                if given.is_symlink() or not given.is_file():
-                    raise SandboxError(f"{given}: not a regular file; delete it (lodevem writes its cache itself)")
-                onnx = str(self._share(given))
-        derive_out = str(run_dir / "out" / Path(request.derive_out).name) if request.derive_out else None
-        converted = None
-        if request.converted_path and request.action in CONVERT_ACTIONS.values():  # the job writes it
-            converted = str(run_dir / "out" / Path(request.converted_path).name)
-        elif request.converted_path:
-            # A conversion in the run's artifact store: read in place by the nodes (the store is
-            # under --output, which must be on the shared file system, as --slurm-workdir is).
-            for file in map(Path, artifact_files(request.converted_path)):
-                if file.is_symlink() or not file.is_file():
-                    raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
-            converted = str(Path(request.converted_path).resolve())
-        removed = (str(run_dir / "out" / Path(request.channels_removed_path).name)
-                   if request.channels_removed_path else None)
-        # --code: read in place, so it must be on a filesystem the nodes share (as lodevem's install).
-        code = [str(Path(p).resolve()) for p in request.code_paths]
-        calibration = str(self._share(Path(request.calibration_path))) if request.calibration_path else None
-        data = str(self._share(Path(request.data_path))) if request.data_path else None  # evaluate's samples
-        return dataclasses.replace(request, model_path=str(self._share(model)), onnx_path=onnx, derive_out=derive_out,
-                                   channels_removed_path=removed, code_paths=code, converted_path=converted,
-                                   calibration_path=calibration, data_path=data)
-
     def _run_key(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float) -> str:
         return digest([request.to_json(), limit_mb, timeout_s, self.identity, self.settings.partition,
                        self.settings.account])[:24]
@@ -358,7 +275,7 @@ class SlurmBackend(Cancellable):
         key = self._run_key(request, limit_mb, timeout_s)
         run_dir = self.workdir / "runs" / key
         job: Any = None  # a submitit Job once submitted
-        inner = self._inner(request, run_dir)  # deterministic: the same paths an adopted job was given
+        inner = self.shared.request_for(request, run_dir)  # deterministic: the same paths an adopted job was given
         info = self._job_info(run_dir)
         if info is not None and self.settings.reattach and (
                 (run_dir / slurm_job.REPORT).exists() or self._job_alive(info["job_id"])):
@@ -383,9 +300,7 @@ class SlurmBackend(Cancellable):
             for wanted, inside in ((request.onnx_path, inner.onnx_path), (request.derive_out, inner.derive_out),
                                    (request.channels_removed_path, inner.channels_removed_path), *converted):
                 if wanted and inside and Path(inside).parent == run_dir / "out":
-                    from .docker_backend import _take_output  # the same distrustful copy as Docker's
-
-                    _take_output(run_dir / "out", Path(inside).name, Path(wanted), MAX_OUTPUT_BYTES)
+                    take_output(run_dir / "out", Path(inside).name, Path(wanted), MAX_OUTPUT_BYTES)
             host_paths = {i: h for i, h in ((inner.model_path, request.model_path),
                                             (inner.onnx_path, request.onnx_path),
                                             (inner.converted_path, request.converted_path),
@@ -413,7 +328,8 @@ class SlurmBackend(Cancellable):
             if self.cancelled.is_set():
                 self._scancel([job_id], CANCEL_WAIT_S)
                 raise Cancelled("measurement cancelled")
-            report = _report(run_dir / slurm_job.REPORT) if (run_dir / slurm_job.REPORT).exists() else None
+            report = slurm_job.JobReport.read(run_dir / slurm_job.REPORT) if (run_dir / slurm_job.REPORT).exists() \
+                else None
             if report is not None:
                 return self._outcome(report, run_dir, limit_mb, job)
             now = time.monotonic()
@@ -434,17 +350,18 @@ class SlurmBackend(Cancellable):
                     return self._ended(run_dir, limit_mb, job, state, now - (started_at or submitted))
             time.sleep(POLL_S)
 
-    def _outcome(self, report: dict[str, Any], run_dir: Path, limit_mb: Optional[int], job: Any) -> RunOutcome:
-        timed_out, evidence = report["timed_out"], report["thrash_evidence"]
-        oom = report["oom_kills"] > 0 or (report["killed_by_sigkill"] and not timed_out and not evidence)
-        observed = dict(report["observed"], slurm_job_id=int(job.job_id)) if str(job.job_id).isdigit() \
-            else dict(report["observed"])
+    def _outcome(self, report: slurm_job.JobReport, run_dir: Path, limit_mb: Optional[int], job: Any) -> RunOutcome:
+        timed_out, evidence = report.timed_out, report.thrash_evidence
+        oom = report.oom_kills > 0 or (report.killed_by_sigkill and not timed_out and not evidence)
+        observed: dict[str, Any] = dict(report.observed)
+        if str(job.job_id).isdigit():
+            observed["slurm_job_id"] = int(job.job_id)
         return RunOutcome(
-            backend=self.name, exit_code=report["exit_code"], oom_killed=oom and limit_mb is not None,
-            timed_out=timed_out, thrashing=bool(evidence), thrash_evidence=evidence, wall_s=report["wall_s"],
+            backend=self.name, exit_code=report.exit_code, oom_killed=oom and limit_mb is not None,
+            timed_out=timed_out, thrashing=bool(evidence), thrash_evidence=evidence, wall_s=report.wall_s,
             stdout=_read_tail(run_dir / slurm_job.WORKER_STDOUT),
             stderr_tail=tail(_read_tail(run_dir / slurm_job.WORKER_STDERR)), limit_mb=limit_mb,
-            limit_enforcement=self.enforcement(limit_mb, report["cgroup_enforced"]), observed=observed)
+            limit_enforcement=self.enforcement(limit_mb, report.cgroup_enforced), observed=observed)
 
     def _ended(self, run_dir: Path, limit_mb: Optional[int], job: Any, state: str, wall_s: float) -> RunOutcome:
         """A job that ended without the wrapper's report: Slurm's state says why."""

@@ -16,16 +16,19 @@ not submitit's; the cost is that the job cgroup also holds this wrapper (python 
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import resource
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
+from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES, read_tail
 from ..store.files import write_atomic, write_json_file
 from .base import ThrashMonitor
 from .watch import TailBuffer, drain, kill_group, wait_child, watch
@@ -37,6 +40,51 @@ WORKER_STDOUT = "worker.stdout"
 WORKER_STDERR = "worker.stderr"
 MEMORY_ROOT = Path("/sys/fs/cgroup/memory")
 UNLIMITED = 2**60
+READ_CAP = 1 << 20  # bytes of a job's text files the host reads back
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What one job's wrapper saw (``report.json``): written here on the node, read by the host
+    with every field type-checked, since the job ran the user's model, which is code."""
+
+    exit_code: Optional[int]
+    killed_by_sigkill: bool = False
+    oom_kills: int = 0
+    timed_out: bool = False
+    thrash_evidence: str = ""
+    wall_s: float = 0.0
+    cgroup_enforced: bool = False
+    node: str = ""
+    observed: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> Optional["JobReport"]:
+        """The report at ``path`` (no link followed, size-capped), or None when absent or unreadable."""
+        try:
+            data = json.loads(read_tail(path, 65536) or "null")
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+
+        def num(key: str) -> Optional[float]:
+            v = data.get(key)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+        def text(key: str, limit: int) -> str:
+            v = data.get(key)
+            return v[:limit] if isinstance(v, str) else ""
+
+        observed: Any = data.get("observed")
+        exit_code = num("exit_code")
+        return cls(exit_code=int(exit_code) if exit_code is not None else None,
+                   killed_by_sigkill=data.get("killed_by_sigkill") is True, oom_kills=int(num("oom_kills") or 0),
+                   timed_out=data.get("timed_out") is True, thrash_evidence=text("thrash_evidence", 500),
+                   wall_s=num("wall_s") or 0.0, cgroup_enforced=data.get("cgroup_enforced") is True,
+                   node=text("node", 100),
+                   observed={k[:40]: v for k, v in (observed.items() if isinstance(observed, dict) else ())
+                             if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)})
 
 
 class JobCgroup:
@@ -129,8 +177,8 @@ def run_in_job(run_dir: str, timeout_s: float, threads: int, reference_s: Option
     # A killed child's peak, which its own reply cannot give (KiB on Linux).
     observed["child_maxrss_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
     code = proc.returncode
-    write_json_file(folder / REPORT, {
-        "exit_code": 128 - code if code < 0 else code, "killed_by_sigkill": code == -signal.SIGKILL,
-        "oom_kills": oom_kills, "timed_out": timed_out, "thrash_evidence": evidence or "",
-        "wall_s": round(time.monotonic() - started, 3), "cgroup_enforced": cgroup is not None,
-        "node": os.uname().nodename, "observed": observed})
+    write_json_file(folder / REPORT, asdict(JobReport(
+        exit_code=128 - code if code < 0 else code, killed_by_sigkill=code == -signal.SIGKILL,
+        oom_kills=oom_kills, timed_out=timed_out, thrash_evidence=evidence or "",
+        wall_s=round(time.monotonic() - started, 3), cgroup_enforced=cgroup is not None,
+        node=os.uname().nodename, observed=observed)))
