@@ -270,7 +270,7 @@ def test_one_runtime_registry() -> None:
     what merely shares a spelling (package distributions, literature citation tokens)."""
     from lodevem.worker.registry import RUNTIMES
 
-    shares_a_spelling = {("report/manifest.py", "PACKAGES"),  # distribution names, torch and ncnn among them
+    shares_a_spelling = {("report/environment.py", "PACKAGES"),  # distribution names, torch and ncnn among them
                          ("latency/papers.py", "_RUNTIME_REFS"),  # how papers name runtimes (citations)
                          ("latency/armsim/paper.py", "armsim_paper"),  # display names with citations
                          ("report/methodology.py", "_memory_paragraph")}  # display names with citations

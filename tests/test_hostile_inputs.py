@@ -27,13 +27,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 # Host reads that are not of a path a user or a container names, by (module, function): system
 # files, lodevem's own package data, nn-Meter's fetched data, and the image build context.
 OWN_READS = {
-    ("doctor.py", "check_cgroups"), ("report/manifest.py", "_cpuinfo"),
-    ("report/manifest.py", "_os_name"),     ("sandbox/base.py", "host_memory_mb"), ("sandbox/process_backend.py", "read"),
+    ("doctor.py", "check_cgroups"), ("report/environment.py", "_cpuinfo"),
+    ("report/environment.py", "_os_name"),     ("sandbox/base.py", "host_memory_mb"), ("sandbox/process_backend.py", "read"),
     ("sandbox/process_backend.py", "_own_cgroup"), ("sandbox/process_backend.py", "find_cgroup_parent"),
     ("sandbox/slurm_job.py", "find"), ("sandbox/slurm_job.py", "read_int"), ("sandbox/slurm_job.py", "keyed"),
-    ("sandbox/image.py", "download_wheels"), ("sandbox/image.py", "context_digest"), ("sandbox/image.py", "_sha256"),
-    ("sandbox/image.py", "_debootstrap_import"), ("latency/estimator.py", "load"),
-    ("latency/nnmeter.py", "_nn_meter_configs"), ("latency/nnmeter.py", "default_data_dir"),
+    ("sandbox/image_context.py", "download_wheels"), ("sandbox/image_context.py", "context_digest"), ("sandbox/image.py", "_sha256"),
+    ("sandbox/image_context.py", "_debootstrap_import"), ("latency/estimator.py", "load"),
+    ("latency/nnmeter_data.py", "_nn_meter_configs"), ("latency/nnmeter_data.py", "default_data_dir"),
     ("latency/sklearn_compat.py", "load_predictor_file"), ("latency/sklearn_compat.py", "load_legacy_pickle"),
     ("latency/pool.py", "__init__"), ("latency/kinds.py", "_sha256"),
     ("sandbox/slurm_backend.py", "_job_info"),
@@ -45,7 +45,7 @@ OWN_READS = {
     ("report/paperkit.py", "repository_url"),
 }
 # Opens that write (lodevem's own new files) or hold locks: not reads.
-WRITES = {("latency/nnmeter.py", "fetch_predictors"), ("store/files.py", "atomic_file"),
+WRITES = {("latency/nnmeter_data.py", "fetch_predictors"), ("store/files.py", "atomic_file"),
           ("store/files.py", "write_new"), ("runner/run.py", "__enter__"),
           ("sandbox/scratch.py", "take_output"), ("sandbox/slurm_job.py", "run_in_job"),
           ("sandbox/armsim/make_views.py", "main")}  # make_views: the image build's cpu views

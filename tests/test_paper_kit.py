@@ -20,7 +20,7 @@ from lodevem import __version__
 from lodevem.latency.estimator import Estimator
 from lodevem.predict import Predictor
 from lodevem.profiles import Profile, load_profiles
-from lodevem.report.manifest import collect_manifest
+from lodevem.report.environment import collect_manifest
 from lodevem.report.methodology import cited_keys, run_facts
 from lodevem.report.paperkit import REFERENCES, bibtex, methodology_latex, methodology_markdown, write_paper_kit
 from lodevem.reporter import write_all

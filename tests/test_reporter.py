@@ -19,7 +19,8 @@ from rich.console import Console
 from lodevem import __version__
 from lodevem.errors import InputError
 from lodevem.profiles import Profile, load_profiles
-from lodevem.report.manifest import Manifest, collect_manifest
+from lodevem.report.environment import collect_manifest
+from lodevem.report.manifest import Manifest
 from lodevem.report.plots import latency_heatmap, min_ram_bar
 from lodevem.report.scatter import latency_vs_ram
 from lodevem.reporter import (

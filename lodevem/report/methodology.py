@@ -8,7 +8,7 @@ package versions - never from what lodevem can do in general: a runtime, predict
 or limitation the run did not involve is not mentioned, and every figure quoted comes from the
 run's records.
 
-The facts are gathered once into a typed ``RunFacts`` (``run_facts``); the text is built as
+The facts are gathered once into a typed ``RunFacts`` (``report.run_facts``); the text is built as
 ``Section``s of sentences with two kinds of token, ``{cite:KEY}`` and ``{code:TEXT}``, which
 ``report.paperkit`` renders to ``methodology.md`` / ``.tex`` / ``references.bib`` and
 ``report.html`` to HTML. How each latency was predicted is each predictor kind's own sentence,
@@ -20,190 +20,21 @@ stated the same way, from its cells' figures.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
-from ..latency.described import describe_kind
-from ..latency.paper import KindPaper, KindUse, and_join
+from ..latency.paper import KindUse, and_join
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
-from ..results import PairResult
-from ..version import __version__
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
-from .cells import RunCounts, run_counts
-from .legend import HELD_OUT, row_cell
-from .manifest import Manifest, ManifestLike
+from .legend import HELD_OUT
+from .run_facts import KindFacts, RunFacts, run_facts
 
 __all__ = ["TOKEN", "KindFacts", "RunFacts", "Section", "cited_keys", "run_facts", "sections"]
 
 # The two tokens of the methods text (``report.paperkit`` renders them): a citation, a code span.
 TOKEN = re.compile(r"\{(cite|code):([^{}]+)\}")
-
-
-@dataclass(frozen=True)
-class KindFacts:
-    """One predictor kind the run's latencies came from: what the run did with it, and its own
-    words for the methods (``latency.paper``)."""
-
-    use: KindUse
-    mark: str
-    paper: KindPaper
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """Everything the paper kit says, read from one run's rows and manifest (nothing else)."""
-
-    lodevem_version: str
-    git_commit: Optional[str]
-    git_dirty: Optional[bool]
-    models: tuple[str, ...]
-    profiles: tuple[str, ...]
-    devices: tuple[str, ...]  # "label (chipset, fastest core @ clock, RAM)" per profile
-    tiers: tuple[str, ...]
-    kinds: tuple[KindFacts, ...]  # in the registry's order (latency.pool.KINDS)
-    derived_cores: tuple[str, ...]
-    threads: tuple[int, ...]
-    levels: tuple[str, ...]
-    calibrations: tuple[str, ...]
-    runtimes: tuple[str, ...]
-    backends: tuple[str, ...]
-    enforcements: tuple[str, ...]
-    inferred_rows: int  # memory figures inferred from the run at a larger limit (memory.planning)
-    measured_rows: int  # memory figures with a run at their own limit
-    warmup: Optional[int]
-    runs: Optional[int]
-    verdicts: tuple[Verdict, ...]
-    runtime_baseline_mb: tuple[float, ...]  # (min, max) over rows that ran, or ()
-    image_id: Optional[str]
-    docker_version: Optional[str]
-    host_machine: Optional[str]
-    host_cpu: Optional[str]
-    cgroup_version: Optional[str]
-    packages: Mapping[str, Optional[str]]
-    counts: Optional[RunCounts] = None
-    # (runtime the rows were measured under, runtime their latency was predicted for), per row group
-    latency_for: tuple[tuple[str, str], ...] = ()
-    images: tuple[tuple[str, str], ...] = ()  # (tag, id) of every image the run used
-    # (runtime, its package version, converter, converter version) as pinned for the images
-    runtime_versions: tuple[tuple[str, Optional[str], Optional[str], Optional[str]], ...] = ()
-    baselines: tuple[tuple[str, float, float], ...] = ()  # (runtime, min, max) baseline MB over rows that ran
-    input_shapes: tuple[str, ...] = ()  # "1x3x224x224 (default)" per distinct shape
-    budgets: tuple[tuple[str, int], ...] = ()  # (profile label, app budget MB)
-    user_precisions: tuple[str, ...] = ()  # precisions of the user's own files other than fp32
-    # (runtime, level, converted precision, scheme) of each level a runtime's own converter made
-    converted_levels: tuple[tuple[str, str, Optional[str], Optional[str]], ...] = ()
-    fallbacks: tuple[str, ...] = ()  # memory_runtime of rows measured under torch because a converter refused
-    memory_notes: tuple[str, ...] = ()  # each distinct row note on how the measured file was made
-    evaluation: Optional[str] = None  # --eval-data as the manifest describes it (lodevem.accuracy)
-    finetune: Optional[str] = None  # --finetune-data: "<epochs> epoch(s) on <data>" (worker.finetune)
-    evaluated_rows: int = 0  # rows with a top-1 figure
-    unevaluated_rows: int = 0  # rows of an evaluated run without one (accuracy_note says why)
-
-    @property
-    def predicted(self) -> bool:
-        return bool(self.kinds)
-
-
-def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(dict.fromkeys(v for v in values if v not in (None, "")))
-
-
-def _get(mapping: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(mapping, Mapping):
-            return None
-        mapping = mapping.get(key)
-    return mapping
-
-
-def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
-    """Gather what the run used from its rows (per pair) and its manifest (per run: the typed
-    record, or its JSON form read back from a results file)."""
-    env = Manifest.coerce(manifest)
-    predictor = env.extra.get("predictor") or {}
-    kinds = _kind_facts(rows, predictor if isinstance(predictor, Mapping) else {}, env.packages)
-    derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty
-                         and "not measured: derived" in r.latency_uncertainty])
-    ran = [r.runtime_baseline_mb for r in rows if r.runtime_baseline_mb is not None]
-    config = env.extra.get("config") or {}
-    return RunFacts(
-        lodevem_version=env.lodevem.version or __version__,
-        git_commit=env.lodevem.git_commit,
-        git_dirty=env.lodevem.git_dirty,
-        models=_distinct([r.model_label for r in rows]),
-        profiles=_distinct([r.profile_id for r in rows]),
-        devices=_distinct([f"{r.profile_label} ({r.chipset}, {r.core} @ {r.clock_ghz:g} GHz, {r.ram_mb} MB)"
-                           for r in rows]),
-        tiers=_distinct([r.tier for r in rows]),
-        kinds=kinds,
-        derived_cores=derived,
-        threads=tuple(sorted(_distinct([r.threads for r in rows]))),
-        levels=_distinct([r.level for r in rows]),
-        calibrations=_distinct([c for r in rows for c in r.latency_calibrations]),
-        runtimes=_distinct([r.runtime for r in rows if r.verdict != Verdict.ERROR or r.limit_enforcement]),
-        backends=_distinct([r.backend for r in rows if r.limit_enforcement]),
-        enforcements=_distinct([re.sub(r"=\d+MB", "", r.limit_enforcement) for r in rows
-                                if r.memory_inferred_from_mb is None]),
-        inferred_rows=sum(1 for r in rows if r.memory_inferred_from_mb is not None),
-        measured_rows=sum(1 for r in rows if r.memory_inferred_from_mb is None and r.limit_enforcement),
-        warmup=config.get("warmup") if isinstance(config, Mapping) else None,
-        runs=config.get("runs") if isinstance(config, Mapping) else None,
-        verdicts=_distinct([r.verdict for r in rows]),
-        runtime_baseline_mb=(min(ran), max(ran)) if ran else (),
-        image_id=env.backend.image_id,
-        docker_version=env.backend.docker_server_version,
-        host_machine=env.host.machine,
-        host_cpu=env.host.cpu_model,
-        cgroup_version=env.host.cgroup_version,
-        packages=dict(env.packages),
-        counts=run_counts(rows),
-        latency_for=_distinct([(r.runtime, r.latency_runtime) for r in rows
-                               if r.latency_ms is not None and r.latency_runtime]),
-        images=tuple(sorted(env.backend.images.items())),
-        runtime_versions=tuple((name, info.version, info.converter, info.converter_version)
-                               for name, info in env.runtimes.items() if name in {r.runtime for r in rows}),
-        baselines=tuple((rt, min(v), max(v)) for rt in _distinct([r.runtime for r in rows])
-                        for v in [[r.runtime_baseline_mb for r in rows
-                                   if r.runtime == rt and r.runtime_baseline_mb is not None]] if v),
-        input_shapes=_distinct([f"{r.input_shape} ({r.input_shape_source})" if r.input_shape_source
-                                else r.input_shape for r in rows if r.input_shape]),
-        budgets=_distinct([(r.profile_label, r.app_budget_mb) for r in rows if r.app_budget_mb is not None]),
-        user_precisions=_distinct([r.precision for r in rows if r.level is None and r.precision
-                                   and r.precision != "fp32"]),
-        converted_levels=_distinct([(r.runtime, r.level, r.converted_precision, r.converted_scheme) for r in rows
-                                    if r.level and r.runtime in on_device_runtimes() and r.converted_mb is not None
-                                    and not (r.memory_runtime or "").endswith("(fallback)")]),
-        fallbacks=_distinct([r.model_label for r in rows if (r.memory_runtime or "").endswith("(fallback)")]),
-        memory_notes=_distinct([part for r in rows if r.memory_note and not (r.memory_runtime or "").endswith(
-                                "(fallback)") for part in r.memory_note.split("; ")]),
-        evaluation=env.extra.get("evaluation"),
-        finetune=env.extra.get("finetune"),
-        evaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is not None),
-        unevaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is None
-                             and (r.accuracy_note or r.accuracy_samples is not None)),
-    )
-
-
-def _kind_facts(rows: Sequence[PairResult], predictor: Mapping[str, Any],
-                packages: Mapping[str, Optional[str]]) -> tuple[KindFacts, ...]:
-    """Each kind the rows' latencies came from (``latency_kind``), with what it served and its words."""
-    served = [r for r in rows if r.latency_ms is not None]
-    profiles = _distinct([r.profile_id for r in rows])
-    out = []
-    for name in sorted(_distinct([r.latency_kind or "" for r in served]), key=lambda k: (describe_kind(k).order, k)):
-        mine = [r for r in served if (r.latency_kind or "") == name]
-        figures = [c.figure for c in map(row_cell, mine) if c is not None and c.figure is not None]
-        own = _distinct([r.profile_id for r in mine])
-        use = KindUse(name, own, len(profiles), cells=len(mine), total_cells=len(served),
-                      whole_profiles=all((r.latency_kind or "") == name for r in served if r.profile_id in own),
-                      runtimes=_distinct([r.latency_runtime for r in mine]), cores=_distinct([r.core for r in mine]),
-                      threads=tuple(sorted(_distinct([r.threads for r in mine]))), figures=_distinct(figures),
-                      described=predictor, packages=dict(packages))
-        described = describe_kind(name)
-        out.append(KindFacts(use, described.mark, described.paper(use)))
-    return tuple(out)
 
 
 # --- the text ------------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ from ..errors import InputError, LodevemError
 from ..latency.calibration import CalibrationSet
 from ..predict import Predictor
 from ..progress import NullProgress, ProgressSink
+from ..report.environment import collect_manifest
 from ..report.files import CSV_NAME, JSON_NAME
-from ..report.manifest import DataSetEntry, Manifest, collect_manifest
+from ..report.manifest import DataSetEntry, Manifest
 from ..results import ModelFile
 from ..runtimes import FALLBACK
 from ..sandbox.base import Backend
