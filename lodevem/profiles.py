@@ -11,18 +11,16 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import reprlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from yaml.events import AliasEvent, CollectionStartEvent, NodeEvent
-from yaml.nodes import MappingNode, Node, ScalarNode
 
 from .errors import ProfileError, RefusedYaml
-from .safe_io import PROFILE, UnsafeInput, printable, read_bytes
+from .safe_io import PROFILE, UnsafeInput, read_bytes
+from .safe_io.yaml_loader import ProfileYamlLoader, clip, escaped, quote, yaml_problem
 from .store import bytes_digest
 
 TIERS: dict[str, str] = {
@@ -45,11 +43,9 @@ CORE_TYPES: tuple[str, ...] = (
 ENV_VAR = "LODEVEM_PROFILES"
 
 # Limits for files from folders anyone can drop a profile into. A real profile is about 1 kB and
-# three levels deep (mapping > cpu list > cluster); these leave plenty of room and keep a hostile
-# file from costing more than a moment. Values quoted in an error are cut to QUOTE_CHARS.
+# three levels deep (mapping > cpu list > cluster); safe_io.yaml_loader bounds the rest (depth, aliases,
+# tags, duplicate keys) and cuts a quoted value to QUOTE_CHARS.
 MAX_PROFILE_BYTES = PROFILE.max_bytes  # 1 MiB, read through safe_io
-MAX_YAML_DEPTH = 32
-QUOTE_CHARS = 80
 
 
 def tier_rank(tier: str) -> int:
@@ -60,32 +56,9 @@ def tier_rank(tier: str) -> int:
 _TIER_FOLDER = re.compile(r"^tier\d+$")
 
 
-def _printable(text: str) -> str:
-    """``text`` with control characters (a newline in a key or file name) escaped, so an error
-    built from user data stays on one line (``safe_io.printable``, uncapped: ``_clip`` caps)."""
-    return printable(text, None, newlines=False)
-
-
-def _clip(text: str, limit: int = QUOTE_CHARS) -> str:
-    text = _printable(text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _quote(value: object) -> str:
-    """A short repr of a value from a profile file, for an error message.
-
-    ``reprlib`` bounds the work (nested lists and long strings are elided while the repr is built),
-    so even a large value costs little; the result is then cut to ``QUOTE_CHARS``.
-    """
-    shortener = reprlib.Repr()
-    shortener.maxstring = shortener.maxother = QUOTE_CHARS
-    shortener.maxlevel = 3
-    return _clip(shortener.repr(value))
-
-
 def _where(path: Path) -> str:
     """The file name as the start of an error line."""
-    return _printable(str(path))
+    return escaped(str(path))
 
 
 def _reject_bool(value: object) -> object:
@@ -110,7 +83,7 @@ class Cluster(BaseModel):
         text = value.strip() if isinstance(value, str) else None
         name = text if text is None or text.startswith("Cortex-") else f"Cortex-{text}"
         if name not in CORE_TYPES:
-            got = _quote(value if text is None else text)
+            got = quote(value if text is None else text)
             raise ValueError(f"expected one of {', '.join(CORE_TYPES)}, got {got}")
         return name
 
@@ -207,119 +180,17 @@ def builtin_profiles_dir() -> Path:
     )
 
 
-class _ProfileYamlLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that also refuses what a profile never needs and a hostile file abuses.
-
-    - Anchors and aliases: 600 bytes of nested aliases ("billion laughs") expand to gigabytes.
-    - Explicit tags other than the plain core ones (``!!python/...`` is refused by SafeLoader
-      anyway; ``!!binary``, ``!!set``, ``!foo`` have no meaning in a profile).
-    - Merge keys (``<<``): another way to copy values around, and they hide duplicate keys.
-    - Nesting deeper than ``MAX_YAML_DEPTH``: the composer recurses once per level, so
-      ``[[[[...]]]]`` a few thousand deep would end in a RecursionError.
-    - Duplicate keys: YAML keeps the last one silently, which hides a typo-ed second ``ram_mb``.
-
-    Each refusal is a ``yaml.YAMLError`` naming the field (``cpu.0.core`` style) and the line.
-    """
-
-    _ALLOWED_TAGS = frozenset({"!"} | {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null",
-                                                                             "seq", "map")})
-    _MERGE_TAG = "tag:yaml.org,2002:merge"
-
-    def __init__(self, stream: bytes) -> None:
-        super().__init__(stream)
-        self._location: list[str] = []  # field path of the node being composed
-        self._depth = 0  # nodes being composed, keys included (a key can be a nested mapping too)
-        self._fields: dict[int, str] = {}  # id(node) -> its field path, for constructor errors
-
-    def _field(self) -> str:
-        return _clip(".".join(self._location)) if self._location else "(top level)"
-
-    def _refuse(self, problem: str, mark: Any, field: Optional[str] = None) -> RefusedYaml:
-        return RefusedYaml(field or self._field(), problem, mark)
-
-    def compose_node(self, parent: Optional[Node], index: object) -> Optional[Node]:
-        # ``index`` is the key node for a mapping value, the position for a list item, None for a key.
-        part = index.value if isinstance(index, ScalarNode) else str(index) if isinstance(index, int) else None
-        if part is not None:
-            self._location.append(part)
-        self._depth += 1
-        try:
-            event = self.peek_event()
-            if isinstance(event, AliasEvent):
-                raise self._refuse(f"YAML alias '*{_clip(event.anchor or '')}' is not allowed in a profile "
-                                   "(write the value out)", event.start_mark)
-            if isinstance(event, NodeEvent) and event.anchor is not None:
-                raise self._refuse(f"YAML anchor '&{_clip(event.anchor)}' is not allowed in a profile",
-                                   event.start_mark)
-            tag = getattr(event, "tag", None)
-            if tag is not None and tag not in self._ALLOWED_TAGS:
-                shown = _clip(tag.replace("tag:yaml.org,2002:", "!!"))
-                raise self._refuse(f"YAML tag '{shown}' is not allowed in a profile "
-                                   "(only plain values, lists and mappings)", event.start_mark)
-            if isinstance(event, CollectionStartEvent) and self._depth > MAX_YAML_DEPTH:
-                raise self._refuse(f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
-            node = super().compose_node(parent, index)  # type: ignore[arg-type]  # a key node, an int or None
-            if node is None:
-                return None
-            if node.tag == self._MERGE_TAG:
-                raise self._refuse("YAML merge keys ('<<') are not allowed in a profile", node.start_mark)
-            self._fields[id(node)] = self._field()
-            return node
-        finally:
-            self._depth -= 1
-            if part is not None:
-                self._location.pop()
-
-    def construct_object(self, node: Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep)
-        except (ValueError, OverflowError) as exc:  # a date like 2020-13-45, an int of 5000 digits
-            raise self._refuse(_clip(str(exc), 200), node.start_mark, self._fields.get(id(node))) from None
-
-    def construct_mapping(self, node: Node, deep: bool = False) -> Any:
-        if isinstance(node, MappingNode):
-            first: dict[Any, Node] = {}
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    earlier = first.setdefault(key, key_node)
-                except TypeError:  # an unhashable key: SafeConstructor explains it below
-                    break
-                if earlier is not key_node:
-                    parent = self._fields.get(id(node), "(top level)")
-                    name = _clip(str(key) if parent == "(top level)" else f"{parent}.{key}")
-                    raise self._refuse(f"given twice, on lines {earlier.start_mark.line + 1} and "
-                                       f"{key_node.start_mark.line + 1} (YAML would silently keep the last)",
-                                       None, name)
-        return super().construct_mapping(node, deep)  # type: ignore[arg-type]  # PyYAML refuses a non-mapping
-
-
-def _yaml_problem(exc: "yaml.YAMLError | RefusedYaml") -> str:
-    """One line for a PyYAML error (its own ``str()`` spans several lines and quotes the input)."""
-    if isinstance(exc, RefusedYaml):
-        return f"field '{exc.field}': {exc.problem}" + (f" (line {exc.line})" if exc.line else "")
-    if isinstance(exc, yaml.reader.ReaderError):
-        if exc.encoding == "unicode":
-            return f"control character #x{exc.character:04x} at position {exc.position} is not allowed"
-        return (f"not {exc.encoding.upper()} text: {exc.reason} "
-                f"(byte #x{exc.character:02x} at position {exc.position})")
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    where = f" at line {mark.line + 1}" if mark else ""
-    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or type(exc).__name__
-    return f"not valid YAML{where}: {_clip(problem, 200)}"
-
-
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
-    field = _clip(".".join(str(p) for p in err["loc"])) if err["loc"] else "(top level)"  # a key may be ""
-    message = _clip(err["msg"].removeprefix("Value error, "), 300)
+    field = clip(".".join(str(p) for p in err["loc"])) if err["loc"] else "(top level)"  # a key may be ""
+    message = clip(err["msg"].removeprefix("Value error, "), 300)
     if err["type"] == "missing":
         return f"field '{field}' is missing"
     if err["type"] == "extra_forbidden":
         return f"unknown field '{field}' (see profiles/custom_template.yaml for the fields)"
     if err["type"] == "value_error":  # lodevem's own validators, which quote the value themselves
         return message if not err["loc"] else f"field '{field}': {message}"  # a whole-profile check names its field
-    return f"field '{field}': {message} (got {_quote(err.get('input'))})"
+    return f"field '{field}': {message} (got {quote(err.get('input'))})"
 
 
 def _read_regular_file(path: Path) -> bytes:
@@ -336,13 +207,13 @@ def load_profile_file(path: Path) -> Profile:
     """Parse and validate one YAML file; every failure is a one-line ``ProfileError``."""
     raw_bytes = _read_regular_file(path)
     try:
-        loader = _ProfileYamlLoader(raw_bytes)  # already decodes the start of the file
+        loader = ProfileYamlLoader(raw_bytes)  # already decodes the start of the file
         try:
             data = loader.get_single_data()
         finally:
             loader.dispose()
     except (yaml.YAMLError, RefusedYaml) as exc:
-        raise ProfileError(f"{_where(path)}: {_yaml_problem(exc)}") from None
+        raise ProfileError(f"{_where(path)}: {yaml_problem(exc)}") from None
     if data is None:
         raise ProfileError(f"{_where(path)}: empty file, expected a mapping of profile fields")
     if not isinstance(data, dict):
@@ -350,11 +221,11 @@ def load_profile_file(path: Path) -> Profile:
     folder = path.parent.name
     if _TIER_FOLDER.match(folder):
         if folder not in TIERS:
-            raise ProfileError(f"{_where(path)}: unknown tier folder '{_clip(folder)}', "
+            raise ProfileError(f"{_where(path)}: unknown tier folder '{clip(folder)}', "
                                f"expected one of {', '.join(TIERS)}")
         data.setdefault("tier", folder)
         if data["tier"] != folder:
-            raise ProfileError(f"{_where(path)}: field 'tier' is {_quote(data['tier'])} "
+            raise ProfileError(f"{_where(path)}: field 'tier' is {quote(data['tier'])} "
                                f"but the file is in folder '{folder}'")
     try:
         profile = Profile.model_validate(data)
@@ -438,4 +309,4 @@ def match_profile_id(known: Sequence[str] | dict[str, Profile], given: str) -> s
     by_fold = {k.casefold(): k for k in known}
     close = [by_fold[c] for c in difflib.get_close_matches(given.casefold(), list(by_fold), n=3, cutoff=0.6)]
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    raise ProfileError(f"unknown profile {_quote(given)}, {hint}expected one of {', '.join(known)}")
+    raise ProfileError(f"unknown profile {quote(given)}, {hint}expected one of {', '.join(known)}")

@@ -58,3 +58,11 @@ class JsonCache:
             return
         write_json_file(self.dir / f"{key}.json", {"cache_format": CACHE_FORMAT, "value": dict(value)}, indent=1,
                    default=str)
+
+
+def prediction_sources() -> list[Path]:
+    """The source files a prediction's number comes from: the facade, the latency wing, and the
+    vocabulary and registry it reads (an edited cost model must not be served from the cache)."""
+    package = Path(__file__).resolve().parent.parent
+    return [*sorted((package / "predict").glob("*.py")), *sorted((package / "latency").rglob("*.py")),
+            package / "worker" / "precision.py", package / "worker" / "registry.py"]

@@ -299,3 +299,15 @@ def rules_digest(rules: Path) -> str:
     from .cache import file_digest
 
     return file_digest(rules)
+
+
+def made_once(convert: Callable[[], ConvertedFile]) -> Callable[[], ConvertedFile]:
+    """``convert`` made at most once (every profile of a model shares the converted file)."""
+    made: list[ConvertedFile] = []
+
+    def converted() -> ConvertedFile:
+        if not made:
+            made.append(convert())
+        return made[0]
+
+    return converted

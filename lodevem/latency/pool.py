@@ -33,7 +33,7 @@ from ..version import __version__
 from ..worker.precision import ARITHMETIC, LEVELS
 from .arithmetic import cell_arithmetic_executed
 from .armsim.kind import ArmsimKind
-from .cache import JsonCache, digest, file_digest
+from .cache import JsonCache, digest, file_digest, prediction_sources
 from .estimator import Estimator, canonical_runtime
 from .kernels import DEFAULT_RULES, Kernel, KernelGraph, extract_kernels
 from .kinds import (
@@ -44,6 +44,7 @@ from .kinds import (
     PredictorKind,
     SandboxAccess,
     graph_arithmetic,
+    made_once,
     rules_digest,
 )
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
@@ -63,14 +64,6 @@ MODES: tuple[str, ...] = ("auto", *KINDS)
 def modes() -> tuple[str, ...]:
     """The ``--predictor`` values now (``KINDS`` as registered at this moment)."""
     return ("auto", *KINDS)
-
-
-def _prediction_sources() -> list[Path]:
-    """The source files a prediction's number comes from: the facade, the latency wing, and the
-    vocabulary and registry it reads (an edited cost model must not be served from the cache)."""
-    package = Path(__file__).resolve().parent.parent
-    return [*sorted((package / "predict").glob("*.py")), *sorted((package / "latency").rglob("*.py")),
-            package / "worker" / "precision.py", package / "worker" / "registry.py"]
 
 
 class PredictorPool:
@@ -104,7 +97,7 @@ class PredictorPool:
         self._collected: Optional[list[str]] = None
         self._quiet = threading.local()  # set while ``prepare`` runs in a worker thread: no warnings
         self._params_digest = digest(self.estimator.params)
-        self._code_digest = digest([p.read_text() for p in _prediction_sources()])
+        self._code_digest = digest([p.read_text() for p in prediction_sources()])
 
     @property
     def estimator(self) -> Estimator:
@@ -245,7 +238,7 @@ class PredictorPool:
         if level is not None and level not in LEVELS:
             raise InputError(f"no latency model for level '{level}'")
         runtime = self.check_runtime(runtime)
-        convert = _once(convert) if convert is not None else None
+        convert = made_once(convert) if convert is not None else None
         return {p.id: self._predict_one(Path(onnx_path), p, threads, level, runtime, convert)
                 for p in profiles}
 
@@ -257,7 +250,7 @@ class PredictorPool:
         are skipped; warnings wait for ``predict`` (their order stays the run's order). Safe to
         call from several threads at once for different models."""
         runtime = self.check_runtime(runtime)
-        convert = _once(convert) if convert is not None else None
+        convert = made_once(convert) if convert is not None else None
         self._quiet.on = True
         try:
             for profile in profiles:
@@ -393,15 +386,3 @@ class PredictorPool:
             except InputError as exc:
                 self._graphs[key] = exc
         return self._graphs[key]
-
-
-def _once(convert: Callable[[], ConvertedFile]) -> Callable[[], ConvertedFile]:
-    """``convert`` made at most once (every profile of a model shares the converted file)."""
-    made: list[ConvertedFile] = []
-
-    def converted() -> ConvertedFile:
-        if not made:
-            made.append(convert())
-        return made[0]
-
-    return converted
