@@ -30,16 +30,23 @@ def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
     from dataclasses import fields
     from pathlib import Path
 
-    from lodevem.worker import replies
+    from lodevem.worker import replies, sections
 
-    tree = ast.parse(Path(replies.__file__).read_text() + "\n" + Path(client.__file__).read_text())
-    read = {node.args[1].value for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_section"
+    def parse_of(module: object, record: str) -> ast.AST:
+        tree = ast.parse(Path(module.__file__).read_text())  # type: ignore[attr-defined]
+        return next(node for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) and cls.name == record
+                    for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == "parse")
+
+    trees = (parse_of(replies, "WorkerReply"), parse_of(sections, "WorkerFailure"),
+             ast.parse(Path(client.__file__).read_text()))
+    calls = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    # the sections WorkerReply.parse reads (``_section(data, "x")`` or ``data.get("x")``), and the
+    # profile the client reads beside it
+    read = {node.args[1].value for node in calls if getattr(node.func, "id", "") == "_section"
             and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)}
-    read |= {node.args[0].value for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-             and getattr(node.func.value, "id", "") == "data" and node.args and isinstance(node.args[0], ast.Constant)
-             and node.args[0].value in ("ok", "schema_version", "worker_version", "profile")}
+    read |= {node.args[0].value for node in calls
+             if isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+             and getattr(node.func.value, "id", "") == "data" and node.args and isinstance(node.args[0], ast.Constant)}
     written = {f.name for f in fields(protocol.WorkerResult)}
     assert {"model", "memory", "latency", "error", "ok"} <= read
     assert read <= written, sorted(read - written)
@@ -56,3 +63,27 @@ def test_the_reply_is_one_set_of_records_on_both_sides() -> None:
     data = {"ok": False, "error": failure.to_dict(), "accuracy": accuracy.to_dict()}
     reply = replies.WorkerReply.parse(data)
     assert reply.failure == failure and reply.accuracy == accuracy and not reply.ok
+
+
+def test_the_measured_sections_are_written_and_read_as_the_same_records() -> None:
+    """runtime, latency, memory and converted: what the worker builds (``worker.sections``) is
+    what the host reads back from the result line, field for field, through the wire format."""
+    from lodevem.worker import sections
+    from lodevem.worker.memory import MemoryPhases
+
+    memory = MemoryPhases(1000)
+    memory.mark("after_import")
+    result = protocol.WorkerResult(
+        action="measure", ok=True, runtime=sections.RuntimeSection.here("torch", "2.13.0"),
+        latency=sections.HostTimings(samples_ms=(2.0, 3.0), mean_ms=2.5, std_ms=0.5, min_ms=2.0, max_ms=3.0,
+                                     p50_ms=2.5, p90_ms=2.9, p95_ms=2.95, p99_ms=2.99, throughput_ips=400.0,
+                                     warmup=1, runs=2, threads=1),
+        memory=memory.finish(),
+        converted=sections.ConvertedSection("tflite", "litert-torch", "0.10.0", 1.25, 4096, (1, 3, 8, 8), "int8",
+                                            "int8-dynamic", "int8-dynamic", "dynamic range", None, None))
+    reply = client.parse_reply(result.to_json())
+    assert reply is not None and reply.ok
+    assert reply.runtime == result.runtime and reply.timings == result.latency
+    assert reply.memory == result.memory and reply.memory is not None
+    assert reply.memory.phases_kb["rss_start_kb"] == 1000 and reply.memory.hwm_kb
+    assert reply.converted == result.converted

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..errors import SandboxError
 from ..runtimes import adapter
 from ..safe_io import printable
-from ..worker import fields
 from ..worker.protocol import (
     SCHEMA_VERSION,
     UNUSABLE_FILE_KINDS,
@@ -35,6 +34,7 @@ from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported 
     LayerSparsity,
     MemorySection,
     ModelSection,
+    RuntimeSection,
     SparsitySection,
     WorkerFailure,
     WorkerReply,
@@ -63,18 +63,17 @@ def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Opt
         for inside, host in sorted((host_paths or {}).items(), key=lambda kv: -len(kv[0])):
             message = message.replace(inside, host)
         reply = replace(reply, failure=WorkerFailure(failure.kind, printable(message, MAX_TEXT)))
-    return replace(reply, profile=_profile(data))
+    return replace(reply, profile=_profile(data, reply.runtime))
 
 
-def _profile(data: dict[str, Any]) -> Optional["InstructionProfile"]:
+def _profile(data: dict[str, Any], runtime: Optional[RuntimeSection]) -> Optional["InstructionProfile"]:
     """The armsim-profile section, typed and bounded (None for every other action)."""
     if not isinstance(data.get("profile"), dict):
         return None
     from ..latency.armsim.profile import InstructionProfile
 
-    runtime = fields.mapping(data.get("runtime"))
-    return InstructionProfile.parse(data["profile"], runtime=fields.text(runtime.get("name"), 20) or "",
-                                    runtime_version=fields.text(runtime.get("version"), 80) or "")
+    return InstructionProfile.parse(data["profile"], runtime=runtime.name[:20] if runtime else "",
+                                    runtime_version=runtime.version if runtime else "")
 
 
 @dataclass(frozen=True)

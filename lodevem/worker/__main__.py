@@ -58,21 +58,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         late = run(req, res, mem)
         res.ok = True
     except WorkerError as exc:
-        res.error, code = WorkerFailure(exc.kind, exc.message).to_dict(), EXIT_ERROR
+        res.error, code = WorkerFailure(exc.kind, exc.message), EXIT_ERROR
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        res.error, code = WorkerFailure("internal", first_line(repr(exc))).to_dict(), EXIT_ERROR
+        res.error, code = WorkerFailure("internal", first_line(repr(exc))), EXIT_ERROR
     res.memory = mem.finish()
     if late is not None:  # after the memory summary: its work must not count as the model's
         try:
             late()
         except WorkerError as exc:
-            res.ok, res.error, code = False, WorkerFailure(exc.kind, exc.message).to_dict(), EXIT_ERROR
+            res.ok, res.error, code = False, WorkerFailure(exc.kind, exc.message), EXIT_ERROR
         except Exception as exc:  # informative only; the measurement stands
             traceback.print_exc(file=sys.stderr)
             progress(f"a step after the measurement failed: {first_line(repr(exc))}")
-    error = res.error or {"kind": "internal", "message": "no error recorded"}
-    progress("done" if res.ok else f"error {error['kind']}: {error['message']}")
+    error = res.error or WorkerFailure("internal", "no error recorded")
+    progress("done" if res.ok else f"error {error.kind}: {error.message}")
     sys.stdout.flush()
     result_out.write(res.to_json() + "\n")
     result_out.flush()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from typing import Any, Callable, Optional
 
@@ -32,6 +31,7 @@ from .onnx_export import (
 from .programs import pt2e_float_twin, pt2e_scheme
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
 from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
+from .sections import RuntimeSection
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
 from .sparsity import remove_zero_channels, sparsity_report
 from .timing import first_output_shape, latency_stats, timed_passes
@@ -49,8 +49,7 @@ def _import_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> A
         pass
     res.timings_s["import"] = time.perf_counter() - t0
     mem.mark("after_import")
-    res.runtime = {"name": "torch", "version": torch.__version__, "python": platform.python_version(),
-                   "onnxruntime": None}
+    res.runtime = RuntimeSection.here("torch", torch.__version__)
     progress(f"imported torch {torch.__version__}")
     return torch
 
@@ -159,8 +158,7 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
 
     res.timings_s["import"] = time.perf_counter() - t0
     mem.mark("after_import")
-    res.runtime = {"name": "onnxruntime", "version": ort.__version__, "python": platform.python_version(),
-                   "onnxruntime": ort.__version__}
+    res.runtime = RuntimeSection.here("onnxruntime", ort.__version__, onnxruntime=ort.__version__)
     progress(f"imported onnxruntime {ort.__version__}")
     t0 = time.perf_counter()
     opts = ort.SessionOptions()

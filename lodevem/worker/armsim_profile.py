@@ -25,6 +25,7 @@ from .armsim_blocks import BlockProfile, LlvmUnavailable, parse_blocks, price_su
 from .armsim_symbols import attribute, parse_maps
 from .memory import MemoryPhases
 from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
+from .sections import RuntimeSection
 
 # ISA -> (qemu binary, qemu -cpu, the core view whose cpuinfo the guest sees by default,
 #         the marker syscall's number: sched_get_priority_max on that ABI)
@@ -146,8 +147,7 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
     threads = [dict(zip(CLASS_COLUMNS + ("bytes_loaded", "bytes_stored"), row)) for row in rows]
     threads = [t for t in threads if t["total"] > 0]
     totals = {name: sum(t[name] for t in threads) for name in CLASS_COLUMNS + ("bytes_loaded", "bytes_stored")}
-    res.runtime = {"name": req.runtime, "version": str(report.get("runtime_version", "unknown"))[:80],
-                   "python": "3.11 (emulated)", "onnxruntime": None}
+    res.runtime = RuntimeSection(req.runtime, str(report.get("runtime_version", "unknown"))[:80], "3.11 (emulated)")
     res.profile = {"isa": isa, "qemu_cpu": cpu, "uarch": view, "precision": str(report.get("precision", ""))[:20],
                    "options": report.get("options") if isinstance(report.get("options"), dict) else {},
                    "threads": req.threads, "inferences": req.runs, "warmup": req.warmup, "counts": totals,

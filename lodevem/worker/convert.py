@@ -54,6 +54,7 @@ from .protocol import (
     first_line,
     progress,
 )
+from .sections import ConvertedSection
 from .timing import timed_passes
 
 PNNX_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner when it is shorter
@@ -69,25 +70,23 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
-def _converted_section(req: WorkerRequest, fmt: str, converter: str, shape: list[int], t0: float) -> dict[str, Any]:
-    files = artifact_files(req.converted_path or "")
-    return {"format": fmt, "converter": converter, "converter_version": _version(converter), "input_shape": shape,
-            "size_bytes": sum(os.path.getsize(p) for p in files), "seconds": round(time.perf_counter() - t0, 3),
-            "quantize": req.quantize}
-
-
-def _verified(section: dict[str, Any], req: WorkerRequest, precision: str, scheme: str,
-              calibration: Optional[Calibration], census: dict[str, Any], own: bool = False) -> None:
-    """Fill the section's file facts from the bytes read back, and say so when the file is not
-    the precision the level should give (a model with no op the quantizer handles stays float);
+def _converted_section(req: WorkerRequest, fmt: str, converter: str, shape: list[int], t0: float, *,
+                       precision: str, scheme: str, calibration: Optional[Calibration], census: dict[str, Any],
+                       own: bool = False) -> ConvertedSection:
+    """What was written, with the file facts read back from its bytes; says so when the file is not
+    the precision the level should give (a model with no op the quantizer handles stays float).
     ``own``: a user's quantized file converted as it is, whose precision is its own."""
     expected = precision if own else LEVEL_FILE_PRECISION.get(req.quantize or "", "fp32")
-    if section["format"] == "ncnn" and req.quantize == "int8":  # ncnn's int8 is full-integer (ncnn_int8)
+    if fmt == "ncnn" and req.quantize == "int8":  # ncnn's int8 is full-integer (ncnn_int8)
         expected = "int8-static"
     if precision != expected:
         scheme += f"; the file is {precision}, not the {expected} level {req.quantize or 'fp32'} should give"
-    section.update(precision=precision, expected_precision=expected, scheme=scheme,
-                   calibration=calibration.description if calibration else None, census=census)
+    files = artifact_files(req.converted_path or "")
+    return ConvertedSection(format=fmt, converter=converter, converter_version=_version(converter),
+                            seconds=round(time.perf_counter() - t0, 3),
+                            size_bytes=sum(os.path.getsize(p) for p in files), input_shape=tuple(shape),
+                            quantize=req.quantize, precision=precision, expected_precision=expected, scheme=scheme,
+                            calibration=calibration.description if calibration else None, census=census)
 
 
 def _loaded_and_checked(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any, Any]:
@@ -225,13 +224,13 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    res.converted = _converted_section(req, "tflite", "litert-torch", shape, t0)
     own = req.quantize is None and pt2e_scheme(source) is not None
-    _verified(res.converted, req, census.precision(), _tflite_scheme(req.quantize, census, how, own), calibration,
-              census.to_dict(), own)
-    res.timings_s["export"] = res.converted["seconds"]
-    progress(f"wrote {out} ({res.converted['size_bytes']} bytes, {res.converted['precision']}, "
-             f"{res.converted['seconds']:.1f} s)")
+    res.converted = _converted_section(req, "tflite", "litert-torch", shape, t0, precision=census.precision(),
+                                       scheme=_tflite_scheme(req.quantize, census, how, own),
+                                       calibration=calibration, census=census.to_dict(), own=own)
+    res.timings_s["export"] = res.converted.seconds
+    progress(f"wrote {out} ({res.converted.size_bytes} bytes, {res.converted.precision}, "
+             f"{res.converted.seconds:.1f} s)")
 
 
 def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -297,12 +296,12 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
         os.replace(produced[0], param)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    res.converted = _converted_section(req, "ncnn", "pnnx", shape, t0)
-    _verified(res.converted, req, census.precision(), _ncnn_scheme(req.quantize, census, how), calibration,
-              census.to_dict())
-    res.timings_s["export"] = res.converted["seconds"]
-    progress(f"wrote {param} and {weights} ({res.converted['size_bytes']} bytes, {res.converted['precision']}, "
-             f"{res.converted['seconds']:.1f} s)")
+    res.converted = _converted_section(req, "ncnn", "pnnx", shape, t0, precision=census.precision(),
+                                       scheme=_ncnn_scheme(req.quantize, census, how), calibration=calibration,
+                                       census=census.to_dict())
+    res.timings_s["export"] = res.converted.seconds
+    progress(f"wrote {param} and {weights} ({res.converted.size_bytes} bytes, {res.converted.precision}, "
+             f"{res.converted.seconds:.1f} s)")
 
 
 def _ncnn_scheme(level: Optional[str], census: Any, how: str) -> str:

@@ -15,7 +15,6 @@ refused before any sample is counted. Progress goes to stderr every 10 %.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from typing import Any, Callable
 
@@ -24,6 +23,7 @@ from .memory import MemoryPhases
 from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
 from .replies import AccuracySection
 from .samples import NpzSamples, SampleFileError
+from .sections import RuntimeSection
 
 Predict = Callable[[Any], Any]  # one C x H x W float32 sample -> the output scores, 1-D float
 
@@ -68,7 +68,7 @@ def action_evaluate(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, ki
     finally:
         fh.close()
     res.accuracy = AccuracySection(n, int(top1), int(top5) if (classes or 0) > 5 else None, classes,
-                                   round(res.timings_s["measure"] or 0.0, 3)).to_dict()
+                                   round(res.timings_s["measure"] or 0.0, 3))
 
 
 def _predictor(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
@@ -124,8 +124,7 @@ def _onnxruntime(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind:
     from .actions import _file_info, _refuse_twin
 
     res.model = _file_info(req.model_path, _format_of(kind))
-    res.runtime = {"name": "onnxruntime", "version": ort.__version__, "python": platform.python_version(),
-                   "onnxruntime": ort.__version__}
+    res.runtime = RuntimeSection.here("onnxruntime", ort.__version__, onnxruntime=ort.__version__)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = req.threads, 1
     try:
@@ -149,8 +148,7 @@ def _tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: lis
 
     from .runtimes import _version
 
-    res.runtime = {"name": "tflite", "version": f"ai-edge-litert {_version('ai-edge-litert')}",
-                   "python": platform.python_version(), "onnxruntime": None}
+    res.runtime = RuntimeSection.here("tflite", f"ai-edge-litert {_version('ai-edge-litert')}")
     try:
         interpreter = Interpreter(model_path=path, num_threads=req.threads)
         interpreter.allocate_tensors()
@@ -187,8 +185,7 @@ def _ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: list[
 
     from .runtimes import _version, load_ncnn
 
-    res.runtime = {"name": "ncnn", "version": f"ncnn {_version('ncnn')}", "python": platform.python_version(),
-                   "onnxruntime": None}
+    res.runtime = RuntimeSection.here("ncnn", f"ncnn {_version('ncnn')}")
     net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
     res.model = {"format": "ncnn", "input_shape": shape, "input_dtype": "float32"}
 

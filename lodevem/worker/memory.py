@@ -9,6 +9,8 @@ import os
 import resource
 from typing import Any, Optional
 
+from .sections import CgroupCounters, MemorySection
+
 
 def proc_status_kb() -> dict[str, int]:
     """VmRSS/VmHWM of this process in kB (the RSS the phone's low-memory killer would see)."""
@@ -40,7 +42,7 @@ _CGROUP_FILES = {2: ("/sys/fs/cgroup/memory.", "peak", "current", "max", "stat")
                  1: ("/sys/fs/cgroup/memory/memory.", "max_usage_in_bytes", "usage_in_bytes", "limit_in_bytes", "stat")}
 
 
-def cgroup_memory() -> Optional[dict[str, Any]]:
+def cgroup_memory() -> Optional[CgroupCounters]:
     """The container cgroup's counters, read from inside because the cgroup vanishes on exit.
 
     They differ from VmHWM: the cgroup is also charged for page cache (e.g. libtorch's pages).
@@ -53,7 +55,7 @@ def cgroup_memory() -> Optional[dict[str, Any]]:
         values["limit_bytes"] = None  # v1 spells "unlimited" as a huge number
     if all(v is None for v in values.values()):
         return None
-    return {"version": version, **{k: v for k, v in values.items() if v is not None}}
+    return CgroupCounters(version, **values)
 
 
 class MemoryPhases:
@@ -71,19 +73,18 @@ class MemoryPhases:
         if phase == "after_derive":
             self.hwm_after_derive = status["VmHWM"]
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> MemorySection:
         """``peak_phase`` (with a level only): "derivation" when the high-water mark was already
         reached by loading the original and deriving the variant, else "inference"."""
         status, usage = proc_status_kb(), resource.getrusage(resource.RUSAGE_SELF)
         base = self.kb["rss_after_import_kb"]
         derive_hwm = self.hwm_after_derive
-        return {**self.kb, "rss_end_kb": status["VmRSS"], "hwm_kb": status["VmHWM"],
-                "hwm_after_derive_kb": derive_hwm,
-                "peak_phase": None if derive_hwm is None else
-                ("derivation" if status["VmHWM"] <= derive_hwm else "inference"),
-                "runtime_baseline_kb": base,
-                "model_increment_kb": status["VmHWM"] - base if base is not None else None,
-                "major_faults": usage.ru_majflt, "minor_faults": usage.ru_minflt, "cgroup": cgroup_memory()}
+        return MemorySection(
+            phases_kb=dict(self.kb), rss_end_kb=status["VmRSS"], hwm_kb=status["VmHWM"],
+            hwm_after_derive_kb=derive_hwm,
+            peak_phase=None if derive_hwm is None else ("derivation" if status["VmHWM"] <= derive_hwm else "inference"),
+            runtime_baseline_kb=base, model_increment_kb=status["VmHWM"] - base if base is not None else None,
+            major_faults=usage.ru_majflt, minor_faults=usage.ru_minflt, cgroup=cgroup_memory())
 
 
 def _released(mem: MemoryPhases) -> None:

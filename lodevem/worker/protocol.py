@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import registry as _registry
+from .error_kinds import ERROR_KINDS, UNUSABLE_FILE_KINDS  # noqa: F401  (the protocol's vocabulary, re-exported)
 from .precision import ARITHMETIC, CONVERT_QUANTIZE, INT8_LEVELS, LEVELS
 from .registry import CONVERT_ACTIONS
+from .sections import AccuracySection, ConvertedSection, HostTimings, MemorySection, RuntimeSection, WorkerFailure
 
 SCHEMA_VERSION = 1
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
@@ -44,13 +46,6 @@ ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.value
 # levels are the registry's and the precision vocabulary's: one home each (lodevem.levels reads
 # the same names).
 RUNTIMES: tuple[str, ...] = tuple(_registry.RUNTIMES)
-ERROR_KINDS = ("bad_request", "not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-               "bad_input_shape", "model_failed", "export_failed", "unsupported_format", "level_failed",
-               "weights_mismatch", "internal")
-# The kinds that mean the user's file (or --input-shape) is unusable: the host stops ``start``
-# before any measurement with exit code 2 (a bad input), rather than writing a row of errors.
-UNUSABLE_FILE_KINDS = ("not_found", "state_dict", "optimizer_checkpoint", "not_a_model", "corrupt",
-                       "unsupported_format", "bad_input_shape", "model_failed", "weights_mismatch")
 # state_dict: weights (a state_dict or a training checkpoint) loaded into the module --arch built.
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx", "state_dict")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]
@@ -249,23 +244,28 @@ class WorkerResult:
     ok: bool = False
     schema_version: int = SCHEMA_VERSION
     worker_version: str = WORKER_VERSION
-    error: Optional[dict[str, str]] = None
+    error: Optional[WorkerFailure] = None
     model: Optional[dict[str, Any]] = None
-    latency: Optional[dict[str, Any]] = None
-    memory: Optional[dict[str, Any]] = None
+    latency: Optional[HostTimings] = None
+    memory: Optional[MemorySection] = None
     onnx: Optional[dict[str, Any]] = None
-    runtime: Optional[dict[str, Any]] = None
+    runtime: Optional[RuntimeSection] = None
     variant: Optional[dict[str, Any]] = None
     derived: Optional[dict[str, Any]] = None
-    converted: Optional[dict[str, Any]] = None  # export-tflite / export-ncnn: what was written
+    converted: Optional[ConvertedSection] = None  # export-tflite / export-ncnn: what was written
     profile: Optional[dict[str, Any]] = None  # armsim-profile: the instruction counts of one inference
-    accuracy: Optional[dict[str, Any]] = None  # evaluate: samples, top1_correct, top5_correct, classes
+    accuracy: Optional[AccuracySection] = None  # evaluate: samples, top1_correct, top5_correct, classes
     timings_s: dict[str, Optional[float]] = field(
         default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
                                  "export": None})
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        """The result line; a typed section is written by its own ``to_dict`` (``worker.sections``)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in data.items():
+            if hasattr(value, "to_dict"):
+                data[name] = value.to_dict()
+        return json.dumps(data, separators=(",", ":"))
 
 
 def artifact_files(converted_path: str) -> list[str]:

@@ -12,18 +12,27 @@ paths in messages, escaping for a terminal, the armsim profile's record).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import fields
 from .precision import FILE_PRECISIONS
-from .protocol import ERROR_KINDS
+from .sections import (
+    MAX_TEXT,
+    AccuracySection,
+    CgroupCounters,
+    ConvertedSection,
+    HostTimings,
+    MemorySection,
+    RuntimeSection,
+    WorkerFailure,
+)
 
 __all__ = ["MAX_TEXT", "AccuracySection", "ConvertedSection", "DerivedSection", "HostTimings", "LayerSparsity",
-           "MemorySection", "ModelSection", "SparsitySection", "WorkerFailure", "WorkerReply", "reply_object"]
+           "MemorySection", "ModelSection", "RuntimeSection", "SparsitySection", "WorkerFailure", "WorkerReply",
+           "reply_object", "CgroupCounters"]
 
 
-MAX_TEXT = 2000  # longest string kept from a reply: a message, never a dump
 
 
 def _text(value: Any, limit: int = MAX_TEXT) -> Optional[str]:
@@ -135,72 +144,6 @@ def _dims(value: Any) -> Optional[tuple[Optional[int], ...]]:
 
 
 @dataclass(frozen=True)
-class ConvertedSection:
-    """What a conversion (export-tflite / export-ncnn) wrote: its converter, the time it took,
-    and what the worker read back from the file's bytes: its precision (``FILE_PRECISIONS``),
-    a one-line quantization scheme and what calibrated it (None: nothing did). The file itself
-    is what the host took from the sandbox; ``size_bytes`` here is the worker's count."""
-
-    format: str
-    converter: str
-    converter_version: str
-    seconds: Optional[float]
-    size_bytes: Optional[int] = None
-    precision: Optional[str] = None
-    scheme: Optional[str] = None
-    calibration: Optional[str] = None
-
-    @classmethod
-    def parse(cls, data: dict[str, Any]) -> Optional["ConvertedSection"]:
-        if not data:
-            return None
-        precision = _text(data.get("precision"), 20)
-        return cls(format=_text(data.get("format"), 20) or "", converter=_text(data.get("converter"), 40) or "",
-                   converter_version=_text(data.get("converter_version"), 40) or "",
-                   seconds=fields.number(data.get("seconds")), size_bytes=fields.integer(data.get("size_bytes")),
-                   precision=precision if precision in FILE_PRECISIONS else None,
-                   scheme=_text(data.get("scheme"), 400), calibration=_text(data.get("calibration"), 200))
-
-
-@dataclass(frozen=True)
-class MemorySection:
-    """The worker's RSS figures (KiB, from /proc/self/status) and its cgroup's peak (bytes)."""
-
-    hwm_kb: Optional[float] = None
-    runtime_baseline_kb: Optional[float] = None
-    model_increment_kb: Optional[float] = None
-    major_faults: Optional[int] = None
-    cgroup_peak_bytes: Optional[float] = None
-
-    @classmethod
-    def parse(cls, data: dict[str, Any]) -> Optional["MemorySection"]:
-        if not data:
-            return None
-        cgroup = fields.mapping(data.get("cgroup"))
-        return cls(hwm_kb=fields.number(data.get("hwm_kb")),
-                   runtime_baseline_kb=fields.number(data.get("runtime_baseline_kb")),
-                   model_increment_kb=fields.number(data.get("model_increment_kb")),
-                   major_faults=fields.integer(data.get("major_faults")),
-                   cgroup_peak_bytes=fields.number(cgroup.get("peak_bytes")))
-
-
-@dataclass(frozen=True)
-class HostTimings:
-    """Timed passes on the HOST CPU (informational: not the device's latency)."""
-
-    mean_ms: Optional[float] = None
-    std_ms: Optional[float] = None
-    p50_ms: Optional[float] = None
-    p95_ms: Optional[float] = None
-    throughput_ips: Optional[float] = None
-
-    @classmethod
-    def parse(cls, data: dict[str, Any]) -> "HostTimings":
-        return cls(**{name: fields.number(data.get(name)) for name in ("mean_ms", "std_ms", "p50_ms", "p95_ms",
-                                                                  "throughput_ips")})
-
-
-@dataclass(frozen=True)
 class DerivedSection:
     """A variant the worker wrote (action ``derive``): its format, parameters and what was done.
     Its size is read from the file the host took, not from the reply."""
@@ -224,54 +167,6 @@ class DerivedSection:
 
 
 @dataclass(frozen=True)
-class AccuracySection:
-    """What an ``evaluate`` run counted: samples, correct top-1 / top-5 (None with <= 5 classes),
-    the model's number of outputs, and the evaluation's own seconds. The worker writes it
-    (``to_dict``), the host reads it back (``parse``)."""
-
-    samples: int
-    top1_correct: int
-    top5_correct: Optional[int]
-    classes: Optional[int]
-    seconds: Optional[float]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def parse(cls, data: dict[str, Any]) -> Optional["AccuracySection"]:
-        samples, top1 = fields.integer(data.get("samples")), fields.integer(data.get("top1_correct"))
-        top5 = fields.integer(data.get("top5_correct"))
-        if samples is None or top1 is None or samples < 1 or not 0 <= top1 <= samples:
-            return None
-        if top5 is not None and not top1 <= top5 <= samples:
-            return None
-        return cls(samples, top1, top5, fields.integer(data.get("classes")), fields.number(data.get("seconds")))
-
-
-@dataclass(frozen=True)
-class WorkerFailure:
-    """The worker's own one-line explanation (``error`` section): written by the worker from its
-    ``WorkerError`` (``to_dict``), read back by the host (``parse``: an unknown kind is
-    ``internal``; a reply that is not ok without one says so)."""
-
-    kind: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "message": self.message}
-
-    @classmethod
-    def parse(cls, data: dict[str, Any]) -> Optional["WorkerFailure"]:
-        error = _section(data, "error")
-        if not error and data.get("ok") is True:
-            return None
-        kind = _text(error.get("kind"), 40)
-        return cls(kind if kind in ERROR_KINDS else "internal",
-                   _text(error.get("message")) or "the worker failed without a message")
-
-
-@dataclass(frozen=True)
 class WorkerReply:
     """The worker's result line, typed; sections the action does not fill stay empty."""
 
@@ -284,7 +179,7 @@ class WorkerReply:
     timings: HostTimings
     derived: Optional[DerivedSection]
     converted: Optional[ConvertedSection] = None
-    runtime_version: Optional[str] = None  # the runtime section's version (e.g. "ai-edge-litert 2.3.0")
+    runtime: Optional[RuntimeSection] = None
     profile: Any = None  # armsim-profile: one inference's instruction counts (the host types it)
     accuracy: Optional[AccuracySection] = None  # evaluate: what was counted
 
@@ -298,11 +193,11 @@ class WorkerReply:
             worker_version=_text(data.get("worker_version"), 80),
             failure=failure,
             model=ModelSection.parse(_section(data, "model")),
-            memory=MemorySection.parse(_section(data, "memory")),
-            timings=HostTimings.parse(_section(data, "latency")),
+            memory=MemorySection.parse(data.get("memory")),
+            timings=HostTimings.parse(data.get("latency")),
             derived=DerivedSection.parse(_section(data, "derived"), _section(data, "variant")),
-            converted=ConvertedSection.parse(_section(data, "converted")),
-            runtime_version=_text(_section(data, "runtime").get("version"), 80),
+            converted=ConvertedSection.parse(data.get("converted")),
+            runtime=RuntimeSection.parse(data.get("runtime")),
             accuracy=AccuracySection.parse(_section(data, "accuracy")),
         )
 

@@ -15,7 +15,6 @@ built and tensors allocated / net loaded), after_warmup, and the process's VmHWM
 from __future__ import annotations
 
 import os
-import platform
 import time
 from importlib import metadata
 from typing import Any
@@ -33,6 +32,7 @@ from .protocol import (
     first_line,
     progress,
 )
+from .sections import RuntimeSection
 
 
 def _converted(req: WorkerRequest) -> str:
@@ -54,7 +54,7 @@ def _version(distribution: str) -> str:
 def _imported(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, name: str, version: str, t0: float) -> None:
     res.timings_s["import"] = time.perf_counter() - t0
     mem.mark("after_import")
-    res.runtime = {"name": name, "version": version, "python": platform.python_version(), "onnxruntime": None}
+    res.runtime = RuntimeSection.here(name, version)
     progress(f"imported {name} {version}")
 
 

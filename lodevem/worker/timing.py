@@ -8,6 +8,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .protocol import WorkerError, WorkerRequest, first_line, progress
+from .sections import HostTimings
 
 # What a forward pass that fails says when the input is the problem (as torch phrases it).
 _SHAPE_WORDS = re.compile(r"shape|size|dimension|channels|mat1|mat2|expected input|expected .*input", re.I)
@@ -66,12 +67,11 @@ def percentile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (k - lo)
 
 
-def latency_stats(samples: list[float], batch: int, req: WorkerRequest) -> dict[str, Any]:
+def latency_stats(samples: list[float], batch: int, req: WorkerRequest) -> HostTimings:
     """Summary of every timed pass; std is the population std (numpy's default)."""
     xs, mean = sorted(samples), statistics.fmean(samples)
-    stats: dict[str, Any] = {"samples_ms": samples, "mean_ms": mean, "std_ms": statistics.pstdev(samples),
-                             "min_ms": xs[0], "max_ms": xs[-1]}
-    stats.update({f"p{q}_ms": percentile(xs, q) for q in (50, 90, 95, 99)})
-    stats.update({"throughput_ips": 1000.0 / mean * batch if mean > 0 else None,
-                  "warmup": req.warmup, "runs": req.runs, "threads": req.threads})
-    return stats
+    return HostTimings(samples_ms=tuple(samples), mean_ms=mean, std_ms=statistics.pstdev(samples), min_ms=xs[0],
+                       max_ms=xs[-1], p50_ms=percentile(xs, 50), p90_ms=percentile(xs, 90),
+                       p95_ms=percentile(xs, 95), p99_ms=percentile(xs, 99),
+                       throughput_ips=1000.0 / mean * batch if mean > 0 else None,
+                       warmup=req.warmup, runs=req.runs, threads=req.threads)
