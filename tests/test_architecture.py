@@ -483,3 +483,11 @@ def test_every_runtime_has_a_folder_and_an_adapter() -> None:
     for name, found in ADAPTERS.items():
         assert isinstance(found, Runtime) and found.name == name
         assert (PACKAGE / "runtimes" / name / "__init__.py").is_file(), name
+
+
+def test_no_module_over_400_lines() -> None:
+    """Modules of a few hundred lines (issue 36): one that grows past 400 is split by what it does."""
+    package = Path(__file__).resolve().parent.parent / "lodevem"
+    long = {str(p.relative_to(package)): n for p in package.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}
