@@ -155,8 +155,8 @@ class ZooOnnx:
             from lodevem.worker.onnx_export import export_module
 
             started = time.perf_counter()
-            section = export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(path))
-            self.sections[name] = {**section, "export_s": time.perf_counter() - started}
+            section, _ = export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(path))
+            self.sections[name] = {**section.to_dict(), "export_s": time.perf_counter() - started}
         return path
 
 

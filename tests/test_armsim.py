@@ -16,13 +16,13 @@ from lodevem import zoo
 from lodevem.latency.armsim.costmodel import COST_MODEL_VERSION
 from lodevem.latency.armsim.isa import covered, isa_for_core
 from lodevem.latency.armsim.predictor import ArmsimPredictor
-from lodevem.latency.armsim.profile import DISJOINT_CLASSES, InstructionProfile
 from lodevem.latency.armsim.profiler import ArmsimProfiler, ProfileJob, profile_key
 from lodevem.profiles import load_profiles
 from lodevem.sandbox import image
 from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.sandbox.client import WorkerClient
 from lodevem.store import ArtifactStore
+from lodevem.worker.profile_section import DISJOINT_CLASSES, InstructionProfile
 from lodevem.worker.protocol import WORKER_VERSION
 
 pytestmark = pytest.mark.docker

@@ -87,3 +87,59 @@ def test_the_measured_sections_are_written_and_read_as_the_same_records() -> Non
     assert reply.memory == result.memory and reply.memory is not None
     assert reply.memory.phases_kb["rss_start_kb"] == 1000 and reply.memory.hwm_kb
     assert reply.converted == result.converted
+
+
+def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_records() -> None:
+    """model, onnx, variant, derived and the armsim profile: the records the worker builds are what
+    the host reads back, through the wire format (the model's quantization as the wire's object,
+    its shapes as lists; the variant's notes and a derived file's reason kept together)."""
+    from lodevem.worker.armsim_symbols import KernelShare
+    from lodevem.worker.file_sections import (
+        DerivedFile,
+        LayerSparsity,
+        ModelSection,
+        OnnxSection,
+        SparsitySection,
+        VariantSection,
+    )
+    from lodevem.worker.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
+
+    sparsity = SparsitySection(0.25, 3, 64, 1, (LayerSparsity("conv1", 0.5, 3, 16),), "3 channels removed", 9408)
+    model = ModelSection(format="pickled_module", sha256="ab" * 32, file_bytes=1234, params=9408, param_bytes=37632,
+                         dtype="float32", class_name="cocoa.Net", sparsity=sparsity, input_shape=(1, 3, 32, 32),
+                         input_dtype="float32", precision="int8-dynamic", quantization="dynamic, torch.ao eager",
+                         input_shape_source="default", output_shape=(1, None), converted_bytes=4096)
+    onnx = OnnxSection("/sandbox/out/m.onnx", "legacy", 13, 42, False, "int8", "the model as given")
+    variant = VariantSection("pruned", 9408, 4704, 37632, 18816, "float32", "float32", 19000, "pickled_module", 0.5,
+                             ("pruned only",), {"pruning_ratio": 0.5, "kept_layers": ["fc"]})
+    derived = DerivedFile("/sandbox/out/m.pruned.pt", "torchscript", 19000, "cd" * 32, "torch.save fails", "loaded back")
+    counts = {name: 10 for name in INSN_CLASSES} | {"total": 80, "bytes_loaded": 0, "bytes_stored": 0}
+    profile = InstructionProfile("tflite", "ai-edge-litert 2.1.0", "armv8.2", "cortex-a76", "cortex-a55", "fp16", 1,
+                                 counts, (ThreadCounts(0, counts),), 1, 12.5, "sha256:00", options={"xnnpack": True},
+                                 phases={"load_s": 1.0}, blocks=BlockCycles(7, 80, "19.1.0", {"cortex-a55": (90.0, 90.0)}),
+                                 identity={"CPU part": "0xd05"}, kernels=(KernelShare("xnn_f16_gemm", "libtf.so", 60, 0.75),))
+    result = protocol.WorkerResult(action="derive", ok=True, model=model, onnx=onnx, variant=variant, derived=derived,
+                                   profile=profile)
+    reply = client.parse_reply(result.to_json())
+    assert reply is not None and reply.ok
+    assert reply.model == model and reply.onnx == onnx and reply.profile == profile
+    assert reply.derived == client.DerivedSection("torchscript", 4704, ("pruned only", "torch.save fails"))
+    wire = protocol.json.loads(result.to_json())
+    assert wire["model"]["quantization"] == {"scheme": "dynamic", "backend": "torch.ao eager"}
+    assert wire["model"]["input_shape"] == [1, 3, 32, 32] and wire["variant"]["notes"] == ["pruned only"]
+    assert VariantSection.parse(wire["variant"]) == variant and DerivedFile.parse(wire["derived"]) == derived
+
+
+def test_the_worker_writes_its_sections_only_as_records() -> None:
+    """Every section of ``WorkerResult`` is a typed record (or a plain flag, name or timing): no
+    section is a dict a worker module fills key by key."""
+    import typing
+    from dataclasses import fields
+
+    hints = typing.get_type_hints(protocol.WorkerResult)
+    plain = {"action", "ok", "schema_version", "worker_version", "timings_s"}
+    for section in fields(protocol.WorkerResult):
+        if section.name in plain:
+            continue
+        record = next(a for a in typing.get_args(hints[section.name]) if a is not type(None))
+        assert hasattr(record, "to_dict") and hasattr(record, "parse"), section.name

@@ -113,14 +113,15 @@ def _write_models(folder: Path) -> dict[str, Path]:
 
 
 def _export(model: Path, out: Path) -> dict[str, Any]:
-    """The worker's export-onnx action, in-process; returns its ``model`` section."""
+    """The worker's export-onnx action, in-process; returns its ``model`` section as the wire has it."""
     req = protocol.WorkerRequest(action="export-onnx", model_path=str(model), onnx_path=str(out),
                                  input_shape=list(SHAPE), warmup=0, runs=1)
     res = protocol.WorkerResult()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         actions.run(req, res, MemoryPhases(0))
-    return res.model
+    assert res.model is not None
+    return res.model.to_dict()
 
 
 @pytest.fixture(scope="module")

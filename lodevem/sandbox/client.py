@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..errors import SandboxError
 from ..runtimes import adapter
@@ -44,15 +44,13 @@ from ..worker.verdict import Verdict
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
 
-if TYPE_CHECKING:
-    from ..latency.armsim.profile import InstructionProfile
 
 def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
     """The worker's result line as a ``WorkerReply`` (``worker.replies``: the records the worker
     writes), None when it printed none. Host concerns added here: paths the worker saw inside the
     sandbox (``/input/x.pt``) are replaced by the host paths the user typed, so an error message
     names the user's own file; the message (the model's own words, maybe with terminal escapes)
-    is escaped where it enters the host; an armsim profile becomes its typed record."""
+    is escaped where it enters the host."""
     data = reply_object(stdout)
     if data is None:
         return None
@@ -63,17 +61,7 @@ def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Opt
         for inside, host in sorted((host_paths or {}).items(), key=lambda kv: -len(kv[0])):
             message = message.replace(inside, host)
         reply = replace(reply, failure=WorkerFailure(failure.kind, printable(message, MAX_TEXT)))
-    return replace(reply, profile=_profile(data, reply.runtime))
-
-
-def _profile(data: dict[str, Any], runtime: Optional[RuntimeSection]) -> Optional["InstructionProfile"]:
-    """The armsim-profile section, typed and bounded (None for every other action)."""
-    if not isinstance(data.get("profile"), dict):
-        return None
-    from ..latency.armsim.profile import InstructionProfile
-
-    return InstructionProfile.parse(data["profile"], runtime=runtime.name[:20] if runtime else "",
-                                    runtime_version=runtime.version if runtime else "")
+    return reply
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from typing import Any, Callable, Optional
 
+from .file_sections import ModelSection, SparsitySection, quantization_text
 from .formats import (
     _format_of,
     file_sha256,
@@ -54,9 +56,9 @@ def _import_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> A
     return torch
 
 
-def _file_info(path: str, fmt: Optional[str]) -> dict[str, Any]:
-    return {"format": fmt, "sha256": file_sha256(path), "file_bytes": os.path.getsize(path), "params": None,
-            "param_bytes": None, "dtype": None, "input_shape": None, "input_dtype": None}
+def _file_info(path: str, fmt: Optional[str]) -> ModelSection:
+    """The file as bytes: what every action reports before it reads the model."""
+    return ModelSection(format=fmt, sha256=file_sha256(path), file_bytes=os.path.getsize(path))
 
 
 def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any]:
@@ -65,17 +67,17 @@ def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: 
     module, fmt, hint = load_torch_model(req.model_path, kind, load_options(req))
     hint = hint or recorded_input_shape(module)
     shape = req.input_shape or hint or list(DEFAULT_INPUT_SHAPE)
-    res.model = {**_file_info(req.model_path, fmt), **torch_model_info(module, shape),
-                 "input_shape_source": SOURCE_REQUEST if req.input_shape else SOURCE_RECORDED if hint
-                 else SOURCE_DEFAULT}
+    model = res.model = _file_info(req.model_path, fmt).filled_from(torch_model_info(module, shape)).with_(
+        input_shape_source=SOURCE_REQUEST if req.input_shape else SOURCE_RECORDED if hint else SOURCE_DEFAULT)
     res.timings_s["load"] = time.perf_counter() - t0
     mem.mark("after_load")
-    progress(f"loaded {fmt}, {res.model['params']} params, input {shape} {res.model['input_dtype']}")
-    return module, make_torch_input(shape, res.model["input_dtype"])
+    progress(f"loaded {fmt}, {model.params} params, input {shape} {model.input_dtype}")
+    return module, make_torch_input(shape, model.input_dtype)
 
 
 def _measure(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, call: Callable[[], Any]) -> None:
-    shape, describe = res.model["input_shape"], _describe_input(res.model)
+    assert res.model is not None  # the load fills it
+    shape, describe = res.model.shape, res.model.described_input()
     t0 = time.perf_counter()
     if req.warmup:
         timed_passes(call, "warmup", req.warmup, describe)
@@ -87,17 +89,13 @@ def _measure(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, call: Cal
     res.latency = latency_stats(samples, shape[0] if shape else 1, req)
 
 
-def _describe_input(model: dict[str, Any]) -> str:
-    return f"shape {model['input_shape']} ({model['input_dtype']})"
-
-
 Late = Optional[Callable[[], None]]  # runs after the memory summary was taken (see main)
 
 
 def action_inspect(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     if kind == "onnx":
         info = onnx_model_info(load_onnx(req.model_path, user_file=True), req.input_shape)
-        res.model = {**_file_info(req.model_path, "onnx"), **info}
+        res.model = _file_info(req.model_path, "onnx").filled_from(info)
         return
     _import_torch(req, res, mem)
     _load_torch(req, res, mem, kind)
@@ -129,15 +127,17 @@ def action_derive(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         from .variants import NOTE_PRUNED
 
         note, details = finetune(module, req.data_path, req.finetune_epochs)
-        res.variant["notes"] = [note if n == NOTE_PRUNED else n for n in res.variant["notes"]]
-        res.variant["details"].update(details)
+        assert res.variant is not None  # _derive fills it
+        res.variant = replace(res.variant, notes=tuple(note if n == NOTE_PRUNED else n for n in res.variant.notes),
+                              details={**res.variant.details, **details})
     _released(mem)
     t0 = time.perf_counter()
     progress(f"writing the {req.level} variant to {out}")
-    res.derived = write_variant(module, x, out)
+    derived = res.derived = write_variant(module, x, out)
     res.timings_s["export"] = time.perf_counter() - t0
-    res.variant.update(serialized_bytes=res.derived["size_bytes"], serialized_format=res.derived["format"])
-    progress(f"wrote {res.derived['format']} {out} ({res.derived['size_bytes']} bytes)")
+    assert res.variant is not None
+    res.variant = replace(res.variant, serialized_bytes=derived.size_bytes, serialized_format=derived.format)
+    progress(f"wrote {derived.format} {out} ({derived.size_bytes} bytes)")
 
 
 def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
@@ -173,7 +173,7 @@ def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
     ort_type = first.type[len("tensor("):-1]  # e.g. "tensor(float)"
     dtype = np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
-    res.model.update(input_shape=shape, input_dtype=dtype.name)
+    res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
     x = (np.random.default_rng(0).standard_normal(shape).astype(dtype) if dtype.kind == "f"
          else np.zeros(shape, dtype=dtype))
     res.timings_s["load"] = time.perf_counter() - t0
@@ -204,82 +204,88 @@ def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
         raise WorkerError("bad_request", "export-onnx needs onnx_path (where to write the .onnx)")
     out = req.onnx_path or req.model_path
     if req.onnx_path and os.path.exists(req.onnx_path):
-        res.model = _file_info(req.model_path, _format_of(kind))
         cached = load_onnx(req.onnx_path)
-        _fill_from_onnx(res.model, cached)
+        res.model = _filled_from_onnx(_file_info(req.model_path, _format_of(kind)), cached)
         res.onnx = onnx_section(cached, out, _metadata(cached).get("lodevem.exporter", "as-is"), cached=True)
         return
     t0 = time.perf_counter()
     if kind == "onnx":
         model = load_onnx(req.model_path, user_file=True)
-        res.model = {**_file_info(req.model_path, "onnx"), **onnx_model_info(model, req.input_shape)}
+        res.model = _file_info(req.model_path, "onnx").filled_from(onnx_model_info(model, req.input_shape))
         if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
-            model = nn_meter_friendly(model, res.model["input_shape"])
+            model = nn_meter_friendly(model, res.model.shape)
             if req.twin:  # quantized / fp16: its float twin
                 model, found = finish_twin(model, nn_meter_friendly)
-                res.model.update(found)
+                res.model = res.model.with_(precision=found["precision"],
+                                            quantization=quantization_text(found["quantization"]))
             _atomic_onnx_save(model, out)
         res.onnx = onnx_section(model, out, "as-is", cached=False)
     else:
         torch = _import_torch(req, res, mem)
         module, x = _load_torch(req, res, mem, kind)
+        section = res.model
+        assert section is not None  # the load fills it
         t0 = time.perf_counter()
-        check = DefaultShapeCheck(module, res.model["input_shape"]) \
-            if res.model.get("input_shape_source") == SOURCE_DEFAULT else None
+        check = DefaultShapeCheck(module, section.shape) if section.input_shape_source == SOURCE_DEFAULT else None
         outputs: list[Any] = []
         try:
             with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
-                timed_passes(lambda: outputs.append(module(x)), "check", 1, _describe_input(res.model))
+                timed_passes(lambda: outputs.append(module(x)), "check", 1, section.described_input())
         except WorkerError as exc:
             warning = check.warning() if check is not None else None
             raise (WorkerError(exc.kind, f"{exc.message}; {warning}") if warning else exc) from None
         finally:
             if check is not None:
                 check.close()
-        if check is not None and check.warning():
-            res.model["input_shape_warning"] = check.warning()
-        res.model["output_shape"] = first_output_shape(outputs[0]) if outputs else None
+        section = section.with_(input_shape_warning=check.warning() if check is not None else None,
+                                output_shape=first_output_shape(outputs[0]) if outputs else None)
         progress("exporting to ONNX")
         pt2e = pt2e_scheme(module) if req.twin else None
         if pt2e is not None:  # a user's PT2E-quantized program: its float twin, predicted at int8
             module = pt2e_float_twin(module)
-        if res.model["format"] == "exported_program":
+        if section.format == "exported_program":
             module = _frozen_mode(module)
         sparsity = sparsity_report(module)
-        res.model["sparsity"] = sparsity
+        section = res.model = section.with_(sparsity=sparsity)
         dense = module
-        module, x, precision = _twin_inputs(module, x, res.model) if req.twin else (module, x, None)
+        module, x, precision = _twin_inputs(module, x, section) if req.twin else (module, x, None)
         if pt2e is not None and precision is not None:
             precision.update(default="int8", quantization={"scheme": pt2e, "backend": "PT2E (exported program)"})
-        keep = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name", "sparsity",
-                "output_shape")
-        res.onnx = export_module(module, x, out, {k: res.model.get(k) for k in keep}, precision=precision,
-                                 twin=req.twin)
-        res.model.update(precision=res.onnx.pop("precision"), quantization=res.onnx.pop("quantization"))
-        if req.channels_removed_path and sparsity and sparsity["zero_channels"] and module is dense:
-            _export_channels_removed(module, x, req.channels_removed_path, sparsity)
+        recorded = ModelSection(**{k: getattr(section, k) for k in _RECORDED_IN_THE_EXPORT})
+        res.onnx, twin = export_module(module, x, out, recorded, precision=precision, twin=req.twin)
+        res.model = section.with_(precision=twin.precision, quantization=twin.quantization)
+        if req.channels_removed_path and sparsity and sparsity.zero_channels and module is dense:
+            res.model = res.model.with_(sparsity=_export_channels_removed(module, x, req.channels_removed_path,
+                                                                          sparsity))
     res.timings_s["export"] = time.perf_counter() - t0
-    progress(f"exported {res.onnx['nodes']} nodes to {out} ({res.timings_s['export']:.2f} s)")
+    nodes = res.onnx.nodes if res.onnx is not None else 0
+    progress(f"exported {nodes} nodes to {out} ({res.timings_s['export']:.2f} s)")
 
 
-def _export_channels_removed(module: Any, x: Any, path: str, sparsity: dict[str, Any]) -> None:
+# What an export records of its source model in the .onnx, so a cache hit reports it without torch
+_RECORDED_IN_THE_EXPORT = ("format", "params", "param_bytes", "dtype", "input_shape", "input_dtype", "class_name",
+                           "sparsity", "output_shape")
+
+
+def _export_channels_removed(module: Any, x: Any, path: str, sparsity: SparsitySection) -> SparsitySection:
     """The graph with the all-zero output channels physically removed (after the dense export:
-    removal edits the module in place); the reason is recorded when it cannot be done."""
+    removal edits the module in place); returns ``sparsity`` with what was done, or why it could
+    not be."""
     import torch
 
     progress("removing all-zero output channels for the channels-removed graph")
     pruned, note = remove_zero_channels(module, x)
-    sparsity["channels_removed"] = note
     if pruned is None:
         progress(f"no channels-removed graph: {note}")
-        return
+        return replace(sparsity, channels_removed=note)
     with torch.inference_mode():
         pruned(x)
     export_module(pruned, x, path, metadata={"lodevem.graph_of": "the model with its all-zero channels removed"})
     progress(f"exported the channels-removed graph ({note})")
+    return replace(sparsity, channels_removed=note)
 
 
-def _twin_inputs(module: Any, x: Any, model: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+def _twin_inputs(module: Any, x: Any, model: ModelSection) -> tuple[Any, Any, dict[str, Any]]:
     """What to export for a quantized or fp16 module (in place: the module is discarded after the
     export): dynamic int8 Linear layers as float Linear, a half() model as float; with what the
     swap knew about precision. Static int8 layers export as QDQ and are rewritten on the ONNX side."""
@@ -289,7 +295,7 @@ def _twin_inputs(module: Any, x: Any, model: dict[str, Any]) -> tuple[Any, Any, 
     modules: dict[str, str] = {}
     if quantization and "dynamic" in quantization["scheme"] and not isinstance(module, torch.jit.ScriptModule):
         module, modules = float_twin_module(module)
-    if model.get("dtype") == "float16" or model.get("input_dtype") == "float16":
+    if model.dtype == "float16" or model.input_dtype == "float16":
         progress("fp16 model: exporting its float twin, kernels predicted at fp16 speed")
         return module.float(), x.float(), {"default": "fp16", "modules": modules, "quantization": quantization}
     return module, x, {"default": "fp32", "modules": modules, "quantization": quantization}
@@ -331,15 +337,14 @@ def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
     return None
 
 
-def _fill_from_onnx(model: dict[str, Any], onnx_model: Any) -> None:
-    """Fill unknown ``model`` fields from an .onnx: the source model's info that export_module
+def _filled_from_onnx(model: ModelSection, onnx_model: Any) -> ModelSection:
+    """``model`` with its unknown fields from an .onnx: the source model's info that export_module
     recorded in its metadata, else (an .onnx model itself) its initializers and graph input."""
     recorded = next((p.value for p in onnx_model.metadata_props if p.key == "lodevem.model"), None)
-    info = json.loads(recorded) if recorded else onnx_model_info(onnx_model, model["input_shape"])
-    model.update({k: v for k, v in info.items() if model.get(k) is None})
+    info = ModelSection.parse(json.loads(recorded)) if recorded else onnx_model_info(onnx_model, model.input_shape)
     precision = read_precision(onnx_model) or {}
-    model.setdefault("precision", precision.get("precision"))
-    model.setdefault("quantization", precision.get("quantization"))
+    return model.filled_from(info).filled_from(ModelSection(
+        precision=precision.get("precision"), quantization=quantization_text(precision.get("quantization"))))
 
 
 def _late_onnx_info(res: WorkerResult, path: str) -> None:
@@ -350,5 +355,5 @@ def _late_onnx_info(res: WorkerResult, path: str) -> None:
     except Exception as exc:  # informative only; the measurement stands
         progress(f"could not read the model info from {path}: {first_line(exc)}")
         return
-    if res.model["params"] is None:
-        _fill_from_onnx(res.model, model)
+    if res.model is not None and res.model.params is None:
+        res.model = _filled_from_onnx(res.model, model)

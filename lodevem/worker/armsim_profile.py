@@ -22,8 +22,9 @@ import time
 from typing import Any, Optional
 
 from .armsim_blocks import BlockProfile, LlvmUnavailable, parse_blocks, price_summary
-from .armsim_symbols import attribute, parse_maps
+from .armsim_symbols import KernelShare, attribute, parse_maps
 from .memory import MemoryPhases
+from .profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
 from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
 from .sections import RuntimeSection
 
@@ -37,8 +38,7 @@ ISA_TARGETS: dict[str, tuple[str, str, str, int]] = {
 _VIEW_ARCH = {"cortex-a7": "armhf", "cortex-a53": "arm64", "cortex-a72": "arm64", "cortex-a73": "arm64",
               "cortex-a55": "arm64", "cortex-a75": "arm64", "cortex-a76": "arm64"}
 MARKER_MAGIC = 0x4C4F0000  # the same value as armsim_guest.MARKER_MAGIC (that file runs in the guest)
-CLASS_COLUMNS = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load", "scalar_store",
-                 "int_alu", "branch", "other", "total")
+CLASS_COLUMNS = (*INSN_CLASSES, "total")  # the plugin's columns, in its order
 _MAX_COUNTS_BYTES = 1 << 20
 _MAX_BLOCKS_BYTES = 256 << 20
 
@@ -144,23 +144,26 @@ def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
             rows = per_inference(fh.read(_MAX_COUNTS_BYTES), req.runs)
     except (OSError, ValueError) as exc:
         raise WorkerError("internal", f"cannot read the plugin's counts: {first_line(exc)}") from None
-    threads = [dict(zip(CLASS_COLUMNS + ("bytes_loaded", "bytes_stored"), row)) for row in rows]
+    columns = CLASS_COLUMNS + ("bytes_loaded", "bytes_stored")
+    threads = [dict(zip(columns, row)) for row in rows]
     threads = [t for t in threads if t["total"] > 0]
-    totals = {name: sum(t[name] for t in threads) for name in CLASS_COLUMNS + ("bytes_loaded", "bytes_stored")}
-    res.runtime = RuntimeSection(req.runtime, str(report.get("runtime_version", "unknown"))[:80], "3.11 (emulated)")
-    res.profile = {"isa": isa, "qemu_cpu": cpu, "uarch": view, "precision": str(report.get("precision", ""))[:20],
-                   "options": report.get("options") if isinstance(report.get("options"), dict) else {},
-                   "threads": req.threads, "inferences": req.runs, "warmup": req.warmup, "counts": totals,
-                   "per_thread": threads, "seconds": round(seconds, 3), "plugin_digest": plugin_digest,
-                   "phases": report.get("phases") if isinstance(report.get("phases"), dict) else {}}
-    res.profile["identity"] = _identity(report.get("identity"))
-    if blocks_path:
-        res.profile["blocks"], res.profile["kernels"] = _block_summary(blocks_path, req.runs, report.get("code_maps"))
+    totals = {name: sum(t[name] for t in threads) for name in columns}
+    runtime = res.runtime = RuntimeSection(req.runtime, str(report.get("runtime_version", "unknown"))[:80],
+                                           "3.11 (emulated)")
+    options, phases = report.get("options"), report.get("phases")
+    blocks, kernels = _block_summary(blocks_path, req.runs, report.get("code_maps"))
+    res.profile = InstructionProfile(
+        runtime=runtime.name, runtime_version=runtime.version, isa=isa, qemu_cpu=cpu, uarch=view,
+        precision=str(report.get("precision", ""))[:20], threads=req.threads, counts=totals,
+        per_thread=tuple(ThreadCounts(i, t) for i, t in enumerate(threads)), inferences=req.runs,
+        seconds=round(seconds, 3), plugin_digest=plugin_digest, options=options if isinstance(options, dict) else {},
+        phases={k: float(v) for k, v in phases.items() if isinstance(v, (int, float))} if isinstance(phases, dict)
+        else {}, blocks=blocks, identity=_identity(report.get("identity")), kernels=kernels)
     res.timings_s["measure"] = seconds
     progress(f"{totals['total'] / 1e6:.1f} M instructions per inference ({len(threads)} thread(s)), {seconds:.1f} s")
 
 
-def _block_summary(path: str, runs: int, code_maps: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _block_summary(path: str, runs: int, code_maps: Any) -> tuple[BlockCycles, tuple[KernelShare, ...]]:
     """The priced block profile of the counted inference(s) (marker 2), per inference, and the
     functions it ran in (``armsim_symbols``: the runtime's selected micro-kernels, by the
     guest's executable mappings); an ``error`` instead where the plugin wrote no blocks or LLVM is
@@ -169,23 +172,22 @@ def _block_summary(path: str, runs: int, code_maps: Any) -> tuple[dict[str, Any]
         with open(path) as fh:
             text = fh.read(_MAX_BLOCKS_BYTES + 1)
         if len(text) > _MAX_BLOCKS_BYTES:
-            return {"error": f"block profile larger than {_MAX_BLOCKS_BYTES} bytes"}, []
+            return BlockCycles(error=f"block profile larger than {_MAX_BLOCKS_BYTES} bytes"), ()
         profile = BlockProfile(parse_blocks(text, "2"))
     except (OSError, ValueError) as exc:
-        return {"error": first_line(exc)[:200]}, []
-    kernels = [k.to_dict() for k in attribute(((b.start, b.instructions * b.executions // max(runs, 1))
-                                               for b in profile.blocks), parse_maps(code_maps))]
+        return BlockCycles(error=first_line(exc)[:200]), ()
+    kernels = tuple(attribute(((b.start, b.instructions * b.executions // max(runs, 1)) for b in profile.blocks),
+                              parse_maps(code_maps)))
     try:
         progress("pricing the executed blocks")
         summary: dict[str, Any] = dict(price_summary(profile))
     except (OSError, ValueError, LlvmUnavailable) as exc:
-        return {"error": first_line(exc)[:200]}, kernels
-    if runs > 1:
-        for figures in summary["cycles"].values():
-            figures["all"] = round(figures["all"] / runs, 1)
-            figures["busiest"] = round(figures["busiest"] / runs, 1)
-        summary["instructions"] = int(summary["instructions"]) // runs
-    return summary, kernels
+        return BlockCycles(error=first_line(exc)[:200]), kernels
+    per = max(runs, 1)
+    return BlockCycles(distinct=int(summary["distinct"]), instructions=int(summary["instructions"]) // per,
+                       llvm=str(summary.get("llvm", "")),
+                       cycles={model: (round(figures["all"] / per, 1), round(figures["busiest"] / per, 1))
+                               for model, figures in summary["cycles"].items()}), kernels
 
 
 _IDENTITY_KEYS = ("hwcap", "hwcap2", "CPU implementer", "CPU variant", "CPU part", "sysfs_midr", "mrs_midr", "error")

@@ -38,9 +38,10 @@ import time
 from importlib import metadata
 from typing import Any, Optional
 
-from .actions import _describe_input, _import_torch, _load_torch
+from .actions import _import_torch, _load_torch
 from .artifact_info import ArtifactUnreadable, describe, ncnn_census, tflite_census
 from .calibration import Calibration, calibration_inputs
+from .file_sections import ModelSection
 from .memory import MemoryPhases
 from .ncnn_int8 import NCNN_INT8_HOW, NCNN_NO_DYNAMIC, ncnn_int8
 from .precision import INT8_LEVELS, LEVEL_FILE_PRECISION
@@ -95,7 +96,7 @@ def _loaded_and_checked(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases
     torch = _import_torch(req, res, mem)
     module, x = _load_torch(req, res, mem, kind)
     with torch.inference_mode():
-        timed_passes(lambda: module(x), "check", 1, _describe_input(res.model))
+        timed_passes(lambda: module(x), "check", 1, res.model.described_input() if res.model else "")
     return torch, module, x
 
 
@@ -201,7 +202,7 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
                                            f"({first_line(exc)}): "
                                            "the Docker backend's converter image has it (`lodevem build-image "
                                            "--runtime tflite`)") from None
-    shape = list(res.model["input_shape"])
+    shape = res.model.shape if res.model else list(DEFAULT_INPUT_SHAPE)
     calibration = calibration_inputs(req, shape) if req.quantize == "int8-static" else None
     tmp = _temporary_beside(out)
     try:
@@ -250,14 +251,16 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
     try:
         if kind == "onnx":  # the converter image has no onnx package: pnnx reads the file, the host gives the shape
             shape = list(req.input_shape or DEFAULT_INPUT_SHAPE)
-            res.model = {"format": "onnx", "input_shape": shape, "input_dtype": "float32"}
+            res.model = ModelSection(format="onnx", input_shape=tuple(shape), input_dtype="float32")
             source = os.path.join(work, "model.onnx")  # pnnx writes its simplified copy beside its input:
             shutil.copyfile(req.model_path, source)    # the input folder is read-only in the sandbox
         else:
             torch, module, x = _loaded_and_checked(req, res, mem, kind)
-            shape = list(res.model["input_shape"])
+            model = res.model
+            assert model is not None  # the load fills it
+            shape = model.shape
             source = os.path.join(work, "traced.pt")  # inside work, like an .onnx: pnnx may write beside it
-            if res.model["format"] == "torchscript":
+            if model.format == "torchscript":
                 shutil.copyfile(req.model_path, source)
             else:
                 if pt2e_scheme(module) is not None:
@@ -265,7 +268,7 @@ def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases,
                                                        "program, whose quantize/dequantize ops pnnx has no form for "
                                                        "(give the float program: lodevem's ncnn int8 writer quantizes "
                                                        "it, --levels int8-static)")
-                if res.model["format"] == "exported_program":  # its layers, as a pickled module's (programs)
+                if model.format == "exported_program":  # its layers, as a pickled module's (programs)
                     module = with_layers(module, x)
                 progress("tracing to TorchScript for pnnx")
                 try:

@@ -18,6 +18,7 @@ import os
 import time
 from typing import Any, Callable
 
+from .file_sections import ModelSection
 from .formats import _format_of
 from .memory import MemoryPhases
 from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
@@ -135,7 +136,7 @@ def _onnxruntime(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind:
     first = session.get_inputs()[0]
     ort_type = first.type[len("tensor("):-1]
     dtype = np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
-    res.model.update(input_shape=shape, input_dtype=dtype.name)
+    res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
     return lambda sample: session.run(None, {first.name: sample.reshape(shape).astype(dtype)})[0]
 
 
@@ -161,8 +162,8 @@ def _tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: lis
         raise WorkerError("corrupt", f"LiteRT cannot load {path} with input {shape}: {first_line(exc)}") from None
     in_dtype, (in_scale, in_zero) = np.dtype(first["dtype"]), first.get("quantization", (0.0, 0))
     out_scale, out_zero = out.get("quantization", (0.0, 0))
-    res.model = {"format": "tflite", "input_shape": shape, "input_dtype": in_dtype.name,
-                 "converted_bytes": os.path.getsize(path)}
+    res.model = ModelSection(format="tflite", input_shape=tuple(shape), input_dtype=in_dtype.name,
+                             converted_bytes=os.path.getsize(path))
 
     def predict(sample: Any) -> Any:
         x = sample.reshape(shape)
@@ -187,7 +188,7 @@ def _ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: list[
 
     res.runtime = RuntimeSection.here("ncnn", f"ncnn {_version('ncnn')}")
     net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
-    res.model = {"format": "ncnn", "input_shape": shape, "input_dtype": "float32"}
+    res.model = ModelSection(format="ncnn", input_shape=tuple(shape), input_dtype="float32")
 
     def predict(sample: Any) -> Any:
         extractor = net.create_extractor()

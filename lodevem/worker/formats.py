@@ -10,6 +10,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .file_sections import ModelSection
 from .protocol import WorkerError, first_line, progress
 from .quantized import FX_PICKLE_HINT, quantized_conv_unpickling
 from .usercode import UserCode, build_arch, load_into, weights_of
@@ -304,7 +305,7 @@ def _exported_input_shape(program: Any) -> Optional[list[int]]:
         return None
 
 
-def torch_model_info(module: Any, input_shape: list[int]) -> dict[str, Any]:
+def torch_model_info(module: Any, input_shape: list[int]) -> ModelSection:
     """params = parameter elements; param_bytes = every state tensor (parameters, buffers, packed
     quantized weights) since that is what occupies RAM; input dtype follows the first float param."""
     import torch
@@ -322,10 +323,10 @@ def torch_model_info(module: Any, input_shape: list[int]) -> dict[str, Any]:
     cls = type(module)
     class_name = getattr(module, "original_name", None) if isinstance(module, torch.jit.ScriptModule) else None
     class_name = class_name or (getattr(module, "meta", None) or {}).get(EXPORTED_CLASS)
-    return {"params": params, "param_bytes": sum(by_dtype.values()), "class_name": class_name or
-            f"{cls.__module__}.{cls.__qualname__}",
-            "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "float32",
-            "input_shape": input_shape, "input_dtype": str(input_dtype).replace("torch.", "")}
+    return ModelSection(params=params, param_bytes=sum(by_dtype.values()),
+                        class_name=class_name or f"{cls.__module__}.{cls.__qualname__}",
+                        dtype=max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "float32",
+                        input_shape=tuple(input_shape), input_dtype=str(input_dtype).replace("torch.", ""))
 
 
 def _script_packed_tensors(module: Any) -> list[Any]:
@@ -362,10 +363,10 @@ def _state_tensors(values: Any) -> list[Any]:
 MAX_INPUT_BYTES = 2**30
 
 
-def make_torch_input(shape: list[int], dtype_name: str) -> Any:
+def make_torch_input(shape: list[int], dtype_name: Optional[str]) -> Any:
     import torch
 
-    dtype = getattr(torch, dtype_name)
+    dtype = getattr(torch, dtype_name or "float32")
     elements = 1
     for dim in shape:
         elements *= dim

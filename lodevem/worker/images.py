@@ -34,6 +34,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from .file_sections import DerivedFile
 from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -202,11 +203,10 @@ def action_decode_images(req: WorkerRequest, res: WorkerResult) -> None:
             raise
     os.replace(tmp, req.derive_out)
     res.timings_s["load"] = time.perf_counter() - t0
-    res.derived = {"path": os.path.abspath(req.derive_out), "format": "npz",
-                   "size_bytes": os.path.getsize(req.derive_out), "sha256": None, "format_reason": None,
-                   "check": f"{len(files)} images of {len(classes)} classes decoded with Pillow "
-                            f"{_pillow_version()} to {channels}x{height}x{width} ({color})"}
-    progress(res.derived["check"])
+    check = (f"{len(files)} images of {len(classes)} classes decoded with Pillow {_pillow_version()} to "
+             f"{channels}x{height}x{width} ({color})")
+    res.derived = DerivedFile(os.path.abspath(req.derive_out), "npz", os.path.getsize(req.derive_out), check=check)
+    progress(check)
 
 
 def _pillow_version() -> str:

@@ -8,8 +8,9 @@ import json
 import os
 import re
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
+from .file_sections import ModelSection, OnnxSection, quantization_text
 from .formats import HOW_TO_SAVE
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
 
@@ -18,10 +19,11 @@ from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
 ONNX_OPSET = 13
 
 
-def export_module(module: Any, example: Any, out_path: str, model_info: Optional[dict[str, Any]] = None,
+def export_module(module: Any, example: Any, out_path: str, model_info: Optional[ModelSection] = None,
                   metadata: Optional[dict[str, str]] = None, precision: Optional[dict[str, Any]] = None,
-                  twin: bool = True) -> dict[str, Any]:
-    """Export to ONNX for nn-Meter and write atomically; returns the ``onnx`` result section.
+                  twin: bool = True) -> tuple[OnnxSection, ModelSection]:
+    """Export to ONNX for nn-Meter and write atomically; returns the ``onnx`` result section and
+    what the export found of the model (its precision and quantization, for a twin).
 
     Legacy (TorchScript-based) exporter first: fast, no onnxscript needed, and nn-Meter handles
     its output once simplified; the dynamo exporter only when onnxscript exists and legacy fails.
@@ -55,11 +57,12 @@ def export_module(module: Any, example: Any, out_path: str, model_info: Optional
     # Recorded in the file so a cache hit can report them without importing torch or unpickling.
     model.metadata_props.add(key="lodevem.exporter", value=exporter)
     if model_info:
-        model.metadata_props.add(key="lodevem.model", value=json.dumps(model_info))
+        model.metadata_props.add(key="lodevem.model", value=json.dumps(model_info.to_dict()))
     for key, value in (metadata or {}).items():
         model.metadata_props.add(key=key, value=value)
     _atomic_onnx_save(model, out_path)
-    return {**onnx_section(model, out_path, exporter, cached=False), **found}
+    return (onnx_section(model, out_path, exporter, cached=False),
+            ModelSection(precision=found["precision"], quantization=quantization_text(found["quantization"])))
 
 
 def _dynamo_fallback(module: Any, example: Any, path: str) -> bool:
@@ -141,13 +144,12 @@ def _graph_inputs(model: Any) -> list[Any]:
     return [i for i in model.graph.input if i.name not in inits]
 
 
-def onnx_section(model: Any, path: str, exporter: str, cached: bool) -> dict[str, Any]:
+def onnx_section(model: Any, path: str, exporter: str, cached: bool) -> OnnxSection:
     """``level``/``graph_of`` say which graph the file holds (recorded at export with a level)."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     meta = _metadata(model)
-    return {"path": os.path.abspath(path), "exporter": exporter, "opset": opset, "nodes": len(model.graph.node),
-            "cached": cached, "level": meta.get("lodevem.level"),
-            "graph_of": meta.get("lodevem.graph_of", "the model as given")}
+    return OnnxSection(os.path.abspath(path), exporter, opset, len(model.graph.node), cached, meta.get("lodevem.level"),
+                       meta.get("lodevem.graph_of", "the model as given"))
 
 
 def _metadata(model: Any) -> dict[str, str]:
@@ -189,7 +191,7 @@ def _refuse_external_data(path: str, model: Any) -> None:
                             "save_as_external_data=False) (models under 2 GB)")
 
 
-def onnx_model_info(model: Any, input_shape: Optional[list[int]]) -> dict[str, Any]:
+def onnx_model_info(model: Any, input_shape: Optional[Sequence[int]]) -> ModelSection:
     """params/param_bytes from initializers (what onnxruntime holds), shape/dtype from graph input."""
     from onnx import helper
 
@@ -206,11 +208,11 @@ def onnx_model_info(model: Any, input_shape: Optional[list[int]]) -> dict[str, A
     out = model.graph.output[0].type.tensor_type if model.graph.output else None
     out_dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
                 for d in out.shape.dim] if out is not None and out.HasField("shape") else []
-    return {"params": params, "param_bytes": sum(by_dtype.values()),
-            "output_shape": out_dims if out_dims and out_dims[-1] else None,
-            "dtype": max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
-            "input_shape": input_shape or resolve_static(dims),
-            "input_dtype": helper.tensor_dtype_to_np_dtype(first.elem_type).name}
+    return ModelSection(params=params, param_bytes=sum(by_dtype.values()),
+                        output_shape=tuple(out_dims) if out_dims and out_dims[-1] else None,
+                        dtype=max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None,
+                        input_shape=tuple(input_shape or resolve_static(dims)),
+                        input_dtype=helper.tensor_dtype_to_np_dtype(first.elem_type).name)
 
 
 def resolve_static(dims: list[Optional[int]]) -> list[int]:

@@ -16,7 +16,9 @@ from typing import Any, Optional
 
 from . import registry as _registry
 from .error_kinds import ERROR_KINDS, UNUSABLE_FILE_KINDS  # noqa: F401  (the protocol's vocabulary, re-exported)
+from .file_sections import DerivedFile, ModelSection, OnnxSection, VariantSection
 from .precision import ARITHMETIC, CONVERT_QUANTIZE, INT8_LEVELS, LEVELS
+from .profile_section import InstructionProfile
 from .registry import CONVERT_ACTIONS
 from .sections import AccuracySection, ConvertedSection, HostTimings, MemorySection, RuntimeSection, WorkerFailure
 
@@ -245,15 +247,15 @@ class WorkerResult:
     schema_version: int = SCHEMA_VERSION
     worker_version: str = WORKER_VERSION
     error: Optional[WorkerFailure] = None
-    model: Optional[dict[str, Any]] = None
+    model: Optional[ModelSection] = None
     latency: Optional[HostTimings] = None
     memory: Optional[MemorySection] = None
-    onnx: Optional[dict[str, Any]] = None
+    onnx: Optional[OnnxSection] = None
     runtime: Optional[RuntimeSection] = None
-    variant: Optional[dict[str, Any]] = None
-    derived: Optional[dict[str, Any]] = None
+    variant: Optional[VariantSection] = None
+    derived: Optional[DerivedFile] = None
     converted: Optional[ConvertedSection] = None  # export-tflite / export-ncnn: what was written
-    profile: Optional[dict[str, Any]] = None  # armsim-profile: the instruction counts of one inference
+    profile: Optional[InstructionProfile] = None  # armsim-profile: the instruction counts of one inference
     accuracy: Optional[AccuracySection] = None  # evaluate: samples, top1_correct, top5_correct, classes
     timings_s: dict[str, Optional[float]] = field(
         default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,

@@ -86,7 +86,7 @@ def action_measure_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
         raise WorkerError("corrupt", f"LiteRT cannot load {path}: {first_line(exc)}") from None
     dtype = np.dtype(first["dtype"])
     x = _random_input(np, shape, dtype)
-    res.model.update(input_shape=shape, input_dtype=dtype.name, converted_bytes=os.path.getsize(path))
+    res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name, converted_bytes=os.path.getsize(path))
     res.timings_s["load"] = time.perf_counter() - t0
     mem.mark("after_load")
     progress(f"loaded {path}, input {shape} {dtype.name}")
@@ -122,8 +122,8 @@ def action_measure_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases
     net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
     x = _random_input(np, shape[1:] if len(shape) == 4 else shape, np.float32)
     mat = ncnn.Mat(x)
-    res.model.update(input_shape=shape, input_dtype="float32",
-                     converted_bytes=sum(os.path.getsize(p) for p in artifact_files(param)))
+    res.model = res.model.with_(input_shape=tuple(shape), input_dtype="float32",
+                                converted_bytes=sum(os.path.getsize(p) for p in artifact_files(param)))
     res.timings_s["load"] = time.perf_counter() - t0
     mem.mark("after_load")
     progress(f"loaded {param}, input {shape} float32, outputs {', '.join(outputs)}")

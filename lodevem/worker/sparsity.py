@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Optional
 
+from .file_sections import LayerSparsity, SparsitySection
 from .protocol import first_line, progress
 
 # Layers listed per file in the reply: the most sparse first; the totals cover every layer.
@@ -38,7 +39,7 @@ def _weight_layers(module: Any) -> list[tuple[str, Any, Any]]:
     return found
 
 
-def sparsity_report(module: Any) -> Optional[dict[str, Any]]:
+def sparsity_report(module: Any) -> Optional[SparsitySection]:
     """Zero fraction overall and per layer, all-zero output channels, attached prune masks.
     None for modules whose layers cannot be walked (TorchScript/exported graphs without them)."""
     try:
@@ -59,12 +60,11 @@ def sparsity_report(module: Any) -> Optional[dict[str, Any]]:
         zero_channels, channels = zero_channels + len(dead), channels + weight.shape[0]
         if hasattr(sub, "weight_mask"):
             masked.append(name)
-        per_layer.append({"name": name, "zero_fraction": round(z / n, 4), "zero_channels": len(dead),
-                          "channels": int(weight.shape[0])})
-    per_layer.sort(key=lambda layer: -layer["zero_fraction"])
-    return {"zero_fraction": round(zeros / total, 4) if total else 0.0, "weights": total,
-            "zero_channels": zero_channels, "channels": channels, "masked_layers": len(masked),
-            "layers": per_layer[:MAX_LAYERS_REPORTED]}
+        per_layer.append(LayerSparsity(name, round(z / n, 4), len(dead), int(weight.shape[0])))
+    per_layer.sort(key=lambda layer: -layer.zero_fraction)
+    return SparsitySection(zero_fraction=round(zeros / total, 4) if total else 0.0, zero_channels=zero_channels,
+                           channels=channels, masked_layers=len(masked), layers=tuple(per_layer[:MAX_LAYERS_REPORTED]),
+                           weights=total)
 
 
 def remove_zero_channels(model: Any, example: Any) -> tuple[Optional[Any], str]:

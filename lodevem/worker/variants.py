@@ -11,6 +11,7 @@ import traceback
 import warnings
 from typing import Any, Callable
 
+from .file_sections import DerivedFile, VariantSection
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
 from .programs import exported_module, with_layers
 from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
@@ -213,33 +214,29 @@ def _derive(req: WorkerRequest, res: WorkerResult, kind: str, module: Any, examp
     assert model is not None  # filled by the load, before any derivation
     progress(f"deriving {level}")
     t0 = time.perf_counter()
-    before = {k: model[k] for k in ("params", "param_bytes", "dtype")}
-    if model["format"] in ("torchscript", "exported_program"):  # the layers of its exported graph (programs)
+    if model.format in ("torchscript", "exported_program"):  # the layers of its exported graph (programs)
         try:
             module = with_layers(exported_module(module, example, req.model_path), example)
         except WorkerError as exc:
             raise WorkerError("level_failed", f"level {level} is derived from the exported program of a "
-                                              f"{model['format'].replace('_', ' ')} file: {exc.message}") from None
+                                              f"{model.format.replace('_', ' ')} file: {exc.message}") from None
         keep_original = False  # a new module already: the file's own is left as it was
     try:
         variant, notes, details = derive_variant(module, level, example, keep_original)
-        info = torch_model_info(variant, model["input_shape"])
-        x = make_torch_input(model["input_shape"], info["input_dtype"])
+        info = torch_model_info(variant, model.shape)
+        x = make_torch_input(model.shape, info.input_dtype)
         with torch.inference_mode():
             variant(x)
     except WorkerError:
         raise
     except Exception as exc:
-        raise _level_failure(req, kind, level, exc, model["input_shape"]) from None
+        raise _level_failure(req, kind, level, exc, model.shape) from None
     derive_s = res.timings_s["derive"] = time.perf_counter() - t0
-    model.update(info)
-    res.variant = {"level": level, "params_before": before["params"], "params_after": info["params"],
-                   "param_bytes_before": before["param_bytes"], "param_bytes_after": info["param_bytes"],
-                   "dtype_before": before["dtype"], "dtype_after": info["dtype"],
-                   "serialized_bytes": None, "serialized_format": None, "derive_s": round(derive_s, 3),
-                   "notes": notes, "details": details}
-    progress(f"derived {level} in {derive_s:.2f} s: {before['params']} -> {info['params']} params, "
-             f"{before['param_bytes']} -> {info['param_bytes']} bytes")
+    res.model = model.updated(info)
+    res.variant = VariantSection(level, model.params, info.params, model.param_bytes, info.param_bytes, model.dtype,
+                                 info.dtype, derive_s=round(derive_s, 3), notes=tuple(notes), details=details)
+    progress(f"derived {level} in {derive_s:.2f} s: {model.params} -> {info.params} params, "
+             f"{model.param_bytes} -> {info.param_bytes} bytes")
     return variant, x
 
 
@@ -251,7 +248,7 @@ def _level_failure(req: WorkerRequest, kind: str, level: str, exc: BaseException
 
     try:
         original, _, _ = load_torch_model(req.model_path, kind, load_options(req))
-        x = make_torch_input(shape, torch_model_info(original, shape)["input_dtype"])
+        x = make_torch_input(shape, torch_model_info(original, shape).input_dtype)
     except Exception:
         original = None
     if original is not None:
@@ -303,7 +300,7 @@ def _trace(variant: Any, example: Any) -> Any:
         return torch.jit.trace(variant, example, check_trace=False)
 
 
-def write_variant(variant: Any, example: Any, out: str) -> dict[str, Any]:
+def write_variant(variant: Any, example: Any, out: str) -> DerivedFile:
     """Write the variant atomically as whole-module torch.save, else (does not pickle, or does not
     load back) traced TorchScript; the file is loaded back and run once before it is moved in place."""
     import torch
@@ -336,9 +333,8 @@ def write_variant(variant: Any, example: Any, out: str) -> dict[str, Any]:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return {"path": os.path.abspath(out), "format": fmt, "size_bytes": os.path.getsize(out),
-            "sha256": file_sha256(out), "format_reason": reason,
-            "check": "loaded back and ran one forward pass in the sandbox"}
+    return DerivedFile(os.path.abspath(out), fmt, os.path.getsize(out), file_sha256(out), reason,
+                       "loaded back and ran one forward pass in the sandbox")
 
 
 def _reload_check(path: str, fmt: str, example: Any) -> None:

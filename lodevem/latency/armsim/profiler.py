@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ...worker.profile_section import InstructionProfile
 from ...worker.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
 from .isa import runtime_isas
-from .profile import InstructionProfile
 from .shipped import shipped_records
 
 PROFILE_FORMAT = 1

@@ -1,8 +1,11 @@
-"""The instruction profile of one steady-state inference, as the armsim image counted it.
+"""The instruction profile of one steady-state inference, as the armsim image counted it
+(the ``profile`` section of an armsim-profile reply).
 
-A typed record the host builds only through ``InstructionProfile.parse`` (bounded, type-checked:
-the reply comes from a sandbox that ran a user's converted model) and the cache stores as JSON.
-The per-core cost model (``costmodel.predict_ms``) turns it into milliseconds.
+One record on both sides: the worker builds it (``armsim_profile``) and writes it with
+``to_dict``; the host reads it only through ``InstructionProfile.parse`` (bounded, type-checked:
+the reply comes from a sandbox that ran a user's converted model) and the cache stores it as
+JSON. The host's per-core cost model (``latency.armsim.costmodel.predict_ms``) turns it into
+milliseconds. Stdlib only, like the rest of the worker.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional
 
-from ...worker.armsim_symbols import KernelShare
+from .armsim_symbols import KernelShare
 
 # The classes the plugin counts (lodevem/sandbox/armsim/lodevem_icount.c). simd_fp16 and simd_dot
 # are SUBSETS of simd_arith, counted separately as well: the disjoint classes sum to ``total``.
