@@ -178,7 +178,11 @@ def test_every_exception_class_is_defined_in_errors() -> None:
 
 
 def test_only_the_client_builds_worker_requests() -> None:
-    """One owner of the worker protocol on the host: requests are built in sandbox/client.py."""
+    """One owner of the worker protocol on the host: requests (one record per action) are built in
+    sandbox/client.py."""
+    from lodevem.worker.requests import REQUESTS, WorkerRequest
+
+    requests = {record.__name__ for record in (WorkerRequest, *REQUESTS.values())}
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
@@ -188,7 +192,7 @@ def test_only_the_client_builds_worker_requests() -> None:
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
                     "WorkerRequest", "from_json") and "WorkerRequest" in ast.unparse(node.func):
                 offenders.append(f"{rel}:{node.lineno}")
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "WorkerRequest":
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in requests:
                 offenders.append(f"{rel}:{node.lineno}")
     assert offenders == []
 

@@ -29,7 +29,8 @@ from test_profiles import VALID
 from lodevem.cli import cli
 from lodevem.errors import InputError, ProfileError
 from lodevem.profiles import MAX_PROFILE_BYTES, Profile, load_profile_file
-from lodevem.worker.protocol import WorkerError, WorkerRequest
+from lodevem.worker.protocol import WorkerError
+from lodevem.worker.requests import REQUESTS, WorkerRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -325,7 +326,7 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st
                            lambda inner: st.one_of(st.lists(inner, max_size=4),
                                                    st.dictionaries(st.text(max_size=6), inner, max_size=4)),
                            max_leaves=10)
-REQUEST_FIELDS = [f.name for f in fields(WorkerRequest)]
+REQUEST_FIELDS = sorted({f.name for record in REQUESTS.values() for f in fields(record)})  # every action's
 # Plausible values too, so examples get past the first checks into the cross-field ones.
 plausible = {
     "action": st.sampled_from(["measure", "export-onnx", "inspect", "derive", "export-tflite", "export-ncnn", "fly"]),

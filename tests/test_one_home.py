@@ -143,3 +143,33 @@ def test_the_worker_writes_its_sections_only_as_records() -> None:
             continue
         record = next(a for a in typing.get_args(hints[section.name]) if a is not type(None))
         assert hasattr(record, "to_dict") and hasattr(record, "parse"), section.name
+
+
+def test_each_action_has_one_request_record_on_both_sides() -> None:
+    """The host builds the action's own record (``worker.requests``); the worker reads the same
+    record back from the JSON, field for field, and refuses a field another action owns, naming
+    the actions that take it."""
+    import json
+
+    import pytest
+
+    from lodevem.worker import requests
+
+    assert tuple(requests.REQUESTS) == protocol.ACTIONS
+    built = [requests.MeasureRequest(model_path="m.pt", runs=7, runtime="onnxruntime", onnx_path="m.onnx"),
+             requests.ExportOnnxRequest(model_path="m.pt", onnx_path="m.onnx", twin=False),
+             requests.InspectRequest(model_path="m.pt", input_shape=[1, 3, 8, 8]),
+             requests.DeriveRequest(model_path="m.pt", level="pruned", derive_out="p.pt", data_path="d.npz",
+                                    finetune_epochs=2),
+             requests.ConvertRequest(action="export-tflite", model_path="m.pt", runtime="tflite",
+                                     converted_path="m.tflite", quantize="int8-static", calibration_path="c.npz"),
+             requests.ArmsimProfileRequest(model_path="m.tflite", runtime="tflite", converted_path="m.tflite",
+                                           isa="armv8.2", precision="auto", uarch="cortex-a55"),
+             requests.EvaluateRequest(model_path="m.pt", data_path="d.npz"),
+             requests.DecodeImagesRequest(model_path="pack.zip", derive_out="d.npz", preprocess={"preset": "imagenet"})]
+    for request in built:
+        assert requests.WorkerRequest.from_json(request.to_json()) == request, request.action
+    with pytest.raises(protocol.WorkerError, match="data_path is only for actions derive, evaluate"):
+        requests.WorkerRequest.from_json(json.dumps({"action": "measure", "model_path": "m.pt", "data_path": "d"}))
+    moved = built[1].moved("/input/m.pt", [], requests.RequestFiles(onnx_path="/output/m.onnx"))
+    assert moved.files() == requests.RequestFiles(onnx_path="/output/m.onnx") and moved.twin is False

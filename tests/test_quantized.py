@@ -26,6 +26,7 @@ import torch
 from helpers import kinds_only
 from torch import nn
 
+from lodevem import worker
 from lodevem.latency.kernels import extract_kernels
 from lodevem.profiles import load_profiles
 from lodevem.sandbox.client import ModelSection
@@ -114,8 +115,7 @@ def _write_models(folder: Path) -> dict[str, Path]:
 
 def _export(model: Path, out: Path) -> dict[str, Any]:
     """The worker's export-onnx action, in-process; returns its ``model`` section as the wire has it."""
-    req = protocol.WorkerRequest(action="export-onnx", model_path=str(model), onnx_path=str(out),
-                                 input_shape=list(SHAPE), warmup=0, runs=1)
+    req = worker.ExportOnnxRequest(model_path=str(model), onnx_path=str(out), input_shape=list(SHAPE))
     res = protocol.WorkerResult()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -346,8 +346,8 @@ def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[st
     one line; the plain export (twin=false) keeps the model's QDQ ops / fp16 weights and runs."""
     for name, marker in (("static.pt", "QuantizeLinear"), ("half.pt", None)):
         runtime = tmp_path / f"{name}-runtime.onnx"
-        req = protocol.WorkerRequest(action="export-onnx", model_path=str(models[name]), onnx_path=str(runtime),
-                                     input_shape=list(SHAPE), warmup=0, runs=1, twin=False)
+        req = worker.ExportOnnxRequest(model_path=str(models[name]), onnx_path=str(runtime), input_shape=list(SHAPE),
+                                       twin=False)
         res = protocol.WorkerResult()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -359,8 +359,8 @@ def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[st
         else:
             assert any(i.data_type == onnx.TensorProto.FLOAT16 for i in exported_model.graph.initializer)
         for onnx_path, ok in ((runtime, True), (exported[name][0], False)):
-            measure = protocol.WorkerRequest(action="measure", model_path=str(models[name]), runtime="onnxruntime",
-                                             onnx_path=str(onnx_path), input_shape=list(SHAPE), warmup=0, runs=1)
+            measure = worker.MeasureRequest(model_path=str(models[name]), runtime="onnxruntime",
+                                            onnx_path=str(onnx_path), input_shape=list(SHAPE), warmup=0, runs=1)
             res = protocol.WorkerResult()
             if ok:
                 actions.run(measure, res, MemoryPhases(0))
@@ -434,8 +434,7 @@ def test_real_network_twins_keep_every_kernel(tmp_path: Path) -> None:
 
 def _export_to(folder: Path, name: str) -> Path:
     out = folder / f"{name}.twin.onnx"
-    req = protocol.WorkerRequest(action="export-onnx", model_path=str(folder / name), onnx_path=str(out),
-                                 warmup=0, runs=1)
+    req = worker.ExportOnnxRequest(model_path=str(folder / name), onnx_path=str(out))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         actions.run(req, protocol.WorkerResult(), MemoryPhases(0))

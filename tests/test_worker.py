@@ -172,7 +172,7 @@ def test_protocol_module_imports_without_torch() -> None:
 
 
 def test_request_round_trip_and_validation() -> None:
-    req = worker.WorkerRequest(action="measure", model_path="m.pt", input_shape=[1, 3, 32, 32], runs=7)
+    req = worker.MeasureRequest(model_path="m.pt", input_shape=[1, 3, 32, 32], runs=7)
     assert worker.WorkerRequest.from_json(req.to_json()) == req
     for bad in ({"action": "measure", "model_path": "m.pt", "colour": "red"},
                 {"action": "measure", "model_path": "m.pt", "schema_version": 2},

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, TypeVar
 
 from ..errors import SandboxError
 from ..runtimes import adapter
@@ -23,7 +23,6 @@ from ..worker.protocol import (
     SCHEMA_VERSION,
     UNUSABLE_FILE_KINDS,
     WORKER_VERSION,
-    WorkerRequest,
 )
 from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported for the host's readers)
     MAX_TEXT,
@@ -40,10 +39,21 @@ from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported 
     WorkerReply,
     reply_object,
 )
+from ..worker.requests import (
+    ArmsimProfileRequest,
+    ConvertRequest,
+    DecodeImagesRequest,
+    DeriveRequest,
+    EvaluateRequest,
+    ExportOnnxRequest,
+    MeasureRequest,
+    WorkerRequest,
+)
 from ..worker.verdict import Verdict
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
 
+R = TypeVar("R", bound=WorkerRequest)
 
 def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
     """The worker's result line as a ``WorkerReply`` (``worker.replies``: the records the worker
@@ -140,9 +150,9 @@ class WorkerClient:
         """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's;
         ``twin=False``: the export as torch writes it (an int8/fp16 model's own ops, for onnxruntime);
         a file with all-zero output channels also gets that graph without them at ``channels_removed``."""
-        request = self._request(action="export-onnx", model_path=str(model), input_shape=_shape(input_shape),
-                                onnx_path=str(target), warmup=0, runs=1, twin=twin,
-                                channels_removed_path=str(channels_removed) if channels_removed else None)
+        request = self._loaded(ExportOnnxRequest(
+            model_path=str(model), input_shape=_shape(input_shape), onnx_path=str(target), twin=twin,
+            channels_removed_path=str(channels_removed) if channels_removed else None))
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def convert(self, model: Path, runtime: str, target: Path, input_shape: Optional[Sequence[int]],
@@ -151,9 +161,10 @@ class WorkerClient:
         ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize`` (a
         ``precision.CONVERT_QUANTIZE`` level): made by the runtime's own toolchain while converting;
         ``calibration``: an .npz of ``inputs`` calibrating int8 (else synthetic inputs)."""
-        request = self._request(action=adapter(runtime).convert_action, model_path=str(model), runtime=runtime,
-                                input_shape=_shape(input_shape), converted_path=str(target), warmup=0, runs=1,
-                                quantize=quantize, calibration_path=str(calibration) if calibration else None)
+        request = self._loaded(ConvertRequest(
+            action=adapter(runtime).convert_action, model_path=str(model), runtime=runtime,
+            input_shape=_shape(input_shape), converted_path=str(target), quantize=quantize,
+            calibration_path=str(calibration) if calibration else None))
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,
@@ -161,21 +172,20 @@ class WorkerClient:
                 converted_path: Optional[Path] = None) -> SandboxRun:
         """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained);
         ``converted_path``: the conversion a tflite/ncnn measurement runs."""
-        request = self._request(action="measure", model_path=str(model), warmup=settings.warmup, runs=settings.runs,
-                                threads=settings.threads, runtime=settings.runtime,
-                                onnx_path=str(onnx_path) if onnx_path is not None else None,
-                                converted_path=str(converted_path) if converted_path is not None else None,
-                                input_shape=_shape(settings.input_shape))
+        request = self._loaded(MeasureRequest(
+            model_path=str(model), warmup=settings.warmup, runs=settings.runs, threads=settings.threads,
+            runtime=settings.runtime, onnx_path=str(onnx_path) if onnx_path is not None else None,
+            converted_path=str(converted_path) if converted_path is not None else None,
+            input_shape=_shape(settings.input_shape)))
         return self.run(request, limit_mb, timeout_s, reference_s=reference_s)
 
     def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
                timeout_s: float, finetune: Optional[tuple[Path, int]] = None) -> SandboxRun:
         """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit;
         ``finetune`` (pruned only): (normalised samples .npz, epochs) to fine-tune it on."""
-        request = self._request(action="derive", model_path=str(model), level=level, derive_out=str(out),
-                                input_shape=_shape(input_shape),
-                                data_path=str(finetune[0]) if finetune else None,
-                                finetune_epochs=finetune[1] if finetune else None)
+        request = self._loaded(DeriveRequest(
+            model_path=str(model), level=level, derive_out=str(out), input_shape=_shape(input_shape),
+            data_path=str(finetune[0]) if finetune else None, finetune_epochs=finetune[1] if finetune else None))
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def evaluate(self, model: Path, data: Path, settings: MeasureSettings, timeout_s: float, *,
@@ -183,19 +193,18 @@ class WorkerClient:
                  on_progress: Optional[ProgressFn] = None) -> SandboxRun:
         """Top-1/top-5 of ``model`` on the samples ``data`` (a normalised .npz) under
         ``settings.runtime``, in that runtime's image, under the work limit (no device is modelled)."""
-        request = self._request(action="evaluate", model_path=str(model), data_path=str(data), warmup=0, runs=1,
-                                threads=settings.threads, runtime=settings.runtime,
-                                onnx_path=str(onnx_path) if onnx_path is not None else None,
-                                converted_path=str(converted_path) if converted_path is not None else None,
-                                input_shape=_shape(settings.input_shape))
+        request = self._loaded(EvaluateRequest(
+            model_path=str(model), data_path=str(data), threads=settings.threads, runtime=settings.runtime,
+            onnx_path=str(onnx_path) if onnx_path is not None else None,
+            converted_path=str(converted_path) if converted_path is not None else None,
+            input_shape=_shape(settings.input_shape)))
         return self.run(request, self.work_limit_mb, timeout_s, on_progress=on_progress)
 
     def decode_images(self, pack: Path, target: Path, preprocess: dict[str, Any], timeout_s: float) -> SandboxRun:
         """An ImageFolder tree's images (``pack``: the host's zip of their bytes) decoded with Pillow
         into the normalised samples ``target`` (an .npz), in the benchmark image under the work limit:
         the host never decodes an image (``worker.images``)."""
-        request = WorkerRequest(action="decode-images", model_path=str(pack), derive_out=str(target), warmup=0,
-                                runs=1, preprocess=dict(preprocess))
+        request = DecodeImagesRequest(model_path=str(pack), derive_out=str(target), preprocess=dict(preprocess))
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
@@ -204,9 +213,9 @@ class WorkerClient:
         """Count one steady-state inference of ``converted`` (a .tflite or ncnn .param) under
         ``runtime``'s Arm build on an emulated ``isa`` core (lodevem-armsim image), under the
         work limit. ``warmup`` inferences run uncounted first (weight packing)."""
-        request = WorkerRequest(action="armsim-profile", model_path=str(converted), runtime=runtime,
-                                converted_path=str(converted), isa=isa, precision=precision, uarch=uarch,
-                                threads=threads, input_shape=_shape(input_shape), warmup=warmup, runs=inferences)
+        request = ArmsimProfileRequest(model_path=str(converted), runtime=runtime, converted_path=str(converted),
+                                       isa=isa, precision=precision, uarch=uarch, threads=threads,
+                                       input_shape=_shape(input_shape), warmup=warmup, runs=inferences)
         return self.run(request, self.work_limit_mb, timeout_s)
 
     @property
@@ -214,10 +223,11 @@ class WorkerClient:
         """What the loading adds to cache keys of a file's exports, variants and measurements."""
         return self.loading.key
 
-    def _request(self, **fields: Any) -> WorkerRequest:
+    def _loaded(self, request: R) -> R:
+        """``request`` with how the model file is loaded (``--code``, ``--arch``)."""
         loading = self.loading
-        return WorkerRequest(**fields, code_paths=[str(p) for p in loading.code], arch=loading.arch,
-                             arch_kwargs=loading.arch_kwargs)
+        return replace(request, code_paths=[str(p) for p in loading.code], arch=loading.arch,
+                       arch_kwargs=loading.arch_kwargs)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> SandboxRun:

@@ -184,24 +184,26 @@ class DockerBackend(Cancellable):
             # The container runs as uid 1000: a file only its owner can read would fail inside.
             raise ModelFileError(f"{request.model_path} is not readable by the container's user (uid 1000): "
                                  "make it world-readable (chmod o+r) or use --backend process")
-        out_dir = None
-        if ((request.onnx_path and not Path(request.onnx_path).exists()) or request.derive_out
-                or (request.converted_path and not Path(request.converted_path).exists())):
+        files, out_dir = request.files(), None
+        if ((files.onnx_path and not Path(files.onnx_path).exists()) or files.derive_out
+                or (files.converted_path and not Path(files.converted_path).exists())):
             out_dir = scratch_dir()
         try:
             mounts, inner = container_mounts(request, out_dir, self.host_pkg)
+            inner_files = inner.files()
             outcome = self._run_container(inner, mounts, limit_mb, timeout_s, reference_s, on_progress,
                                           Path(out_dir) if out_dir is not None else None)
             # A conversion's files in artifact_files order reversed: an ncnn .bin before the .param
             # that marks the conversion done (the host cache's test for a hit).
-            converted = artifact_files(request.converted_path)[::-1] if request.converted_path else []
-            for wanted in (request.onnx_path, request.derive_out, request.channels_removed_path, *converted):
+            converted = artifact_files(files.converted_path)[::-1] if files.converted_path else []
+            for wanted in (files.onnx_path, files.derive_out, files.channels_removed_path, *converted):
                 if out_dir is not None and wanted:
                     take_output(Path(out_dir), Path(wanted).name, Path(wanted), self.max_output_bytes)
             # Messages name what the user knows: each path the worker saw, mapped back to the host's.
-            pairs = [(inner.model_path, request.model_path), (inner.onnx_path, request.onnx_path),
-                     (inner.converted_path, request.converted_path), (inner.calibration_path, request.calibration_path),
-                     (inner.derive_out, request.derive_out), (inner.data_path, request.data_path),
+            pairs = [(inner.model_path, request.model_path), (inner_files.onnx_path, files.onnx_path),
+                     (inner_files.converted_path, files.converted_path),
+                     (inner_files.calibration_path, files.calibration_path),
+                     (inner_files.derive_out, files.derive_out), (inner_files.data_path, files.data_path),
                      *zip(inner.code_paths, request.code_paths)]
             host_paths = {inside: host for inside, host in pairs if inside and host}
             return dataclasses.replace(outcome, host_paths=host_paths)

@@ -8,13 +8,12 @@ checked against the request's fields.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import SandboxError
-from ..worker import WorkerRequest, artifact_files
+from ..worker import RequestFiles, WorkerRequest, artifact_files
 
 PKG_IN_IMAGE = "/opt/lodevem/lodevem"
 
@@ -24,14 +23,15 @@ def container_mounts(request: WorkerRequest, out_dir: Optional[str],
     """Bind mounts (Mount objects: host paths may contain ':' or ',') and the rewritten request."""
     from docker.types import Mount
 
+    files = request.files()
     model = Path(request.model_path).resolve()
     inside_model = f"/input/{model.name}"
     mounts = [Mount(inside_model, str(model), type="bind", read_only=True)]
     if host_pkg is not None:
         mounts.append(Mount(PKG_IN_IMAGE, str(host_pkg), type="bind", read_only=True))
     onnx_inside = None
-    if request.onnx_path:
-        onnx = Path(request.onnx_path)
+    if files.onnx_path:
+        onnx = Path(files.onnx_path)
         if onnx.exists():
             if onnx.is_symlink() or not onnx.is_file():  # lodevem writes regular files only
                 raise SandboxError(f"{onnx}: not a regular file; delete it (lodevem writes its cache itself)")
@@ -44,11 +44,11 @@ def container_mounts(request: WorkerRequest, out_dir: Optional[str],
     # converted_path (a .tflite, or an ncnn .param with its .bin): mounted read-only when it
     # exists (a measurement), else written into the scratch /output (a conversion).
     converted_inside = None
-    if request.converted_path:
-        converted = Path(request.converted_path)
-        files = [Path(f) for f in artifact_files(str(converted))]
+    if files.converted_path:
+        converted = Path(files.converted_path)
+        converted_files = [Path(f) for f in artifact_files(str(converted))]
         if converted.exists():
-            for file in files:
+            for file in converted_files:
                 if file.is_symlink() or not file.is_file():
                     raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
                 mounts.append(Mount(f"/converted/{file.name}", os.path.abspath(file), type="bind",
@@ -60,8 +60,8 @@ def container_mounts(request: WorkerRequest, out_dir: Optional[str],
                 mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
     # calibration_path (a conversion's int8 calibration inputs, an .npz the host wrote): read-only.
     calibration_inside = None
-    if request.calibration_path:
-        calibration = Path(request.calibration_path)
+    if files.calibration_path:
+        calibration = Path(files.calibration_path)
         if calibration.is_symlink() or not calibration.is_file():
             raise SandboxError(f"{calibration}: calibration data is not a regular file")
         calibration_inside = f"/calibration/{calibration.name}"
@@ -69,16 +69,16 @@ def container_mounts(request: WorkerRequest, out_dir: Optional[str],
     # derive_out (action derive) and the channels-removed graph (export-onnx): written into the
     # same scratch /output as a new onnx_path.
     derive_inside = removed_inside = None
-    if request.derive_out and out_dir is not None:
-        derive_inside = f"/output/{Path(request.derive_out).name}"
-    if request.channels_removed_path and out_dir is not None:
-        removed_inside = f"/output/{Path(request.channels_removed_path).name}"
+    if files.derive_out and out_dir is not None:
+        derive_inside = f"/output/{Path(files.derive_out).name}"
+    if files.channels_removed_path and out_dir is not None:
+        removed_inside = f"/output/{Path(files.channels_removed_path).name}"
     if (derive_inside or removed_inside) and not any(m["Target"] == "/output" for m in mounts):
         mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
     # evaluate: the samples .npz the host wrote (store kind "evaldata"), read-only
     data_inside = None
-    if request.data_path:
-        data = Path(request.data_path)
+    if files.data_path:
+        data = Path(files.data_path)
         if data.is_symlink() or not data.is_file():
             raise SandboxError(f"{data}: not a regular file; delete it (lodevem writes its cache itself)")
         data_inside = f"/data/{data.name}"
@@ -91,7 +91,6 @@ def container_mounts(request: WorkerRequest, out_dir: Optional[str],
         inside = f"/code/{index}/{code.name}"
         mounts.append(Mount(inside, str(code), type="bind", read_only=True))
         code_inside.append(inside)
-    return mounts, dataclasses.replace(request, model_path=inside_model, onnx_path=onnx_inside,
-                                       derive_out=derive_inside, code_paths=code_inside,
-                                       channels_removed_path=removed_inside, converted_path=converted_inside,
-                                       calibration_path=calibration_inside, data_path=data_inside)
+    return mounts, request.moved(inside_model, code_inside, RequestFiles(
+        onnx_path=onnx_inside, converted_path=converted_inside, calibration_path=calibration_inside,
+        derive_out=derive_inside, channels_removed_path=removed_inside, data_path=data_inside))

@@ -276,6 +276,7 @@ class SlurmBackend(Cancellable):
         run_dir = self.workdir / "runs" / key
         job: Any = None  # a submitit Job once submitted
         inner = self.shared.request_for(request, run_dir)  # deterministic: the same paths an adopted job was given
+        files, inner_files = request.files(), inner.files()
         info = self._job_info(run_dir)
         if info is not None and self.settings.reattach and (
                 (run_dir / slurm_job.REPORT).exists() or self._job_alive(info["job_id"])):
@@ -295,16 +296,17 @@ class SlurmBackend(Cancellable):
                 for line in outcome.stderr_tail.splitlines():
                     on_progress(line)
             # A conversion's files reversed: an ncnn .bin before the .param that marks it done.
-            converted = (list(zip(artifact_files(request.converted_path), artifact_files(inner.converted_path)))[::-1]
-                         if request.converted_path and inner.converted_path else [])
-            for wanted, inside in ((request.onnx_path, inner.onnx_path), (request.derive_out, inner.derive_out),
-                                   (request.channels_removed_path, inner.channels_removed_path), *converted):
+            converted = (list(zip(artifact_files(files.converted_path),
+                                  artifact_files(inner_files.converted_path)))[::-1]
+                         if files.converted_path and inner_files.converted_path else [])
+            for wanted, inside in ((files.onnx_path, inner_files.onnx_path), (files.derive_out, inner_files.derive_out),
+                                   (files.channels_removed_path, inner_files.channels_removed_path), *converted):
                 if wanted and inside and Path(inside).parent == run_dir / "out":
                     take_output(run_dir / "out", Path(inside).name, Path(wanted), MAX_OUTPUT_BYTES)
             host_paths = {i: h for i, h in ((inner.model_path, request.model_path),
-                                            (inner.onnx_path, request.onnx_path),
-                                            (inner.converted_path, request.converted_path),
-                                            (inner.derive_out, request.derive_out)) if i and h}
+                                            (inner_files.onnx_path, files.onnx_path),
+                                            (inner_files.converted_path, files.converted_path),
+                                            (inner_files.derive_out, files.derive_out)) if i and h}
             shutil.rmtree(run_dir, ignore_errors=True)
             return dataclasses.replace(outcome, host_paths=host_paths)
         except BaseException:

@@ -8,14 +8,13 @@ Models, calibration samples and evaluation data are copied once per content unde
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import threading
 from pathlib import Path
 
 from ..errors import ModelFileError, SandboxError
 from ..store import atomic_path, file_digest
-from ..worker import WorkerRequest, artifact_files
+from ..worker import RequestFiles, WorkerRequest, artifact_files
 from ..worker.registry import CONVERT_ACTIONS
 
 
@@ -45,35 +44,35 @@ class SharedFolder:
 
     def request_for(self, request: WorkerRequest, run_dir: Path) -> WorkerRequest:
         """The request with every path rewritten into the shared folder."""
-        model = Path(request.model_path)
+        model, files = Path(request.model_path), request.files()
         if not model.is_file():
             raise ModelFileError(f"{request.model_path}: model file not found")
         onnx = None
-        if request.onnx_path:
-            given = Path(request.onnx_path)
+        if files.onnx_path:
+            given = Path(files.onnx_path)
             if request.action == "export-onnx" or not given.exists():
                 onnx = str(run_dir / "out" / given.name)
             else:
                 if given.is_symlink() or not given.is_file():
                     raise SandboxError(f"{given}: not a regular file; delete it (lodevem writes its cache itself)")
                 onnx = str(self.share(given))
-        derive_out = str(run_dir / "out" / Path(request.derive_out).name) if request.derive_out else None
+        derive_out = str(run_dir / "out" / Path(files.derive_out).name) if files.derive_out else None
         converted = None
-        if request.converted_path and request.action in CONVERT_ACTIONS.values():  # the job writes it
-            converted = str(run_dir / "out" / Path(request.converted_path).name)
-        elif request.converted_path:
+        if files.converted_path and request.action in CONVERT_ACTIONS.values():  # the job writes it
+            converted = str(run_dir / "out" / Path(files.converted_path).name)
+        elif files.converted_path:
             # A conversion in the run's artifact store: read in place by the nodes (the store is
             # under --output, which must be on the shared file system, as --slurm-workdir is).
-            for file in map(Path, artifact_files(request.converted_path)):
+            for file in map(Path, artifact_files(files.converted_path)):
                 if file.is_symlink() or not file.is_file():
                     raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
-            converted = str(Path(request.converted_path).resolve())
-        removed = (str(run_dir / "out" / Path(request.channels_removed_path).name)
-                   if request.channels_removed_path else None)
+            converted = str(Path(files.converted_path).resolve())
+        removed = (str(run_dir / "out" / Path(files.channels_removed_path).name)
+                   if files.channels_removed_path else None)
         # --code: read in place, so it must be on a filesystem the nodes share (as lodevem's install).
         code = [str(Path(p).resolve()) for p in request.code_paths]
-        calibration = str(self.share(Path(request.calibration_path))) if request.calibration_path else None
-        data = str(self.share(Path(request.data_path))) if request.data_path else None  # evaluate's samples
-        return dataclasses.replace(request, model_path=str(self.share(model)), onnx_path=onnx, derive_out=derive_out,
-                                   channels_removed_path=removed, code_paths=code, converted_path=converted,
-                                   calibration_path=calibration, data_path=data)
+        calibration = str(self.share(Path(files.calibration_path))) if files.calibration_path else None
+        data = str(self.share(Path(files.data_path))) if files.data_path else None  # evaluate's samples
+        return request.moved(str(self.share(model)), code, RequestFiles(
+            onnx_path=onnx, converted_path=converted, calibration_path=calibration, derive_out=derive_out,
+            channels_removed_path=removed, data_path=data))

@@ -23,7 +23,8 @@ of the request's shape; pruned is structured L1-norm channel pruning at 50 % wit
 dependency graph, channels physically removed, no fine-tuning. The ``model`` section then
 describes the variant and ``variant`` holds before/after figures.
 
-Modules: ``protocol`` (constants, WorkerRequest/WorkerResult/WorkerError, progress lines),
+Modules: ``protocol`` (constants, WorkerResult/WorkerError, progress lines), ``requests`` (one
+request record per action), ``sections``/``file_sections``/``profile_section`` (the reply's records),
 ``__main__`` (command line, ``main``), ``formats`` (sniffing and loading model files),
 ``memory`` (RSS phases, cgroup counters), ``timing`` (timed passes, latency stats),
 ``onnx_export`` (export, nn-Meter cleanup, reading .onnx), ``variants`` (compression levels),
@@ -84,11 +85,23 @@ from .protocol import (  # noqa: F401
     WORKER_RELEASE,
     WORKER_VERSION,
     WorkerError,
-    WorkerRequest,
     WorkerResult,
     artifact_files,
     first_line,
     progress,
+)
+from .requests import (  # noqa: F401
+    REQUESTS,
+    ArmsimProfileRequest,
+    ConvertRequest,
+    DecodeImagesRequest,
+    DeriveRequest,
+    EvaluateRequest,
+    ExportOnnxRequest,
+    InspectRequest,
+    MeasureRequest,
+    RequestFiles,
+    WorkerRequest,
 )
 from .timing import (  # noqa: F401
     latency_stats,

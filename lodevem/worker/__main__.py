@@ -14,8 +14,9 @@ from typing import Optional
 from .actions import Late
 from .dispatch import run
 from .memory import MemoryPhases, proc_status_kb
-from .protocol import EXIT_ERROR, EXIT_OK, WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .protocol import EXIT_ERROR, EXIT_OK, WorkerError, WorkerResult, first_line, progress
 from .replies import WorkerFailure
+from .requests import WorkerRequest
 
 
 class _ArgParser(argparse.ArgumentParser):

@@ -31,8 +31,9 @@ from .onnx_export import (
     resolve_static,
 )
 from .programs import pt2e_float_twin, pt2e_scheme
-from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, first_line, progress
 from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
+from .requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
 from .sections import RuntimeSection
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
 from .sparsity import remove_zero_channels, sparsity_report
@@ -75,7 +76,7 @@ def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: 
     return module, make_torch_input(shape, model.input_dtype)
 
 
-def _measure(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, call: Callable[[], Any]) -> None:
+def _measure(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, call: Callable[[], Any]) -> None:
     assert res.model is not None  # the load fills it
     shape, describe = res.model.shape, res.model.described_input()
     t0 = time.perf_counter()
@@ -92,7 +93,7 @@ def _measure(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, call: Cal
 Late = Optional[Callable[[], None]]  # runs after the memory summary was taken (see main)
 
 
-def action_inspect(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_inspect(req: InspectRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     if kind == "onnx":
         info = onnx_model_info(load_onnx(req.model_path, user_file=True), req.input_shape)
         res.model = _file_info(req.model_path, "onnx").filled_from(info)
@@ -101,7 +102,7 @@ def action_inspect(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kin
     _load_torch(req, res, mem, kind)
 
 
-def action_measure_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+def action_measure_torch(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
     """Measure the model file as given (a level's variant is a file ``derive`` wrote first)."""
     if kind == "onnx":
         raise WorkerError("bad_request", f"{req.model_path} is an ONNX model: measure it with runtime 'onnxruntime'")
@@ -112,7 +113,7 @@ def action_measure_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
     return None
 
 
-def action_derive(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_derive(req: DeriveRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     """Write the variant to ``derive_out`` (whole-module torch.save, or TorchScript), atomically."""
     if kind == "onnx":
         raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
@@ -140,7 +141,7 @@ def action_derive(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind
     progress(f"wrote {derived.format} {out} ({derived.size_bytes} bytes)")
 
 
-def action_measure_ort(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+def action_measure_ort(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
     """Run an .onnx with onnxruntime; torch is never imported, so every RSS phase is ORT's.
 
     A PyTorch model must come with ``onnx_path`` of an existing export (action export-onnx, which
@@ -198,7 +199,7 @@ def _refuse_twin(session: Any, model_path: str, kind: str) -> None:
                                          f"with runtime 'torch', or give an .onnx quantized with onnxruntime")
 
 
-def action_export(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_export(req: ExportOnnxRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     """Export (or validate an .onnx) to onnx_path; an existing onnx_path is a cache hit: no torch."""
     if req.onnx_path is None and kind != "onnx":
         raise WorkerError("bad_request", "export-onnx needs onnx_path (where to write the .onnx)")
@@ -324,16 +325,16 @@ def _frozen_mode(module: Any) -> Any:
 def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
     """Dispatch; returns the step to run once memory was recorded (or None)."""
     kind = sniff_format(req.model_path)
-    if req.action == "inspect":
+    if isinstance(req, InspectRequest):
         action_inspect(req, res, mem, kind)
-    elif req.action == "export-onnx":
+    elif isinstance(req, ExportOnnxRequest):
         action_export(req, res, mem, kind)
-    elif req.action == "derive":
+    elif isinstance(req, DeriveRequest):
         action_derive(req, res, mem, kind)
-    elif req.runtime == "onnxruntime":
-        return action_measure_ort(req, res, mem, kind)
+    elif isinstance(req, MeasureRequest):
+        return (action_measure_ort if req.runtime == "onnxruntime" else action_measure_torch)(req, res, mem, kind)
     else:
-        return action_measure_torch(req, res, mem, kind)
+        raise WorkerError("internal", f"action {req.action} has no handler here")
     return None
 
 

@@ -25,7 +25,8 @@ from .armsim_blocks import BlockProfile, LlvmUnavailable, parse_blocks, price_su
 from .armsim_symbols import KernelShare, attribute, parse_maps
 from .memory import MemoryPhases
 from .profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
-from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
+from .protocol import WorkerError, WorkerResult, artifact_files, first_line, progress
+from .requests import ArmsimProfileRequest
 from .sections import RuntimeSection
 
 # ISA -> (qemu binary, qemu -cpu, the core view whose cpuinfo the guest sees by default,
@@ -92,7 +93,7 @@ def per_inference(text: str, inferences: int) -> list[list[int]]:
     return rows
 
 
-def action_armsim_profile(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> None:
+def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerResult, mem: MemoryPhases) -> None:
     model = req.converted_path or ""
     if not all(os.path.isfile(p) for p in artifact_files(model)):
         raise WorkerError("bad_request", f"armsim-profile needs an existing converted model; got {model!r}")

@@ -16,7 +16,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
-from .protocol import WorkerError, WorkerRequest, first_line
+from .protocol import WorkerError, first_line
+from .requests import ConvertRequest
 from .variants import CALIBRATION_SEED
 
 SYNTHETIC_CALIBRATION_INPUTS = 32
@@ -34,7 +35,7 @@ class Calibration:
     synthetic: bool
 
 
-def calibration_inputs(req: WorkerRequest, shape: list[int]) -> Calibration:
+def calibration_inputs(req: ConvertRequest, shape: list[int]) -> Calibration:
     """The request's calibration data cut into batches of ``shape``, or the synthetic default."""
     import numpy as np
 

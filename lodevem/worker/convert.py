@@ -49,12 +49,12 @@ from .programs import exported_module, pt2e_scheme, pt2e_unfolded, with_layers
 from .protocol import (
     DEFAULT_INPUT_SHAPE,
     WorkerError,
-    WorkerRequest,
     WorkerResult,
     artifact_files,
     first_line,
     progress,
 )
+from .requests import ConvertRequest, WorkerRequest
 from .sections import ConvertedSection
 from .timing import timed_passes
 
@@ -71,7 +71,7 @@ def _version(distribution: str) -> str:
         return "not installed"
 
 
-def _converted_section(req: WorkerRequest, fmt: str, converter: str, shape: list[int], t0: float, *,
+def _converted_section(req: ConvertRequest, fmt: str, converter: str, shape: list[int], t0: float, *,
                        precision: str, scheme: str, calibration: Optional[Calibration], census: dict[str, Any],
                        own: bool = False) -> ConvertedSection:
     """What was written, with the file facts read back from its bytes; says so when the file is not
@@ -185,7 +185,7 @@ def _program(module: Any, x: Any, path: str) -> Any:
     return with_layers(program, x)
 
 
-def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_export_tflite(req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     """``litert_torch.convert(module, (x,)).export(converted_path)``: a float32 ``.tflite``;
     ``quantize="int8-static"``: the float model quantized to static int8 first (``_pt2e_int8``)."""
     out = req.converted_path or ""
@@ -234,7 +234,7 @@ def action_export_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhase
              f"{res.converted.seconds:.1f} s)")
 
 
-def action_export_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_export_ncnn(req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     """pnnx's converter binary on a TorchScript file (a pickled module or an ExportedProgram is
     traced first; a TorchScript file or an ``.onnx`` is given to pnnx as it is, copied into the
     work folder because pnnx writes beside its input), fp32 weights. The host passes the input

@@ -11,33 +11,41 @@ from .actions import Late
 from .actions import run as run_torch_or_onnx
 from .formats import sniff_format
 from .memory import MemoryPhases
-from .protocol import CONVERT_ACTIONS, WorkerRequest, WorkerResult
+from .protocol import CONVERT_ACTIONS, WorkerResult
+from .requests import (
+    ArmsimProfileRequest,
+    ConvertRequest,
+    DecodeImagesRequest,
+    EvaluateRequest,
+    MeasureRequest,
+    WorkerRequest,
+)
 
 
 def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
     """Dispatch; returns the step to run once memory was recorded (or None)."""
-    if req.action in CONVERT_ACTIONS.values():  # PyTorch/ONNX -> an on-device runtime's format
+    if isinstance(req, ConvertRequest):  # PyTorch/ONNX -> an on-device runtime's format
         from .convert import action_export_ncnn, action_export_tflite
 
         kind = sniff_format(req.model_path)
         (action_export_tflite if req.action == "export-tflite" else action_export_ncnn)(req, res, mem, kind)
         return None
-    if req.action == "armsim-profile":  # the runtime's Arm build under qemu-user (lodevem-armsim image)
+    if isinstance(req, ArmsimProfileRequest):  # the runtime's Arm build under qemu-user (lodevem-armsim image)
         from .armsim_profile import action_armsim_profile
 
         action_armsim_profile(req, res, mem)
         return None
-    if req.action == "decode-images":  # an ImageFolder tree's images, in the sandbox (the host never decodes)
+    if isinstance(req, DecodeImagesRequest):  # an ImageFolder tree's images, in the sandbox (the host never decodes)
         from .images import action_decode_images
 
         action_decode_images(req, res)
         return None
-    if req.action == "evaluate":  # accuracy under the row's runtime (tflite/ncnn: torch is never imported)
+    if isinstance(req, EvaluateRequest):  # accuracy under the row's runtime (tflite/ncnn: torch is never imported)
         from .evaluate import action_evaluate
 
         action_evaluate(req, res, mem, sniff_format(req.model_path))
         return None
-    if req.action == "measure" and req.runtime in CONVERT_ACTIONS:  # a converted file: torch is never imported
+    if isinstance(req, MeasureRequest) and req.runtime in CONVERT_ACTIONS:  # a converted file: torch is never imported
         from .runtimes import action_measure_ncnn, action_measure_tflite
 
         kind = sniff_format(req.model_path)

@@ -21,15 +21,16 @@ from typing import Any, Callable
 from .file_sections import ModelSection
 from .formats import _format_of
 from .memory import MemoryPhases
-from .protocol import WorkerError, WorkerRequest, WorkerResult, artifact_files, first_line, progress
+from .protocol import WorkerError, WorkerResult, artifact_files, first_line, progress
 from .replies import AccuracySection
+from .requests import EvaluateRequest
 from .samples import NpzSamples, SampleFileError
 from .sections import RuntimeSection
 
 Predict = Callable[[Any], Any]  # one C x H x W float32 sample -> the output scores, 1-D float
 
 
-def action_evaluate(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_evaluate(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     if not req.data_path or not os.path.isfile(req.data_path):
         raise WorkerError("bad_request", f"evaluate needs data_path of an existing .npz; got {req.data_path!r}")
     import numpy as np
@@ -72,7 +73,7 @@ def action_evaluate(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, ki
                                    round(res.timings_s["measure"] or 0.0, 3))
 
 
-def _predictor(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
+def _predictor(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
                sample_shape: tuple[int, ...]) -> Predict:
     shape = [1, *sample_shape]
     if req.input_shape and list(req.input_shape) != shape:
@@ -87,14 +88,14 @@ def _predictor(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: s
     return _torch(req, res, mem, kind, shape)
 
 
-def _converted(req: WorkerRequest) -> str:
+def _converted(req: EvaluateRequest) -> str:
     path = req.converted_path
     if path is None or not all(os.path.isfile(p) for p in artifact_files(path)):
         raise WorkerError("bad_request", f"runtime '{req.runtime}' needs converted_path of an existing conversion")
     return path
 
 
-def _torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str, shape: list[int]) -> Predict:
+def _torch(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str, shape: list[int]) -> Predict:
     from .actions import _import_torch, _load_torch
 
     if kind == "onnx":
@@ -114,7 +115,7 @@ def _torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str, 
     return predict
 
 
-def _onnxruntime(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str, shape: list[int]) -> Predict:
+def _onnxruntime(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str, shape: list[int]) -> Predict:
     onnx_path = req.model_path if kind == "onnx" else req.onnx_path
     if onnx_path is None or not os.path.exists(onnx_path):
         raise WorkerError("bad_request",
@@ -140,7 +141,7 @@ def _onnxruntime(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind:
     return lambda sample: session.run(None, {first.name: sample.reshape(shape).astype(dtype)})[0]
 
 
-def _tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: list[int]) -> Predict:
+def _tflite(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, shape: list[int]) -> Predict:
     """LiteRT's interpreter; a full-integer model's int8 input is quantized with the file's own
     scale and zero point, and its output dequantized, as an app does."""
     path = _converted(req)
@@ -178,7 +179,7 @@ def _tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: lis
     return predict
 
 
-def _ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, shape: list[int]) -> Predict:
+def _ncnn(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, shape: list[int]) -> Predict:
     param = _converted(req)
     weights = artifact_files(param)[1]
     import ncnn

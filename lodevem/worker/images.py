@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from .file_sections import DerivedFile
-from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .protocol import WorkerError, WorkerResult, first_line, progress
+from .requests import DecodeImagesRequest
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 PIL_FORMATS = ("PNG", "JPEG")
@@ -149,7 +150,7 @@ def is_image_name(name: str) -> bool:
 
 # -- the action ------------------------------------------------------------------------------------
 
-def action_decode_images(req: WorkerRequest, res: WorkerResult) -> None:
+def action_decode_images(req: DecodeImagesRequest, res: WorkerResult) -> None:
     """The pack (``model_path``) decoded into the normalised ``.npz`` at ``derive_out``."""
     import numpy as np
     from PIL import Image

@@ -26,16 +26,16 @@ from .protocol import (
     CONVERT_ACTIONS,
     DEFAULT_INPUT_SHAPE,
     WorkerError,
-    WorkerRequest,
     WorkerResult,
     artifact_files,
     first_line,
     progress,
 )
+from .requests import MeasureRequest, WorkerRequest
 from .sections import RuntimeSection
 
 
-def _converted(req: WorkerRequest) -> str:
+def _converted(req: MeasureRequest) -> str:
     path = req.converted_path
     if path is None or not all(os.path.isfile(p) for p in artifact_files(path)):
         action = CONVERT_ACTIONS[req.runtime]
@@ -63,7 +63,7 @@ def _random_input(np: Any, shape: list[int], dtype: Any) -> Any:
             else np.zeros(shape, dtype=dtype))
 
 
-def action_measure_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+def action_measure_tflite(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
     """Run the converted ``.tflite`` with LiteRT's ``Interpreter`` (its default XNNPACK CPU path)."""
     path = _converted(req)
     res.model = _file_info(req.model_path, _format_of(kind))
@@ -100,7 +100,7 @@ def action_measure_tflite(req: WorkerRequest, res: WorkerResult, mem: MemoryPhas
     return None
 
 
-def action_measure_ncnn(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+def action_measure_ncnn(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
     """Run the converted ncnn model (``.param`` + ``.bin``) with ncnn's Python ``Net``, CPU only.
 
     ncnn has no batch dimension: the request's shape is ``[1, C, H, W]`` (or a shape without the

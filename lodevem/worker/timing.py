@@ -7,7 +7,8 @@ import statistics
 import time
 from typing import Any, Callable, Optional
 
-from .protocol import WorkerError, WorkerRequest, first_line, progress
+from .protocol import WorkerError, first_line, progress
+from .requests import MeasureRequest
 from .sections import HostTimings
 
 # What a forward pass that fails says when the input is the problem (as torch phrases it).
@@ -67,7 +68,7 @@ def percentile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (k - lo)
 
 
-def latency_stats(samples: list[float], batch: int, req: WorkerRequest) -> HostTimings:
+def latency_stats(samples: list[float], batch: int, req: MeasureRequest) -> HostTimings:
     """Summary of every timed pass; std is the population std (numpy's default)."""
     xs, mean = sorted(samples), statistics.fmean(samples)
     return HostTimings(samples_ms=tuple(samples), mean_ms=mean, std_ms=statistics.pstdev(samples), min_ms=xs[0],

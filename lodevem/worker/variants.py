@@ -14,7 +14,8 @@ from typing import Any, Callable
 from .file_sections import DerivedFile, VariantSection
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
 from .programs import exported_module, with_layers
-from .protocol import WorkerError, WorkerRequest, WorkerResult, first_line, progress
+from .protocol import WorkerError, WorkerResult, first_line, progress
+from .requests import DeriveRequest, WorkerRequest
 
 PRUNING_RATIO = 0.5
 CALIBRATION_BATCHES, CALIBRATION_SEED = 8, 0
@@ -202,7 +203,7 @@ def _prune(module: Any, example: Any) -> tuple[Any, list[str], dict[str, Any]]:
         "macs_before": before["macs"], "macs_after": after["macs"], "torch_pruning": tp_version}
 
 
-def _derive(req: WorkerRequest, res: WorkerResult, kind: str, module: Any, example: Any, keep_original: bool
+def _derive(req: DeriveRequest, res: WorkerResult, kind: str, module: Any, example: Any, keep_original: bool
             ) -> tuple[Any, Any]:
     """Derive ``req.level``, fill ``res.variant`` and make ``res.model`` describe the variant;
     returns (variant, its input). The caller drops the original and calls ``_released``."""
