@@ -331,7 +331,7 @@ REQUEST_FIELDS = sorted({f.name for record in REQUESTS.values() for f in fields(
 plausible = {
     "action": st.sampled_from(["measure", "export-onnx", "inspect", "derive", "export-tflite", "export-ncnn", "fly"]),
     "model_path": st.sampled_from(["m.pt", ""]),
-    "schema_version": st.sampled_from([1, 2, 1.0, True]),
+    "schema_version": st.sampled_from([1, 2, 3, 2.0, True]),
     "input_shape": st.one_of(st.none(), st.lists(st.integers(-1, 4), max_size=4)),
     "runtime": st.sampled_from(["torch", "onnxruntime", "tflite", "ncnn", "tensorflow"]),
     "converted_path": st.sampled_from([None, "", "m.tflite", "m.ncnn.param"]),

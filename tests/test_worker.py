@@ -175,7 +175,7 @@ def test_request_round_trip_and_validation() -> None:
     req = worker.MeasureRequest(model_path="m.pt", input_shape=[1, 3, 32, 32], runs=7)
     assert worker.WorkerRequest.from_json(req.to_json()) == req
     for bad in ({"action": "measure", "model_path": "m.pt", "colour": "red"},
-                {"action": "measure", "model_path": "m.pt", "schema_version": 2},
+                {"action": "measure", "model_path": "m.pt", "schema_version": 1},
                 {"action": "measure", "model_path": "m.pt", "level": "int4"},
                 {"action": "measure", "model_path": "m.pt", "runs": 0},
                 {"action": "measure", "model_path": "m.pt", "input_shape": [1, 0, 3]},

@@ -22,7 +22,9 @@ from .profile_section import InstructionProfile
 from .registry import CONVERT_ACTIONS
 from .sections import AccuracySection, ConvertedSection, HostTimings, MemorySection, RuntimeSection, WorkerFailure
 
-SCHEMA_VERSION = 1
+# The wire format's version, in every request and reply (as pyperf versions its records); the host
+# refuses a reply of another version ("rebuild the image"). 2: one request record per action.
+SCHEMA_VERSION = 2
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
 
 
