@@ -192,7 +192,7 @@ def test_only_the_client_builds_worker_requests() -> None:
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
                     "WorkerRequest", "from_json") and "WorkerRequest" in ast.unparse(node.func):
                 offenders.append(f"{rel}:{node.lineno}")
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in requests:
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in requests:
                 offenders.append(f"{rel}:{node.lineno}")
     assert offenders == []
 

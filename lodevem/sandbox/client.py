@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence, TypeVar
 from ..errors import SandboxError
 from ..runtimes import adapter
 from ..safe_io import printable
+from ..worker import requests as wire
 from ..worker.protocol import (
     SCHEMA_VERSION,
     UNUSABLE_FILE_KINDS,
@@ -39,16 +40,7 @@ from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported 
     WorkerReply,
     reply_object,
 )
-from ..worker.requests import (
-    ArmsimProfileRequest,
-    ConvertRequest,
-    DecodeImagesRequest,
-    DeriveRequest,
-    EvaluateRequest,
-    ExportOnnxRequest,
-    MeasureRequest,
-    WorkerRequest,
-)
+from ..worker.requests import WorkerRequest
 from ..worker.verdict import Verdict
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
@@ -150,7 +142,7 @@ class WorkerClient:
         """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's;
         ``twin=False``: the export as torch writes it (an int8/fp16 model's own ops, for onnxruntime);
         a file with all-zero output channels also gets that graph without them at ``channels_removed``."""
-        request = self._loaded(ExportOnnxRequest(
+        request = self._loaded(wire.ExportOnnxRequest(
             model_path=str(model), input_shape=_shape(input_shape), onnx_path=str(target), twin=twin,
             channels_removed_path=str(channels_removed) if channels_removed else None))
         return self.run(request, self.work_limit_mb, timeout_s)
@@ -161,7 +153,7 @@ class WorkerClient:
         ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize`` (a
         ``precision.CONVERT_QUANTIZE`` level): made by the runtime's own toolchain while converting;
         ``calibration``: an .npz of ``inputs`` calibrating int8 (else synthetic inputs)."""
-        request = self._loaded(ConvertRequest(
+        request = self._loaded(wire.ConvertRequest(
             action=adapter(runtime).convert_action, model_path=str(model), runtime=runtime,
             input_shape=_shape(input_shape), converted_path=str(target), quantize=quantize,
             calibration_path=str(calibration) if calibration else None))
@@ -172,7 +164,7 @@ class WorkerClient:
                 converted_path: Optional[Path] = None) -> SandboxRun:
         """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained);
         ``converted_path``: the conversion a tflite/ncnn measurement runs."""
-        request = self._loaded(MeasureRequest(
+        request = self._loaded(wire.MeasureRequest(
             model_path=str(model), warmup=settings.warmup, runs=settings.runs, threads=settings.threads,
             runtime=settings.runtime, onnx_path=str(onnx_path) if onnx_path is not None else None,
             converted_path=str(converted_path) if converted_path is not None else None,
@@ -183,7 +175,7 @@ class WorkerClient:
                timeout_s: float, finetune: Optional[tuple[Path, int]] = None) -> SandboxRun:
         """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit;
         ``finetune`` (pruned only): (normalised samples .npz, epochs) to fine-tune it on."""
-        request = self._loaded(DeriveRequest(
+        request = self._loaded(wire.DeriveRequest(
             model_path=str(model), level=level, derive_out=str(out), input_shape=_shape(input_shape),
             data_path=str(finetune[0]) if finetune else None, finetune_epochs=finetune[1] if finetune else None))
         return self.run(request, self.work_limit_mb, timeout_s)
@@ -193,7 +185,7 @@ class WorkerClient:
                  on_progress: Optional[ProgressFn] = None) -> SandboxRun:
         """Top-1/top-5 of ``model`` on the samples ``data`` (a normalised .npz) under
         ``settings.runtime``, in that runtime's image, under the work limit (no device is modelled)."""
-        request = self._loaded(EvaluateRequest(
+        request = self._loaded(wire.EvaluateRequest(
             model_path=str(model), data_path=str(data), threads=settings.threads, runtime=settings.runtime,
             onnx_path=str(onnx_path) if onnx_path is not None else None,
             converted_path=str(converted_path) if converted_path is not None else None,
@@ -204,7 +196,7 @@ class WorkerClient:
         """An ImageFolder tree's images (``pack``: the host's zip of their bytes) decoded with Pillow
         into the normalised samples ``target`` (an .npz), in the benchmark image under the work limit:
         the host never decodes an image (``worker.images``)."""
-        request = DecodeImagesRequest(model_path=str(pack), derive_out=str(target), preprocess=dict(preprocess))
+        request = wire.DecodeImagesRequest(model_path=str(pack), derive_out=str(target), preprocess=dict(preprocess))
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
@@ -213,7 +205,7 @@ class WorkerClient:
         """Count one steady-state inference of ``converted`` (a .tflite or ncnn .param) under
         ``runtime``'s Arm build on an emulated ``isa`` core (lodevem-armsim image), under the
         work limit. ``warmup`` inferences run uncounted first (weight packing)."""
-        request = ArmsimProfileRequest(model_path=str(converted), runtime=runtime, converted_path=str(converted),
+        request = wire.ArmsimProfileRequest(model_path=str(converted), runtime=runtime, converted_path=str(converted),
                                        isa=isa, precision=precision, uarch=uarch, threads=threads,
                                        input_shape=_shape(input_shape), warmup=warmup, runs=inferences)
         return self.run(request, self.work_limit_mb, timeout_s)
