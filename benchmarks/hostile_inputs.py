@@ -64,6 +64,7 @@ def _parse(line_kb: int) -> None:
 def _loud_run(mb: int) -> None:
     from lodevem.sandbox.client import WorkerClient
     from lodevem.sandbox.process_backend import ProcessBackend
+    from lodevem.worker.requests import InspectRequest
 
     with tempfile.TemporaryDirectory() as folder:
         model = Path(folder) / "loud.pt"
@@ -71,7 +72,7 @@ def _loud_run(mb: int) -> None:
         client = WorkerClient(ProcessBackend())
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         started = time.monotonic()
-        run = client.run(client._request(action="inspect", model_path=str(model), input_shape=[1, 3, 16, 16]),
+        run = client.run(InspectRequest(model_path=str(model), input_shape=[1, 3, 16, 16]),
                          None, 600)
         wall = time.monotonic() - started
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

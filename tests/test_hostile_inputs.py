@@ -21,6 +21,7 @@ from lodevem.gates import Budget, check_budget
 from lodevem.latency.calibration import parse_benchmark_log
 from lodevem.safe_io import LOG, LOG_LINE_CHARS, UnsafeInput, json_text, printable, read_text
 from lodevem.sandbox.usercode import MAX_ARCH_KWARGS_DEPTH, code_digest, parse_arch_kwargs
+from lodevem.worker.requests import InspectRequest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 
@@ -259,7 +260,7 @@ def test_a_model_that_prints_300_mb_leaves_a_small_host_and_a_capped_log(docker_
     before = _hwm_mb()
     watcher.start()
     try:
-        run = client.run(client._request(action="inspect", model_path=str(model), input_shape=[1, 3, 16, 16]),
+        run = client.run(InspectRequest(model_path=str(model), input_shape=[1, 3, 16, 16]),
                          None, 300)
     finally:
         done.set()
@@ -302,7 +303,7 @@ def test_a_loud_model_keeps_only_output_tails_on_the_host_and_the_node(side: str
     model = tmp_path / "loud.pt"
     model.write_bytes(pickle.dumps(_Payload(_LOUD.replace("300 *", "40 *").replace("50 *", "5 *")), protocol=2))
     client = WorkerClient(ProcessBackend())
-    request = client._request(action="inspect", model_path=str(model), input_shape=[1, 3, 16, 16])
+    request = InspectRequest(model_path=str(model), input_shape=[1, 3, 16, 16])
     if side == "process backend":
         run = client.run(request, None, 300)
         assert run.reply is not None and run.reply.ok
