@@ -3,7 +3,8 @@ measurement planner (tests/data/start_baseline.csv, see tests/data/README.md), a
 run on today's code through the real Docker engine.
 
 Equal: the model and profile columns, every latency column (the estimator is deterministic),
-the memory verdict and limit of every row. Peaks within the VmHWM spread between runs (a few MB).
+the memory verdict and limit of every row. Peaks within the VmHWM spread between runs (a few MB);
+a run stopped at the limit (OOM) only has to be over it.
 New columns are allowed; rows inferred from a larger limit's run must agree like measured ones.
 """
 
@@ -82,7 +83,12 @@ def test_a_start_run_gives_the_stored_answers(docker_backend, tmp_path: Path) ->
             differ.append((key, "latency_uncertainty", old["latency_uncertainty"], new["latency_uncertainty"]))
         differ += [(key, c, old[c], new[c]) for c in CLOSE if (old[c] or new[c]) and not (
             old[c] and new[c] and math.isclose(float(old[c]), float(new[c]), rel_tol=1e-9))]
-        if (bool(old["peak_rss_mb"]) != bool(new["peak_rss_mb"]) or old["peak_rss_mb"] and
+        if old["verdict"] == new["verdict"] == "oom":
+            # a run stopped at the limit: its peak is where the kernel stopped it, which moves with
+            # reclaim timing (273.9 and 283.1 MB seen under a 256 MB limit); it must be over the limit
+            if not new["peak_rss_mb"] or float(new["peak_rss_mb"]) < float(new["limit_mb"]):
+                differ.append((key, "peak_rss_mb", old["peak_rss_mb"], new["peak_rss_mb"]))
+        elif (bool(old["peak_rss_mb"]) != bool(new["peak_rss_mb"]) or old["peak_rss_mb"] and
                 abs(float(new["peak_rss_mb"]) - float(old["peak_rss_mb"])) > PEAK_TOLERANCE_MB):
             differ.append((key, "peak_rss_mb", old["peak_rss_mb"], new["peak_rss_mb"]))
     assert differ == [], "\n".join(map(str, differ))
