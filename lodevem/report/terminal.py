@@ -97,7 +97,10 @@ class Terminal:
 
     def checks(self, readiness: "Readiness") -> None:
         for item in readiness.checks:
-            self.out.print(f"{CHECK_MARKS[item.status]} [bold]{item.name}[/]: {item.detail}")
+            # ✗ means `start` cannot run as asked (the exit code is 1); something missing that only
+            # an opt-in feature needs (another runtime's image) is shown as !, with its hint.
+            status = "warn" if item.status == "fail" and not item.required else item.status
+            self.out.print(f"{CHECK_MARKS[status]} [bold]{item.name}[/]: {item.detail}")
             if item.hint and item.status != "ok":
                 self.out.print(f"    [dim]hint:[/] {item.hint}")
 
