@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -19,29 +18,9 @@ from lodevem.profiles import load_profiles
 
 FAKE = Path(__file__).resolve().parent / "fixtures" / "fake_adb"
 sys.path.insert(0, str(FAKE))
-from phones import cpuinfo, go_phone, write_phones  # noqa: E402
+from phones import calls, cpuinfo, go_phone, phones_fixture  # noqa: E402,F401  (the `phones` fixture)
 
 HOSTILE = "$(touch /tmp/pwned); rm -rf / `id` | \x1b]0;title\x07 ../../etc/passwd"
-
-
-@pytest.fixture
-def phones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Put the fake adb on PATH; returns a function that sets the phones it plays."""
-    monkeypatch.setenv("PATH", f"{FAKE}:{Path(sys.executable).parent}:/usr/bin:/bin")
-    monkeypatch.delenv("LODEVEM_ADB", raising=False)
-    state = tmp_path / "adb-state"
-    monkeypatch.setenv("FAKE_ADB_STATE", str(state))
-
-    def setup(devices: dict) -> Path:
-        path = write_phones(tmp_path / "phones.json", devices)
-        monkeypatch.setenv("FAKE_ADB_PHONES", str(path))
-        return state
-
-    return setup
-
-
-def calls(state: Path) -> list[list[str]]:
-    return [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
 
 
 def test_device_lists_the_phone_with_its_facts(phones) -> None:
