@@ -110,3 +110,92 @@ def test_the_stat_line_parser_reads_every_form() -> None:
     assert parse_run(["I tflite  : count=5 first=1e+06 curr=2e+06 min=1e+06 max=2e+06 avg=1.5e+06 std=5e+05"]
                      ).stats.max_ms == pytest.approx(2000.0)
     assert parse_run(["ERROR: Benchmarking failed."]) is None
+
+
+# -- the runner's stage: rows, and a disconnect mid-run ------------------------------------------
+
+class _Converts:
+    """The run's conversion cache as the stage asks it: the .tflite it made for a model (here the
+    LiteRT file built above; the Docker-lane test in test_device_start.py converts for real)."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+
+    def convert(self, path, sha, runtime, shape):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(path=self.files[Path(path).name], error=None)
+
+
+def _stage_run(files: dict[str, Path]):
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(runtimes=("tflite",), memory=SimpleNamespace(threads=1, warmup=1, runs=5))
+    progress = SimpleNamespace(working_on=lambda text: None, stage=lambda text: None)
+    return SimpleNamespace(config=config, session=SimpleNamespace(converts=_Converts(files)), progress=progress,
+                           warnings=[])
+
+
+def _models(tmp_path: Path, names: list[str]):
+    from lodevem.results import ModelFile
+
+    found = []
+    for name in names:
+        (tmp_path / name).write_bytes(name.encode())  # the user's file: only its digest is read here
+        found.append(ModelFile.from_path(tmp_path / name, name))
+    return found
+
+
+def test_the_stage_gives_measured_rows_and_a_disconnect_keeps_what_was_measured(phones, tmp_path, arm64_binary):
+    from lodevem.runner.device_stage import DeviceStage, open_phone
+    from lodevem.runner.stages import schedule
+
+    files = {"a.pt": tiny_tflite(tmp_path / "a.tflite", width=256), "b.pt": tiny_tflite(tmp_path / "b.tflite", 320)}
+    # read_device: 7 calls; the bench's folder and binary: 3; one model: push, 2 runs, rm = 4 -> gone at the 15th
+    state = phones({"FAKE123": phone_with_standin(disconnect_after=14)})
+    phone = open_phone("adb:FAKE123", arm64_binary, ("tflite",), 120.0)
+    stage = DeviceStage(_models(tmp_path, ["a.pt", "b.pt"]), phone)
+    run = _stage_run(files)
+    try:
+        rows = [row for _, row in schedule(run, stage) if row is not None]
+    finally:
+        stage.finish()
+    assert [r.model_label for r in rows] == ["a.pt"]
+    row = rows[0]
+    assert row.latency_kind == "measured" and row.latency_source.startswith("measured on Fake Go 1 (FK6739)")
+    assert row.latency_uncertainty is None and row.latency_low_ms is None and row.latency_calibrations == ()
+    assert row.measured_on == "Fake Go 1 (FK6739)" and row.device_runs == 5 and row.backend == "adb"
+    assert row.device_latency_min_ms <= row.latency_ms <= row.device_latency_max_ms
+    assert row.device_peak_mb == row.peak_rss_mb and row.device_peak_mb > 0
+    assert {op.node_type for op in row.device_op_profile} == {"FULLY_CONNECTED", "RELU", "ADD"}
+    assert row.device_binary_sha256 == phone.binary.sha256 and row.profile_id == "phone_fake_go_1"
+    assert len(run.warnings) == 1 and run.warnings[0].startswith("b.pt: the phone disconnected")
+    assert "error: closed" in run.warnings[0]
+    assert calls(state)[-1][:3] == ["-s", "FAKE123", "shell"]  # the stage still tried to clean up
+
+
+def test_the_stage_leaves_the_phone_as_found(phones, tmp_path, arm64_binary):
+    from lodevem.runner.device_stage import DeviceStage, open_phone
+    from lodevem.runner.stages import schedule
+
+    state = phones({"FAKE123": phone_with_standin()})
+    stage = DeviceStage(_models(tmp_path, ["a.pt"]), open_phone("adb:FAKE123", arm64_binary, ("tflite",), 120.0))
+    run = _stage_run({"a.pt": tiny_tflite(tmp_path / "a.tflite")})
+    try:
+        rows = [row for _, row in schedule(run, stage)]
+    finally:
+        stage.finish()
+    assert len(rows) == 1 and rows[0] is not None and run.warnings == []
+    assert pushed(state, "FAKE123") == [] and not any(p.is_dir() for p in (state / "fs" / "FAKE123" / "data" /
+                                                                           "local" / "tmp").iterdir())
+
+
+def test_open_phone_refuses_a_runtime_without_a_file(phones, arm64_binary):
+    from lodevem.runner.device_stage import open_phone
+
+    with pytest.raises(InputError, match="use --runtime tflite"):
+        open_phone("adb:FAKE123", arm64_binary, ("torch",), 10.0)
+    with pytest.raises(InputError, match="expected adb:SERIAL"):
+        open_phone("FAKE123", arm64_binary, ("tflite",), 10.0)
+    with pytest.raises(InputError, match="device serial"):
+        open_phone("adb:-rf;reboot", arm64_binary, ("tflite",), 10.0)

@@ -59,6 +59,9 @@ class OpTime:
     avg_ms: float
     share_pct: float
 
+    def __str__(self) -> str:  # the CSV cell: "CONV_2D x36 20.42 ms (71.2%)"
+        return f"{self.node_type} x{self.count} {self.avg_ms:.4g} ms ({self.share_pct:.1f}%)"
+
 
 @dataclass(frozen=True)
 class BenchmarkRun:
