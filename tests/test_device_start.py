@@ -1,0 +1,52 @@
+"""``start model.pt --device adb:FAKE``: the real pipeline (export and LiteRT conversion in the
+converter image, memory under LiteRT) plus the fake phone, whose stand-in benchmark_model runs the
+.tflite lodevem converted. Docker lane."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lodevem import zoo
+from lodevem.cli import cli
+
+FAKE = Path(__file__).resolve().parent / "fixtures" / "fake_adb"
+sys.path.insert(0, str(FAKE))
+from phones import aarch64_elf, calls, phone_with_standin, phones_fixture, pushed  # noqa: E402,F401
+
+pytestmark = pytest.mark.docker
+
+
+def test_start_with_a_phone_gives_a_measured_row(app_backend, phones, tmp_path: Path) -> None:
+    state = phones({"FAKE123": phone_with_standin()})
+    model = zoo.write("tiny_cnn", tmp_path)
+    binary = aarch64_elf(tmp_path / "benchmark_model")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["start", str(model), "--profile", "nokia_8110_4g", "--runtime", "tflite",
+                                      "--device", "adb:FAKE123", "--benchmark-binary", str(binary), "--warmup", "1",
+                                      "--runs", "8", "--jobs", "1", "--backend", "docker", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((out / "benchmark_results.json").read_text())["results"]
+    assert {r["profile_id"] for r in rows} == {"nokia_8110_4g", "phone_fake_go_1"}
+    predicted = next(r for r in rows if r["profile_id"] == "nokia_8110_4g")
+    measured = next(r for r in rows if r["profile_id"] == "phone_fake_go_1")
+    assert predicted["latency_kind"] != "measured" and predicted["measured_on"] is None
+    assert measured["latency_kind"] == "measured" and measured["measured_on"] == "Fake Go 1 (FK6739)"
+    assert measured["latency_source"].startswith("measured on Fake Go 1 (FK6739): benchmark_model")
+    assert measured["latency_uncertainty"] is None and measured["latency_calibrations"] == []
+    assert measured["device_runs"] == 8 and measured["device_binary_sha256"] and measured["backend"] == "adb"
+    assert measured["device_latency_min_ms"] <= measured["latency_ms"] <= measured["device_latency_max_ms"]
+    assert measured["device_latency_std_ms"] >= 0 and measured["device_peak_mb"] > 0
+    ops = {op["node_type"]: op for op in measured["device_op_profile"]}
+    assert "CONV_2D" in ops and all(op["count"] >= 1 and op["avg_ms"] >= 0 for op in ops.values())
+    with open(out / "benchmark_results.csv", newline="") as fh:
+        csv_rows = list(csv.DictReader(fh))
+    assert any(r["measured_on"] == "Fake Go 1 (FK6739)" and "CONV_2D x" in r["device_op_profile"] for r in csv_rows)
+    pushes = [a for a in calls(state) if "push" in a]
+    assert len(pushes) == 2 and pushes[1][3].endswith(".tflite") and pushes[1][4].startswith("/data/local/tmp/lodevem-")
+    assert pushed(state, "FAKE123") == []
