@@ -341,6 +341,7 @@ def device_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         "sources (docs/device.md).")(fn)
     return click.option(
         "--device", default=None, metavar="adb:SERIAL",
-        help="Also measure every model on this phone over adb (a serial `lodevem device` lists, or HOST:PORT of a "
-        "remote session): the runtime's own file and benchmark binary are pushed, run with --threads, --warmup "
-        "and --runs, and removed; one row each, measured, nothing predicted (docs/device.md).")(fn)
+        help="Measure on this phone over adb (a serial `lodevem device` lists, or HOST:PORT of a remote session): "
+        "the runtime's own file and benchmark binary are pushed, run with --threads, --warmup and --runs, and "
+        "removed. start: one measured row per model besides the profiles' rows, nothing predicted in it "
+        "(docs/device.md).")(fn)

@@ -126,18 +126,22 @@ class PhoneBench:
         except DeviceError:
             pass
 
-    def measure(self, model_file: Path, threads: int, warmup: int, runs: int) -> DeviceMeasurement:
+    def measure(self, model_file: Path, threads: int, warmup: int, runs: int,
+                profile_ops: bool = True) -> DeviceMeasurement:
         """Push ``model_file`` (lodevem's own conversion), run the binary twice (timed; op
-        profile), parse both logs, remove the file. ``DeviceDisconnected`` when the phone goes."""
+        profile, unless ``profile_ops`` is False), parse both logs, remove the file.
+        ``DeviceDisconnected`` when the phone goes."""
         remote = f"{self.folder}/model{''.join(model_file.suffixes[-1:]) or '.bin'}"
         self.client.push(model_file.resolve(), remote, self.timeout_s)
         try:
             timed = self._run(remote, threads, warmup, runs, "--report_peak_memory_footprint=true")
-            profiled = self._run(remote, threads, 1, min(runs, PROFILE_RUNS), "--enable_op_profiling=true")
+            profiled = (self._run(remote, threads, 1, min(runs, PROFILE_RUNS), "--enable_op_profiling=true")
+                        if profile_ops else None)
         finally:
             self.client.shell(["rm", "-f", remote], check=False)
-        run = BenchmarkRun(timed.tool, timed.threads, timed.stats, timed.peak_memory_mb, profiled.op_profile,
-                           timed.version or profiled.version)
+        run = BenchmarkRun(timed.tool, timed.threads, timed.stats, timed.peak_memory_mb,
+                           profiled.op_profile if profiled else (),
+                           timed.version or (profiled.version if profiled else None))
         return DeviceMeasurement(self.device, self.binary.runtime, threads, warmup, runs, run, self.binary.sha256,
                                  sha256_file(model_file, MODEL_FILE))
 
