@@ -50,3 +50,34 @@ def test_start_with_a_phone_gives_a_measured_row(app_backend, phones, tmp_path: 
     pushes = [a for a in calls(state) if "push" in a]
     assert len(pushes) == 2 and pushes[1][3].endswith(".tflite") and pushes[1][4].startswith("/data/local/tmp/lodevem-")
     assert pushed(state, "FAKE123") == []
+
+
+def test_calibrate_adb_records_three_models_and_later_predictions_say_calibrated(app_backend, phones,
+                                                                                tmp_path: Path) -> None:
+    phones({"FAKE123": phone_with_standin()})
+    binary = aarch64_elf(tmp_path / "benchmark_model")
+    folder, records = tmp_path / "phones", tmp_path / "calibrations"
+    wrote = CliRunner().invoke(cli, ["device", "profile", "FAKE123", "--output", str(folder)])
+    assert wrote.exit_code == 0, wrote.output
+    sibling = (folder / "phone_fake_go_1.yaml").read_text().replace("id: phone_fake_go_1", "id: other_fk6739")
+    (folder / "other_fk6739.yaml").write_text(sibling)  # another phone with the same SoC
+    result = CliRunner().invoke(cli, ["calibrate", "adb", "phone_fake_go_1", "--device", "adb:FAKE123",
+                                      "--benchmark-binary", str(binary), "--model", "tiny_cnn", "--model",
+                                      "mobilenet_v3_small", "--model", "squeezenet1_1", "--warmup", "1", "--runs", "5",
+                                      "--profiles-dir", str(folder), "--calibrations", str(records),
+                                      "--backend", "docker"])
+    assert result.exit_code == 0, result.output
+    kept = [json.loads(p.read_text()) for p in records.glob("*.json")]
+    assert sorted(r["model_label"] for r in kept) == ["mobilenet_v3_small.pt", "squeezenet1_1.pt", "tiny_cnn.pt"]
+    assert {r["runtime"] for r in kept} == {"tflite"} and {r["scope"] for r in kept} == {"same-chipset"}
+    assert all(r["measured_by"].startswith("measured on Fake Go 1 (FK6739): benchmark_model mean of 5 runs")
+               for r in kept)
+    assert "other_fk6739" in result.output  # the sibling is named as calibrated too
+    later = CliRunner().invoke(cli, ["predict", "mobilenet_v2", "--profile", "phone_fake_go_1", "--profile",
+                                     "other_fk6739", "--profiles-dir", str(folder), "--calibrations", str(records),
+                                     "--json", "--backend", "docker"])
+    assert later.exit_code == 0, later.output
+    cells = {c["profile_id"]: c for c in json.loads(later.output)}
+    for profile_id in ("phone_fake_go_1", "other_fk6739"):
+        assert "calibrated(n=3)" in cells[profile_id]["latency_source"], cells[profile_id]
+        assert cells[profile_id]["latency_calibrations"]
