@@ -81,3 +81,17 @@ def test_calibrate_adb_records_three_models_and_later_predictions_say_calibrated
     for profile_id in ("phone_fake_go_1", "other_fk6739"):
         assert "calibrated(n=3)" in cells[profile_id]["latency_source"], cells[profile_id]
         assert cells[profile_id]["latency_calibrations"]
+
+
+def test_predict_with_a_phone_adds_a_measured_cell(app_backend, phones, tmp_path: Path) -> None:
+    phones({"FAKE123": phone_with_standin()})
+    binary = aarch64_elf(tmp_path / "benchmark_model")
+    result = CliRunner().invoke(cli, ["predict", "tiny_cnn", "--profile", "nokia_8110_4g", "--device", "adb:FAKE123",
+                                      "--benchmark-binary", str(binary), "--json", "--backend", "docker"])
+    assert result.exit_code == 0, result.output
+    cells = {c["profile_id"]: c for c in json.loads(result.output)}
+    assert set(cells) == {"nokia_8110_4g", "phone_fake_go_1"}
+    assert cells["nokia_8110_4g"]["latency_kind"] != "measured"
+    phone = cells["phone_fake_go_1"]
+    assert phone["latency_kind"] == "measured" and phone["latency_source"].startswith("measured on Fake Go 1 (FK6739)")
+    assert phone["latency_ms"] > 0 and phone["latency_uncertainty"] is None

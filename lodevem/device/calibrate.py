@@ -24,6 +24,7 @@ from ..safe_io import printable
 from .adb import AdbClient, check_serial
 from .bench import PhoneBench, binary_for
 from .info import parse_devices, read_device
+from .predictions import runtime_file
 
 __all__ = ["CALIBRATION_MODELS", "calibrate_from_phone"]
 
@@ -60,20 +61,11 @@ def calibrate_from_phone(serial: Optional[str], profile_id: str, binary: Optiona
                         f"{profile.chipset}: recorded for {profile.id} as asked")
     measured: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="lodevem-calibrate-adb-") as tmp, predictor:
-        files = []
         with busy(f"exporting and converting {len(chosen)} zoo model(s) to {RUNTIME}"):
-            for name in chosen:
-                path = zoo.write(name, Path(tmp))
-                graph = predictor.graph(path)
-                convert = predictor.graphs.converter(graph, RUNTIME)
-                converted = convert() if convert is not None else None
-                if converted is None or converted.path is None:
-                    raise InputError(f"{name}: no {RUNTIME} file to measure "
-                                     f"({converted.error if converted else 'not convertible'})")
-                files.append((name, path, converted.path))
+            files = [(name, *runtime_file(predictor, name, RUNTIME, Path(tmp))) for name in chosen]
         with busy(f"measuring {len(files)} model(s) on {device.label}"), \
                 PhoneBench(client, device, checked, client.timeout_s) as bench:
-            for name, path, converted_path in files:
+            for name, _graph, converted_path in files:
                 try:
                     found = bench.measure(converted_path, threads, warmup, runs, profile_ops=False)
                 except DeviceDisconnected as exc:
@@ -81,7 +73,7 @@ def calibrate_from_phone(serial: Optional[str], profile_id: str, binary: Optiona
                                     f"{len(measured)} model(s) measured before it are recorded")
                     break
                 stats = found.run.stats
-                measured.append(Measurement(str(path), stats.mean_ms, clip_by(
+                measured.append(Measurement(str(Path(tmp) / f"{name}.pt"), stats.mean_ms, clip_by(
                     f"{found.measured_on}: benchmark_model mean of {stats.count} runs after {warmup} warm-up, "
                     f"min {stats.min_ms:.4g} max {stats.max_ms:.4g} ms, binary sha256 {found.binary_sha256[:12]}")))
         if not measured:
