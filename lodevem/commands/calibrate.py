@@ -29,12 +29,15 @@ def calibrate() -> None:
     prediction for it; from then on start and predict scale that profile's latencies: one
     measurement gives one factor (measured / predicted), three or more separate factors for the
     compute- and the memory-bound parts of each prediction. Works for custom profiles
-    (--profiles-dir): copy the template, measure one model on your phone, calibrate.
+    (--profiles-dir): copy the template, measure one model on your phone, calibrate; or let
+    `calibrate adb` measure on a phone over adb.
 
     \b
     Example:
         lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite
         lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
+        lodevem calibrate adb nokia_c1 --device adb:0123456789ABCDEF \\
+            --benchmark-binary ./benchmark_model
         lodevem calibrate list
         lodevem calibrate remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
