@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..latency.described import MEASURED
 from ..latency.records import LatencyPrediction
 from ..profiles import Profile
 from ..results import MemoryMeasurement, ModelFile, PairResult
@@ -21,7 +22,7 @@ from .bench import DeviceMeasurement
 
 __all__ = ["MEASURED_KIND", "device_latency", "device_row"]
 
-MEASURED_KIND = "measured"
+MEASURED_KIND = MEASURED  # the reports' words for it: latency.described
 
 
 def device_latency(found: DeviceMeasurement, profile: Profile) -> LatencyPrediction:

@@ -6,7 +6,8 @@ away must cost only its own rows. The phone is checked before anything slow star
 adb answers, the facts make a profile, the binary's ABI is one the phone runs); its rows are not
 part of ``--resume``'s state (a resumed run measures on the phone again).
 
-A disconnect keeps the rows measured so far and adds one warning naming the model it stopped at.
+A disconnect keeps the rows measured so far and adds one warning naming the model it stopped at;
+a binary that fails on one file costs that row only (one warning quoting the phone's answer).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Optional, Sequence
 from ..device import AdbClient, device_profile, parse_device_option, read_device
 from ..device.bench import BenchmarkBinary, PhoneBench, binary_for
 from ..device.rows import device_row
-from ..errors import DeviceDisconnected, InputError
+from ..errors import DeviceDisconnected, DeviceError, InputError
 from ..predict import converted_file
 from ..profiles import Profile
 from ..results import ModelFile, PairResult
@@ -96,6 +97,9 @@ class DeviceStage(Stage[ModelFile, Optional[PairResult]]):
             self.gone = job.label
             run.warnings.append(f"{job.label}: the phone disconnected while it was measured "
                                 f"({printable(exc, 200, newlines=False)}); the rows measured before it are kept")
+            return None
+        except DeviceError as exc:  # the binary failed on this file: the run's other rows are not lost
+            run.warnings.append(f"{job.label}: not measured on the phone: {printable(exc, 300, newlines=False)}")
             return None
         return device_row(job, phone.profile, found)
 
