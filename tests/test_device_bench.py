@@ -199,3 +199,21 @@ def test_open_phone_refuses_a_runtime_without_a_file(phones, arm64_binary):
         open_phone("FAKE123", arm64_binary, ("tflite",), 10.0)
     with pytest.raises(InputError, match="device serial"):
         open_phone("adb:-rf;reboot", arm64_binary, ("tflite",), 10.0)
+
+
+def test_a_hostile_benchmark_log_is_bounded_and_never_trusted(phones, model, arm64_binary) -> None:
+    noise = ("\x1b]0;pwned\x07\x1b[2J" + "x" * 200_000 + "\n"
+             "INFO: count=1 first=1 curr=1 min=1 max=1 avg=1e+99 std=0\n"  # before the real runs: not the figure
+             "============================== Summary by node type ==============================\n"
+             "\t$(reboot);rm -rf /\t1\t1.0\t1.0%\t1.0%\t0\t1\n"
+             "INFO: LiteRT version: 9.9.9;reboot\n")
+    state = phones({"FAKE123": phone_with_standin(log_noise=noise)})
+    client = AdbClient("FAKE123")
+    with PhoneBench(client, read_device(client), binary_for("tflite", arm64_binary)) as bench:
+        found = bench.measure(model, threads=1, warmup=1, runs=4)
+    assert found.run.stats.count == 4 and found.run.stats.mean_ms < 1e6  # the real stat line, not the planted one
+    assert all(";" not in op.node_type and "$" not in op.node_type for op in found.op_profile)
+    assert found.run.version == "9.9.9"  # only the version's own characters are kept
+    assert pushed(state, "FAKE123") == []
+    for argv in calls(state):
+        assert not any("reboot" in a or "pwned" in a for a in argv)
