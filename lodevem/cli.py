@@ -17,6 +17,7 @@ import click
 
 from .commands import TERMINAL
 from .commands.calibrate import calibrate
+from .commands.device import device
 from .commands.models import derive, inspect_cmd, zoo
 from .commands.predict import predict
 from .commands.run import report_cmd, start
@@ -113,6 +114,8 @@ def cli() -> None:
       XDG_CONFIG_HOME        default calibrations folder is
                              $XDG_CONFIG_HOME/lodevem/calibrations
                              (default ~/.config/lodevem/calibrations)
+      LODEVEM_ADB            the adb executable of `device`, --device and
+                             `calibrate adb` (default: adb on PATH)
       LODEVEM_DEBIAN_MIRROR  mirror for build-image's offline base image
                              (see build-image --debian-mirror)
       LODEVEM_ARMSIM_ROOT    inside the armsim image only: where its Arm guests
@@ -133,8 +136,8 @@ def cli() -> None:
 
 
 # The commands, in the pipeline's order: look around, get ready, run, then the model tools.
-for command in (list_cmd, check, zoo, start, report_cmd, predict, calibrate, derive, inspect_cmd, build_image_cmd,
-                fetch_predictors_cmd):
+for command in (list_cmd, check, zoo, device, start, report_cmd, predict, calibrate, derive, inspect_cmd,
+                build_image_cmd, fetch_predictors_cmd):
     cli.add_command(command)
 
 

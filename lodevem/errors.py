@@ -81,6 +81,15 @@ class Interrupted(KeyboardInterrupt):
         return cls(getattr(exc, "signum", signal.SIGINT), note)
 
 
+class DeviceError(LodevemError):
+    """A phone over adb (``lodevem.device``) or adb itself answered, but not with what lodevem
+    asked for: a refused push, a benchmark binary that failed, no adb. Exit code 1."""
+
+
+class DeviceDisconnected(DeviceError):
+    """adb says the phone is gone (unplugged, the remote session closed, offline)."""
+
+
 class Cancelled(LodevemError):
     """A run was stopped because lodevem is shutting down (Ctrl-C / SIGTERM)."""
 

@@ -10,7 +10,14 @@ import pytest
 
 from lodevem.latency.records import LatencyPrediction
 from lodevem.profiles import Profile, load_profiles
-from lodevem.results import COMPUTED_ROW_FIELDS, ROW_SOURCES, MemoryMeasurement, ModelFile, PairResult
+from lodevem.results import (
+    COMPUTED_ROW_FIELDS,
+    DEVICE_ROW_FIELDS,
+    ROW_SOURCES,
+    MemoryMeasurement,
+    ModelFile,
+    PairResult,
+)
 
 RECORDS = {"ModelFile": ModelFile, "Profile": Profile, "LatencyPrediction": LatencyPrediction,
            "MemoryMeasurement": MemoryMeasurement}
@@ -21,7 +28,8 @@ def _names(cls: type) -> set[str]:
 
 
 def _covered(sources: dict[str, dict[str, str]]) -> list[str]:
-    return [row for mapping in sources.values() for row in mapping] + sorted(COMPUTED_ROW_FIELDS)
+    return ([row for mapping in sources.values() for row in mapping] + sorted(COMPUTED_ROW_FIELDS)
+            + sorted(DEVICE_ROW_FIELDS))  # the phone's own figures (lodevem.device.rows)
 
 
 def _problems(sources: dict[str, dict[str, str]], row_fields: set[str]) -> list[str]:

@@ -13,6 +13,7 @@ from .legacy import CalibrateGroup
 from .options import (
     backend_option,
     calibrations_option,
+    device_options,
     input_shape_option,
     model_code_options,
     profiles_dir_option,
@@ -28,12 +29,15 @@ def calibrate() -> None:
     prediction for it; from then on start and predict scale that profile's latencies: one
     measurement gives one factor (measured / predicted), three or more separate factors for the
     compute- and the memory-bound parts of each prediction. Works for custom profiles
-    (--profiles-dir): copy the template, measure one model on your phone, calibrate.
+    (--profiles-dir): copy the template, measure one model on your phone, calibrate; or let
+    `calibrate adb` measure on a phone over adb.
 
     \b
     Example:
         lodevem calibrate add jiophone2 mobilenet_v2=412.5 --runtime tflite
         lodevem calibrate from-log benchncnn.txt my_phone --profiles-dir phones/
+        lodevem calibrate adb nokia_c1 --device adb:0123456789ABCDEF \\
+            --benchmark-binary ./benchmark_model
         lodevem calibrate list
         lodevem calibrate remove jiophone2--20261201155000--0a1b2c3d4e5f
     """
@@ -112,6 +116,48 @@ def calibrate_from_log(log_file: Path, profile_id: str, models: tuple[str, ...],
                            calibrations=calibrations, profiles_dirs=profiles_dirs, busy=TERMINAL.status,
                            input_shape=input_shape, backend=backend, timeout_s=timeout_s, loading=loading)
     TERMINAL.calibration(outcome, same_chipset)
+
+
+@calibrate.command("adb")
+@click.argument("profile_id")
+@device_options
+@click.option("--model", "models", multiple=True, metavar="ZOO_NAME",
+              help="A zoo model to measure (repeatable). Default: mobilenet_v2, mobilenet_v3_small, squeezenet1_1.")
+@click.option("--threads", type=click.IntRange(1, 16), default=1, show_default=True, help="Threads on the phone.")
+@click.option("--warmup", type=click.IntRange(0, 10_000), default=5, show_default=True,
+              help="Untimed runs before the timed ones.")
+@click.option("--runs", type=click.IntRange(1, 100_000), default=50, show_default=True, help="Timed runs per model.")
+@click.option("--note", default="", help="Free-text note kept in the records (default: the phone and its SoC).")
+@calibrations_option
+@backend_option
+@timeout_option
+@profiles_dir_option
+def calibrate_adb(profile_id: str, device: Optional[str], benchmark_binary: Optional[Path], models: tuple[str, ...],
+                  threads: int, warmup: int, runs: int, note: str, calibrations: Optional[Path], backend: str,
+                  timeout_s: float, profiles_dirs: tuple[Path, ...]) -> None:
+    """Measure a few zoo models on a phone over adb and calibrate PROFILE_ID (and every profile
+    with its chipset) from them.
+
+    Each model is converted to .tflite as start does, pushed with LiteRT's benchmark_model
+    (--benchmark-binary, for the phone's ABI), timed on the phone and removed; three or more give
+    separate compute- and memory-bound factors. --device adb:SERIAL: default, the one phone adb
+    lists. docs/device.md.
+
+    \b
+    Example:
+        lodevem device profile 0123456789ABCDEF --output phones/
+        lodevem calibrate adb phone_nokia_c1 --device adb:0123456789ABCDEF \\
+            --benchmark-binary ./benchmark_model --profiles-dir phones/
+    """
+    from ..device import parse_device_option
+    from ..device.calibrate import calibrate_from_phone
+
+    serial = parse_device_option(device) if device else None
+    outcome = calibrate_from_phone(serial, profile_id, benchmark_binary, models=models, threads=threads,
+                                   warmup=warmup, runs=runs, note=note, calibrations=calibrations,
+                                   profiles_dirs=profiles_dirs, busy=TERMINAL.status, backend=backend,
+                                   timeout_s=timeout_s)
+    TERMINAL.calibration(outcome, True)
 
 
 @calibrate.command("list")

@@ -329,3 +329,19 @@ def latency_runtime_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="Runtime the predicted latencies stand for: tflite (TFLite with XNNPACK, what nn-Meter "
         "models) or ncnn (estimator only). Every latency source names it.",
     )(fn)
+
+
+def device_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--device adb:SERIAL`` and ``--benchmark-binary PATH``: measure on a phone (start, predict)."""
+    fn = click.option(
+        "--benchmark-binary", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+        metavar="PATH",
+        help="With --device: the runtime's own benchmark binary for the phone's ABI, pushed and run there. LiteRT's "
+        "benchmark_model: the prebuilt nightly for android_aarch64 / android_arm, or built from the TensorFlow/LiteRT "
+        "sources (docs/device.md).")(fn)
+    return click.option(
+        "--device", default=None, metavar="adb:SERIAL",
+        help="Measure on this phone over adb (a serial `lodevem device` lists, or HOST:PORT of a remote session): "
+        "the runtime's own file and benchmark binary are pushed, run with --threads, --warmup and --runs, and "
+        "removed. start: one measured row per model besides the profiles' rows, nothing predicted in it "
+        "(docs/device.md).")(fn)

@@ -11,6 +11,7 @@ from . import TERMINAL, finish
 from .options import (
     backend_option,
     calibrations_option,
+    device_options,
     input_shape_option,
     latency_runtime_option,
     model_code_options,
@@ -40,16 +41,21 @@ from .options import (
 @uncalibrated_option
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON instead of a table.")
 @verbose_option
+@device_options
 @profiles_dir_option
 def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[str, ...], threads: int,
             latency_runtime: Optional[str], predictor: str, nnmeter_data: Optional[Path],
             input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float, calibrations: Optional[Path],
-            uncalibrated: bool, as_json: bool, verbose: bool, profiles_dirs: tuple[Path, ...], loading: Any) -> None:
+            uncalibrated: bool, as_json: bool, verbose: bool, profiles_dirs: tuple[Path, ...], loading: Any,
+            device: Optional[str], benchmark_binary: Optional[Path]) -> None:
     """Predict latency only: no memory run, no results folder.
 
     MODEL is a model file (exported to ONNX in the sandbox, like start; the export is cached in
     $XDG_CACHE_HOME/lodevem/onnx) or a zoo model name (see `lodevem zoo`). Latencies of a
     profile with calibration records (lodevem calibrate) are scaled to the device.
+
+    With --device adb:SERIAL each model is also measured on that phone (5 warm-up, 50 timed runs
+    of the runtime's own benchmark binary): one measured cell each, on the phone's own profile.
 
     Example:
 
@@ -61,7 +67,8 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
         report = predict_models(models, profile_ids, tiers, threads=threads, runtime=latency_runtime,
                                 input_shape=input_shape, predictor=predictor, nnmeter_data=nnmeter_data,
                                 calibrations=calibrations, use_calibrations=not uncalibrated,
-                                profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading)
+                                profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading,
+                                device=device, benchmark_binary=benchmark_binary)
     TERMINAL.warn(report.warnings)
     TERMINAL.predictions(report.items, as_json, verbose=verbose)
     finish(report)

@@ -13,6 +13,7 @@ from . import TERMINAL, finish
 from .options import (
     backend_option,
     calibrations_option,
+    device_options,
     eval_data_options,
     input_shape_option,
     latency_runtime_option,
@@ -81,12 +82,15 @@ from .options import (
               help="Fits column in the .tex: yes/no, or \\ding{51}/\\ding{55} (needs pifont).")
 @verbose_option
 @slurm_options
+@device_options
 @profiles_dir_option
 def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids: tuple[str, ...],
           tiers: tuple[str, ...], profiles_dirs: tuple[Path, ...], max_latency: Optional[float],
           fail_on_oom: bool, fail_on_tight: bool, gate_tiers: tuple[str, ...], latex_marks: str, verbose: bool,
           **options: Any) -> None:
     """Benchmark model files on device profiles: predicted latency, measured peak RAM.
+
+    With --device adb:SERIAL, every model is also measured on that phone (one measured row each).
 
     Example:
 

@@ -16,11 +16,22 @@ from .paper import KindPaper, KindUse
 from .papers import unknown_paper
 from .pool import KINDS
 
-__all__ = ["UNKNOWN_MARK", "KindDescription", "describe_kind"]
+__all__ = ["MEASURED", "MEASURED_MARK", "UNKNOWN_MARK", "KindDescription", "describe_kind"]
 
 
 # The mark of a kind this lodevem has not registered (a results file made elsewhere, a removed kind).
 UNKNOWN_MARK = "?"
+# A latency no predictor made: measured on a phone over adb by the runtime's own benchmark binary
+# (``lodevem.device.rows``: ``latency_kind`` ``measured``).
+MEASURED = "measured"
+MEASURED_MARK = "m"
+
+
+def _measured_paper(use: KindUse) -> KindPaper:
+    return KindPaper("measured on the phone", f"For {use.scope()}, the latency was measured on the phone itself over "
+                     "adb with the runtime's own benchmark binary (LiteRT's benchmark_model): the mean of the timed "
+                     "runs after the warm-up runs, with the binary's own minimum, maximum and standard deviation; "
+                     "nothing in those rows is predicted.")
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,9 @@ class KindDescription:
 def describe_kind(name: str) -> KindDescription:
     """The registered kind ``name`` as the reports see it; a kind not registered (or a factory
     without ``mark`` / ``title`` / ``paper``) gets ``UNKNOWN_MARK`` and words saying so."""
+    if name == MEASURED:
+        return KindDescription(name, "measured on the phone (the runtime's own benchmark binary)", MEASURED_MARK,
+                               _measured_paper, len(KINDS) - 1)
     factory = KINDS.get(name)
     mark, title, paper = (getattr(factory, attr, None) for attr in ("mark", "title", "paper"))
     if factory is None or not isinstance(mark, str) or not isinstance(title, str) or not callable(paper):

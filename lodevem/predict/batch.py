@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import InputError, LodevemError
@@ -28,6 +29,7 @@ class PredictionReport:
 
 
 def predict_models(models: Sequence[Any], profile_ids: Sequence[str] = (), tiers: Sequence[str] = (),
+                   device: Optional[str] = None, benchmark_binary: Optional[Path] = None,
                    **options: Any) -> PredictionReport:
     """``lodevem predict``: every model (a file, a zoo name) on the chosen profiles, with a
     ``Predictor`` made from ``options`` (its keyword arguments). A kind that predicts only inside a
@@ -45,4 +47,12 @@ def predict_models(models: Sequence[Any], profile_ids: Sequence[str] = (), tiers
         profiles = predictor.profiles(ids=profile_ids, tiers=tiers)
         calibration_warnings = predictor.calibrations.check()
         items = predictor.predict_all(list(models), profiles)
-    return PredictionReport(tuple(items), (*calibration_warnings, *predictor.warnings))
+        measured: list[str] = []
+        if device is not None:  # also measured on the phone (lodevem.device, docs/device.md)
+            from ..device import parse_device_option
+            from ..device.predictions import measure_models
+
+            cells, measured = measure_models(predictor, list(models), parse_device_option(device), benchmark_binary,
+                                             predictor.threads, predictor.runtime)
+            items = [*items, *cells]
+    return PredictionReport(tuple(items), (*calibration_warnings, *predictor.warnings, *measured))

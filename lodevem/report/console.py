@@ -20,6 +20,7 @@ from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
+from ..latency.described import MEASURED
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
 from ..worker.registry import latency_runtimes
@@ -186,8 +187,10 @@ def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> li
     what = "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
     runtimes = sorted({i.latency.runtime for i in items if i.latency.runtime})
     under = f" under {'/'.join(runtimes)}" if runtimes else ""
-    lines = [f"Latency (ms): predicted for {what}{under} on the device's fastest core, not measured on the phone; "
-             f"{_band_text(verbose)}."]
+    measured = any(i.latency.kind == MEASURED for i in items)  # predict --device's cells
+    lines = [f"Latency (ms): predicted for {what}{under} on the device's fastest core, not measured on the phone"
+             + (" (except the rows marked m: measured on the phone itself)" if measured else "")
+             + f"; {_band_text(verbose)}."]
     lines += [f"  {note.text()}" for note in mark_notes(prediction_cell(i) for i in items)]
     notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
     for item in items:
@@ -210,8 +213,10 @@ def _band_text(verbose: bool) -> str:
 
 
 def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:
+    measured = any(r.latency_kind == MEASURED for r in rows)  # start --device's rows
     lines = [f"Latency (ms): predicted for {threads_text(rows)} on the device's fastest core, not measured on the "
-             f"phone; {_band_text(verbose)}."]
+             "phone" + (" (except the rows marked m: measured on the phone itself)" if measured else "")
+             + f"; {_band_text(verbose)}."]
     lines += [f"  {note.text()}" for note in mark_notes(row_cell(r) for r in rows)]
     # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
     backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows

@@ -87,7 +87,8 @@ def write_csv(rows: Sequence[PairResult], path: Path) -> Path:
     writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _cell(v) for k, v in row.to_dict().items()})
+        values = {**row.to_dict(), "device_op_profile": tuple(map(str, row.device_op_profile))}  # "CONV_2D x36 ..."
+        writer.writerow({k: _cell(v) for k, v in values.items()})
     write_atomic(Path(path), buffer.getvalue())
     return Path(path)
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from ..latency.described import MEASURED
 from ..latency.paper import KindUse, and_join
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..worker.registry import on_device_runtimes
@@ -57,8 +58,13 @@ def _latency_paragraph(f: RunFacts) -> str:
         return "No latency could be predicted in this run (see the rows' latency notes)."
     threads = (f"{f.threads[0]} thread" + ("s" if f.threads[0] != 1 else "")) if len(f.threads) == 1 \
         else f"{_and([str(t) for t in f.threads])} threads"
-    out = [f"Latency was not measured on the devices: it was predicted for {threads} on the fastest CPU cluster of "
-           f"each of the {len(f.profiles)} device profiles, by the predictor named with each figure."]
+    if any(k.use.name == MEASURED for k in f.kinds):  # start --device: some rows were measured on a phone
+        out = [f"Latency was predicted for {threads} on the fastest CPU cluster of each device profile without a "
+               "phone in the run, by the predictor named with each figure; the phone's own rows were measured "
+               "(below)."]
+    else:
+        out = [f"Latency was not measured on the devices: it was predicted for {threads} on the fastest CPU cluster "
+               f"of each of the {len(f.profiles)} device profiles, by the predictor named with each figure."]
     out += list(dict.fromkeys(k.paper.pipeline for k in f.kinds if k.paper.pipeline))
     for kind in f.kinds:
         out.append(kind.paper.sentence)

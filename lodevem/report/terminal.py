@@ -22,6 +22,7 @@ from rich.markup import escape
 from ..safe_io import ENTRY_CHARS, json_text, printable
 
 if TYPE_CHECKING:
+    from ..device import DeviceInfo, PhoneRow
     from ..doctor import Readiness
     from ..inspection import InspectionReport
     from ..latency.calibration import CalibrationOutcome, RecordListing, Removed
@@ -129,6 +130,32 @@ class Terminal:
     def wrote(self, paths: Sequence[Path]) -> None:
         """The files a command wrote (``report``: the page)."""
         self.out.print(f"wrote {', '.join(str(p) for p in paths)}", markup=False, highlight=False)
+
+    def devices(self, rows: Sequence["PhoneRow"]) -> None:
+        """``device``: one line per phone adb lists; every field is the phone's text (escaped)."""
+        if not rows:
+            self.out.print("no phones: adb lists none (connect one over USB with USB debugging on, or "
+                           "`adb connect HOST:PORT`; docs/device.md)")
+        for row in rows:
+            head = f"{escape(printable(row.listing.serial, 128, newlines=False))}  {escape(row.listing.state)}"
+            if row.info is not None:
+                head += "  " + self._phone(row.info)
+            elif row.problem:
+                head += f"  [yellow]{escape(printable(row.problem, newlines=False))}[/]"
+            self.out.print(head)
+
+    @staticmethod
+    def _phone(info: "DeviceInfo") -> str:
+        facts = [info.label, info.cores_label, f"{info.ram_mb} MB RAM" if info.ram_mb else "RAM ?",
+                 info.abi or "ABI ?", f"Android {info.android_version}" if info.android_version else "Android ?"]
+        text = escape(printable("  ".join(facts), newlines=False))
+        return text + (f"  [yellow]unknown: {escape(printable('; '.join(info.unknown), newlines=False))}[/]"
+                       if info.unknown else "")
+
+    def device_profile(self, path: Path, info: "DeviceInfo") -> None:
+        """``device profile``: the file written and the phone it describes."""
+        self.out.print(f"[green]✓[/] wrote {escape(str(path))}: {self._phone(info)}")
+        self.out.print(f"use it with --profiles-dir {escape(str(path.parent))}")
 
     def predictions(self, items: Sequence[Any], as_json: bool, verbose: bool = False) -> None:
         """``predict``: the latency table and its legend (``verbose``: with every note), or the cells

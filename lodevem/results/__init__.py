@@ -15,10 +15,10 @@ from ..worker.verdict import VERDICTS
 from .measurements import Accuracy, FloorResult, MemoryMeasurement
 from .model_file import ModelFile, label_models
 from .notes import quantization_note
-from .pair import COMPUTED_ROW_FIELDS, ROW_SOURCES, PairResult, budget_verdict, pair_result
+from .pair import COMPUTED_ROW_FIELDS, DEVICE_ROW_FIELDS, ROW_SOURCES, PairResult, budget_verdict, pair_result
 
 __all__ = ["Accuracy", "ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement",
-           "FloorResult", "ExportResult", "ConversionResult", "VERDICTS", "COMPUTED_ROW_FIELDS", "ROW_SOURCES",
-           "budget_verdict", "quantization_note", "RESULTS_SCHEMA_VERSION"]
+           "FloorResult", "ExportResult", "ConversionResult", "VERDICTS", "COMPUTED_ROW_FIELDS", "DEVICE_ROW_FIELDS",
+           "ROW_SOURCES", "budget_verdict", "quantization_note", "RESULTS_SCHEMA_VERSION"]
 
 RESULTS_SCHEMA_VERSION = 1

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
+from ..runtimes.logs import OpTime
 from ..worker.verdict import Verdict
 from .measurements import Accuracy, MemoryMeasurement
 from .model_file import ModelFile
@@ -132,6 +133,19 @@ class PairResult:
     accuracy_samples: Optional[int] = None
     accuracy_note: Optional[str] = None
     power_source: Optional[str] = None  # the profile's: where power_w comes from, or why it is empty
+    # Measured on a phone over adb (start --device, lodevem.device.rows): "<model> (<SoC>)", the
+    # benchmark binary's own statistics (latency_ms is its mean), its peak footprint, per-operator
+    # profile (one OpTime per node type), the runtime version it printed and its sha256.
+    measured_on: Optional[str] = None
+    device_runs: Optional[int] = None
+    device_latency_min_ms: Optional[float] = None
+    device_latency_max_ms: Optional[float] = None
+    device_latency_std_ms: Optional[float] = None
+    device_latency_p50_ms: Optional[float] = None
+    device_peak_mb: Optional[float] = None
+    device_op_profile: tuple[OpTime, ...] = ()
+    device_runtime_version: Optional[str] = None
+    device_binary_sha256: Optional[str] = None
 
     @classmethod
     def from_records(cls, model: ModelFile, profile: "Profile", latency: "LatencyPrediction",
@@ -205,6 +219,10 @@ class PairResult:
         values = {k: v for k, v in data.items() if k in names}
         if "latency_kind" not in data:  # a results file written before rows carried their kind
             values.update(_legacy_latency_fields(data))
+        if "device_op_profile" in values:  # JSON: one object per node type (the CSV's text is not read back)
+            raw = values["device_op_profile"]
+            values["device_op_profile"] = tuple(OpTime(**op) for op in raw if isinstance(op, dict)) \
+                if isinstance(raw, (list, tuple)) else ()
         if "latency_calibrations" in values:  # a JSON list, or the CSV's "; "-joined text
             raw = values["latency_calibrations"] or ()
             values["latency_calibrations"] = tuple(raw.split("; ") if isinstance(raw, str) else raw)
@@ -256,6 +274,11 @@ COMPUTED_ROW_FIELDS = frozenset({
     "verdict", "headroom_mb", "input_shape", "host_latency_unstable", "energy_mj", "min_ram_mb", "model_class",
     "sparsity", "zero_channels", "latency_if_channels_removed_ms", "memory_runtime", "memory_note", "converted_mb",
     "accuracy_top1_pct", "accuracy_top5_pct", "accuracy_drop_pts", "accuracy_samples", "accuracy_note"})
+# The row fields only a phone measurement fills (lodevem.device.rows), after from_records.
+DEVICE_ROW_FIELDS = frozenset({
+    "measured_on", "device_runs", "device_latency_min_ms", "device_latency_max_ms", "device_latency_std_ms",
+    "device_latency_p50_ms", "device_peak_mb", "device_op_profile", "device_runtime_version",
+    "device_binary_sha256"})
 
 
 pair_result = PairResult.from_records

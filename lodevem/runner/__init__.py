@@ -34,6 +34,7 @@ from ..results import Accuracy, PairResult, label_models
 from ..results.outcome import StartResult
 from ..sandbox.base import Backend
 from .config import RunConfig
+from .device_stage import DeviceStage, open_phone
 from .models import converted_level, export_sources, latency_runtime, measured_runtime, per_runtime, prepare_models
 from .run import OutputClaim, Run
 from .stages import EvaluationStage, FloorStage, LatencyStage, MeasureStage, schedule
@@ -59,6 +60,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     ``backend``: an isolation backend to use instead of opening ``config.sandbox.backend``.
     """
     sources = label_models(config.models, config.inputs.levels)
+    phone = open_phone(config.sandbox.device, config.sandbox.benchmark_binary, config.runtimes,
+                       config.memory.timeout_s)  # before anything slow: adb answers, the binary fits the phone
     run = Run.begin(config, progress, backend)
     config = run.config  # with what opening it settled: the default runtime, the samples' shape
     planned = [m for base in sources for m in per_runtime(base, config.runtimes)]
@@ -89,7 +92,12 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         schedule(run, MeasureStage([m for m in models if m.unusable is None], recorder, recorder.pending))
     finally:
         recorder.flush()
-    return BenchmarkOutcome(recorder.rows(), manifest, run.warnings)
+    on_phone = DeviceStage(models, phone)
+    try:
+        measured = [row for _, row in schedule(run, on_phone) if row]
+    finally:
+        on_phone.finish()
+    return BenchmarkOutcome(recorder.rows() + measured, manifest, run.warnings)
 
 
 def start(config: RunConfig, budget: Budget, latex_marks: str = "text",

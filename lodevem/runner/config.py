@@ -115,6 +115,10 @@ class SandboxOptions:
     slurm_account: Optional[str] = None
     slurm_time: Optional[int] = None
     slurm_workdir: Optional[Path] = None
+    # --device adb:SERIAL: also measure every model on that phone with the runtime's own benchmark
+    # binary (--benchmark-binary), one measured row each (lodevem.device; docs/device.md)
+    device: Optional[str] = None
+    benchmark_binary: Optional[Path] = None
 
 
 PARTS = ("inputs", "memory", "latency", "data", "results", "sandbox")
@@ -123,7 +127,7 @@ FLAT_ORDER = ("warmup", "runs", "output", "backend", "runtimes", "jobs", "thread
               "nnmeter_data", "input_shape", "timeout_s", "find_floor", "infer", "levels", "no_cache", "resume",
               "overwrite", "calibrations", "uncalibrated", "calibration_inputs", "slurm_partition", "slurm_account",
               "slurm_time", "slurm_workdir", "eval_data", "calib_data", "eval_limit", "finetune_data",
-              "finetune_epochs")
+              "finetune_epochs", "device", "benchmark_binary")
 
 
 @dataclass(frozen=True)

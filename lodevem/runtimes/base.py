@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from ..worker.registry import RUNTIMES, RuntimeSpec
-from .logs import ParsedLog
+from .logs import BenchmarkRun, ParsedLog
 
-__all__ = ["LogReader", "Runtime"]
+__all__ = ["LogReader", "RunReader", "Runtime"]
 
 LogReader = Callable[[Sequence[str], str], Optional[ParsedLog]]
+RunReader = Callable[[Sequence[str]], Optional[BenchmarkRun]]
 
 
 class Runtime:
@@ -25,6 +26,11 @@ class Runtime:
     runs_onnx_export = False
     converted_suffix: Optional[str] = None
     read_log: Optional[LogReader] = None
+    # The reader of one run of its device benchmark binary on a phone (``lodevem.device``), and
+    # that binary's name and where a user gets it (None: nothing to measure on a phone with).
+    read_run: Optional[RunReader] = None
+    benchmark_tool: Optional[str] = None
+    benchmark_source: str = ""
     # The dynamic-range int8 level (``--levels int8``): which kernel categories it makes int8 (None:
     # every kernel) and what they then compute in (``latency.arithmetic``): torch's dynamic
     # quantization makes only its Linear layers int8.

@@ -4,7 +4,7 @@ are predicted for unless ``--latency-runtime`` says otherwise."""
 from __future__ import annotations
 
 from ..base import Runtime
-from .log import parse_log
+from .log import parse_log, parse_run
 
 __all__ = ["Tflite"]
 
@@ -15,6 +15,12 @@ class Tflite(Runtime):
     name = "tflite"
     converted_suffix = ".tflite"
     read_log = staticmethod(parse_log)
+    read_run = staticmethod(parse_run)
+    benchmark_tool = "benchmark_model"
+    benchmark_source = ("LiteRT's benchmark_model for Android: the prebuilt nightly for android_aarch64 or "
+                        "android_arm (ai.google.dev/edge/litert/models/measurement), or built from the TensorFlow/"
+                        "LiteRT sources with bazel (//tensorflow/lite/tools/benchmark:benchmark_model, "
+                        "--config=android_arm64)")
     # dynamic range: XNNPACK's QD8 kernels for Conv2D and Fully Connected (int8 compute, float
     # tensors between operators; TensorFlow Blog, "Faster Dynamically Quantized Inference with
     # XNNPack", 2024-04-09); the other kernels (depthwise included) stay fp32
