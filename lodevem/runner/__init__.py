@@ -89,6 +89,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         schedule(run, MeasureStage([m for m in models if m.unusable is None], recorder, recorder.pending))
     finally:
         recorder.flush()
+    run.warnings.extend(w for w in run.store.warnings if w not in run.warnings)  # entries set aside
     return BenchmarkOutcome(recorder.rows(), manifest, run.warnings)
 
 
