@@ -1,0 +1,161 @@
+"""Issue 47: nothing lodevem reads back is trusted — the shared store, the output folder's
+records, a results folder handed to ``lodevem report``, names that reach the methods text.
+
+Each test is one defect class; its cases are the ways the class was seen to break.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lodevem.results import Accuracy, MemoryMeasurement
+from lodevem.safe_io.records import BadRecord, parse_json
+from lodevem.store import FORMAT_VERSION, ArtifactStore
+
+MAKER = {"model_sha256": "abc", "worker_version": "w1"}
+
+
+def _publish(store: ArtifactStore, kind: str = "converted", **files: bytes) -> None:
+    with store.staging() as staged:
+        for name, data in files.items():
+            (staged / name).write_bytes(data)
+        artifact, error = store.publish(kind, staged, list(files), MAKER)
+    assert error == "" and artifact is not None
+
+
+def _outside_untouched(outside: Path) -> None:
+    assert list(outside.iterdir()) == [], "the store wrote through a planted link"
+
+
+@pytest.mark.parametrize("planted", ["converted", ".staging"])
+def test_no_link_under_the_store_root_is_followed(tmp_path: Path, planted: str) -> None:
+    shared, outside = tmp_path / "shared", tmp_path / "victim"
+    shared.mkdir()
+    outside.mkdir()
+    (shared / planted).symlink_to(outside)  # anyone who can write the shared folder can do this
+    store = ArtifactStore(tmp_path / "own", shared=shared)
+    _publish(store, m_tflite=b"TFL3 bytes")
+    _outside_untouched(outside)
+    assert not (shared / planted).is_symlink() and (shared / "converted" / "m_tflite").is_file()
+    assert any("was a link" in w and planted in w for w in store.warnings)
+    assert store.lookup("converted", ["m_tflite"], MAKER) is not None
+
+
+def test_no_link_in_place_of_a_stored_file_is_followed(tmp_path: Path) -> None:
+    store, secret = ArtifactStore(tmp_path / "store"), tmp_path / "secret"
+    secret.write_bytes(b"not yours")
+    _publish(store, m_tflite=b"TFL3 bytes")
+    main = tmp_path / "store" / "converted" / "m_tflite"
+    main.unlink()
+    main.symlink_to(secret)  # a sidecar vouching for a link
+    fresh = ArtifactStore(tmp_path / "store")
+    assert fresh.lookup("converted", ["m_tflite"], MAKER) is None
+    assert secret.read_bytes() == b"not yours" and len(fresh.warnings) == 1
+    _publish(fresh, m_tflite=b"TFL3 bytes")  # set aside above: made again
+    sidecar = tmp_path / "store" / "converted" / "m_tflite.json"
+    sidecar.unlink()
+    sidecar.symlink_to(secret)  # and a sidecar that is a link
+    assert ArtifactStore(tmp_path / "store").lookup("converted", ["m_tflite"], MAKER) is None
+    fresh.put_record("measure", "k", {"a": 1})
+    os.replace(tmp_path / "store" / "measure" / "k.json", secret)
+    (tmp_path / "store" / "measure" / "k.json").symlink_to(tmp_path / "elsewhere.json")
+    fresh.put_record("measure", "k", {"a": 2})  # replaces the link, never writes through it
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
+def test_an_artifact_whose_bytes_differ_from_its_record_is_set_aside_and_rebuilt(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    _publish(store, m_tflite=b"TFL3 good model")
+    main = tmp_path / "store" / "converted" / "m_tflite"
+    before = main.stat()
+    main.write_bytes(b"TFL3 evil model")  # same size...
+    os.utime(main, ns=(before.st_atime_ns, before.st_mtime_ns))  # ...and the mtime restored
+    fresh = ArtifactStore(tmp_path / "store")  # the next run
+    assert fresh.lookup("converted", ["m_tflite"], MAKER) is None
+    assert len(fresh.warnings) == 1 and "sha256" in fresh.warnings[0] and "\n" not in fresh.warnings[0]
+    assert not main.exists() and any(p.name.startswith(".set-aside-") for p in main.parent.iterdir())
+    _publish(fresh, m_tflite=b"TFL3 good model")  # made again
+    kept = fresh.lookup("converted", ["m_tflite"], MAKER)
+    assert kept is not None and fresh.file_sha256(kept.path) == hashlib.sha256(b"TFL3 good model").hexdigest()
+
+
+def test_an_artifacts_content_is_hashed_once_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lodevem.store import fs
+
+    _publish(ArtifactStore(tmp_path / "store"), m_tflite=b"TFL3" * 1000)
+    calls: list[str] = []
+    original = fs.Folder.sha256
+    monkeypatch.setattr(fs.Folder, "sha256", lambda self, name, cap: (calls.append(name), original(self, name, cap))[1])
+    run = ArtifactStore(tmp_path / "store")
+    for _ in range(5):
+        assert run.lookup("converted", ["m_tflite"], MAKER) is not None
+    assert calls == ["m_tflite"]
+    assert ArtifactStore(tmp_path / "store").lookup("converted", ["m_tflite"], MAKER) is not None
+    assert calls == ["m_tflite", "m_tflite"]  # a new run checks again
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r.update(files="x"),
+    lambda r: r["files"].update(m_tflite=[1, 2]),
+    lambda r: r["files"].update(m_tflite=["10", 2, "ab"]),
+    lambda r: r["files"].update({"../../etc/passwd": None}),
+    lambda r: r.update(format_version="2"),
+    lambda r: r.update(info=[1]),
+], ids=["files-text", "short-stats", "text-size", "path-name", "version-text", "info-list"])
+def test_an_edited_sidecar_is_set_aside_never_a_traceback(tmp_path: Path, edit) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    _publish(store, m_tflite=b"TFL3 bytes")
+    sidecar = tmp_path / "store" / "converted" / "m_tflite.json"
+    record = json.loads(sidecar.read_text())
+    edit(record)
+    sidecar.write_text(json.dumps(record))
+    fresh = ArtifactStore(tmp_path / "store")
+    assert fresh.lookup("converted", ["m_tflite"], MAKER) is None
+    assert len(fresh.warnings) == 1 and "not a record lodevem wrote" in fresh.warnings[0]
+
+
+@pytest.mark.parametrize("kind,value,field", [
+    ("accuracy", {"top1_pct": 250.0, "top5_pct": 260.0, "samples": 100}, "top1_pct"),
+    ("accuracy", {"top1_pct": 80.0, "top5_pct": 70.0, "samples": 100}, "top5_pct"),
+    ("accuracy", {"top1_pct": "82", "samples": 100}, "top1_pct"),
+    ("accuracy", {"top1_pct": 82.0, "samples": 0}, "samples"),
+    ("measure", {"peak_rss_mb": "x"}, "peak_rss_mb"),
+    ("measure", {"peak_rss_mb": -5.0}, "peak_rss_mb"),
+    ("measure", {"verdict": "great"}, "verdict"),
+    ("measure", {"limit_mb": True}, "limit_mb"),
+])
+def test_an_impossible_figure_in_a_stored_record_is_set_aside_and_measured_again(
+        tmp_path: Path, kind: str, value: dict, field: str) -> None:
+    good = {"verdict": "fits", "limit_mb": 512, "peak_rss_mb": 100.0, "runtime_baseline_mb": 50.0,
+            "model_increment_mb": 50.0, "cgroup_peak_mb": None, "error": None, "phase": None, "backend": "docker",
+            "limit_enforcement": "cgroup", "runtime": "tflite", "wall_s": 1.0, "image_id": "i", "worker_version": "w",
+            "model_sha256": "s", "threads": 1}
+    parse = Accuracy.from_record if kind == "accuracy" else MemoryMeasurement.from_dict
+    store = ArtifactStore(tmp_path / "store")
+    store.put_record(kind, "k", value if kind == "accuracy" else {**good, **value})
+    assert store.get_record(kind, "k", parse) is None
+    assert len(store.warnings) == 1 and f"'{field}'" in store.warnings[0], store.warnings
+    assert store.get_record(kind, "k", parse) is None and len(store.warnings) == 1  # set aside: now a miss
+    store.put_record(kind, "k", good if kind == "measure" else {"top1_pct": 82.0, "top5_pct": 95.0, "samples": 10})
+    assert store.get_record(kind, "k", parse) is not None
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": NaN}', '{"a": Infinity}', "\xff\xfe",
+                                  "not json", '{"a": ' * 50 + "1" + "}" * 50])
+def test_a_record_that_is_not_bounded_json_is_one_line(text: str) -> None:
+    with pytest.raises(BadRecord) as caught:
+        parse_json(text.encode("latin-1") if text.startswith("\xff") else text, "rec.json")
+    assert str(caught.value).startswith("rec.json: ") and "\n" not in str(caught.value)
+
+
+def test_a_store_record_of_another_format_is_a_miss_not_a_warning(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    (tmp_path / "store" / "measure").mkdir(parents=True)
+    (tmp_path / "store" / "measure" / "k.json").write_text(json.dumps(
+        {"format_version": FORMAT_VERSION - 1, "value": {}}))
+    assert store.get_record("measure", "k") is None and store.warnings == []
