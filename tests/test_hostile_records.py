@@ -159,3 +159,134 @@ def test_a_store_record_of_another_format_is_a_miss_not_a_warning(tmp_path: Path
     (tmp_path / "store" / "measure" / "k.json").write_text(json.dumps(
         {"format_version": FORMAT_VERSION - 1, "value": {}}))
     assert store.get_record("measure", "k") is None and store.warnings == []
+
+
+# -- records of the output folder read back (--resume, reruns) -----------------------------------
+
+def _planning_run(tmp_path: Path, out: Path, **kw):
+    from fakes import FakeBackend
+    from test_runner_planning import NEED, config
+
+    models = []
+    for name in ("small.pt", "big.pt"):
+        path = tmp_path / "models" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(name.encode())
+        models.append(path)
+    fake = FakeBackend(NEED)
+    from lodevem.runner import run_benchmark
+
+    return run_benchmark(config(models, out, infer=False, **kw), backend=fake), fake
+
+
+@pytest.mark.parametrize("field,value", [("latency_ms", "fast"), ("peak_rss_mb", "x"), ("accuracy_top1_pct", 250.0),
+                                         ("verdict", "great"), ("ram_mb", None), ("threads", True)])
+def test_a_run_state_with_a_wrong_type_or_impossible_figure_is_measured_again(
+        tmp_path: Path, field: str, value: object) -> None:
+    from lodevem.runner import STATE_FILE
+
+    out = tmp_path / "out"
+    first, _ = _planning_run(tmp_path, out, no_cache=True)
+    state = json.loads((out / STATE_FILE).read_text())
+    state["rows"][0][field] = value
+    (out / STATE_FILE).write_text(json.dumps(state))
+    resumed, fake = _planning_run(tmp_path, out, no_cache=True, resume=True)
+    assert len(resumed.rows) == len(first.rows) and len(fake.calls) > 0  # measured again
+    said = [w for w in resumed.warnings if "not a run state lodevem wrote" in w]
+    assert len(said) == 1 and f"rows[0].{field}" in said[0] and "\n" not in said[0]
+
+
+def test_a_run_state_that_is_a_link_out_of_the_folder_is_not_followed(tmp_path: Path) -> None:
+    from lodevem.runner import STATE_FILE
+
+    out = tmp_path / "out"
+    _planning_run(tmp_path, out, no_cache=True)
+    other = tmp_path / "other-state.json"
+    os.replace(out / STATE_FILE, other)
+    (out / STATE_FILE).symlink_to(other)
+    before = other.read_bytes()
+    resumed, fake = _planning_run(tmp_path, out, no_cache=True, resume=True)
+    assert len(fake.calls) > 0 and any("link" in w and "started afresh" in w for w in resumed.warnings)
+    assert other.read_bytes() == before
+
+
+def test_a_bad_measurement_record_is_measured_again_not_a_traceback(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _, fake = _planning_run(tmp_path, out)
+    measured = len(fake.calls)
+    records = sorted((out / ".cache" / "measure").glob("*.json"))
+    payload = json.loads(records[0].read_text())
+    payload["value"]["peak_rss_mb"] = "x"
+    records[0].write_text(json.dumps(payload))
+    again, fake = _planning_run(tmp_path, out, overwrite=True)
+    assert len(fake.calls) == 1 and measured > 1  # only the edited one
+    said = [w for w in again.warnings if "peak_rss_mb" in w]
+    assert len(said) == 1 and "set it aside" in said[0]
+
+
+# -- `lodevem report DIR` -----------------------------------------------------------------------
+
+STORED = Path(__file__).parent / "data" / "report_run" / "benchmark_results.json"
+
+
+def _report(folder: Path) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from lodevem.cli import cli
+
+    result = CliRunner().invoke(cli, ["report", str(folder)])
+    return result.exit_code, result.output
+
+
+def _edited(edit) -> str:
+    payload = json.loads(STORED.read_text())
+    edit(payload)
+    return json.dumps(payload)
+
+
+@pytest.mark.parametrize("content,said", [
+    ("not json at all", "not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "nested more than"),
+    ('{"a": ' * 40 + "1" + "}" * 40, "nested more than"),
+    ("[1, 2]", "expected a JSON object"),
+    (_edited(lambda p: p.update(results="rows")), "field 'results'"),
+    (_edited(lambda p: p["results"][0].update(latency_ms="fast")), "results[0].latency_ms"),
+    (_edited(lambda p: p["results"][1].update(peak_rss_mb=[1])), "results[1].peak_rss_mb"),
+    (_edited(lambda p: p["results"][0].update(accuracy_top1_pct=250)), "results[0].accuracy_top1_pct"),
+    (_edited(lambda p: p["results"][0].update(latency_ms=1.0)).replace('"latency_ms": 1.0', '"latency_ms": NaN'),
+     "NaN"),
+    (_edited(lambda p: p["results"][0].update(latency_ms=1.0)).replace('"latency_ms": 1.0', '"latency_ms": Infinity'),
+     "Infinity"),
+    (_edited(lambda p: p.update(environment=[1])), "field 'environment'"),
+    (_edited(lambda p: p["results"][0].pop("model_label")), "results[0].model_label"),
+], ids=["non-json", "deep-100k", "deep-40", "a-list", "results-text", "latency-text", "peak-list", "top1-250",
+        "nan", "infinity", "environment-list", "missing-field"])
+def test_lodevem_report_on_a_crafted_results_file_is_one_line_exit_2(tmp_path: Path, content: str, said: str) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "benchmark_results.json").write_text(content)
+    code, output = _report(folder)
+    assert code == 2 and said in output and "Traceback" not in output, output
+    assert len(output.strip().splitlines()) == 1 and not (folder / "report.html").exists()
+
+
+@pytest.mark.parametrize("target", ["a run outside", "linked non-JSON"])
+def test_lodevem_report_renders_nothing_from_outside_the_folder(tmp_path: Path, target: str) -> None:
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(STORED.read_text() if target == "a run outside" else "\x00 not json")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "benchmark_results.json").symlink_to(outside)
+    code, output = _report(folder)
+    assert code == 2 and "link" in output and len(output.strip().splitlines()) == 1, output
+    assert not (folder / "report.html").exists()
+
+
+def test_lodevem_report_renders_a_good_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "benchmark_results.json").write_text(STORED.read_text())
+    code, output = _report(folder)
+    assert code == 0, output
+    page = (folder / "report.html").read_text()
+    assert ">nan<" not in page and ">inf<" not in page and 'data-sort="nan"' not in page
