@@ -290,3 +290,67 @@ def test_lodevem_report_renders_a_good_folder(tmp_path: Path) -> None:
     assert code == 0, output
     page = (folder / "report.html").read_text()
     assert ">nan<" not in page and ">inf<" not in page and 'data-sort="nan"' not in page
+
+
+# -- names a user chose, in the methods text, Markdown, LaTeX and HTML ---------------------------
+
+HOSTILE_NAMES = ["{cite:evil}", "{code:\\input{/etc/passwd}}", "<img src=x onerror=alert(1)>",
+                 "two\n\nparagraphs", "right\u200fto\u202eleft", "\u4e2d\u6587\u6a21\u578b", "tab\there\x1b[2J",
+                 "[click](javascript:alert(1))", "\\end{document}", "50%_&_$x^2$~#"]
+
+
+def _named_run(name: str) -> tuple[list, dict]:
+    from dataclasses import replace
+
+    from lodevem.report.files import read_json
+
+    rows, environment = read_json(STORED)
+    rows = [replace(r, profile_label=f"{name} {r.profile_label}", model_label=f"{name}.pt",
+                    latency_calibrations=(f"{name} x0.9",)) for r in rows]
+    environment = {**environment, "evaluation": f"{name}.npz (100 samples)"}
+    return rows, environment
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_name_never_becomes_a_token_or_markup_in_the_methods_text(tmp_path: Path, name: str) -> None:
+    from lodevem.report.html import report_html
+    from lodevem.report.paperkit import write_paper_kit
+
+    rows, environment = _named_run(name)
+    write_paper_kit(rows, environment, tmp_path)  # a {cite:evil} once ended the run here (KeyError)
+    md = (tmp_path / "methodology.md").read_text()
+    tex = (tmp_path / "methodology.tex").read_text()
+    bib = (tmp_path / "references.bib").read_text()
+    page = report_html(rows, environment, tmp_path)
+    assert "evil" not in bib and "[evil]" not in md and "\\cite{evil}" not in tex
+    assert "\\texttt{\\textbackslash{}input" not in tex and "\\input{/etc" not in tex and "\\end{document}" not in tex
+    prose = __import__("re").sub(r"(`+).*?\1", "", md)  # in a code span Markdown shows text as it is
+    assert "<img" not in prose and "<img" not in page and not __import__("re").search(r"(?<!\\)\]\(java", prose)
+    assert "\n\nparagraphs" not in md and "\u202e" not in md + tex and "\x1b" not in md + tex + page
+    if name.startswith("{cite"):
+        assert "{cite:evil}" in md  # shown as the text it is
+
+
+@pytest.mark.skipif(__import__("shutil").which("pdflatex") is None, reason="TeX Live is not installed")
+def test_every_tex_a_run_writes_compiles_without_shell_escape_for_any_accepted_name(tmp_path: Path) -> None:
+    import subprocess
+
+    from lodevem.report.files import latex_table
+    from lodevem.report.paperkit import write_paper_kit
+
+    rows: list = []
+    environment: dict = {}
+    for i, name in enumerate(HOSTILE_NAMES):
+        named, environment = _named_run(name)
+        rows += [__import__("dataclasses").replace(r, profile_id=f"{r.profile_id}-{i}") for r in named[:1]]
+    (tmp_path / "benchmark_results.tex").write_text(latex_table(rows))
+    write_paper_kit(rows, environment, tmp_path)
+    (tmp_path / "paper.tex").write_text("\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage[utf8]{inputenc}"
+                                        "\\usepackage{booktabs}\\begin{document}\\input{benchmark_results.tex}"
+                                        "\\input{methodology.tex}\\end{document}\n")
+    done = subprocess.run(["pdflatex", "-no-shell-escape", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    log = (tmp_path / "paper.log").read_text(errors="replace")
+    assert not [line for line in log.splitlines() if line.startswith("! ")]  # no TeX error
+    assert "(/etc/passwd" not in log  # nothing was \input

@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, printable, read_bytes
+from ..safe_io.markup import latex_ascii
 from ..store.files import write_atomic, write_json_file
 from ..version import __version__
 from ..worker.verdict import Verdict
@@ -153,8 +154,10 @@ _LATEX_SPECIAL: Mapping[int, str] = MappingProxyType(str.maketrans({
 
 
 def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters in one pass (``cocoa_fp32.pt`` -> ``cocoa\\_fp32.pt``)."""
-    return text.translate(_LATEX_SPECIAL)
+    """Escape LaTeX's special characters in one pass (``cocoa_fp32.pt`` -> ``cocoa\\_fp32.pt``), then
+    leave only what any engine and font prints (``safe_io.markup.latex_ascii``: a control character,
+    a right-to-left mark or CJK in a name never stops the .tex from compiling)."""
+    return latex_ascii(text.translate(_LATEX_SPECIAL))
 
 
 def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None,

@@ -46,7 +46,8 @@ _FIGURE = safe_io.Kind("figure", _MAX_FIGURE_BYTES)
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Escaped for HTML; a control or bidi character (ESC, a right-to-left override) shown as its escape."""
+    return html.escape("" if value is None else safe_io.printable(str(value), None), quote=True)
 
 
 def _number(value: Optional[float], digits: int = 1) -> str:
