@@ -354,3 +354,71 @@ def test_every_tex_a_run_writes_compiles_without_shell_escape_for_any_accepted_n
     log = (tmp_path / "paper.log").read_text(errors="replace")
     assert not [line for line in log.splitlines() if line.startswith("! ")]  # no TeX error
     assert "(/etc/passwd" not in log  # nothing was \input
+
+
+# -- content decides the format ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def format_files(tmp_path_factory) -> dict[str, Path]:
+    import io
+    import pickle
+    import zipfile
+
+    import torch
+
+    folder = tmp_path_factory.mktemp("formats")
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
+    torch.onnx.export(model, (torch.randn(1, 3, 16, 16),), folder / "m.onnx", dynamo=False)
+    torch.jit.save(torch.jit.script(model), folder / "m.ts")
+    torch.save(model.state_dict(), folder / "m.pth")  # zip holding data.pkl
+    (folder / "legacy.pkl").write_bytes(pickle.dumps({"a": 1}, protocol=2))
+    (folder / "m.tflite").write_bytes(b"\x1c\x00\x00\x00TFL3" + b"\x00" * 64)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("m/archive_format", "pt2")
+        zf.writestr("m/models/model.json", "{}")
+    (folder / "m.pt2").write_bytes(buffer.getvalue())
+    return {"onnx": folder / "m.onnx", "torchscript": folder / "m.ts", "pickle": folder / "m.pth",
+            "legacy": folder / "legacy.pkl", "tflite": folder / "m.tflite", "exported_program": folder / "m.pt2"}
+
+
+@pytest.mark.parametrize("name", ["model.pt", "model.onnx", "model.pt2", "model.pth", "model.tflite", "model"])
+def test_the_bytes_decide_the_format_whatever_the_name(format_files: dict[str, Path], tmp_path: Path,
+                                                       name: str) -> None:
+    from lodevem.safe_io.sniff import ContentFormat, content_suffix, name_mismatch, sniff
+
+    for kind, source in format_files.items():
+        renamed = tmp_path / kind / name
+        renamed.parent.mkdir(exist_ok=True)
+        renamed.write_bytes(source.read_bytes())
+        expected = ContentFormat.PICKLE if kind == "legacy" else ContentFormat(kind)
+        assert sniff(renamed) == expected == sniff(source)
+        assert content_suffix(renamed) == content_suffix(source)
+        said = name_mismatch(renamed, name)
+        agrees = name == "model" or {"onnx": name == "model.onnx", "tflite": name == "model.tflite",
+                                     "exported_program": name in ("model.pt", "model.pth", "model.pt2")}.get(
+            kind, name in ("model.pt", "model.pth"))
+        assert (said is None) == agrees, (kind, name, said)
+        assert said is None or ("\n" not in said and expected.value.split("_")[0] in said.lower().replace(".", "_")
+                                or "torch" in said.lower())
+
+
+def test_onnx_bytes_named_pt_get_the_same_figure_as_named_onnx(format_files: dict[str, Path], tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from lodevem.cli import cli
+
+    figures = {}
+    for name in ("m.onnx", "m.pt"):
+        model = tmp_path / name
+        model.write_bytes(format_files["onnx"].read_bytes())
+        out = tmp_path / f"out-{name}"
+        result = CliRunner().invoke(cli, ["start", str(model), "--profile", "jiophone2", "--backend", "process",
+                                          "--runtime", "torch", "--input-shape", "1,3,16,16", "--output", str(out)])
+        assert result.exit_code == 0, result.output
+        row = json.loads((out / "benchmark_results.json").read_text())["results"][0]
+        figures[name] = row
+        assert (name == "m.pt") == ("its bytes are ONNX" in result.output)
+    assert figures["m.pt"]["runtime"] == figures["m.onnx"]["runtime"] and figures["m.pt"]["verdict"] == "fits"
+    assert figures["m.pt"]["latency_ms"] == pytest.approx(figures["m.onnx"]["latency_ms"], rel=1e-6)
+    assert figures["m.pt"]["peak_rss_mb"] == pytest.approx(figures["m.onnx"]["peak_rss_mb"], rel=0.25)

@@ -32,6 +32,7 @@ from ..progress import ProgressSink
 from ..report.manifest import Manifest
 from ..results import Accuracy, PairResult, label_models
 from ..results.outcome import StartResult
+from ..safe_io.sniff import name_mismatch
 from ..sandbox.base import Backend
 from .config import RunConfig
 from .models import converted_level, export_sources, latency_runtime, measured_runtime, per_runtime, prepare_models
@@ -61,6 +62,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     sources = label_models(config.models, config.inputs.levels)
     run = Run.begin(config, progress, backend)
     config = run.config  # with what opening it settled: the default runtime, the samples' shape
+    for said in filter(None, (name_mismatch(s.path, s.label) for s in sources)):
+        run.warn(said)  # the bytes decide the format (safe_io.sniff); the name only confirms
     planned = [m for base in sources for m in per_runtime(base, config.runtimes)]
     state = run.state(planned)
 
