@@ -422,3 +422,23 @@ def test_onnx_bytes_named_pt_get_the_same_figure_as_named_onnx(format_files: dic
     assert figures["m.pt"]["runtime"] == figures["m.onnx"]["runtime"] and figures["m.pt"]["verdict"] == "fits"
     assert figures["m.pt"]["latency_ms"] == pytest.approx(figures["m.onnx"]["latency_ms"], rel=1e-6)
     assert figures["m.pt"]["peak_rss_mb"] == pytest.approx(figures["m.onnx"]["peak_rss_mb"], rel=0.25)
+
+
+# -- an option that does not apply ---------------------------------------------------------------
+
+@pytest.mark.parametrize("data", ["npz", "none"])
+def test_an_option_that_would_not_apply_is_refused_up_front(format_files: dict[str, Path], tmp_path: Path,
+                                                           data: str) -> None:
+    import numpy as np
+    from click.testing import CliRunner
+
+    from lodevem.cli import cli
+
+    extra = []
+    if data == "npz":
+        np.savez(tmp_path / "samples.npz", inputs=np.zeros((4, 3, 16, 16), np.float32), labels=np.zeros(4, np.int64))
+        extra = ["--eval-data", str(tmp_path / "samples.npz")]
+    result = CliRunner().invoke(cli, ["start", str(format_files["onnx"]), "--profile", "jiophone2", "--backend",
+                                      "process", "--preprocess", "imagenet", "--output", str(tmp_path / "out"), *extra])
+    assert result.exit_code == 2 and "--preprocess applies to an ImageFolder tree" in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "out" / "benchmark_results.csv").exists()
