@@ -26,8 +26,8 @@ import typing
 from functools import cache
 from typing import Any, Mapping, Optional, TypeVar
 
-from ..errors import InputError
-from .text import ENTRY_CHARS, clip, printable
+from ..errors import BadRecord
+from .text import clip, printable
 
 __all__ = ["MAX_JSON_DEPTH", "MAX_TEXT_CHARS", "RANGES", "BadRecord", "json_depth", "parse_json", "typed"]
 
@@ -36,16 +36,6 @@ MAX_JSON_DEPTH = 32
 # The longest text field a record may hold (a message, a path, a note); longer is not lodevem's.
 MAX_TEXT_CHARS = 100_000
 T = TypeVar("T")
-
-
-class BadRecord(InputError):
-    """A record read back that is not what lodevem writes: ``where`` (the file), ``field`` (the
-    field, '' for the whole file) and ``problem``, on one line."""
-
-    def __init__(self, where: str, field: str, problem: str) -> None:
-        shown = clip(printable(where, None, newlines=False), ENTRY_CHARS)
-        super().__init__(f"{shown}: " + (f"field '{field}': " if field else "") + problem)
-        self.where, self.field, self.problem = shown, field, problem
 
 
 def _no_constant(name: str) -> Any:

@@ -1,7 +1,7 @@
 """The store's file system access: by descriptor, below its root, never through a link.
 
 Why: ``$LODEVEM_SHARED_STORE`` is a folder several users write. Whoever can write it can plant a
-link where lodevem expects a folder (``converted -> /home/alice/project``) or a file; a path
+link where lodevem expects a folder (``converted`` -> another user's project folder) or a file; a path
 based ``mkdir``/``os.replace``/``open`` then follows it and another user's exports land outside
 the store, or a planted file is read as lodevem's. Here every component below the root is
 opened relative to its parent's descriptor with ``O_NOFOLLOW``; a link (or a file) where a
