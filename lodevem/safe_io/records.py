@@ -168,7 +168,7 @@ def typed(cls: type[T], data: Any, where: str, *, prefix: str = "", extra: Mappi
     refused. ``BadRecord`` names ``where`` and the field (``prefix`` before it: ``results[3].``)."""
     if not isinstance(data, dict):
         raise BadRecord(where, prefix.rstrip("."), f"expected an object, got {_what(data)}")
-    hints = _hints(cls)
+    hints = _hints(cls)  # type: ignore[arg-type]  # a class is hashable
     values: dict[str, Any] = dict(extra)
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in values:
