@@ -39,6 +39,9 @@ def test_no_link_under_the_store_root_is_followed(tmp_path: Path, planted: str) 
     outside.mkdir()
     (shared / planted).symlink_to(outside)  # anyone who can write the shared folder can do this
     store = ArtifactStore(tmp_path / "own", shared=shared)
+    with store.staging() as staged:  # where a sandbox run writes: inside the store
+        assert staged.resolve().is_relative_to(shared.resolve())
+        _outside_untouched(outside)
     _publish(store, m_tflite=b"TFL3 bytes")
     _outside_untouched(outside)
     assert not (shared / planted).is_symlink() and (shared / "converted" / "m_tflite").is_file()
