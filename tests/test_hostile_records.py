@@ -88,7 +88,7 @@ def test_an_artifact_whose_bytes_differ_from_its_record_is_set_aside_and_rebuilt
 
 
 def test_an_artifacts_content_is_hashed_once_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lodevem.store import fs
+    from lodevem.safe_io import folders as fs
 
     _publish(ArtifactStore(tmp_path / "store"), m_tflite=b"TFL3" * 1000)
     calls: list[str] = []

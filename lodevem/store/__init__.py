@@ -55,9 +55,9 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
 
 from ..errors import UnsafeInput
 from ..safe_io import json_text, printable
+from ..safe_io.folders import FILE_MODE, Folder
 from ..safe_io.records import BadRecord
 from .files import atomic_file, atomic_path, write_atomic, write_json_file, write_new
-from .fs import FILE_MODE, Folder
 from .records import FileRecord, parse_envelope, parse_sidecar
 
 T = TypeVar("T")
@@ -135,7 +135,7 @@ class ArtifactStore:
     """Files and records under ``root`` (the cache folder), one sub-folder per kind; the
     ``SHARED_KINDS`` under ``shared`` instead when it is given.
 
-    Nothing found is believed (``fs``, ``records``): every folder below the root is opened by
+    Nothing found is believed (``safe_io.folders``, ``records``): every folder below the root is opened by
     descriptor without following a link, every sidecar and record is parsed typed and bounded, and
     an artifact is used only once its files' sha256 match its sidecar (hashed the first time this
     store, one per run, uses them; memoised by inode, size and times). A bad entry is set aside
@@ -157,7 +157,7 @@ class ArtifactStore:
         return self.shared if self.shared is not None and kind in SHARED_KINDS else self.root
 
     def _open(self, kind: str) -> Folder:
-        folder = Folder.open(self._base(kind), (kind,), self.warn)
+        folder = Folder.walk(self._base(kind), (kind,), self.warn)
         assert folder is not None  # create=True
         return folder
 
@@ -252,7 +252,7 @@ class ArtifactStore:
                 shutil.rmtree(name, ignore_errors=True, dir_fd=base.fd)
 
     def _staging_base(self, root: Path) -> Folder:
-        folder = Folder.open(root, (".staging",), self.warn)
+        folder = Folder.walk(root, (".staging",), self.warn)
         assert folder is not None
         return folder
 
@@ -262,14 +262,10 @@ class ArtifactStore:
         a link in its last component."""
         root = self.shared or self.root
         if staged.parent == root / ".staging":
-            folder = Folder.open(root, (".staging", staged.name), self.warn, create=False)
+            folder = Folder.walk(root, (".staging", staged.name), self.warn, create=False)
             if folder is not None:
                 return folder
-        try:
-            return Folder(os.open(staged, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), staged, self.warn)
-        except OSError as exc:
-            raise UnsafeInput(printable(str(staged), 300, newlines=False),
-                              f"the sandbox's output folder is unreadable ({exc.strerror or exc})") from None
+        return Folder.direct(staged, self.warn)
 
     def publish(self, kind: str, staged: Path, names: Sequence[str], maker: Mapping[str, Any],
                 info: Optional[Mapping[str, Any]] = None, optional: Sequence[str] = (),

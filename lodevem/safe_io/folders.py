@@ -1,4 +1,4 @@
-"""The store's file system access: by descriptor, below its root, never through a link.
+"""The artifact store's file system access: by descriptor, below its root, never through a link.
 
 Why: ``$LODEVEM_SHARED_STORE`` is a folder several users write. Whoever can write it can plant a
 link where lodevem expects a folder (``converted`` -> another user's project folder) or a file; a path
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from ..errors import UnsafeInput
-from ..safe_io import printable
+from .text import printable
 
 __all__ = ["FOLDER_MODE", "Folder", "set_aside_name"]
 
@@ -64,7 +64,7 @@ class Folder:
             self.fd = -1
 
     @classmethod
-    def open(cls, root: Path, parts: tuple[str, ...], warn: Callable[[str], None], *, create: bool = True
+    def walk(cls, root: Path, parts: tuple[str, ...], warn: Callable[[str], None], *, create: bool = True
              ) -> Optional["Folder"]:
         """``root/parts...`` opened component by component (``O_NOFOLLOW`` below the root); a
         missing folder is made when ``create`` (else None); a link or a non-folder where a folder
@@ -86,8 +86,16 @@ class Folder:
             folder = inner
         return folder
 
+    @classmethod
+    def direct(cls, path: Path, warn: Callable[[str], None]) -> "Folder":
+        """``path`` opened as a folder, a link in its last component refused (not followed)."""
+        try:
+            return cls(os.open(path, _DIR | os.O_NOFOLLOW), Path(path), warn)
+        except OSError as exc:
+            raise UnsafeInput(_shown(path), f"cannot open the folder: {exc.strerror or exc}") from None
+
     def subfolder(self, name: str, *, create: bool = True) -> Optional["Folder"]:
-        """The folder ``name`` in this one, opened without following a link (see ``open``)."""
+        """The folder ``name`` in this one, opened without following a link (see ``walk``)."""
         path = self.path / name
         for _ in range(3):  # a writer racing us gets three tries, then the store is refused
             try:
@@ -210,7 +218,7 @@ class Folder:
 
 @contextmanager
 def opened(root: Path, parts: tuple[str, ...], warn: Callable[[str], None]) -> Iterator[Folder]:
-    folder = Folder.open(root, parts, warn)
+    folder = Folder.walk(root, parts, warn)
     assert folder is not None  # create=True: made or refused
     with folder:
         yield folder
