@@ -445,3 +445,31 @@ def test_an_option_that_would_not_apply_is_refused_up_front(format_files: dict[s
                                       "process", "--preprocess", "imagenet", "--output", str(tmp_path / "out"), *extra])
     assert result.exit_code == 2 and "--preprocess applies to an ImageFolder tree" in result.output, result.output
     assert "Traceback" not in result.output and not (tmp_path / "out" / "benchmark_results.csv").exists()
+
+
+@pytest.mark.parametrize("tamper", ["bytes", "info"])
+def test_a_swapped_or_edited_normalised_data_copy_is_rebuilt_from_the_users_data(tmp_path: Path, tamper: str) -> None:
+    import numpy as np
+
+    from lodevem.accuracy.data import prepare_eval_data
+
+    rng = np.random.default_rng(0)
+    source = tmp_path / "val.npz"
+    np.savez(source, inputs=rng.standard_normal((8, 3, 4, 4)).astype(np.float32), labels=np.arange(8) % 4)
+    first = prepare_eval_data(source, 8, ArtifactStore(tmp_path / "store"))
+    sidecar = first.path.with_name(first.path.name + ".json")
+    if tamper == "bytes":  # another data set's copy, same size, mtime restored
+        other = tmp_path / "other.npz"
+        np.savez(other, inputs=np.zeros((8, 3, 4, 4), np.float32), labels=np.zeros(8, np.int64))
+        before = first.path.stat()
+        data = other.read_bytes()
+        first.path.write_bytes(data[:before.st_size].ljust(before.st_size, b"\0"))
+        os.utime(first.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    else:
+        record = json.loads(sidecar.read_text())
+        record["info"]["available"] = "x"
+        sidecar.write_text(json.dumps(record))
+    store = ArtifactStore(tmp_path / "store")
+    again = prepare_eval_data(source, 8, store)
+    assert again.sha256 == first.sha256 and again.samples == 8 and again.classes == 4
+    assert len(store.warnings) == 1 and "set it aside and made it again" in store.warnings[0]

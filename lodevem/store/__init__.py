@@ -238,6 +238,12 @@ class ArtifactStore:
         ordered = [base / n for n in names] + [base / n for n, s in record.files.items() if s and n not in names]
         return Artifact(kind, tuple(ordered), dict(maker), record.info)
 
+    def discard(self, artifact: Artifact, why: str) -> None:
+        """Set aside an artifact whose record a caller found unusable (its ``info`` not what the
+        producer writes), with one warning; the next lookup is a miss and it is made again."""
+        with self._open(artifact.kind) as folder:
+            self._reject(folder, artifact.kind, [artifact.path.name + ".json", *[p.name for p in artifact.paths]], why)
+
     @contextmanager
     def staging(self) -> Iterator[Path]:
         """A fresh, private (0700) folder for one sandbox run to write into; deleted afterwards,
