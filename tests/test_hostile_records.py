@@ -473,3 +473,17 @@ def test_a_swapped_or_edited_normalised_data_copy_is_rebuilt_from_the_users_data
     again = prepare_eval_data(source, 8, store)
     assert again.sha256 == first.sha256 and again.samples == 8 and again.classes == 4
     assert len(store.warnings) == 1 and "set it aside and made it again" in store.warnings[0]
+
+
+def test_a_staging_folder_swapped_for_a_link_while_the_sandbox_writes_is_refused(tmp_path: Path) -> None:
+    shared, outside = tmp_path / "shared", tmp_path / "victim"
+    outside.mkdir()
+    store = ArtifactStore(tmp_path / "own", shared=shared)
+    with store.staging() as staged:
+        (outside / staged.name).mkdir()
+        (outside / staged.name / "m.tflite").write_bytes(b"planted")
+        os.rename(shared / ".staging", tmp_path / "moved")
+        (shared / ".staging").symlink_to(outside)  # the writer of the shared folder swaps it meanwhile
+        artifact, error = store.publish("converted", staged, ["m.tflite"], MAKER)
+    assert artifact is None and "replaced" in error
+    assert not (shared / "converted" / "m.tflite").exists() and (outside / staged.name / "m.tflite").exists()

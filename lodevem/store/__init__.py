@@ -269,8 +269,10 @@ class ArtifactStore:
         root = self.shared or self.root
         if staged.parent == root / ".staging":
             folder = Folder.walk(root, (".staging", staged.name), self.warn, create=False)
-            if folder is not None:
-                return folder
+            if folder is None:  # .staging was swapped for a link (now replaced) while the sandbox ran
+                raise UnsafeInput(printable(str(staged), 300, newlines=False),
+                                  "the staging folder was replaced while the sandbox wrote into it: refused")
+            return folder
         return Folder.direct(staged, self.warn)
 
     def publish(self, kind: str, staged: Path, names: Sequence[str], maker: Mapping[str, Any],
