@@ -32,7 +32,13 @@ still taken as a cache hit when the failing model had written the expected file 
   nothing else, each under ``MAX_ARTIFACT_BYTES``) and renames the files into the store (same
   file system: atomic). A failed run's staging folder is deleted whole: nothing it wrote is ever
   copied or reused;
-* ``use_cache=False`` (``--no-cache``) never reads, and still refreshes what it makes.
+* ``use_cache=False`` (``--no-cache``) never reads, and still refreshes what it makes;
+* nothing found is believed (the store may be a folder others write): a file counts only when
+  its bytes hash to the sidecar's sha256 (hashed once per run, the first time it is used; size
+  and mtime alone once let a swapped ``.tflite`` or data copy through), sidecars and records are
+  parsed typed and bounded (``records``, ``safe_io.records``), every folder below the root is
+  opened by descriptor without following a link (``safe_io.folders``), and a bad entry is set
+  aside (``.set-aside-<time>-<name>``) and made again, with one line in ``warnings``.
 
 The one digest helper (``digest``: sha256 of canonical JSON; ``file_digest``: of a file's bytes)
 names every key: measurement keys, the ``--resume`` state key, latency cache keys, calibration
