@@ -11,7 +11,13 @@
    RSS growth while it runs and what the host kept of the output (the tail buffers). Target:
    the host's growth stays far below the bytes printed.
 
-``--quick`` (what the tests run): a 64 KB line and 16 MB printed.
+3. Issue 47's read-back cases (``cases/hostile_readback.py``: a shared store with planted links,
+   tampered artifacts and edited records; ``lodevem report`` on crafted folders; run state and
+   store records with impossible figures; names that would steer the methods text, Markdown,
+   LaTeX or HTML; the same bytes under another name; an option that does not apply), each tried
+   on the host: ``read-back cases: N of M held`` and every broken case by name.
+
+``--quick`` (what the tests run): a 64 KB line and 16 MB printed; the read-back cases always run.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks" / "cases"))
 
 _OLD = re.compile(r"Inference timings in us:.*?Inference \(avg\):\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)")
 
@@ -92,6 +99,10 @@ def main() -> int:
     line_kb, mb = (64, 16) if args.quick else (args.line_kb, args.mb)
     _parse(line_kb)
     _loud_run(mb)
+    from hostile_readback import CASES, run_cases
+
+    held, broken = run_cases()
+    print(f"read-back cases: {held} of {len(CASES)} held" + "".join(f"\n  broken: {b}" for b in broken))
     return 0
 
 

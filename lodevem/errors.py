@@ -35,6 +35,18 @@ class UnsafeInput(InputError):
         self.path, self.detail = path, detail
 
 
+class BadRecord(InputError):
+    """A record read back that is not what lodevem writes (``safe_io.records``): ``where`` (the
+    file), ``field`` (the field, '' for the whole file) and ``problem``, on one line."""
+
+    def __init__(self, where: str, field: str, problem: str) -> None:
+        from .safe_io.text import ENTRY_CHARS, clip, printable
+
+        shown = clip(printable(where, None, newlines=False), ENTRY_CHARS)
+        super().__init__(f"{shown}: " + (f"field '{field}': " if field else "") + problem)
+        self.where, self.field, self.problem = shown, field, problem
+
+
 class ProfileError(InputError):
     """A device profile file that does not validate, or a profile/tier that does not exist."""
 

@@ -60,6 +60,7 @@ from .memory.planning import floor_bracket, plan_limits
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
 from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
 from .runtimes import FALLBACK, adapter
+from .safe_io.sniff import content_suffix
 from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.session import Session
@@ -141,7 +142,7 @@ class MeasurePlan:
         if runtime.converts:
             conversion, error = self.converted(model)
             return RunFiles(conversion=conversion, error=error)
-        if runtime.runs_onnx_export and model.measured_path.suffix.lower() != ".onnx":
+        if runtime.runs_onnx_export and content_suffix(model.measured_path) != ".onnx":  # the bytes decide
             assert self.exports is not None
             export = self.exports.runtime_export(model.measured_path, model.measured_sha256, settings.input_shape)
             if export.path is None:
@@ -155,7 +156,7 @@ class MeasurePlan:
         conversion, error = self.converted(model)
         if conversion is None:
             if model.runs_as_is:  # a file torch runs as it is: torch's figure, saying why
-                torch = replace(self.settings, runtime=measured_under(FALLBACK, model.measured_path.suffix))
+                torch = replace(self.settings, runtime=measured_under(FALLBACK, content_suffix(model.measured_path)))
                 return replace(self._measured(model, limit, reference_s, torch),
                                fallback=f"{error}; measured under {torch.runtime} instead")
             return failed_measurement(limit, error, self.client, self.settings, model.measured_sha256)

@@ -51,7 +51,7 @@ def test_publish_then_lookup(tmp_path: Path) -> None:
 
 def test_a_file_without_its_sidecar_is_never_a_hit(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path)
-    store.folder("converted").mkdir(parents=True)
+    store.folder("converted").mkdir(parents=True, exist_ok=True)
     (store.folder("converted") / "m.tflite").write_bytes(b"planted")
     assert store.lookup("converted", ["m.tflite"], MAKER) is None
 

@@ -37,7 +37,7 @@ from ..worker.samples import NpzSamples, NpzWriter, SampleFileError
 
 if TYPE_CHECKING:
     from ..sandbox.client import WorkerClient
-    from ..store import ArtifactStore
+    from ..store import Artifact, ArtifactStore
 
 # An .npz of evaluation samples: 16 GiB is ~27,000 ImageNet-sized float32 inputs, far more than
 # --eval-limit reads; the cap stops a sparse or endless file, not a real data set.
@@ -158,9 +158,9 @@ def prepare_eval_data(path: Path, limit: int, store: "ArtifactStore", option: st
     source_sha = _sha256(path, option)  # refuses FIFOs, devices, sockets and files past the cap
     name = f"{source_sha[:32]}-{limit}.npz"
     maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION}
-    kept = store.lookup(KIND, [name], maker)
-    if kept is not None and isinstance(kept.info.get("samples"), int):
-        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    kept = _kept(store, path, option, store.lookup(KIND, [name], maker))
+    if kept is not None:
+        return kept
     with open_regular(path, EVAL_DATA) as fh:
         try:
             samples = NpzSamples(fh)
@@ -202,6 +202,21 @@ def _normalise(samples: NpzSamples, limit: int, path: Path, option: str, store: 
     return info
 
 
+def _kept(store: "ArtifactStore", path: Path, option: str, kept: "Optional[Artifact]") -> Optional[EvalData]:
+    """The stored normalised copy (its bytes already checked against its sidecar), when the
+    sidecar's facts are what ``_normalise`` writes; an edited one is set aside and made again."""
+    if kept is None:
+        return None
+    try:
+        found = _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+        if min(found.samples, found.available, found.classes, *found.sample_shape, 1) < 1 or found.max_label < 0:
+            raise ValueError("a count below 1")
+    except (KeyError, ValueError, TypeError, OverflowError) as exc:
+        store.discard(kept, f"its record's facts are not what lodevem writes ({str(exc)[:80]})")
+        return None
+    return found
+
+
 def _from_info(path: Path, option: str, stored: Path, sha256: str, info: dict[str, Any]) -> EvalData:
     shape = info.get("sample_shape") or ()
     prep = info.get("preprocessing")
@@ -228,9 +243,9 @@ def _tree(path: Path, limit: int, store: "ArtifactStore", option: str, images: I
     name = f"{tree.sha256[:32]}-{limit}-{digest(prep.to_dict())[:12]}.npz"
     maker = {"tree_sha256": tree.sha256, "limit": limit, "reader": READER_VERSION, "preprocessing": prep.to_dict(),
              "decoder": client.backend.identity, "worker_version": client.worker_version}
-    kept = store.lookup(KIND, [name], maker)
-    if kept is not None and isinstance(kept.info.get("samples"), int):
-        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    kept = _kept(store, path, option, store.lookup(KIND, [name], maker))
+    if kept is not None:
+        return kept
     with store.staging() as packed, store.staging() as staged:
         pack = packed / "images.zip"
         write_pack(tree, pack)

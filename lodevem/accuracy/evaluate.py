@@ -26,6 +26,7 @@ from typing import Callable, Optional, Sequence
 from ..measure import MeasurePlan
 from ..results import Accuracy, ModelFile
 from ..runtimes import FALLBACK, adapter
+from ..safe_io.sniff import content_suffix
 from ..sandbox.artifacts import loading_sha256
 from ..sandbox.client import MeasureSettings
 from ..store import ArtifactStore, digest
@@ -93,7 +94,7 @@ def evaluate_model(job: EvaluationJob, plan: MeasurePlan, store: ArtifactStore,
     client = plan.client
     files = plan.files(model, settings)
     if files.error and adapter(settings.runtime).converts and model.runs_as_is:
-        instead = dataclasses.replace(settings, runtime=measured_under(FALLBACK, model.measured_path.suffix))
+        instead = dataclasses.replace(settings, runtime=measured_under(FALLBACK, content_suffix(model.measured_path)))
         found = evaluate_model(EvaluationJob(model, instead, data), plan, store, progress)
         return dataclasses.replace(found, note="; ".join(n for n in (
             f"evaluated under {instead.runtime} (fallback): {files.error}", found.note) if n))
@@ -105,8 +106,7 @@ def evaluate_model(job: EvaluationJob, plan: MeasurePlan, store: ArtifactStore,
                                                                                client.cache_key)
     runtime = settings.runtime
     key = digest([artifact, data.sha256, runtime, plan.identity_of(runtime), client.worker_version, settings.threads])
-    record = store.get_record(KIND, key)
-    kept = Accuracy.from_record(record) if record is not None else None
+    kept = store.get_record(KIND, key, Accuracy.from_record)  # a bad record (top-1 250 %) is set aside, evaluated again
     if kept is not None:
         return kept
     progress(f"evaluating {model.label} under {runtime}")

@@ -14,11 +14,11 @@ them in one place. Entries are written atomically; an unreadable or foreign entr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
+from ..safe_io import CACHE_RECORD, UnsafeInput, read_bytes
+from ..safe_io.records import BadRecord, parse_json
 from ..store import digest, file_digest, write_json_file
 
 __all__ = ["CACHE_FORMAT", "JsonCache", "digest", "file_digest"]
@@ -44,9 +44,9 @@ class JsonCache:
     def get(self, key: str) -> Optional[dict[str, Any]]:
         if not self.enabled or self.dir is None:
             return None
-        try:
-            payload = json.loads(read_text(self.dir / f"{key}.json", CACHE_RECORD, follow=False))
-        except (UnsafeInput, ValueError):  # missing, not a regular file, too big, not JSON: a miss
+        try:  # bounded: a record nested 100,000 deep (a shared armsim folder) is a miss, not a RecursionError
+            payload = parse_json(read_bytes(self.dir / f"{key}.json", CACHE_RECORD, follow=False), key)
+        except (UnsafeInput, BadRecord):  # missing, not a regular file, too big, not JSON, too deep, NaN: a miss
             return None
         if not isinstance(payload, dict) or payload.get("cache_format") != CACHE_FORMAT:
             return None

@@ -295,18 +295,18 @@ class _NodePrecisions:
 
 
 def _node_precisions(model: Any, path: Path) -> _NodePrecisions:
-    import json
+    from ..safe_io.records import parse_json
 
     raw = next((p.value for p in model.metadata_props if p.key == PRECISION_KEY), None)
     if raw is None:
         return _NodePrecisions("fp32", {}, "fp32", None)
     try:
-        data = json.loads(raw)
+        data = parse_json(raw, str(path))  # bounded: the sandbox (the model's code) wrote it
         nodes = {str(k): str(v) for k, v in (data.get("nodes") or {}).items()}
         default, overall = str(data.get("default", "fp32")), str(data.get("precision", "fp32"))
         quant = data.get("quantization")
         quantization = f"{quant['scheme']}, {quant['backend']}" if quant else None
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, InputError):
         raise InputError(f"{path}: unreadable {PRECISION_KEY} metadata; delete the file to export it again") from None
     if default not in ARITHMETIC or overall not in FILE_PRECISIONS or set(nodes.values()) - set(ARITHMETIC):
         raise InputError(f"{path}: {PRECISION_KEY} metadata names an unknown precision; expected "

@@ -34,13 +34,9 @@ class MeasureCache:
         self.store = store
 
     def get(self, key: str) -> Optional[MemoryMeasurement]:
-        record = self.store.get_record(self.KIND, key) if self.store is not None else None
-        if record is None:
-            return None
-        try:
-            return replace(MemoryMeasurement.from_dict(record), cached=True)
-        except (ValueError, TypeError):
-            return None
+        # typed and range-checked; a bad record (a peak of "x") is set aside and measured again
+        record = self.store.get_record(self.KIND, key, MemoryMeasurement.from_dict) if self.store is not None else None
+        return replace(record, cached=True) if record is not None else None
 
     def put(self, key: str, value: MemoryMeasurement) -> None:
         # Timeouts say more about the machine than the model, and errors can be fixed without

@@ -12,17 +12,18 @@ else (a changed row or profile, a new matplotlib, an edited or deleted PNG) draw
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
+from ..errors import InputError
 from ..latency.cache import digest, file_digest
 from ..profiles import Profile
 from ..results import PairResult
-from ..safe_io import CACHE_RECORD, UnsafeInput, read_text
+from ..safe_io import CACHE_RECORD, read_text
+from ..safe_io.records import parse_json
 from ..store.files import write_json_file
 from ..version import __version__
 from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER
@@ -81,13 +82,13 @@ def _record_path(out_dir: Path, stem: str) -> Path:
 def kept_files(out_dir: Path, stem: str, key: str) -> Optional[tuple[Path, ...]]:
     """The figure's files when the last drawing had these inputs and they are unchanged."""
     try:
-        record = json.loads(read_text(_record_path(out_dir, stem), CACHE_RECORD, follow=False))
+        record = parse_json(read_text(_record_path(out_dir, stem), CACHE_RECORD, follow=False), stem)  # bounded
         if record.get("inputs_sha256") != key:
             return None
         paths = tuple(Path(out_dir) / f"{stem}.{ext}" for ext in EXTENSIONS)
         if any(file_digest(p) != record["files"][p.name] for p in paths):
             return None
-    except (UnsafeInput, OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (InputError, OSError, ValueError, KeyError, TypeError, AttributeError):  # UnsafeInput, BadRecord
         return None
     return paths
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -21,7 +20,8 @@ from typing import Any, Optional
 from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult
-from ..safe_io import RESULTS_FILE, read_text
+from ..safe_io import RESULTS_FILE, printable, read_bytes
+from ..safe_io.markup import latex_ascii
 from ..store.files import write_atomic, write_json_file
 from ..version import __version__
 from ..worker.verdict import Verdict
@@ -128,12 +128,23 @@ def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
     A file of another ``schema_version`` is refused with an ``InputError`` rather than misread:
     its fields may mean something else.
     """
-    payload = json.loads(read_text(path, RESULTS_FILE, errors="strict"))
+    from ..safe_io.records import BadRecord, parse_json
+
+    where = str(path)
+    payload = parse_json(read_bytes(path, RESULTS_FILE, follow=False), where)  # a link is refused, never followed
+    if not isinstance(payload, dict):
+        raise BadRecord(where, "", "expected a JSON object (a results file lodevem wrote)")
     version = payload.get("schema_version")
     if version != RESULTS_SCHEMA_VERSION:
-        raise InputError(f"{path}: results schema_version {version!r}, expected {RESULTS_SCHEMA_VERSION} "
+        raise InputError(f"{printable(where, 300, newlines=False)}: results schema_version "
+                         f"{printable(repr(version), 40, newlines=False)}, expected {RESULTS_SCHEMA_VERSION} "
                          "(the version this lodevem reads)")
-    return [PairResult.from_dict(r) for r in payload["results"]], payload.get("environment", {})
+    results, environment = payload.get("results"), payload.get("environment", {})
+    if not isinstance(results, list):
+        raise BadRecord(where, "results", "expected a list of rows")
+    if not isinstance(environment, dict):
+        raise BadRecord(where, "environment", "expected an object")
+    return [PairResult.from_dict(r, where, prefix=f"results[{i}].") for i, r in enumerate(results)], environment
 
 
 _LATEX_SPECIAL: Mapping[int, str] = MappingProxyType(str.maketrans({
@@ -144,8 +155,10 @@ _LATEX_SPECIAL: Mapping[int, str] = MappingProxyType(str.maketrans({
 
 
 def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters in one pass (``cocoa_fp32.pt`` -> ``cocoa\\_fp32.pt``)."""
-    return text.translate(_LATEX_SPECIAL)
+    """Escape LaTeX's special characters in one pass (``cocoa_fp32.pt`` -> ``cocoa\\_fp32.pt``), then
+    leave only what any engine and font prints (``safe_io.markup.latex_ascii``: a control character,
+    a right-to-left mark or CJK in a name never stops the .tex from compiling)."""
+    return latex_ascii(text.translate(_LATEX_SPECIAL))
 
 
 def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None,

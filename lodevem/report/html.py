@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import base64
 import html
+import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -44,11 +46,12 @@ _FIGURE = safe_io.Kind("figure", _MAX_FIGURE_BYTES)
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Escaped for HTML; a control or bidi character (ESC, a right-to-left override) shown as its escape."""
+    return html.escape("" if value is None else safe_io.printable(str(value), None), quote=True)
 
 
 def _number(value: Optional[float], digits: int = 1) -> str:
-    return "" if value is None else f"{value:,.{digits}f}"
+    return "" if value is None or not math.isfinite(value) else f"{value:,.{digits}f}"  # never "nan"/"inf"
 
 
 # (header, cell text, sort key: a number, or None to sort by the text)
@@ -89,7 +92,7 @@ def _table(rows: Sequence[PairResult]) -> str:
         tds = []
         for _, text, key in columns:
             value = key(row)
-            sort = "" if value is None else f' data-sort="{float(value):.6g}"'
+            sort = "" if value is None or not math.isfinite(value) else f' data-sort="{float(value):.6g}"'
             tds.append(f"<td{sort}>{text(row)}</td>")
         body.append(f'<tr data-verdict="{_e(row.verdict)}" data-index="{n}">{"".join(tds)}</tr>')
     verdicts = sorted({str(r.verdict) for r in rows})
@@ -227,7 +230,7 @@ def rebuild(results_dir: Path) -> Path:
 
     folder = Path(results_dir)
     source = folder / JSON_NAME
-    if not source.is_file():
+    if not os.path.lexists(source):
         raise InputError(f"{folder}: no {JSON_NAME} (expected the --output folder of a `lodevem start` run)")
-    rows, environment = read_json(source)
+    rows, environment = read_json(source)  # no link followed, typed: one line per problem
     return write_report(rows, environment, folder)

@@ -19,6 +19,7 @@ from typing import Optional
 
 from ..latency.paper import Reference, load_references
 from ..results import PairResult
+from ..safe_io.markup import markdown_text, unliteral
 from ..store.files import write_atomic
 from .files import latex_escape
 from .manifest import ManifestLike
@@ -38,30 +39,39 @@ def render_html(text: str) -> str:
     """Token text as HTML: escaped, ``{cite:KEY}`` a link to the reference list, ``{code:X}`` code."""
     out, last = [], 0
     for match in TOKEN.finditer(text):
-        out.append(html.escape(text[last:match.start()]))
+        out.append(html.escape(unliteral(text[last:match.start()])))
         kind, value = match.groups()
         out.append(f'<a href="#ref-{html.escape(value)}">[{html.escape(value)}]</a>' if kind == "cite"
-                   else f"<code>{html.escape(value)}</code>")
+                   else f"<code>{html.escape(unliteral(value))}</code>")
         last = match.end()
-    out.append(html.escape(text[last:]))
+    out.append(html.escape(unliteral(text[last:])))
     return "".join(out)
 
 
 def _render(text: str, latex: bool) -> str:
+    """Token text as LaTeX or Markdown; a user's names in it are inert (``safe_io.markup.literal``:
+    no token inside them) and escaped here like every plain text."""
     out, last = [], 0
     for match in TOKEN.finditer(text):
         plain = text[last:match.start()]
-        out.append(latex_escape(plain) if latex else plain)
+        out.append(latex_escape(unliteral(plain)) if latex else markdown_text(plain))
         kind, value = match.groups()
         if kind == "cite":
             out.append(f"\\cite{{{value}}}" if latex else f"[{value}]")
         else:
-            out.append(f"\\texttt{{{latex_escape(value)}}}" if latex else f"`{value}`")
+            out.append(f"\\texttt{{{latex_escape(unliteral(value))}}}" if latex else _code_span(unliteral(value)))
         last = match.end()
     tail = text[last:]
-    out.append(latex_escape(tail) if latex else tail)
+    out.append(latex_escape(unliteral(tail)) if latex else markdown_text(tail))
     rendered = "".join(out)
     return re.sub(r" +(?=\\cite)", "~", rendered) if latex else rendered
+
+
+def _code_span(value: str) -> str:
+    """A Markdown code span around ``value`` whatever backticks it holds."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
 
 
 def references(facts: RunFacts) -> dict[str, Reference]:

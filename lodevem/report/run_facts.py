@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from enum import Enum
 from typing import Any, Optional
 
 from ..latency.described import describe_kind
 from ..latency.paper import KindPaper, KindUse
 from ..results import PairResult
+from ..safe_io.markup import literal_value
 from ..version import __version__
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
 from .cells import RunCounts, run_counts
 from .legend import row_cell
-from .manifest import Manifest, ManifestLike
+from .manifest import Manifest, ManifestLike, manifest_dict
 
 __all__ = ["KindFacts", "RunFacts", "run_facts"]
 
@@ -102,10 +104,19 @@ def _get(mapping: Any, *path: str) -> Any:
     return mapping
 
 
+def _inert_row(row: PairResult) -> PairResult:
+    values = {f.name: getattr(row, f.name) for f in fields(row)}
+    return replace(row, **{name: literal_value(value) for name, value in values.items()
+                           if isinstance(value, (str, tuple)) and not isinstance(value, Enum)})
+
+
 def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
     """Gather what the run used from its rows (per pair) and its manifest (per run: the typed
-    record, or its JSON form read back from a results file)."""
-    env = Manifest.coerce(manifest)
+    record, or its JSON form read back from a results file). Every string of the rows and the
+    manifest is made inert first (``safe_io.markup.literal``): a name a user chose is text in the
+    methods paragraph, never a ``{cite:}`` / ``{code:}`` token or a line break."""
+    rows = [_inert_row(r) for r in rows]
+    env = Manifest.from_dict(literal_value(manifest_dict(manifest)))
     predictor = env.extra.get("predictor") or {}
     kinds = _kind_facts(rows, predictor if isinstance(predictor, Mapping) else {}, env.packages)
     derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty

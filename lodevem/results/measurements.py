@@ -7,7 +7,7 @@ with that RAM; ``PairResult`` joins them with a profile and a prediction.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from ..worker.verdict import Verdict
@@ -66,9 +66,11 @@ class MemoryMeasurement:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "MemoryMeasurement":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def from_dict(cls, data: Any, where: str = "a measurement record") -> "MemoryMeasurement":
+        """A record read back, every field typed and range-checked (``BadRecord`` otherwise)."""
+        from ..safe_io.records import typed
+
+        return typed(cls, data, where)
 
 
 @dataclass(frozen=True)
@@ -107,11 +109,15 @@ class Accuracy:
                 "seconds": self.seconds}
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Optional["Accuracy"]:
-        top1, samples = record.get("top1_pct"), record.get("samples")
-        if not isinstance(top1, (int, float)) or not isinstance(samples, int):
-            return None
-        top5 = record.get("top5_pct")
-        return cls(float(top1), float(top5) if isinstance(top5, (int, float)) else None, samples,
-                   seconds=record.get("seconds") if isinstance(record.get("seconds"), (int, float)) else None,
-                   cached=True)
+    def from_record(cls, record: Any, where: str = "an accuracy record") -> "Accuracy":
+        """The store's record read back: top-1/top-5 0..100 %, top-5 >= top-1, samples >= 1, every
+        field typed (``BadRecord`` naming the field otherwise: a top-1 of 250 % is no figure)."""
+        from ..safe_io.records import BadRecord, typed
+
+        if not isinstance(record, dict) or record.get("top1_pct") is None or record.get("samples") is None:
+            raise BadRecord(where, "top1_pct" if isinstance(record, dict) else "", "missing")
+        parsed = typed(cls, {k: record[k] for k in ("top1_pct", "top5_pct", "samples", "seconds") if k in record},
+                       where, extra={"cached": True})
+        if parsed.top5_pct is not None and parsed.top1_pct is not None and parsed.top5_pct < parsed.top1_pct:
+            raise BadRecord(where, "top5_pct", f"{parsed.top5_pct:g} is below top1_pct {parsed.top1_pct:g}")
+        return parsed

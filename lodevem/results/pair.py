@@ -4,7 +4,7 @@ LaTeX table carry the same fields, and the written mapping from each record to i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
@@ -214,19 +214,25 @@ class PairResult:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PairResult":
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
+    def from_dict(cls, data: Any, where: str = "a results row", prefix: str = "") -> "PairResult":
+        """A row read back (a results file, a run state): every field typed and range-checked
+        (``safe_io.records.typed``); ``BadRecord`` names ``where`` and the field otherwise."""
+        from ..safe_io.records import BadRecord, typed
+
+        if not isinstance(data, dict):
+            raise BadRecord(where, prefix.rstrip("."), "expected an object")
+        values = dict(data)
         if "latency_kind" not in data:  # a results file written before rows carried their kind
             values.update(_legacy_latency_fields(data))
-        if "device_op_profile" in values:  # JSON: one object per node type (the CSV's text is not read back)
-            raw = values["device_op_profile"]
-            values["device_op_profile"] = tuple(OpTime(**op) for op in raw if isinstance(op, dict)) \
-                if isinstance(raw, (list, tuple)) else ()
-        if "latency_calibrations" in values:  # a JSON list, or the CSV's "; "-joined text
-            raw = values["latency_calibrations"] or ()
-            values["latency_calibrations"] = tuple(raw.split("; ") if isinstance(raw, str) else raw)
-        return cls(**values)
+        if isinstance(values.get("latency_calibrations"), str):  # the CSV's "; "-joined text
+            values["latency_calibrations"] = values["latency_calibrations"].split("; ")
+        elif values.get("latency_calibrations") is None:
+            values.pop("latency_calibrations", None)
+        # device_op_profile: JSON holds one object per node type (OpTime, checked field by field);
+        # the CSV's text form is not read back.
+        if isinstance(values.get("device_op_profile"), str):
+            values.pop("device_op_profile")
+        return typed(cls, values, where, prefix=prefix)
 
 
 def _legacy_latency_fields(data: Mapping[str, Any]) -> dict[str, Any]:

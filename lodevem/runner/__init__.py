@@ -32,6 +32,7 @@ from ..progress import ProgressSink
 from ..report.manifest import Manifest
 from ..results import Accuracy, PairResult, label_models
 from ..results.outcome import StartResult
+from ..safe_io.sniff import name_mismatch
 from ..sandbox.base import Backend
 from .config import RunConfig
 from .device_stage import DeviceStage, open_phone
@@ -64,6 +65,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
                        config.memory.timeout_s)  # before anything slow: adb answers, the binary fits the phone
     run = Run.begin(config, progress, backend)
     config = run.config  # with what opening it settled: the default runtime, the samples' shape
+    for said in filter(None, (name_mismatch(s.path, s.label) for s in sources)):
+        run.warn(said)  # the bytes decide the format (safe_io.sniff); the name only confirms
     planned = [m for base in sources for m in per_runtime(base, config.runtimes)]
     state = run.state(planned)
 
@@ -97,6 +100,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         measured = [row for _, row in schedule(run, on_phone) if row]
     finally:
         on_phone.finish()
+    run.warnings.extend(w for w in run.store.warnings if w not in run.warnings)  # entries set aside
     return BenchmarkOutcome(recorder.rows() + measured, manifest, run.warnings)
 
 

@@ -18,6 +18,7 @@ from ..errors import InputError, LodevemError, ModelFileError
 from ..results import ExportResult, ModelFile
 from ..results.notes import kernel_precisions
 from ..runtimes import adapter
+from ..safe_io.sniff import content_suffix
 from ..sandbox.usercode import with_code_hint
 from ..worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from ..worker.registry import measured_under, predicted_for
@@ -39,7 +40,7 @@ def per_runtime(model: ModelFile, runtimes: Sequence[str]) -> list[ModelFile]:
 def measured_runtime(run: Run, model: ModelFile) -> str:
     """What measures ``model``: its runtime; an .onnx file has no torch form, so under ``torch``
     it is run by onnxruntime (its rows say so)."""
-    return measured_under(model.runtime or run.config.runtimes[0], model.path.suffix)
+    return measured_under(model.runtime or run.config.runtimes[0], content_suffix(model.path))  # bytes, not name
 
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:

@@ -148,6 +148,12 @@ class Run:
         ImageFolder tree is walked here and its images decoded in one sandbox run. The eval (else
         the fine-tuning) samples' shape is the shape the rows are measured with when none is given."""
         data = self.config.data
+        trees = [p for p in (data.eval_data, data.finetune_data, data.calib_data) if p is not None and p.is_dir()]
+        if data.preprocessing != type(data.preprocessing)() and not trees:  # an option that would not apply
+            given = ", ".join(str(p) for p in (data.eval_data, data.finetune_data, data.calib_data) if p is not None)
+            raise InputError("--preprocess applies to an ImageFolder tree given as --eval-data, --finetune-data or "
+                             "--calib-data; " + (f"{given} holds ready inputs (.npz), which are used as they are"
+                                                 if given else "this run has no data") + ": drop --preprocess")
         images = ImageDecoding(self.session.client, data.preprocessing, self.config.memory.timeout_s)
         if data.eval_data is not None:
             self.eval_data = prepare_eval_data(data.eval_data, data.eval_limit, store, images=images)

@@ -5,7 +5,6 @@ back (``load_state``) and measures only what is missing."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -15,7 +14,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from ..errors import InputError
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 from ..results import RESULTS_SCHEMA_VERSION, Accuracy, MemoryMeasurement, ModelFile, PairResult
-from ..safe_io import RESULTS_FILE, UnsafeInput, read_text
+from ..safe_io import RESULTS_FILE, UnsafeInput, read_bytes
+from ..safe_io.records import BadRecord, parse_json
 
 if TYPE_CHECKING:
     from ..latency.records import LatencyPrediction
@@ -52,22 +52,24 @@ class RunState:
         (garbage, another schema, a row missing fields) raises ``InputError`` saying what."""
         if not os.path.lexists(path):
             return None
-        try:
-            text = read_text(path, RESULTS_FILE, errors="strict")  # a regular file, size-capped
+        try:  # a regular file in the folder (a link is refused, never followed), size-capped
+            data = read_bytes(path, RESULTS_FILE, follow=False)
         except UnsafeInput as exc:
-            if exc.detail.startswith("not UTF-8"):
-                raise InputError(f"{path}: not a run state lodevem wrote (not UTF-8 text)") from None
             raise InputError(f"{path}: unreadable run state ({exc.detail})") from None
+        where = str(path)
         try:
-            payload = json.loads(text)
+            payload = parse_json(data, where)  # bounded depth, no NaN: BadRecord names the field
             if not isinstance(payload, dict) or payload.get("schema_version") != RESULTS_SCHEMA_VERSION:
-                raise ValueError(f"not a schema {RESULTS_SCHEMA_VERSION} run state")
-            rows = payload["rows"]
-            if not isinstance(payload["config_key"], str) or not isinstance(rows, list):
-                raise ValueError("config_key or rows of the wrong type")
-            return cls(payload["config_key"], [PairResult.from_dict(r) for r in rows])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"{path}: not a run state lodevem wrote ({str(exc)[:120]})") from None
+                raise BadRecord(where, "schema_version", f"not a schema {RESULTS_SCHEMA_VERSION} run state")
+            rows, key = payload.get("rows"), payload.get("config_key")
+            if not isinstance(key, str):
+                raise BadRecord(where, "config_key", "expected text")
+            if not isinstance(rows, list):
+                raise BadRecord(where, "rows", "expected a list")
+            return cls(key, [PairResult.from_dict(r, where, prefix=f"rows[{i}].") for i, r in enumerate(rows)])
+        except BadRecord as exc:
+            field = f"field '{exc.field}': " if exc.field else ""
+            raise InputError(f"{exc.where}: not a run state lodevem wrote ({field}{exc.problem})") from None
 
 
 
