@@ -86,6 +86,9 @@ class PairResult:
     # What the file computes in, detected in the sandbox (a --levels variant: its level's)
     precision: Optional[str] = None
     quantization: Optional[str] = None
+    # A compressed file of the user's (int8, fp16, pruned: its own row, no levels derived from it):
+    # the label of the float file of the same network the run also had (``model_file.with_levels``)
+    variant_of: Optional[str] = None
     # What scaled the predicted latency afterwards (e.g. a calibration against one measurement
     # on the real device), one description each; empty: the prediction as the predictor made it.
     # The paper kit (report.methodology) names every one used.
@@ -231,7 +234,8 @@ def _legacy_latency_fields(data: Mapping[str, Any]) -> dict[str, Any]:
 ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
     "ModelFile": MappingProxyType({
         "model_label": "label", "model_sha256": "sha256", "level": "level", "precision": "precision",
-        "quantization": "quantization", "input_shape_source": "input_shape_source"}),
+        "quantization": "quantization", "input_shape_source": "input_shape_source",
+        "variant_of": "variant_of"}),
     "Profile": MappingProxyType({
         "profile_id": "id", "profile_label": "label", "tier": "tier", "chipset": "chipset", "ram_mb": "ram_mb",
         "app_budget_mb": "app_budget_mb", "power_w": "power_w", "power_source": "power_source"}),

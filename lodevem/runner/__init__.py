@@ -31,6 +31,7 @@ from ..gates import Budget, check_budget, no_figures
 from ..progress import ProgressSink
 from ..report.manifest import Manifest
 from ..results import Accuracy, PairResult, label_models
+from ..results.model_file import with_levels
 from ..results.outcome import StartResult
 from ..sandbox.base import Backend
 from .config import RunConfig
@@ -58,13 +59,15 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
 
     ``backend``: an isolation backend to use instead of opening ``config.sandbox.backend``.
     """
-    sources = label_models(config.models, config.inputs.levels)
+    files = label_models(config.models)
     run = Run.begin(config, progress, backend)
     config = run.config  # with what opening it settled: the default runtime, the samples' shape
+    # the user's files exported first (a bad one stops the run here); what each file is decides
+    # its rows: levels of a float file, a compressed file as it is (results.model_file.with_levels)
+    sources = with_levels(files, config.inputs.levels, export_sources(run, files))
     planned = [m for base in sources for m in per_runtime(base, config.runtimes)]
     state = run.state(planned)
 
-    export_sources(run, sources)
     models = prepare_models(run, sources)
     cells = {job.model.label: record for job, record in schedule(run, LatencyStage(models))}
     # without --eval-data a pruned row still says whether it was fine-tuned (accuracy_note)

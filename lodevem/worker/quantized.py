@@ -96,6 +96,22 @@ def torch_quantization(module: Any) -> Optional[dict[str, str]]:
     return {"scheme": scheme, "backend": f"{fmt} ({torch.backends.quantized.engine} engine)"}
 
 
+def torch_side_precision(found: dict[str, Any]) -> Optional[str]:
+    """The file precision the torch side knows before the export (``_twin_inputs``' record): a
+    quantized module's scheme, an fp16 module's; None when only the ONNX twin can tell (fp32, or a
+    QDQ export). The reply carries it even when the export then fails (a quantize_dynamic
+    TorchScript has no ONNX form), so the host never derives levels from an int8 file."""
+    quantization = found.get("quantization") or {}
+    scheme = quantization.get("scheme")
+    if scheme == "dynamic":
+        return "int8-dynamic"
+    if scheme == "static":
+        return "int8-static"
+    if scheme:
+        return "mixed"
+    return "fp16" if found.get("default") == "fp16" else None
+
+
 def float_twin_module(module: Any) -> tuple[Any, dict[str, str]]:
     """Dynamic int8 Linear layers swapped for float Linear with the dequantized weights (the
     legacy exporter has no symbolic for ``quantized::linear_dynamic``); returns (twin, {qualified
