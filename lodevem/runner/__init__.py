@@ -29,6 +29,7 @@ from ..accuracy import with_drops
 from ..errors import Interrupted
 from ..gates import Budget, check_budget, no_figures
 from ..progress import ProgressSink
+from ..report.combine import merged_manifest, previous_manifest
 from ..report.manifest import Manifest
 from ..results import Accuracy, PairResult, label_models
 from ..results.model_file import with_levels
@@ -82,6 +83,12 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     recorder = Recorder(config.results.output, config.profiles, config.memory.threads, run.progress, models,
                         {label: c.latencies for label, c in cells.items()}, floors, state, manifest,
                         {label: c.channels_removed for label, c in cells.items()}, accuracies)
+    if recorder.combined:  # rows of an earlier run with the same settings share the table: and the manifest
+        earlier = previous_manifest(config.results.output)
+        if earlier is not None:
+            recorder.manifest = manifest = merged_manifest([earlier, manifest])
+            run.warn(f"{config.results.output} held rows of other models measured with the same settings: this run's "
+                     "rows join them in one table (--overwrite replaces them instead)")
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
