@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
 
 from .profiles import Profile
 from .report.cells import Cells, cells, group_by_model, latency_mark, ordered_devices
@@ -45,7 +44,7 @@ __all__ = [
     "CSV_NAME", "HTML_NAME", "JSON_NAME", "TEX_NAME", "Cells", "MarkNote", "cells", "csv_columns",
     "group_by_model", "inspection_lines", "latency_legend", "latency_mark", "latency_table", "latex_escape",
     "latex_table", "mark_notes", "model_summaries", "ordered_devices", "profiles_table", "read_json",
-    "report_folders", "results_table", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit",
+    "results_table", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit",
     "write_report", "zoo_table",
 ]
 
@@ -73,22 +72,3 @@ def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest:
         paths.append(write_report(rows, manifest, out_dir))
     return paths
 
-
-def report_folders(folders: Sequence[Path], output: Optional[Path] = None) -> list[Path]:
-    """``lodevem report DIR...``: one folder's ``report.html`` again from its results file; with
-    ``output`` (needed for several folders), every output file (CSV, JSON, .tex, paper kit,
-    figures, report.html) of the folders' rows as one table, when their settings agree
-    (``report.combine``; ``InputError`` naming what differs, exit 2)."""
-    from .errors import InputError
-    from .report.combine import combine_folders
-    from .report.html import rebuild
-
-    if output is None:
-        if len(folders) != 1:
-            raise InputError("lodevem report: several results folders are combined into one: name it with --output DIR")
-        return [rebuild(folders[0])]
-    rows, manifest = combine_folders(folders)
-    if not rows:
-        raise InputError(f"{', '.join(map(str, folders))}: no result rows to report")
-    Path(output).mkdir(parents=True, exist_ok=True)
-    return write_all(rows, (), manifest, Path(output))

@@ -122,12 +122,10 @@ def report_cmd(results_dirs: tuple[Path, ...], output: Optional[Path]) -> None:
     (device profiles, passes, runtime, threads, predictor, input, backend, calibration or
     evaluation data) are refused in one line naming what differs (exit 2).
 
-    Examples:
-
-        lodevem report results/
+    Example:
 
         lodevem report results/fp32 results/int8 --output results/all
     """
-    from ..reporter import report_folders
+    from ..runner import report_folders
 
     TERMINAL.wrote(report_folders(results_dirs, output))

@@ -127,3 +127,4 @@ def previous_manifest(folder: Path) -> Optional[Manifest]:
         return Manifest.coerce(read_json(Path(folder) / JSON_NAME)[1])
     except (OSError, ValueError, LodevemError):
         return None
+

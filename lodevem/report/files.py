@@ -61,8 +61,9 @@ _LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
 
 
 def csv_columns() -> list[str]:
-    """Every ``PairResult`` field in declaration order, then the derived ``fits``."""
-    return [f.name for f in fields(PairResult)] + ["fits"]
+    """Every ``PairResult`` field in declaration order, then the derived ``fits`` and
+    ``failure_reason`` (each missing figure with its reason: ``report.failures``)."""
+    return [f.name for f in fields(PairResult)] + ["fits", "failure_reason"]
 
 
 def _cell(value: Any) -> Any:

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from ..worker.verdict import Verdict
+from .failures import failure_reason
 from .measurements import Accuracy, MemoryMeasurement
 from .model_file import ModelFile
 from .notes import joined, quantization_note, sparsity_note, unstable
@@ -200,6 +201,7 @@ class PairResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["fits"] = self.fits
+        data["failure_reason"] = failure_reason(self) or None
         return data
 
     @classmethod

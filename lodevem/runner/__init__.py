@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Sequence
 
 from .. import measure
 from ..accuracy import with_drops
-from ..errors import Interrupted
+from ..errors import InputError, Interrupted
 from ..gates import Budget, check_budget, no_figures
 from ..progress import ProgressSink
 from ..report.combine import merged_manifest, previous_manifest
@@ -42,6 +43,7 @@ from .stages import EvaluationStage, FloorStage, LatencyStage, MeasureStage, sch
 from .state import STATE_FILE, Recorder, interrupted_note
 
 __all__ = ["STATE_FILE", "BenchmarkOutcome", "OutputClaim", "RunConfig", "converted_level", "label_models",
+           "report_folders",
            "latency_runtime", "run_benchmark", "start"]
 
 
@@ -119,3 +121,23 @@ def start(config: RunConfig, budget: Budget, latex_marks: str = "text",
     nothing = no_figures(outcome.rows)  # not a result at all: no gate is judged
     return StartResult(outcome.rows, config.profiles, outcome.warnings, written,
                        [] if nothing else check_budget(outcome.rows, budget), nothing)
+
+
+def report_folders(folders: Sequence[Path], output: Optional[Path] = None) -> list[Path]:
+    """``lodevem report DIR...``: one folder's ``report.html`` again from its results file; with
+    ``output`` (needed for several folders), every output file (CSV, JSON, .tex, paper kit,
+    figures, report.html) of the folders' rows as one table, when their settings agree
+    (``report.combine``; ``InputError`` naming what differs, exit 2)."""
+    from ..report.combine import combine_folders
+    from ..report.html import rebuild
+    from ..reporter import write_all
+
+    if output is None:
+        if len(folders) != 1:
+            raise InputError("lodevem report: several results folders are combined into one: name it with --output DIR")
+        return [rebuild(folders[0])]
+    rows, manifest = combine_folders(folders)
+    if not rows:
+        raise InputError(f"{', '.join(map(str, folders))}: no result rows to report")
+    Path(output).mkdir(parents=True, exist_ok=True)
+    return write_all(rows, (), manifest, Path(output))
