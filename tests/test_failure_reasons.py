@@ -73,3 +73,30 @@ def test_predict_failing_everywhere_names_the_reason(tmp_path: Path) -> None:
     error = done.output.strip().splitlines()[-1]
     assert error.startswith("Error: no latency could be predicted") and "5 s wall-clock timeout" in error
     assert "n/a (tiny_cnn.pt on nokia_c1): " in done.output  # under the table too, without --verbose
+
+
+def test_a_missing_figure_in_a_row_asked_for_exits_4(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from lodevem.errors import BudgetBroken, PartialFailure
+
+    _, result = _run(tmp_path)
+    failure = result.failure
+    assert isinstance(failure, PartialFailure) and failure.exit_code == 4
+    assert "missing in 4 of 4 row(s)" in str(failure)  # every latency is missing: the fake exports nothing
+    complete = [replace(r, latency_ms=1.0, latency_note=None) for r in result.rows if r.level is None]
+    assert replace(result, rows=complete).failure is None
+    # rows of another model an earlier run left in the table are not this run's to answer for
+    assert replace(result, asked=frozenset({"net.pt@fp32"}), rows=complete + [r for r in result.rows if r.level]
+                   ).failure is None
+    # a broken gate (3) and a run with no memory figure at all (1) take precedence
+    assert isinstance(replace(result, broken=["x"]).failure, BudgetBroken)
+    assert replace(result, nothing="no row got a memory figure").failure.exit_code == 1
+
+
+def test_exit_code_4_is_documented_in_help() -> None:
+    from lodevem.cli import EXIT_CODES
+
+    assert 4 in EXIT_CODES and len(set(EXIT_CODES)) == len(EXIT_CODES)
+    shown = " ".join(CliRunner().invoke(cli, ["--help"]).output.split())
+    assert "4 partial failure" in shown

@@ -54,6 +54,7 @@ class BenchmarkOutcome:
     rows: list[PairResult]
     manifest: Manifest
     warnings: list[str] = field(default_factory=list)
+    asked: frozenset[str] = frozenset()  # the labels of this run's models (rows of others: an earlier run's)
 
 
 def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
@@ -101,7 +102,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
         schedule(run, MeasureStage([m for m in models if m.unusable is None], recorder, recorder.pending))
     finally:
         recorder.flush()
-    return BenchmarkOutcome(recorder.rows(), manifest, run.warnings)
+    return BenchmarkOutcome(recorder.rows(), manifest, run.warnings, frozenset(m.label for m in models))
 
 
 def start(config: RunConfig, budget: Budget, latex_marks: str = "text",
@@ -120,7 +121,7 @@ def start(config: RunConfig, budget: Budget, latex_marks: str = "text",
         written = write_all(outcome.rows, config.profiles, outcome.manifest, output, latex_marks=latex_marks)
     nothing = no_figures(outcome.rows)  # not a result at all: no gate is judged
     return StartResult(outcome.rows, config.profiles, outcome.warnings, written,
-                       [] if nothing else check_budget(outcome.rows, budget), nothing)
+                       [] if nothing else check_budget(outcome.rows, budget), nothing, outcome.asked)
 
 
 def report_folders(folders: Sequence[Path], output: Optional[Path] = None) -> list[Path]:
