@@ -13,6 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..accuracy.data import EvalData, check_model_shape
 from ..derive import derive_cached
 from ..errors import InputError, LodevemError, ModelFileError
 from ..results import ExportResult, ModelFile
@@ -80,7 +81,21 @@ def export_sources(run: Run, models: Sequence[ModelFile]) -> dict[Path, ModelSec
         problem = tuning.labels_problem(done.model.classes, model.path.name) if tuning is not None else None
         if problem:  # the data alone shows it cannot fine-tune this model (issue 38): refused, exit 2
             raise InputError(problem)
+        problem = data_problem(run.eval_data, done.model, model.path.name)
+        if problem:  # nor evaluate it (issue 46): refused in seconds, before any memory run
+            raise InputError(problem)
     return found
+
+
+def data_problem(data: Optional[EvalData], found: ModelSection, name: str) -> Optional[str]:
+    """Why ``--eval-data`` cannot work for a file whose export found its input and outputs
+    (``found``): samples of another shape, class folders or labels the outputs do not have."""
+    if data is None:
+        return None
+    mismatch = check_model_shape(data, found.input_shape)
+    if mismatch:
+        return f"{mismatch} ({name}); give --input-shape the samples' shape, or samples of the model's input"
+    return data.labels_problem(found.classes, name)
 
 
 def prepare_models(run: Run, models: Sequence[ModelFile]) -> list[ModelFile]:
