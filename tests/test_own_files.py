@@ -8,6 +8,7 @@ sandbox is what tells the host each file's precision."""
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import pytest
@@ -64,10 +65,15 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
                                                        dtype=torch.qint8)
     torch.save(quantized, models / "tiny_cnn_int8.pt")
     out = root / "results"
-    result = CliRunner().invoke(cli, ["start", str(net), str(models / "tiny_cnn_int8.pt"), "--levels", "fp32,int8",
-                                      "--profile", "nokia_c1", "--backend", "process", "--runtime", "torch",
-                                      "--runs", "1", "--warmup", "0", "--output", str(out)],
-                                env={"COLUMNS": "200"})
+    here = os.getcwd()
+    os.chdir(root)  # the user's working directory: shared files name paths relative to it
+    try:
+        result = CliRunner().invoke(cli, ["start", str(net), str(models / "tiny_cnn_int8.pt"), "--levels",
+                                          "fp32,int8", "--profile", "nokia_c1", "--backend", "process", "--runtime",
+                                          "torch", "--runs", "1", "--warmup", "0", "--output", str(out)],
+                                    env={"COLUMNS": "200"})
+    finally:
+        os.chdir(here)
     return out, result
 
 
@@ -81,3 +87,37 @@ def test_the_users_int8_file_is_its_own_row_beside_the_float_levels(scenario) ->
         ("tiny_cnn_int8.pt", "", "int8-dynamic", "tiny_cnn.pt")]
     assert "tiny_cnn_int8.pt@" not in result.output
     assert "1 model, 3 files, 2 levels" in result.output
+
+
+SHARED = ("benchmark_results.csv", "benchmark_results.json", "benchmark_results.tex", "methodology.md",
+          "methodology.tex", "references.bib", "report.html")
+
+
+def test_no_shared_file_names_a_path_of_the_machine(scenario) -> None:
+    out, result = scenario
+    assert result.exit_code == 0, result.output
+    root = out.parent
+    machine = {str(root), os.path.realpath(root), str(Path.home()), os.getcwd(), "/tmp/pytest-of"}
+    for name in SHARED:
+        text = (out / name).read_text()
+        leaked = [p for p in machine if p in text]
+        assert leaked == [], f"{name} names {leaked}"
+    with open(out / "benchmark_results.csv", newline="") as handle:
+        paths = {r["model_path"] for r in csv.DictReader(handle)}
+    assert paths == {"models/tiny_cnn.pt", "models/tiny_cnn_int8.pt"}  # relative to the working directory
+    page = (out / "report.html").read_text()
+    assert "sha256" in page and "models/tiny_cnn_int8.pt" in page  # the manifest keeps its digests
+
+
+def test_scrub_rewrites_absolute_paths_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lodevem.report.shared import Scrub
+
+    monkeypatch.chdir(tmp_path)
+    scrub = Scrub(tmp_path / "out")
+    assert scrub.text(f"{tmp_path}/models/net.pt: not a model.") == "models/net.pt: not a model."
+    assert scrub.text(f"cache {tmp_path}/out/.cache/x.onnx") == "cache out/.cache/x.onnx"
+    assert scrub.text("/home/ada/secret/net.pt failed") == "net.pt failed"
+    for kept in ("https://github.com/microsoft/nn-Meter", "tflite/ncnn", "1/2 threads", "peak / budget",
+                 "models/net.pt"):
+        assert scrub.text(kept) == kept
+    assert scrub.value({"a": [f"{tmp_path}", ("/x/y.npz",)]}) == {"a": [".", ("y.npz",)]}

@@ -34,6 +34,7 @@ from .legend import BAND_DEFINITION, mark_notes, row_cell
 from .manifest import Manifest, ManifestLike
 from .methodology import run_facts, sections
 from .paperkit import render_html, short_references
+from .shared import shared_manifest, shared_rows
 
 __all__ = ["HTML_NAME", "rebuild", "report_html", "write_report"]
 
@@ -225,7 +226,8 @@ def write_report(rows: Sequence[PairResult], manifest: ManifestLike, out_dir: Pa
     if not rows:
         raise InputError(f"{out_dir}: no result rows to report")
     path = Path(out_dir) / HTML_NAME
-    write_atomic(path, report_html(rows, manifest, out_dir))
+    # a page meant to be sent: no path of the user's machine (report.shared)
+    write_atomic(path, report_html(shared_rows(rows, out_dir), shared_manifest(manifest, out_dir), out_dir))
     return path
 
 
