@@ -121,3 +121,24 @@ def test_scrub_rewrites_absolute_paths_only(tmp_path: Path, monkeypatch: pytest.
                  "models/net.pt"):
         assert scrub.text(kept) == kept
     assert scrub.value({"a": [f"{tmp_path}", ("/x/y.npz",)]}) == {"a": [".", ("y.npz",)]}
+
+
+def test_a_quantize_dynamic_torchscript_gets_a_latency_under_tflite_and_ncnn(tmp_path: Path) -> None:
+    """The PyTorch Mobile way (quantize_dynamic, then TorchScript): its latency is predicted from its
+    float structure with its int8 Linear layers priced as the int8-dynamic level, like the same
+    model pickled, instead of ``unavailable`` (no ONNX form of quantized::linear_dynamic)."""
+    import json
+
+    net = torch.load(zoo.write("tiny_cnn", tmp_path), weights_only=False)
+    quantized = torch.ao.quantization.quantize_dynamic(net, {torch.nn.Linear}, dtype=torch.qint8)
+    torch.save(quantized, tmp_path / "pickled_int8.pt")
+    torch.jit.trace(quantized, torch.randn(1, 3, 224, 224)).save(str(tmp_path / "mobile_int8.pt"))
+    for runtime in ("tflite", "ncnn"):
+        done = CliRunner().invoke(cli, ["predict", str(tmp_path / "mobile_int8.pt"), str(tmp_path / "pickled_int8.pt"),
+                                        str(tmp_path / "tiny_cnn.pt"), "--profile", "nokia_c1", "--latency-runtime",
+                                        runtime, "--backend", "process", "--json"])
+        assert done.exit_code == 0, done.output
+        cells = {c["model"]: c for c in json.loads(done.output[done.output.index("["):])}
+        mobile, pickled, fp32 = (cells[n]["latency_ms"] for n in ("mobile_int8.pt", "pickled_int8.pt", "tiny_cnn.pt"))
+        assert mobile is not None and "int8-dynamic file" in cells["mobile_int8.pt"]["latency_note"]
+        assert mobile == pytest.approx(pickled, rel=0.15) and mobile < fp32  # its int8 layers priced as int8

@@ -37,6 +37,7 @@ from .quantized import (
     finish_twin,
     float_twin_module,
     read_precision,
+    script_float_twin,
     torch_quantization,
     torch_side_precision,
 )
@@ -304,6 +305,9 @@ def _twin_inputs(module: Any, x: Any, model: ModelSection) -> tuple[Any, Any, di
 
     quantization = torch_quantization(module)
     modules: dict[str, str] = {}
+    if quantization and quantization["scheme"] == "dynamic" and isinstance(module, torch.jit.ScriptModule):
+        module, op_types = script_float_twin(module)
+        return module, x, {"default": "fp32", "modules": {}, "op_types": op_types, "quantization": quantization}
     if quantization and "dynamic" in quantization["scheme"] and not isinstance(module, torch.jit.ScriptModule):
         module, modules = float_twin_module(module)
     if model.dtype == "float16" or model.input_dtype == "float16":

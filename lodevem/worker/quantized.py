@@ -18,7 +18,7 @@ import json
 from typing import Any, Iterator, Optional
 
 from .onnx_twin import fp16_twin, is_fp16_onnx, onnx_float_twin, onnx_quantization
-from .protocol import WorkerError
+from .protocol import WorkerError, progress
 
 PRECISION_KEY = "lodevem.precision"
 FX_PICKLE_HINT = ("torch itself cannot reload a pickled quantized FX GraphModule or a torch.save'd quantized "
@@ -135,6 +135,37 @@ def float_twin_module(module: Any) -> tuple[Any, dict[str, str]]:
             raise WorkerError("export_failed", f"dynamic int8 {type(sub).__name__} layer {name!r} has no float twin "
                                                f"here (only Linear); lodevem can predict dynamic int8 Linear layers")
     return module, precision
+
+
+def script_float_twin(module: Any) -> tuple[Any, dict[str, str]]:
+    """A quantize_dynamic model saved with TorchScript (the PyTorch Mobile way) as its float twin:
+    the script frozen, each ``quantized::linear_dynamic`` call replaced by ``aten::linear`` on its
+    dequantized weights (the legacy exporter has no ONNX form for the quantized op, and a script's
+    layers cannot be swapped like a module's); returns (twin, {ONNX op type: "int8"}): the twin's
+    Gemm/MatMul kernels are the int8 layers, priced as the int8-dynamic level. A script that also
+    holds float Linear/MatMul calls is refused (its int8 kernels could not be told apart)."""
+    import torch
+
+    frozen = torch.jit.freeze(module.eval())
+    graph = frozen.graph
+    floats = [n for kind in ("aten::linear", "aten::matmul", "aten::addmm", "aten::mm")
+              for n in graph.findAllNodes(kind)]
+    quantized = list(graph.findAllNodes("quantized::linear_dynamic"))
+    if floats or not quantized:
+        raise WorkerError("export_failed", "a dynamically quantized TorchScript with float Linear/MatMul layers too "
+                                           "has no float twin here (only all-int8 Linear layers)")
+    for node in quantized:
+        weight, bias = torch.ops.quantized.linear_unpack(node.inputsAt(1).node().output().toIValue())
+        with graph.insert_point_guard(node):
+            twin = graph.create("aten::linear", [node.inputsAt(0), graph.insertConstant(weight.dequantize().detach()),
+                                                 graph.insertConstant(bias.detach() if bias is not None else None)], 1)
+            graph.insertNode(twin)
+            twin.output().setType(node.output().type())
+        node.output().replaceAllUsesWith(twin.output())
+        node.destroy()
+    torch._C._jit_pass_dce(graph)
+    progress(f"TorchScript with {len(quantized)} dynamic int8 Linear layer(s): exporting its float twin")
+    return frozen, {"Gemm": "int8", "MatMul": "int8"}
 
 
 def _replace(root: Any, name: str, new: Any) -> None:
