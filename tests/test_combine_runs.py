@@ -61,6 +61,14 @@ def test_a_second_run_of_other_models_joins_the_table(tmp_path: Path) -> None:
     assert sorted({r.model_label for r in again.rows}) == ["net_fp32.pt", "net_int8.pt"]
 
 
+def test_the_earlier_table_keeps_its_order(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = _run([_model(tmp_path, n) for n in ("b.pt", "a.pt", "c.pt")], out, levels=("fp32", "int8"))
+    order = list(dict.fromkeys(r.model_label for r in first.rows))
+    second = _run([_model(tmp_path, "d.pt")], out)
+    assert list(dict.fromkeys(r.model_label for r in second.rows)) == [*order, "d.pt"]
+
+
 def test_other_settings_are_refused_naming_each_difference(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _run([_model(tmp_path, "a.pt")], out)

@@ -229,8 +229,12 @@ class Recorder:
         """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
         if not self._unsaved:
             return
-        self.state.save(self.output / STATE_FILE)
         rows = self.rows()
+        # kept in the table's order (rows of other profiles after): a later run of other models
+        # that joins this table keeps these rows in this order (report.combine)
+        shown = {r.key for r in rows}
+        self.state.rows = rows + [r for r in self.state.rows if r.key not in shown]
+        self.state.save(self.output / STATE_FILE)
         write_csv(rows, self.output / CSV_NAME)
         write_json(rows, self.manifest, self.output / JSON_NAME)
         self._unsaved = False
