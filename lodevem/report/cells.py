@@ -222,7 +222,7 @@ def accuracy_text(row: PairResult, dash: str = "\u2014", minus: str = "\u2212") 
     if row.accuracy_top1_pct is None:
         return dash
     text = f"{row.accuracy_top1_pct:.1f}"
-    if row.level is not None and row.accuracy_drop_pts is not None:
+    if (row.level is not None or row.variant_of is not None) and row.accuracy_drop_pts is not None:
         drop = -row.accuracy_drop_pts
         text += f" ({minus if drop < 0 else '+'}{abs(drop):.1f})"
     if _pruned_untuned(row):
