@@ -31,6 +31,8 @@ EXIT_CODES = {
     1: "runtime failure (Docker, a worker crash, an I/O error), or no row got a memory figure",
     2: "usage error or bad input (option, profile file, model file)",
     3: "a budget gate broke (--max-latency / --fail-on-oom / --fail-on-tight)",
+    4: "partial failure: a row asked for is missing a figure (error / no peak, no latency, no top-1); the rest "
+       "is written and the reasons are printed under the table",
     130: "interrupted (Ctrl-C); the pairs finished so far are kept (start --resume continues)",
     143: "terminated (SIGTERM); the pairs finished so far are kept (start --resume continues)",
 }
@@ -102,7 +104,8 @@ def cli() -> None:
     inside a container limited to the device's memory.
 
     Exit codes: 0 ok, 1 runtime failure (or no row got a memory figure), 2 usage/bad
-    input, 3 budget gate broken, 130 interrupted, 143 terminated.
+    input, 3 budget gate broken, 4 partial failure (a row asked for is missing a
+    figure: error, no peak, no latency, no top-1), 130 interrupted, 143 terminated.
 
     \b
     Environment variables:

@@ -62,6 +62,15 @@ class BudgetBroken(LodevemError):
     exit_code = 3
 
 
+class PartialFailure(LodevemError):
+    """A row the user asked for is missing a figure (an ``error`` or ``no peak`` memory cell, a
+    latency that could not be predicted, a top-1 --eval-data could not give): exit code 4, after
+    the results are shown and written, so a script notices what a human reads under the table.
+    Distinct from 1 (no row got any memory figure) and 3 (a budget gate broke)."""
+
+    exit_code = 4
+
+
 class BackendUnavailable(LodevemError):
     """The isolation backend asked for (Docker engine, image, cgroup) is not usable."""
 

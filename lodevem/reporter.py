@@ -44,8 +44,8 @@ __all__ = [
     "CSV_NAME", "HTML_NAME", "JSON_NAME", "TEX_NAME", "Cells", "MarkNote", "cells", "csv_columns",
     "group_by_model", "inspection_lines", "latency_legend", "latency_mark", "latency_table", "latex_escape",
     "latex_table", "mark_notes", "model_summaries", "ordered_devices", "profiles_table", "read_json",
-    "results_table", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit", "write_report",
-    "zoo_table",
+    "results_table", "write_all", "write_csv", "write_json", "write_latex", "write_paper_kit",
+    "write_report", "zoo_table",
 ]
 
 
@@ -71,3 +71,4 @@ def write_all(rows: Sequence[PairResult], profiles: Sequence[Profile], manifest:
     if rows:  # last: it embeds the figures just written
         paths.append(write_report(rows, manifest, out_dir))
     return paths
+

@@ -70,6 +70,8 @@ def test_a_dynamic_int8_torchscript_no_converter_takes_is_measured_under_torch(a
         # its accuracy under torch, as its memory: the dynamic int8 Linear layers barely change the digits' top-1
         assert abs(float(row["accuracy_top1_pct"]) - digits_files.plain_top1) <= 1.0, row
         assert row["accuracy_note"].startswith("evaluated under torch (fallback)")
+        # its latency: its float structure with the int8 Linear layers priced as int8-dynamic (issue 46)
+        assert row["latency_ms"] and row["precision"] == "int8-dynamic", row
     assert "Traceback" not in result.output
 
 

@@ -178,6 +178,28 @@ def test_with_drops_compares_each_level_with_fp32_of_the_same_file_and_runtime(t
     assert out["m@pruned [torch]"].note == "pruned without fine-tuning"
 
 
+def test_a_users_compressed_file_drops_against_its_float_siblings_fp32_row(tmp_path: Path) -> None:
+    import dataclasses
+
+    from lodevem.report.cells import accuracy_text
+
+    net, own = (tmp_path / "net@v1.pt", tmp_path / "net_int8.pt2")
+    for path in (net, own):
+        path.write_bytes(path.name.encode())
+    fp32 = dataclasses.replace(ModelFile.from_path(net, "net@v1.pt"), label="net@v1.pt@fp32 [tflite]", runtime="tflite")
+    mine = dataclasses.replace(ModelFile.from_path(own, "net_int8.pt2"), label="net_int8.pt2 [tflite]",
+                               runtime="tflite", variant_of="net@v1.pt")
+    out = with_drops([fp32, mine], {fp32.label: Accuracy(90.0, 99.0, 450), mine.label: Accuracy(88.5, 99.0, 450)})
+    assert out[mine.label].drop_pts == 1.5 and out[fp32.label].drop_pts == 0.0
+    from test_paper_kit import make_row
+
+    from lodevem.profiles import load_profiles
+
+    row = make_row(load_profiles()[0], model="net_int8.pt2", accuracy_top1_pct=88.5, accuracy_drop_pts=1.5,
+                   variant_of="net@v1.pt")
+    assert accuracy_text(row) == "88.5 (\u22121.5)"
+
+
 def test_calibration_inputs_need_no_labels_and_keep_only_inputs(tmp_path: Path) -> None:
     """--calib-data's reader (for int8-static; branch convert passes the file to the quantizer):
     inputs only, the same refusals."""

@@ -114,4 +114,4 @@ def test_resume_after_a_new_calibration_refuses(setup, tmp_path: Path) -> None:
                                       env=env, catch_exceptions=False)
     assert recalibrated.exit_code == 0, recalibrated.output
     refused = CliRunner().invoke(cli, [*args, "--resume"], env=env, catch_exceptions=False)
-    assert refused.exit_code == 2 and "other models or options" in refused.output, refused.output
+    assert refused.exit_code == 2 and "other settings (calibration records" in refused.output, refused.output

@@ -213,7 +213,7 @@ def test_csv_has_every_field_one_row_per_pair(rows: list[PairResult], tmp_path: 
     path = write_csv(rows, tmp_path / "r.csv")
     with path.open(newline="") as handle:
         records = list(csv.DictReader(handle))
-    assert list(records[0]) == [f.name for f in fields(PairResult)] + ["fits"] == csv_columns()
+    assert list(records[0]) == [f.name for f in fields(PairResult)] + ["fits", "failure_reason"] == csv_columns()
     assert len(records) == len(rows)
     assert records[0]["verdict"] == "oom" and records[0]["latency_ms"] == "2480.0"  # predicted kept
     assert records[0]["fits"] == "False" and records[2]["latency_ms"] == ""

@@ -119,7 +119,7 @@ def test_resume_measures_only_what_is_missing(files: list[Path], tmp_path: Path)
     assert {(c[0], c[1]) for c in fake.calls[before:]} == needed
     resumed_state_rows = RunState.load(out / STATE_FILE).rows
     # a resume with other options would overwrite those rows: it refuses, and keeps them
-    with pytest.raises(InputError, match="holds an interrupted run of other models or options"):
+    with pytest.raises(InputError, match=r"holds an interrupted run with other settings \(--runs 7 here, 50 there\)"):
         run_benchmark(config(files, out, no_cache=True, resume=True, runs=7, infer=False), backend=fake)
     assert RunState.load(out / STATE_FILE).rows == resumed_state_rows
 

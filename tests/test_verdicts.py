@@ -165,20 +165,23 @@ def test_tiny_model_is_tight_under_the_256mb_budget_and_gates(docker_backend, ti
 
 
 @pytest.mark.docker
-def test_start_refuses_to_replace_another_runs_results(docker_backend, tiny: Path, tmp_path: Path) -> None:
+def test_start_adds_other_models_and_refuses_other_settings(docker_backend, tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     other = zoo.write("tiny_cnn", tmp_path / "other")
     renamed = other.rename(other.with_name("other_net.pt"))
     assert _start(out, tiny).exit_code == 0
     before = (out / "benchmark_results.csv").read_text()
-    refused = _start(out, renamed)
+    refused = _start(out, renamed, extra=("--runs", "7"))
     assert refused.exit_code == 2
     line = refused.output.strip().splitlines()[-1]
-    assert "holds the results of another run" in line and "--resume" in line and "--overwrite" in line
+    assert "holds a run with other settings (--runs 7 here" in line and "--overwrite" in line
     assert (out / "benchmark_results.csv").read_text() == before  # nothing lost
+    added = _start(out, renamed)  # the same settings: one table of both
+    assert added.exit_code == 0, added.output
+    assert {label for label, _ in RunState.load(out / ".lodevem-state.json").done()} == {"tiny_cnn.pt", "other_net.pt"}
     replaced = _start(out, renamed, extra=("--overwrite",))
     assert replaced.exit_code == 0, replaced.output
-    assert "other_net.pt" in (out / "benchmark_results.csv").read_text()
+    assert "tiny_cnn.pt" not in (out / "benchmark_results.csv").read_text()
 
 
 @pytest.mark.docker

@@ -55,10 +55,12 @@ def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[
     """Each row's drop against the fp32 row of the same file under the same runtime (when the run
     has that row and both have a top-1); a pruned row without fine-tuning says so."""
     base = {(m.path, m.runtime): found[m.label] for m in models if m.level is None}
+    # a compressed file of the user's is compared with the fp32 row of its float sibling (variant_of)
+    sibling = {_file_label(m): m.path for m in models if m.variant_of is None}
     result = {}
     for m in models:
         acc = found[m.label]
-        ref = base.get((m.path, m.runtime))
+        ref = base.get((sibling.get(m.variant_of, m.path) if m.variant_of else m.path, m.runtime))
         if acc.top1_pct is not None and ref is not None and ref.top1_pct is not None:
             acc = dataclasses.replace(acc, drop_pts=round(ref.top1_pct - acc.top1_pct, 2))
         if m.level == "pruned":
@@ -66,6 +68,13 @@ def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[
             acc = dataclasses.replace(acc, note="; ".join(n for n in (say, acc.note) if n))
         result[m.label] = acc
     return result
+
+
+def _file_label(model: ModelFile) -> str:
+    """The label of the user's file a row's model comes from: without its `` [runtime]`` and
+    ``@level`` suffixes (``runner.models.per_runtime``, ``results.model_file.with_levels``)."""
+    label = model.label.removesuffix(f" [{model.runtime}]")
+    return label.removesuffix(f"@{model.level or 'fp32'}")
 
 
 @dataclass(frozen=True)

@@ -112,17 +112,24 @@ def start(models: tuple[Path, ...], extra_models: tuple[Path, ...], profile_ids:
 
 
 @click.command("report")
-@click.argument("results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="RESULTS_DIR")
-def report_cmd(results_dir: Path) -> None:
-    """Rebuild report.html in a results folder from its benchmark_results.json.
+@click.argument("results_dirs", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="RESULTS_DIR...")
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write every output file (CSV, JSON, .tex, methods, figures, report.html) of the folders' rows "
+              "here, as one table; needed for several folders (their settings must agree).")
+def report_cmd(results_dirs: tuple[Path, ...], output: Optional[Path]) -> None:
+    """Rebuild report.html in a results folder from its benchmark_results.json, or combine
+    several folders of runs with the same settings into one table (--output).
 
     One self-contained page (no network: table, figures, methods and manifest inline) that
-    sorts and filters in any browser; `start` writes it too.
+    sorts and filters in any browser; `start` writes it too. Folders whose settings differ
+    (device profiles, passes, runtime, threads, predictor, input, backend, calibration or
+    evaluation data) are refused in one line naming what differs (exit 2).
 
     Example:
 
-        lodevem report results/
+        lodevem report results/fp32 results/int8 --output results/all
     """
-    from ..report.html import rebuild
+    from ..runner import report_folders
 
-    TERMINAL.wrote([rebuild(results_dir)])
+    TERMINAL.wrote(report_folders(results_dirs, output))

@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import InputError, LodevemError
 from ..latency.records import ModelLatency
+from ..results.failures import one_line
 from .predictor import Predictor
 
 __all__ = ["PredictionReport", "predict_models"]
@@ -24,7 +25,11 @@ class PredictionReport:
     @property
     def failure(self) -> Optional[LodevemError]:
         if all(i.latency.latency_ms is None for i in self.items):
-            return LodevemError("no latency could be predicted for any (model, profile) pair")
+            reasons = list(dict.fromkeys(one_line((i.latency.note or "").split("; ")[0]) for i in self.items))
+            return LodevemError("no latency could be predicted for any (model, profile) pair: " + reasons[0]
+                                + (f" (and {len(reasons) - 1} other reason(s): --json has each cell's latency_note)"
+                                   if len(reasons) > 1 else "") if reasons else
+                                "no latency could be predicted for any (model, profile) pair")
         return None
 
 

@@ -158,13 +158,15 @@ class RunCounts:
 
 
 def run_counts(rows: Sequence[PairResult]) -> RunCounts:
-    models = list(dict.fromkeys(r.model_path for r in rows))
+    # a compressed file of the user's beside its float sibling is that network's variant, not a
+    # model of its own, and its precision is no level lodevem derived
+    models = list(dict.fromkeys(r.model_path for r in rows if r.variant_of is None))
     files = list(dict.fromkeys((r.model_path, r.level) for r in rows))
     # a row measured under torch because its runtime's converter refused the file is still that
     # run's runtime: the fallback is not a runtime the user asked for
     asked = [r for r in rows if not (r.memory_runtime or "").endswith("(fallback)")] or list(rows)
     return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.runtime for r in asked)),
-                     tuple(dict.fromkeys(r.level or "fp32" for r in rows)))
+                     tuple(dict.fromkeys(r.level or "fp32" for r in rows if r.variant_of is None)))
 
 
 def base_label(row: PairResult) -> str:
@@ -220,7 +222,7 @@ def accuracy_text(row: PairResult, dash: str = "\u2014", minus: str = "\u2212") 
     if row.accuracy_top1_pct is None:
         return dash
     text = f"{row.accuracy_top1_pct:.1f}"
-    if row.level is not None and row.accuracy_drop_pts is not None:
+    if (row.level is not None or row.variant_of is not None) and row.accuracy_drop_pts is not None:
         drop = -row.accuracy_drop_pts
         text += f" ({minus if drop < 0 else '+'}{abs(drop):.1f})"
     if _pruned_untuned(row):

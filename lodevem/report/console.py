@@ -23,6 +23,7 @@ from rich.text import Text
 from ..latency.described import MEASURED
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
+from ..results.failures import one_line
 from ..worker.registry import latency_runtimes
 from ..worker.verdict import Verdict
 from .cells import (
@@ -192,6 +193,12 @@ def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> li
              + (" (except the rows marked m: measured on the phone itself)" if measured else "")
              + f"; {_band_text(verbose)}."]
     lines += [f"  {note.text()}" for note in mark_notes(prediction_cell(i) for i in items)]
+    missing: dict[tuple[str, str], list[str]] = {}  # a cell without a number says why, without --verbose
+    for item in items:
+        if item.latency.latency_ms is None:
+            why = one_line((item.latency.note or "").split("; ")[0])
+            missing.setdefault((item.model.label, why), []).append(item.profile.id)
+    lines += [f"  n/a ({label} on {', '.join(ids)}): {why}" for (label, why), ids in missing.items()]
     notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
     for item in items:
         for part in (item.latency.note or "").split("; "):

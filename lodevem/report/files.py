@@ -38,6 +38,7 @@ from .cells import (
 )
 from .legend import BAND_DEFINITION, CALIBRATED_MARK, mark_notes, row_cell
 from .manifest import ManifestLike, manifest_dict
+from .shared import shared_manifest, shared_rows
 from .summaries import model_summaries
 
 CSV_NAME = "benchmark_results.csv"
@@ -61,8 +62,9 @@ _LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
 
 
 def csv_columns() -> list[str]:
-    """Every ``PairResult`` field in declaration order, then the derived ``fits``."""
-    return [f.name for f in fields(PairResult)] + ["fits"]
+    """Every ``PairResult`` field in declaration order, then the derived ``fits`` and
+    ``failure_reason`` (each missing figure with its reason: ``report.failures``)."""
+    return [f.name for f in fields(PairResult)] + ["fits", "failure_reason"]
 
 
 def _cell(value: Any) -> Any:
@@ -83,6 +85,7 @@ def write_csv(rows: Sequence[PairResult], path: Path) -> Path:
     The csv module rather than pandas: a pandas column with a missing value turns integers
     such as ``params`` into floats (``3504872.0``), which a reader then has to undo.
     """
+    rows = shared_rows(rows, Path(path).parent)  # no path of the user's machine (report.shared)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator="\n")
     writer.writeheader()
@@ -111,6 +114,7 @@ def write_json(rows: Sequence[PairResult], manifest: ManifestLike, path: Path) -
     ``schema_version`` lets a later lodevem refuse or convert an old file instead of misreading
     it; ``read_json`` is the matching reader.
     """
+    rows, manifest = shared_rows(rows, Path(path).parent), shared_manifest(manifest, Path(path).parent)
     payload = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "lodevem_version": __version__,
@@ -277,5 +281,5 @@ def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Seque
     The table is written by hand rather than with ``Styler.to_latex``: Styler cannot put a
     booktabs ``\\midrule`` between row groups (only ``\\cline``), and the model grouping matters.
     """
-    write_atomic(Path(path), latex_table(rows, profiles, marks=marks, notes=notes))
+    write_atomic(Path(path), latex_table(shared_rows(rows, Path(path).parent), profiles, marks=marks, notes=notes))
     return Path(path)

@@ -28,6 +28,7 @@ from .. import safe_io
 from ..errors import InputError
 from ..latency.described import describe_kind
 from ..results import PairResult
+from ..results.failures import failures
 from ..store.files import write_atomic
 from ..version import __version__
 from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER, accuracy_text, cells, verdict_word
@@ -35,6 +36,7 @@ from .legend import BAND_DEFINITION, mark_notes, row_cell
 from .manifest import Manifest, ManifestLike
 from .methodology import run_facts, sections
 from .paperkit import render_html, short_references
+from .shared import shared_manifest, shared_rows
 
 __all__ = ["HTML_NAME", "rebuild", "report_html", "write_report"]
 
@@ -58,10 +60,16 @@ def _number(value: Optional[float], digits: int = 1) -> str:
 Column = tuple[str, Callable[[PairResult], str], Callable[[PairResult], Optional[float]]]
 
 
+def _why(row: PairResult, figure: str) -> str:
+    """A failed or missing cell's one-line reason, shown under it (``results.failures``)."""
+    reasons = [f.reason for f in failures(row) if f.figure == figure]
+    return f'<div class="why">{_e(reasons[0])}</div>' if reasons else ""
+
+
 def _latency(row: PairResult) -> str:
     c = cells(row)
     if not c.is_number:
-        return _e(c.latency)
+        return _e(c.latency) + _why(row, "latency")
     band = (f' <span class="band">({_number(row.latency_low_ms)}\u2013{_number(row.latency_high_ms)})</span>'
             if row.latency_low_ms is not None and row.latency_high_ms is not None else "")
     return f"{_e(c.latency)}<sup>{_e(c.mark)}</sup>{band}"
@@ -74,17 +82,18 @@ COLUMNS: tuple[Column, ...] = (
     ("Latency (ms)", _latency, lambda r: r.latency_ms if cells(r).is_number else None),
     ("Held-out error (%)", lambda r: _number(r.latency_held_out_pct), lambda r: r.latency_held_out_pct),
     ("Predictor", lambda r: _e(describe_kind(r.latency_kind).title if r.latency_kind else ""), lambda r: None),
-    ("Peak RAM (MB)", lambda r: _e(cells(r).peak_ram or "\u2014"), lambda r: r.peak_rss_mb if r.ran else None),
+    ("Peak RAM (MB)", lambda r: _e(cells(r).peak_ram or "\u2014") + _why(r, "peak RAM"),
+     lambda r: r.peak_rss_mb if r.ran else None),
     ("Fits", lambda r: _e(verdict_word(r)), lambda r: None),
     ("App budget (MB)", lambda r: _e(r.app_budget_mb if r.app_budget_mb is not None else "\u2014"),
      lambda r: r.app_budget_mb),
     ("Runtime", lambda r: _e(r.memory_runtime or r.runtime), lambda r: None),
 )
-_TOP1: Column = ("Top-1 (%)", lambda r: _e(accuracy_text(r)), lambda r: r.accuracy_top1_pct)
+_TOP1: Column = ("Top-1 (%)", lambda r: _e(accuracy_text(r)) + _why(r, "top-1"), lambda r: r.accuracy_top1_pct)
 
 
 def _table(rows: Sequence[PairResult]) -> str:
-    columns = COLUMNS + ((_TOP1,) if any(r.accuracy_top1_pct is not None for r in rows) else ())
+    columns = COLUMNS + ((_TOP1,) if any(r.accuracy_top1_pct is not None or _why(r, "top-1") for r in rows) else ())
     head = "".join(f'<th data-col="{i}" data-numeric="{int(any(key(r) is not None for r in rows))}" '
                    f'tabindex="0" aria-sort="none">{_e(name)}</th>' for i, (name, _, key) in enumerate(columns))
     body = []
@@ -161,6 +170,7 @@ table#results{border-collapse:collapse;width:100%}
 #results th{cursor:pointer;background:#f4f4f4;text-align:left;white-space:nowrap;position:sticky;top:0}
 #results th[aria-sort=ascending]::after{content:" \\25B2"}#results th[aria-sort=descending]::after{content:" \\25BC"}
 #results td[data-sort]{text-align:right;white-space:nowrap}.band{color:#777;font-size:.9em}
+.why{color:#8a4b00;font-size:.85em;white-space:normal;max-width:28em}
 tr[data-verdict=oom] td,tr[data-verdict=thrashing] td,tr[data-verdict=timeout] td{background:#fdeaea}
 tr[data-verdict=tight] td{background:#fff6dd}
 .controls{margin:.5em 0}.controls input{width:18em}figure{margin:1em 0}img{max-width:100%}
@@ -219,7 +229,8 @@ def write_report(rows: Sequence[PairResult], manifest: ManifestLike, out_dir: Pa
     if not rows:
         raise InputError(f"{out_dir}: no result rows to report")
     path = Path(out_dir) / HTML_NAME
-    write_atomic(path, report_html(rows, manifest, out_dir))
+    # a page meant to be sent: no path of the user's machine (report.shared)
+    write_atomic(path, report_html(shared_rows(rows, out_dir), shared_manifest(manifest, out_dir), out_dir))
     return path
 
 

@@ -204,7 +204,7 @@ def _limitations(f: RunFacts) -> list[str]:
     elif "pruned" in f.levels:
         items.append("Pruned variants are 50 % structured L1-norm channel pruning without fine-tuning: "
                      + ("their accuracy drop is the one measured above, which fine-tuning would reduce"
-                        if f.evaluation else "their accuracy is not assessed, only their speed and memory")
+                        if f.evaluated_rows else "their accuracy is not assessed, only their speed and memory")
                      + " {cite:depgraph}.")
     if not f.calibrations and f.predicted:
         items.append("No prediction was calibrated against a measurement on a physical device.")
@@ -219,7 +219,10 @@ def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
     if not f.evaluation and not f.finetune:
         return None
     text = "Accuracy was not evaluated (no {code:--eval-data})."
-    if f.evaluation:
+    if f.evaluation and not f.evaluated_rows:  # asked for, but no row could be: no claim of an evaluation
+        text = (f"Accuracy was not evaluated: {f.evaluation} could not be evaluated on any row (each row's "
+                "{code:accuracy_note} says why).")
+    elif f.evaluation:
         text = (f"Accuracy was evaluated on {f.evaluation} ({{code:--eval-data}}), in the same sandbox as the "
                 "measurements and under each row's own runtime, on the very file whose memory was measured (the "
                 "model or its derived variant under PyTorch, its ONNX export under onnxruntime, its conversion "
@@ -231,7 +234,7 @@ def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
 
         text += (f" The pruned variants were fine-tuned after pruning, in the sandbox, for {f.finetune} "
                  f"({{code:--finetune-data}}; {RECIPE}, seeded sample order).")
-    if f.unevaluated_rows:
+    if f.unevaluated_rows and f.evaluated_rows:
         text += (f" {f.unevaluated_rows} row(s) have no accuracy (their {{code:accuracy_note}} says why); their "
                  "latency and memory figures stand.")
     return text

@@ -24,6 +24,7 @@ from ..store.files import write_atomic
 from .files import latex_escape
 from .manifest import ManifestLike
 from .methodology import TOKEN, RunFacts, cited_keys, run_facts, sections
+from .shared import shared_manifest, shared_rows
 
 __all__ = ["BIB_NAME", "CITATION_FILE", "MD_NAME", "REFERENCES", "TEX_NAME", "bibtex", "methodology_latex",
            "methodology_markdown", "references", "render_html", "repository_url", "short_references",
@@ -184,8 +185,8 @@ def bibtex(facts: RunFacts) -> str:
 
 def write_paper_kit(rows: Sequence[PairResult], manifest: ManifestLike, out_dir: Path) -> list[Path]:
     """Write ``methodology.md``, ``methodology.tex`` and ``references.bib``; return their paths."""
-    facts = run_facts(rows, manifest)
     out_dir = Path(out_dir)
+    facts = run_facts(shared_rows(rows, out_dir), shared_manifest(manifest, out_dir))  # no path of the machine
     written = []
     for name, text in ((MD_NAME, methodology_markdown(facts)), (TEX_NAME, methodology_latex(facts)),
                        (BIB_NAME, bibtex(facts))):

@@ -116,11 +116,17 @@ class Terminal:
     def start(self, result: "StartResult", verbose: bool = False) -> None:
         """A finished run: warnings, the results table, one summary per model, the files written,
         then the pairs that broke a budget gate (``verbose``: every note and legend in full)."""
+        from ..results.failures import failure_lines
         from .console import results_table
         from .summaries import model_summaries
 
         self.warn(result.warnings)
         self.out.print(results_table(result.rows, result.profiles, verbose=verbose))
+        missing = failure_lines(result.rows)
+        if missing:  # every failed cell says why, without --verbose (the CSV's failure_reason)
+            self.out.print(f"Missing figures ({len(missing)}; CSV failure_reason):", style="yellow", highlight=False)
+            for line in missing:
+                self.out.print(f"  {printable(line, newlines=False)}", markup=False, highlight=False, soft_wrap=True)
         for line in model_summaries(result.rows, verbose=verbose):
             self.out.print(line, markup=False)
         self.out.print(f"[dim]wrote {', '.join(str(p) for p in result.written)}[/]")

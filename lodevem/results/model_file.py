@@ -7,13 +7,14 @@ once, before any stage runs, and every later record points back at it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..errors import InputError
-from ..sandbox.client import SparsitySection
+from ..sandbox.client import ModelSection, SparsitySection
 from ..store import file_digest as file_sha256
 
 
@@ -55,6 +56,9 @@ class ModelFile:
     # fp32 source while converting (not a PyTorch-derived variant: ``runner.models.derive``)
     convert_level: Optional[str] = None
     classes: Optional[int] = None  # the model's outputs (its export's last output dimension), None: unknown
+    # the float file of the same network this compressed file of the user's sits beside (its label;
+    # ``with_levels``), None: a float file, or no float file of the run is the same network
+    variant_of: Optional[str] = None
 
     @classmethod
     def from_path(cls, path: Path, label: Optional[str] = None, level: Optional[str] = None) -> "ModelFile":
@@ -120,6 +124,52 @@ def label_models(paths: Sequence[Path], levels: Sequence[str] = ()) -> list[Mode
             models.append(dataclasses.replace(model, label=f"{labels[p]}@{level}",
                                               level=None if level == "fp32" else level))
     return models
+
+
+_EMPTY = ModelSection()
+
+
+def compressed(found: ModelSection) -> Optional[str]:
+    """What makes a user's file already compressed, as its export found it (``int8-static``,
+    ``fp16``, ``pruned``...), or None for a float file: levels are derived from float files only."""
+    if found.precision not in (None, "fp32"):
+        return found.precision
+    return "pruned" if found.sparsity is not None and found.sparsity.pruned else None
+
+
+def _network(found: ModelSection) -> tuple[object, ...]:
+    """What the files say about the network they hold: the input and output they take and give
+    (the layer shapes behind them are the same when one file is the other quantized)."""
+    return (found.input_shape, found.output_shape)
+
+
+def with_levels(files: Sequence[ModelFile], levels: Sequence[str],
+                found: Mapping[Path, ModelSection]) -> list[ModelFile]:
+    """The run's models from the user's files (``label_models``, one each) and what their exports
+    found (``found``, by path): a float file yields one model per ``--levels`` level, labelled
+    ``<label>@<level>``; a file that is already compressed (``compressed``: a PT2E int8 program, a
+    quantize_dynamic TorchScript, an fp16 or pruned file) is one row under its own name, never
+    derived again (its ``@fp32`` would mislabel it, its ``@int8`` quantize int8 twice), placed right
+    after the float file of the same network (``_network``; the closest name when several match),
+    whose label it carries in ``variant_of``."""
+    floats = [f for f in files if compressed(found.get(f.path) or _EMPTY) is None]
+    out: dict[str, list[ModelFile]] = {}
+    for file in floats:
+        out[file.label] = ([file] if not levels else
+                           [dataclasses.replace(file, label=f"{file.label}@{level}",
+                                                level=None if level == "fp32" else level) for level in levels])
+    orphans = []
+    for file in files:
+        if file in floats:
+            continue
+        network = _network(found.get(file.path) or _EMPTY)
+        same = [f for f in floats if network[1] is not None and _network(found.get(f.path) or _EMPTY) == network]
+        if not same:
+            orphans.append(file)
+            continue
+        sibling = max(same, key=lambda f: (len(os.path.commonprefix([f.path.name, file.path.name])), -floats.index(f)))
+        out[sibling.label].append(dataclasses.replace(file, variant_of=sibling.label))
+    return [m for group in out.values() for m in group] + orphans
 
 
 # --- what the sandbox runs produced (one record per run kind) ---------------------------------

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import BudgetBroken, LodevemError
+from ..errors import BudgetBroken, LodevemError, PartialFailure
 from . import PairResult
+from .failures import failures
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -29,6 +30,14 @@ class StartResult:
     written: list[Path]
     broken: list[str]
     nothing: Optional[str]  # no pair produced any figure: why (``gates.no_figures``)
+    # the labels of the models this run was asked for (None: every row's): rows of other models an
+    # earlier run left in the table (report.combine) do not make this run a partial failure
+    asked: Optional[frozenset[str]] = None
+
+    @property
+    def partial(self) -> list[PairResult]:
+        """The rows asked for that miss a figure (``results.failures``)."""
+        return [r for r in self.rows if (self.asked is None or r.model_label in self.asked) and failures(r)]
 
     @property
     def failure(self) -> Optional[LodevemError]:
@@ -36,4 +45,9 @@ class StartResult:
             return LodevemError(self.nothing)
         if self.broken:
             return BudgetBroken(f"{len(self.broken)} pair(s) broke the budget")
+        partial = self.partial
+        if partial:
+            cells = sum(len(failures(r)) for r in partial)
+            return PartialFailure(f"{cells} figure(s) missing in {len(partial)} of {len(self.rows)} row(s) (why: the "
+                                  "lines under the table, the CSV's failure_reason); the others are written")
         return None

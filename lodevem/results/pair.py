@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from ..runtimes.logs import OpTime
 from ..worker.verdict import Verdict
+from .failures import failure_reason
 from .measurements import Accuracy, MemoryMeasurement
 from .model_file import ModelFile
 from .notes import joined, quantization_note, sparsity_note, unstable
@@ -87,6 +88,9 @@ class PairResult:
     # What the file computes in, detected in the sandbox (a --levels variant: its level's)
     precision: Optional[str] = None
     quantization: Optional[str] = None
+    # A compressed file of the user's (int8, fp16, pruned: its own row, no levels derived from it):
+    # the label of the float file of the same network the run also had (``model_file.with_levels``)
+    variant_of: Optional[str] = None
     # What scaled the predicted latency afterwards (e.g. a calibration against one measurement
     # on the real device), one description each; empty: the prediction as the predictor made it.
     # The paper kit (report.methodology) names every one used.
@@ -211,6 +215,7 @@ class PairResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["fits"] = self.fits
+        data["failure_reason"] = failure_reason(self) or None
         return data
 
     @classmethod
@@ -255,7 +260,8 @@ def _legacy_latency_fields(data: Mapping[str, Any]) -> dict[str, Any]:
 ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
     "ModelFile": MappingProxyType({
         "model_label": "label", "model_sha256": "sha256", "level": "level", "precision": "precision",
-        "quantization": "quantization", "input_shape_source": "input_shape_source"}),
+        "quantization": "quantization", "input_shape_source": "input_shape_source",
+        "variant_of": "variant_of"}),
     "Profile": MappingProxyType({
         "profile_id": "id", "profile_label": "label", "tier": "tier", "chipset": "chipset", "ram_mb": "ram_mb",
         "app_budget_mb": "app_budget_mb", "power_w": "power_w", "power_source": "power_source"}),

@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Sequence
 
 from .. import measure
 from ..accuracy import with_drops
-from ..errors import Interrupted
+from ..errors import InputError, Interrupted
 from ..gates import Budget, check_budget, no_figures
 from ..progress import ProgressSink
+from ..report.combine import merged_manifest, previous_manifest
 from ..report.manifest import Manifest
 from ..results import Accuracy, PairResult, label_models
+from ..results.model_file import with_levels
 from ..results.outcome import StartResult
 from ..safe_io.sniff import name_mismatch
 from ..sandbox.base import Backend
@@ -42,6 +45,7 @@ from .stages import EvaluationStage, FloorStage, LatencyStage, MeasureStage, sch
 from .state import STATE_FILE, Recorder, interrupted_note
 
 __all__ = ["STATE_FILE", "BenchmarkOutcome", "OutputClaim", "RunConfig", "converted_level", "label_models",
+           "report_folders",
            "latency_runtime", "run_benchmark", "start"]
 
 
@@ -52,6 +56,7 @@ class BenchmarkOutcome:
     rows: list[PairResult]
     manifest: Manifest
     warnings: list[str] = field(default_factory=list)
+    asked: frozenset[str] = frozenset()  # the labels of this run's models (rows of others: an earlier run's)
 
 
 def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
@@ -60,17 +65,19 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
 
     ``backend``: an isolation backend to use instead of opening ``config.sandbox.backend``.
     """
-    sources = label_models(config.models, config.inputs.levels)
+    files = label_models(config.models)
     phone = open_phone(config.sandbox.device, config.sandbox.benchmark_binary, config.runtimes,
                        config.memory.timeout_s)  # before anything slow: adb answers, the binary fits the phone
     run = Run.begin(config, progress, backend)
     config = run.config  # with what opening it settled: the default runtime, the samples' shape
-    for said in filter(None, (name_mismatch(s.path, s.label) for s in sources)):
+    for said in filter(None, (name_mismatch(s.path, s.label) for s in files)):
         run.warn(said)  # the bytes decide the format (safe_io.sniff); the name only confirms
+    # the user's files exported first (a bad one stops the run here); what each file is decides
+    # its rows: levels of a float file, a compressed file as it is (results.model_file.with_levels)
+    sources = with_levels(files, config.inputs.levels, export_sources(run, files))
     planned = [m for base in sources for m in per_runtime(base, config.runtimes)]
     state = run.state(planned)
 
-    export_sources(run, sources)
     models = prepare_models(run, sources)
     cells = {job.model.label: record for job, record in schedule(run, LatencyStage(models))}
     # without --eval-data a pruned row still says whether it was fine-tuned (accuracy_note)
@@ -85,6 +92,12 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     recorder = Recorder(config.results.output, config.profiles, config.memory.threads, run.progress, models,
                         {label: c.latencies for label, c in cells.items()}, floors, state, manifest,
                         {label: c.channels_removed for label, c in cells.items()}, accuracies)
+    if recorder.combined:  # rows of an earlier run with the same settings share the table: and the manifest
+        earlier = previous_manifest(config.results.output)
+        if earlier is not None:
+            recorder.manifest = manifest = merged_manifest([earlier, manifest])
+            run.warn(f"{config.results.output} held rows of other models measured with the same settings: this run's "
+                     "rows join them in one table (--overwrite replaces them instead)")
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
@@ -101,7 +114,7 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     finally:
         on_phone.finish()
     run.warnings.extend(w for w in run.store.warnings if w not in run.warnings)  # entries set aside
-    return BenchmarkOutcome(recorder.rows() + measured, manifest, run.warnings)
+    return BenchmarkOutcome(recorder.rows() + measured, manifest, run.warnings, frozenset(m.label for m in models))
 
 
 def start(config: RunConfig, budget: Budget, latex_marks: str = "text",
@@ -120,4 +133,24 @@ def start(config: RunConfig, budget: Budget, latex_marks: str = "text",
         written = write_all(outcome.rows, config.profiles, outcome.manifest, output, latex_marks=latex_marks)
     nothing = no_figures(outcome.rows)  # not a result at all: no gate is judged
     return StartResult(outcome.rows, config.profiles, outcome.warnings, written,
-                       [] if nothing else check_budget(outcome.rows, budget), nothing)
+                       [] if nothing else check_budget(outcome.rows, budget), nothing, outcome.asked)
+
+
+def report_folders(folders: Sequence[Path], output: Optional[Path] = None) -> list[Path]:
+    """``lodevem report DIR...``: one folder's ``report.html`` again from its results file; with
+    ``output`` (needed for several folders), every output file (CSV, JSON, .tex, paper kit,
+    figures, report.html) of the folders' rows as one table, when their settings agree
+    (``report.combine``; ``InputError`` naming what differs, exit 2)."""
+    from ..report.combine import combine_folders
+    from ..report.html import rebuild
+    from ..reporter import write_all
+
+    if output is None:
+        if len(folders) != 1:
+            raise InputError("lodevem report: several results folders are combined into one: name it with --output DIR")
+        return [rebuild(folders[0])]
+    rows, manifest = combine_folders(folders)
+    if not rows:
+        raise InputError(f"{', '.join(map(str, folders))}: no result rows to report")
+    Path(output).mkdir(parents=True, exist_ok=True)
+    return write_all(rows, (), manifest, Path(output))

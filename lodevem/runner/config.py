@@ -212,6 +212,21 @@ class RunConfig:
             key["evaluation"] = evaluation
         return digest(key)[:16]
 
+    def comparable(self, calibrations: str = "", evaluation: str = "") -> dict[str, Any]:
+        """What two runs must share for their rows to stand in one table (``report.combine``):
+        everything ``state_key`` holds but the models, and the device profiles. JSON-able; kept in
+        the state file and the manifest, so a second run into the folder (or ``lodevem report
+        DIR...``) can name what differs."""
+        memory, latency = self.memory, self.latency
+        return {"profiles": sorted(p.id for p in self.profiles), "warmup": memory.warmup, "runs": memory.runs,
+                "runtime": ",".join(self.runtimes), "threads": memory.threads, "predictor": latency.predictor,
+                "latency_runtime": latency.latency_runtime,
+                "input_shape": list(self.inputs.input_shape) if self.inputs.input_shape else None,
+                "backend": self.sandbox.backend, "calibrations": calibrations,
+                "calib_data": (file_digest(str(self.data.calibration_inputs))
+                               if self.data.calibration_inputs is not None else None),
+                "eval_data": evaluation or None, "code": self.inputs.loading.key or None}
+
     def settings(self, runtime: Optional[str] = None) -> MeasureSettings:
         """How one run of the worker measures under ``runtime`` (default: the first measured)."""
         memory = self.memory

@@ -13,12 +13,14 @@ import dataclasses
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..accuracy.data import EvalData, check_model_shape
 from ..derive import derive_cached
 from ..errors import InputError, LodevemError, ModelFileError
 from ..results import ExportResult, ModelFile
 from ..results.notes import kernel_precisions
 from ..runtimes import adapter
 from ..safe_io.sniff import content_suffix
+from ..sandbox.client import ModelSection
 from ..sandbox.usercode import with_code_hint
 from ..worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from ..worker.registry import measured_under, predicted_for
@@ -68,15 +70,33 @@ def export(run: Run, path: Path, sha256: str) -> ExportResult:
     return done
 
 
-def export_sources(run: Run, models: Sequence[ModelFile]) -> None:
-    """Every distinct file the user named, exported first: a bad one stops the run here."""
+def export_sources(run: Run, models: Sequence[ModelFile]) -> dict[Path, ModelSection]:
+    """Every distinct file the user named, exported first: a bad one stops the run here. Returns
+    what each export found the file to be (its precision, input and output), by path."""
     run.progress.stage("exporting models to ONNX (in the sandbox)")
+    found: dict[Path, ModelSection] = {}
     for model in {m.path: m for m in models}.values():
         done = export(run, model.path, model.sha256)
+        found[model.path] = done.model
         tuning = run.finetune_data
         problem = tuning.labels_problem(done.model.classes, model.path.name) if tuning is not None else None
         if problem:  # the data alone shows it cannot fine-tune this model (issue 38): refused, exit 2
             raise InputError(problem)
+        problem = data_problem(run.eval_data, done.model, model.path.name)
+        if problem:  # nor evaluate it (issue 46): refused in seconds, before any memory run
+            raise InputError(problem)
+    return found
+
+
+def data_problem(data: Optional[EvalData], found: ModelSection, name: str) -> Optional[str]:
+    """Why ``--eval-data`` cannot work for a file whose export found its input and outputs
+    (``found``): samples of another shape, class folders or labels the outputs do not have."""
+    if data is None:
+        return None
+    mismatch = check_model_shape(data, found.input_shape)
+    if mismatch:
+        return f"{mismatch} ({name}); give --input-shape the samples' shape, or samples of the model's input"
+    return data.labels_problem(found.classes, name)
 
 
 def prepare_models(run: Run, models: Sequence[ModelFile]) -> list[ModelFile]:

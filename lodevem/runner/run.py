@@ -202,14 +202,19 @@ class Run:
                                self.eval_data.sha256 if self.eval_data else "")
         return load_state(config.results.output, key, config.results.resume, self.warnings,
                           pairs={(m.label, p.id) for m in planned for p in config.profiles},
-                          overwrite=config.results.overwrite)
+                          overwrite=config.results.overwrite, settings=self.comparable())
+
+    def comparable(self) -> dict[str, Any]:
+        """The settings another run must share to add its rows to this run's table."""
+        return self.config.comparable(self.predictor.calibrations.digest(),
+                                      self.eval_data.sha256 if self.eval_data else "")
 
     def manifest(self, models: Sequence[ModelFile]) -> Manifest:
         """The run's environment and inputs, for the JSON and the paper kit."""
         config, backend = self.config, self.session.backend
         finetune = self.finetune
         extra: dict[str, Any] = {
-            "config": config.flat(), "model_code": config.inputs.loading.describe(),
+            "config": config.flat(), "settings": self.comparable(), "model_code": config.inputs.loading.describe(),
             "predictor": self.predictor.describe(), "calibrations": self.predictor.calibrations.describe(),
             "evaluation": self.eval_data.describe() if self.eval_data is not None else None,
             "int8_calibration": (self.calibration_data.describe() if self.calibration_data is not None

@@ -9,9 +9,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..errors import InputError
+from ..report.combine import differences
 from ..report.files import CSV_NAME, JSON_NAME, write_csv, write_json, write_json_file
 from ..results import RESULTS_SCHEMA_VERSION, Accuracy, MemoryMeasurement, ModelFile, PairResult
 from ..safe_io import RESULTS_FILE, UnsafeInput, read_bytes
@@ -34,6 +35,9 @@ class RunState:
 
     config_key: str
     rows: list[PairResult] = field(default_factory=list)
+    # the settings rows must share to stand in one table (RunConfig.comparable): a later run of
+    # other models with the same settings adds its rows to these (report.combine)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def done(self) -> set[tuple[str, str]]:
         return {r.key for r in self.rows}
@@ -42,6 +46,7 @@ class RunState:
         payload = {
             "schema_version": RESULTS_SCHEMA_VERSION,
             "config_key": self.config_key,
+            "settings": self.settings,
             "rows": [r.to_dict() for r in self.rows],
         }
         write_json_file(path, payload, indent=1)
@@ -66,7 +71,9 @@ class RunState:
                 raise BadRecord(where, "config_key", "expected text")
             if not isinstance(rows, list):
                 raise BadRecord(where, "rows", "expected a list")
-            return cls(key, [PairResult.from_dict(r, where, prefix=f"rows[{i}].") for i, r in enumerate(rows)])
+            settings = payload.get("settings")
+            return cls(key, [PairResult.from_dict(r, where, prefix=f"rows[{i}].") for i, r in enumerate(rows)],
+                       dict(settings) if isinstance(settings, dict) else {})
         except BadRecord as exc:
             field = f"field '{exc.field}': " if exc.field else ""
             raise InputError(f"{exc.where}: not a run state lodevem wrote ({field}{exc.problem})") from None
@@ -90,18 +97,21 @@ def interrupted_note(output: Path, started: float) -> str:
 
 
 def load_state(output: Path, key: str, resume: bool, warnings: list[str],
-               pairs: Optional[set[tuple[str, str]]] = None, overwrite: bool = False) -> RunState:
-    """The finished rows to keep: those of an interrupted run with the same key under --resume.
+               pairs: Optional[set[tuple[str, str]]] = None, overwrite: bool = False,
+               settings: Optional[dict[str, Any]] = None) -> RunState:
+    """The finished rows to keep: those of an interrupted run with the same key under --resume,
+    and the rows of other models a run with the same ``settings`` left in the folder (this run's
+    rows join them in one table: ``report.combine``).
 
-    ``--resume`` over a run of other models or options refuses (resuming would overwrite its
-    rows); a state file lodevem cannot read is set aside under a new name, with a warning, and the
-    run starts afresh. Without ``--resume``, a folder holding another run's results refuses
-    unless ``overwrite`` (``refuse_other_run``); ``pairs``: the (model, profile) pairs of this run.
+    A folder holding a run with other settings refuses, naming each difference, unless
+    ``overwrite`` (``refuse_other_run``); a state file lodevem cannot read is set aside under a
+    new name under ``--resume``, with a warning, and the run starts afresh. ``pairs``: the
+    (model, profile) pairs of this run.
     """
+    settings = settings or {}
     if not resume:
-        if pairs is not None:
-            refuse_other_run(Path(output), key, pairs, overwrite)
-        return RunState(key)
+        kept = refuse_other_run(Path(output), key, pairs, overwrite, settings) if pairs is not None else []
+        return RunState(key, kept, settings)
     path = Path(output) / STATE_FILE
     try:
         state = RunState.load(path)
@@ -109,31 +119,51 @@ def load_state(output: Path, key: str, resume: bool, warnings: list[str],
         aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
         path.rename(aside)
         warnings.append(f"--resume: {exc}; kept it as {aside.name} and started afresh")
-        return RunState(key)
-    if state is None or state.config_key == key:
-        return state or RunState(key)
-    raise InputError(f"--resume: {output} holds an interrupted run of other models or options; "
-                     "resume it with the same command, run without --resume to start afresh, or choose "
+        return RunState(key, settings=settings)
+    if state is None:
+        return RunState(key, settings=settings)
+    if state.config_key == key:
+        state.settings = state.settings or settings
+        return state
+    if state.settings and settings and not differences(settings, state.settings):
+        return RunState(key, _other_models(state, pairs), settings)
+    raise InputError(f"--resume: {output} holds an interrupted run "
+                     + (f"with other settings ({'; '.join(differences(settings, state.settings))})"
+                        if state.settings and settings else "of other models or options")
+                     + "; resume it with the same command, run without --resume to start afresh, or choose "
                      "another --output")
 
 
+def _other_models(state: RunState, pairs: Optional[set[tuple[str, str]]]) -> list[PairResult]:
+    """The rows of ``state`` of models this run does not have (its own are measured again, most
+    from the cache)."""
+    labels = {label for label, _ in pairs or ()}
+    return [r for r in state.rows if r.model_label not in labels]
 
-def refuse_other_run(output: Path, key: str, pairs: set[tuple[str, str]], overwrite: bool = False) -> None:
-    """Refuse to start afresh over another run's results: its rows would be replaced silently
-    (a second ``start`` once turned an 8-row CSV into a 4-row one without a word).
 
-    The same run again (same key, none of its rows outside this run's pairs) replaces nothing it
-    would not write again, so a rerun into its own folder (the cached rerun) stays allowed.
+def refuse_other_run(output: Path, key: str, pairs: set[tuple[str, str]], overwrite: bool = False,
+                     settings: Optional[dict[str, Any]] = None) -> list[PairResult]:
+    """The rows of other models to keep from the run already in ``output``: none when it is empty,
+    the same run again, or ``overwrite``; its rows of other models when its settings are this
+    run's (a second ``start`` adds its models to the table). A run with other settings refuses,
+    naming each difference: its rows would be replaced silently (a second ``start`` once turned
+    an 8-row CSV into a 4-row one without a word), or stand beside rows they cannot be compared with.
     """
     present = [name for name in (CSV_NAME, JSON_NAME, STATE_FILE) if os.path.lexists(output / name)]
     if overwrite or not present:
-        return
+        return []
     try:
         state = RunState.load(output / STATE_FILE)
     except InputError:
         state = None
     if state is not None and state.config_key == key and state.done() <= pairs:
-        return
+        return []
+    if state is not None and state.settings and settings:
+        differ = differences(settings, state.settings)
+        if not differ:
+            return _other_models(state, pairs)
+        raise InputError(f"--output {output} holds a run with other settings ({'; '.join(differ)}); add models to "
+                         "it with the same settings, choose a new --output, or pass --overwrite to replace it")
     held = f"{len(state.rows)} rows" if state is not None else ", ".join(present)
     raise InputError(f"--output {output} holds the results of another run ({held}); continue it with --resume, "
                      "choose a new --output, or pass --overwrite to replace them")
@@ -166,10 +196,18 @@ class Recorder:
         return [p for p in self.profiles if (label, p.id) not in self.done]
 
     def rows(self) -> list[PairResult]:
-        """This run's rows in (model, profile) order; rows of other profiles in the state are left out."""
-        return sorted((r for r in self.state.rows
-                       if r.profile_id in self._order and r.model_label in self._model_order),
-                      key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
+        """The table: the rows of other models an earlier run with the same settings left (first,
+        as they were), then this run's in (model, profile) order; rows of other profiles in the
+        state are left out."""
+        kept = [r for r in self.state.rows if r.profile_id in self._order and r.model_label not in self._model_order]
+        return kept + sorted((r for r in self.state.rows
+                              if r.profile_id in self._order and r.model_label in self._model_order),
+                             key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
+
+    @property
+    def combined(self) -> bool:
+        """Whether the table holds rows of an earlier run (``rows``)."""
+        return any(r.model_label not in self._model_order for r in self.state.rows)
 
     def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
@@ -193,8 +231,12 @@ class Recorder:
         """Save the state and rewrite the CSV and JSON, if a row was added since the last save."""
         if not self._unsaved:
             return
-        self.state.save(self.output / STATE_FILE)
         rows = self.rows()
+        # kept in the table's order (rows of other profiles after): a later run of other models
+        # that joins this table keeps these rows in this order (report.combine)
+        shown = {r.key for r in rows}
+        self.state.rows = rows + [r for r in self.state.rows if r.key not in shown]
+        self.state.save(self.output / STATE_FILE)
         write_csv(rows, self.output / CSV_NAME)
         write_json(rows, self.manifest, self.output / JSON_NAME)
         self._unsaved = False

@@ -32,7 +32,15 @@ from .onnx_export import (
 )
 from .programs import pt2e_float_twin, pt2e_scheme
 from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, first_line, progress
-from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
+from .quantized import (
+    PRECISION_KEY,
+    finish_twin,
+    float_twin_module,
+    read_precision,
+    script_float_twin,
+    torch_quantization,
+    torch_side_precision,
+)
 from .requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
 from .sections import RuntimeSection
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
@@ -252,6 +260,9 @@ def action_export(req: ExportOnnxRequest, res: WorkerResult, mem: MemoryPhases, 
         module, x, precision = _twin_inputs(module, x, section) if req.twin else (module, x, None)
         if pt2e is not None and precision is not None:
             precision.update(default="int8", quantization={"scheme": pt2e, "backend": "PT2E (exported program)"})
+        if precision is not None:  # the file is what it is, even when it has no ONNX form (the host's levels)
+            res.model = section.with_(precision=torch_side_precision(precision),
+                                      quantization=quantization_text(precision.get("quantization")))
         recorded = ModelSection(**{k: getattr(section, k) for k in _RECORDED_IN_THE_EXPORT})
         res.onnx, twin = export_module(module, x, out, recorded, precision=precision, twin=req.twin)
         res.model = section.with_(precision=twin.precision, quantization=twin.quantization)
@@ -294,6 +305,9 @@ def _twin_inputs(module: Any, x: Any, model: ModelSection) -> tuple[Any, Any, di
 
     quantization = torch_quantization(module)
     modules: dict[str, str] = {}
+    if quantization and quantization["scheme"] == "dynamic" and isinstance(module, torch.jit.ScriptModule):
+        module, op_types = script_float_twin(module)
+        return module, x, {"default": "fp32", "modules": {}, "op_types": op_types, "quantization": quantization}
     if quantization and "dynamic" in quantization["scheme"] and not isinstance(module, torch.jit.ScriptModule):
         module, modules = float_twin_module(module)
     if model.dtype == "float16" or model.input_dtype == "float16":

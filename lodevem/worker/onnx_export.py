@@ -49,8 +49,11 @@ def export_module(module: Any, example: Any, out_path: str, model_info: Optional
         given = precision or {}
         found: dict[str, Any] = {"precision": None, "quantization": None}
         if twin:
-            model, found = finish_twin(model, nn_meter_friendly, given.get("default", "fp32"),
-                                       nodes_of_modules(model, given.get("modules") or {}), given.get("quantization"))
+            nodes = nodes_of_modules(model, given.get("modules") or {})
+            kinds = given.get("op_types") or {}  # a frozen script's twin: its int8 kernels by op type
+            nodes.update({n.name: kinds[n.op_type] for n in model.graph.node if n.op_type in kinds})
+            model, found = finish_twin(model, nn_meter_friendly, given.get("default", "fp32"), nodes,
+                                       given.get("quantization"))
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -18,7 +18,7 @@ import json
 from typing import Any, Iterator, Optional
 
 from .onnx_twin import fp16_twin, is_fp16_onnx, onnx_float_twin, onnx_quantization
-from .protocol import WorkerError
+from .protocol import WorkerError, progress
 
 PRECISION_KEY = "lodevem.precision"
 FX_PICKLE_HINT = ("torch itself cannot reload a pickled quantized FX GraphModule or a torch.save'd quantized "
@@ -96,6 +96,22 @@ def torch_quantization(module: Any) -> Optional[dict[str, str]]:
     return {"scheme": scheme, "backend": f"{fmt} ({torch.backends.quantized.engine} engine)"}
 
 
+def torch_side_precision(found: dict[str, Any]) -> Optional[str]:
+    """The file precision the torch side knows before the export (``_twin_inputs``' record): a
+    quantized module's scheme, an fp16 module's; None when only the ONNX twin can tell (fp32, or a
+    QDQ export). The reply carries it even when the export then fails (a quantize_dynamic
+    TorchScript has no ONNX form), so the host never derives levels from an int8 file."""
+    quantization = found.get("quantization") or {}
+    scheme = quantization.get("scheme")
+    if scheme == "dynamic":
+        return "int8-dynamic"
+    if scheme == "static":
+        return "int8-static"
+    if scheme:
+        return "mixed"
+    return "fp16" if found.get("default") == "fp16" else None
+
+
 def float_twin_module(module: Any) -> tuple[Any, dict[str, str]]:
     """Dynamic int8 Linear layers swapped for float Linear with the dequantized weights (the
     legacy exporter has no symbolic for ``quantized::linear_dynamic``); returns (twin, {qualified
@@ -119,6 +135,37 @@ def float_twin_module(module: Any) -> tuple[Any, dict[str, str]]:
             raise WorkerError("export_failed", f"dynamic int8 {type(sub).__name__} layer {name!r} has no float twin "
                                                f"here (only Linear); lodevem can predict dynamic int8 Linear layers")
     return module, precision
+
+
+def script_float_twin(module: Any) -> tuple[Any, dict[str, str]]:
+    """A quantize_dynamic model saved with TorchScript (the PyTorch Mobile way) as its float twin:
+    the script frozen, each ``quantized::linear_dynamic`` call replaced by ``aten::linear`` on its
+    dequantized weights (the legacy exporter has no ONNX form for the quantized op, and a script's
+    layers cannot be swapped like a module's); returns (twin, {ONNX op type: "int8"}): the twin's
+    Gemm/MatMul kernels are the int8 layers, priced as the int8-dynamic level. A script that also
+    holds float Linear/MatMul calls is refused (its int8 kernels could not be told apart)."""
+    import torch
+
+    frozen = torch.jit.freeze(module.eval())
+    graph = frozen.graph
+    floats = [n for kind in ("aten::linear", "aten::matmul", "aten::addmm", "aten::mm")
+              for n in graph.findAllNodes(kind)]
+    quantized = list(graph.findAllNodes("quantized::linear_dynamic"))
+    if floats or not quantized:
+        raise WorkerError("export_failed", "a dynamically quantized TorchScript with float Linear/MatMul layers too "
+                                           "has no float twin here (only all-int8 Linear layers)")
+    for node in quantized:
+        weight, bias = torch.ops.quantized.linear_unpack(node.inputsAt(1).node().output().toIValue())
+        with graph.insert_point_guard(node):
+            twin = graph.create("aten::linear", [node.inputsAt(0), graph.insertConstant(weight.dequantize().detach()),
+                                                 graph.insertConstant(bias.detach() if bias is not None else None)], 1)
+            graph.insertNode(twin)
+            twin.output().setType(node.output().type())
+        node.output().replaceAllUsesWith(twin.output())
+        node.destroy()
+    torch._C._jit_pass_dce(graph)
+    progress(f"TorchScript with {len(quantized)} dynamic int8 Linear layer(s): exporting its float twin")
+    return frozen, {"Gemm": "int8", "MatMul": "int8"}
 
 
 def _replace(root: Any, name: str, new: Any) -> None:
