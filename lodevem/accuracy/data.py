@@ -50,6 +50,7 @@ DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_EPOCHS = 3, 50
 READER_VERSION = 1  # bump when the normalised copy changes
 KIND = "evaldata"
 NPZ, IMAGEFOLDER = "npz", "imagefolder"
+CALIBRATION_OPTION = "--calib-data"  # the option whose samples calibrate int8 (labels unread)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,14 @@ class EvalData:
         return (1, *self.sample_shape)
 
     @property
+    def class_count(self) -> Optional[int]:
+        """The classes its labels name (a tree's class folders); None for ``--calib-data``, whose
+        labels are never read (calibration needs inputs only): not "0 classes"."""
+        if self.option == CALIBRATION_OPTION:
+            return None
+        return self.tree_classes or self.classes
+
+    @property
     def color(self) -> Optional[str]:
         """What a tree's images were decoded to (``auto`` resolved by the images), from the channels."""
         if self.fmt != IMAGEFOLDER:
@@ -104,8 +113,9 @@ class EvalData:
         if self.fmt == IMAGEFOLDER:
             return (f"{self.source.name}/ (an ImageFolder tree: {self.selection}; {shape} inputs "
                     f"{self.how_preprocessed()})")
+        classes = "labels not used" if self.class_count is None else f"{self.class_count} classes"
         return (f"{self.source.name} ({self.fmt}, {self.samples} of {self.available} samples, {shape} inputs "
-                f"{self.how_preprocessed()}, {self.classes} classes)")
+                f"{self.how_preprocessed()}, {classes})")
 
     def labels_problem(self, outputs: Optional[int], model: str) -> Optional[str]:
         """Why these labels cannot be the classes of a model with ``outputs`` outputs (None: they
@@ -281,7 +291,7 @@ DEFAULT_CALIBRATION_SAMPLES = 256
 
 
 def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DEFAULT_CALIBRATION_SAMPLES,
-                             option: str = "--calib-data", images: Optional[ImageDecoding] = None) -> EvalData:
+                             option: str = CALIBRATION_OPTION, images: Optional[ImageDecoding] = None) -> EvalData:
     """Calibration inputs for int8-static (``labels`` optional, ignored): validated like
     ``--eval-data`` and written as an uncompressed ``.npz`` holding only ``inputs`` (float32
     N x C x H x W), the file the converter's calibration reads in the sandbox (branch ``convert``:

@@ -370,7 +370,11 @@ class Estimator:
                 return f"{rt.name} dequantizes fp16 weights to fp32 when it loads the file: fp32 speed"
             return f"{core} has no fp16 arithmetic (pre-ARMv8.2): fp32 speed"
         if done in INT8_ARITHMETIC and rt.int8.source.startswith("bounded prior"):
-            return f"{rt.name} int8 speed: {rt.int8.source}"  # where rows are few or none, the prior decides
+            # where rows are few or none, the prior decides; its kernel-source citations are the
+            # params file's (runtimes.<rt>.int8.source, in the manifest's predictor block by digest),
+            # not a row's note
+            return (f"{rt.name} int8 speed: a bounded prior from its int8 kernels, not fitted on measured "
+                    f"{rt.name} int8 rows (estimator parameters: runtimes.{rt.name}.int8.source)")
         if done == "int8-dynamic":
             return (f"dynamic-range int8 under {rt.name}: int8 compute with float tensors for the kernels its "
                     "dynamic kernels cover (XNNPACK: Conv2D, Fully Connected), the others fp32")

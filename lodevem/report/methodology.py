@@ -76,7 +76,7 @@ def _latency_paragraph(f: RunFacts) -> str:
     if variants or f.user_precisions:
         parts = []
         if variants:
-            parts.append(f"variants derived by lodevem from each model ({{code:--levels}}): {_and(list(variants))}")
+            parts.append(f"variants derived by lodevem from each model: {_and(list(variants))}")
         if f.user_precisions:
             parts.append(f"files the user quantized ({_and(list(f.user_precisions))}), predicted from the kernels' "
                          "own precisions")
@@ -95,6 +95,14 @@ def _figures(use: KindUse) -> str:
                                       fig.arithmetic, fig.runtime) if x)
         by_pct.setdefault(round(fig.pct, 1), []).append(what)
     return _and([f"{pct:g} % ({'; '.join(dict.fromkeys(whats))})" for pct, whats in sorted(by_pct.items())])
+
+
+def paper_scheme(scheme: str) -> str:
+    """A converted file's quantization scheme as a paper states it: the scheme, not the converter's
+    internals (its weight-tensor counts by dtype stay in the CSV's ``converted_scheme`` and the
+    manifest) nor the calibration data (the memory notes say that once)."""
+    head = scheme.split("; ")[0]
+    return re.sub(r",? calibrated on [^;()]*(?=\))", "", head)
 
 
 def _memory_paragraph(f: RunFacts) -> str:
@@ -139,7 +147,8 @@ def _memory_paragraph(f: RunFacts) -> str:
            "high-water mark ({code:VmHWM}); a model runs on a device only if the run completed and its VmHWM "
            "stayed within the limit."]
     if f.converted_levels:
-        made = [f"{level} under {runtime}" + (f" ({scheme})" if scheme else f" ({precision})" if precision else "")
+        made = [f"{level} under {runtime}" + (f" ({paper_scheme(scheme)})" if scheme
+                                              else f" ({precision})" if precision else "")
                 for runtime, level, precision, scheme in f.converted_levels]
         out.append("A compression level measured under an on-device runtime is the file that runtime loads, made "
                    "by its own converter from the fp32 model (pruned: the pruned fp32 model, converted): "
@@ -209,12 +218,13 @@ def _limitations(f: RunFacts) -> list[str]:
 
 
 def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
-    """The data set, N and preprocessing of ``--eval-data``, and where each row's figure comes from."""
+    """The data set, N and preprocessing of the evaluation data, and where each row's figure comes from
+    (in the user's words: their file's name, no option names)."""
     if not f.evaluation and not f.finetune:
         return None
-    text = "Accuracy was not evaluated (no {code:--eval-data})."
+    text = "Accuracy was not evaluated."
     if f.evaluation:
-        text = (f"Accuracy was evaluated on {f.evaluation} ({{code:--eval-data}}), in the same sandbox as the "
+        text = (f"Accuracy was evaluated on {f.evaluation}, in the same sandbox as the "
                 "measurements and under each row's own runtime, on the very file whose memory was measured (the "
                 "model or its derived variant under PyTorch, its ONNX export under onnxruntime, its conversion "
                 "under LiteRT or ncnn), one sample per inference. Top-1 (and top-5 with more than five classes) is "
@@ -224,7 +234,7 @@ def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
         from ..worker.finetune import RECIPE
 
         text += (f" The pruned variants were fine-tuned after pruning, in the sandbox, for {f.finetune} "
-                 f"({{code:--finetune-data}}; {RECIPE}, seeded sample order).")
+                 f"({RECIPE}, seeded sample order).")
     if f.unevaluated_rows:
         text += (f" {f.unevaluated_rows} row(s) have no accuracy (their {{code:accuracy_note}} says why); their "
                  "latency and memory figures stand.")

@@ -78,7 +78,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     floors = {model.label: floor for model, floor in schedule(run, FloorStage(models))}
     recorder = Recorder(config.results.output, config.profiles, config.memory.threads, run.progress, models,
                         {label: c.latencies for label, c in cells.items()}, floors, state, manifest,
-                        {label: c.channels_removed for label, c in cells.items()}, accuracies)
+                        {label: c.channels_removed for label, c in cells.items()}, accuracies,
+                        user_names=run.user_names())
     for model in models:
         if model.unusable is not None:
             for limit in recorder.by_limit:
