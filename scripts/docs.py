@@ -165,6 +165,8 @@ BLOCKS: tuple[Block, ...] = (
     Block("bench-cached-rerun", "bench", (Step((sys.executable, str(REPO / "benchmarks" / "cached_rerun.py"),
                                                 "--reruns", "5"),
                                                "python benchmarks/cached_rerun.py --reruns 5", kind="shell"),)),
+    Block("held-out-errors", "cheap", (Step((sys.executable, "-m", "lodevem.latency.bands"),
+                                            "python -m lodevem.latency.bands", kind="shell"),)),
     Block("bench-runtime-memory", "recorded",
           note="`python benchmarks/runtime_memory.py --fresh-builds` rebuilds every image without cache: run it "
                "by hand and paste its output"),

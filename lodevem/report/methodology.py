@@ -22,9 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from ..latency.paper import KindUse, and_join
+from ..latency.statement import DEFINITION, basis_text
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
@@ -65,9 +66,7 @@ def _latency_paragraph(f: RunFacts) -> str:
         if kind.use.figures:
             out.append(f"Its latencies are given as the prediction \u00b1 the {HELD_OUT} of their kind of cell: "
                        f"{_figures(kind.use)}.")
-    out.append("That error is the predictor's mean absolute percentage error on cells of the same kind (core, "
-               "threads, precision, runtime) for SoCs left out of its fit (leave-one-SoC-out): a typical error, not "
-               "a confidence interval.")
+    out.append(f"That error is {DEFINITION}.")
     if len({lr for _, lr in f.latency_for}) > 1:
         out.append("Each row's latency stands for one runtime: " + "; ".join(
             f"rows measured under {measured} show the latency predicted for {predicted}"
@@ -88,13 +87,16 @@ def _latency_paragraph(f: RunFacts) -> str:
 
 
 def _figures(use: KindUse) -> str:
-    """``25 % (Cortex-A53, 1 thread, fp32, tflite) and 10.6 % (...)``: each distinct figure once."""
-    by_pct: dict[float, list[str]] = {}
+    """``9.1 % (Cortex-A53, 1 thread, fp32, ncnn: 27 held-out rows on Cortex-A53) and ...``: each
+    distinct figure once, with its basis (``latency.statement.basis_text``, as every legend says it)."""
+    by_pct: dict[tuple[float, Any], list[str]] = {}
     for fig in use.figures:
         what = ", ".join(x for x in (fig.core, f"{fig.threads} thread" + ("s" if fig.threads != 1 else ""),
                                       fig.arithmetic, fig.runtime) if x)
-        by_pct.setdefault(round(fig.pct, 1), []).append(what)
-    return _and([f"{pct:g} % ({'; '.join(dict.fromkeys(whats))})" for pct, whats in sorted(by_pct.items())])
+        by_pct.setdefault((round(fig.pct, 1), fig.basis), []).append(what)
+    return _and([f"{pct:g} % ({'; '.join(dict.fromkeys(whats))}" + (f": {basis_text(*basis)}" if basis[0] is not None
+                                                                      else "") + ")"
+                 for (pct, basis), whats in sorted(by_pct.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))])
 
 
 def paper_scheme(scheme: str) -> str:

@@ -110,6 +110,10 @@ class PairResult:
     latency_kind: Optional[str] = None
     latency_runtime: Optional[str] = None
     latency_held_out_pct: Optional[float] = None
+    # the basis of that figure (latency.statement): held-out rows, SoCs, the pool it was taken over
+    latency_held_out_rows: Optional[int] = None
+    latency_held_out_socs: Optional[int] = None
+    latency_held_out_pool: Optional[str] = None
     # Memory figures not measured at this limit but inferred from the run at this larger one
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
@@ -239,7 +243,8 @@ ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "latency_ms": "latency_ms", "latency_source": "latency_source", "latency_uncertainty": "uncertainty",
         "latency_calibrations": "calibrations", "latency_low_ms": "latency_low_ms",
         "latency_high_ms": "latency_high_ms", "latency_kind": "kind", "latency_runtime": "runtime",
-        "latency_held_out_pct": "uncertainty_pct"}),
+        "latency_held_out_pct": "uncertainty_pct", "latency_held_out_rows": "held_out_rows",
+        "latency_held_out_socs": "held_out_socs", "latency_held_out_pool": "held_out_pool"}),
     "MemoryMeasurement": MappingProxyType({
         "limit_mb": "limit_mb", "peak_rss_mb": "peak_rss_mb", "runtime_baseline_mb": "runtime_baseline_mb",
         "model_increment_mb": "model_increment_mb", "cgroup_peak_mb": "cgroup_peak_mb", "memory_error": "error",
