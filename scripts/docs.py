@@ -124,6 +124,7 @@ BLOCKS: tuple[Block, ...] = (
         lodevem("predict", "mobilenet_v2", "resnet18", "--profile", "jiophone2", "--profile", "nokia_c1")),
         needs=("no-calibrations",)),
     Block("api-loop", "cheap", (Step((), kind="python"),), needs=("jiophone2-calibrated",)),
+    Block("api-code", "sandbox", (Step((), kind="python"),), needs=("project", "no-calibrations"), cwd=PROJECT),
     Block("calibrate-from-log", "cheap", (lodevem(
         "calibrate", "from-log", "benchncnn.txt", "my_phone", "mobilenet_v2", "resnet18", "shufflenet_v2_x1_0",
         "efficientnet_b0", "--profiles-dir", "my-phones/"),), needs=("no-calibrations", "my-phone")),

@@ -404,3 +404,19 @@ def test_the_mark_legend_in_the_docs_lists_every_registered_kind() -> None:
         for name in KINDS:
             kind = describe_kind(name)
             assert kind.registered and f"`{kind.mark}` {kind.title}" in text, (path.name, name, kind.mark)
+
+
+def test_the_api_reference_names_what_the_api_takes() -> None:
+    """Issue 46: docs/api.md documents code=, arch=, arch_kwargs=, level= and $LODEVEM_CODE, each a
+    real keyword of both faces, and the first call's cost; its example block is a docs.py block."""
+    import lodevem
+    from lodevem.predict import Predictor
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    for keyword in ("code", "arch", "arch_kwargs"):
+        assert f"`{keyword}=`" in text, keyword
+        assert keyword in inspect.signature(lodevem.predict_latency).parameters, keyword
+        assert keyword in inspect.signature(Predictor).parameters, keyword
+    assert "`level=`" in text and "level" in inspect.signature(lodevem.predict_latency).parameters
+    assert "$LODEVEM_CODE" in text and "The first call costs seconds" in text
+    assert docs_script.stored_blocks()["api-code"][0].name == "api.md"
