@@ -26,7 +26,7 @@ that keys every accuracy record; the manifest names both digests (``report.manif
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -309,8 +309,9 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
     name = f"{source_sha[:32]}-{limit}-calibration.npz"
     maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION, "calibration": True}
     kept = store.lookup(KIND, [name], maker)
-    if kept is not None and isinstance(kept.info.get("samples"), int):
-        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    if kept is not None and isinstance(kept.info.get("samples"), int):  # the manifest keeps the user's file's digest
+        return replace(_from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info),
+                       source_sha256=source_sha)
 
     with open_regular(path, EVAL_DATA) as fh:
         try:
@@ -324,7 +325,7 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
         except SampleFileError as exc:
             raise _refuse(path, option, str(exc)) from None
     stored = store.path(KIND, name)
-    return _from_info(path, option, stored, store.file_sha256(stored), info)
+    return replace(_from_info(path, option, stored, store.file_sha256(stored), info), source_sha256=source_sha)
 
 
 def _write_samples(target: Path, samples: NpzSamples, n: int, labels: Any, path: Path, option: str) -> None:
