@@ -104,7 +104,8 @@ def paper_scheme(scheme: str) -> str:
     internals (its weight-tensor counts by dtype stay in the CSV's ``converted_scheme`` and the
     manifest) nor the calibration data (the memory notes say that once)."""
     head = scheme.split("; ")[0]
-    return re.sub(r",? calibrated on [^;()]*(?=\))", "", head)
+    cut = head.find(", calibrated on ")  # inside the scheme's closing parenthesis, to its end
+    return head[:cut] + ")" if cut >= 0 and head.endswith(")") else head
 
 
 def _memory_paragraph(f: RunFacts) -> str:
