@@ -57,7 +57,10 @@ def model_loading(code: "Sequence[Path | str] | Path | str" = (), arch: Optional
         raise InputError("Predictor: pass either loading= or code=/arch=/arch_kwargs=, not both")
     entries = [code] if isinstance(code, (str, Path)) else list(code)
     from_env = [p for p in os.environ.get("LODEVEM_CODE", "").split(os.pathsep) if p]
-    kwargs = json.dumps(arch_kwargs) if isinstance(arch_kwargs, dict) else arch_kwargs
+    try:  # a dict is checked as --arch-kwargs' JSON text is
+        kwargs = json.dumps(arch_kwargs, allow_nan=False) if isinstance(arch_kwargs, dict) else arch_kwargs
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"arch_kwargs: not a JSON object ({exc})") from None
     return ModelLoading.from_options([*entries, *from_env], arch, kwargs)
 
 
