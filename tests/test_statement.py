@@ -60,3 +60,27 @@ def test_an_opt_in_kind_says_why_it_is_not_the_default() -> None:
     own = HeldOutError(25.0, 58, "all cores and runtimes", "1-thread fp32")
     cell = with_figure(LatencyPrediction(10.0, "armsim", 1, "Cortex-A53", 1.8, "tflite", kind="armsim"), own, why)
     assert cell.uncertainty == f"{statement(own)}; {why}" and cell.uncertainty_pct == 25.0
+
+
+def test_a_record_with_a_90_percent_band_states_it_with_its_own_basis() -> None:
+    """latency.selection's record may carry SoCs and a 90 % band pooled on its own (issue 44): the
+    statement says both bases; a record without them says neither (read with fallbacks)."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class WithBand(HeldOutError):
+        socs: int = 0
+        p90_pct: float | None = None
+        p90_rows: int = 0
+        p90_socs: int = 0
+        p90_scope: str = ""
+        widened: bool = False
+        coverage_pct: float | None = None
+
+    err = WithBand(9.1, 27, "Cortex-A53", "1-thread fp32 ncnn", socs=5, p90_pct=24.0, p90_rows=41, p90_socs=7,
+                   p90_scope="in-order ARMv8 cores", widened=True, coverage_pct=88.0)
+    assert statement(err) == (
+        "\u00b19.1% held-out (leave-one-SoC-out) error of 1-thread fp32 ncnn cells (27 held-out rows from 5 SoCs on "
+        "Cortex-A53); 90 % band \u00b124.0% (41 held-out rows from 7 SoCs, pooled over in-order ARMv8 cores, widened "
+        "to its own core's rows; 88 % of held-out SoCs' rows inside it)")
+    assert "90 %" not in statement(HeldOutError(9.1, 27, "Cortex-A53", "1-thread fp32 ncnn"))

@@ -38,8 +38,13 @@ HELD_OUT_NAME = "held-out (leave-one-SoC-out) error"
 
 def pooling() -> str:
     """Where a kind of cell has too few held-out rows of its own, the wider pool its figure states."""
+    from . import selection
+
+    band_rows = getattr(selection, "MIN_BAND_ROWS", None)  # the 90 % band's own minimum, where it has one
+    band = (f" (a 90 % band, where stated, needs {band_rows} rows: fewer borrow one the same way, and say so)"
+            if isinstance(band_rows, int) else "")
     return (f"a kind of cell with fewer than {MIN_KIND_ROWS} held-out rows of its own borrows the figure of a stated "
-            "wider pool (its core family, then all cores, then all runtimes)")
+            f"wider pool (its core family, then all cores, then all runtimes){band}")
 
 
 POOLING = pooling()
@@ -91,6 +96,24 @@ def _parenthesis(rows: Optional[int], socs: Optional[int], scope: Optional[str],
     return f"({basis_text(rows, socs, scope)}{spread})"
 
 
+def band_text(err: HeldOutError) -> str:
+    """``; 90 % band ±41.0% (24 held-out rows from 6 SoCs, pooled over all cores; 88 % of held-out
+    SoCs' rows inside it)``: the record's 90 % band with its own basis (``latency.selection`` may
+    pool it more widely than the mean); "" when the record states none."""
+    p90 = _p90(err)
+    if p90 is None:
+        return ""
+    rows, socs = getattr(err, "p90_rows", None), getattr(err, "p90_socs", None)
+    basis = basis_text(rows if isinstance(rows, int) and rows else None, socs if isinstance(socs, int) else None,
+                       str(getattr(err, "p90_scope", "") or "") or None)
+    if getattr(err, "widened", False):
+        basis += ", widened to its own core's rows"
+    coverage = getattr(err, "coverage_pct", None)
+    if isinstance(coverage, (int, float)):
+        basis += f"; {coverage:.0f} % of held-out SoCs' rows inside it"
+    return f"; 90 % band \u00b1{p90:.1f}% ({basis})"
+
+
 def figure_text(pct: float, rows: Optional[int], socs: Optional[int], scope: Optional[str],
                 p90: Optional[float] = None) -> str:
     """``±31.0% (8 held-out rows from 5 SoCs, pooled over all cores)``: a figure with its basis."""
@@ -101,8 +124,8 @@ def statement(err: HeldOutError) -> str:
     """A cell's uncertainty as every row states it: ``±31.0% held-out (leave-one-SoC-out) error of
     1-thread fp32 tflite cells (8 held-out rows from 5 SoCs, pooled over all cores)``."""
     what = f" of {err.what} cells" if err.what else ""
-    basis = _parenthesis(err.rows, socs_of(err), err.scope, _p90(err))
-    return f"\u00b1{err.mape_pct:.1f}% {HELD_OUT_NAME}{what} {basis}"
+    basis = _parenthesis(err.rows, socs_of(err), err.scope, None)
+    return f"\u00b1{err.mape_pct:.1f}% {HELD_OUT_NAME}{what} {basis}{band_text(err)}"
 
 
 def with_figure(prediction: LatencyPrediction, err: Optional[HeldOutError], why: str = ""
