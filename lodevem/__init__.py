@@ -30,19 +30,27 @@ if TYPE_CHECKING:
 def predict_latency(model: Any, profile: "str | Profile", input_shape: Optional[Sequence[int]] = None,
                     threads: int = 1, runtime: Optional[str] = None, *, predictor: str = "auto",
                     calibrations: Optional[Path | str] = None, use_calibrations: bool = True,
-                    profiles_dir: Sequence[Path | str] = (), backend: str = "auto") -> "LatencyPrediction":
+                    profiles_dir: Sequence[Path | str] = (), backend: str = "auto", level: Optional[str] = None,
+                    code: "Sequence[Path | str] | Path | str" = (), arch: Optional[str] = None,
+                    arch_kwargs: "Optional[dict[str, Any] | str]" = None) -> "LatencyPrediction":
     """Predicted latency of ``model`` on ``profile`` (an id or a ``Profile``).
 
     ``model``: an ``nn.Module`` of this process (exported here: it is your object, not a file to
     unpickle), a zoo model name, or a model file path (exported in the sandbox, ``backend``).
-    ``runtime`` (``ncnn``/``tflite``) selects matching calibrations of the profile. For loops,
-    make one ``Predictor`` and call its ``predict``: this function builds a new one each call.
+    ``runtime`` (``ncnn``/``tflite``) selects matching calibrations of the profile. ``level``:
+    price the model as that compression level (``fp16``, ``int8``, ``int8-static``) of itself.
+    ``code`` / ``arch`` / ``arch_kwargs``: the CLI's ``--code`` / ``--arch`` / ``--arch-kwargs``
+    for a file that needs your code to load (``$LODEVEM_CODE`` adds code too). For loops, make one
+    ``Predictor`` and call its ``predict``: this function builds a new one each call (the first
+    call of a process, which starts the sandbox and exports, takes seconds).
     """
     from .predict import Predictor
 
     with Predictor(predictor=predictor, calibrations=calibrations, use_calibrations=use_calibrations,
-                          profiles_dir=profiles_dir, backend=backend) as session:
-        return session.predict(model, profile, input_shape=input_shape, threads=threads, runtime=runtime)
+                   profiles_dir=profiles_dir, backend=backend, code=code, arch=arch,
+                   arch_kwargs=arch_kwargs) as session:
+        return session.predict(model, profile, input_shape=input_shape, threads=threads, runtime=runtime,
+                               level=level)
 
 
 def __getattr__(name: str) -> Any:

@@ -124,6 +124,7 @@ BLOCKS: tuple[Block, ...] = (
         lodevem("predict", "mobilenet_v2", "resnet18", "--profile", "jiophone2", "--profile", "nokia_c1")),
         needs=("no-calibrations",)),
     Block("api-loop", "cheap", (Step((), kind="python"),), needs=("jiophone2-calibrated",)),
+    Block("api-code", "sandbox", (Step((), kind="python"),), needs=("project", "no-calibrations"), cwd=PROJECT),
     Block("calibrate-from-log", "cheap", (lodevem(
         "calibrate", "from-log", "benchncnn.txt", "my_phone", "mobilenet_v2", "resnet18", "shufflenet_v2_x1_0",
         "efficientnet_b0", "--profiles-dir", "my-phones/"),), needs=("no-calibrations", "my-phone")),
@@ -165,6 +166,8 @@ BLOCKS: tuple[Block, ...] = (
     Block("bench-cached-rerun", "bench", (Step((sys.executable, str(REPO / "benchmarks" / "cached_rerun.py"),
                                                 "--reruns", "5"),
                                                "python benchmarks/cached_rerun.py --reruns 5", kind="shell"),)),
+    Block("held-out-errors", "cheap", (Step((sys.executable, "-m", "lodevem.latency.bands"),
+                                            "python -m lodevem.latency.bands", kind="shell"),)),
     Block("bench-runtime-memory", "recorded",
           note="`python benchmarks/runtime_memory.py --fresh-builds` rebuilds every image without cache: run it "
                "by hand and paste its output"),

@@ -309,7 +309,9 @@ def test_recorded_and_csv_blocks_name_current_csv_columns() -> None:
     assert set(quantized) - {"file", "profile"} <= columns, quantized
     for block in docs_script.BLOCKS:
         for step in block.steps:
-            if step.kind == "shell":
+            if step.kind == "shell" and step.argv[1] == "-m":  # a module of lodevem's: it imports
+                assert importlib.util.find_spec(step.argv[2]) is not None, f"{block.id}: no module {step.argv[2]}"
+            elif step.kind == "shell":
                 assert Path(step.argv[1]).is_file(), f"{block.id}: {step.argv[1]} does not exist"
     assert (ROOT / "benchmarks" / "runtime_memory.py").is_file()
 
@@ -333,6 +335,24 @@ def test_cheap_outputs_still_have_their_documented_shape(tmp_path: Path) -> None
         assert docs_script.shape(fresh) == docs_script.shape(text), (
             f"{path.relative_to(ROOT)}:{block_id} no longer matches `{block.steps[0].shown}`; "
             f"run `python scripts/docs.py {block_id}`.\nstored:\n{text}\nnow:\n{fresh}")
+
+
+def test_the_readme_uncertainty_figures_are_the_rows_own() -> None:
+    """Issue 46: one statement of uncertainty. The README's table of the default's held-out
+    errors is exactly what ``latency.bands`` computes now (the rule and wording every row uses),
+    and each line's figure is the one a cell of that kind states."""
+    from lodevem.latency.bands import default_bands, render
+    from lodevem.latency.estimator import Estimator
+
+    path, text = docs_script.stored_blocks()["held-out-errors"]
+    assert text.strip() == f"$ python -m lodevem.latency.bands\n{render()}".strip(), (
+        f"{path.relative_to(ROOT)}: the held-out errors changed; run `python scripts/docs.py held-out-errors`")
+    est = Estimator.load()
+    for band in default_bands():  # the estimator is the only kind every install has: its cells' text
+        if band.err is not None:
+            stated = est.uncertainty(band.core, band.runtime, band.threads, band.arithmetic)
+            assert stated.startswith(f"\u00b1{band.err.mape_pct:.1f}% held-out"), (band, stated)
+    assert "32.6 %" not in (ROOT / "README.md").read_text()  # the hand-typed figure is gone
 
 
 def test_zoo_table_lists_every_zoo_model() -> None:
@@ -384,3 +404,19 @@ def test_the_mark_legend_in_the_docs_lists_every_registered_kind() -> None:
         for name in KINDS:
             kind = describe_kind(name)
             assert kind.registered and f"`{kind.mark}` {kind.title}" in text, (path.name, name, kind.mark)
+
+
+def test_the_api_reference_names_what_the_api_takes() -> None:
+    """Issue 46: docs/api.md documents code=, arch=, arch_kwargs=, level= and $LODEVEM_CODE, each a
+    real keyword of both faces, and the first call's cost; its example block is a docs.py block."""
+    import lodevem
+    from lodevem.predict import Predictor
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    for keyword in ("code", "arch", "arch_kwargs"):
+        assert f"`{keyword}=`" in text, keyword
+        assert keyword in inspect.signature(lodevem.predict_latency).parameters, keyword
+        assert keyword in inspect.signature(Predictor).parameters, keyword
+    assert "`level=`" in text and "level" in inspect.signature(lodevem.predict_latency).parameters
+    assert "$LODEVEM_CODE" in text and "The first call costs seconds" in text
+    assert docs_script.stored_blocks()["api-code"][0].name == "api.md"

@@ -209,6 +209,12 @@ def test_calibration_inputs_need_no_labels_and_keep_only_inputs(tmp_path: Path) 
     store = ArtifactStore(tmp_path / "cache")
     calib = prepare_calibration_data(_npz(tmp_path / "calib.npz", inputs=x), store, limit=16)
     assert (calib.samples, calib.available, calib.input_shape) == (16, 40, (1, 1, 8, 8))
+    # the manifest names the user's file by its own digest (issue 46), fresh or served from the store
+    import hashlib
+
+    own = hashlib.sha256((tmp_path / "calib.npz").read_bytes()).hexdigest()
+    assert calib.source_sha256 == own and calib.class_count is None
+    assert prepare_calibration_data(tmp_path / "calib.npz", store, limit=16).source_sha256 == own
     with np.load(calib.path) as copy:
         assert list(copy.keys()) == ["inputs"] and np.array_equal(copy["inputs"], x[:16])
     with pytest.raises(InputError, match="holds Python objects"):

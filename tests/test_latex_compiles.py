@@ -66,10 +66,10 @@ def test_the_table_and_the_methods_compile_and_render(marks: str, tmp_path: Path
     (tmp_path / "benchmark_results.tex").write_text(latex_table(rows, marks=marks))
     write_paper_kit(rows, environment, tmp_path)
     (tmp_path / "paper.tex").write_text(DOCUMENT)
-    _run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], tmp_path)
+    _run(["pdflatex", "-no-shell-escape", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], tmp_path)
     _run(["bibtex", "paper"], tmp_path)
     for _ in range(2):
-        log = _run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], tmp_path)
+        log = _run(["pdflatex", "-no-shell-escape", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], tmp_path)
     full = (tmp_path / "paper.log").read_text(errors="replace")
     assert "Undefined control sequence" not in full and "! " not in full
     assert not re.search(r"Citation `[^']+' .*undefined", full), "a \\cite without its bib entry"
@@ -81,3 +81,58 @@ def test_the_table_and_the_methods_compile_and_render(marks: str, tmp_path: Path
     _run(["pdftoppm", "-png", "-r", "70", "paper.pdf", "page"], tmp_path)  # every page, for a look
     pages = sorted(tmp_path.glob("page-*.png"))
     assert pages and all(page.stat().st_size > 10_000 for page in pages)
+
+
+TABLE_ONLY = r"""\documentclass{article}
+\usepackage[T1]{fontenc}
+\usepackage[utf8]{inputenc}
+\usepackage{booktabs}
+\begin{document}
+\begin{table}[t]
+\centering
+\input{benchmark_results.tex}
+\caption{Predicted latency and measured peak RAM.}
+\end{table}
+\end{document}
+"""
+
+
+def _compression_rows() -> list:
+    """A compression paper's run: 10 variants (2 networks x 5 levels) x the stored run's 6 phones,
+    with top-1 and drops against fp32."""
+    rows, _ = read_json(STORED / "benchmark_results.json")
+    base = [r for r in rows if r.model_label == rows[0].model_label]
+    out = []
+    for net in ("net_a.pt", "net_b.pt"):
+        for i, level in enumerate(("fp32", "fp16", "int8", "int8-static", "pruned")):
+            for row in base:
+                out.append(replace(row, model_label=f"{net}@{level}" if level != "fp32" else net,
+                                   level=None if level == "fp32" else level, accuracy_top1_pct=91.2 - i,
+                                   accuracy_drop_pts=None if level == "fp32" else float(i), accuracy_samples=450,
+                                   verdict=Verdict.TIGHT if level == "fp16" else row.verdict))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["auto", "long"])
+def test_a_compression_table_compiles_as_a_matrix_that_fits_a_page(layout: str, tmp_path: Path) -> None:
+    """Issue 46: 10 variants x 6 phones is 70 lines as the long table, past a page (a float too
+    large); ``auto`` writes the variant x device matrix instead, which fits the column and the
+    page; drops have real minus signs; both layouts compile with pdflatex -no-shell-escape."""
+    rows = _compression_rows()
+    assert len(rows) == 60
+    tex = latex_table(rows, layout=layout)
+    (tmp_path / "benchmark_results.tex").write_text(tex)
+    (tmp_path / "paper.tex").write_text(TABLE_ONLY)
+    _run(["pdflatex", "-no-shell-escape", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], tmp_path)
+    log = (tmp_path / "paper.log").read_text(errors="replace")
+    assert "! " not in log and "Undefined control sequence" not in log
+    assert "91.2" in tex and "$-$1.0" in tex and "(-1.0)" not in tex  # a minus sign, not a hyphen
+    assert not re.search(r"(?<![{-])--[a-z]", tex)  # no option names typeset as en dashes
+    overfull = [float(w) for w in re.findall(r"Overfull \\hbox \((\d+\.\d+)pt", log)]
+    if layout == "auto":
+        assert "a 10 x 6 matrix" in tex and r"\textit{" in tex  # the tight fp16 cells
+        assert "Float too large" not in log, "the matrix must fit one page"
+        assert max(overfull, default=0.0) < 1.0, f"wider than article's text: {overfull}"
+    else:
+        assert "matrix" not in tex.splitlines()[0]
+        assert "Float too large" in log  # why the matrix is chosen: the long table passes the page

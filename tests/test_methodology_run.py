@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from lodevem import zoo
 from lodevem.cli import cli
+from lodevem.worker.shapes import SOURCE_WORDS
 
 pytestmark = pytest.mark.docker
 
@@ -69,9 +70,11 @@ def test_every_image_and_runtime_version_is_named(run) -> None:
 
 def test_shape_variants_budget_and_no_contradicted_limitation(run) -> None:
     md, rows, _ = run
-    shape = f"{rows[0]['input_shape']} ({rows[0]['input_shape_source']})"
-    assert f"Every model was run with input {shape}." in md
-    assert "variants derived by lodevem from each model (`--levels`): fp16" in md
+    source = rows[0]["input_shape_source"]
+    assert source in SOURCE_WORDS, source  # a word, not a flag (no "'--input-shape" in the CSV)
+    assert f"Every model was run with input {rows[0]['input_shape']} ({SOURCE_WORDS[source]})." in md
+    assert "variants derived by lodevem from each model: fp16" in md
+    assert not re.search(r"(?<![-\w])--[a-z]", md), re.findall(r"--[a-z-]+", md)  # no CLI option in the paper text
     assert f"Nokia C1 (Go) {rows[0]['app_budget_mb']} MB" in md
     # tflite and ncnn were measured: their baselines are figures of this run, not an unknown
     assert "has a smaller baseline of its own" not in md

@@ -78,10 +78,12 @@ def test_estimator_docker_torch_run_names_what_it_used_and_nothing_else(profiles
     md, tex, bib = kit(rows, manifest(profiles))
     params = Estimator.load().params
     unc, prov = params["uncertainty"], params["provenance"]
-    # the estimator's accuracy and data, as its parameters file states them
+    # one statement of uncertainty (issue 46): the cells' held-out figure with its basis, not the
+    # fit's overall MAPE, its baseline or the one-shot figure beside it
     for figure in (unc["lodo_mape_pct"], unc["baseline_lodo_mape_pct"], unc["oneshot_mape_pct"]):
-        assert f"{figure:g} %" in md
-    assert f"fitted {prov['fit_date']}" in md and f"over {unc['lodo_rows']} rows" in md
+        assert f" {figure:g} %" not in md.replace("18 %", "")
+    assert "18 % (" in md and "That error is the predictor's mean absolute percentage error" in md
+    assert f"fitted {prov['fit_date']}" in md
     assert f"on {prov['rows_used']} published latencies" in md
     # memory: runtime, backend, enforcement, passes, peak definition, host
     for text in ("PyTorch", "Docker container", "`docker cgroup v1 memory+swap`", "5 untimed warm-up passes",
@@ -243,3 +245,55 @@ def test_the_lodevem_entry_carries_version_and_commit(profiles: list[Profile]) -
     assert f"version = {{{__version__}}}" in entry and "commit 0123456789ab" in entry
     env["lodevem"]["git_commit"] = None
     assert "commit not recorded" in bibtex(run_facts([make_row(p) for p in profiles], env))
+
+
+def test_the_methods_say_what_the_user_did_in_their_words(profiles: list[Profile]) -> None:
+    """Issue 46: the user's file names (not the store's copy), the true source of the input shape,
+    no option names, and the converter's internals (weight-tensor counts) left to the CSV/manifest."""
+    from lodevem.results import MemoryMeasurement
+    from lodevem.runner.state import in_user_words
+    from lodevem.worker.shapes import SOURCE_EVAL_DATA, SOURCE_REQUEST, host_shape_source
+
+    stored = "be78d08c8fa5" + "0" * 20 + "-256-calibration.npz"
+    memory = MemoryMeasurement(peak_rss_mb=40.0, verdict="fits", limit_mb=512, runtime_baseline_mb=30.0,
+                               model_increment_mb=10.0, cgroup_peak_mb=None, error=None, phase=None, backend="docker",
+                               limit_enforcement="docker", runtime="tflite", wall_s=1.0, image_id="", worker_version="",
+                               model_sha256="", threads=1,
+                               note=f"int8-static scales come from 128 inputs from {stored}",
+                               converted_scheme=("int8 per-channel symmetric weights, int8 activations (PT2E, "
+                                                 f"litert-torch's quantizer, calibrated on 128 inputs from {stored}); "
+                                                 "weight tensors: int8 6, int32 2, 6 per-channel"))
+    mine = in_user_words(memory, {stored: "calib.npz"})
+    assert stored not in (mine.note or "") + (mine.converted_scheme or "") and "calib.npz" in (mine.note or "")
+    # the worker's word for a shape the request carried is the user's: where they gave it
+    assert host_shape_source(SOURCE_REQUEST, SOURCE_EVAL_DATA) == SOURCE_EVAL_DATA
+    assert host_shape_source(SOURCE_REQUEST, None) == "given"
+    assert host_shape_source("recorded in the file", SOURCE_EVAL_DATA) == "recorded in the file"
+
+    rows = [make_row(p, runtime="tflite", level="int8-static", input_shape="1x3x32x32",
+                     input_shape_source=SOURCE_EVAL_DATA, memory_note=mine.note, converted_mb=0.1,
+                     converted_precision="int8", converted_scheme=mine.converted_scheme) for p in profiles]
+    md, tex, _ = kit(rows, manifest(profiles, evaluation="testset/ (an ImageFolder tree)"))
+    assert "128 inputs from calib.npz" in md and "calib.npz" in tex
+    assert "Every model was run with input 1x3x32x32 (the evaluation data's sample shape)." in md
+    assert "(PT2E, litert-torch's quantizer)" in md  # the scheme, once, without its calibration clause
+    assert "weight tensors" not in md and "weight tensors" not in tex
+    assert not re.search(r"(?<![-\w])--[a-z]", md), re.findall(r"--[a-z-]+", md)  # no option names
+    assert "-calibration.npz" not in md + tex
+    from lodevem.report.methodology import paper_scheme
+
+    synthetic = ("int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer, calibrated on "
+                 "32 synthetic inputs (standard normal, seed 0): scales not from real data); weight tensors: int8 53")
+    assert paper_scheme(synthetic) == "int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer)"
+
+
+def test_calibration_data_has_no_class_count() -> None:
+    """--calib-data's labels are never read: the manifest says so instead of "0 classes"."""
+    from lodevem.accuracy.data import CALIBRATION_OPTION, EvalData
+    from lodevem.report.manifest import DataSetEntry
+
+    data = EvalData(Path("calib.npz"), CALIBRATION_OPTION, Path("x.npz"), "0" * 64, 128, 128, (3, 32, 32), 0, 0)
+    assert DataSetEntry.of(data).classes is None
+    assert "0 classes" not in data.describe() and "labels not used" in data.describe()
+    evaluation = replace(data, option="--eval-data", classes=10, max_label=9)
+    assert DataSetEntry.of(evaluation).classes == 10 and "10 classes" in evaluation.describe()

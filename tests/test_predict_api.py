@@ -115,3 +115,57 @@ def test_resume_after_a_new_calibration_refuses(setup, tmp_path: Path) -> None:
     assert recalibrated.exit_code == 0, recalibrated.output
     refused = CliRunner().invoke(cli, [*args, "--resume"], env=env, catch_exceptions=False)
     assert refused.exit_code == 2 and "other settings (calibration records" in refused.output, refused.output
+
+
+MYNET = '''
+import torch
+from torch import nn
+
+
+class MyNet(nn.Module):
+    def __init__(self, width=4):
+        super().__init__()
+        self.conv = nn.Conv2d(3, width, 3, stride=2)
+        self.fc = nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean((2, 3)))
+'''
+
+
+@pytest.fixture(scope="module")
+def own_code(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A user's net.py, a whole module pickled from it and a state_dict of it (both need the code)."""
+    root = tmp_path_factory.mktemp("own")
+    (root / "net.py").write_text(MYNET)
+    save = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import net; m = net.MyNet().eval(); "
+            "torch.save(m, sys.argv[1] + '/net_fp32.pt'); torch.save(m.state_dict(), sys.argv[1] + '/net_weights.pt')")
+    subprocess.run([sys.executable, "-c", save, str(root)], check=True)
+    return root / "net.py", root / "net_fp32.pt", root / "net_weights.pt"
+
+
+def test_the_api_predicts_a_file_that_needs_its_code(own_code, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: code= and arch= (and $LODEVEM_CODE) do for the API what --code and --arch do for
+    the CLI; without them the refusal is one lodevem error, not a traceback."""
+    from lodevem.errors import LodevemError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("LODEVEM_CODE", raising=False)
+    code, whole, weights = own_code
+    common = {"input_shape": (1, 3, 32, 32), "backend": "process", "use_calibrations": False}
+    with pytest.raises(LodevemError, match=r"--code \(Python API: code=\)"):
+        lodevem.predict_latency(whole, "jiophone2", **common)
+    fp32 = lodevem.predict_latency(whole, "jiophone2", code=code, **common)
+    assert fp32.latency_ms is not None and fp32.latency_ms > 0
+    built = lodevem.predict_latency(weights, "jiophone2", code=[code], arch="net:MyNet", arch_kwargs={"width": 4},
+                                    **common)
+    assert built.latency_ms == pytest.approx(fp32.latency_ms, rel=1e-9)  # the same network, from its weights
+    int8 = lodevem.predict_latency(whole, "jiophone2", code=code, level="int8", **common)
+    assert int8.latency_ms is not None and int8.latency_ms != pytest.approx(fp32.latency_ms)
+    monkeypatch.setenv("LODEVEM_CODE", str(code))  # as the CLI reads it
+    with lodevem.Predictor("jiophone2", backend="process", use_calibrations=False) as predictor:
+        assert predictor.predict(whole, input_shape=(1, 3, 32, 32)).latency_ms == pytest.approx(fp32.latency_ms,
+                                                                                               rel=1e-9)
+    with pytest.raises(LodevemError, match="either loading= or code="):
+        lodevem.Predictor(code=code, loading=predictor.session.loading)

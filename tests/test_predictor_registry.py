@@ -167,6 +167,13 @@ def test_an_optional_kind_is_never_the_default(toy, onnx_file: Path, profiles) -
     assert "auto_choices" not in auto.describe()
     named = kinds_only("toy").cells(onnx_file, profiles)  # named, it serves
     assert {c.latency_source for c in named.values()} == {"toy:plumbing tflite"}
+    # ... stating its own figure and why it is not the default, beside the default's (issue 46)
+    for pid, cell in named.items():
+        assert cell.uncertainty_pct == 1.0 and cell.held_out_rows == 50 and cell.held_out_pool == "all cores"
+        assert "toy kind (plumbing test) is opt-in, not the default: it needs what not every install has" in (
+            cell.uncertainty or "")
+        default = cells[pid]
+        assert f"the default for this kind of cell states \u00b1{default.uncertainty_pct:.1f}% " in cell.uncertainty
 
 
 def test_the_kind_serves_only_the_runtimes_the_registry_names(toy, onnx_file: Path, profiles) -> None:

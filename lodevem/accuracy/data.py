@@ -26,7 +26,7 @@ that keys every accuracy record; the manifest names both digests (``report.manif
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -50,6 +50,7 @@ DEFAULT_FINETUNE_EPOCHS, MAX_FINETUNE_EPOCHS = 3, 50
 READER_VERSION = 1  # bump when the normalised copy changes
 KIND = "evaldata"
 NPZ, IMAGEFOLDER = "npz", "imagefolder"
+CALIBRATION_OPTION = "--calib-data"  # the option whose samples calibrate int8 (labels unread)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,14 @@ class EvalData:
         return (1, *self.sample_shape)
 
     @property
+    def class_count(self) -> Optional[int]:
+        """The classes its labels name (a tree's class folders); None for ``--calib-data``, whose
+        labels are never read (calibration needs inputs only): not "0 classes"."""
+        if self.option == CALIBRATION_OPTION:
+            return None
+        return self.tree_classes or self.classes
+
+    @property
     def color(self) -> Optional[str]:
         """What a tree's images were decoded to (``auto`` resolved by the images), from the channels."""
         if self.fmt != IMAGEFOLDER:
@@ -104,8 +113,9 @@ class EvalData:
         if self.fmt == IMAGEFOLDER:
             return (f"{self.source.name}/ (an ImageFolder tree: {self.selection}; {shape} inputs "
                     f"{self.how_preprocessed()})")
+        classes = "labels not used" if self.class_count is None else f"{self.class_count} classes"
         return (f"{self.source.name} ({self.fmt}, {self.samples} of {self.available} samples, {shape} inputs "
-                f"{self.how_preprocessed()}, {self.classes} classes)")
+                f"{self.how_preprocessed()}, {classes})")
 
     def labels_problem(self, outputs: Optional[int], model: str) -> Optional[str]:
         """Why these labels cannot be the classes of a model with ``outputs`` outputs (None: they
@@ -296,7 +306,7 @@ DEFAULT_CALIBRATION_SAMPLES = 256
 
 
 def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DEFAULT_CALIBRATION_SAMPLES,
-                             option: str = "--calib-data", images: Optional[ImageDecoding] = None) -> EvalData:
+                             option: str = CALIBRATION_OPTION, images: Optional[ImageDecoding] = None) -> EvalData:
     """Calibration inputs for int8-static (``labels`` optional, ignored): validated like
     ``--eval-data`` and written as an uncompressed ``.npz`` holding only ``inputs`` (float32
     N x C x H x W), the file the converter's calibration reads in the sandbox (branch ``convert``:
@@ -314,8 +324,9 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
     name = f"{source_sha[:32]}-{limit}-calibration.npz"
     maker = {"source_sha256": source_sha, "limit": limit, "reader": READER_VERSION, "calibration": True}
     kept = store.lookup(KIND, [name], maker)
-    if kept is not None and isinstance(kept.info.get("samples"), int):
-        return _from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info)
+    if kept is not None and isinstance(kept.info.get("samples"), int):  # the manifest keeps the user's file's digest
+        return replace(_from_info(path, option, kept.path, store.file_sha256(kept.path), kept.info),
+                       source_sha256=source_sha)
 
     with open_regular(path, EVAL_DATA) as fh:
         try:
@@ -329,7 +340,7 @@ def prepare_calibration_data(path: Path, store: "ArtifactStore", limit: int = DE
         except SampleFileError as exc:
             raise _refuse(path, option, str(exc)) from None
     stored = store.path(KIND, name)
-    return _from_info(path, option, stored, store.file_sha256(stored), info)
+    return replace(_from_info(path, option, stored, store.file_sha256(stored), info), source_sha256=source_sha)
 
 
 def _write_samples(target: Path, samples: NpzSamples, n: int, labels: Any, path: Path, option: str) -> None:

@@ -63,23 +63,11 @@ from .estimator_records import (
 )
 from .kernels import Kernel
 from .selection import CellKind, HeldOutError, held_out_error
+from .statement import statement
 
 __all__ = [
-    "COMPUTE_TERMS",
-    "DEFAULT_PARAMS",
-    "DEFAULT_RUNTIME",
-    "canonical_runtime",
-    "MEMORY_TERMS",
-    "TERMS",
-    "CoreParams",
-    "Estimate",
-    "FitAccuracy",
-    "FitProvenance",
-    "Estimator",
-    "EstimatorError",
-    "cost_class",
-    "sum_work",
-    "work_vector",
+    "COMPUTE_TERMS", "DEFAULT_PARAMS", "DEFAULT_RUNTIME", "canonical_runtime", "MEMORY_TERMS", "TERMS", "CoreParams",
+    "Estimate", "FitAccuracy", "FitProvenance", "Estimator", "EstimatorError", "cost_class", "sum_work", "work_vector",
 ]
 
 DEFAULT_PARAMS: Path = Path(__file__).resolve().parent.parent / "data" / "estimator_params.json"
@@ -370,7 +358,8 @@ class Estimator:
                 return f"{rt.name} dequantizes fp16 weights to fp32 when it loads the file: fp32 speed"
             return f"{core} has no fp16 arithmetic (pre-ARMv8.2): fp32 speed"
         if done in INT8_ARITHMETIC and rt.int8.source.startswith("bounded prior"):
-            return f"{rt.name} int8 speed: {rt.int8.source}"  # where rows are few or none, the prior decides
+            return (f"{rt.name} int8 speed: a bounded prior from its int8 kernels, not fitted on measured "  # (cited
+                    f"{rt.name} int8 rows (estimator parameters: runtimes.{rt.name}.int8.source)")  # there, not here)
         if done == "int8-dynamic":
             return (f"dynamic-range int8 under {rt.name}: int8 compute with float tensors for the kernels its "
                     "dynamic kernels cover (XNNPACK: Conv2D, Fully Connected), the others fp32")
@@ -391,7 +380,7 @@ class Estimator:
         params, name = self.core(core), self.runtime(runtime).name
         fig = self.uncertainty_figure(core, runtime, threads, precision)
         what = CellKind(core, threads, precision, name).what
-        text = fig.text() if fig is not None else f"unknown: no held-out rows of {what} or any pooled kind"
+        text = statement(fig) if fig is not None else f"unknown: no held-out rows of {what} or any pooled kind"
         if params.derived:
             text += f"; {core} not measured: its speed comes from the fit's per-clock order and priors"
         elif name not in params.measured_runtimes:

@@ -33,6 +33,7 @@ from .paper import KindPaper, KindUse
 from .papers import estimator_paper
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
 from .selection import Availability, HeldOutError, HeldOutRow
+from .statement import socs_of
 
 __all__ = ["ArithmeticPlan", "Availability", "ConvertedFile", "EstimatorKind", "HeldOutError", "KindSetup",
            "PredictionJob", "graph_arithmetic", "PredictorKind", "SandboxAccess", "plan_arithmetic"]
@@ -270,7 +271,10 @@ class EstimatorKind:
             threads=job.threads, core=core, clock_ghz=clock, runtime=job.runtime, uncertainty=est.uncertainty,
             note=plan.note(est), kernels=breakdown(graph, [k.ms for k in est.kernels], self.setup.breakdown),
             latency_low_ms=low, latency_high_ms=high, compute_ms=est.compute_ms, memory_ms=est.memory_ms,
-            graph_sha256=graph.sha256, uncertainty_pct=est.figure.mape_pct if est.figure else None)
+            graph_sha256=graph.sha256, uncertainty_pct=est.figure.mape_pct if est.figure else None,
+            held_out_rows=est.figure.rows if est.figure else None,
+            held_out_socs=socs_of(est.figure) if est.figure else None,
+            held_out_pool=est.figure.scope if est.figure else None)
 
     def describe(self) -> dict[str, Any]:
         est = self.estimator

@@ -59,6 +59,14 @@ class CellFigure:
     threads: int
     arithmetic: str
     runtime: str
+    # its basis (latency.statement.basis_text): held-out rows, SoCs, the pool; None: not recorded
+    rows: Optional[int] = None
+    socs: Optional[int] = None
+    pool: Optional[str] = None
+
+    @property
+    def basis(self) -> tuple[Optional[int], Optional[int], Optional[str]]:
+        return (self.rows, self.socs, self.pool)
 
 
 @dataclass(frozen=True)

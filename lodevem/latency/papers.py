@@ -55,19 +55,12 @@ def estimator_paper(use: KindUse) -> KindPaper:
         "and a memory scale per core type, divided by the clock. "
         f"It was fitted on {e.get('rows_used') if e.get('rows_used') is not None else 'the'} published latencies of "
         f"common CNNs on ARM boards measured with {data}, with efficiencies of its own for each runtime{stands}. "
-        f"Scored by nested leave-one-SoC-out (the boards that share a SoC held out together, every choice of the "
-        f"fit made without the held-out SoC) over {e.get('lodo_rows')} "
-        f"single-thread fp32 rows, its mean absolute percentage error is {_pct(e.get('lodo_mape_pct'))}"
-        + (f" ({_pct(e.get('lodo_within_10_pct'))} of the predictions within 10 %, "
-           f"{_pct(e.get('lodo_within_25_pct'))} within 25 %)"
-           if e.get("lodo_within_10_pct") is not None and e.get("lodo_within_25_pct") is not None else "")
-        + f" against {_pct(e.get('baseline_lodo_mape_pct'))} for a MACs-only baseline"
-        + (f", and a board calibrated with one measured model comes to {_pct(e.get('oneshot_mape_pct'))} in the "
-           "same simulation" if e.get("oneshot_mape_pct") is not None else "") + ".")
+        "It is scored by nested leave-one-SoC-out (the boards that share a SoC held out together, every choice of "
+        "the fit made without the held-out SoC); its error is stated once, per kind of cell, below.")
     sentence += _scaling(use)
+    # one statement of uncertainty (latency.statement): the cells' figures, not the fit's overall MAPE
     spread = f"; {e['same_core_spread']}" if e.get("same_core_spread") else "; a single device can be further off"
-    limitation = (f"The estimator's error is an average ({_pct(e.get('lodo_mape_pct'))} MAPE leave-one-SoC-out "
-                  f"over {e.get('lodo_rows')} rows){spread}.")
+    limitation = f"The estimator's held-out error is an average over boards{spread}."
     return KindPaper("lodevem's offline estimator", sentence, limitation, export_pipeline(use))
 
 

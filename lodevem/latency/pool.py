@@ -49,7 +49,8 @@ from .kinds import (
 )
 from .nnmeter import NnMeterCache, NnMeterKind, default_data_dir
 from .records import KernelLatency, LatencyPrediction, join_notes
-from .selection import Availability, CellKind, DefaultSelection, family_of, with_band
+from .selection import Availability, CellKind, DefaultSelection, family_of
+from .statement import OPT_IN_REASON, not_default, statement, with_figure
 
 __all__ = ["FALLBACK", "KINDS", "MODES", "PredictorPool", "modes"]
 
@@ -150,8 +151,8 @@ class PredictorPool:
         best_fig = figures[best.name]
         if best_fig is None or not rivals:
             return ranked, []
-        others = ", ".join(f"{k.name} {figures[k.name].text()}" for k in rivals)  # type: ignore[union-attr]
-        choice = f"auto chose {best.name} {best_fig.text()} over {others} for {runtime} on {core}"
+        others = ", ".join(f"{k.name} {statement(figures[k.name])}" for k in rivals)  # type: ignore[arg-type]
+        choice = f"auto chose {best.name} {statement(best_fig)} over {others} for {runtime} on {core}"
         self.choices.setdefault(choice, None)
         # in the cell's note where the comparison overrode the registry's order (the manifest's
         # predictor.auto_choices lists every comparison)
@@ -183,11 +184,17 @@ class PredictorPool:
         """An auto cell states the nested default's held-out error for its kind (the same as the
         kind's own when one kind is eligible)."""
         order = tuple(k.name for k in self._eligible(job.profile, job.runtime))
-        if self.mode != "auto" or prediction.latency_ms is None or used.name not in order:
-            return prediction
         core = job.profile.fastest_cluster.core
         arithmetic = cell_arithmetic_executed(job.runtime, core, job.arithmetic())
-        return with_band(prediction, self.selection(order).band(CellKind(core, job.threads, arithmetic, job.runtime)))
+        cell = CellKind(core, job.threads, arithmetic, job.runtime)
+        if self.mode != "auto" and prediction.latency_ms is not None and used.availability is Availability.OPTIONAL:
+            # a named opt-in kind (--predictor armsim): its own figure, and why it is not the default
+            default = self.selection(order).band(cell) if order else None
+            return with_figure(prediction, used.held_out(job.profile, job.runtime, job.threads, arithmetic),
+                               not_default(used.title, OPT_IN_REASON, default))
+        if self.mode != "auto" or prediction.latency_ms is None or used.name not in order:
+            return prediction
+        return with_figure(prediction, self.selection(order).band(cell))
 
     def kind_for(self, profile: Profile, runtime: str) -> tuple[PredictorKind, list[str]]:
         """The first kind that may predict ``profile`` for ``runtime`` (auto: one every install has)."""

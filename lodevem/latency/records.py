@@ -79,6 +79,11 @@ class LatencyPrediction:
     memory_ms: Optional[float] = None
     graph_sha256: Optional[str] = None
     uncertainty_pct: Optional[float] = None  # the MAPE the band is made of
+    # what that figure rests on (``latency.statement``): held-out rows, their SoCs (None: not
+    # recorded), and the pool ("Cortex-A53": the core's own rows; "all cores": pooled)
+    held_out_rows: Optional[int] = None
+    held_out_socs: Optional[int] = None
+    held_out_pool: Optional[str] = None
     # The predictor kind that made the number (``latency.pool.KINDS``: estimator, nn-meter, armsim),
     # stamped by the pool on every cell with a number: the reports read it, never ``latency_source``
     kind: str = ""
@@ -142,6 +147,8 @@ class ModelLatency:
             "profile_id": self.profile.id, "profile_label": self.profile.label, "tier": self.profile.tier,
             "latency_ms": latency.latency_ms, "latency_kind": latency.kind or None,
             "latency_source": latency.latency_source, "latency_held_out_pct": latency.uncertainty_pct,
+            "latency_held_out_rows": latency.held_out_rows, "latency_held_out_socs": latency.held_out_socs,
+            "latency_held_out_pool": latency.held_out_pool,
             "latency_uncertainty": latency.uncertainty, "latency_low_ms": latency.latency_low_ms,
             "latency_high_ms": latency.latency_high_ms, "latency_note": latency.note,
             "latency_calibrations": list(latency.calibrations),

@@ -29,14 +29,14 @@ from ..sandbox.session import Session
 from ..store import file_digest
 from ..version import __version__
 from ..worker.protocol import DEFAULT_INPUT_SHAPE
-from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
+from ..worker.shapes import SOURCE_DEFAULT, SOURCE_GIVEN, host_shape_source
 
 __all__ = ["Graphs", "is_module"]
 
 
 def _shape_source(given: Optional[tuple[int, ...]]) -> str:
     """Where the shape of a zoo model's or a module's export came from (a file's export says so itself)."""
-    return SOURCE_REQUEST if given else SOURCE_DEFAULT
+    return SOURCE_GIVEN if given else SOURCE_DEFAULT
 
 
 def is_module(model: Any) -> bool:
@@ -113,7 +113,8 @@ class Graphs:
         if export.unusable:
             raise ModelFileError(export.error)
         graph = ModelGraph(path.name, "file", sha, export.path, export.model.input_shape or shape,
-                           export.error if export.path is None else "", export.model.input_shape_source)
+                           export.error if export.path is None else "",
+                           host_shape_source(export.model.input_shape_source, None))
         if export.path is not None:
             self._files[Path(export.path)] = (path, sha)
         self._graphs[key] = graph

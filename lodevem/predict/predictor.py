@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from ..errors import InputError
+from ..errors import InputError, ModelFileError
 from ..latency.calibration import CalibrationRecord, CalibrationSet, Measurement, now_iso
 from ..latency.estimator import DEFAULT_RUNTIME, Estimator
 from ..latency.kinds import ConvertedFile
@@ -37,9 +37,31 @@ if TYPE_CHECKING:
     from ..sandbox.base import Backend
     from ..sandbox.usercode import ModelLoading
 
-__all__ = ["Predictor"]
+__all__ = ["Predictor", "model_loading"]
 
 Convert = Callable[[], ConvertedFile]
+
+
+def model_loading(code: "Sequence[Path | str] | Path | str" = (), arch: Optional[str] = None,
+                  arch_kwargs: "Optional[dict[str, Any] | str]" = None,
+                  given: "Optional[ModelLoading]" = None) -> "ModelLoading":
+    """The API's ``code=`` / ``arch=`` / ``arch_kwargs=`` (and ``$LODEVEM_CODE``, as the CLI reads
+    it) as the ``ModelLoading`` every sandbox request carries; validated like the CLI's options
+    (one ``InputError`` each). ``given``: a ``loading=`` too is refused (say it once)."""
+    import json
+    import os
+
+    from ..sandbox.usercode import ModelLoading
+
+    if given is not None:
+        raise InputError("Predictor: pass either loading= or code=/arch=/arch_kwargs=, not both")
+    entries = [code] if isinstance(code, (str, Path)) else list(code)
+    from_env = [p for p in os.environ.get("LODEVEM_CODE", "").split(os.pathsep) if p]
+    try:  # a dict is checked as --arch-kwargs' JSON text is
+        kwargs = json.dumps(arch_kwargs, allow_nan=False) if isinstance(arch_kwargs, dict) else arch_kwargs
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"arch_kwargs: not a JSON object ({exc})") from None
+    return ModelLoading.from_options([*entries, *from_env], arch, kwargs)
 
 
 class Predictor:
@@ -57,6 +79,11 @@ class Predictor:
     ``$XDG_CACHE_HOME/lodevem``; ``use_cache=False`` recomputes and refreshes what it keeps).
     ``keep_cells=False``: predicted cells are not kept on disk.
     ``breakdown=True`` keeps per-kernel figures.
+    ``code`` / ``arch`` / ``arch_kwargs``: the CLI's ``--code`` / ``--arch`` / ``--arch-kwargs``
+    for model files that need your code to load (a pickled module of your class, a state_dict):
+    a package folder or ``.py`` file (or several), ``MODULE:CALLABLE`` or ``zoo:NAME``, and its
+    keyword arguments (a dict or JSON text). ``$LODEVEM_CODE`` (``:``-separated) adds code as it
+    does for the CLI. ``loading`` (a ``ModelLoading``) is the same, already built.
     """
 
     def __init__(self, profile: Optional[str | Profile] = None, *, threads: int = 1, runtime: Optional[str] = None,
@@ -65,7 +92,11 @@ class Predictor:
                  use_calibrations: bool = True, profiles_dir: Sequence[Path | str] = (),
                  backend: "str | Backend" = "auto", timeout_s: float = 600.0, cache_dir: Optional[Path | str] = None,
                  loading: "Optional[ModelLoading]" = None, session: Optional[Session] = None, keep_cells: bool = True,
-                 use_cache: bool = True, estimator: Optional[Estimator] = None, breakdown: bool = False) -> None:
+                 use_cache: bool = True, estimator: Optional[Estimator] = None, breakdown: bool = False,
+                 code: "Sequence[Path | str] | Path | str" = (), arch: Optional[str] = None,
+                 arch_kwargs: "Optional[dict[str, Any] | str]" = None) -> None:
+        if loading is None or code or arch or arch_kwargs is not None:
+            loading = model_loading(code, arch, arch_kwargs, given=loading)
         if session is None:
             store = ArtifactStore(Path(cache_dir) if cache_dir is not None else user_cache_dir(), use_cache)
             session = Session(store, backend, loading=loading, timeout_s=timeout_s)
@@ -177,8 +208,14 @@ class Predictor:
 
     def graph(self, model: Any, input_shape: Optional[Sequence[int]] = None) -> ModelGraph:
         """The ONNX export of ``model`` (a path, a zoo name, an ``nn.Module`` or a ``ModelGraph``),
-        made where it is safe (``exports``). Files and zoo models are cached."""
-        return self.graphs.graph(model, tuple(input_shape) if input_shape else self.input_shape)
+        made where it is safe (``exports``). Files and zoo models are cached. A file that needs the
+        user's code says how to give it in both faces (``--code``, ``code=``)."""
+        try:
+            return self.graphs.graph(model, tuple(input_shape) if input_shape else self.input_shape)
+        except ModelFileError as exc:
+            if "--code" not in str(exc) or "code=" in str(exc):
+                raise
+            raise ModelFileError(str(exc).replace("--code", "--code (Python API: code=)", 1)) from None
 
     def predict(self, model: Any, profile: Optional[str | Profile] = None, *,
                 input_shape: Optional[Sequence[int]] = None, threads: Optional[int] = None,

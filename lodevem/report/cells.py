@@ -236,7 +236,7 @@ def accuracy_legend(rows: Sequence[PairResult]) -> Optional[str]:
         return None
     samples = sorted({r.accuracy_samples for r in rows if r.accuracy_samples is not None})
     n = f"{samples[0]:,}" if len(samples) == 1 else "the"
-    text = (f"Top-1: accuracy (%) on {n} --eval-data samples, evaluated under the row's own runtime on the file "
+    text = (f"Top-1: accuracy (%) on {n} evaluation samples, evaluated under the row's own runtime on the file "
             "it measures; (\u2212x) = drop vs the fp32 row in points")
     if any(_pruned_untuned(r) for r in rows):
         text += f"; {NOT_FINETUNED_MARK} pruned without fine-tuning"

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..latency.described import MEASURED
+from ..latency.statement import BAND_SHORT
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
 from ..results.failures import one_line
@@ -215,8 +216,7 @@ def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> li
 
 
 def _band_text(verbose: bool) -> str:
-    return BAND_DEFINITION if verbose else ("(low\u2013high) = prediction \u00b1 held-out error (leave-one-SoC-out), "
-                                            "not a confidence interval")
+    return BAND_DEFINITION if verbose else BAND_SHORT
 
 
 def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:

@@ -21,7 +21,6 @@ from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, printable, read_bytes
-from ..safe_io.markup import latex_ascii
 from ..store.files import write_atomic, write_json_file
 from ..version import __version__
 from ..worker.verdict import Verdict
@@ -36,7 +35,11 @@ from .cells import (
     verdict_legend,
     verdict_word,
 )
-from .legend import BAND_DEFINITION, CALIBRATED_MARK, mark_notes, row_cell
+from .latex_matrix import matrix_fits_better, matrix_table
+from .latex_text import latex_escape
+from .latex_text import latex_mark as _latex_mark
+from .latex_text import stacked as _stacked
+from .legend import BAND_DEFINITION, mark_notes, row_cell
 from .manifest import ManifestLike, manifest_dict
 from .shared import shared_manifest, shared_rows
 from .summaries import model_summaries
@@ -44,17 +47,6 @@ from .summaries import model_summaries
 CSV_NAME = "benchmark_results.csv"
 JSON_NAME = "benchmark_results.json"
 TEX_NAME = "benchmark_results.tex"
-
-# The LaTeX spelling of each latency mark (a kind's mark outside this table is written escaped).
-_LATEX_MARKS: Mapping[str, str] = MappingProxyType({
-    "*": "*", "\u2020": r"\dag", "\u2021": r"\ddag", CALIBRATED_MARK: r"\S", "\u00b6": r"\P", "\u2016": r"\|"})
-
-
-def _latex_mark(mark: str) -> str:
-    """A cell's marks in LaTeX, as one superscript: the predictor's, then the calibration's."""
-    return r"\textsuperscript{" + "".join(_LATEX_MARKS.get(part) or latex_escape(part) for part in mark) + "}" \
-        if mark else ""
-
 
 _LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
     "text": MappingProxyType({True: "yes", False: "no", None: "?"}),
@@ -151,26 +143,19 @@ def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
     return [PairResult.from_dict(r, where, prefix=f"results[{i}].") for i, r in enumerate(results)], environment
 
 
-_LATEX_SPECIAL: Mapping[int, str] = MappingProxyType(str.maketrans({
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-    "<": r"\textless{}", ">": r"\textgreater{}", "\u00b1": r"$\pm$", "\u00a7": r"\S{}",
-}))
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters in one pass (``cocoa_fp32.pt`` -> ``cocoa\\_fp32.pt``), then
-    leave only what any engine and font prints (``safe_io.markup.latex_ascii``: a control character,
-    a right-to-left mark or CJK in a name never stops the .tex from compiling)."""
-    return latex_ascii(text.translate(_LATEX_SPECIAL))
+LAYOUTS = ("auto", "long", "matrix")
 
 
 def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None,
-                marks: str = "text", notes: bool = True) -> str:
+                marks: str = "text", notes: bool = True, layout: str = "auto") -> str:
     """The text of ``benchmark_results.tex``; see ``write_latex``."""
     if marks not in _LATEX_FITS:
         raise InputError(f"marks must be one of {', '.join(_LATEX_FITS)}, got {marks!r}")
+    if layout not in LAYOUTS:
+        raise InputError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     legend = mark_notes(row_cell(r) for r in rows)
+    if layout == "matrix" or (layout == "auto" and matrix_fits_better(rows, profiles)):
+        return matrix_table(rows, profiles, _latex_notes(rows, legend) if notes else [])
     out = [f"% lodevem {__version__}: {len(rows)} (model x device) pairs. Generated; re-run, do not edit.",
            r"% requires \usepackage{booktabs}"]
     if marks == "ding":
@@ -199,26 +184,30 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             cols = [r"\quad " + latex_escape(row.profile_label), latex_escape(row.tier.removeprefix("tier")),
                     _latex_latency(row), peak, _latex_fits(row, fits_text)]
             if accuracy:
-                cols.append(latex_escape(accuracy_text(row, dash="--", minus="-")).replace(
-                    NOT_FINETUNED_MARK, r"$^\circ$"))
+                cols.append(latex_escape(accuracy_text(row, dash="\u2013")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
             out.append(" & ".join(cols) + r" \\")
     out.append(r"\bottomrule")
     out.append(r"\end{tabular}")
     if notes:  # under the table: the band, each mark with its held-out figures, the verdicts
-        lines = ["Latency (ms): " + latex_escape(BAND_DEFINITION.split(" = ", 1)[1]) + "."]
-        lines += [_latex_mark(n.mark) + " " + latex_escape(n.text()[len(n.mark) + 1:]) + "." for n in legend]
-        lines.append(latex_escape(verdict_legend(headroom=False)))
-        fallback = [r for r in rows if (r.memory_runtime or "").endswith("(fallback)")]
-        if fallback:
-            lines.append(latex_escape(f"({fallback[0].runtime}): measured under {fallback[0].runtime} because the "
-                                      "runtime's converter refused the file (CSV memory_runtime, memory_note)."))
-        legend_text = accuracy_legend(rows)
-        if legend_text:
-            lines.append(latex_escape(legend_text.replace("\u2212", "-")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
         out.append(r"\par\smallskip{\footnotesize\raggedright")  # a paragraph at the float's width
-        out += [text + r"\par" for text in lines]
+        out += [text + r"\par" for text in _latex_notes(rows, legend)]
         out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _latex_notes(rows: Sequence[PairResult], legend: Sequence[Any]) -> list[str]:
+    """The notes under either layout: the band, each mark's held-out figures, the verdicts."""
+    lines = ["Latency (ms): " + latex_escape(BAND_DEFINITION.split(" = ", 1)[1]) + "."]
+    lines += [_latex_mark(n.mark) + " " + latex_escape(n.text()[len(n.mark) + 1:]) + "." for n in legend]
+    lines.append(latex_escape(verdict_legend(headroom=False)))
+    fallback = [r for r in rows if (r.memory_runtime or "").endswith("(fallback)")]
+    if fallback:
+        lines.append(latex_escape(f"({fallback[0].runtime}): measured under {fallback[0].runtime} because the "
+                                  "runtime's converter refused the file (CSV memory_runtime, memory_note)."))
+    legend_text = accuracy_legend(rows)
+    if legend_text:
+        lines.append(latex_escape(legend_text).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
+    return lines
 
 
 def _latex_latency(row: PairResult) -> str:
@@ -260,13 +249,8 @@ def _peak_header(runtime: Optional[str]) -> str:
     return _stacked("Peak RAM", f"(MB, {latex_escape(runtime)})" if runtime else "(MB)")
 
 
-def _stacked(*lines: str) -> str:
-    """A header cell on several lines (plain LaTeX: a one-column tabular), so the table stays narrow."""
-    return r"\begin{tabular}[b]{@{}c@{}}" + r"\\".join(lines) + r"\end{tabular}"
-
-
 def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Sequence[Profile]] = None,
-                marks: str = "text", notes: bool = True) -> Path:
+                marks: str = "text", notes: bool = True, layout: str = "auto") -> Path:
     """A booktabs ``tabular`` for ``\\input{}`` inside the user's own ``table`` environment.
 
     Columns: Device, Tier, Latency (ms), Peak RAM (MB), Fits; one row per pair under a heading
@@ -278,8 +262,11 @@ def write_latex(rows: Sequence[PairResult], path: Path, profiles: Optional[Seque
     the comment at the top and (``notes=True``, the default) in notes under the tabular (a paragraph
     at the float's width) with each mark's held-out figures and what the verdicts mean;
     ``notes=False`` leaves them out.
+    ``layout``: ``auto`` (the default) writes the variant x device matrix of ``report.latex_matrix``
+    instead when the long table would pass a page; ``long`` / ``matrix`` force one.
     The table is written by hand rather than with ``Styler.to_latex``: Styler cannot put a
     booktabs ``\\midrule`` between row groups (only ``\\cline``), and the model grouping matters.
     """
-    write_atomic(Path(path), latex_table(shared_rows(rows, Path(path).parent), profiles, marks=marks, notes=notes))
+    write_atomic(Path(path), latex_table(shared_rows(rows, Path(path).parent), profiles, marks=marks, notes=notes,
+                                         layout=layout))
     return Path(path)

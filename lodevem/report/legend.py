@@ -1,12 +1,12 @@
 """The legend of the latency marks and bands, said one way in every output.
 
-Every latency band lodevem prints is the prediction ± its **held-out error**: the mean absolute
-percentage error of the predictor on cells of the same kind (core, threads, precision, runtime)
-for SoCs left out of its fit (leave-one-SoC-out). It is a typical error, not a confidence
-interval. ``BAND_DEFINITION`` says so once; the console legend, the LaTeX footnote, the HTML
-report, the plots and the methods quote it, and each mark's line gives one figure per kind of
-cell (``* offline estimator: ±32.6% (Cortex-A7, fp32), ±36.6% (Cortex-A53/A55, int8)``), read
-from the cells' numbers (``latency_held_out_pct``), never from their text.
+Every latency band lodevem prints is the prediction ± its **held-out error**
+(``latency.statement``, the one place its wording lives: ``BAND_DEFINITION``, re-exported here).
+The console legend, the LaTeX footnote, the HTML report, the plots and the methods quote it, and
+each mark's line gives one figure per kind of cell with its basis
+(``* offline estimator: ±9.1% (Cortex-A53, fp32: 27 held-out rows on Cortex-A53)``), read from
+the cells' fields (``latency_held_out_pct`` / ``_rows`` / ``_socs`` / ``_pool``), never from
+their text.
 
 The marks, titles and words of the kinds come from the kinds themselves
 (``latency.described.describe_kind``), so a kind registered tomorrow is in every legend.
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..latency.described import describe_kind
 from ..latency.paper import CellFigure
+from ..latency.statement import BAND_DEFINITION, HELD_OUT, basis_text
 from ..results import PairResult
 from ..worker.precision import LEVEL_FILE_PRECISION, level_arithmetic
 
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["BAND_DEFINITION", "CALIBRATED_MARK", "CALIBRATED_NOTE", "HELD_OUT", "LegendCell", "MarkNote", "mark_notes",
            "prediction_cell", "row_arithmetic", "row_cell"]
 
-HELD_OUT = "held-out error"
-BAND_DEFINITION = ("(low\u2013high) = the prediction \u00b1 its held-out error: the predictor's mean absolute "
-                   "error on cells of the same kind (core, threads, precision, runtime) for SoCs left out of its fit "
-                   "(leave-one-SoC-out); a typical error, not a confidence interval")
 # Added after the predictor's mark when a calibration (a measurement on the real device) scaled the number.
 CALIBRATED_MARK = "\u00a7"
 CALIBRATED_NOTE = ("scaled by a calibration against a measurement on the device; its band is the calibration's "
@@ -66,7 +63,8 @@ def row_cell(row: PairResult) -> Optional[LegendCell]:
     if row.latency_ms is None:
         return None
     figure = None if row.latency_held_out_pct is None else CellFigure(
-        float(row.latency_held_out_pct), row.core, row.threads, row_arithmetic(row), row.latency_runtime or "")
+        float(row.latency_held_out_pct), row.core, row.threads, row_arithmetic(row), row.latency_runtime or "",
+        row.latency_held_out_rows, row.latency_held_out_socs, row.latency_held_out_pool)
     return LegendCell(row.latency_kind or "", figure, bool(row.latency_calibrations))
 
 
@@ -76,7 +74,8 @@ def prediction_cell(item: "ModelLatency") -> Optional[LegendCell]:
     if latency.latency_ms is None:
         return None
     figure = None if latency.uncertainty_pct is None else CellFigure(
-        float(latency.uncertainty_pct), latency.core, latency.threads, "", latency.runtime)
+        float(latency.uncertainty_pct), latency.core, latency.threads, "", latency.runtime,
+        latency.held_out_rows, latency.held_out_socs, latency.held_out_pool)
     return LegendCell(latency.kind, figure, bool(latency.calibrations))
 
 
@@ -115,12 +114,13 @@ def mark_notes(cells: Iterable[Optional[LegendCell]]) -> list[MarkNote]:
 
 
 def _figures_text(figures: Sequence[CellFigure], vary: dict[str, bool]) -> tuple[str, ...]:
-    """Each distinct figure once, lowest first, with the kinds of cell it is the figure of."""
-    by_pct: dict[float, list[CellFigure]] = {}
+    """Each distinct figure once, lowest first, with the kinds of cell it is the figure of and its
+    basis (``latency.statement.basis_text``: held-out rows, SoCs, what was pooled)."""
+    by_pct: dict[tuple[float, tuple[Optional[int], Optional[int], Optional[str]]], list[CellFigure]] = {}
     for figure in figures:
-        by_pct.setdefault(round(figure.pct, 1), []).append(figure)
+        by_pct.setdefault((round(figure.pct, 1), figure.basis), []).append(figure)
     out = []
-    for pct, group in sorted(by_pct.items()):
+    for (pct, basis), group in sorted(by_pct.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         parts = [_cores(f.core for f in group)]
         if vary["threads"]:
             threads = sorted({f.threads for f in group})
@@ -130,7 +130,9 @@ def _figures_text(figures: Sequence[CellFigure], vary: dict[str, bool]) -> tuple
             parts.append("/".join(arithmetic))
         if vary["runtime"]:
             parts.append("/".join(sorted({f.runtime for f in group if f.runtime})))
-        out.append(f"\u00b1{pct:.1f}% ({', '.join(p for p in parts if p)})")
+        stated = f"{', '.join(p for p in parts if p)}: {basis_text(*basis)}" if basis[0] is not None \
+            else ", ".join(p for p in parts if p)
+        out.append(f"\u00b1{pct:.1f}% ({stated})")
     return tuple(out)
 
 

@@ -167,7 +167,7 @@ class DataSetEntry:
     @classmethod
     def of(cls, data: "EvalData") -> "DataSetEntry":
         return cls(data.option, str(data.source), data.fmt, data.source_sha256, data.sha256, data.samples,
-                   data.available, tuple(data.sample_shape), data.tree_classes or data.classes, data.selection,
+                   data.available, tuple(data.sample_shape), data.class_count, data.selection,
                    data.preprocessing, data.how_preprocessed())
 
     def to_dict(self) -> dict[str, Any]:

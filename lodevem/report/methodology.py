@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from ..latency.described import MEASURED
 from ..latency.paper import KindUse, and_join
+from ..latency.statement import DEFINITION, basis_text
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
@@ -71,9 +72,7 @@ def _latency_paragraph(f: RunFacts) -> str:
         if kind.use.figures:
             out.append(f"Its latencies are given as the prediction \u00b1 the {HELD_OUT} of their kind of cell: "
                        f"{_figures(kind.use)}.")
-    out.append("That error is the predictor's mean absolute percentage error on cells of the same kind (core, "
-               "threads, precision, runtime) for SoCs left out of its fit (leave-one-SoC-out): a typical error, not "
-               "a confidence interval.")
+    out.append(f"That error is {DEFINITION}.")
     if len({lr for _, lr in f.latency_for}) > 1:
         out.append("Each row's latency stands for one runtime: " + "; ".join(
             f"rows measured under {measured} show the latency predicted for {predicted}"
@@ -82,7 +81,7 @@ def _latency_paragraph(f: RunFacts) -> str:
     if variants or f.user_precisions:
         parts = []
         if variants:
-            parts.append(f"variants derived by lodevem from each model ({{code:--levels}}): {_and(list(variants))}")
+            parts.append(f"variants derived by lodevem from each model: {_and(list(variants))}")
         if f.user_precisions:
             parts.append(f"files the user quantized ({_and(list(f.user_precisions))}), predicted from the kernels' "
                          "own precisions")
@@ -94,13 +93,25 @@ def _latency_paragraph(f: RunFacts) -> str:
 
 
 def _figures(use: KindUse) -> str:
-    """``25 % (Cortex-A53, 1 thread, fp32, tflite) and 10.6 % (...)``: each distinct figure once."""
-    by_pct: dict[float, list[str]] = {}
+    """``9.1 % (Cortex-A53, 1 thread, fp32, ncnn: 27 held-out rows on Cortex-A53) and ...``: each
+    distinct figure once, with its basis (``latency.statement.basis_text``, as every legend says it)."""
+    by_pct: dict[tuple[float, Any], list[str]] = {}
     for fig in use.figures:
         what = ", ".join(x for x in (fig.core, f"{fig.threads} thread" + ("s" if fig.threads != 1 else ""),
                                       fig.arithmetic, fig.runtime) if x)
-        by_pct.setdefault(round(fig.pct, 1), []).append(what)
-    return _and([f"{pct:g} % ({'; '.join(dict.fromkeys(whats))})" for pct, whats in sorted(by_pct.items())])
+        by_pct.setdefault((round(fig.pct, 1), fig.basis), []).append(what)
+    return _and([f"{pct:g} % ({'; '.join(dict.fromkeys(whats))}" + (f": {basis_text(*basis)}" if basis[0] is not None
+                                                                      else "") + ")"
+                 for (pct, basis), whats in sorted(by_pct.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))])
+
+
+def paper_scheme(scheme: str) -> str:
+    """A converted file's quantization scheme as a paper states it: the scheme, not the converter's
+    internals (its weight-tensor counts by dtype stay in the CSV's ``converted_scheme`` and the
+    manifest) nor the calibration data (the memory notes say that once)."""
+    head = scheme.split("; ")[0]
+    cut = head.find(", calibrated on ")  # inside the scheme's closing parenthesis, to its end
+    return head[:cut] + ")" if cut >= 0 and head.endswith(")") else head
 
 
 def _memory_paragraph(f: RunFacts) -> str:
@@ -145,7 +156,8 @@ def _memory_paragraph(f: RunFacts) -> str:
            "high-water mark ({code:VmHWM}); a model runs on a device only if the run completed and its VmHWM "
            "stayed within the limit."]
     if f.converted_levels:
-        made = [f"{level} under {runtime}" + (f" ({scheme})" if scheme else f" ({precision})" if precision else "")
+        made = [f"{level} under {runtime}" + (f" ({paper_scheme(scheme)})" if scheme
+                                              else f" ({precision})" if precision else "")
                 for runtime, level, precision, scheme in f.converted_levels]
         out.append("A compression level measured under an on-device runtime is the file that runtime loads, made "
                    "by its own converter from the fp32 model (pruned: the pruned fp32 model, converted): "
@@ -215,15 +227,16 @@ def _limitations(f: RunFacts) -> list[str]:
 
 
 def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
-    """The data set, N and preprocessing of ``--eval-data``, and where each row's figure comes from."""
+    """The data set, N and preprocessing of the evaluation data, and where each row's figure comes from
+    (in the user's words: their file's name, no option names)."""
     if not f.evaluation and not f.finetune:
         return None
-    text = "Accuracy was not evaluated (no {code:--eval-data})."
+    text = "Accuracy was not evaluated."
     if f.evaluation and not f.evaluated_rows:  # asked for, but no row could be: no claim of an evaluation
         text = (f"Accuracy was not evaluated: {f.evaluation} could not be evaluated on any row (each row's "
                 "{code:accuracy_note} says why).")
     elif f.evaluation:
-        text = (f"Accuracy was evaluated on {f.evaluation} ({{code:--eval-data}}), in the same sandbox as the "
+        text = (f"Accuracy was evaluated on {f.evaluation}, in the same sandbox as the "
                 "measurements and under each row's own runtime, on the very file whose memory was measured (the "
                 "model or its derived variant under PyTorch, its ONNX export under onnxruntime, its conversion "
                 "under LiteRT or ncnn), one sample per inference. Top-1 (and top-5 with more than five classes) is "
@@ -233,7 +246,7 @@ def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
         from ..worker.finetune import RECIPE
 
         text += (f" The pruned variants were fine-tuned after pruning, in the sandbox, for {f.finetune} "
-                 f"({{code:--finetune-data}}; {RECIPE}, seeded sample order).")
+                 f"({RECIPE}, seeded sample order).")
     if f.unevaluated_rows and f.evaluated_rows:
         text += (f" {f.unevaluated_rows} row(s) have no accuracy (their {{code:accuracy_note}} says why); their "
                  "latency and memory figures stand.")

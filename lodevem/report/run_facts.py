@@ -19,6 +19,7 @@ from ..results import PairResult
 from ..safe_io.markup import literal_value
 from ..version import __version__
 from ..worker.registry import on_device_runtimes
+from ..worker.shapes import SOURCE_WORDS
 from ..worker.verdict import Verdict
 from .cells import RunCounts, run_counts
 from .legend import row_cell
@@ -75,7 +76,7 @@ class RunFacts:
     # (runtime, its package version, converter, converter version) as pinned for the images
     runtime_versions: tuple[tuple[str, Optional[str], Optional[str], Optional[str]], ...] = ()
     baselines: tuple[tuple[str, float, float], ...] = ()  # (runtime, min, max) baseline MB over rows that ran
-    input_shapes: tuple[str, ...] = ()  # "1x3x224x224 (default)" per distinct shape
+    input_shapes: tuple[str, ...] = ()  # "1x3x32x32 (the evaluation data's sample shape)" per distinct shape
     budgets: tuple[tuple[str, int], ...] = ()  # (profile label, app budget MB)
     user_precisions: tuple[str, ...] = ()  # precisions of the user's own files other than fp32
     # (runtime, level, converted precision, scheme) of each level a runtime's own converter made
@@ -162,8 +163,8 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         baselines=tuple((rt, min(v), max(v)) for rt in _distinct([r.runtime for r in rows])
                         for v in [[r.runtime_baseline_mb for r in rows
                                    if r.runtime == rt and r.runtime_baseline_mb is not None]] if v),
-        input_shapes=_distinct([f"{r.input_shape} ({r.input_shape_source})" if r.input_shape_source
-                                else r.input_shape for r in rows if r.input_shape]),
+        input_shapes=_distinct([f"{r.input_shape} ({SOURCE_WORDS.get(r.input_shape_source, r.input_shape_source)})"
+                                if r.input_shape_source else r.input_shape for r in rows if r.input_shape]),
         budgets=_distinct([(r.profile_label, r.app_budget_mb) for r in rows if r.app_budget_mb is not None]),
         user_precisions=_distinct([r.precision for r in rows if r.level is None and r.precision
                                    and r.precision != "fp32"]),

@@ -100,7 +100,7 @@ class PairResult:
     app_budget_mb: Optional[int] = None
     headroom_mb: Optional[float] = None
     # The input the model was exported, measured and predicted with ("1x3x224x224") and where
-    # that shape came from ("--input-shape", "recorded in the file", "default").
+    # that shape came from (worker.shapes: "given", "evaluation data", "recorded in the file", "default").
     input_shape: Optional[str] = None
     input_shape_source: Optional[str] = None
     # The band latency_uncertainty states, as numbers: latency_ms minus / plus the LODO error
@@ -115,6 +115,10 @@ class PairResult:
     latency_kind: Optional[str] = None
     latency_runtime: Optional[str] = None
     latency_held_out_pct: Optional[float] = None
+    # the basis of that figure (latency.statement): held-out rows, SoCs, the pool it was taken over
+    latency_held_out_rows: Optional[int] = None
+    latency_held_out_socs: Optional[int] = None
+    latency_held_out_pool: Optional[str] = None
     # Memory figures not measured at this limit but inferred from the run at this larger one
     # (its peak far below this limit: memory.planning); None: measured at this limit
     memory_inferred_from_mb: Optional[int] = None
@@ -269,7 +273,8 @@ ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "latency_ms": "latency_ms", "latency_source": "latency_source", "latency_uncertainty": "uncertainty",
         "latency_calibrations": "calibrations", "latency_low_ms": "latency_low_ms",
         "latency_high_ms": "latency_high_ms", "latency_kind": "kind", "latency_runtime": "runtime",
-        "latency_held_out_pct": "uncertainty_pct"}),
+        "latency_held_out_pct": "uncertainty_pct", "latency_held_out_rows": "held_out_rows",
+        "latency_held_out_socs": "held_out_socs", "latency_held_out_pool": "held_out_pool"}),
     "MemoryMeasurement": MappingProxyType({
         "limit_mb": "limit_mb", "peak_rss_mb": "peak_rss_mb", "runtime_baseline_mb": "runtime_baseline_mb",
         "model_increment_mb": "model_increment_mb", "cgroup_peak_mb": "cgroup_peak_mb", "memory_error": "error",

@@ -91,7 +91,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
     floors = {model.label: floor for model, floor in schedule(run, FloorStage(models))}
     recorder = Recorder(config.results.output, config.profiles, config.memory.threads, run.progress, models,
                         {label: c.latencies for label, c in cells.items()}, floors, state, manifest,
-                        {label: c.channels_removed for label, c in cells.items()}, accuracies)
+                        {label: c.channels_removed for label, c in cells.items()}, accuracies,
+                        user_names=run.user_names())
     if recorder.combined:  # rows of an earlier run with the same settings share the table: and the manifest
         earlier = previous_manifest(config.results.output)
         if earlier is not None:

@@ -36,6 +36,9 @@ class InputOptions:
     """How every stage sees the models: their input shape, the levels derived, how they load."""
 
     input_shape: Optional[tuple[int, ...]] = None
+    # where input_shape came from when the user did not give it (worker.shapes: the evaluation or
+    # fine-tuning data's sample shape); None: given, or none
+    input_shape_source: Optional[str] = None
     levels: tuple[str, ...] = ()
     loading: ModelLoading = field(default_factory=ModelLoading)  # --code, --arch
 

@@ -24,6 +24,7 @@ from ..sandbox.client import ModelSection
 from ..sandbox.usercode import with_code_hint
 from ..worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from ..worker.registry import measured_under, predicted_for
+from ..worker.shapes import SOURCE_REQUEST, host_shape_source
 from .run import Run
 
 __all__ = ["converted_level", "latency_runtime", "measured_runtime", "per_runtime", "prepare_models"]
@@ -146,8 +147,9 @@ def with_graph(run: Run, model: ModelFile) -> ModelFile:
     done = export(run, model.measured_path, model.measured_sha256) if pruned else export(run, model.path, model.sha256)
     model = dataclasses.replace(model, graph_path=done.path, graph_error=done.error, classes=done.model.classes,
                                 input_shape=done.model.input_shape or shape,
-                                input_shape_source=done.model.input_shape_source
-                                or ("--input-shape" if shape else None),
+                                input_shape_source=host_shape_source(
+                                    done.model.input_shape_source or (SOURCE_REQUEST if shape else None),
+                                    run.config.inputs.input_shape_source),
                                 # the kernel graph is read only for the partial-quantization note:
                                 # a cached rerun of any other file imports no ONNX or nn-Meter
                                 precision_by_class=(kernel_precisions(done.path)

@@ -36,6 +36,7 @@ from ..runtimes import FALLBACK
 from ..sandbox.base import Backend
 from ..sandbox.session import Session
 from ..store import ArtifactStore, cache_root, run_store
+from ..worker.shapes import SOURCE_EVAL_DATA, SOURCE_FINETUNE_DATA
 from .config import RunConfig
 from .state import STATE_FILE, RunState, load_state
 
@@ -164,10 +165,16 @@ class Run:
             self.finetune = FineTune(samples.path, samples.sha256, data.finetune_epochs, samples.describe())
         shaped = self.eval_data or self.finetune_data
         if shaped is not None and self.config.inputs.input_shape is None:
-            self.config = self.config.with_options(input_shape=shaped.input_shape)
+            source = SOURCE_EVAL_DATA if shaped is self.eval_data else SOURCE_FINETUNE_DATA
+            self.config = self.config.with_options(input_shape=shaped.input_shape, input_shape_source=source)
         if data.calib_data is not None:
             self.calibration_data = prepare_calibration_data(data.calib_data, store, images=images)
             self.config = self.config.with_options(calibration_inputs=self.calibration_data.path)
+
+    def user_names(self) -> dict[str, str]:
+        """The store's copy of each data file the rows may name -> the user's own file name."""
+        data = self.calibration_data
+        return {data.path.name: data.source.name} if data is not None else {}
 
     def _default_runtime(self, backend: Backend) -> None:
         """Measure under torch when no ``--runtime`` was given and the backend cannot measure the

@@ -5,6 +5,7 @@ back (``load_state``) and measures only what is missing."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -169,6 +170,18 @@ def refuse_other_run(output: Path, key: str, pairs: set[tuple[str, str]], overwr
                      "choose a new --output, or pass --overwrite to replace them")
 
 
+def in_user_words(memory: MemoryMeasurement, names: dict[str, str]) -> MemoryMeasurement:
+    """``memory`` with every store file name in its note and scheme replaced by the user's name."""
+    changes = {}
+    for field_name in ("note", "converted_scheme"):
+        text = getattr(memory, field_name)
+        for stored, user in names.items():
+            text = text.replace(stored, user) if text else text
+        if text != getattr(memory, field_name):
+            changes[field_name] = text
+    return dataclasses.replace(memory, **changes) if changes else memory
+
+
 class Recorder:
     """Turns each finished measurement into rows for every profile with that RAM limit, then saves
     the state and rewrites the CSV and JSON atomically, before reporting progress: an interrupt
@@ -178,7 +191,11 @@ class Recorder:
                  models: Sequence[ModelFile], latencies: dict[str, dict[str, "LatencyPrediction"]],
                  floors: dict[str, Optional[int]], state: RunState, manifest: "Manifest",
                  channels_removed: Optional[dict[str, dict[str, Optional[float]]]] = None,
-                 accuracies: Optional[dict[str, Accuracy]] = None) -> None:
+                 accuracies: Optional[dict[str, Accuracy]] = None, user_names: Optional[dict[str, str]] = None
+                 ) -> None:
+        # the store's file name -> the user's (a --calib-data copy is "<digest>-256-calibration.npz"
+        # in the store; a row says "calib.npz", the name the user knows)
+        self.user_names = dict(user_names or {})
         self.output, self.profiles, self.threads, self.progress = Path(output), tuple(profiles), threads, progress
         self.accuracies = accuracies or {}  # by model label (--eval-data; lodevem.accuracy)
         self.latencies, self.floors, self.state, self.manifest = latencies, floors, state, manifest
@@ -211,6 +228,7 @@ class Recorder:
 
     def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
+        memory = in_user_words(memory, self.user_names)
         for profile in finished:
             self.state.rows.append(PairResult.from_records(
                 self.models[label], profile, self.latencies[label][profile.id], memory,

@@ -108,7 +108,7 @@ class ModelSection:
     input_dtype: Optional[str] = None
     precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed
     quantization: Optional[str] = None  # "scheme, backend"
-    input_shape_source: Optional[str] = None  # "--input-shape" | "recorded in the file" | "default"
+    input_shape_source: Optional[str] = None  # "--input-shape" (the request's) | "recorded in the file" | "default"
     input_shape_warning: Optional[str] = None  # the default shape contradicted by the first layers
     output_shape: Optional[Dims] = None  # the (first) output's, e.g. (1, 10); None: dynamic
     converted_bytes: Optional[int] = None  # the converted file(s) a tflite / ncnn run measured

@@ -261,9 +261,9 @@ class CostModel:
             raise CostModelUnavailable(f"no LODO figure for {threads}-thread {profile.precision} {profile.runtime} "
                                        f"on {core}: the cost model states no latency it cannot bound")
         m = fig.mape_pct / 100
-        pooled = "" if fig.core else (" pooled over cores" if fig.runtime else " pooled over cores and runtimes")
+        # its held-out figure is the cell's uncertainty (latency.statement), stated once, not here again
         note = (f"armsim:{self.version} {profile.runtime} {profile.isa} {profile.precision} ({core}@{clock_ghz:g}GHz, "
-                f"{threads}t, {how}); ±{fig.mape_pct:.0f}% SoC-fold MAPE of {fig.rows} rows{pooled}")
+                f"{threads}t, {how})")
         if cost.derived:
             note += f"; {core} has no dev rows: {cost.source}"
         if profile.runtime_version not in self.runtime_versions.get(profile.runtime, (profile.runtime_version,)):

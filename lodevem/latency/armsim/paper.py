@@ -43,13 +43,16 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _cores(cores: Any) -> str:
+    """``Cortex-A53 and Cortex-A55 cores``: only the core types the run priced (the CPU models
+    behind them are converter internals: the manifest's ``block_models`` / ``qemu_cpus``)."""
+    named = and_join(list(cores))
+    return f"{named} core{'s' if len(cores) != 1 else ''}" if named else "cores"
+
+
 def armsim_paper(use: KindUse) -> KindPaper:
     """The runtime's own Arm code run on an emulated core, its executed blocks priced by llvm-mca."""
     a = use.block("armsim")
-    models = _mapping(a.get("block_models"))
-    priced = and_join([f"{{code:-mcpu={cpu}}} for {family} cores" for family, cpu in sorted(models.items())])
-    cpus = _mapping(a.get("qemu_cpus"))
-    emulated = and_join([f"{{code:{cpu}}} for {isa}" for isa, cpu in sorted(cpus.items())])
     refs = data_references(a.get("data_sources"))
     data = and_join([f"{name} {{cite:{key}}}" for key, name in refs]) if refs else "ARM boards"
     runtimes = and_join([{"tflite": "LiteRT {cite:litert}", "ncnn": "ncnn {cite:ncnn}"}.get(r, r)
@@ -57,12 +60,12 @@ def armsim_paper(use: KindUse) -> KindPaper:
     sentence = (
         f"For {use.scope()}, armsim {a.get('version') or ''} gave the latency: the model was converted in the "
         f"sandbox to the file {runtimes} loads and run once with that runtime's Arm build under QEMU's user-mode "
-        f"emulation {{cite:qemu}}" + (f" (CPU model {emulated}, chosen by instruction set)" if emulated else "")
-        + "; a TCG plugin of lodevem's counted every executed translation block, and LLVM's machine-code "
-        "analyzer llvm-mca {cite:llvmmca} {cite:llvm} priced each block under the pipeline model of the core's family"
-        + (f" ({priced}, each chosen by its held-out error)" if priced else "")
-        + ", scaled by one fitted constant per core and divided by the clock, with an Amdahl speed-up per core for "
-        f"several threads. The cost model was fitted ({a.get('fit_date') or 'on an unrecorded date'}) on "
+        "emulation {cite:qemu} (its CPU model chosen by instruction set); a TCG plugin of lodevem's counted every "
+        "executed translation block, and LLVM's machine-code analyzer llvm-mca {cite:llvmmca} {cite:llvm} priced "
+        f"each block under a pipeline model for the family of the run's {_cores(use.cores)} (each family's model "
+        "chosen by its held-out error; the CPU models are recorded in the run's manifest), scaled by one fitted "
+        "constant per core and divided by the clock, with an Amdahl speed-up per core for several threads. "
+        f"The cost model was fitted ({a.get('fit_date') or 'on an unrecorded date'}) on "
         f"{a.get('rows_used') if a.get('rows_used') is not None else 'the'} published latencies of {data} "
         "measured on ARM boards, with each of those models profiled the same way.")
     limitation = ("armsim emulates the instruction set, not the core: it has no cache or memory model (memory "

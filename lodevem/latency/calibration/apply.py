@@ -89,6 +89,8 @@ def apply_calibration(prediction: "LatencyPrediction", fit: Optional[Calibration
                    calibrations=(*prediction.calibrations, described),
                    uncertainty=oneshot_uncertainty(estimator), uncertainty_pct=oneshot_figure(estimator),
                    latency_low_ms=low, latency_high_ms=high,
+                   # the one-shot figure is not the held-out rows' of the uncalibrated cell: no basis of theirs
+                   held_out_rows=None, held_out_socs=None, held_out_pool=None,
                    compute_ms=prediction.compute_ms * fit.compute_factor if prediction.compute_ms is not None else None,
                    memory_ms=prediction.memory_ms * fit.memory_factor if prediction.memory_ms is not None else None,
                    note="; ".join(n for n in notes if n),
