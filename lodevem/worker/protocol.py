@@ -28,21 +28,42 @@ SCHEMA_VERSION = 2
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
 
 
-def _source_digest() -> str:
-    """A digest of this package's own source files.
+# Everything the worker can run, relative to the lodevem package (a folder: all its files, at any
+# depth). One home: the image build bakes exactly these files (``sandbox.image_context``), the host
+# bind-mounts its package over them at run time, and the worker version digests them, so an edit
+# to any of them (the zoo's MAC counter, a subpackage) keys new cache entries.
+WORKER_SOURCES: tuple[str, ...] = ("__init__.py", "version.py", "worker", "zoo")
+_NOT_SOURCE_DIRS = ("__pycache__",)
+_NOT_SOURCE_SUFFIXES = (".pyc", ".pyo")
 
-    Why: the host keys its caches on the worker version the worker reports, and a worker edit
-    without a manual bump of ``WORKER_RELEASE`` would otherwise reuse results made by the old
-    code. Host and sandbox run this same function over their copy of the package, so an image
-    built from other code reports another version and the host refuses it.
+
+def worker_source_files(package: Path) -> list[Path]:
+    """The files of ``WORKER_SOURCES`` under ``package`` (a lodevem package folder), sorted by
+    their path relative to it; bytecode caches are not sources."""
+    found: list[Path] = []
+    for entry in WORKER_SOURCES:
+        path = package / entry
+        candidates = [path] if path.is_file() else sorted(path.rglob("*")) if path.is_dir() else []
+        found += [p for p in candidates if p.is_file() and p.suffix not in _NOT_SOURCE_SUFFIXES
+                  and not any(part in _NOT_SOURCE_DIRS for part in p.relative_to(package).parts)]
+    return sorted(found, key=lambda p: p.relative_to(package).as_posix())
+
+
+def source_digest(package: Path) -> str:
+    """A digest of every file the worker can run under ``package`` (``worker_source_files``).
+
+    Why: the host keys its caches on the worker version the worker reports, and an edit to code
+    the worker runs without a manual bump of ``WORKER_RELEASE`` would otherwise reuse results
+    made by the old code. Host and sandbox run this same function over their copy of the
+    package, so an image built from other code reports another version and the host refuses it.
     """
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in worker_source_files(package):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
 
-WORKER_VERSION = f"{WORKER_RELEASE}+{_source_digest()}"
+WORKER_VERSION = f"{WORKER_RELEASE}+{source_digest(Path(__file__).resolve().parent.parent)}"
 EXIT_OK, EXIT_ERROR = 0, 3
 ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate",
            "decode-images")
