@@ -50,7 +50,7 @@ NCNN_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, NCNN_PIN)
 # of the conversion cache key and of the manifest; pinned in the runtime registry.
 CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
                                           for name, spec in RUNTIMES.items() if spec.converter is not None}
-# ncnn too: lodevem's ncnn int8 writer (worker/ncnn_int8.py) calibrates by running the fp32 ncnn model.
+# ncnn too: lodevem's ncnn int8 writer (runtimes/ncnn/int8.py) calibrates by running the fp32 ncnn model.
 CONVERT_REQUIREMENTS: tuple[str, ...] = (TORCH_PIN, NUMPY_PIN, NCNN_PIN,
                                          *(f"{package}=={version}" for package, version in CONVERTERS.values()))
 

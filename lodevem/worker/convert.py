@@ -43,7 +43,7 @@ from .artifact_info import ArtifactUnreadable, describe, ncnn_census, tflite_cen
 from .calibration import Calibration, calibration_inputs
 from .file_sections import ModelSection
 from .memory import MemoryPhases
-from .ncnn_int8 import NCNN_INT8_HOW, NCNN_NO_DYNAMIC, ncnn_int8
+from ..runtimes.ncnn.int8 import NCNN_INT8_HOW, NCNN_NO_DYNAMIC, ncnn_int8
 from .precision import INT8_LEVELS, LEVEL_FILE_PRECISION
 from .programs import exported_module, pt2e_scheme, pt2e_unfolded, with_layers
 from .protocol import (

@@ -32,7 +32,7 @@ WORKER_RELEASE = "2"  # bump when measurement semantics change, for people readi
 # depth). One home: the image build bakes exactly these files (``sandbox.image_context``), the host
 # bind-mounts its package over them at run time, and the worker version digests them, so an edit
 # to any of them (the zoo's MAC counter, a subpackage) keys new cache entries.
-WORKER_SOURCES: tuple[str, ...] = ("__init__.py", "version.py", "worker", "zoo")
+WORKER_SOURCES: tuple[str, ...] = ("__init__.py", "version.py", "errors.py", "worker", "zoo", "runtimes")
 _NOT_SOURCE_DIRS = ("__pycache__",)
 _NOT_SOURCE_SUFFIXES = (".pyc", ".pyo")
 
