@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lodevem.worker.artifact_info import ncnn_census
 from lodevem.runtimes.ncnn.int8 import INT8_TAG, _layers, write_int8
+from lodevem.worker.artifact_info import ncnn_census
 from lodevem.worker.protocol import WorkerError
 
 PARAM = ("7767517\n4 4\nInput in0 0 1 in0\n"

@@ -12,9 +12,11 @@ validates requests against (the worker imports nothing of the host); an adapter 
 name. Adding a runtime: its ``RuntimeSpec`` there, a folder here, and its line in ``ADAPTERS``
 (``tests/test_runtime_plugin.py`` does it with a toy runtime).
 
-The worker-side code of a runtime (loading and measuring a ``.tflite``, the ncnn extract loop,
-the converted file's census) stays in the worker package the images bake (``worker.runtimes``,
-``worker.convert``, ``worker.artifact_info``); it is dispatched there by the request's runtime.
+Each folder also holds the runtime's container half (``guest.py``: load, measure, evaluate and,
+for a converting runtime, ``convert.py``), which the images bake (``worker.protocol.WORKER_SOURCES``)
+and the worker finds by the registry's name (``worker.guest.guest``). That half imports only the
+stdlib at module level, and this package's host modules are stdlib-only too, so both run in an
+image that has none of the host's dependencies.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Why a separate program: ``.pt`` files are pickles and unpickling runs arbitrary code, so the host
 never loads them; this package runs inside the memory-limited container (or a child process)
-and reports back one JSON line. It therefore imports nothing from other lodevem modules (the
-image has torch/onnx/onnxruntime but not click, pydantic, docker...) and every one of its modules
+and reports back one JSON line. It therefore imports only what the images bake
+(``protocol.WORKER_SOURCES``: the runtimes' container halves among them; the image has
+torch/onnx/onnxruntime but not click, pydantic, docker...) and every one of its modules
 imports only the stdlib at module top level, so the host can import the protocol constants
 without paying for ``import torch``.
 
@@ -28,8 +29,9 @@ request record per action), ``sections``/``file_sections``/``profile_section`` (
 ``__main__`` (command line, ``main``), ``formats`` (sniffing and loading model files),
 ``memory`` (RSS phases, cgroup counters), ``timing`` (timed passes, latency stats),
 ``onnx_export`` (export, nn-Meter cleanup, reading .onnx), ``variants`` (compression levels),
-``runtimes`` (measurement under LiteRT and ncnn: no torch), ``convert`` (PyTorch to .tflite with
-litert-torch, to ncnn with pnnx), ``actions`` (the torch/onnxruntime actions), ``dispatch``
+``guest`` (what a runtime's container half does, and the one table that finds it:
+``lodevem/runtimes/<name>/guest.py`` measures, evaluates and converts), ``convert`` (what the
+conversions share), ``actions`` (the actions on a PyTorch or ONNX file), ``dispatch``
 (``run``: any request to its action). Their public names are
 re-exported here.
 """
@@ -41,8 +43,6 @@ from .actions import (  # noqa: F401
     action_derive,
     action_export,
     action_inspect,
-    action_measure_ort,
-    action_measure_torch,
 )
 from .dispatch import run  # noqa: F401  (every action, the tflite/ncnn ones included)
 from .formats import (  # noqa: F401

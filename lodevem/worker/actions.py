@@ -1,5 +1,6 @@
-"""The actions: inspect, measure (torch or onnxruntime), export-onnx and derive, and ``run``,
-which dispatches a request to one of them."""
+"""The actions on a PyTorch or ONNX file: inspect, export-onnx, derive, the loading and timing every
+runtime's measurement shares, and ``run``, which dispatches a request to one of them (a measurement
+to its runtime's container half, ``worker.guest``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .formats import (
     sniff_format,
     torch_model_info,
 )
+from .guest import Late, guest
 from .memory import MemoryPhases, _released
 from .onnx_export import (
     _atomic_onnx_save,
@@ -28,11 +30,10 @@ from .onnx_export import (
     nn_meter_friendly,
     onnx_model_info,
     onnx_section,
-    resolve_static,
 )
 from .programs import pt2e_float_twin, pt2e_scheme
-from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, first_line, progress
-from .quantized import PRECISION_KEY, finish_twin, float_twin_module, read_precision, torch_quantization
+from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, progress
+from .quantized import finish_twin, float_twin_module, read_precision, torch_quantization
 from .requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
 from .sections import RuntimeSection
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
@@ -90,9 +91,6 @@ def _measure(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, call: Ca
     res.latency = latency_stats(samples, shape[0] if shape else 1, req)
 
 
-Late = Optional[Callable[[], None]]  # runs after the memory summary was taken (see main)
-
-
 def action_inspect(req: InspectRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
     if kind == "onnx":
         info = onnx_model_info(load_onnx(req.model_path, user_file=True), req.input_shape)
@@ -100,17 +98,6 @@ def action_inspect(req: InspectRequest, res: WorkerResult, mem: MemoryPhases, ki
         return
     _import_torch(req, res, mem)
     _load_torch(req, res, mem, kind)
-
-
-def action_measure_torch(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
-    """Measure the model file as given (a level's variant is a file ``derive`` wrote first)."""
-    if kind == "onnx":
-        raise WorkerError("bad_request", f"{req.model_path} is an ONNX model: measure it with runtime 'onnxruntime'")
-    torch = _import_torch(req, res, mem)
-    module, x = _load_torch(req, res, mem, kind)
-    with torch.inference_mode():
-        _measure(req, res, mem, lambda: module(x))
-    return None
 
 
 def action_derive(req: DeriveRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -139,64 +126,6 @@ def action_derive(req: DeriveRequest, res: WorkerResult, mem: MemoryPhases, kind
     assert res.variant is not None
     res.variant = replace(res.variant, serialized_bytes=derived.size_bytes, serialized_format=derived.format)
     progress(f"wrote {derived.format} {out} ({derived.size_bytes} bytes)")
-
-
-def action_measure_ort(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
-    """Run an .onnx with onnxruntime; torch is never imported, so every RSS phase is ORT's.
-
-    A PyTorch model must come with ``onnx_path`` of an existing export (action export-onnx, which
-    the host caches): exporting here, even in a child process, would charge torch's memory to the
-    container cgroup whose peak is the number lodevem reports.
-    """
-    onnx_path = req.model_path if kind == "onnx" else req.onnx_path
-    if onnx_path is None or not os.path.exists(onnx_path):
-        raise WorkerError("bad_request", f"runtime 'onnxruntime' with a PyTorch model needs onnx_path of an existing "
-                                         f"export (run action export-onnx first); got {onnx_path!r}")
-    res.model = _file_info(req.model_path, _format_of(kind))
-    t0 = time.perf_counter()
-    import numpy as np
-    import onnxruntime as ort
-
-    res.timings_s["import"] = time.perf_counter() - t0
-    mem.mark("after_import")
-    res.runtime = RuntimeSection.here("onnxruntime", ort.__version__, onnxruntime=ort.__version__)
-    progress(f"imported onnxruntime {ort.__version__}")
-    t0 = time.perf_counter()
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = req.threads, 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    try:
-        session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
-    _refuse_twin(session, req.model_path, kind)
-    first = session.get_inputs()[0]
-    shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
-    ort_type = first.type[len("tensor("):-1]  # e.g. "tensor(float)"
-    dtype = np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
-    res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
-    x = (np.random.default_rng(0).standard_normal(shape).astype(dtype) if dtype.kind == "f"
-         else np.zeros(shape, dtype=dtype))
-    res.timings_s["load"] = time.perf_counter() - t0
-    mem.mark("after_load")
-    progress(f"loaded {onnx_path}, input {shape} {dtype.name}")
-    feeds = {first.name: x}
-    _measure(req, res, mem, lambda: session.run(None, feeds))
-    return lambda: _late_onnx_info(res, onnx_path)
-
-
-def _refuse_twin(session: Any, model_path: str, kind: str) -> None:
-    """An export of an int8 or fp16 PyTorch model is its float twin (for the kernel detector):
-    onnxruntime would measure fp32 weights, not the user's model. Read from the session's own
-    metadata, so the onnx package (and its RSS) stays out of the measured process."""
-    if kind == "onnx":
-        return
-    recorded = session.get_modelmeta().custom_metadata_map.get(PRECISION_KEY)
-    precision = json.loads(recorded).get("precision") if recorded else "fp32"
-    if precision != "fp32":
-        raise WorkerError("bad_request", f"{model_path} is a {precision} model; its ONNX export is a float twin for "
-                                         f"latency prediction, so onnxruntime would measure fp32 weights: measure it "
-                                         f"with runtime 'torch', or give an .onnx quantized with onnxruntime")
 
 
 def action_export(req: ExportOnnxRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -332,7 +261,7 @@ def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
     elif isinstance(req, DeriveRequest):
         action_derive(req, res, mem, kind)
     elif isinstance(req, MeasureRequest):
-        return (action_measure_ort if req.runtime == "onnxruntime" else action_measure_torch)(req, res, mem, kind)
+        return guest(req.runtime).measure(req, res, mem, kind)
     else:
         raise WorkerError("internal", f"action {req.action} has no handler here")
     return None
@@ -348,13 +277,3 @@ def _filled_from_onnx(model: ModelSection, onnx_model: Any) -> ModelSection:
         precision=precision.get("precision"), quantization=quantization_text(precision.get("quantization"))))
 
 
-def _late_onnx_info(res: WorkerResult, path: str) -> None:
-    """Model info for an onnxruntime run, read only after memory was recorded: parsing the file
-    with the onnx package would otherwise inflate the onnxruntime process's RSS figures."""
-    try:
-        model = load_onnx(path)
-    except Exception as exc:  # informative only; the measurement stands
-        progress(f"could not read the model info from {path}: {first_line(exc)}")
-        return
-    if res.model is not None and res.model.params is None:
-        res.model = _filled_from_onnx(res.model, model)

@@ -26,6 +26,7 @@ from .armsim_symbols import KernelShare, attribute, parse_maps
 from .memory import MemoryPhases
 from .profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
 from .protocol import WorkerError, WorkerResult, artifact_files, first_line, progress
+from .registry import RUNTIMES, armsim_isas
 from .requests import ArmsimProfileRequest
 from .sections import RuntimeSection
 
@@ -103,8 +104,9 @@ def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerResult, mem: Mem
     if view not in _VIEW_ARCH or (_VIEW_ARCH[view] == "armhf") != (isa == "armv7"):
         views = ", ".join(v for v, a in _VIEW_ARCH.items() if (a == "armhf") == (isa == "armv7"))
         raise WorkerError("bad_request", f"uarch {view} is not an {isa} core this image has a view for ({views})")
-    if req.runtime == "tflite" and isa == "armv7":
-        raise WorkerError("bad_request", "LiteRT publishes no armv7 (armhf) wheel: armv7 profiles are ncnn only")
+    if isa not in armsim_isas(req.runtime):
+        raise WorkerError("bad_request", f"{RUNTIMES[req.runtime].package} publishes no {isa} wheel: the armsim "
+                                         f"image has no {isa} build of {req.runtime}")
     root = armsim_root()
     view_dir = os.path.join(root, "views", view)
     plugin = os.path.join(root, "liblodevem_icount.so")

@@ -16,18 +16,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
 
-from .file_sections import ModelSection
-from .formats import _format_of
+from .guest import Predict, guest
 from .memory import MemoryPhases
-from .protocol import WorkerError, WorkerResult, artifact_files, first_line, progress
+from .protocol import WorkerError, WorkerResult, progress
 from .replies import AccuracySection
 from .requests import EvaluateRequest
 from .samples import NpzSamples, SampleFileError
-from .sections import RuntimeSection
-
-Predict = Callable[[Any], Any]  # one C x H x W float32 sample -> the output scores, 1-D float
 
 
 def action_evaluate(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
@@ -79,124 +74,6 @@ def _predictor(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind:
     if req.input_shape and list(req.input_shape) != shape:
         raise WorkerError("bad_input_shape", f"the data's samples are {list(sample_shape)} but the model takes "
                                              f"{list(req.input_shape)}")
-    if req.runtime == "tflite":
-        return _tflite(req, res, mem, shape)
-    if req.runtime == "ncnn":
-        return _ncnn(req, res, mem, shape)
-    if req.runtime == "onnxruntime":
-        return _onnxruntime(req, res, mem, kind, shape)
-    return _torch(req, res, mem, kind, shape)
+    return guest(req.runtime).predictor(req, res, mem, kind, shape)
 
 
-def _converted(req: EvaluateRequest) -> str:
-    path = req.converted_path
-    if path is None or not all(os.path.isfile(p) for p in artifact_files(path)):
-        raise WorkerError("bad_request", f"runtime '{req.runtime}' needs converted_path of an existing conversion")
-    return path
-
-
-def _torch(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str, shape: list[int]) -> Predict:
-    from .actions import _import_torch, _load_torch
-
-    if kind == "onnx":
-        raise WorkerError("bad_request", f"{req.model_path} is an ONNX model: evaluate it with runtime 'onnxruntime'")
-    torch = _import_torch(req, res, mem)
-    req.input_shape = shape
-    module, x = _load_torch(req, res, mem, kind)
-    dtype = x.dtype
-
-    def predict(sample: Any) -> Any:
-        with torch.inference_mode():
-            out = module(torch.from_numpy(sample).reshape(shape).to(dtype))
-        while isinstance(out, (tuple, list)) and out:
-            out = out[0]
-        return out.float().numpy()
-
-    return predict
-
-
-def _onnxruntime(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str, shape: list[int]) -> Predict:
-    onnx_path = req.model_path if kind == "onnx" else req.onnx_path
-    if onnx_path is None or not os.path.exists(onnx_path):
-        raise WorkerError("bad_request",
-                          f"runtime 'onnxruntime' with a PyTorch model needs onnx_path; got {onnx_path!r}")
-    import numpy as np
-    import onnxruntime as ort
-
-    from .actions import _file_info, _refuse_twin
-
-    res.model = _file_info(req.model_path, _format_of(kind))
-    res.runtime = RuntimeSection.here("onnxruntime", ort.__version__, onnxruntime=ort.__version__)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = req.threads, 1
-    try:
-        session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
-    _refuse_twin(session, req.model_path, kind)
-    first = session.get_inputs()[0]
-    ort_type = first.type[len("tensor("):-1]
-    dtype = np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
-    res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
-    return lambda sample: session.run(None, {first.name: sample.reshape(shape).astype(dtype)})[0]
-
-
-def _tflite(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, shape: list[int]) -> Predict:
-    """LiteRT's interpreter; a full-integer model's int8 input is quantized with the file's own
-    scale and zero point, and its output dequantized, as an app does."""
-    path = _converted(req)
-    import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
-
-    from .runtimes import _version
-
-    res.runtime = RuntimeSection.here("tflite", f"ai-edge-litert {_version('ai-edge-litert')}")
-    try:
-        interpreter = Interpreter(model_path=path, num_threads=req.threads)
-        interpreter.allocate_tensors()
-        first = interpreter.get_input_details()[0]
-        if [int(d) for d in first["shape"]] != shape:
-            interpreter.resize_tensor_input(first["index"], shape)
-            interpreter.allocate_tensors()
-        out = interpreter.get_output_details()[0]
-    except Exception as exc:
-        raise WorkerError("corrupt", f"LiteRT cannot load {path} with input {shape}: {first_line(exc)}") from None
-    in_dtype, (in_scale, in_zero) = np.dtype(first["dtype"]), first.get("quantization", (0.0, 0))
-    out_scale, out_zero = out.get("quantization", (0.0, 0))
-    res.model = ModelSection(format="tflite", input_shape=tuple(shape), input_dtype=in_dtype.name,
-                             converted_bytes=os.path.getsize(path))
-
-    def predict(sample: Any) -> Any:
-        x = sample.reshape(shape)
-        if in_dtype.kind in "iu" and in_scale:
-            info = np.iinfo(in_dtype)
-            x = np.clip(np.round(x / in_scale + in_zero), info.min, info.max)
-        interpreter.set_tensor(first["index"], x.astype(in_dtype))
-        interpreter.invoke()
-        y = interpreter.get_tensor(out["index"]).astype(np.float32)
-        return (y - out_zero) * out_scale if np.dtype(out["dtype"]).kind in "iu" and out_scale else y
-
-    return predict
-
-
-def _ncnn(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, shape: list[int]) -> Predict:
-    param = _converted(req)
-    weights = artifact_files(param)[1]
-    import ncnn
-    import numpy as np
-
-    from .runtimes import _version, load_ncnn
-
-    res.runtime = RuntimeSection.here("ncnn", f"ncnn {_version('ncnn')}")
-    net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
-    res.model = ModelSection(format="ncnn", input_shape=tuple(shape), input_dtype="float32")
-
-    def predict(sample: Any) -> Any:
-        extractor = net.create_extractor()
-        extractor.input(inputs[0], ncnn.Mat(np.ascontiguousarray(sample, dtype=np.float32)))
-        code, mat = extractor.extract(outputs[0])
-        if code != 0:
-            raise WorkerError("model_failed", f"ncnn extract({outputs[0]}) returned {code}")
-        return np.array(mat).ravel()
-
-    return predict

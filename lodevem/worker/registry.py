@@ -79,6 +79,9 @@ ARMSIM_AARCH64_REQUIREMENTS: tuple[str, ...] = (
     "ai-edge-litert==2.3.0", "ncnn==1.0.20250503", "numpy==2.4.6", "flatbuffers==25.12.19", "protobuf==7.36.2",
     "ml_dtypes==0.7.0", "tqdm==4.70.1", "backports.strenum==1.2.8", "typing_extensions==4.16.0")
 ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = ("ncnn==1.0.20261020",)
+# The wheels of the emulated Arm guest of each armsim ISA (docs/armsim.md), in the protocol's ISA order.
+ARMSIM_GUEST_WHEELS: dict[str, tuple[str, ...]] = {
+    "armv7": ARMSIM_ARMV7L_REQUIREMENTS, "armv8.0": ARMSIM_AARCH64_REQUIREMENTS, "armv8.2": ARMSIM_AARCH64_REQUIREMENTS}
 # The worker action that makes each converted runtime's file.
 CONVERT_ACTIONS: dict[str, str] = {name: spec.converter.action for name, spec in RUNTIMES.items() if spec.converter}
 
@@ -117,3 +120,13 @@ def predicted_for(measured_under: str, default: str) -> str:
     torch and onnxruntime are what no phone app ships."""
     spec = RUNTIMES.get(measured_under)
     return measured_under if spec is not None and spec.has_latency_model else default
+
+
+def armsim_isas(runtime: str) -> tuple[str, ...]:
+    """The ISAs the armsim image has ``runtime``'s Arm build for: where its package is among that
+    guest's wheels (LiteRT publishes no armv7 wheel). Only a converted file is profiled."""
+    spec = RUNTIMES.get(runtime)
+    if spec is None or spec.converter is None:
+        return ()
+    return tuple(isa for isa, wheels in ARMSIM_GUEST_WHEELS.items()
+                 if any(r.partition("==")[0] == spec.package for r in wheels))
