@@ -274,12 +274,7 @@ def test_one_runtime_registry() -> None:
     what merely shares a spelling (package distributions, literature citation tokens)."""
     from lodevem.worker.registry import RUNTIMES
 
-    shares_a_spelling = {("report/environment.py", "PACKAGES"),  # distribution names, torch and ncnn among them
-                         ("latency/papers.py", "_RUNTIME_REFS"),  # how papers name runtimes (citations)
-                         ("latency/armsim/paper.py", "armsim_paper"),  # display names with citations
-                         ("report/methodology.py", "_memory_paragraph")}  # display names with citations
-    offenders = [f for f in _top_level_literals(set(RUNTIMES)) if f[0] != "worker/registry.py"
-                 and f[:2] not in shares_a_spelling]
+    offenders = [f for f in _top_level_literals(set(RUNTIMES)) if f[0] != "worker/registry.py"]
     assert offenders == []
     defined = [f"{p.relative_to(PACKAGE).as_posix()}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
                for n in ast.parse(p.read_text()).body if isinstance(n, (ast.Assign, ast.AnnAssign))
@@ -477,6 +472,62 @@ def test_runtime_behaviour_is_chosen_by_its_adapter_only() -> None:
 def test_the_runtime_rule_catches_a_name_check(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text('def f(r):\n    return r == "ncnn" or r in ("tflite", "x")\n')
     assert _runtime_name_checks(tmp_path) == [("m.py", "r == 'ncnn'"), ("m.py", "r in ('tflite', 'x')")]
+
+
+# Runtime names spelled outside runtimes/ and the registry, each for a reason other than choosing
+# or describing a runtime (issue 48). Everything else reads the registry or asks the adapter.
+RUNTIME_NAMES_LEFT = {
+    # the same spelling, another thing: a Python distribution or module, an image's name, a
+    # literature source's tag
+    ("doctor.py", "torch"), ("predict/exports.py", "torch"), ("latency/papers.py", "torch"),
+    ("sandbox/image_specs.py", "litert"), ("sandbox/image_specs.py", "ncnn"), ("sandbox/image_specs.py", "torch"),
+    ("worker/sections.py", "onnxruntime"), ("worker/armsim_cores.py", "ncnn"),
+    # what a request runs under when it names nothing (the registry's comparison runtime)
+    ("sandbox/base.py", "torch"), ("sandbox/client.py", "torch"), ("sandbox/docker_backend.py", "torch"),
+    ("sandbox/process_backend.py", "torch"), ("sandbox/slurm_backend.py", "torch"), ("worker/requests.py", "torch"),
+    ("worker/actions.py", "torch"),  # the PyTorch loader every action on a .pt shares records itself
+    # the default latency runtime and nn-Meter's one runtime (left for the row-facts step)
+    ("latency/estimator.py", "tflite"), ("latency/kinds.py", "tflite"), ("results/pair.py", "tflite"),
+    ("report/summaries.py", "torch"),  # RUNTIME_NAME_CHECKS_LEFT's hint
+    # armsim's guest script runs under the emulated Arm Python with no package to import: it
+    # chooses the runtime's Arm build by the name in its spec
+    ("worker/armsim_guest.py", "ncnn"),
+}
+
+
+def _runtime_name_literals(package: Path = PACKAGE) -> set[tuple[str, str]]:
+    """(module, name) of every string constant that is a runtime's name or alias (docstrings
+    aside), outside the runtimes' folders and the registry."""
+    from lodevem.worker.registry import RUNTIMES
+
+    names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases}
+    found = set()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel.startswith("runtimes/") or rel == "worker/registry.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        found |= {(rel, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in names
+                  and id(n) not in docstrings}
+    return found
+
+
+def test_no_runtime_name_outside_the_runtimes_and_the_registry() -> None:
+    """A runtime's facts (its citation, its kernels' sources, its package) are its adapter's and
+    its container code is its folder's: a name spelled elsewhere is a second home of that runtime."""
+    found = _runtime_name_literals()
+    assert sorted(found - RUNTIME_NAMES_LEFT) == []
+    assert sorted(RUNTIME_NAMES_LEFT - found) == []  # a leftover removed leaves this list too
+
+
+def test_the_runtime_name_scan_catches_a_key(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text('"""ncnn in a docstring is prose."""\nNAMES = {"tflite": "LiteRT"}\n')
+    (tmp_path / "runtimes").mkdir()
+    (tmp_path / "runtimes" / "x.py").write_text('NAME = "ncnn"\n')
+    assert _runtime_name_literals(tmp_path) == {("m.py", "tflite")}
 
 
 def test_every_runtime_has_a_folder_and_an_adapter() -> None:

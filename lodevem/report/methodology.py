@@ -26,6 +26,7 @@ from typing import Optional
 
 from ..latency.paper import KindUse, and_join
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
+from ..runtimes import ADAPTERS
 from ..worker.registry import on_device_runtimes
 from ..worker.verdict import Verdict
 from .legend import HELD_OUT
@@ -107,11 +108,15 @@ def _memory_paragraph(f: RunFacts) -> str:
         head = f" {version}" if version else ""
         return head + (f" (converted with {conv} {conv_version})" if conv else "")
 
-    names = {"torch": f"PyTorch{_version(f, 'torch')} {{cite:pytorch}}",
-             "onnxruntime": f"ONNX Runtime{_version(f, 'onnxruntime')} {{cite:onnxruntime}} (on the ONNX export)",
-             "tflite": f"LiteRT{converted('tflite')} {{cite:litert}}",
-             "ncnn": f"ncnn{converted('ncnn')} {{cite:ncnn}}"}
-    runtimes = _and([names.get(r, r) for r in f.runtimes])
+    def named(runtime: str) -> str:
+        found = ADAPTERS.get(runtime)
+        if found is None or not found.cited.name:
+            return runtime
+        version = converted(runtime) if found.converts else _version(f, found.spec.package)
+        return (f"{found.cited.name}{version} {{cite:{found.cited.key}}}"
+                + (" (on the ONNX export)" if found.runs_onnx_export else ""))
+
+    runtimes = _and([named(r) for r in f.runtimes])
     sandboxes = []
     for backend in f.backends:
         if backend == "docker":

@@ -24,14 +24,14 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..errors import InputError
-from .base import Runtime
+from .base import Citation, Runtime
 from .logs import LogEntry, ParsedLog
 from .ncnn import Ncnn
 from .onnxruntime import OnnxRuntime
 from .tflite import Tflite
 from .torch import Torch
 
-__all__ = ["ADAPTERS", "FALLBACK", "LogEntry", "ParsedLog", "Runtime", "adapter", "parse_device_log"]
+__all__ = ["ADAPTERS", "FALLBACK", "Citation", "LogEntry", "ParsedLog", "Runtime", "adapter", "parse_device_log"]
 
 # One line per runtime: its adapter (in worker.registry.RUNTIMES order).
 ADAPTERS: dict[str, Runtime] = {r.name: r for r in (Torch(), OnnxRuntime(), Tflite(), Ncnn())}
