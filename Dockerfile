@@ -7,7 +7,7 @@
 #   wheels/                 every wheel, resolved and downloaded ON THE HOST (pip inside build
 #                           containers cannot reach the index here: TLS interception), plus
 #   wheels/requirements.txt the pinned top-level requirements;
-#   lodevem/                the files the worker runs: lodevem.worker.protocol.WORKER_SOURCES
+#   lodevem/                the files the worker runs: lodevem.wire.protocol.WORKER_SOURCES
 #                           (__init__.py, version.py, errors.py, worker/, zoo/, and runtimes/: each runtime's
 #                           container half lives in its folder), the same files its version digests.
 # `FROM debian:bookworm` is pulled where a registry is reachable; an air-gapped machine gets the

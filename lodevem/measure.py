@@ -64,9 +64,9 @@ from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.session import Session
 from .store import ArtifactStore, file_digest, run_store
-from .worker.precision import INT8_LEVELS
-from .worker.registry import measured_under
-from .worker.verdict import Verdict
+from .wire.precision import INT8_LEVELS
+from .wire.registry import measured_under
+from .wire.verdict import Verdict
 
 # --- the scheduler -----------------------------------------------------------------------------
 

@@ -167,7 +167,7 @@ def test_every_exception_class_is_defined_in_errors() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel in ("errors.py", "cli.py") or rel.startswith("worker/"):
+        if rel in ("errors.py", "cli.py") or rel.startswith(("worker/", "wire/")):
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ClassDef):
@@ -270,26 +270,26 @@ def test_predict_is_a_facade_and_one_class_is_named_predictor() -> None:
 
 
 def test_one_runtime_registry() -> None:
-    """Runtime names are listed only in worker/registry.py; everything else reads it. Exempt:
+    """Runtime names are listed only in wire/registry.py; everything else reads it. Exempt:
     what merely shares a spelling (package distributions, literature citation tokens)."""
-    from lodevem.worker.registry import RUNTIMES
+    from lodevem.wire.registry import RUNTIMES
 
-    offenders = [f for f in _top_level_literals(set(RUNTIMES)) if f[0] != "worker/registry.py"]
+    offenders = [f for f in _top_level_literals(set(RUNTIMES)) if f[0] != "wire/registry.py"]
     assert offenders == []
     defined = [f"{p.relative_to(PACKAGE).as_posix()}:{n.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
                for n in ast.parse(p.read_text()).body if isinstance(n, (ast.Assign, ast.AnnAssign))
                and any(ast.unparse(t).endswith("RUNTIMES") for t in (n.targets if isinstance(n, ast.Assign)
                                                                      else [n.target]))
                and any(isinstance(c, ast.Constant) and c.value in RUNTIMES for c in ast.walk(n.value))]
-    assert [d for d in defined if not d.startswith("worker/registry.py:")] == []  # none but the registry's
+    assert [d for d in defined if not d.startswith("wire/registry.py:")] == []  # none but the registry's
 
 
 def test_one_precision_vocabulary() -> None:
-    """Level, arithmetic and file-precision names are listed only in worker/precision.py."""
-    from lodevem.worker.precision import ARITHMETIC, FILE_PRECISIONS, LEVELS
+    """Level, arithmetic and file-precision names are listed only in wire/precision.py."""
+    from lodevem.wire.precision import ARITHMETIC, FILE_PRECISIONS, LEVELS
 
     vocabulary = set(LEVELS) | set(ARITHMETIC) | set(FILE_PRECISIONS)
-    assert [f for f in _top_level_literals(vocabulary) if f[0] != "worker/precision.py"] == []
+    assert [f for f in _top_level_literals(vocabulary) if f[0] != "wire/precision.py"] == []
 
 
 def test_the_vocabulary_rule_catches_a_second_home(tmp_path: Path) -> None:
@@ -355,7 +355,7 @@ def test_commands_name_no_runtime_and_no_predictor_kind() -> None:
     """What a runtime or a predictor kind does is decided by its registry and the library; a
     command comparing ``--predictor`` or ``--runtime`` to a name is that rule in a second place."""
     from lodevem.latency.pool import KINDS
-    from lodevem.worker.registry import RUNTIMES
+    from lodevem.wire.registry import RUNTIMES
 
     names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases} | set(KINDS)
     offenders = [f for f in _names_in_commands() if f.rpartition(" ")[2] in names]
@@ -440,13 +440,14 @@ def test_the_version_is_read_from_the_ground_floor() -> None:
 # Comparisons with a runtime's name left where they are, each for a reason other than choosing a
 # runtime's behaviour: the summary line's hint about rows measured under torch (the comparison
 # runtime). (What a runtime executes is its adapter's: ``Runtime.executes``.)
-RUNTIME_NAME_CHECKS_LEFT = {("report/summaries.py", "r.runtime == 'torch'")}
+RUNTIME_NAME_CHECKS_LEFT = {("report/summaries.py", "r.runtime == 'torch'"),
+                            ("wire/requests.py", "self.runtime == 'torch'")}  # derive loads the .pt with torch
 
 
 def _runtime_name_checks(package: Path = PACKAGE) -> list[tuple[str, str]]:
     """(module, comparison) of every ``== "<runtime>"`` / ``in ("<runtime>", ...)`` outside the
     runtimes' folders and the worker (which the images bake and dispatches by request)."""
-    from lodevem.worker.registry import RUNTIMES
+    from lodevem.wire.registry import RUNTIMES
 
     names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases}
     found = []
@@ -481,10 +482,10 @@ RUNTIME_NAMES_LEFT = {
     # literature source's tag
     ("doctor.py", "torch"), ("predict/exports.py", "torch"), ("latency/papers.py", "torch"),
     ("sandbox/image_specs.py", "litert"), ("sandbox/image_specs.py", "ncnn"), ("sandbox/image_specs.py", "torch"),
-    ("worker/sections.py", "onnxruntime"), ("worker/armsim_cores.py", "ncnn"),
+    ("wire/sections.py", "onnxruntime"), ("worker/armsim_cores.py", "ncnn"),
     # what a request runs under when it names nothing (the registry's comparison runtime)
     ("sandbox/base.py", "torch"), ("sandbox/client.py", "torch"), ("sandbox/docker_backend.py", "torch"),
-    ("sandbox/process_backend.py", "torch"), ("sandbox/slurm_backend.py", "torch"), ("worker/requests.py", "torch"),
+    ("sandbox/process_backend.py", "torch"), ("sandbox/slurm_backend.py", "torch"), ("wire/requests.py", "torch"),
     ("worker/actions.py", "torch"),  # the PyTorch loader every action on a .pt shares records itself
     # the default latency runtime and nn-Meter's one runtime (left for the row-facts step)
     ("latency/estimator.py", "tflite"), ("latency/kinds.py", "tflite"), ("results/pair.py", "tflite"),
@@ -498,13 +499,13 @@ RUNTIME_NAMES_LEFT = {
 def _runtime_name_literals(package: Path = PACKAGE) -> set[tuple[str, str]]:
     """(module, name) of every string constant that is a runtime's name or alias (docstrings
     aside), outside the runtimes' folders and the registry."""
-    from lodevem.worker.registry import RUNTIMES
+    from lodevem.wire.registry import RUNTIMES
 
     names = set(RUNTIMES) | {a for spec in RUNTIMES.values() for a in spec.aliases}
     found = set()
     for path in sorted(package.rglob("*.py")):
         rel = path.relative_to(package).as_posix()
-        if rel.startswith("runtimes/") or rel == "worker/registry.py":
+        if rel.startswith("runtimes/") or rel == "wire/registry.py":
             continue
         tree = ast.parse(path.read_text())
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
@@ -532,7 +533,7 @@ def test_the_runtime_name_scan_catches_a_key(tmp_path: Path) -> None:
 
 def test_every_runtime_has_a_folder_and_an_adapter() -> None:
     from lodevem.runtimes import ADAPTERS, Runtime
-    from lodevem.worker.registry import RUNTIMES
+    from lodevem.wire.registry import RUNTIMES
 
     assert list(ADAPTERS) == list(RUNTIMES)
     for name, found in ADAPTERS.items():

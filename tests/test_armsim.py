@@ -22,8 +22,8 @@ from lodevem.sandbox import image
 from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.sandbox.client import WorkerClient
 from lodevem.store import ArtifactStore
-from lodevem.worker.profile_section import DISJOINT_CLASSES, InstructionProfile
-from lodevem.worker.protocol import WORKER_VERSION
+from lodevem.wire.profile_section import DISJOINT_CLASSES, InstructionProfile
+from lodevem.wire.protocol import WORKER_VERSION
 
 pytestmark = pytest.mark.docker
 

@@ -21,7 +21,7 @@ from lodevem.gates import Budget, check_budget
 from lodevem.latency.calibration import parse_benchmark_log
 from lodevem.safe_io import LOG, LOG_LINE_CHARS, UnsafeInput, json_text, printable, read_text
 from lodevem.sandbox.usercode import MAX_ARCH_KWARGS_DEPTH, code_digest, parse_arch_kwargs
-from lodevem.worker.requests import InspectRequest
+from lodevem.wire.requests import InspectRequest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lodevem.latency.armsim import isa
 from lodevem.sandbox import client
-from lodevem.worker import protocol
+from lodevem.wire import protocol
 
 
 def test_the_host_reads_the_protocols_error_kinds_and_isas() -> None:
@@ -30,7 +30,7 @@ def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
     from dataclasses import fields
     from pathlib import Path
 
-    from lodevem.worker import replies, sections
+    from lodevem.wire import replies, sections
 
     def parse_of(module: object, record: str) -> ast.AST:
         tree = ast.parse(Path(module.__file__).read_text())  # type: ignore[attr-defined]
@@ -53,9 +53,9 @@ def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
 
 
 def test_the_reply_is_one_set_of_records_on_both_sides() -> None:
-    """The records the host reads a reply into are the worker protocol's (``worker.replies``), and
+    """The records the host reads a reply into are the worker protocol's (``wire.replies``), and
     a section the worker writes with a record reads back as the same record."""
-    from lodevem.worker import replies
+    from lodevem.wire import replies
 
     assert client.WorkerReply is replies.WorkerReply and client.ModelSection is replies.ModelSection
     failure = replies.WorkerFailure("corrupt", "m.pt: truncated")
@@ -66,9 +66,9 @@ def test_the_reply_is_one_set_of_records_on_both_sides() -> None:
 
 
 def test_the_measured_sections_are_written_and_read_as_the_same_records() -> None:
-    """runtime, latency, memory and converted: what the worker builds (``worker.sections``) is
+    """runtime, latency, memory and converted: what the worker builds (``wire.sections``) is
     what the host reads back from the result line, field for field, through the wire format."""
-    from lodevem.worker import sections
+    from lodevem.wire import sections
     from lodevem.worker.memory import MemoryPhases
 
     memory = MemoryPhases(1000)
@@ -93,8 +93,7 @@ def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_reco
     """model, onnx, variant, derived and the armsim profile: the records the worker builds are what
     the host reads back, through the wire format (the model's quantization as the wire's object,
     its shapes as lists; the variant's notes and a derived file's reason kept together)."""
-    from lodevem.worker.armsim_symbols import KernelShare
-    from lodevem.worker.file_sections import (
+    from lodevem.wire.file_sections import (
         DerivedFile,
         LayerSparsity,
         ModelSection,
@@ -102,7 +101,7 @@ def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_reco
         SparsitySection,
         VariantSection,
     )
-    from lodevem.worker.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
+    from lodevem.wire.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, KernelShare, ThreadCounts
 
     sparsity = SparsitySection(0.25, 3, 64, 1, (LayerSparsity("conv1", 0.5, 3, 16),), "3 channels removed", 9408)
     model = ModelSection(format="pickled_module", sha256="ab" * 32, file_bytes=1234, params=9408, param_bytes=37632,
@@ -146,14 +145,14 @@ def test_the_worker_writes_its_sections_only_as_records() -> None:
 
 
 def test_each_action_has_one_request_record_on_both_sides() -> None:
-    """The host builds the action's own record (``worker.requests``); the worker reads the same
+    """The host builds the action's own record (``wire.requests``); the worker reads the same
     record back from the JSON, field for field, and refuses a field another action owns, naming
     the actions that take it."""
     import json
 
     import pytest
 
-    from lodevem.worker import requests
+    from lodevem.wire import requests
 
     assert tuple(requests.REQUESTS) == protocol.ACTIONS
     built = [requests.MeasureRequest(model_path="m.pt", runs=7, runtime="onnxruntime", onnx_path="m.onnx"),

@@ -30,7 +30,8 @@ from lodevem import worker
 from lodevem.latency.kernels import extract_kernels
 from lodevem.profiles import load_profiles
 from lodevem.sandbox.client import ModelSection
-from lodevem.worker import actions, protocol
+from lodevem.wire import protocol
+from lodevem.worker import actions
 from lodevem.worker.memory import MemoryPhases
 from lodevem.worker.quantized import PRECISION_KEY, node_module
 

@@ -25,8 +25,8 @@ from lodevem.results import ConversionResult, ModelFile
 from lodevem.sandbox.artifacts import converted_name
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.sandbox.image import image_status, image_targets, specs_for_runtimes
-from lodevem.worker import registry, requests
-from lodevem.worker.protocol import WORKER_RELEASE, source_digest
+from lodevem.wire import registry, requests
+from lodevem.wire.protocol import WORKER_RELEASE, source_digest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 TOY_FOLDER = Path(__file__).resolve().parent / "toyrt"
@@ -96,7 +96,7 @@ def _package_with_the_toy(root: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(PACKAGE, pkg, ignore=ignore)
     shutil.copytree(TOY_FOLDER, pkg / "runtimes" / "toyrt", ignore=ignore)
-    registry_file = pkg / "worker" / "registry.py"
+    registry_file = pkg / "wire" / "registry.py"
     text, end = registry_file.read_text(), "\n)}\nDEFAULT_LATENCY_RUNTIME"
     assert text.count(end) == 1
     registry_file.write_text(text.replace(end, f"\n    {SPEC!r},{end}"))

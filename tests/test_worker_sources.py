@@ -2,7 +2,7 @@
 
 Why: the host keys the exports, conversions and derivations it caches on the worker version, so a
 file the worker runs that the version does not digest lets results made by old code be served
-after an edit. The files are one list (``worker.protocol.WORKER_SOURCES``): what the image build
+after an edit. The files are one list (``wire.protocol.WORKER_SOURCES``): what the image build
 bakes, what the version digests, and (checked here) a superset of what the worker imports.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from test_architecture import PACKAGE, _imports
 
-from lodevem.worker.protocol import WORKER_RELEASE, WORKER_SOURCES, WORKER_VERSION, source_digest, worker_source_files
+from lodevem.wire.protocol import WORKER_RELEASE, WORKER_SOURCES, WORKER_VERSION, source_digest, worker_source_files
 
 # Imports of the worker's closure that only the host takes (inside a function the worker never
 # calls): the zoo's writer of model files uses the host's atomic writes.

@@ -29,8 +29,8 @@ from ..runtimes import FALLBACK, adapter
 from ..sandbox.artifacts import loading_sha256
 from ..sandbox.client import MeasureSettings
 from ..store import ArtifactStore, digest
+from ..wire.registry import measured_under
 from ..worker.finetune import NOT_FINETUNED
-from ..worker.registry import measured_under
 from .data import IMAGEFOLDER, EvalData, check_model_shape
 
 KIND = "accuracy"
@@ -70,7 +70,7 @@ def with_drops(models: Sequence[ModelFile], found: dict[str, Accuracy]) -> dict[
 @dataclass(frozen=True)
 class EvaluationJob:
     """One row's model to evaluate: under ``settings.runtime`` (the runtime that measures the row,
-    ``worker.registry.measured_under``) on ``data``, with the shape of its samples."""
+    ``wire.registry.measured_under``) on ``data``, with the shape of its samples."""
 
     model: ModelFile
     settings: MeasureSettings

@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..latency.pool import MODES
 from ..profiles import TIERS
 from ..sandbox.image import image_targets
-from ..worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
+from ..wire.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 
 
 def parse_shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, ...]]:

@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import InputError
 from ..store import bytes_digest
-from ..worker.precision import ARITHMETIC, FILE_PRECISIONS
+from ..wire.precision import ARITHMETIC, FILE_PRECISIONS
 
 __all__ = [
     "CATEGORIES",

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..results import MemoryMeasurement
 from ..sandbox.client import MeasureSettings, ModelSection, SandboxRun, WorkerClient
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 from .planning import inferred_note
 
 __all__ = ["classify", "failed_measurement", "inferred", "oom_phase", "to_measurement"]

@@ -28,7 +28,7 @@ from ..latency.records import ModelGraph
 from ..sandbox.session import Session
 from ..store import file_digest
 from ..version import __version__
-from ..worker.protocol import DEFAULT_INPUT_SHAPE
+from ..wire.protocol import DEFAULT_INPUT_SHAPE
 from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
 
 __all__ = ["Graphs", "is_module"]
@@ -161,8 +161,8 @@ def _export_in_process(module: Any, shape: Sequence[int], target: Path) -> None:
     """Export lodevem's own zoo code or the caller's own module object in this process."""
     import torch
 
+    from ..wire.protocol import WorkerError
     from ..worker.onnx_export import export_module
-    from ..worker.protocol import WorkerError
 
     first = next(iter(module.parameters()), None)
     example = torch.zeros(tuple(shape), dtype=first.dtype if first is not None else torch.float32)

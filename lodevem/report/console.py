@@ -22,8 +22,8 @@ from rich.text import Text
 
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
-from ..worker.registry import latency_runtimes
-from ..worker.verdict import Verdict
+from ..wire.registry import latency_runtimes
+from ..wire.verdict import Verdict
 from .cells import (
     accuracy_legend,
     accuracy_text,

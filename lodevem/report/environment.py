@@ -21,7 +21,7 @@ from typing import Any, Optional
 from ..profiles import Profile
 from ..sandbox.base import cgroup_version, host_memory_mb
 from ..version import __version__
-from ..worker.registry import RUNTIMES
+from ..wire.registry import RUNTIMES
 from .manifest import (
     BackendInfo,
     DataSetEntry,

@@ -27,8 +27,8 @@ from typing import Optional
 from ..latency.paper import KindUse, and_join
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
 from ..runtimes import ADAPTERS
-from ..worker.registry import on_device_runtimes
-from ..worker.verdict import Verdict
+from ..wire.registry import on_device_runtimes
+from ..wire.verdict import Verdict
 from .legend import HELD_OUT
 from .run_facts import KindFacts, RunFacts, run_facts
 

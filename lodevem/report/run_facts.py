@@ -16,8 +16,8 @@ from ..latency.described import describe_kind
 from ..latency.paper import KindPaper, KindUse
 from ..results import PairResult
 from ..version import __version__
-from ..worker.registry import on_device_runtimes
-from ..worker.verdict import Verdict
+from ..wire.registry import on_device_runtimes
+from ..wire.verdict import Verdict
 from .cells import RunCounts, run_counts
 from .legend import row_cell
 from .manifest import Manifest, ManifestLike

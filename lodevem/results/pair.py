@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 from .measurements import Accuracy, MemoryMeasurement
 from .model_file import ModelFile
 from .notes import joined, quantization_note, sparsity_note, unstable

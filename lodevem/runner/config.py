@@ -24,8 +24,8 @@ from ..results import ModelFile
 from ..sandbox.client import MeasureSettings
 from ..sandbox.usercode import ModelLoading
 from ..store import digest, file_digest
+from ..wire.registry import RUNTIMES, canonical
 from ..worker.images import Preprocessing
-from ..worker.registry import RUNTIMES, canonical
 
 __all__ = ["DataOptions", "InputOptions", "LatencyOptions", "MemoryOptions", "ResultsOptions", "RunConfig",
            "SandboxOptions"]

@@ -19,8 +19,8 @@ from ..results import ExportResult, ModelFile
 from ..results.notes import kernel_precisions
 from ..runtimes import adapter
 from ..sandbox.usercode import with_code_hint
-from ..worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
-from ..worker.registry import measured_under, predicted_for
+from ..wire.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
+from ..wire.registry import measured_under, predicted_for
 from .run import Run
 
 __all__ = ["converted_level", "latency_runtime", "measured_runtime", "per_runtime", "prepare_models"]
@@ -44,7 +44,7 @@ def measured_runtime(run: Run, model: ModelFile) -> str:
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:
     """The runtime a row measured under ``measurement_runtime`` has its latency predicted for:
-    the registry's rule (``worker.registry.predicted_for``): its own when it has a latency
+    the registry's rule (``wire.registry.predicted_for``): its own when it has a latency
     model, else ``--latency-runtime`` (``default``)."""
     return predicted_for(measurement_runtime, default)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from ..worker.registry import RUNTIMES, RuntimeSpec
+from ..wire.registry import RUNTIMES, RuntimeSpec
 from .logs import ParsedLog
 
 __all__ = ["Citation", "LogReader", "Runtime"]

@@ -25,7 +25,7 @@ from typing import Any, Optional, Sequence
 
 from ..runtimes import adapter
 from ..store import ArtifactStore, digest
-from ..worker.protocol import artifact_files
+from ..wire.protocol import artifact_files
 from .client import ConvertedSection, ModelSection, WorkerClient
 
 __all__ = ["ConversionResult", "ConvertCache", "ExportCache", "ExportResult", "converted_name", "loading_sha256",

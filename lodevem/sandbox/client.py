@@ -19,13 +19,13 @@ from typing import Any, Optional, Sequence, TypeVar
 from ..errors import SandboxError
 from ..runtimes import adapter
 from ..safe_io import printable
-from ..worker import requests as wire
-from ..worker.protocol import (
+from ..wire import requests as wire
+from ..wire.protocol import (
     SCHEMA_VERSION,
     UNUSABLE_FILE_KINDS,
     WORKER_VERSION,
 )
-from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported for the host's readers)
+from ..wire.replies import (  # noqa: F401  (the reply's records, re-exported for the host's readers)
     MAX_TEXT,
     AccuracySection,
     ConvertedSection,
@@ -40,15 +40,15 @@ from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported 
     WorkerReply,
     reply_object,
 )
-from ..worker.requests import WorkerRequest
-from ..worker.verdict import Verdict
+from ..wire.requests import WorkerRequest
+from ..wire.verdict import Verdict
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
 
 R = TypeVar("R", bound=WorkerRequest)
 
 def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
-    """The worker's result line as a ``WorkerReply`` (``worker.replies``: the records the worker
+    """The worker's result line as a ``WorkerReply`` (``wire.replies``: the records the worker
     writes), None when it printed none. Host concerns added here: paths the worker saw inside the
     sandbox (``/input/x.pt``) are replaced by the host paths the user typed, so an error message
     names the user's own file; the message (the model's own words, maybe with terminal escapes)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import BackendUnavailable, LodevemError
-from ..worker.protocol import worker_source_files
+from ..wire.protocol import worker_source_files
 from .image_specs import BASE_IMAGE, BENCH, DEFAULT_DEBIAN_MIRROR, IMAGE_REQUIREMENTS, IMAGES, GuestWheels, ImageSpec
 
 Progress = Callable[[str], None]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
 
 from ..version import __version__
-from ..worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
+from ..wire.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
 
 IMAGE_REPO = "lodevem-bench"
 IMAGE_TAG = f"{IMAGE_REPO}:{__version__}"

@@ -38,6 +38,40 @@ re-exported here.
 
 from __future__ import annotations
 
+# The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
+from ..wire.protocol import (  # noqa: F401
+    ACTIONS,
+    CONVERT_ACTIONS,
+    DEFAULT_INPUT_SHAPE,
+    ERROR_KINDS,
+    EXIT_ERROR,
+    EXIT_OK,
+    FORMATS,
+    LEVELS,
+    PROGRESS_PREFIX,
+    RUNTIMES,
+    SCHEMA_VERSION,
+    WORKER_RELEASE,
+    WORKER_VERSION,
+    WorkerError,
+    WorkerResult,
+    artifact_files,
+    first_line,
+    progress,
+)
+from ..wire.requests import (  # noqa: F401
+    REQUESTS,
+    ArmsimProfileRequest,
+    ConvertRequest,
+    DecodeImagesRequest,
+    DeriveRequest,
+    EvaluateRequest,
+    ExportOnnxRequest,
+    InspectRequest,
+    MeasureRequest,
+    RequestFiles,
+    WorkerRequest,
+)
 from .actions import (  # noqa: F401
     Late,
     action_derive,
@@ -67,41 +101,6 @@ from .onnx_export import (  # noqa: F401
     onnx_model_info,
     onnx_section,
     resolve_static,
-)
-
-# The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
-from .protocol import (  # noqa: F401
-    ACTIONS,
-    CONVERT_ACTIONS,
-    DEFAULT_INPUT_SHAPE,
-    ERROR_KINDS,
-    EXIT_ERROR,
-    EXIT_OK,
-    FORMATS,
-    LEVELS,
-    PROGRESS_PREFIX,
-    RUNTIMES,
-    SCHEMA_VERSION,
-    WORKER_RELEASE,
-    WORKER_VERSION,
-    WorkerError,
-    WorkerResult,
-    artifact_files,
-    first_line,
-    progress,
-)
-from .requests import (  # noqa: F401
-    REQUESTS,
-    ArmsimProfileRequest,
-    ConvertRequest,
-    DecodeImagesRequest,
-    DeriveRequest,
-    EvaluateRequest,
-    ExportOnnxRequest,
-    InspectRequest,
-    MeasureRequest,
-    RequestFiles,
-    WorkerRequest,
 )
 from .timing import (  # noqa: F401
     latency_stats,

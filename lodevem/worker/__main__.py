@@ -11,12 +11,12 @@ import sys
 import traceback
 from typing import Optional
 
+from ..wire.protocol import EXIT_ERROR, EXIT_OK, WorkerError, WorkerResult, first_line, progress
+from ..wire.replies import WorkerFailure
+from ..wire.requests import WorkerRequest
 from .actions import Late
 from .dispatch import run
 from .memory import MemoryPhases, proc_status_kb
-from .protocol import EXIT_ERROR, EXIT_OK, WorkerError, WorkerResult, first_line, progress
-from .replies import WorkerFailure
-from .requests import WorkerRequest
 
 
 class _ArgParser(argparse.ArgumentParser):

@@ -10,7 +10,10 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Optional
 
-from .file_sections import ModelSection, SparsitySection, quantization_text
+from ..wire.file_sections import ModelSection, SparsitySection, quantization_text
+from ..wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, progress
+from ..wire.requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
+from ..wire.sections import RuntimeSection
 from .formats import (
     _format_of,
     file_sha256,
@@ -32,10 +35,7 @@ from .onnx_export import (
     onnx_section,
 )
 from .programs import pt2e_float_twin, pt2e_scheme
-from .protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, progress
 from .quantized import finish_twin, float_twin_module, read_precision, torch_quantization
-from .requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
-from .sections import RuntimeSection
 from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
 from .sparsity import remove_zero_channels, sparsity_report
 from .timing import first_output_shape, latency_stats, timed_passes

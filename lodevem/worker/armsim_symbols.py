@@ -22,6 +22,8 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
+from ..wire.profile_section import KernelShare
+
 __all__ = ["CodeMap", "KernelShare", "SymbolTable", "attribute", "parse_maps"]
 
 _MAX_ELF_BYTES = 512 << 20
@@ -135,20 +137,6 @@ class SymbolTable:
                 return name
             i -= 1
         return None
-
-
-@dataclass(frozen=True)
-class KernelShare:
-    """Instructions one function (or one unnamed shared object) executed in the counted inference."""
-
-    symbol: str  # the function's name, or "?" (an object without a symbol for the address)
-    library: str  # the shared object's file name
-    instructions: int
-    share: float  # of all instructions of the inference
-
-    def to_dict(self) -> dict[str, object]:
-        return {"symbol": self.symbol, "library": self.library, "instructions": self.instructions,
-                "share": round(self.share, 5)}
 
 
 def attribute(blocks: Iterable[tuple[int, int]], maps: Sequence[CodeMap],

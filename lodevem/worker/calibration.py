@@ -16,8 +16,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
-from .protocol import WorkerError, first_line
-from .requests import ConvertRequest
+from ..wire.protocol import WorkerError, first_line
+from ..wire.requests import ConvertRequest
 from .variants import CALIBRATION_SEED
 
 SYNTHETIC_CALIBRATION_INPUTS = 32

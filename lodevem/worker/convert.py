@@ -28,13 +28,13 @@ import time
 from importlib import metadata
 from typing import Any, Optional
 
+from ..wire.precision import LEVEL_FILE_PRECISION
+from ..wire.protocol import WorkerResult, artifact_files
+from ..wire.requests import ConvertRequest, WorkerRequest
+from ..wire.sections import ConvertedSection
 from .actions import _import_torch, _load_torch
 from .calibration import Calibration
 from .memory import MemoryPhases
-from .precision import LEVEL_FILE_PRECISION
-from .protocol import WorkerResult, artifact_files
-from .requests import ConvertRequest, WorkerRequest
-from .sections import ConvertedSection
 from .timing import timed_passes
 
 

@@ -8,18 +8,18 @@ the registry's names), so no runtime is chosen here by name.
 
 from __future__ import annotations
 
-from .actions import run as run_file_actions
-from .formats import sniff_format
-from .guest import Late, converter_guest
-from .memory import MemoryPhases
-from .protocol import WorkerResult
-from .requests import (
+from ..wire.protocol import WorkerResult
+from ..wire.requests import (
     ArmsimProfileRequest,
     ConvertRequest,
     DecodeImagesRequest,
     EvaluateRequest,
     WorkerRequest,
 )
+from .actions import run as run_file_actions
+from .formats import sniff_format
+from .guest import Late, converter_guest
+from .memory import MemoryPhases
 
 
 def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import time
 
+from ..wire.protocol import WorkerError, WorkerResult, progress
+from ..wire.replies import AccuracySection
+from ..wire.requests import EvaluateRequest
 from .guest import Predict, guest
 from .memory import MemoryPhases
-from .protocol import WorkerError, WorkerResult, progress
-from .replies import AccuracySection
-from .requests import EvaluateRequest
 from .samples import NpzSamples, SampleFileError
 
 

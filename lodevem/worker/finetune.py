@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .protocol import WorkerError, progress
+from ..wire.protocol import WorkerError, progress
 from .samples import NpzSamples, SampleFileError
 
 LEARNING_RATE, MOMENTUM, BATCH, SEED = 0.01, 0.9, 32, 0

@@ -10,8 +10,8 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .file_sections import ModelSection
-from .protocol import WorkerError, first_line, progress
+from ..wire.file_sections import ModelSection
+from ..wire.protocol import WorkerError, first_line, progress
 from .quantized import FX_PICKLE_HINT, quantized_conv_unpickling
 from .usercode import UserCode, build_arch, load_into, weights_of
 

@@ -17,11 +17,11 @@ import time
 from importlib import metadata
 from typing import Any, Callable, Optional
 
+from ..wire.protocol import CONVERT_ACTIONS, WorkerError, WorkerResult, artifact_files, progress
+from ..wire.registry import RUNTIMES
+from ..wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest, WorkerRequest
+from ..wire.sections import RuntimeSection
 from .memory import MemoryPhases
-from .protocol import CONVERT_ACTIONS, WorkerError, WorkerResult, artifact_files, progress
-from .registry import RUNTIMES
-from .requests import ConvertRequest, EvaluateRequest, MeasureRequest, WorkerRequest
-from .sections import RuntimeSection
 
 Late = Optional[Callable[[], None]]  # runs after the memory summary was taken (see main)
 Predict = Callable[[Any], Any]  # one C x H x W float32 sample -> the output scores, 1-D float

@@ -34,9 +34,9 @@ import zipfile
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from .file_sections import DerivedFile
-from .protocol import WorkerError, WorkerResult, first_line, progress
-from .requests import DecodeImagesRequest
+from ..wire.file_sections import DerivedFile
+from ..wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ..wire.requests import DecodeImagesRequest
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 PIL_FORMATS = ("PNG", "JPEG")

@@ -17,8 +17,8 @@ import contextlib
 import json
 from typing import Any, Iterator, Optional
 
+from ..wire.protocol import WorkerError
 from .onnx_twin import fp16_twin, is_fp16_onnx, onnx_float_twin, onnx_quantization
-from .protocol import WorkerError
 
 PRECISION_KEY = "lodevem.precision"
 FX_PICKLE_HINT = ("torch itself cannot reload a pickled quantized FX GraphModule or a torch.save'd quantized "

@@ -11,11 +11,11 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-from .file_sections import DerivedFile, VariantSection
+from ..wire.file_sections import DerivedFile, VariantSection
+from ..wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ..wire.requests import DeriveRequest, WorkerRequest
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
 from .programs import exported_module, with_layers
-from .protocol import WorkerError, WorkerResult, first_line, progress
-from .requests import DeriveRequest, WorkerRequest
 
 PRUNING_RATIO = 0.5
 CALIBRATION_BATCHES, CALIBRATION_SEED = 8, 0

@@ -14,14 +14,14 @@ import os
 import time
 from typing import Any
 
+from lodevem.wire.file_sections import ModelSection
+from lodevem.wire.protocol import WorkerError, WorkerResult, first_line, progress
+from lodevem.wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from lodevem.worker.actions import _file_info, _measure
 from lodevem.worker.convert import _converted_section, _loaded_and_checked
-from lodevem.worker.file_sections import ModelSection
 from lodevem.worker.formats import _format_of
 from lodevem.worker.guest import Guest, Late, Predict, converted_file, imported
 from lodevem.worker.memory import MemoryPhases
-from lodevem.worker.protocol import WorkerError, WorkerResult, first_line, progress
-from lodevem.worker.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 
 
 class ToyGuest(Guest):

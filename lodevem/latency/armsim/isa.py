@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...worker.protocol import ARMSIM_ISAS
+from ...wire.protocol import ARMSIM_ISAS
 
 ISAS: tuple[str, ...] = ARMSIM_ISAS  # the worker protocol's list: one home
 # profile core (lodevem.profiles.CORE_TYPES) -> (isa, uarch view)
@@ -38,7 +38,7 @@ QEMU_CPU = {"armv7": "cortex-a7", "armv8.0": "cortex-a53", "armv8.2": "cortex-a7
 
 def runtime_isas(runtime: str) -> tuple[str, ...]:
     """The ISAs the armsim image has ``runtime``'s Arm build for (the registry's ``armsim_isas``)."""
-    from ...worker.registry import armsim_isas
+    from ...wire.registry import armsim_isas
 
     return armsim_isas(runtime)
 

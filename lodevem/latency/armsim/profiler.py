@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ...worker.profile_section import InstructionProfile
-from ...worker.protocol import artifact_files
+from ...wire.profile_section import InstructionProfile
+from ...wire.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
 from .isa import runtime_isas
 from .shipped import shipped_records
@@ -34,8 +34,8 @@ _SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "
 
 
 def pinned_versions() -> dict[str, str]:
-    """The Arm guests' runtime pins (``worker.registry``: the armsim image installs them)."""
-    from ...worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
+    """The Arm guests' runtime pins (``wire.registry``: the armsim image installs them)."""
+    from ...wire.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
 
     pins = {}
     for requirement in ARMSIM_AARCH64_REQUIREMENTS + tuple(f"{r}#armv7l" for r in ARMSIM_ARMV7L_REQUIREMENTS):

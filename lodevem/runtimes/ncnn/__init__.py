@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...worker.precision import FLOAT_ARITHMETIC
+from ...wire.precision import FLOAT_ARITHMETIC
 from ..base import Citation, Runtime
 from .log import parse_log
 

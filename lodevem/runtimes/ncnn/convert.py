@@ -16,15 +16,15 @@ import tempfile
 import time
 from typing import Any, Optional
 
+from ...wire.file_sections import ModelSection
+from ...wire.precision import INT8_LEVELS
+from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, artifact_files, first_line, progress
+from ...wire.requests import ConvertRequest
 from ...worker.artifact_info import ArtifactUnreadable, describe, ncnn_census
 from ...worker.calibration import calibration_inputs
 from ...worker.convert import _converted_section, _loaded_and_checked, _version
-from ...worker.file_sections import ModelSection
 from ...worker.memory import MemoryPhases
-from ...worker.precision import INT8_LEVELS
 from ...worker.programs import pt2e_scheme, with_layers
-from ...worker.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, artifact_files, first_line, progress
-from ...worker.requests import ConvertRequest
 from .int8 import NCNN_INT8_HOW, NCNN_NO_DYNAMIC, ncnn_int8
 
 PNNX_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner when it is shorter

@@ -28,9 +28,9 @@ import os
 import struct
 from typing import Any
 
+from ...wire.protocol import WorkerError, first_line, progress
 from ...worker.artifact_info import _WEIGHTED, _WEIGHTLESS, NCNN_MAGIC
 from ...worker.calibration import Calibration
-from ...worker.protocol import WorkerError, first_line, progress
 
 NCNN_NO_DYNAMIC = ("ncnn has no dynamic-range int8: full-integer int8 (lodevem's ncnn int8 writer, "
                    "max calibration)")

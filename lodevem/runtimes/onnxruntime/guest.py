@@ -12,15 +12,15 @@ import os
 import time
 from typing import Any
 
+from ...wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ...wire.requests import EvaluateRequest, MeasureRequest
+from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _filled_from_onnx, _measure
 from ...worker.formats import _format_of
 from ...worker.guest import Guest, Late, Predict
 from ...worker.memory import MemoryPhases
 from ...worker.onnx_export import load_onnx, resolve_static
-from ...worker.protocol import WorkerError, WorkerResult, first_line, progress
 from ...worker.quantized import PRECISION_KEY
-from ...worker.requests import EvaluateRequest, MeasureRequest
-from ...worker.sections import RuntimeSection
 
 
 class OnnxRuntimeGuest(Guest):

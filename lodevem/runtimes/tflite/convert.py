@@ -13,13 +13,13 @@ import os
 import time
 from typing import Any, Optional
 
+from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, first_line, progress
+from ...wire.requests import ConvertRequest
 from ...worker.artifact_info import ArtifactUnreadable, describe, tflite_census
 from ...worker.calibration import Calibration, calibration_inputs
 from ...worker.convert import _converted_section, _loaded_and_checked, _temporary_beside, _version
 from ...worker.memory import MemoryPhases
 from ...worker.programs import exported_module, pt2e_scheme, pt2e_unfolded, with_layers
-from ...worker.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, first_line, progress
-from ...worker.requests import ConvertRequest
 
 NO_ONNX_TO_TFLITE = ("an .onnx cannot be made into a .tflite here: litert-torch converts PyTorch programs only, and "
                      "ONNX-to-TFLite converters go through TensorFlow, which lodevem does not ship (measure an "

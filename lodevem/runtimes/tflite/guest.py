@@ -14,14 +14,14 @@ import os
 import time
 from typing import Any
 
+from ...wire.file_sections import ModelSection
+from ...wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ...wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
+from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _measure
-from ...worker.file_sections import ModelSection
 from ...worker.formats import _format_of
 from ...worker.guest import Guest, Late, Predict, converted_file, imported, package_version, random_input
 from ...worker.memory import MemoryPhases
-from ...worker.protocol import WorkerError, WorkerResult, first_line, progress
-from ...worker.requests import ConvertRequest, EvaluateRequest, MeasureRequest
-from ...worker.sections import RuntimeSection
 
 
 class TfliteGuest(Guest):

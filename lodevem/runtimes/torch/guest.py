@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...wire.protocol import WorkerError, WorkerResult
+from ...wire.registry import RUNTIMES
+from ...wire.requests import EvaluateRequest, MeasureRequest
 from ...worker.actions import _import_torch, _load_torch, _measure
 from ...worker.guest import Guest, Late, Predict
 from ...worker.memory import MemoryPhases
-from ...worker.protocol import WorkerError, WorkerResult
-from ...worker.registry import RUNTIMES
-from ...worker.requests import EvaluateRequest, MeasureRequest
 
 
 def _no_onnx(model_path: str, verb: str) -> WorkerError:

@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Optional
 
-from .armsim_symbols import KernelShare
-
 # The classes the plugin counts (lodevem/sandbox/armsim/lodevem_icount.c). simd_fp16 and simd_dot
 # are SUBSETS of simd_arith, counted separately as well: the disjoint classes sum to ``total``.
 INSN_CLASSES: tuple[str, ...] = ("simd_arith", "simd_fp16", "simd_dot", "simd_load", "simd_store", "scalar_load",
@@ -40,6 +38,20 @@ def _counts(data: Any) -> Optional[dict[str, int]]:
     if any(v is None for v in counts.values()):
         return None
     return counts  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class KernelShare:
+    """Instructions one function (or one unnamed shared object) executed in the counted inference."""
+
+    symbol: str  # the function's name, or "?" (an object without a symbol for the address)
+    library: str  # the shared object's file name
+    instructions: int
+    share: float  # of all instructions of the inference
+
+    def to_dict(self) -> dict[str, object]:
+        return {"symbol": self.symbol, "library": self.library, "instructions": self.instructions,
+                "share": round(self.share, 5)}
 
 
 @dataclass(frozen=True)

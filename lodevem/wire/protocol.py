@@ -1,5 +1,5 @@
 """The wire protocol: versions, names, the result JSON and the one-line error (the requests,
-one record per action, are ``worker.requests``).
+one record per action, are ``wire.requests``).
 
 Everything here is what host code needs to talk to the worker; ``lodevem.worker`` re-exports it.
 """
@@ -32,7 +32,7 @@ WORKER_RELEASE = "2"  # bump when measurement semantics change, for people readi
 # depth). One home: the image build bakes exactly these files (``sandbox.image_context``), the host
 # bind-mounts its package over them at run time, and the worker version digests them, so an edit
 # to any of them (the zoo's MAC counter, a subpackage) keys new cache entries.
-WORKER_SOURCES: tuple[str, ...] = ("__init__.py", "version.py", "errors.py", "worker", "zoo", "runtimes")
+WORKER_SOURCES: tuple[str, ...] = ("__init__.py", "version.py", "errors.py", "wire", "worker", "zoo", "runtimes")
 _NOT_SOURCE_DIRS = ("__pycache__",)
 _NOT_SOURCE_SUFFIXES = (".pyc", ".pyo")
 
@@ -115,7 +115,7 @@ class WorkerResult:
                                  "export": None})
 
     def to_json(self) -> str:
-        """The result line; a typed section is written by its own ``to_dict`` (``worker.sections``)."""
+        """The result line; a typed section is written by its own ``to_dict`` (``wire.sections``)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         for name, value in data.items():
             if hasattr(value, "to_dict"):

@@ -1,7 +1,7 @@
 """The verdict of a (model, device profile) row: one enum, so a misspelt verdict is an error at
 import time rather than a comparison that is silently never true.
 
-Why in the worker package, like the precision vocabulary (``worker.precision``): the sandbox
+Why in the worker package, like the precision vocabulary (``wire.precision``): the sandbox
 names the failure kinds of a run with it, ``memory.verdicts`` decides a run's verdict,
 ``results`` stores it and ``report`` shows it, and those packages may not import each other for
 a word; every one of them already imports the worker package, which imports nothing of the host.
