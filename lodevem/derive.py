@@ -103,7 +103,7 @@ def derive_variants(model: Path, levels: Sequence[str], out_dir: Path, client: W
 
 def _variant(model: ModelFile, run: SandboxRun, target: Path) -> tuple[Optional[ModelFile], str]:
     """(``model`` with its variant file, "") for a run that wrote ``target``, else (None, reason)."""
-    derived = run.reply.derived if run.reply is not None else None
+    derived = run.reply.derived_variant() if run.reply is not None else None
     if run.ok and derived is not None and target.is_file():
         return dataclasses.replace(model, variant_path=target, variant_sha256=file_sha256(str(target)),
                                    size_bytes=target.stat().st_size, format=derived.format,

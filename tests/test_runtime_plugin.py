@@ -128,7 +128,7 @@ def test_it_converts_measures_and_evaluates_in_a_container(toy: ToyRuntime, dock
     assert measured.ok, measured.problem()
     reply = measured.reply
     assert reply is not None and reply.runtime is not None and reply.runtime.name == "toyrt"
-    assert len(reply.timings.samples_ms) == 3 and reply.memory is not None
+    assert reply.latency is not None and len(reply.latency.samples_ms) == 3 and reply.memory is not None
 
     evaluated = client.evaluate(digits_files.pickled, digits_files.npz, settings, 300, converted_path=target)
     assert evaluated.ok, evaluated.problem()

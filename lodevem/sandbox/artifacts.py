@@ -150,7 +150,7 @@ class ExportCache:
         with self.store.staging() as staged:
             run = self.client.export_onnx(path, staged / name, input_shape, self.timeout_s, twin=twin,
                                           channels_removed=staged / removed if removed else None)
-            model = run.reply.model if run.reply is not None else ModelSection()
+            model = (run.reply.model if run.reply is not None else None) or ModelSection()
             if not run.ok:
                 return ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             artifact, error = self.store.publish(self.KIND, staged, [name], maker, {"model": asdict(model)},

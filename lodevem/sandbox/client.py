@@ -57,12 +57,12 @@ def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Opt
     if data is None:
         return None
     reply = WorkerReply.parse(data)
-    failure = reply.failure
+    failure = reply.error
     if failure is not None:
         message = failure.message
         for inside, host in sorted((host_paths or {}).items(), key=lambda kv: -len(kv[0])):
             message = message.replace(inside, host)
-        reply = replace(reply, failure=WorkerFailure(failure.kind, printable(message, MAX_TEXT)))
+        reply = replace(reply, error=WorkerFailure(failure.kind, printable(message, MAX_TEXT)))
     return reply
 
 
@@ -80,7 +80,7 @@ class SandboxRun:
     @property
     def unusable_file(self) -> bool:
         """The worker refused the file itself (state_dict only, not a model, a bad shape...)."""
-        failure = self.reply.failure if self.reply is not None else None
+        failure = self.reply.error if self.reply is not None else None
         return failure is not None and failure.kind in UNUSABLE_FILE_KINDS
 
     def problem(self) -> Optional[tuple[Verdict, str]]:
@@ -101,8 +101,8 @@ class SandboxRun:
         if self.reply is None:
             last = printable((out.stderr_tail.strip().splitlines() or ["no output"])[-1], 200)
             return Verdict.ERROR, f"worker died with exit code {out.exit_code} and no result: {last}"
-        if self.reply.failure is not None:
-            return Verdict.ERROR, self.reply.failure.message
+        if self.reply.error is not None:
+            return Verdict.ERROR, self.reply.error.message
         return None
 
     def failure_message(self, default: str = "the worker failed without a message") -> str:

@@ -7,24 +7,19 @@ Everything here is what host code needs to talk to the worker; ``lodevem.worker`
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sys
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Optional
 
 from . import registry as _registry
 from .error_kinds import ERROR_KINDS, UNUSABLE_FILE_KINDS  # noqa: F401  (the protocol's vocabulary, re-exported)
-from .file_sections import DerivedFile, ModelSection, OnnxSection, VariantSection
 from .precision import ARITHMETIC, LEVELS  # noqa: F401  (re-exported)
-from .profile_section import InstructionProfile
 from .registry import CONVERT_ACTIONS
-from .sections import AccuracySection, ConvertedSection, HostTimings, MemorySection, RuntimeSection, WorkerFailure
 
 # The wire format's version, in every request and reply (as pyperf versions its records); the host
-# refuses a reply of another version ("rebuild the image"). 2: one request record per action.
-SCHEMA_VERSION = 2
+# refuses a reply of another version ("rebuild the image"). 2: one request record per action;
+# 3: one reply class on both sides (``wire.replies.WorkerReply``), no ``timings_s``.
+SCHEMA_VERSION = 3
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
 
 
@@ -88,39 +83,6 @@ class WorkerError(Exception):
         assert kind in ERROR_KINDS, kind
         super().__init__(message)
         self.kind, self.message = kind, " ".join(message.split())
-
-
-@dataclass
-class WorkerResult:
-    """The one JSON object printed on stdout. Sections stay ``None`` when not applicable
-    (``action`` too, when the request itself could not be read)."""
-
-    action: Optional[str] = None
-    ok: bool = False
-    schema_version: int = SCHEMA_VERSION
-    worker_version: str = WORKER_VERSION
-    error: Optional[WorkerFailure] = None
-    model: Optional[ModelSection] = None
-    latency: Optional[HostTimings] = None
-    memory: Optional[MemorySection] = None
-    onnx: Optional[OnnxSection] = None
-    runtime: Optional[RuntimeSection] = None
-    variant: Optional[VariantSection] = None
-    derived: Optional[DerivedFile] = None
-    converted: Optional[ConvertedSection] = None  # export-tflite / export-ncnn: what was written
-    profile: Optional[InstructionProfile] = None  # armsim-profile: the instruction counts of one inference
-    accuracy: Optional[AccuracySection] = None  # evaluate: samples, top1_correct, top5_correct, classes
-    timings_s: dict[str, Optional[float]] = field(
-        default_factory=lambda: {"import": None, "load": None, "derive": None, "warmup": None, "measure": None,
-                                 "export": None})
-
-    def to_json(self) -> str:
-        """The result line; a typed section is written by its own ``to_dict`` (``wire.sections``)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name, value in data.items():
-            if hasattr(value, "to_dict"):
-                data[name] = value.to_dict()
-        return json.dumps(data, separators=(",", ":"))
 
 
 def artifact_files(converted_path: str) -> list[str]:

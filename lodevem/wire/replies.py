@@ -1,7 +1,8 @@
 """The worker's reply, typed: one record per section, defined once, beside the request.
 
-Why here, in the worker package: the worker writes these sections and the host reads them, and a
-section renamed on one side only used to read as empty on the other, silently. The records are
+Why here, on the ground floor: the worker writes these sections and the host reads them, and a
+section renamed on one side only used to read as empty on the other, silently; the envelope is
+one class too (``WorkerReply``), written and read under the same field names. The records are
 stdlib-only (the worker imports nothing of the host); each reads its section with ``parse``,
 keeping only fields of the expected types and sizes (the worker runs a user's model, so its
 stdout is untrusted), and the sections the worker builds whole are written with ``to_dict``
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Optional
 
 from . import fields
 from .file_sections import DerivedFile, LayerSparsity, ModelSection, OnnxSection, SparsitySection, VariantSection
 from .profile_section import InstructionProfile
+from .protocol import SCHEMA_VERSION, WORKER_VERSION
 from .sections import (
     MAX_TEXT,
     AccuracySection,
@@ -56,44 +59,63 @@ class DerivedSection:
         return cls(format=derived.format, params_after=variant.params_after if variant else None, notes=notes)
 
 
-@dataclass(frozen=True)
+@dataclass
 class WorkerReply:
-    """The worker's result line, typed; sections the action does not fill stay empty."""
+    """The one JSON object the worker prints on stdout, one class on both sides: the worker fills it
+    as the action goes and writes it (``to_json``), the host reads it back (``parse``), under the
+    same field names. Sections stay ``None`` when the action does not fill them (``action`` too,
+    when the request itself could not be read); ``parse`` gives ``model`` and ``latency`` as
+    (possibly empty) records, so the host reads them without a None check."""
 
-    ok: bool
-    schema_version: Optional[int]
-    worker_version: Optional[str]
-    failure: Optional[WorkerFailure]
-    model: ModelSection
-    memory: Optional[MemorySection]
-    timings: HostTimings
-    derived: Optional[DerivedSection]
-    converted: Optional[ConvertedSection] = None
-    runtime: Optional[RuntimeSection] = None
-    profile: Optional[InstructionProfile] = None  # armsim-profile: one inference's instruction counts
-    accuracy: Optional[AccuracySection] = None  # evaluate: what was counted
+    action: Optional[str] = None
+    ok: bool = False
+    schema_version: Optional[int] = SCHEMA_VERSION
+    worker_version: Optional[str] = WORKER_VERSION
+    error: Optional[WorkerFailure] = None
+    model: Optional[ModelSection] = None
+    latency: Optional[HostTimings] = None  # timed passes on the host CPU (informational)
+    memory: Optional[MemorySection] = None
     onnx: Optional[OnnxSection] = None  # export-onnx: the graph written or found
+    runtime: Optional[RuntimeSection] = None
+    variant: Optional[VariantSection] = None  # derive: before/after figures
+    derived: Optional[DerivedFile] = None  # derive: the file written
+    converted: Optional[ConvertedSection] = None  # export-tflite / export-ncnn: what was written
+    profile: Optional[InstructionProfile] = None  # armsim-profile: the instruction counts of one inference
+    accuracy: Optional[AccuracySection] = None  # evaluate: samples, top1_correct, top5_correct, classes
+
+    def to_json(self) -> str:
+        """The result line; a typed section is written by its own ``to_dict`` (``wire.sections``)."""
+        data = {f.name: getattr(self, f.name) for f in dataclass_fields(self)}
+        for name, value in data.items():
+            if hasattr(value, "to_dict"):
+                data[name] = value.to_dict()
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "WorkerReply":
         """The reply object, typed and bounded: only fields of the expected types and sizes."""
         failure = WorkerFailure.parse(data)
         return cls(
+            action=_text(data.get("action"), 40),
             ok=data.get("ok") is True and failure is None,
             schema_version=fields.integer(data.get("schema_version")),
             worker_version=_text(data.get("worker_version"), 80),
-            failure=failure,
+            error=failure,
             model=ModelSection.parse(data.get("model")),
             memory=MemorySection.parse(data.get("memory")),
-            timings=HostTimings.parse(data.get("latency")),
-            derived=DerivedSection.of(DerivedFile.parse(data.get("derived")),
-                                      VariantSection.parse(data.get("variant"))),
+            latency=HostTimings.parse(data.get("latency")),
+            variant=VariantSection.parse(data.get("variant")),
+            derived=DerivedFile.parse(data.get("derived")),
             converted=ConvertedSection.parse(data.get("converted")),
             runtime=RuntimeSection.parse(data.get("runtime")),
             accuracy=AccuracySection.parse(data.get("accuracy")),
             onnx=OnnxSection.parse(data.get("onnx")),
             profile=InstructionProfile.parse(data.get("profile")),
         )
+
+    def derived_variant(self) -> Optional[DerivedSection]:
+        """A derive's file and what deriving it did, as the host keeps them (None: no file)."""
+        return DerivedSection.of(self.derived, self.variant)
 
 
 def reply_object(stdout: str) -> Optional[dict[str, Any]]:

@@ -6,7 +6,7 @@ Why one class per section on both sides: a key renamed on one side used to read 
 other, silently; now the worker can only write what the record has, and the host reads the same
 fields back. ``parse`` keeps only values of the expected types and sizes, since the worker runs
 the user's model and its stdout is untrusted. Field names and their order are the wire format
-(``WorkerResult.to_json``); stdlib only, like the rest of the worker.
+(``WorkerReply.to_json``); stdlib only, like the rest of the worker.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ of the request's shape; pruned is structured L1-norm channel pruning at 50 % wit
 dependency graph, channels physically removed, no fine-tuning. The ``model`` section then
 describes the variant and ``variant`` holds before/after figures.
 
-Modules: ``protocol`` (constants, WorkerResult/WorkerError, progress lines), ``requests`` (one
-request record per action), ``sections``/``file_sections``/``profile_section`` (the reply's records),
+The records it speaks are the ground floor's (``lodevem.wire``: the protocol's constants,
+``WorkerError`` and progress lines; one request record per action; ``WorkerReply``, the one reply
+class, and its sections). Modules:
 ``__main__`` (command line, ``main``), ``formats`` (sniffing and loading model files),
 ``memory`` (RSS phases, cgroup counters), ``timing`` (timed passes, latency stats),
 ``onnx_export`` (export, nn-Meter cleanup, reading .onnx), ``variants`` (compression levels),
@@ -54,11 +55,11 @@ from ..wire.protocol import (  # noqa: F401
     WORKER_RELEASE,
     WORKER_VERSION,
     WorkerError,
-    WorkerResult,
     artifact_files,
     first_line,
     progress,
 )
+from ..wire.replies import WorkerReply  # noqa: F401
 from ..wire.requests import (  # noqa: F401
     REQUESTS,
     ArmsimProfileRequest,

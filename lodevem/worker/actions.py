@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Any, Callable, Optional
 
 from ..wire.file_sections import ModelSection, SparsitySection, quantization_text
-from ..wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, progress
+from ..wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, progress
+from ..wire.replies import WorkerReply
 from ..wire.requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
 from ..wire.sections import RuntimeSection
 from .formats import (
@@ -42,8 +43,8 @@ from .timing import first_output_shape, latency_stats, timed_passes
 from .variants import _derive, write_variant
 
 
-def _import_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Any:
-    t0 = time.perf_counter()
+def _import_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Any:
+    time.perf_counter()
     import torch
 
     torch.set_num_threads(req.threads)
@@ -51,7 +52,6 @@ def _import_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> A
         torch.set_num_interop_threads(1)
     except RuntimeError:  # only settable once, before any parallel work
         pass
-    res.timings_s["import"] = time.perf_counter() - t0
     mem.mark("after_import")
     res.runtime = RuntimeSection.here("torch", torch.__version__)
     progress(f"imported torch {torch.__version__}")
@@ -63,35 +63,32 @@ def _file_info(path: str, fmt: Optional[str]) -> ModelSection:
     return ModelSection(format=fmt, sha256=file_sha256(path), file_bytes=os.path.getsize(path))
 
 
-def _load_torch(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any]:
+def _load_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> tuple[Any, Any]:
     """Load the model and fill ``res.model``; returns (eval-mode module, example input)."""
-    t0 = time.perf_counter()
+    time.perf_counter()
     module, fmt, hint = load_torch_model(req.model_path, kind, load_options(req))
     hint = hint or recorded_input_shape(module)
     shape = req.input_shape or hint or list(DEFAULT_INPUT_SHAPE)
     model = res.model = _file_info(req.model_path, fmt).filled_from(torch_model_info(module, shape)).with_(
         input_shape_source=SOURCE_REQUEST if req.input_shape else SOURCE_RECORDED if hint else SOURCE_DEFAULT)
-    res.timings_s["load"] = time.perf_counter() - t0
     mem.mark("after_load")
     progress(f"loaded {fmt}, {model.params} params, input {shape} {model.input_dtype}")
     return module, make_torch_input(shape, model.input_dtype)
 
 
-def _measure(req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, call: Callable[[], Any]) -> None:
+def _measure(req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, call: Callable[[], Any]) -> None:
     assert res.model is not None  # the load fills it
     shape, describe = res.model.shape, res.model.described_input()
-    t0 = time.perf_counter()
+    time.perf_counter()
     if req.warmup:
         timed_passes(call, "warmup", req.warmup, describe)
-    res.timings_s["warmup"] = time.perf_counter() - t0
     mem.mark("after_warmup")
-    t0 = time.perf_counter()
+    time.perf_counter()
     samples = timed_passes(call, "run", req.runs, describe)
-    res.timings_s["measure"] = time.perf_counter() - t0
     res.latency = latency_stats(samples, shape[0] if shape else 1, req)
 
 
-def action_inspect(req: InspectRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_inspect(req: InspectRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
     if kind == "onnx":
         info = onnx_model_info(load_onnx(req.model_path, user_file=True), req.input_shape)
         res.model = _file_info(req.model_path, "onnx").filled_from(info)
@@ -100,7 +97,7 @@ def action_inspect(req: InspectRequest, res: WorkerResult, mem: MemoryPhases, ki
     _load_torch(req, res, mem, kind)
 
 
-def action_derive(req: DeriveRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_derive(req: DeriveRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
     """Write the variant to ``derive_out`` (whole-module torch.save, or TorchScript), atomically."""
     if kind == "onnx":
         raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
@@ -119,16 +116,15 @@ def action_derive(req: DeriveRequest, res: WorkerResult, mem: MemoryPhases, kind
         res.variant = replace(res.variant, notes=tuple(note if n == NOTE_PRUNED else n for n in res.variant.notes),
                               details={**res.variant.details, **details})
     _released(mem)
-    t0 = time.perf_counter()
+    time.perf_counter()
     progress(f"writing the {req.level} variant to {out}")
     derived = res.derived = write_variant(module, x, out)
-    res.timings_s["export"] = time.perf_counter() - t0
     assert res.variant is not None
     res.variant = replace(res.variant, serialized_bytes=derived.size_bytes, serialized_format=derived.format)
     progress(f"wrote {derived.format} {out} ({derived.size_bytes} bytes)")
 
 
-def action_export(req: ExportOnnxRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_export(req: ExportOnnxRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
     """Export (or validate an .onnx) to onnx_path; an existing onnx_path is a cache hit: no torch."""
     if req.onnx_path is None and kind != "onnx":
         raise WorkerError("bad_request", "export-onnx needs onnx_path (where to write the .onnx)")
@@ -187,9 +183,8 @@ def action_export(req: ExportOnnxRequest, res: WorkerResult, mem: MemoryPhases, 
         if req.channels_removed_path and sparsity and sparsity.zero_channels and module is dense:
             res.model = res.model.with_(sparsity=_export_channels_removed(module, x, req.channels_removed_path,
                                                                           sparsity))
-    res.timings_s["export"] = time.perf_counter() - t0
     nodes = res.onnx.nodes if res.onnx is not None else 0
-    progress(f"exported {nodes} nodes to {out} ({res.timings_s['export']:.2f} s)")
+    progress(f"exported {nodes} nodes to {out} ({time.perf_counter() - t0:.2f} s)")
 
 
 # What an export records of its source model in the .onnx, so a cache hit reports it without torch
@@ -251,7 +246,7 @@ def _frozen_mode(module: Any) -> Any:
     return FrozenMode(module)
 
 
-def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
+def run(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Late:
     """Dispatch; returns the step to run once memory was recorded (or None)."""
     kind = sniff_format(req.model_path)
     if isinstance(req, InspectRequest):

@@ -22,8 +22,9 @@ import time
 from typing import Any, Optional
 
 from ..wire.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
-from ..wire.protocol import WorkerError, WorkerResult, artifact_files, first_line, progress
+from ..wire.protocol import WorkerError, artifact_files, first_line, progress
 from ..wire.registry import RUNTIMES, armsim_isas
+from ..wire.replies import WorkerReply
 from ..wire.requests import ArmsimProfileRequest
 from ..wire.sections import RuntimeSection
 from .armsim_blocks import BlockProfile, LlvmUnavailable, parse_blocks, price_summary
@@ -94,7 +95,7 @@ def per_inference(text: str, inferences: int) -> list[list[int]]:
     return rows
 
 
-def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerResult, mem: MemoryPhases) -> None:
+def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerReply, mem: MemoryPhases) -> None:
     model = req.converted_path or ""
     if not all(os.path.isfile(p) for p in artifact_files(model)):
         raise WorkerError("bad_request", f"armsim-profile needs an existing converted model; got {model!r}")
@@ -162,7 +163,6 @@ def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerResult, mem: Mem
         seconds=round(seconds, 3), plugin_digest=plugin_digest, options=options if isinstance(options, dict) else {},
         phases={k: float(v) for k, v in phases.items() if isinstance(v, (int, float))} if isinstance(phases, dict)
         else {}, blocks=blocks, identity=_identity(report.get("identity")), kernels=kernels)
-    res.timings_s["measure"] = seconds
     progress(f"{totals['total'] / 1e6:.1f} M instructions per inference ({len(threads)} thread(s)), {seconds:.1f} s")
 
 

@@ -29,7 +29,8 @@ from importlib import metadata
 from typing import Any, Optional
 
 from ..wire.precision import LEVEL_FILE_PRECISION
-from ..wire.protocol import WorkerResult, artifact_files
+from ..wire.protocol import artifact_files
+from ..wire.replies import WorkerReply
 from ..wire.requests import ConvertRequest, WorkerRequest
 from ..wire.sections import ConvertedSection
 from .actions import _import_torch, _load_torch
@@ -65,7 +66,7 @@ def _converted_section(req: ConvertRequest, fmt: str, converter: str, shape: lis
                             calibration=calibration.description if calibration else None, census=census)
 
 
-def _loaded_and_checked(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> tuple[Any, Any, Any]:
+def _loaded_and_checked(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> tuple[Any, Any, Any]:
     """torch, the eval-mode module and its example input, after one forward pass: a shape the
     model rejects is the user's error (``model_failed``), not the converter's."""
     torch = _import_torch(req, res, mem)

@@ -8,7 +8,7 @@ the registry's names), so no runtime is chosen here by name.
 
 from __future__ import annotations
 
-from ..wire.protocol import WorkerResult
+from ..wire.replies import WorkerReply
 from ..wire.requests import (
     ArmsimProfileRequest,
     ConvertRequest,
@@ -22,7 +22,7 @@ from .guest import Late, converter_guest
 from .memory import MemoryPhases
 
 
-def run(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases) -> Late:
+def run(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Late:
     """Dispatch; returns the step to run once memory was recorded (or None)."""
     if isinstance(req, ConvertRequest):  # PyTorch/ONNX -> an on-device runtime's format, by its converter
         converter_guest(req.action).convert(req, res, mem, sniff_format(req.model_path))

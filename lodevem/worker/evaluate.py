@@ -17,15 +17,15 @@ from __future__ import annotations
 import os
 import time
 
-from ..wire.protocol import WorkerError, WorkerResult, progress
-from ..wire.replies import AccuracySection
+from ..wire.protocol import WorkerError, progress
+from ..wire.replies import AccuracySection, WorkerReply
 from ..wire.requests import EvaluateRequest
 from .guest import Predict, guest
 from .memory import MemoryPhases
 from .samples import NpzSamples, SampleFileError
 
 
-def action_evaluate(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_evaluate(req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
     if not req.data_path or not os.path.isfile(req.data_path):
         raise WorkerError("bad_request", f"evaluate needs data_path of an existing .npz; got {req.data_path!r}")
     import numpy as np
@@ -59,16 +59,16 @@ def action_evaluate(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, 
             top5 += better < 5
             if (i + 1) % step == 0 or i + 1 == n:
                 progress(f"evaluated {i + 1}/{n}")
-        res.timings_s["measure"] = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
     except SampleFileError as exc:
         raise WorkerError("bad_request", f"evaluation data {req.data_path}: {exc}") from None
     finally:
         fh.close()
     res.accuracy = AccuracySection(n, int(top1), int(top5) if (classes or 0) > 5 else None, classes,
-                                   round(res.timings_s["measure"] or 0.0, 3))
+                                   round(seconds, 3))
 
 
-def _predictor(req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
+def _predictor(req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
                sample_shape: tuple[int, ...]) -> Predict:
     shape = [1, *sample_shape]
     if req.input_shape and list(req.input_shape) != shape:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import time
 from importlib import metadata
 from typing import Any, Callable, Optional
 
-from ..wire.protocol import CONVERT_ACTIONS, WorkerError, WorkerResult, artifact_files, progress
+from ..wire.protocol import CONVERT_ACTIONS, WorkerError, artifact_files, progress
 from ..wire.registry import RUNTIMES
-from ..wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest, WorkerRequest
+from ..wire.replies import WorkerReply
+from ..wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ..wire.sections import RuntimeSection
 from .memory import MemoryPhases
 
@@ -32,16 +32,16 @@ class Guest:
 
     name = ""
 
-    def measure(self, req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
         """Load the request's file under this runtime and time it (``res.latency``, memory phases)."""
         raise WorkerError("bad_request", f"runtime {self.name} cannot measure here")
 
-    def predictor(self, req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         """The evaluation's one-sample inference under this runtime."""
         raise WorkerError("bad_request", f"runtime {self.name} cannot evaluate here")
 
-    def convert(self, req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
         """Make this runtime's own file from the model (``res.converted``)."""
         raise WorkerError("bad_request", f"runtime {self.name} has no converter: it runs the model file as is")
 
@@ -84,9 +84,8 @@ def package_version(distribution: str) -> str:
         return "unknown"
 
 
-def imported(req: WorkerRequest, res: WorkerResult, mem: MemoryPhases, name: str, version: str, t0: float) -> None:
-    """Record that the runtime was imported: the import time, the after_import phase, its section."""
-    res.timings_s["import"] = time.perf_counter() - t0
+def imported(res: WorkerReply, mem: MemoryPhases, name: str, version: str) -> None:
+    """Record that the runtime was imported: the after_import phase and its section."""
     mem.mark("after_import")
     res.runtime = RuntimeSection.here(name, version)
     progress(f"imported {name} {version}")

@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from ..wire.file_sections import DerivedFile
-from ..wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ..wire.protocol import WorkerError, first_line, progress
+from ..wire.replies import WorkerReply
 from ..wire.requests import DecodeImagesRequest
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -150,7 +151,7 @@ def is_image_name(name: str) -> bool:
 
 # -- the action ------------------------------------------------------------------------------------
 
-def action_decode_images(req: DecodeImagesRequest, res: WorkerResult) -> None:
+def action_decode_images(req: DecodeImagesRequest, res: WorkerReply) -> None:
     """The pack (``model_path``) decoded into the normalised ``.npz`` at ``derive_out``."""
     import numpy as np
     from PIL import Image
@@ -164,7 +165,7 @@ def action_decode_images(req: DecodeImagesRequest, res: WorkerResult) -> None:
     except (ValueError, TypeError) as exc:
         raise WorkerError("bad_request", f"preprocessing: {first_line(exc)}") from None
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS  # Pillow's own guard too, at lodevem's cap
-    t0 = time.perf_counter()
+    time.perf_counter()
     with zipfile.ZipFile(req.model_path) as pack:
         classes, files = _listing(pack)
         headers = [_header(Image, pack, i, rel) for i, (_, rel) in enumerate(files)]
@@ -203,7 +204,6 @@ def action_decode_images(req: DecodeImagesRequest, res: WorkerResult) -> None:
                 os.unlink(tmp)
             raise
     os.replace(tmp, req.derive_out)
-    res.timings_s["load"] = time.perf_counter() - t0
     check = (f"{len(files)} images of {len(classes)} classes decoded with Pillow {_pillow_version()} to "
              f"{channels}x{height}x{width} ({color})")
     res.derived = DerivedFile(os.path.abspath(req.derive_out), "npz", os.path.getsize(req.derive_out), check=check)

@@ -12,7 +12,8 @@ import warnings
 from typing import Any, Callable
 
 from ..wire.file_sections import DerivedFile, VariantSection
-from ..wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ..wire.protocol import WorkerError, first_line, progress
+from ..wire.replies import WorkerReply
 from ..wire.requests import DeriveRequest, WorkerRequest
 from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
 from .programs import exported_module, with_layers
@@ -203,7 +204,7 @@ def _prune(module: Any, example: Any) -> tuple[Any, list[str], dict[str, Any]]:
         "macs_before": before["macs"], "macs_after": after["macs"], "torch_pruning": tp_version}
 
 
-def _derive(req: DeriveRequest, res: WorkerResult, kind: str, module: Any, example: Any, keep_original: bool
+def _derive(req: DeriveRequest, res: WorkerReply, kind: str, module: Any, example: Any, keep_original: bool
             ) -> tuple[Any, Any]:
     """Derive ``req.level``, fill ``res.variant`` and make ``res.model`` describe the variant;
     returns (variant, its input). The caller drops the original and calls ``_released``."""
@@ -232,7 +233,7 @@ def _derive(req: DeriveRequest, res: WorkerResult, kind: str, module: Any, examp
         raise
     except Exception as exc:
         raise _level_failure(req, kind, level, exc, model.shape) from None
-    derive_s = res.timings_s["derive"] = time.perf_counter() - t0
+    derive_s = time.perf_counter() - t0
     res.model = model.updated(info)
     res.variant = VariantSection(level, model.params, info.params, model.param_bytes, info.param_bytes, model.dtype,
                                  info.dtype, derive_s=round(derive_s, 3), notes=tuple(notes), details=details)

@@ -15,7 +15,8 @@ import time
 from typing import Any
 
 from lodevem.wire.file_sections import ModelSection
-from lodevem.wire.protocol import WorkerError, WorkerResult, first_line, progress
+from lodevem.wire.protocol import WorkerError, first_line, progress
+from lodevem.wire.replies import WorkerReply
 from lodevem.wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from lodevem.worker.actions import _file_info, _measure
 from lodevem.worker.convert import _converted_section, _loaded_and_checked
@@ -27,7 +28,7 @@ from lodevem.worker.memory import MemoryPhases
 class ToyGuest(Guest):
     name = "toyrt"
 
-    def convert(self, req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
         torch, module, x = _loaded_and_checked(req, res, mem, kind)
         out = req.converted_path or ""
         t0 = time.perf_counter()
@@ -42,16 +43,16 @@ class ToyGuest(Guest):
                                            scheme="TorchScript trace (toy)", calibration=None, census={})
         progress(f"wrote {out}")
 
-    def _load(self, req: "MeasureRequest | EvaluateRequest", res: WorkerResult, mem: MemoryPhases) -> tuple[Any, Any]:
+    def _load(self, req: "MeasureRequest | EvaluateRequest", res: WorkerReply, mem: MemoryPhases) -> tuple[Any, Any]:
         path = converted_file(req)
-        t0 = time.perf_counter()
+        time.perf_counter()
         import torch
 
         torch.set_num_threads(req.threads)
-        imported(req, res, mem, self.name, f"torch {torch.__version__}", t0)
+        imported(res, mem, self.name, f"torch {torch.__version__}")
         return torch, torch.jit.load(path).eval()
 
-    def measure(self, req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
         res.model = _file_info(req.model_path, _format_of(kind))
         torch, module = self._load(req, res, mem)
         shape = list(req.input_shape or [1, 3, 224, 224])
@@ -63,7 +64,7 @@ class ToyGuest(Guest):
             _measure(req, res, mem, lambda: module(x))
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         torch, module = self._load(req, res, mem)
         res.model = ModelSection(format=self.name, input_shape=tuple(shape), input_dtype="float32")

@@ -18,7 +18,8 @@ from typing import Any, Optional
 
 from ...wire.file_sections import ModelSection
 from ...wire.precision import INT8_LEVELS
-from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, artifact_files, first_line, progress
+from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, artifact_files, first_line, progress
+from ...wire.replies import WorkerReply
 from ...wire.requests import ConvertRequest
 from ...worker.artifact_info import ArtifactUnreadable, describe, ncnn_census
 from ...worker.calibration import calibration_inputs
@@ -31,7 +32,7 @@ PNNX_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner w
 
 
 
-def action_export_ncnn(req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_export_ncnn(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
     """pnnx's converter binary on a TorchScript file (a pickled module or an ExportedProgram is
     traced first; a TorchScript file or an ``.onnx`` is given to pnnx as it is, copied into the
     work folder because pnnx writes beside its input), fp32 weights. The host passes the input
@@ -99,7 +100,6 @@ def action_export_ncnn(req: ConvertRequest, res: WorkerResult, mem: MemoryPhases
     res.converted = _converted_section(req, "ncnn", "pnnx", shape, t0, precision=census.precision(),
                                        scheme=_ncnn_scheme(req.quantize, census, how), calibration=calibration,
                                        census=census.to_dict(), int8_is_full_integer=True)
-    res.timings_s["export"] = res.converted.seconds
     progress(f"wrote {param} and {weights} ({res.converted.size_bytes} bytes, {res.converted.precision}, "
              f"{res.converted.seconds:.1f} s)")
 

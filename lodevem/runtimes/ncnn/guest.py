@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 from ...wire.file_sections import ModelSection
-from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, artifact_files, progress
+from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, artifact_files, progress
+from ...wire.replies import WorkerReply
 from ...wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _measure
@@ -25,7 +26,7 @@ from ...worker.memory import MemoryPhases
 class NcnnGuest(Guest):
     name = "ncnn"
 
-    def measure(self, req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
         """Run the converted ncnn model (``.param`` + ``.bin``) with ncnn's Python ``Net``, CPU only.
 
         ncnn has no batch dimension: the request's shape is ``[1, C, H, W]`` (or a shape without the
@@ -34,22 +35,21 @@ class NcnnGuest(Guest):
         param = converted_file(req)
         weights = artifact_files(param)[1]
         res.model = _file_info(req.model_path, _format_of(kind))
-        t0 = time.perf_counter()
+        time.perf_counter()
         import ncnn
         import numpy as np
 
-        imported(req, res, mem, self.name, f"ncnn {package_version('ncnn')}", t0)
+        imported(res, mem, self.name, f"ncnn {package_version('ncnn')}")
         shape = list(req.input_shape or DEFAULT_INPUT_SHAPE)
         if len(shape) > 4 or (len(shape) == 4 and shape[0] != 1):
             raise WorkerError("bad_input_shape", f"ncnn runs one sample at a time: input shape {shape} needs batch 1 "
                                                  "(e.g. --input-shape 1,3,224,224)")
-        t0 = time.perf_counter()
+        time.perf_counter()
         net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
         x = random_input(np, shape[1:] if len(shape) == 4 else shape, np.float32)
         mat = ncnn.Mat(x)
         res.model = res.model.with_(input_shape=tuple(shape), input_dtype="float32",
                                     converted_bytes=sum(os.path.getsize(p) for p in artifact_files(param)))
-        res.timings_s["load"] = time.perf_counter() - t0
         mem.mark("after_load")
         progress(f"loaded {param}, input {shape} float32, outputs {', '.join(outputs)}")
 
@@ -64,7 +64,7 @@ class NcnnGuest(Guest):
         _measure(req, res, mem, call)
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         param = converted_file(req)
         weights = artifact_files(param)[1]
@@ -85,7 +85,7 @@ class NcnnGuest(Guest):
 
         return predict
 
-    def convert(self, req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
         from .convert import action_export_ncnn
 
         action_export_ncnn(req, res, mem, kind)

@@ -12,7 +12,8 @@ import os
 import time
 from typing import Any
 
-from ...wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ...wire.protocol import WorkerError, first_line, progress
+from ...wire.replies import WorkerReply
 from ...wire.requests import EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _filled_from_onnx, _measure
@@ -26,7 +27,7 @@ from ...worker.quantized import PRECISION_KEY
 class OnnxRuntimeGuest(Guest):
     name = "onnxruntime"
 
-    def measure(self, req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
         """Run an .onnx with onnxruntime; torch is never imported, so every RSS phase is ORT's.
 
         A PyTorch model must come with ``onnx_path`` of an existing export (action export-onnx, which
@@ -38,15 +39,14 @@ class OnnxRuntimeGuest(Guest):
             raise WorkerError("bad_request", f"runtime '{self.name}' with a PyTorch model needs onnx_path of an "
                                              f"existing export (run action export-onnx first); got {onnx_path!r}")
         res.model = _file_info(req.model_path, _format_of(kind))
-        t0 = time.perf_counter()
+        time.perf_counter()
         import numpy as np
         import onnxruntime as ort
 
-        res.timings_s["import"] = time.perf_counter() - t0
         mem.mark("after_import")
         res.runtime = RuntimeSection.here(self.name, ort.__version__, onnxruntime=ort.__version__)
         progress(f"imported onnxruntime {ort.__version__}")
-        t0 = time.perf_counter()
+        time.perf_counter()
         opts = ort.SessionOptions()
         opts.intra_op_num_threads, opts.inter_op_num_threads = req.threads, 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -62,14 +62,13 @@ class OnnxRuntimeGuest(Guest):
         res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
         x = (np.random.default_rng(0).standard_normal(shape).astype(dtype) if dtype.kind == "f"
              else np.zeros(shape, dtype=dtype))
-        res.timings_s["load"] = time.perf_counter() - t0
         mem.mark("after_load")
         progress(f"loaded {onnx_path}, input {shape} {dtype.name}")
         feeds = {first.name: x}
         _measure(req, res, mem, lambda: session.run(None, feeds))
         return lambda: _late_onnx_info(res, onnx_path)
 
-    def predictor(self, req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         onnx_path = req.model_path if kind == "onnx" else req.onnx_path
         if onnx_path is None or not os.path.exists(onnx_path):
@@ -108,7 +107,7 @@ def _refuse_twin(session: Any, model_path: str, kind: str) -> None:
                                          f"with runtime 'torch', or give an .onnx quantized with onnxruntime")
 
 
-def _late_onnx_info(res: WorkerResult, path: str) -> None:
+def _late_onnx_info(res: WorkerReply, path: str) -> None:
     """Model info for an onnxruntime run, read only after memory was recorded: parsing the file
     with the onnx package would otherwise inflate the onnxruntime process's RSS figures."""
     try:

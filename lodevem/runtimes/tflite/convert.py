@@ -13,7 +13,8 @@ import os
 import time
 from typing import Any, Optional
 
-from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, WorkerResult, first_line, progress
+from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
+from ...wire.replies import WorkerReply
 from ...wire.requests import ConvertRequest
 from ...worker.artifact_info import ArtifactUnreadable, describe, tflite_census
 from ...worker.calibration import Calibration, calibration_inputs
@@ -116,7 +117,7 @@ def _program(module: Any, x: Any, path: str) -> Any:
 
 
 
-def action_export_tflite(req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+def action_export_tflite(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
     """``litert_torch.convert(module, (x,)).export(converted_path)``: a float32 ``.tflite``;
     ``quantize="int8-static"``: the float model quantized to static int8 first (``_pt2e_int8``)."""
     out = req.converted_path or ""
@@ -160,6 +161,5 @@ def action_export_tflite(req: ConvertRequest, res: WorkerResult, mem: MemoryPhas
     res.converted = _converted_section(req, "tflite", "litert-torch", shape, t0, precision=census.precision(),
                                        scheme=_tflite_scheme(req.quantize, census, how, own),
                                        calibration=calibration, census=census.to_dict(), own=own)
-    res.timings_s["export"] = res.converted.seconds
     progress(f"wrote {out} ({res.converted.size_bytes} bytes, {res.converted.precision}, "
              f"{res.converted.seconds:.1f} s)")

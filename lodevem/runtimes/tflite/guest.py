@@ -15,7 +15,8 @@ import time
 from typing import Any
 
 from ...wire.file_sections import ModelSection
-from ...wire.protocol import WorkerError, WorkerResult, first_line, progress
+from ...wire.protocol import WorkerError, first_line, progress
+from ...wire.replies import WorkerReply
 from ...wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _measure
@@ -27,16 +28,16 @@ from ...worker.memory import MemoryPhases
 class TfliteGuest(Guest):
     name = "tflite"
 
-    def measure(self, req: MeasureRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
         """Run the converted ``.tflite`` with LiteRT's ``Interpreter`` (its default XNNPACK CPU path)."""
         path = converted_file(req)
         res.model = _file_info(req.model_path, _format_of(kind))
-        t0 = time.perf_counter()
+        time.perf_counter()
         import numpy as np
         from ai_edge_litert.interpreter import Interpreter
 
-        imported(req, res, mem, self.name, f"ai-edge-litert {package_version('ai-edge-litert')}", t0)
-        t0 = time.perf_counter()
+        imported(res, mem, self.name, f"ai-edge-litert {package_version('ai-edge-litert')}")
+        time.perf_counter()
         try:
             interpreter = Interpreter(model_path=path, num_threads=req.threads)
             interpreter.allocate_tensors()
@@ -52,7 +53,6 @@ class TfliteGuest(Guest):
         x = random_input(np, shape, dtype)
         res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name,
                                     converted_bytes=os.path.getsize(path))
-        res.timings_s["load"] = time.perf_counter() - t0
         mem.mark("after_load")
         progress(f"loaded {path}, input {shape} {dtype.name}")
         index = first["index"]
@@ -64,7 +64,7 @@ class TfliteGuest(Guest):
         _measure(req, res, mem, call)
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerResult, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         """LiteRT's interpreter; a full-integer model's int8 input is quantized with the file's own
         scale and zero point, and its output dequantized, as an app does."""
@@ -100,7 +100,7 @@ class TfliteGuest(Guest):
 
         return predict
 
-    def convert(self, req: ConvertRequest, res: WorkerResult, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
         from .convert import action_export_tflite
 
         action_export_tflite(req, res, mem, kind)
