@@ -119,7 +119,7 @@ _SIDECAR_FIELDS = ("variant_sha256", "size_bytes", "format", "params", "note")
 @dataclasses.dataclass(frozen=True)
 class FineTune:
     """``--finetune-data`` for the pruned level: the normalised samples (``accuracy.data``),
-    their digest (part of the variant's key) and the number of epochs (``worker.finetune``)."""
+    their digest (part of the variant's key) and the number of epochs (``worker.derive.finetune``)."""
 
     data_path: Path
     data_sha256: str

@@ -200,7 +200,7 @@ def conversion_figures(conversion: ConversionResult, level: Optional[str]) -> di
 
 def calibration_note(calibration: Optional[str], level: str = "int8-static") -> str:
     """The line every calibrated int8 row carries about its activation scales: what the
-    conversion says calibrated it (``worker.calibration``: real data, or its synthetic default)."""
+    conversion says calibrated it (``worker.export.calibration``: real data, or its synthetic default)."""
     what = calibration or "synthetic inputs"
     synthetic = calibration is None or any(word in calibration.lower() for word in ("synthetic", "random"))
     return f"{level} scales come from {what}" + (

@@ -23,7 +23,7 @@ from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.sandbox.client import WorkerClient
 from lodevem.store import ArtifactStore
 from lodevem.wire.precision import CONVERT_QUANTIZE
-from lodevem.worker.artifact_info import ArtifactUnreadable, ncnn_census, tflite_census
+from lodevem.worker.export.artifact_info import ArtifactUnreadable, ncnn_census, tflite_census
 
 SHAPE = (1, 3, 96, 96)
 LEVELS = (None, *CONVERT_QUANTIZE)  # None: fp32

@@ -12,7 +12,7 @@ import pytest
 
 from lodevem.runtimes.ncnn.int8 import INT8_TAG, _layers, write_int8
 from lodevem.wire.protocol import WorkerError
-from lodevem.worker.artifact_info import ncnn_census
+from lodevem.worker.export.artifact_info import ncnn_census
 
 PARAM = ("7767517\n4 4\nInput in0 0 1 in0\n"
          "Convolution conv 1 1 in0 1 0=2 1=1 5=1 6=6 9=1\n"

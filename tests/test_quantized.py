@@ -32,8 +32,8 @@ from lodevem.profiles import load_profiles
 from lodevem.sandbox.client import ModelSection
 from lodevem.wire import protocol, replies
 from lodevem.worker import actions
+from lodevem.worker.export.quantized import PRECISION_KEY, node_module
 from lodevem.worker.memory import MemoryPhases
-from lodevem.worker.quantized import PRECISION_KEY, node_module
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -401,7 +401,7 @@ def test_real_network_twins_keep_every_kernel(tmp_path: Path) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     from lodevem import zoo
-    from lodevem.worker.variants import derive_variant, write_variant
+    from lodevem.worker.derive.variants import derive_variant, write_variant
 
     x = torch.randn(1, 3, 224, 224)
     module = zoo.build("mobilenet_v2").eval()

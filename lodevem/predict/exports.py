@@ -29,7 +29,7 @@ from ..sandbox.session import Session
 from ..store import file_digest
 from ..version import __version__
 from ..wire.protocol import DEFAULT_INPUT_SHAPE
-from ..worker.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
+from ..worker.load.shapes import SOURCE_DEFAULT, SOURCE_REQUEST
 
 __all__ = ["Graphs", "is_module"]
 
@@ -162,7 +162,7 @@ def _export_in_process(module: Any, shape: Sequence[int], target: Path) -> None:
     import torch
 
     from ..wire.protocol import WorkerError
-    from ..worker.onnx_export import export_module
+    from ..worker.export.onnx_export import export_module
 
     first = next(iter(module.parameters()), None)
     example = torch.zeros(tuple(shape), dtype=first.dtype if first is not None else torch.float32)

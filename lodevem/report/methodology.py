@@ -226,7 +226,7 @@ def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
                 "the share of samples whose label scores highest (among the five highest); ties count as errors. "
                 "Each variant's drop is the fp32 row's top-1 minus its own, in percentage points, same runtime.")
     if f.finetune:
-        from ..worker.finetune import RECIPE
+        from ..worker.derive.finetune import RECIPE
 
         text += (f" The pruned variants were fine-tuned after pruning, in the sandbox, for {f.finetune} "
                  f"({{code:--finetune-data}}; {RECIPE}, seeded sample order).")

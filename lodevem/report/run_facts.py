@@ -81,7 +81,7 @@ class RunFacts:
     fallbacks: tuple[str, ...] = ()  # memory_runtime of rows measured under torch because a converter refused
     memory_notes: tuple[str, ...] = ()  # each distinct row note on how the measured file was made
     evaluation: Optional[str] = None  # --eval-data as the manifest describes it (lodevem.accuracy)
-    finetune: Optional[str] = None  # --finetune-data: "<epochs> epoch(s) on <data>" (worker.finetune)
+    finetune: Optional[str] = None  # --finetune-data: "<epochs> epoch(s) on <data>" (worker.derive.finetune)
     evaluated_rows: int = 0  # rows with a top-1 figure
     unevaluated_rows: int = 0  # rows of an evaluated run without one (accuracy_note says why)
 

@@ -25,7 +25,7 @@ from ..sandbox.client import MeasureSettings
 from ..sandbox.usercode import ModelLoading
 from ..store import digest, file_digest
 from ..wire.registry import RUNTIMES, canonical
-from ..worker.images import Preprocessing
+from ..worker.evaluate.images import Preprocessing
 
 __all__ = ["DataOptions", "InputOptions", "LatencyOptions", "MemoryOptions", "ResultsOptions", "RunConfig",
            "SandboxOptions"]
@@ -88,7 +88,7 @@ class DataOptions:
     calibration_inputs: Optional[Path] = None
     finetune_data: Optional[Path] = None
     finetune_epochs: int = DEFAULT_FINETUNE_EPOCHS
-    # --preprocess: how the images of an ImageFolder tree given as data become inputs (worker.images)
+    # --preprocess: how the images of an ImageFolder tree given as data become inputs (worker.evaluate.images)
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
 
 

@@ -195,7 +195,7 @@ class WorkerClient:
     def decode_images(self, pack: Path, target: Path, preprocess: dict[str, Any], timeout_s: float) -> SandboxRun:
         """An ImageFolder tree's images (``pack``: the host's zip of their bytes) decoded with Pillow
         into the normalised samples ``target`` (an .npz), in the benchmark image under the work limit:
-        the host never decodes an image (``worker.images``)."""
+        the host never decodes an image (``worker.evaluate.images``)."""
         request = wire.DecodeImagesRequest(model_path=str(pack), derive_out=str(target), preprocess=dict(preprocess))
         return self.run(request, self.work_limit_mb, timeout_s)
 

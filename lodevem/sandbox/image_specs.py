@@ -38,7 +38,7 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "onnxsim==0.8.1",
     "torch-pruning==1.6.1",
     # decode-images: an ImageFolder tree's PNG/JPEG images are decoded here, never on the host
-    # (worker.images); the converter image, built on this one, shares it
+    # (worker.evaluate.images); the converter image, built on this one, shares it
     "pillow==13.0.0",
 )
 

@@ -68,7 +68,7 @@ class ThreadCounts:
 
 @dataclass(frozen=True)
 class BlockCycles:
-    """The priced block profile of one inference (``worker.armsim_blocks``): distinct translation
+    """The priced block profile of one inference (``worker.armsim.armsim_blocks``): distinct translation
     blocks and the instructions they hold, the LLVM version that priced them, and per llvm-mca
     model the cycles of the inference (all threads, the busiest thread). ``error``: why there are
     none (no LLVM in an older image, an oversized block file): the counts stand without them."""

@@ -216,7 +216,7 @@ class ExportOnnxRequest(WorkerRequest):
 @dataclass
 class DeriveRequest(WorkerRequest):
     """Write the ``level`` variant to ``derive_out``; with ``data_path`` (level pruned), fine-tune
-    it ``finetune_epochs`` epochs on those samples (``worker.finetune`` states the recipe)."""
+    it ``finetune_epochs`` epochs on those samples (``worker.derive.finetune`` states the recipe)."""
 
     action: str = "derive"
     level: Optional[str] = None
@@ -292,7 +292,7 @@ class ArmsimProfileRequest(WorkerRequest):
 @dataclass
 class EvaluateRequest(WorkerRequest):
     """Top-1/top-5 on ``data_path``: labelled samples, an uncompressed .npz the host wrote after
-    validating the user's data (inputs float32 N x C x H x W, labels int64 N; ``worker.samples``),
+    validating the user's data (inputs float32 N x C x H x W, labels int64 N; ``worker.evaluate.samples``),
     under ``runtime`` (its ``onnx_path`` or ``converted_path`` as for a measurement)."""
 
     action: str = "evaluate"
@@ -311,7 +311,7 @@ class EvaluateRequest(WorkerRequest):
 @dataclass
 class DecodeImagesRequest(WorkerRequest):
     """Decode an ImageFolder tree's images: ``model_path`` is the host's pack of their bytes,
-    ``derive_out`` the normalised .npz to write, ``preprocess`` the ``worker.images.Preprocessing``
+    ``derive_out`` the normalised .npz to write, ``preprocess`` the ``worker.evaluate.images.Preprocessing``
     (as its ``to_dict``)."""
 
     action: str = "decode-images"

@@ -79,8 +79,29 @@ from .actions import (  # noqa: F401
     action_export,
     action_inspect,
 )
+from .derive.variants import (  # noqa: F401
+    CALIBRATION_BATCHES,
+    CALIBRATION_SEED,
+    NOTE_DYNAMIC,
+    NOTE_PRUNED,
+    PRUNING_RATIO,
+    derive_variant,
+    probe_layers,
+    quantization_engine,
+    serialized_size,
+    write_variant,
+)
 from .dispatch import run  # noqa: F401  (every action, the tflite/ncnn ones included)
-from .formats import (  # noqa: F401
+from .export.onnx_export import (  # noqa: F401
+    ONNX_OPSET,
+    export_module,
+    load_onnx,
+    nn_meter_friendly,
+    onnx_model_info,
+    onnx_section,
+    resolve_static,
+)
+from .load.formats import (  # noqa: F401
     CHECKPOINT_KEYS,
     HOW_TO_SAVE,
     file_sha256,
@@ -94,29 +115,8 @@ from .memory import (  # noqa: F401
     cgroup_memory,
     proc_status_kb,
 )
-from .onnx_export import (  # noqa: F401
-    ONNX_OPSET,
-    export_module,
-    load_onnx,
-    nn_meter_friendly,
-    onnx_model_info,
-    onnx_section,
-    resolve_static,
-)
 from .timing import (  # noqa: F401
     latency_stats,
     percentile,
     timed_passes,
-)
-from .variants import (  # noqa: F401
-    CALIBRATION_BATCHES,
-    CALIBRATION_SEED,
-    NOTE_DYNAMIC,
-    NOTE_PRUNED,
-    PRUNING_RATIO,
-    derive_variant,
-    probe_layers,
-    quantization_engine,
-    serialized_size,
-    write_variant,
 )

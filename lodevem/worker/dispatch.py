@@ -17,8 +17,8 @@ from ..wire.requests import (
     WorkerRequest,
 )
 from .actions import run as run_file_actions
-from .formats import sniff_format
 from .guest import Late, converter_guest
+from .load.formats import sniff_format
 from .memory import MemoryPhases
 
 
@@ -28,17 +28,17 @@ def run(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Late:
         converter_guest(req.action).convert(req, res, mem, sniff_format(req.model_path))
         return None
     if isinstance(req, ArmsimProfileRequest):  # the runtime's Arm build under qemu-user (lodevem-armsim image)
-        from .armsim_profile import action_armsim_profile
+        from .armsim.armsim_profile import action_armsim_profile
 
         action_armsim_profile(req, res, mem)
         return None
     if isinstance(req, DecodeImagesRequest):  # an ImageFolder tree's images, in the sandbox (the host never decodes)
-        from .images import action_decode_images
+        from .evaluate.images import action_decode_images
 
         action_decode_images(req, res)
         return None
     if isinstance(req, EvaluateRequest):  # accuracy under the row's runtime (tflite/ncnn: torch is never imported)
-        from .evaluate import action_evaluate
+        from .evaluate.evaluate import action_evaluate
 
         action_evaluate(req, res, mem, sniff_format(req.model_path))
         return None

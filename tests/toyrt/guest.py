@@ -19,9 +19,9 @@ from lodevem.wire.protocol import WorkerError, first_line, progress
 from lodevem.wire.replies import WorkerReply
 from lodevem.wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from lodevem.worker.actions import _file_info, _measure
-from lodevem.worker.convert import _converted_section, _loaded_and_checked
-from lodevem.worker.formats import _format_of
+from lodevem.worker.export.convert import _converted_section, _loaded_and_checked
 from lodevem.worker.guest import Guest, Late, Predict, converted_file, imported
+from lodevem.worker.load.formats import _format_of
 from lodevem.worker.memory import MemoryPhases
 
 

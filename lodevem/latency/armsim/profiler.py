@@ -28,9 +28,9 @@ PROFILE_FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent  # lodevem/
 # What decides the counts besides the model: our plugin and cpu views, the guest script and the
 # image recipe (the worker version covers the guest script too; listed for readers).
-_SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "worker/armsim_guest.py",
-            "worker/armsim_profile.py", "worker/armsim_blocks.py", "worker/armsim_inorder.py", "worker/armsim_cores.py",
-            "worker/armsim_arm32.py", "worker/armsim_symbols.py")
+_SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "worker/armsim/armsim_guest.py",
+            "worker/armsim/armsim_profile.py", "worker/armsim/armsim_blocks.py", "worker/armsim/armsim_inorder.py",
+            "worker/armsim/armsim_cores.py", "worker/armsim/armsim_arm32.py", "worker/armsim/armsim_symbols.py")
 
 
 def pinned_versions() -> dict[str, str]:

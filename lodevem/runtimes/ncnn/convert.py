@@ -21,11 +21,11 @@ from ...wire.precision import INT8_LEVELS
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, artifact_files, first_line, progress
 from ...wire.replies import WorkerReply
 from ...wire.requests import ConvertRequest
-from ...worker.artifact_info import ArtifactUnreadable, describe, ncnn_census
-from ...worker.calibration import calibration_inputs
-from ...worker.convert import _converted_section, _loaded_and_checked, _version
+from ...worker.export.artifact_info import ArtifactUnreadable, describe, ncnn_census
+from ...worker.export.calibration import calibration_inputs
+from ...worker.export.convert import _converted_section, _loaded_and_checked, _version
+from ...worker.load.programs import pt2e_scheme, with_layers
 from ...worker.memory import MemoryPhases
-from ...worker.programs import pt2e_scheme, with_layers
 from .int8 import NCNN_INT8_HOW, NCNN_NO_DYNAMIC, ncnn_int8
 
 PNNX_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner when it is shorter

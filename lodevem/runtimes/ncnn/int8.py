@@ -29,8 +29,8 @@ import struct
 from typing import Any
 
 from ...wire.protocol import WorkerError, first_line, progress
-from ...worker.artifact_info import _WEIGHTED, _WEIGHTLESS, NCNN_MAGIC
-from ...worker.calibration import Calibration
+from ...worker.export.artifact_info import _WEIGHTED, _WEIGHTLESS, NCNN_MAGIC
+from ...worker.export.calibration import Calibration
 
 NCNN_NO_DYNAMIC = ("ncnn has no dynamic-range int8: full-integer int8 (lodevem's ncnn int8 writer, "
                    "max calibration)")

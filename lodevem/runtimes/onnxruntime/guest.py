@@ -17,11 +17,11 @@ from ...wire.replies import WorkerReply
 from ...wire.requests import EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _filled_from_onnx, _measure
-from ...worker.formats import _format_of
+from ...worker.export.onnx_export import load_onnx, resolve_static
+from ...worker.export.quantized import PRECISION_KEY
 from ...worker.guest import Guest, Late, Predict
+from ...worker.load.formats import _format_of
 from ...worker.memory import MemoryPhases
-from ...worker.onnx_export import load_onnx, resolve_static
-from ...worker.quantized import PRECISION_KEY
 
 
 class OnnxRuntimeGuest(Guest):

@@ -4,7 +4,7 @@ A compression level is made here by the runtime's own toolchain from the float m
 int8 (dynamic range) with ai-edge-quantizer's recipes through litert-torch's ``quant_config``
 (``quant_recipes.full_fp16_recipe`` / ``full_dynamic_recipe``), int8-static with litert-torch's
 PT2E quantizer (``_pt2e_int8``), calibrated. What the conversions share (the reply's section, the
-load and check, the temporary name) is ``worker.convert``'s.
+load and check, the temporary name) is ``worker.export.convert``'s.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any, Optional
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
 from ...wire.replies import WorkerReply
 from ...wire.requests import ConvertRequest
-from ...worker.artifact_info import ArtifactUnreadable, describe, tflite_census
-from ...worker.calibration import Calibration, calibration_inputs
-from ...worker.convert import _converted_section, _loaded_and_checked, _temporary_beside, _version
+from ...worker.export.artifact_info import ArtifactUnreadable, describe, tflite_census
+from ...worker.export.calibration import Calibration, calibration_inputs
+from ...worker.export.convert import _converted_section, _loaded_and_checked, _temporary_beside, _version
+from ...worker.load.programs import exported_module, pt2e_scheme, pt2e_unfolded, with_layers
 from ...worker.memory import MemoryPhases
-from ...worker.programs import exported_module, pt2e_scheme, pt2e_unfolded, with_layers
 
 NO_ONNX_TO_TFLITE = ("an .onnx cannot be made into a .tflite here: litert-torch converts PyTorch programs only, and "
                      "ONNX-to-TFLite converters go through TensorFlow, which lodevem does not ship (measure an "

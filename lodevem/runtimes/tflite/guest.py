@@ -20,8 +20,8 @@ from ...wire.replies import WorkerReply
 from ...wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _measure
-from ...worker.formats import _format_of
 from ...worker.guest import Guest, Late, Predict, converted_file, imported, package_version, random_input
+from ...worker.load.formats import _format_of
 from ...worker.memory import MemoryPhases
 
 

@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-from ..wire.profile_section import KernelShare
+from ...wire.profile_section import KernelShare
 
 __all__ = ["CodeMap", "KernelShare", "SymbolTable", "attribute", "parse_maps"]
 

@@ -24,7 +24,7 @@ import types
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..wire.protocol import WorkerError, first_line, progress
+from ...wire.protocol import WorkerError, first_line, progress
 
 # Where common training code keeps the weights inside a checkpoint dict, most specific first.
 WEIGHT_KEYS = ("state_dict", "model_state_dict", "model_state", "model", "net", "network", "ema", "model_ema",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..wire.protocol import WorkerError, first_line, progress
+from ...wire.protocol import WorkerError, first_line, progress
 
 TS2EP = "torch's TorchScript-to-export converter (TS2EPConverter)"
 

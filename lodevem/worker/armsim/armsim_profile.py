@@ -21,15 +21,15 @@ import tempfile
 import time
 from typing import Any, Optional
 
-from ..wire.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
-from ..wire.protocol import WorkerError, artifact_files, first_line, progress
-from ..wire.registry import RUNTIMES, armsim_isas
-from ..wire.replies import WorkerReply
-from ..wire.requests import ArmsimProfileRequest
-from ..wire.sections import RuntimeSection
+from ...wire.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
+from ...wire.protocol import WorkerError, artifact_files, first_line, progress
+from ...wire.registry import RUNTIMES, armsim_isas
+from ...wire.replies import WorkerReply
+from ...wire.requests import ArmsimProfileRequest
+from ...wire.sections import RuntimeSection
+from ..memory import MemoryPhases
 from .armsim_blocks import BlockProfile, LlvmUnavailable, parse_blocks, price_summary
 from .armsim_symbols import KernelShare, attribute, parse_maps
-from .memory import MemoryPhases
 
 # ISA -> (qemu binary, qemu -cpu, the core view whose cpuinfo the guest sees by default,
 #         the marker syscall's number: sched_get_priority_max on that ABI)

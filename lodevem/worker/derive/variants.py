@@ -11,12 +11,12 @@ import traceback
 import warnings
 from typing import Any, Callable
 
-from ..wire.file_sections import DerivedFile, VariantSection
-from ..wire.protocol import WorkerError, first_line, progress
-from ..wire.replies import WorkerReply
-from ..wire.requests import DeriveRequest, WorkerRequest
-from .formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
-from .programs import exported_module, with_layers
+from ...wire.file_sections import DerivedFile, VariantSection
+from ...wire.protocol import WorkerError, first_line, progress
+from ...wire.replies import WorkerReply
+from ...wire.requests import DeriveRequest, WorkerRequest
+from ..load.formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
+from ..load.programs import exported_module, with_layers
 
 PRUNING_RATIO = 0.5
 CALIBRATION_BATCHES, CALIBRATION_SEED = 8, 0
@@ -124,7 +124,7 @@ def probe_layers(module: Any, example: Any) -> dict[str, Any]:
     of them produce the model's outputs (or ran last), the layers pruning must leave alone."""
     import torch
 
-    from ..zoo.macs import layer_macs  # the one counter (the zoo imports torch: here, not at import)
+    from ...zoo.macs import layer_macs  # the one counter (the zoo imports torch: here, not at import)
 
     macs, widths, order, produced = 0, {}, [], {}
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import time
 
-from ..wire.protocol import WorkerError, progress
-from ..wire.replies import AccuracySection, WorkerReply
-from ..wire.requests import EvaluateRequest
-from .guest import Predict, guest
-from .memory import MemoryPhases
+from ...wire.protocol import WorkerError, progress
+from ...wire.replies import AccuracySection, WorkerReply
+from ...wire.requests import EvaluateRequest
+from ..guest import Predict, guest
+from ..memory import MemoryPhases
 from .samples import NpzSamples, SampleFileError
 
 

@@ -10,23 +10,14 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Optional
 
-from ..wire.file_sections import ModelSection, SparsitySection, quantization_text
-from ..wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, progress
-from ..wire.replies import WorkerReply
-from ..wire.requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
-from ..wire.sections import RuntimeSection
-from .formats import (
-    _format_of,
-    file_sha256,
-    load_options,
-    load_torch_model,
-    make_torch_input,
-    sniff_format,
-    torch_model_info,
-)
-from .guest import Late, guest
-from .memory import MemoryPhases, _released
-from .onnx_export import (
+from ...wire.file_sections import ModelSection, SparsitySection, quantization_text
+from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, progress
+from ...wire.replies import WorkerReply
+from ...wire.requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
+from ...wire.sections import RuntimeSection
+from ..derive.sparsity import remove_zero_channels, sparsity_report
+from ..derive.variants import _derive, write_variant
+from ..export.onnx_export import (
     _atomic_onnx_save,
     _metadata,
     export_module,
@@ -35,12 +26,21 @@ from .onnx_export import (
     onnx_model_info,
     onnx_section,
 )
-from .programs import pt2e_float_twin, pt2e_scheme
-from .quantized import finish_twin, float_twin_module, read_precision, torch_quantization
-from .shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
-from .sparsity import remove_zero_channels, sparsity_report
-from .timing import first_output_shape, latency_stats, timed_passes
-from .variants import _derive, write_variant
+from ..export.quantized import finish_twin, float_twin_module, read_precision, torch_quantization
+from ..guest import Late, guest
+from ..load.formats import (
+    _format_of,
+    file_sha256,
+    load_options,
+    load_torch_model,
+    make_torch_input,
+    sniff_format,
+    torch_model_info,
+)
+from ..load.programs import pt2e_float_twin, pt2e_scheme
+from ..load.shapes import SOURCE_DEFAULT, SOURCE_RECORDED, SOURCE_REQUEST, DefaultShapeCheck, recorded_input_shape
+from ..memory import MemoryPhases, _released
+from ..timing import first_output_shape, latency_stats, timed_passes
 
 
 def _import_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Any:
@@ -108,8 +108,8 @@ def action_derive(req: DeriveRequest, res: WorkerReply, mem: MemoryPhases, kind:
     module, x = _load_torch(req, res, mem, kind)
     module, x = _derive(req, res, kind, module, x, keep_original=False)
     if req.data_path is not None and req.finetune_epochs:  # --finetune-data: pruning + fine-tune
-        from .finetune import finetune
-        from .variants import NOTE_PRUNED
+        from ..derive.finetune import finetune
+        from ..derive.variants import NOTE_PRUNED
 
         note, details = finetune(module, req.data_path, req.finetune_epochs)
         assert res.variant is not None  # _derive fills it

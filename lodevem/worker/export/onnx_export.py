@@ -10,9 +10,9 @@ import re
 import warnings
 from typing import Any, Optional, Sequence
 
-from ..wire.file_sections import ModelSection, OnnxSection, quantization_text
-from ..wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
-from .formats import HOW_TO_SAVE
+from ...wire.file_sections import ModelSection, OnnxSection, quantization_text
+from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
+from ..load.formats import HOW_TO_SAVE
 
 # Opset 13: nn-Meter's converter knows its op set; opset >= 14 emits HardSwish, which nn-Meter
 # has no alias for, while at 13 the exporter writes HardSigmoid+Mul (detected as kernels).

@@ -10,9 +10,9 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..wire.file_sections import ModelSection
-from ..wire.protocol import WorkerError, first_line, progress
-from .quantized import FX_PICKLE_HINT, quantized_conv_unpickling
+from ...wire.file_sections import ModelSection
+from ...wire.protocol import WorkerError, first_line, progress
+from ..export.quantized import FX_PICKLE_HINT, quantized_conv_unpickling
 from .usercode import UserCode, build_arch, load_into, weights_of
 
 HOW_TO_SAVE = ("save the whole module with torch.save(model, path), or "

@@ -16,9 +16,9 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any
 
-from ..wire.protocol import WorkerError, first_line
-from ..wire.requests import ConvertRequest
-from .variants import CALIBRATION_SEED
+from ...wire.protocol import WorkerError, first_line
+from ...wire.requests import ConvertRequest
+from ..derive.variants import CALIBRATION_SEED
 
 SYNTHETIC_CALIBRATION_INPUTS = 32
 MAX_CALIBRATION_INPUTS = 1024

@@ -34,10 +34,10 @@ import zipfile
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from ..wire.file_sections import DerivedFile
-from ..wire.protocol import WorkerError, first_line, progress
-from ..wire.replies import WorkerReply
-from ..wire.requests import DecodeImagesRequest
+from ...wire.file_sections import DerivedFile
+from ...wire.protocol import WorkerError, first_line, progress
+from ...wire.replies import WorkerReply
+from ...wire.requests import DecodeImagesRequest
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 PIL_FORMATS = ("PNG", "JPEG")

@@ -20,8 +20,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..wire.protocol import WorkerError, progress
-from .samples import NpzSamples, SampleFileError
+from ...wire.protocol import WorkerError, progress
+from ..evaluate.samples import NpzSamples, SampleFileError
 
 LEARNING_RATE, MOMENTUM, BATCH, SEED = 0.01, 0.9, 32, 0
 RECIPE = f"SGD (lr {LEARNING_RATE}, momentum {MOMENTUM}), batch {BATCH}, cross-entropy"

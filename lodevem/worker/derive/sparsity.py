@@ -13,8 +13,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Optional
 
-from ..wire.file_sections import LayerSparsity, SparsitySection
-from ..wire.protocol import first_line, progress
+from ...wire.file_sections import LayerSparsity, SparsitySection
+from ...wire.protocol import first_line, progress
 
 # Layers listed per file in the reply: the most sparse first; the totals cover every layer.
 MAX_LAYERS_REPORTED = 20

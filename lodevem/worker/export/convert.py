@@ -28,15 +28,15 @@ import time
 from importlib import metadata
 from typing import Any, Optional
 
-from ..wire.precision import LEVEL_FILE_PRECISION
-from ..wire.protocol import artifact_files
-from ..wire.replies import WorkerReply
-from ..wire.requests import ConvertRequest, WorkerRequest
-from ..wire.sections import ConvertedSection
-from .actions import _import_torch, _load_torch
+from ...wire.precision import LEVEL_FILE_PRECISION
+from ...wire.protocol import artifact_files
+from ...wire.replies import WorkerReply
+from ...wire.requests import ConvertRequest, WorkerRequest
+from ...wire.sections import ConvertedSection
+from ..actions import _import_torch, _load_torch
+from ..memory import MemoryPhases
+from ..timing import timed_passes
 from .calibration import Calibration
-from .memory import MemoryPhases
-from .timing import timed_passes
 
 
 def _version(distribution: str) -> str:

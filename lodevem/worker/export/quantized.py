@@ -17,7 +17,7 @@ import contextlib
 import json
 from typing import Any, Iterator, Optional
 
-from ..wire.protocol import WorkerError
+from ...wire.protocol import WorkerError
 from .onnx_twin import fp16_twin, is_fp16_onnx, onnx_float_twin, onnx_quantization
 
 PRECISION_KEY = "lodevem.precision"
