@@ -182,12 +182,12 @@ def test_the_wire_is_the_ground_floor() -> None:
 # constants, the input-shape rules, and the in-process ONNX export of the Python API. Each is a
 # fact both sides share that belongs on the wire; left for the worker-split step (issue 48).
 HOST_READS_FROM_THE_WORKER = {
-    "lodevem.accuracy.data -> lodevem.worker.images", "lodevem.accuracy.data -> lodevem.worker.samples",
-    "lodevem.accuracy.evaluate -> lodevem.worker.finetune", "lodevem.accuracy.imagefolder -> lodevem.worker.images",
-    "lodevem.commands.options -> lodevem.worker.images", "lodevem.commands.options -> lodevem.worker.shapes",
-    "lodevem.predict.exports -> lodevem.worker.onnx_export", "lodevem.predict.exports -> lodevem.worker.shapes",
-    "lodevem.report.manifest -> lodevem.worker.images", "lodevem.report.methodology -> lodevem.worker.finetune",
-    "lodevem.runner.config -> lodevem.worker.images",
+    "lodevem.accuracy.data -> lodevem.worker.evaluate.images", "lodevem.accuracy.data -> lodevem.worker.evaluate.samples",
+    "lodevem.accuracy.evaluate -> lodevem.worker.derive.finetune", "lodevem.accuracy.imagefolder -> lodevem.worker.evaluate.images",
+    "lodevem.commands.options -> lodevem.worker.evaluate.images", "lodevem.commands.options -> lodevem.worker.load.shapes",
+    "lodevem.predict.exports -> lodevem.worker.export.onnx_export", "lodevem.predict.exports -> lodevem.worker.load.shapes",
+    "lodevem.report.manifest -> lodevem.worker.evaluate.images", "lodevem.report.methodology -> lodevem.worker.derive.finetune",
+    "lodevem.runner.config -> lodevem.worker.evaluate.images",
 }
 
 
@@ -544,17 +544,17 @@ RUNTIME_NAMES_LEFT = {
     # literature source's tag
     ("doctor.py", "torch"), ("predict/exports.py", "torch"), ("latency/papers.py", "torch"),
     ("sandbox/image_specs.py", "litert"), ("sandbox/image_specs.py", "ncnn"), ("sandbox/image_specs.py", "torch"),
-    ("wire/sections.py", "onnxruntime"), ("worker/armsim_cores.py", "ncnn"),
+    ("wire/sections.py", "onnxruntime"), ("worker/armsim/armsim_cores.py", "ncnn"),
     # what a request runs under when it names nothing (the registry's comparison runtime)
     ("sandbox/base.py", "torch"), ("sandbox/client.py", "torch"), ("sandbox/docker_backend.py", "torch"),
     ("sandbox/process_backend.py", "torch"), ("sandbox/slurm_backend.py", "torch"), ("wire/requests.py", "torch"),
-    ("worker/actions.py", "torch"),  # the PyTorch loader every action on a .pt shares records itself
+    ("worker/actions/__init__.py", "torch"),  # the PyTorch loader every action on a .pt shares records itself
     # the default latency runtime and nn-Meter's one runtime (left for the row-facts step)
     ("latency/estimator.py", "tflite"), ("latency/kinds.py", "tflite"), ("results/pair.py", "tflite"),
     ("report/summaries.py", "torch"),  # RUNTIME_NAME_CHECKS_LEFT's hint
     # armsim's guest script runs under the emulated Arm Python with no package to import: it
     # chooses the runtime's Arm build by the name in its spec
-    ("worker/armsim_guest.py", "ncnn"),
+    ("worker/armsim/armsim_guest.py", "ncnn"),
 }
 
 
@@ -601,6 +601,27 @@ def test_every_runtime_has_a_folder_and_an_adapter() -> None:
     for name, found in ADAPTERS.items():
         assert isinstance(found, Runtime) and found.name == name
         assert (PACKAGE / "runtimes" / name / "__init__.py").is_file(), name
+
+
+def test_the_worker_is_split_by_job() -> None:
+    """At most eight modules directly in worker/ (the process: entry point, dispatch, the runtime
+    table, memory and timing); each job is a subpackage (issue 48: 42 flat modules were eleven jobs)."""
+    top = sorted(p.name for p in (PACKAGE / "worker").glob("*.py"))
+    assert len(top) <= 8, top
+    jobs = {p.name for p in (PACKAGE / "worker").iterdir() if (p / "__init__.py").is_file()}
+    assert {"load", "export", "actions", "derive", "evaluate", "armsim"} <= jobs
+
+
+def test_every_module_says_what_it_owns() -> None:
+    """Each module of the worker, the wire and the runtimes opens with a docstring whose first
+    line says what it owns (a newcomer reads the folder by those lines)."""
+    missing = []
+    for folder in ("worker", "wire", "runtimes"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text()))
+            if not doc or len(doc.splitlines()[0].split()) < 3:
+                missing.append(path.relative_to(PACKAGE).as_posix())
+    assert missing == []
 
 
 def test_no_module_over_400_lines() -> None:
