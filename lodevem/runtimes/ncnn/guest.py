@@ -9,7 +9,6 @@ RSS phase is the runtime's.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from ...wire.file_sections import ModelSection
@@ -35,7 +34,6 @@ class NcnnGuest(Guest):
         param = converted_file(req)
         weights = artifact_files(param)[1]
         res.model = _file_info(req.model_path, _format_of(kind))
-        time.perf_counter()
         import ncnn
         import numpy as np
 
@@ -44,7 +42,6 @@ class NcnnGuest(Guest):
         if len(shape) > 4 or (len(shape) == 4 and shape[0] != 1):
             raise WorkerError("bad_input_shape", f"ncnn runs one sample at a time: input shape {shape} needs batch 1 "
                                                  "(e.g. --input-shape 1,3,224,224)")
-        time.perf_counter()
         net, inputs, outputs = load_ncnn(ncnn, param, weights, req.threads)
         x = random_input(np, shape[1:] if len(shape) == 4 else shape, np.float32)
         mat = ncnn.Mat(x)

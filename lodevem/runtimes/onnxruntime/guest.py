@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
 from ...wire.protocol import WorkerError, first_line, progress
@@ -39,26 +38,14 @@ class OnnxRuntimeGuest(Guest):
             raise WorkerError("bad_request", f"runtime '{self.name}' with a PyTorch model needs onnx_path of an "
                                              f"existing export (run action export-onnx first); got {onnx_path!r}")
         res.model = _file_info(req.model_path, _format_of(kind))
-        time.perf_counter()
         import numpy as np
         import onnxruntime as ort
 
         mem.mark("after_import")
         res.runtime = RuntimeSection.here(self.name, ort.__version__, onnxruntime=ort.__version__)
         progress(f"imported onnxruntime {ort.__version__}")
-        time.perf_counter()
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = req.threads, 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        try:
-            session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
-        _refuse_twin(session, req.model_path, kind)
-        first = session.get_inputs()[0]
+        session, first, dtype = _session(ort, np, onnx_path, req.threads, req.model_path, kind, sequential=True)
         shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
-        ort_type = first.type[len("tensor("):-1]  # e.g. "tensor(float)"
-        dtype = np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
         res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
         x = (np.random.default_rng(0).standard_normal(shape).astype(dtype) if dtype.kind == "f"
              else np.zeros(shape, dtype=dtype))
@@ -79,18 +66,27 @@ class OnnxRuntimeGuest(Guest):
 
         res.model = _file_info(req.model_path, _format_of(kind))
         res.runtime = RuntimeSection.here(self.name, ort.__version__, onnxruntime=ort.__version__)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = req.threads, 1
-        try:
-            session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
-        _refuse_twin(session, req.model_path, kind)
-        first = session.get_inputs()[0]
-        ort_type = first.type[len("tensor("):-1]
-        dtype = np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
+        session, first, dtype = _session(ort, np, onnx_path, req.threads, req.model_path, kind)
         res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
         return lambda sample: session.run(None, {first.name: sample.reshape(shape).astype(dtype)})[0]
+
+
+def _session(ort: Any, np: Any, onnx_path: str, threads: int, model_path: str, kind: str,
+             sequential: bool = False) -> tuple[Any, Any, Any]:
+    """(CPU session, its first input, that input's numpy dtype) of ``onnx_path``; a file onnxruntime
+    refuses is ``corrupt``, a float twin is refused (``_refuse_twin``)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    if sequential:
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    try:
+        session = ort.InferenceSession(onnx_path, sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise WorkerError("corrupt", f"onnxruntime cannot load {onnx_path}: {first_line(exc)}") from None
+    _refuse_twin(session, model_path, kind)
+    first = session.get_inputs()[0]
+    ort_type = first.type[len("tensor("):-1]  # e.g. "tensor(float)"
+    return session, first, np.dtype({"float": "float32", "double": "float64"}.get(ort_type, ort_type))
 
 
 def _refuse_twin(session: Any, model_path: str, kind: str) -> None:

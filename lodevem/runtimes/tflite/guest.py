@@ -11,7 +11,6 @@ tensors allocated), after_warmup, and the process's VmHWM.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from ...wire.file_sections import ModelSection
@@ -32,12 +31,10 @@ class TfliteGuest(Guest):
         """Run the converted ``.tflite`` with LiteRT's ``Interpreter`` (its default XNNPACK CPU path)."""
         path = converted_file(req)
         res.model = _file_info(req.model_path, _format_of(kind))
-        time.perf_counter()
         import numpy as np
         from ai_edge_litert.interpreter import Interpreter
 
         imported(res, mem, self.name, f"ai-edge-litert {package_version('ai-edge-litert')}")
-        time.perf_counter()
         try:
             interpreter = Interpreter(model_path=path, num_threads=req.threads)
             interpreter.allocate_tensors()

@@ -44,7 +44,6 @@ from ..timing import first_output_shape, latency_stats, timed_passes
 
 
 def _import_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Any:
-    time.perf_counter()
     import torch
 
     torch.set_num_threads(req.threads)
@@ -65,7 +64,6 @@ def _file_info(path: str, fmt: Optional[str]) -> ModelSection:
 
 def _load_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> tuple[Any, Any]:
     """Load the model and fill ``res.model``; returns (eval-mode module, example input)."""
-    time.perf_counter()
     module, fmt, hint = load_torch_model(req.model_path, kind, load_options(req))
     hint = hint or recorded_input_shape(module)
     shape = req.input_shape or hint or list(DEFAULT_INPUT_SHAPE)
@@ -79,11 +77,9 @@ def _load_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases, kind: s
 def _measure(req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, call: Callable[[], Any]) -> None:
     assert res.model is not None  # the load fills it
     shape, describe = res.model.shape, res.model.described_input()
-    time.perf_counter()
     if req.warmup:
         timed_passes(call, "warmup", req.warmup, describe)
     mem.mark("after_warmup")
-    time.perf_counter()
     samples = timed_passes(call, "run", req.runs, describe)
     res.latency = latency_stats(samples, shape[0] if shape else 1, req)
 
@@ -116,7 +112,6 @@ def action_derive(req: DeriveRequest, res: WorkerReply, mem: MemoryPhases, kind:
         res.variant = replace(res.variant, notes=tuple(note if n == NOTE_PRUNED else n for n in res.variant.notes),
                               details={**res.variant.details, **details})
     _released(mem)
-    time.perf_counter()
     progress(f"writing the {req.level} variant to {out}")
     derived = res.derived = write_variant(module, x, out)
     assert res.variant is not None

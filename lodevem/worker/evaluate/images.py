@@ -28,7 +28,6 @@ import io
 import json
 import math
 import os
-import time
 import warnings
 import zipfile
 from dataclasses import asdict, dataclass
@@ -165,7 +164,6 @@ def action_decode_images(req: DecodeImagesRequest, res: WorkerReply) -> None:
     except (ValueError, TypeError) as exc:
         raise WorkerError("bad_request", f"preprocessing: {first_line(exc)}") from None
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS  # Pillow's own guard too, at lodevem's cap
-    time.perf_counter()
     with zipfile.ZipFile(req.model_path) as pack:
         classes, files = _listing(pack)
         headers = [_header(Image, pack, i, rel) for i, (_, rel) in enumerate(files)]
