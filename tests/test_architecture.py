@@ -624,6 +624,27 @@ def test_every_module_says_what_it_owns() -> None:
     assert missing == []
 
 
+# Functions over 60 lines left for their owners' branches this round (report tables and plots,
+# the sandbox's hardening, the measurement's planning are being rewritten in parallel): split each
+# by meaning when its module is next touched, and take it off this list.
+LONG_FUNCTIONS_LEFT = {
+    "measure.py:measure_models", "measure.py:find_floor", "sandbox/mounts.py:container_mounts",
+    "sandbox/docker_backend.py:_run_container", "sandbox/process_backend.py:run", "report/summaries.py:model_summaries",
+    "report/plots.py:heatmap_figure", "report/methodology.py:_memory_paragraph", "report/run_facts.py:run_facts",
+    "report/scatter.py:scatter_figure",
+}
+
+
+def test_no_function_over_60_lines() -> None:
+    """A function that grows past 60 lines is split where its meaning splits (issue 48: the long
+    ones moved whole when their modules were split by the 400-line cap)."""
+    long = {f"{p.relative_to(PACKAGE).as_posix()}:{n.name}" for p in PACKAGE.rglob("*.py")
+            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (n.end_lineno or n.lineno) - n.lineno + 1 > 60}
+    assert sorted(long - LONG_FUNCTIONS_LEFT) == []
+    assert sorted(LONG_FUNCTIONS_LEFT - long) == []  # one split leaves this list too
+
+
 def test_no_module_over_400_lines() -> None:
     """Modules of a few hundred lines (issue 36): one that grows past 400 is split by what it does."""
     package = Path(__file__).resolve().parent.parent / "lodevem"

@@ -47,34 +47,7 @@ def action_export_ncnn(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases,
                                            "--runtime ncnn`)") from None
     work = tempfile.mkdtemp(prefix=".pnnx-", dir=os.path.dirname(os.path.abspath(param)))
     try:
-        if kind == "onnx":  # the converter image has no onnx package: pnnx reads the file, the host gives the shape
-            shape = list(req.input_shape or DEFAULT_INPUT_SHAPE)
-            res.model = ModelSection(format="onnx", input_shape=tuple(shape), input_dtype="float32")
-            source = os.path.join(work, "model.onnx")  # pnnx writes its simplified copy beside its input:
-            shutil.copyfile(req.model_path, source)    # the input folder is read-only in the sandbox
-        else:
-            torch, module, x = _loaded_and_checked(req, res, mem, kind)
-            model = res.model
-            assert model is not None  # the load fills it
-            shape = model.shape
-            source = os.path.join(work, "traced.pt")  # inside work, like an .onnx: pnnx may write beside it
-            if model.format == "torchscript":
-                shutil.copyfile(req.model_path, source)
-            else:
-                if pt2e_scheme(module) is not None:
-                    raise WorkerError("export_failed", f"pnnx cannot convert {req.model_path}: it is a PT2E-quantized "
-                                                       "program, whose quantize/dequantize ops pnnx has no form for "
-                                                       "(give the float program: lodevem's ncnn int8 writer quantizes "
-                                                       "it, --levels int8-static)")
-                if model.format == "exported_program":  # its layers, as a pickled module's (programs)
-                    module = with_layers(module, x)
-                progress("tracing to TorchScript for pnnx")
-                try:
-                    with torch.no_grad():
-                        torch.jit.trace(module, x, check_trace=False).save(source)
-                except Exception as exc:
-                    raise WorkerError("export_failed", f"pnnx needs a traceable model; torch.jit.trace failed on "
-                                                       f"{req.model_path}: {first_line(exc)}") from None
+        source, shape = _pnnx_source(req, res, mem, kind, work)
         # read before converting: bad calibration data is the request's error, found at once
         calibration = calibration_inputs(req, shape) if req.quantize in INT8_LEVELS else None
         t0 = time.perf_counter()
@@ -103,6 +76,42 @@ def action_export_ncnn(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases,
     progress(f"wrote {param} and {weights} ({res.converted.size_bytes} bytes, {res.converted.precision}, "
              f"{res.converted.seconds:.1f} s)")
 
+
+
+def _pnnx_source(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+                 work: str) -> tuple[str, list[int]]:
+    """(the file pnnx converts, inside ``work``, and the input shape): an ``.onnx`` or a TorchScript
+    file copied as it is (pnnx writes beside its input, and the input folder is read-only in the
+    sandbox), any other PyTorch file loaded, checked and traced to TorchScript."""
+    if kind == "onnx":  # the converter image has no onnx package: pnnx reads the file, the host gives the shape
+        shape = list(req.input_shape or DEFAULT_INPUT_SHAPE)
+        res.model = ModelSection(format="onnx", input_shape=tuple(shape), input_dtype="float32")
+        source = os.path.join(work, "model.onnx")  # pnnx writes its simplified copy beside its input:
+        shutil.copyfile(req.model_path, source)    # the input folder is read-only in the sandbox
+    else:
+        torch, module, x = _loaded_and_checked(req, res, mem, kind)
+        model = res.model
+        assert model is not None  # the load fills it
+        shape = model.shape
+        source = os.path.join(work, "traced.pt")  # inside work, like an .onnx: pnnx may write beside it
+        if model.format == "torchscript":
+            shutil.copyfile(req.model_path, source)
+        else:
+            if pt2e_scheme(module) is not None:
+                raise WorkerError("export_failed", f"pnnx cannot convert {req.model_path}: it is a PT2E-quantized "
+                                                   "program, whose quantize/dequantize ops pnnx has no form for "
+                                                   "(give the float program: lodevem's ncnn int8 writer quantizes "
+                                                   "it, --levels int8-static)")
+            if model.format == "exported_program":  # its layers, as a pickled module's (programs)
+                module = with_layers(module, x)
+            progress("tracing to TorchScript for pnnx")
+            try:
+                with torch.no_grad():
+                    torch.jit.trace(module, x, check_trace=False).save(source)
+            except Exception as exc:
+                raise WorkerError("export_failed", f"pnnx needs a traceable model; torch.jit.trace failed on "
+                                                   f"{req.model_path}: {first_line(exc)}") from None
+    return source, shape
 
 
 def _ncnn_scheme(level: Optional[str], census: Any, how: str) -> str:

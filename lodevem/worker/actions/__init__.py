@@ -131,53 +131,9 @@ def action_export(req: ExportOnnxRequest, res: WorkerReply, mem: MemoryPhases, k
         return
     t0 = time.perf_counter()
     if kind == "onnx":
-        model = load_onnx(req.model_path, user_file=True)
-        res.model = _file_info(req.model_path, "onnx").filled_from(onnx_model_info(model, req.input_shape))
-        if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
-            model = nn_meter_friendly(model, res.model.shape)
-            if req.twin:  # quantized / fp16: its float twin
-                model, found = finish_twin(model, nn_meter_friendly)
-                res.model = res.model.with_(precision=found["precision"],
-                                            quantization=quantization_text(found["quantization"]))
-            _atomic_onnx_save(model, out)
-        res.onnx = onnx_section(model, out, "as-is", cached=False)
+        _export_onnx_file(req, res, out)
     else:
-        torch = _import_torch(req, res, mem)
-        module, x = _load_torch(req, res, mem, kind)
-        section = res.model
-        assert section is not None  # the load fills it
-        t0 = time.perf_counter()
-        check = DefaultShapeCheck(module, section.shape) if section.input_shape_source == SOURCE_DEFAULT else None
-        outputs: list[Any] = []
-        try:
-            with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
-                timed_passes(lambda: outputs.append(module(x)), "check", 1, section.described_input())
-        except WorkerError as exc:
-            warning = check.warning() if check is not None else None
-            raise (WorkerError(exc.kind, f"{exc.message}; {warning}") if warning else exc) from None
-        finally:
-            if check is not None:
-                check.close()
-        section = section.with_(input_shape_warning=check.warning() if check is not None else None,
-                                output_shape=first_output_shape(outputs[0]) if outputs else None)
-        progress("exporting to ONNX")
-        pt2e = pt2e_scheme(module) if req.twin else None
-        if pt2e is not None:  # a user's PT2E-quantized program: its float twin, predicted at int8
-            module = pt2e_float_twin(module)
-        if section.format == "exported_program":
-            module = _frozen_mode(module)
-        sparsity = sparsity_report(module)
-        section = res.model = section.with_(sparsity=sparsity)
-        dense = module
-        module, x, precision = _twin_inputs(module, x, section) if req.twin else (module, x, None)
-        if pt2e is not None and precision is not None:
-            precision.update(default="int8", quantization={"scheme": pt2e, "backend": "PT2E (exported program)"})
-        recorded = ModelSection(**{k: getattr(section, k) for k in _RECORDED_IN_THE_EXPORT})
-        res.onnx, twin = export_module(module, x, out, recorded, precision=precision, twin=req.twin)
-        res.model = section.with_(precision=twin.precision, quantization=twin.quantization)
-        if req.channels_removed_path and sparsity and sparsity.zero_channels and module is dense:
-            res.model = res.model.with_(sparsity=_export_channels_removed(module, x, req.channels_removed_path,
-                                                                          sparsity))
+        t0 = _export_torch(req, res, mem, kind, out)
     nodes = res.onnx.nodes if res.onnx is not None else 0
     progress(f"exported {nodes} nodes to {out} ({time.perf_counter() - t0:.2f} s)")
 
@@ -255,6 +211,63 @@ def run(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Late:
     else:
         raise WorkerError("internal", f"action {req.action} has no handler here")
     return None
+
+
+def _export_onnx_file(req: ExportOnnxRequest, res: WorkerReply, out: str) -> None:
+    """An ``.onnx`` asked for: read it, and write its nn-Meter-ready copy (its float twin when it
+    is quantized or fp16) to ``out`` unless it is the user's file itself."""
+    model = load_onnx(req.model_path, user_file=True)
+    res.model = _file_info(req.model_path, "onnx").filled_from(onnx_model_info(model, req.input_shape))
+    if out != req.model_path:  # normalise the copy for nn-Meter; the user's file stays untouched
+        model = nn_meter_friendly(model, res.model.shape)
+        if req.twin:  # quantized / fp16: its float twin
+            model, found = finish_twin(model, nn_meter_friendly)
+            res.model = res.model.with_(precision=found["precision"],
+                                        quantization=quantization_text(found["quantization"]))
+        _atomic_onnx_save(model, out)
+    res.onnx = onnx_section(model, out, "as-is", cached=False)
+
+
+def _export_torch(req: ExportOnnxRequest, res: WorkerReply, mem: MemoryPhases, kind: str, out: str) -> float:
+    """A PyTorch file: load it, check its input shape with one pass, and export it (its float twin
+    for a quantized model); returns when the export began (after the load)."""
+    torch = _import_torch(req, res, mem)
+    module, x = _load_torch(req, res, mem, kind)
+    section = res.model
+    assert section is not None  # the load fills it
+    t0 = time.perf_counter()
+    check = DefaultShapeCheck(module, section.shape) if section.input_shape_source == SOURCE_DEFAULT else None
+    outputs: list[Any] = []
+    try:
+        with torch.inference_mode():  # a shape the model rejects is the user's error, not the exporter's
+            timed_passes(lambda: outputs.append(module(x)), "check", 1, section.described_input())
+    except WorkerError as exc:
+        warning = check.warning() if check is not None else None
+        raise (WorkerError(exc.kind, f"{exc.message}; {warning}") if warning else exc) from None
+    finally:
+        if check is not None:
+            check.close()
+    section = section.with_(input_shape_warning=check.warning() if check is not None else None,
+                            output_shape=first_output_shape(outputs[0]) if outputs else None)
+    progress("exporting to ONNX")
+    pt2e = pt2e_scheme(module) if req.twin else None
+    if pt2e is not None:  # a user's PT2E-quantized program: its float twin, predicted at int8
+        module = pt2e_float_twin(module)
+    if section.format == "exported_program":
+        module = _frozen_mode(module)
+    sparsity = sparsity_report(module)
+    section = res.model = section.with_(sparsity=sparsity)
+    dense = module
+    module, x, precision = _twin_inputs(module, x, section) if req.twin else (module, x, None)
+    if pt2e is not None and precision is not None:
+        precision.update(default="int8", quantization={"scheme": pt2e, "backend": "PT2E (exported program)"})
+    recorded = ModelSection(**{k: getattr(section, k) for k in _RECORDED_IN_THE_EXPORT})
+    res.onnx, twin = export_module(module, x, out, recorded, precision=precision, twin=req.twin)
+    res.model = section.with_(precision=twin.precision, quantization=twin.quantization)
+    if req.channels_removed_path and sparsity and sparsity.zero_channels and module is dense:
+        res.model = res.model.with_(sparsity=_export_channels_removed(module, x, req.channels_removed_path,
+                                                                      sparsity))
+    return t0
 
 
 def _filled_from_onnx(model: ModelSection, onnx_model: Any) -> ModelSection:

@@ -95,11 +95,11 @@ def per_inference(text: str, inferences: int) -> list[list[int]]:
     return rows
 
 
-def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerReply, mem: MemoryPhases) -> None:
-    model = req.converted_path or ""
+def _target(req: ArmsimProfileRequest, model: str, isa: str) -> tuple[str, str, str, int]:
+    """(qemu binary, emulated cpu, the core's view, the syscall number of the marker) for the
+    request, refused in one line when the model, the view or the runtime's Arm build is missing."""
     if not all(os.path.isfile(p) for p in artifact_files(model)):
         raise WorkerError("bad_request", f"armsim-profile needs an existing converted model; got {model!r}")
-    isa = req.isa or ""
     qemu, cpu, default_view, sysno = ISA_TARGETS[isa]
     view = req.uarch or default_view
     if view not in _VIEW_ARCH or (_VIEW_ARCH[view] == "armhf") != (isa == "armv7"):
@@ -108,6 +108,26 @@ def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerReply, mem: Memo
     if isa not in armsim_isas(req.runtime):
         raise WorkerError("bad_request", f"{RUNTIMES[req.runtime].package} publishes no {isa} wheel: the armsim "
                                          f"image has no {isa} build of {req.runtime}")
+    return qemu, cpu, view, sysno
+
+
+def _thread_counts(counts_path: str, runs: int) -> tuple[list[dict[str, int]], dict[str, int]]:
+    """The plugin's counts of one inference per thread (threads that ran nothing left out) and their sum."""
+    try:
+        with open(counts_path) as fh:
+            rows = per_inference(fh.read(_MAX_COUNTS_BYTES), runs)
+    except (OSError, ValueError) as exc:
+        raise WorkerError("internal", f"cannot read the plugin's counts: {first_line(exc)}") from None
+    columns = CLASS_COLUMNS + ("bytes_loaded", "bytes_stored")
+    threads = [dict(zip(columns, row)) for row in rows]
+    threads = [t for t in threads if t["total"] > 0]
+    return threads, {name: sum(t[name] for t in threads) for name in columns}
+
+
+def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerReply, mem: MemoryPhases) -> None:
+    model = req.converted_path or ""
+    isa = req.isa or ""
+    qemu, cpu, view, sysno = _target(req, model, isa)
     root = armsim_root()
     view_dir = os.path.join(root, "views", view)
     plugin = os.path.join(root, "liblodevem_icount.so")
@@ -143,15 +163,7 @@ def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerReply, mem: Memo
         raise WorkerError("model_failed" if report else "internal",
                           f"{req.runtime} under emulated {cpu} failed on {os.path.basename(model)}: "
                           f"{first_line(reason)}")
-    try:
-        with open(counts_path) as fh:
-            rows = per_inference(fh.read(_MAX_COUNTS_BYTES), req.runs)
-    except (OSError, ValueError) as exc:
-        raise WorkerError("internal", f"cannot read the plugin's counts: {first_line(exc)}") from None
-    columns = CLASS_COLUMNS + ("bytes_loaded", "bytes_stored")
-    threads = [dict(zip(columns, row)) for row in rows]
-    threads = [t for t in threads if t["total"] > 0]
-    totals = {name: sum(t[name] for t in threads) for name in columns}
+    threads, totals = _thread_counts(counts_path, req.runs)
     runtime = res.runtime = RuntimeSection(req.runtime, str(report.get("runtime_version", "unknown"))[:80],
                                            "3.11 (emulated)")
     options, phases = report.get("options"), report.get("phases")

@@ -76,89 +76,103 @@ def onnx_float_twin(model: Any) -> tuple[Any, dict[str, str]]:
     that compute on int8 data (QOperator nodes, QDQ nodes fed by DequantizeLinear whose result is
     quantized again, and pass-through ops on int8 tensors). Constant nodes must already be
     initializers (``nn_meter_friendly``)."""
-    import numpy as np
-    from onnx import numpy_helper
-
     graph = model.graph
-    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     for i, node in enumerate(graph.node):
         if not node.name:
             node.name = f"lodevem_node_{i}"
-    alias: dict[str, str] = {}  # tensor -> the float tensor it stands for
-    int8_tensors: set[str] = set()
-    int8_results: set[str] = set()  # float outputs of nodes computing in int8 (before their Q)
-    dq_outputs: set[str] = set()
-    new_inits: dict[str, Any] = {}
+    twin = _TwinRewrite(graph)
+    keep = [kept for node in graph.node if (kept := twin.rewrite(node)) is not None]
+    _keep_output_names(graph, keep, twin.resolve)
+    _replace_nodes_and_initializers(model, keep, twin.new_inits)
+    return model, twin.precision
 
-    def resolve(name: str) -> str:
-        while name in alias:
-            name = alias[name]
+
+class _TwinRewrite:
+    """The state of one float-twin rewrite: the graph's constants, which tensor stands for which
+    float tensor, which tensors and results are int8, and the initializers it adds."""
+
+    def __init__(self, graph: Any) -> None:
+        from onnx import numpy_helper
+
+        self.consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+        self.alias: dict[str, str] = {}  # tensor -> the float tensor it stands for
+        self.int8_tensors: set[str] = set()
+        self.int8_results: set[str] = set()  # float outputs of nodes computing in int8 (before their Q)
+        self.dq_outputs: set[str] = set()
+        self.new_inits: dict[str, Any] = {}
+        self.precision: dict[str, str] = {}
+        self.consumers: dict[str, list[Any]] = {}
+        for node in graph.node:
+            for t in node.input:
+                self.consumers.setdefault(t, []).append(node)
+        self.q_inputs = {n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
+
+    def resolve(self, name: str) -> str:
+        while name in self.alias:
+            name = self.alias[name]
         return name
 
-    def dequant(value: str, scale: str, zero: Optional[str], axis: int = 1) -> Any:
-        x = consts[value].astype(np.float32)
-        s = consts[scale].astype(np.float32)
-        z = consts[zero].astype(np.float32) if zero and zero in consts else np.zeros_like(s)
+    def dequant(self, value: str, scale: str, zero: Optional[str], axis: int = 1) -> Any:
+        import numpy as np
+
+        x = self.consts[value].astype(np.float32)
+        s = self.consts[scale].astype(np.float32)
+        z = self.consts[zero].astype(np.float32) if zero and zero in self.consts else np.zeros_like(s)
         if s.ndim == 1 and s.size > 1:  # per-axis
             shape = [1] * x.ndim
             shape[axis % max(x.ndim, 1)] = s.size
             s, z = s.reshape(shape), z.reshape(shape)
         return ((x - z) * s).astype(np.float32)
 
-    def const(name: str, array: Any) -> str:
-        new_inits[name] = array
-        consts[name] = array
+    def const(self, name: str, array: Any) -> str:
+        self.new_inits[name] = array
+        self.consts[name] = array
         return name
 
-    consumers: dict[str, list[Any]] = {}
-    for node in graph.node:
-        for t in node.input:
-            consumers.setdefault(t, []).append(node)
-    q_inputs = {n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
-
-    def quantized_after(tensor: str, depth: int = 0) -> bool:
+    def quantized_after(self, tensor: str, depth: int = 0) -> bool:
         """The tensor is quantized again, directly or after fusable elementwise ops only."""
-        if tensor in q_inputs:
+        if tensor in self.q_inputs:
             return True
-        users = consumers.get(tensor, [])
-        return depth < 4 and bool(users) and all(u.op_type in _FUSABLE_TAIL and quantized_after(u.output[0], depth + 1)
-                                                 for u in users)
+        users = self.consumers.get(tensor, [])
+        return depth < 4 and bool(users) and all(
+            u.op_type in _FUSABLE_TAIL and self.quantized_after(u.output[0], depth + 1) for u in users)
 
-    keep: list[Any] = []
-    precision: dict[str, str] = {}
-    for node in graph.node:
+    def rewrite(self, node: Any) -> Any:
+        """The node as it stays in the float graph (None: dropped, its output an alias or a constant)."""
         op = node.op_type
         axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
         if op == "DequantizeLinear":
-            if node.input[0] in consts:
-                const(node.output[0], dequant(node.input[0], node.input[1], _opt(node, 2), axis))
+            if node.input[0] in self.consts:
+                self.const(node.output[0], self.dequant(node.input[0], node.input[1], _opt(node, 2), axis))
             else:
-                alias[node.output[0]] = node.input[0]
-                dq_outputs.add(node.output[0])
-            continue
+                self.alias[node.output[0]] = node.input[0]
+                self.dq_outputs.add(node.output[0])
+            return None
         if op == "QuantizeLinear":
-            alias[node.output[0]] = node.input[0]
-            int8_tensors.add(node.output[0])
-            continue
+            self.alias[node.output[0]] = node.input[0]
+            self.int8_tensors.add(node.output[0])
+            return None
         if op in _QOPS:
-            keep.append(_float_op(node, _QOPS[op], resolve, dequant, const, consts))
-            precision[node.name] = "int8"
-            int8_tensors.add(node.output[0])
-            continue
-        inputs = [resolve(t) if t else t for t in node.input]
-        activations = [t for t in node.input if t and t not in consts]
-        on_int8 = any(t in int8_tensors for t in activations)
-        from_dq = any(t in dq_outputs for t in activations)
-        fused_tail = op in _FUSABLE_TAIL and any(t in int8_results for t in activations)
-        if on_int8 or ((from_dq or fused_tail) and quantized_after(node.output[0])):
-            precision[node.name] = "int8"
-            int8_results.update(node.output)
+            self.precision[node.name] = "int8"
+            self.int8_tensors.add(node.output[0])
+            return _float_op(node, _QOPS[op], self.resolve, self.dequant, self.const, self.consts)
+        inputs = [self.resolve(t) if t else t for t in node.input]
+        activations = [t for t in node.input if t and t not in self.consts]
+        on_int8 = any(t in self.int8_tensors for t in activations)
+        from_dq = any(t in self.dq_outputs for t in activations)
+        fused_tail = op in _FUSABLE_TAIL and any(t in self.int8_results for t in activations)
+        if on_int8 or ((from_dq or fused_tail) and self.quantized_after(node.output[0])):
+            self.precision[node.name] = "int8"
+            self.int8_results.update(node.output)
             if op in _PASS_THROUGH and on_int8:
-                int8_tensors.update(node.output)
+                self.int8_tensors.update(node.output)
         del node.input[:]
         node.input.extend(inputs)
-        keep.append(node)
-    # Graph outputs that were aliased (output = DequantizeLinear(...)) keep their names.
+        return node
+
+
+def _keep_output_names(graph: Any, keep: list[Any], resolve: Any) -> None:
+    """Graph outputs that were aliased (output = DequantizeLinear(...)) keep their names."""
     renames = {resolve(o.name): o.name for o in graph.output if resolve(o.name) != o.name}
     for node in keep:
         for i, t in enumerate(node.output):
@@ -167,6 +181,14 @@ def onnx_float_twin(model: Any) -> tuple[Any, dict[str, str]]:
         for i, t in enumerate(node.input):
             if t in renames:
                 node.input[i] = renames[t]
+
+
+def _replace_nodes_and_initializers(model: Any, keep: list[Any], new_inits: dict[str, Any]) -> None:
+    """The graph's nodes become ``keep``; unused initializers go, the folded constants come in, and
+    the opsets are those the float graph uses (the default domain at 13 or later)."""
+    from onnx import numpy_helper
+
+    graph = model.graph
     del graph.node[:]
     graph.node.extend(keep)
     used = {t for n in keep for t in n.input} | {o.name for o in graph.output}
@@ -182,7 +204,6 @@ def onnx_float_twin(model: Any) -> tuple[Any, dict[str, str]]:
     ops = [o for o in model.opset_import if o.domain in ("", "ai.onnx") or o.domain in kept_domains]
     del model.opset_import[:]
     model.opset_import.extend(ops)
-    return model, precision
 
 
 def _opt(node: Any, i: int) -> Optional[str]:
