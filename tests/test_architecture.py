@@ -603,6 +603,19 @@ def test_every_runtime_has_a_folder_and_an_adapter() -> None:
         assert (PACKAGE / "runtimes" / name / "__init__.py").is_file(), name
 
 
+def test_every_runtime_has_its_container_half_in_its_folder() -> None:
+    """The worker's one table (``worker.guest.guest``) finds each registry runtime's container
+    half in ``runtimes/<name>/guest.py``; a converting runtime's half converts (not the default)."""
+    from lodevem.wire.registry import RUNTIMES
+    from lodevem.worker.guest import Guest, guest
+
+    for name, spec in RUNTIMES.items():
+        half = guest(name)
+        assert isinstance(half, Guest) and half.name == name
+        assert (PACKAGE / "runtimes" / name / "guest.py").is_file(), name
+        assert (type(half).convert is not Guest.convert) == (spec.converter is not None), name
+
+
 def test_the_worker_is_split_by_job() -> None:
     """At most eight modules directly in worker/ (the process: entry point, dispatch, the runtime
     table, memory and timing); each job is a subpackage (issue 48: 42 flat modules were eleven jobs)."""

@@ -74,11 +74,15 @@ def _in_sources(module: str) -> bool:
 
 
 def test_everything_the_worker_imports_is_in_its_sources() -> None:
-    """The import closure of ``python -m lodevem.worker`` stays inside ``WORKER_SOURCES``, so the
-    image has every module it runs and the version digests it."""
+    """The import closure of ``python -m lodevem.worker`` and of the runtimes' container halves
+    stays inside ``WORKER_SOURCES``, so the image has every module it runs and the version digests it."""
     graph = _imports()
     seen: set[str] = set()
-    todo = ["lodevem.worker.__main__"]
+    # the worker finds each runtime's container half by the registry's name (worker.guest), so
+    # the halves and what they import are started from too
+    halves = [m for m in graph if m.startswith("lodevem.runtimes.") and m.rpartition(".")[2] in ("guest", "convert")]
+    assert len(halves) >= 4
+    todo = ["lodevem.worker.__main__", *halves]
     while todo:
         module = todo.pop()
         if module not in seen:
