@@ -7,7 +7,9 @@
 #   wheels/                 every wheel, resolved and downloaded ON THE HOST (pip inside build
 #                           containers cannot reach the index here: TLS interception), plus
 #   wheels/requirements.txt the pinned top-level requirements;
-#   lodevem/                the worker: __init__.py, the worker/ and zoo/ packages.
+#   lodevem/                the files the worker runs: lodevem.wire.protocol.WORKER_SOURCES
+#                           (__init__.py, version.py, errors.py, wire/, worker/, zoo/, and runtimes/: each runtime's
+#                           container half lives in its folder), the same files its version digests.
 # `FROM debian:bookworm` is pulled where a registry is reachable; an air-gapped machine gets the
 # same name from debootstrap + `docker import` (lodevem/sandbox/image.py does both). Only features of the
 # legacy builder are used (no BuildKit `RUN --mount`): the CLI here has no buildx.

@@ -85,7 +85,7 @@ def stage(client: WorkerClient, models: list[Path], runtime: str, cores: list[st
 
 
 def zoo_sha(path: Path) -> str:
-    from lodevem.worker.formats import file_sha256
+    from lodevem.worker.load.formats import file_sha256
 
     return file_sha256(str(path))
 

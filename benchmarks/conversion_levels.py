@@ -33,7 +33,7 @@ from lodevem.sandbox.artifacts import ConvertCache  # noqa: E402
 from lodevem.sandbox.client import WorkerClient  # noqa: E402
 from lodevem.sandbox.docker_backend import DockerBackend  # noqa: E402
 from lodevem.store import ArtifactStore, file_digest  # noqa: E402
-from lodevem.worker.precision import CONVERT_QUANTIZE  # noqa: E402
+from lodevem.wire.precision import CONVERT_QUANTIZE  # noqa: E402
 
 ALL_LEVELS = ("fp32", *CONVERT_QUANTIZE)
 

@@ -36,7 +36,7 @@ from lodevem.accuracy.data import prepare_eval_data  # noqa: E402
 from lodevem.sandbox.artifacts import ConvertCache  # noqa: E402
 from lodevem.sandbox.client import MeasureSettings, WorkerClient  # noqa: E402
 from lodevem.store import ArtifactStore  # noqa: E402
-from lodevem.worker.samples import NpzWriter  # noqa: E402
+from lodevem.worker.evaluate.samples import NpzWriter  # noqa: E402
 
 _PEAK = """
 import resource, sys

@@ -71,7 +71,7 @@ def _parse(line_kb: int) -> None:
 def _loud_run(mb: int) -> None:
     from lodevem.sandbox.client import WorkerClient
     from lodevem.sandbox.process_backend import ProcessBackend
-    from lodevem.worker.requests import InspectRequest
+    from lodevem.wire.requests import InspectRequest
 
     with tempfile.TemporaryDirectory() as folder:
         model = Path(folder) / "loud.pt"

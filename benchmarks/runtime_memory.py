@@ -57,7 +57,7 @@ def conversions(client: WorkerClient, models: list[Path], workdir: Path,
 
 
 def image_files(target: Path) -> list[str]:
-    from lodevem.worker.protocol import artifact_files
+    from lodevem.wire.protocol import artifact_files
 
     return artifact_files(str(target))
 

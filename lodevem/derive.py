@@ -103,7 +103,7 @@ def derive_variants(model: Path, levels: Sequence[str], out_dir: Path, client: W
 
 def _variant(model: ModelFile, run: SandboxRun, target: Path) -> tuple[Optional[ModelFile], str]:
     """(``model`` with its variant file, "") for a run that wrote ``target``, else (None, reason)."""
-    derived = run.reply.derived if run.reply is not None else None
+    derived = run.reply.derived_variant() if run.reply is not None else None
     if run.ok and derived is not None and target.is_file():
         return dataclasses.replace(model, variant_path=target, variant_sha256=file_sha256(str(target)),
                                    size_bytes=target.stat().st_size, format=derived.format,
@@ -119,7 +119,7 @@ _SIDECAR_FIELDS = ("variant_sha256", "size_bytes", "format", "params", "note")
 @dataclasses.dataclass(frozen=True)
 class FineTune:
     """``--finetune-data`` for the pruned level: the normalised samples (``accuracy.data``),
-    their digest (part of the variant's key) and the number of epochs (``worker.finetune``)."""
+    their digest (part of the variant's key) and the number of epochs (``worker.derive.finetune``)."""
 
     data_path: Path
     data_sha256: str

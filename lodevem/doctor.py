@@ -69,7 +69,7 @@ def check_runtime_images() -> list[Check]:
     from .sandbox.image import IMAGES, RUNTIME_IMAGES, image_status
 
     checks = []
-    from .worker.registry import CONVERT_ACTIONS, DEFAULT_LATENCY_RUNTIME
+    from .wire.registry import CONVERT_ACTIONS, DEFAULT_LATENCY_RUNTIME
 
     for runtime in (*CONVERT_ACTIONS, "armsim"):  # the runtimes with images of their own, then armsim's
         parts, missing = [], []

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .results import PairResult
-from .worker.verdict import Verdict
+from .wire.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 lodevem never compresses a user's file behind their back: variants exist only on request,
 each as its own row labelled ``<file>@<level>``. The names, their descriptions and the
-arithmetic each runs in are the precision vocabulary's (``lodevem.worker.precision``: the
+arithmetic each runs in are the precision vocabulary's (``lodevem.wire.precision``: the
 sandbox derives the variants, so the worker reads the same names).
 """
 
 from __future__ import annotations
 
 from .errors import InputError
-from .worker.precision import LEVEL_DESCRIPTIONS
+from .wire.precision import LEVEL_DESCRIPTIONS
 
 # name -> what the variant is (the worker's vocabulary, in its order)
 LEVELS: dict[str, str] = LEVEL_DESCRIPTIONS

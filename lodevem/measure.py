@@ -65,9 +65,9 @@ from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
 from .sandbox.client import MeasureSettings, WorkerClient
 from .sandbox.session import Session
 from .store import ArtifactStore, file_digest, run_store
-from .worker.precision import INT8_LEVELS
-from .worker.registry import measured_under
-from .worker.verdict import Verdict
+from .wire.precision import INT8_LEVELS
+from .wire.registry import measured_under
+from .wire.verdict import Verdict
 
 # --- the scheduler -----------------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ def conversion_figures(conversion: ConversionResult, level: Optional[str]) -> di
 
 def calibration_note(calibration: Optional[str], level: str = "int8-static") -> str:
     """The line every calibrated int8 row carries about its activation scales: what the
-    conversion says calibrated it (``worker.calibration``: real data, or its synthetic default)."""
+    conversion says calibrated it (``worker.export.calibration``: real data, or its synthetic default)."""
     what = calibration or "synthetic inputs"
     synthetic = calibration is None or any(word in calibration.lower() for word in ("synthetic", "random"))
     return f"{level} scales come from {what}" + (

@@ -12,7 +12,7 @@ without Docker; making the graphs needs the converter image and minutes of CPU, 
    (``WorkerClient.convert``: litert-torch for ``.tflite``, pnnx for ncnn), exactly the files
    ``--runtime tflite/ncnn`` measures.
 2. ncnn int8 (``*_int8`` rows): the int8 graph is written here from the fp32 pnnx files in ncnn's
-   int8 format (as ``lodevem/worker/ncnn_int8.py`` writes it, but uncalibrated; documented in
+   int8 format (as ``lodevem/runtimes/ncnn/int8.py`` writes it, but uncalibrated; documented in
    ncnn's ``src/layer/convolution.cpp``/``convolutiondepthwise.cpp``/``innerproduct.cpp`` ``load_model``
    and ``src/modelbin.cpp``): Convolution and InnerProduct get ``8=2`` (int8_scale_term: per-output
    channel weight scales + one input scale), ConvolutionDepthWise ``8=1`` (per-group weight scales);

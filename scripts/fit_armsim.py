@@ -186,7 +186,7 @@ class DevProfile:
     def blocks(self) -> Any:
         """The block cycles as the cost model reads them (``InstructionProfile.blocks``), so a stored
         dev profile is priced by the block model, as the product prices its own profiles."""
-        from lodevem.worker.profile_section import BlockCycles
+        from lodevem.wire.profile_section import BlockCycles
 
         if not self.block_cycles:
             return None

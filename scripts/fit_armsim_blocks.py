@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 import fit_armsim as fa  # noqa: E402
 import fit_estimator as fe  # noqa: E402
 
-from lodevem.worker.armsim_blocks import CORE_MODELS  # noqa: E402  (the model that prices each core)
+from lodevem.worker.armsim.armsim_blocks import CORE_MODELS  # noqa: E402  (the model that prices each core)
 
 SHRINK_SIGMA = 0.3
 REDUCED = ("int8", "fp16")  # precisions with a factor per ISA group (fp32 is the reference)
@@ -209,7 +209,7 @@ def acceptance(pairs: Sequence[tuple[fe.Row, fa.DevProfile]], models: dict[str, 
 
 def inorder_overrides() -> dict[str, dict[str, Any]]:
     """Each in-order model's LLVM source, revision and override table with sources (kept in the params)."""
-    from lodevem.worker.armsim_cores import INORDER_MODELS, INORDER_REVISION
+    from lodevem.worker.armsim.armsim_cores import INORDER_MODELS, INORDER_REVISION
 
     return {name: {"llvm_mcpu": model.mcpu, "source": model.source, "revision": INORDER_REVISION,
                    "overrides": [{"pattern": o.pattern, "latency": o.latency, "acc_latency": o.acc_latency,

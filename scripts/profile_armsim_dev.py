@@ -10,7 +10,7 @@ era (1.0.20221128, the oldest ncnn with a cp311 aarch64 wheel) that the product 
 carry. It runs the same pieces as the armsim image: Debian's qemu-user 7.2 (``qemu-aarch64 -cpu
 cortex-a53 | cortex-a76``, ``qemu-arm -cpu cortex-a7``), lodevem's counting plugin
 (``lodevem/sandbox/armsim/lodevem_icount.c`` compiled against Debian's qemu-plugin.h) and
-armsim's guest script (``lodevem/worker/armsim_guest.py``), on a Debian bookworm userland DIR
+armsim's guest script (``lodevem/worker/armsim/armsim_guest.py``), on a Debian bookworm userland DIR
 with python3.11 whose wheel folders are given per runtime version (``--site``). One steady-state
 inference is counted: the difference of the plugin's snapshots at the guest's begin and end
 markers after one warm-up inference (the first packs weights).
@@ -18,7 +18,7 @@ markers after one warm-up inference (the first packs weights).
 Each profile is stored with what made it: graph file digest, runtime version, qemu cpu, plugin
 digest and the command line; ``scripts/fit_armsim.py`` refits from the stored file offline.
 
-``--blocks``: the plugin also writes the block profile (``lodevem.worker.armsim_blocks``: every
+``--blocks``: the plugin also writes the block profile (``lodevem.worker.armsim.armsim_blocks``: every
 translation block executed between the markers, its bytes and count per vCPU). The raw file is
 kept gzipped under ``<graphs>/blocks/`` (its sha256 in the profile); each distinct block is priced
 by llvm-mca under every model of its ``MCA_MODELS`` (cached by bytes in ``<graphs>/mca-cache-*.json``)
@@ -55,7 +55,7 @@ sys.path.insert(0, str(REPO))
 
 import armsim_dev_graphs as graphs  # noqa: E402
 
-from lodevem.worker.armsim_profile import qemu_cpu_option  # noqa: E402  (the product's -cpu value: model + MIDR)
+from lodevem.worker.armsim.armsim_profile import qemu_cpu_option  # noqa: E402  (the product's -cpu value: model + MIDR)
 
 DEFAULT_OUT = REPO / "lodevem" / "data" / "armsim_dev_profiles.json"
 QEMU = {"armv8.0": ("qemu-aarch64", "cortex-a53", 125), "armv8.2": ("qemu-aarch64", "cortex-a76", 125),
@@ -127,7 +127,7 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     # the command as data: host folders named by their role, never by this machine's paths
     shown = " ".join(["PYTHONPATH=<wheels " + job["site_label"] + ">", qemu, "-cpu", cpu_option, "-L", f"<views>/{job['uarch']}",
                       "-plugin", f"<lodevem_icount.so>,out=<counts>,sysno={sysno},magic={MARKER_MAGIC}", "-d", "plugin",
-                      f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim_guest.py",
+                      f"<views>/{job['uarch']}/usr/bin/python3.11", "lodevem/worker/armsim/armsim_guest.py",
                       shlex.quote(json.dumps({k: v for k, v in spec.items() if k != "report"} | {"model": Path(job["file"]).name}))])
     extra = block_record(block_text, job, args, sum(t["total"] for t in per_thread), rep.get("code_maps")) \
         if block_text else {}
@@ -146,8 +146,8 @@ def one_profile(job: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
 def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total: int, code_maps: Any) -> dict[str, Any]:
     """Keep the raw block file (gzipped, by digest), price its blocks under every block-pricing
     model and name the functions (micro-kernels) they ran in."""
-    from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
-    from lodevem.worker.armsim_symbols import attribute, parse_maps
+    from lodevem.worker.armsim.armsim_blocks import BlockProfile, parse_blocks, price_summary
+    from lodevem.worker.armsim.armsim_symbols import attribute, parse_maps
 
     raw = text.encode()
     digest = hashlib.sha256(raw).hexdigest()
@@ -168,7 +168,7 @@ def block_record(text: str, job: dict[str, Any], args: argparse.Namespace, total
 def reprice(store: dict[str, Any], graphs_dir: Path) -> int:
     """Every stored profile whose raw block file was kept (``<graphs>/blocks/<sha>.txt.gz``)
     priced again under today's block-pricing models: a new model or override costs no emulation."""
-    from lodevem.worker.armsim_blocks import BlockProfile, parse_blocks, price_summary
+    from lodevem.worker.armsim.armsim_blocks import BlockProfile, parse_blocks, price_summary
 
     done = 0
     for prof in store["profiles"]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """armsim profiles of the zoo models, shipped as package data (``lodevem/data/armsim_zoo_profiles.json``).
 
-    python scripts/profile_armsim_zoo.py --views DIR --plugin libicount.so --guest lodevem/worker/armsim_guest.py \\
+    python scripts/profile_armsim_zoo.py --views DIR --plugin libicount.so --guest lodevem/worker/armsim/armsim_guest.py \\
         --site litert-2.3.0:tflite:/opt/armsim/arm64/opt/pydeps --site ncnn-20250503:ncnn:/opt/armsim/arm64/opt/pydeps \\
         --site ncnn-20261020:ncnn:/opt/armsim/armhf/opt/pydeps [--models mobilenet_v2 ...] [--convert-only]
 

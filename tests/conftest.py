@@ -152,7 +152,7 @@ class ZooOnnx:
             import torch
 
             from lodevem import zoo
-            from lodevem.worker.onnx_export import export_module
+            from lodevem.worker.export.onnx_export import export_module
 
             started = time.perf_counter()
             section, _ = export_module(zoo.build(name), torch.zeros(1, 3, 224, 224), str(path))

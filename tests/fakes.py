@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from lodevem.sandbox.base import Cancellable, RunOutcome
-from lodevem.worker.protocol import SCHEMA_VERSION, WORKER_VERSION
+from lodevem.wire.protocol import SCHEMA_VERSION, WORKER_VERSION
 
 
 def outcome(limit: Optional[int] = 512, result: Optional[dict[str, Any]] = None, **kw: Any) -> RunOutcome:

@@ -12,3 +12,12 @@ def kinds_only(mode: str = "auto", **options: Any) -> Predictor:
     no cell kept on disk unless the test names a ``cache_dir``."""
     options.setdefault("keep_cells", "cache_dir" in options)
     return Predictor(predictor=mode, use_calibrations=False, **options)
+
+
+def runs_in_the_sandbox(rel: str) -> bool:
+    """Whether the module at ``rel`` (a path under lodevem/) is code the sandbox runs, not the host:
+    the worker, and each runtime's container half in its folder (``guest.py``, its converter, and
+    what only they import, ncnn's int8 writer)."""
+    parts = rel.split("/")
+    return parts[0] == "worker" or (parts[0] == "runtimes" and len(parts) == 3
+                                    and parts[2] in ("guest.py", "convert.py", "int8.py"))

@@ -22,8 +22,8 @@ from lodevem.sandbox import image
 from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.sandbox.client import WorkerClient
 from lodevem.store import ArtifactStore
-from lodevem.worker.profile_section import DISJOINT_CLASSES, InstructionProfile
-from lodevem.worker.protocol import WORKER_VERSION
+from lodevem.wire.profile_section import DISJOINT_CLASSES, InstructionProfile
+from lodevem.wire.protocol import WORKER_VERSION
 
 pytestmark = pytest.mark.docker
 
@@ -48,7 +48,7 @@ def converted(armsim_backend, tmp_path_factory: pytest.TempPathFactory, shared_s
     out = {}
     for name in ("tiny_cnn", "mobilenet_v2"):
         path = zoo.write(name, folder)
-        from lodevem.worker.formats import file_sha256
+        from lodevem.worker.load.formats import file_sha256
 
         for runtime in ("ncnn", "tflite"):
             result = converts.convert(path, file_sha256(str(path)), runtime, SMALL)

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from lodevem.worker.armsim_blocks import BlockCoster, BlockProfile, ExecutedBlock, parse_blocks, price_summary
-from lodevem.worker.profile_section import BlockCycles
+from lodevem.wire.profile_section import BlockCycles
+from lodevem.worker.armsim.armsim_blocks import BlockCoster, BlockProfile, ExecutedBlock, parse_blocks, price_summary
 
 MOV_ADD = bytes.fromhex("200080d2" "00040091")  # mov x0, #1; add x0, x0, #1
 FMLA_CHAIN = bytes.fromhex("20cc224e" * 4)  # fmla v0.4s, v1.4s, v2.4s x4: one accumulator, a latency chain

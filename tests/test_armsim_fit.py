@@ -243,7 +243,7 @@ def test_a_core_without_rows_takes_its_pipeline_familys_mean(profiles: list[fa.D
 def _block_profile(profiles: list[fa.DevProfile], **want: str):
     from types import SimpleNamespace
 
-    from lodevem.worker.profile_section import BlockCycles
+    from lodevem.wire.profile_section import BlockCycles
 
     p = next(p for p in profiles if p.block_cycles and all(getattr(p, k) == v for k, v in want.items()))
     blocks = BlockCycles(1, p.total_instructions, "19.1.7", {m: (c, c) for m, c in p.block_cycles.items()})

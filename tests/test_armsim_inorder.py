@@ -1,5 +1,5 @@
-"""armsim's in-order pipeline model (worker/armsim_inorder.py) and kernel attribution
-(worker/armsim_symbols.py): operands, the issue rules, the override table, LLVM's tables parsed,
+"""armsim's in-order pipeline model (worker/armsim/armsim_inorder.py) and kernel attribution
+(worker/armsim/armsim_symbols.py): operands, the issue rules, the override table, LLVM's tables parsed,
 executed addresses mapped to the functions of a real shared object."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from lodevem.worker.armsim_blocks import BlockCoster, InOrderCoster
-from lodevem.worker.armsim_cores import INORDER_MODELS
-from lodevem.worker.armsim_inorder import (
+from lodevem.worker.armsim.armsim_blocks import BlockCoster, InOrderCoster
+from lodevem.worker.armsim.armsim_cores import INORDER_MODELS
+from lodevem.worker.armsim.armsim_inorder import (
     InOrderModel,
     InsnInfo,
     align,
@@ -21,7 +21,7 @@ from lodevem.worker.armsim_inorder import (
     parse_instruction_tables,
     simulate,
 )
-from lodevem.worker.armsim_symbols import SymbolTable, attribute, parse_maps
+from lodevem.worker.armsim.armsim_symbols import SymbolTable, attribute, parse_maps
 
 FMLA_Q = InsnInfo(1, 10, (("A53UnitFPMDS", 1.0),))  # LLVM 19 cortex-a53's figures for fmla .4s
 
@@ -166,7 +166,7 @@ def test_executed_addresses_map_to_the_functions_of_a_real_shared_object() -> No
 
 def test_the_a7_is_priced_by_arms_own_pipeline_description() -> None:
     """armv7 code (A32/T32 text) on the Cortex-A7: GCC's cortex-a7.md classes, in-order dual issue."""
-    from lodevem.worker.armsim_arm32 import A7_MODEL, a7_info, operands32
+    from lodevem.worker.armsim.armsim_arm32 import A7_MODEL, a7_info, operands32
 
     o = operands32("vmla.f32\tq8, q9, d0[0]")  # q registers as their d halves; accumulates
     assert o.defs == ("d16", "d17") and set(o.uses) == {"d18", "d19", "d0", "d16", "d17"} and o.acc == ("d16", "d17")

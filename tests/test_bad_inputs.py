@@ -29,8 +29,8 @@ from test_profiles import VALID
 from lodevem.cli import cli
 from lodevem.errors import InputError, ProfileError
 from lodevem.profiles import MAX_PROFILE_BYTES, Profile, load_profile_file
-from lodevem.worker.protocol import WorkerError
-from lodevem.worker.requests import REQUESTS, WorkerRequest
+from lodevem.wire.protocol import WorkerError
+from lodevem.wire.requests import REQUESTS, WorkerRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 

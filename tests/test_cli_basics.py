@@ -79,7 +79,7 @@ def test_every_command_and_exit_code_is_documented_in_the_commands_page() -> Non
 def test_latency_runtime_offers_only_runtimes_with_a_latency_model(tmp_path: Path) -> None:
     """``--latency-runtime`` lists what the runtime registry says has a latency model (tflite,
     ncnn), not every runtime ``--runtime`` measures under; torch is a one-line usage error."""
-    from lodevem.worker.registry import RUNTIMES, latency_runtimes
+    from lodevem.wire.registry import RUNTIMES, latency_runtimes
 
     assert latency_runtimes() == ("tflite", "ncnn") and set(RUNTIMES) > set(latency_runtimes())
     for command in ("start", "predict"):

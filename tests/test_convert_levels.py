@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from lodevem import zoo
+from lodevem.runtimes.ncnn.int8 import NCNN_NO_DYNAMIC
 from lodevem.sandbox.artifacts import ConvertCache
 from lodevem.sandbox.client import WorkerClient
 from lodevem.store import ArtifactStore
-from lodevem.worker.artifact_info import ArtifactUnreadable, ncnn_census, tflite_census
-from lodevem.worker.ncnn_int8 import NCNN_NO_DYNAMIC
-from lodevem.worker.precision import CONVERT_QUANTIZE
+from lodevem.wire.precision import CONVERT_QUANTIZE
+from lodevem.worker.export.artifact_info import ArtifactUnreadable, ncnn_census, tflite_census
 
 SHAPE = (1, 3, 96, 96)
 LEVELS = (None, *CONVERT_QUANTIZE)  # None: fp32

@@ -239,7 +239,7 @@ def test_the_decoding_container_runs_under_the_sandboxs_limits(app_backend, tmp_
     from lodevem.sandbox.base import PIDS_LIMIT
     from lodevem.sandbox.client import WorkerClient
     from lodevem.sandbox.docker_backend import DockerBackend
-    from lodevem.worker.images import Preprocessing
+    from lodevem.worker.evaluate.images import Preprocessing
 
     created: list[dict] = []
     backend = DockerBackend()

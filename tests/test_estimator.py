@@ -18,7 +18,7 @@ from lodevem.errors import InputError
 from lodevem.latency.estimator import DEFAULT_PARAMS, TERMS, Estimator, sum_work, work_vector
 from lodevem.latency.kernels import Kernel
 from lodevem.profiles import CORE_TYPES
-from lodevem.worker.registry import latency_runtimes
+from lodevem.wire.registry import latency_runtimes
 
 RUNTIMES = latency_runtimes()
 

@@ -22,7 +22,7 @@ from lodevem.cli import cli
 from lodevem.errors import InputError
 from lodevem.results import Accuracy, ModelFile
 from lodevem.store import ArtifactStore
-from lodevem.worker.samples import NpzSamples
+from lodevem.worker.evaluate.samples import NpzSamples
 
 
 def _digits(n: int = 40) -> tuple[np.ndarray, np.ndarray]:

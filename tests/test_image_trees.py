@@ -14,7 +14,7 @@ import pytest
 
 from lodevem.accuracy.imagefolder import MAX_IMAGE_BYTES, walk_tree, write_pack
 from lodevem.errors import InputError
-from lodevem.worker.images import LISTING, Preprocessing
+from lodevem.worker.evaluate.images import LISTING, Preprocessing
 
 
 def _tree(root: Path, counts: dict[str, int], payload: bytes = b"\x89PNG not decoded here") -> Path:

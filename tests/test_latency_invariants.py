@@ -73,7 +73,7 @@ def synthetic(core: str, clock: float = 2.0, count: int = 4) -> Profile:
 def onnx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """fp32 exports of the zoo models, and the twins a user's fp16 and dynamic-int8 files export to
     (the worker's ``_twin_inputs`` precision metadata: ``lodevem.precision``)."""
-    from lodevem.worker.quantized import float_twin_module, torch_quantization
+    from lodevem.worker.export.quantized import float_twin_module, torch_quantization
 
     out = tmp_path_factory.mktemp("invariants")
     paths: dict[str, Path] = {}

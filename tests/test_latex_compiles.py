@@ -19,7 +19,7 @@ import pytest
 
 from lodevem.report.files import latex_table, read_json
 from lodevem.report.paperkit import write_paper_kit
-from lodevem.worker.verdict import Verdict
+from lodevem.wire.verdict import Verdict
 
 STORED = Path(__file__).parent / "data" / "report_run"
 DOCUMENT = r"""\documentclass{article}

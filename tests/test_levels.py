@@ -251,7 +251,7 @@ def test_derive_refuses_fp32_and_reports_failures(files: dict[str, Path], tmp_pa
         derive_variants(files["mobilenet_v2"], ["fp32"], tmp_path, WorkerClient(ProcessBackend()))
     with pytest.raises(InputError, match="unknown level"):
         derive_variants(files["mobilenet_v2"], ["int4"], tmp_path, WorkerClient(ProcessBackend()))
-    # a TorchScript file is pruned through its exported program (TS2EP, its layers rebuilt: worker.programs)
+    # a TorchScript file is pruned through its exported program (TS2EP, its layers rebuilt: worker.load.programs)
     (pruned,) = derive_variants(files["tiny_ts"], ["pruned"], tmp_path / "ts", WorkerClient(ProcessBackend()),
                                 input_shape=[1, 3, 64, 64])
     assert pruned.variant_path is not None and pruned.variant_path.is_file() and "structured" in pruned.note

@@ -1,4 +1,4 @@
-"""lodevem's ncnn int8 writer (worker/ncnn_int8.py), without Docker: the bytes it writes are
+"""lodevem's ncnn int8 writer (runtimes/ncnn/int8.py), without Docker: the bytes it writes are
 ncnn's int8 layout (the calibration, which runs the ``ncnn`` wheel, is checked in the converter
 image by tests/test_convert_levels.py)."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lodevem.worker.artifact_info import ncnn_census
-from lodevem.worker.ncnn_int8 import INT8_TAG, _layers, write_int8
-from lodevem.worker.protocol import WorkerError
+from lodevem.runtimes.ncnn.int8 import INT8_TAG, _layers, write_int8
+from lodevem.wire.protocol import WorkerError
+from lodevem.worker.export.artifact_info import ncnn_census
 
 PARAM = ("7767517\n4 4\nInput in0 0 1 in0\n"
          "Convolution conv 1 1 in0 1 0=2 1=1 5=1 6=6 9=1\n"

@@ -3,9 +3,11 @@ once, in the worker's protocol, and the host's copies are the same objects."""
 
 from __future__ import annotations
 
+import json
+
 from lodevem.latency.armsim import isa
 from lodevem.sandbox import client
-from lodevem.worker import protocol
+from lodevem.wire import protocol
 
 
 def test_the_host_reads_the_protocols_error_kinds_and_isas() -> None:
@@ -20,17 +22,17 @@ def test_an_unknown_error_kind_from_a_sandbox_is_internal() -> None:
 
     for kind, seen in (("corrupt", "corrupt"), ("\x1b[31mhostile", "internal"), (None, "internal")):
         reply = client.parse_reply(json.dumps({"ok": False, "error": {"kind": kind, "message": "m"}}))
-        assert reply is not None and reply.failure is not None and reply.failure.kind == seen
+        assert reply is not None and reply.error is not None and reply.error.kind == seen
 
 
 def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
-    """``WorkerResult``'s fields are the reply's one definition: a section renamed in the worker
+    """``WorkerReply``'s fields are the reply's one definition: a section renamed in the worker
     and not in the host's parser (or the reverse) reads as empty, silently, without this."""
     import ast
     from dataclasses import fields
     from pathlib import Path
 
-    from lodevem.worker import replies, sections
+    from lodevem.wire import replies, sections
 
     def parse_of(module: object, record: str) -> ast.AST:
         tree = ast.parse(Path(module.__file__).read_text())  # type: ignore[attr-defined]
@@ -47,33 +49,33 @@ def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
     read |= {node.args[0].value for node in calls
              if isinstance(node.func, ast.Attribute) and node.func.attr == "get"
              and getattr(node.func.value, "id", "") == "data" and node.args and isinstance(node.args[0], ast.Constant)}
-    written = {f.name for f in fields(protocol.WorkerResult)}
+    written = {f.name for f in fields(replies.WorkerReply)}
     assert {"model", "memory", "latency", "error", "ok"} <= read
     assert read <= written, sorted(read - written)
 
 
 def test_the_reply_is_one_set_of_records_on_both_sides() -> None:
-    """The records the host reads a reply into are the worker protocol's (``worker.replies``), and
+    """The records the host reads a reply into are the worker protocol's (``wire.replies``), and
     a section the worker writes with a record reads back as the same record."""
-    from lodevem.worker import replies
+    from lodevem.wire import replies
 
     assert client.WorkerReply is replies.WorkerReply and client.ModelSection is replies.ModelSection
     failure = replies.WorkerFailure("corrupt", "m.pt: truncated")
     accuracy = replies.AccuracySection(100, 71, 93, 1000, 1.5)
     data = {"ok": False, "error": failure.to_dict(), "accuracy": accuracy.to_dict()}
     reply = replies.WorkerReply.parse(data)
-    assert reply.failure == failure and reply.accuracy == accuracy and not reply.ok
+    assert reply.error == failure and reply.accuracy == accuracy and not reply.ok
 
 
 def test_the_measured_sections_are_written_and_read_as_the_same_records() -> None:
-    """runtime, latency, memory and converted: what the worker builds (``worker.sections``) is
+    """runtime, latency, memory and converted: what the worker builds (``wire.sections``) is
     what the host reads back from the result line, field for field, through the wire format."""
-    from lodevem.worker import sections
+    from lodevem.wire import replies, sections
     from lodevem.worker.memory import MemoryPhases
 
     memory = MemoryPhases(1000)
     memory.mark("after_import")
-    result = protocol.WorkerResult(
+    result = replies.WorkerReply(
         action="measure", ok=True, runtime=sections.RuntimeSection.here("torch", "2.13.0"),
         latency=sections.HostTimings(samples_ms=(2.0, 3.0), mean_ms=2.5, std_ms=0.5, min_ms=2.0, max_ms=3.0,
                                      p50_ms=2.5, p90_ms=2.9, p95_ms=2.95, p99_ms=2.99, throughput_ips=400.0,
@@ -83,7 +85,7 @@ def test_the_measured_sections_are_written_and_read_as_the_same_records() -> Non
                                             "int8-dynamic", "int8-dynamic", "dynamic range", None, None))
     reply = client.parse_reply(result.to_json())
     assert reply is not None and reply.ok
-    assert reply.runtime == result.runtime and reply.timings == result.latency
+    assert reply.runtime == result.runtime and reply.latency == result.latency
     assert reply.memory == result.memory and reply.memory is not None
     assert reply.memory.phases_kb["rss_start_kb"] == 1000 and reply.memory.hwm_kb
     assert reply.converted == result.converted
@@ -93,8 +95,8 @@ def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_reco
     """model, onnx, variant, derived and the armsim profile: the records the worker builds are what
     the host reads back, through the wire format (the model's quantization as the wire's object,
     its shapes as lists; the variant's notes and a derived file's reason kept together)."""
-    from lodevem.worker.armsim_symbols import KernelShare
-    from lodevem.worker.file_sections import (
+    from lodevem.wire import replies
+    from lodevem.wire.file_sections import (
         DerivedFile,
         LayerSparsity,
         ModelSection,
@@ -102,7 +104,7 @@ def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_reco
         SparsitySection,
         VariantSection,
     )
-    from lodevem.worker.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
+    from lodevem.wire.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, KernelShare, ThreadCounts
 
     sparsity = SparsitySection(0.25, 3, 64, 1, (LayerSparsity("conv1", 0.5, 3, 16),), "3 channels removed", 9408)
     model = ModelSection(format="pickled_module", sha256="ab" * 32, file_bytes=1234, params=9408, param_bytes=37632,
@@ -118,27 +120,30 @@ def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_reco
                                  counts, (ThreadCounts(0, counts),), 1, 12.5, "sha256:00", options={"xnnpack": True},
                                  phases={"load_s": 1.0}, blocks=BlockCycles(7, 80, "19.1.0", {"cortex-a55": (90.0, 90.0)}),
                                  identity={"CPU part": "0xd05"}, kernels=(KernelShare("xnn_f16_gemm", "libtf.so", 60, 0.75),))
-    result = protocol.WorkerResult(action="derive", ok=True, model=model, onnx=onnx, variant=variant, derived=derived,
+    result = replies.WorkerReply(action="derive", ok=True, model=model, onnx=onnx, variant=variant, derived=derived,
                                    profile=profile)
     reply = client.parse_reply(result.to_json())
     assert reply is not None and reply.ok
     assert reply.model == model and reply.onnx == onnx and reply.profile == profile
-    assert reply.derived == client.DerivedSection("torchscript", 4704, ("pruned only", "torch.save fails"))
-    wire = protocol.json.loads(result.to_json())
+    assert reply.derived == derived and reply.variant == variant
+    assert reply.derived_variant() == client.DerivedSection("torchscript", 4704, ("pruned only", "torch.save fails"))
+    wire = json.loads(result.to_json())
     assert wire["model"]["quantization"] == {"scheme": "dynamic", "backend": "torch.ao eager"}
     assert wire["model"]["input_shape"] == [1, 3, 32, 32] and wire["variant"]["notes"] == ["pruned only"]
     assert VariantSection.parse(wire["variant"]) == variant and DerivedFile.parse(wire["derived"]) == derived
 
 
 def test_the_worker_writes_its_sections_only_as_records() -> None:
-    """Every section of ``WorkerResult`` is a typed record (or a plain flag, name or timing): no
+    """Every section of ``WorkerReply`` is a typed record (or a plain flag, name or timing): no
     section is a dict a worker module fills key by key."""
     import typing
     from dataclasses import fields
 
-    hints = typing.get_type_hints(protocol.WorkerResult)
-    plain = {"action", "ok", "schema_version", "worker_version", "timings_s"}
-    for section in fields(protocol.WorkerResult):
+    from lodevem.wire import replies
+
+    hints = typing.get_type_hints(replies.WorkerReply)
+    plain = {"action", "ok", "schema_version", "worker_version"}
+    for section in fields(replies.WorkerReply):
         if section.name in plain:
             continue
         record = next(a for a in typing.get_args(hints[section.name]) if a is not type(None))
@@ -146,14 +151,14 @@ def test_the_worker_writes_its_sections_only_as_records() -> None:
 
 
 def test_each_action_has_one_request_record_on_both_sides() -> None:
-    """The host builds the action's own record (``worker.requests``); the worker reads the same
+    """The host builds the action's own record (``wire.requests``); the worker reads the same
     record back from the JSON, field for field, and refuses a field another action owns, naming
     the actions that take it."""
     import json
 
     import pytest
 
-    from lodevem.worker import requests
+    from lodevem.wire import requests
 
     assert tuple(requests.REQUESTS) == protocol.ACTIONS
     built = [requests.MeasureRequest(model_path="m.pt", runs=7, runtime="onnxruntime", onnx_path="m.onnx"),
@@ -173,3 +178,16 @@ def test_each_action_has_one_request_record_on_both_sides() -> None:
         requests.WorkerRequest.from_json(json.dumps({"action": "measure", "model_path": "m.pt", "data_path": "d"}))
     moved = built[1].moved("/input/m.pt", [], requests.RequestFiles(onnx_path="/output/m.onnx"))
     assert moved.files() == requests.RequestFiles(onnx_path="/output/m.onnx") and moved.twin is False
+
+
+def test_the_envelope_is_one_class_on_both_sides() -> None:
+    """The worker writes and the host reads the same ``WorkerReply`` under the same field names
+    (issue 48: ``WorkerResult`` wrote ``error``/``latency``, ``WorkerReply`` read ``failure``/``timings``)."""
+    from lodevem.wire import replies
+    from lodevem.worker import __main__ as worker_main
+
+    assert client.WorkerReply is replies.WorkerReply and worker_main.WorkerReply is replies.WorkerReply
+    written = replies.WorkerReply(action="measure", ok=True, latency=replies.HostTimings(samples_ms=(1.5,), runs=1))
+    read = replies.WorkerReply.parse(json.loads(written.to_json()))
+    assert (read.action, read.ok, read.latency, read.error) == ("measure", True, written.latency, None)
+    assert "timings_s" not in written.to_json()

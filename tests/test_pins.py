@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lodevem.sandbox.image import LITERT_PIN, NCNN_PIN, TORCH_PIN
-from lodevem.worker.registry import RUNTIMES
+from lodevem.wire.registry import RUNTIMES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,7 @@ from lodevem.latency.paper import KindPaper, KindUse, Reference
 from lodevem.latency.records import LatencyPrediction, uncertainty_band
 from lodevem.latency.selection import Availability, HeldOutError, HeldOutRow, pick
 from lodevem.profiles import Profile, load_profiles
-from lodevem.worker import registry
+from lodevem.wire import registry
 
 TOY_REFERENCE = Reference("toykind", "misc", {"author": "{lodevem tests}", "title": "A toy predictor kind",
                                                "year": "2026"}, "tests/test_predictor_registry.py")

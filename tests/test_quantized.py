@@ -30,9 +30,10 @@ from lodevem import worker
 from lodevem.latency.kernels import extract_kernels
 from lodevem.profiles import load_profiles
 from lodevem.sandbox.client import ModelSection
-from lodevem.worker import actions, protocol
+from lodevem.wire import protocol, replies
+from lodevem.worker import actions
+from lodevem.worker.export.quantized import PRECISION_KEY, node_module
 from lodevem.worker.memory import MemoryPhases
-from lodevem.worker.quantized import PRECISION_KEY, node_module
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -116,7 +117,7 @@ def _write_models(folder: Path) -> dict[str, Path]:
 def _export(model: Path, out: Path) -> dict[str, Any]:
     """The worker's export-onnx action, in-process; returns its ``model`` section as the wire has it."""
     req = worker.ExportOnnxRequest(model_path=str(model), onnx_path=str(out), input_shape=list(SHAPE))
-    res = protocol.WorkerResult()
+    res = replies.WorkerReply()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         actions.run(req, res, MemoryPhases(0))
@@ -348,7 +349,7 @@ def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[st
         runtime = tmp_path / f"{name}-runtime.onnx"
         req = worker.ExportOnnxRequest(model_path=str(models[name]), onnx_path=str(runtime), input_shape=list(SHAPE),
                                        twin=False)
-        res = protocol.WorkerResult()
+        res = replies.WorkerReply()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             actions.run(req, res, MemoryPhases(0))
@@ -361,7 +362,7 @@ def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[st
         for onnx_path, ok in ((runtime, True), (exported[name][0], False)):
             measure = worker.MeasureRequest(model_path=str(models[name]), runtime="onnxruntime",
                                             onnx_path=str(onnx_path), input_shape=list(SHAPE), warmup=0, runs=1)
-            res = protocol.WorkerResult()
+            res = replies.WorkerReply()
             if ok:
                 actions.run(measure, res, MemoryPhases(0))
                 assert res.latency is not None
@@ -400,7 +401,7 @@ def test_real_network_twins_keep_every_kernel(tmp_path: Path) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     from lodevem import zoo
-    from lodevem.worker.variants import derive_variant, write_variant
+    from lodevem.worker.derive.variants import derive_variant, write_variant
 
     x = torch.randn(1, 3, 224, 224)
     module = zoo.build("mobilenet_v2").eval()
@@ -437,5 +438,5 @@ def _export_to(folder: Path, name: str) -> Path:
     req = worker.ExportOnnxRequest(model_path=str(folder / name), onnx_path=str(out))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        actions.run(req, protocol.WorkerResult(), MemoryPhases(0))
+        actions.run(req, replies.WorkerReply(), MemoryPhases(0))
     return out

@@ -37,7 +37,7 @@ from lodevem.reporter import (
     write_latex,
 )
 from lodevem.results import PairResult
-from lodevem.worker.verdict import Verdict
+from lodevem.wire.verdict import Verdict
 
 PROFILE_IDS = ("nokia_8110_4g", "tecno_spark8", "nokia_c1")  # deliberately not in tier order
 

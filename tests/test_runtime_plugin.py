@@ -3,15 +3,18 @@ registry line (``lodevem.runtimes.ADAPTERS``, beside its ``RuntimeSpec`` in the 
 a toy runtime defined in ``tests/toyrt`` is then what every host stage asks, with no other edit to
 lodevem: the options and the run config take it, ``build-image`` plans its images, its converted
 file is named by it, a measurement or an evaluation of it runs its converted file, and its device
-tool's log calibrates it. What a real runtime adds beside (its worker-side loading and measuring
-in the images) is the worker's, dispatched by the request's runtime.
+tool's log calibrates it. Its container half (``tests/toyrt/guest.py``) lives in the same folder: copied
+into a copy of the package as ``runtimes/toyrt/`` with its registry line, it converts, measures and
+evaluates through the worker in real containers (Docker lane), chosen by the worker's one table.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import pytest
 from toyrt import SPEC, ToyRuntime
 
@@ -20,9 +23,13 @@ from lodevem.latency.calibration import parse_benchmark_log
 from lodevem.measure import MeasureCache, MeasurePlan
 from lodevem.results import ConversionResult, ModelFile
 from lodevem.sandbox.artifacts import converted_name
-from lodevem.sandbox.client import MeasureSettings
-from lodevem.sandbox.image import image_targets, specs_for_runtimes
-from lodevem.worker import registry
+from lodevem.sandbox.client import MeasureSettings, WorkerClient
+from lodevem.sandbox.image import image_status, image_targets, specs_for_runtimes
+from lodevem.wire import registry, requests
+from lodevem.wire.protocol import WORKER_RELEASE, source_digest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
+TOY_FOLDER = Path(__file__).resolve().parent / "toyrt"
 
 
 @pytest.fixture
@@ -81,3 +88,51 @@ def test_a_measurement_runs_its_converted_file(toy: ToyRuntime, tmp_path: Path) 
 def test_its_device_log_calibrates_it(toy: ToyRuntime) -> None:
     log = parse_benchmark_log("boot\ntoybench: mobilenet_v2 avg_ms=12.5\n", "toy.log")
     assert (log.runtime, log.tool, log.entries[0].name, log.entries[0].ms) == ("toyrt", "toybench", "mobilenet_v2", 12.5)
+
+
+def _package_with_the_toy(root: Path) -> Path:
+    """A copy of lodevem with the toy's folder as ``runtimes/toyrt/`` and its one registry line."""
+    pkg = root / "lodevem"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(PACKAGE, pkg, ignore=ignore)
+    shutil.copytree(TOY_FOLDER, pkg / "runtimes" / "toyrt", ignore=ignore)
+    registry_file = pkg / "wire" / "registry.py"
+    text, end = registry_file.read_text(), "\n)}\nDEFAULT_LATENCY_RUNTIME"
+    assert text.count(end) == 1
+    registry_file.write_text(text.replace(end, f"\n    {SPEC!r},{end}"))
+    return pkg
+
+
+@pytest.mark.docker
+def test_it_converts_measures_and_evaluates_in_a_container(toy: ToyRuntime, docker_backend: Any, digits_files: Any,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for spec in specs_for_runtimes(["toyrt"]):
+        if not image_status(spec=spec).present:
+            pytest.skip(f"image {spec.tag} is not built")
+    monkeypatch.setitem(registry.CONVERT_ACTIONS, "toyrt", SPEC.converter.action)  # type: ignore[union-attr]
+    monkeypatch.setitem(requests.REQUESTS, SPEC.converter.action, requests.ConvertRequest)  # type: ignore[union-attr]
+    pkg = _package_with_the_toy(tmp_path / "pkg")
+    monkeypatch.setattr(docker_backend, "host_pkg", pkg)  # mounted over the image's copy, as the host's is
+    client = WorkerClient(docker_backend, expected_version=f"{WORKER_RELEASE}+{source_digest(pkg)}")
+    shape = tuple(np.load(digits_files.npz)["inputs"].shape[1:])
+    target = tmp_path / converted_name("cd" * 32, "toyrt", (1, *shape))
+
+    made = client.convert(digits_files.pickled, "toyrt", target, (1, *shape), timeout_s=300)
+    assert made.ok, made.problem()
+    assert made.reply is not None and made.reply.converted is not None
+    assert made.reply.converted.format == "toyrt" and made.reply.converted.converter == "toyconv"
+    assert target.is_file() and target.read_bytes()[:2] == b"PK"  # a TorchScript archive
+
+    settings = MeasureSettings(runtime="toyrt", input_shape=(1, *shape), warmup=1, runs=3)
+    measured = client.measure(digits_files.pickled, 512, settings, 300, converted_path=target)
+    assert measured.ok, measured.problem()
+    reply = measured.reply
+    assert reply is not None and reply.runtime is not None and reply.runtime.name == "toyrt"
+    assert reply.latency is not None and len(reply.latency.samples_ms) == 3 and reply.memory is not None
+
+    evaluated = client.evaluate(digits_files.pickled, digits_files.npz, settings, 300, converted_path=target)
+    assert evaluated.ok, evaluated.problem()
+    counted = evaluated.reply.accuracy if evaluated.reply else None
+    assert counted is not None and counted.samples == 597
+    # the toy's file is the model traced: the same top-1 as torch's plain evaluation, sample by sample
+    assert 100.0 * counted.top1_correct / counted.samples == pytest.approx(digits_files.plain_top1, abs=0.2)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from helpers import runs_in_the_sandbox
+
 PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 LOADERS = {("torch", "load"), ("jit", "load"), ("export", "load"), ("serialization", "load")}
 WORKER = PACKAGE / "worker"
@@ -32,9 +34,10 @@ def _calls(tree: ast.AST) -> list[tuple[str, str, int]]:
 
 
 def _host_sources() -> list[tuple[Path, ast.AST]]:
-    """(path, parsed tree) of every host module: the package outside ``lodevem/worker/``."""
+    """(path, parsed tree) of every host module: the package outside what the sandbox runs (the
+    worker and the runtimes' container halves, ``helpers.runs_in_the_sandbox``)."""
     return [(path, ast.parse(path.read_text(), filename=str(path)))
-            for path in sorted(PACKAGE.rglob("*.py")) if WORKER not in path.parents]
+            for path in sorted(PACKAGE.rglob("*.py")) if not runs_in_the_sandbox(path.relative_to(PACKAGE).as_posix())]
 
 
 def test_only_the_worker_loads_model_files() -> None:
@@ -135,27 +138,20 @@ def test_the_rule_catches_a_load() -> None:
 
 
 def test_worker_imports_no_host_module() -> None:
-    """Only the worker's own modules (single-dot relative imports) and no ``lodevem`` import."""
-    files = sorted(WORKER.glob("*.py"))
-    assert WORKER / "__init__.py" in files and WORKER / "__main__.py" in files
-    assert not any(p.is_dir() and p.name != "__pycache__" for p in WORKER.iterdir())  # no sub-packages
-    own = {p.stem for p in files}
-    imported = set()
-    for path in files:
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.ImportFrom):
-                name = "." * node.level + (node.module or "")
-                if node.level == 1 and (node.module in own or (node.module is None and
-                                                               all(a.name in own for a in node.names))):
-                    continue  # a sibling module of the worker package
-                imported.add(f"{path.name}: {name}")
-            elif isinstance(node, ast.Import):
-                imported.update(f"{path.name}: {a.name}" for a in node.names)
-    # lodevem.zoo is model code shipped into the image beside the worker (image._WORKER_PACKAGES), as
+    """The worker's modules (at any depth) import only the worker, the wire (the records both
+    sides speak) and the runtimes' container halves they are handed, never a host module."""
+    from test_architecture import _imports
+
+    assert (WORKER / "__init__.py").is_file() and (WORKER / "__main__.py").is_file()
+    # lodevem.zoo is model code shipped into the image beside the worker (wire.protocol.WORKER_SOURCES), as
     # the user's --code is mounted: `--arch zoo:NAME` builds one of its reference architectures, and
-    # its MAC counter is the one both use (variants: the pruning report). The zoo imports no worker.
-    imported = {name for name in imported if name not in ("usercode.py: lodevem", "variants.py: ..zoo.macs")}
-    assert not any(name.split(": ", 1)[1].startswith((".", "lodevem")) for name in imported), imported
+    # its MAC counter is the one both use (derive.variants: the pruning report). The zoo imports no worker.
+    allowed = ("lodevem.worker", "lodevem.wire")
+    left = {("lodevem.worker.load.usercode", "lodevem"), ("lodevem.worker.load.usercode", "lodevem.zoo"),
+            ("lodevem.worker.derive.variants", "lodevem.zoo.macs")}
+    imported = sorted(f"{m} -> {t}" for m, ts in _imports().items() if m.startswith("lodevem.worker")
+                      for t in ts if not t.startswith(allowed) and (m, t) not in left)
+    assert imported == []
 
 
 def test_worker_imports_only_the_stdlib_at_top_level() -> None:
@@ -163,7 +159,7 @@ def test_worker_imports_only_the_stdlib_at_top_level() -> None:
     import sys
 
     offenders = []
-    for path in sorted(WORKER.glob("*.py")):
+    for path in sorted(WORKER.rglob("*.py")):
         for node in ast.parse(path.read_text(), filename=str(path)).body:
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -183,7 +179,7 @@ DYNAMIC_IMPORTS = {("importlib", "import_module"), ("util", "spec_from_file_loca
 
 
 def test_the_host_never_imports_or_runs_code_by_name() -> None:
-    """The user's code (``--code``) is imported only in the sandbox (``worker/usercode.py``): host
+    """The user's code (``--code``) is imported only in the sandbox (``worker/load/usercode.py``): host
     modules have no dynamic import, exec/eval or ``sys.path`` edit, except the restricted
     unpickler's allow-listed ``import_module`` (a fixed set of scikit-learn/numpy modules)."""
     offenders = []

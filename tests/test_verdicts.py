@@ -106,7 +106,7 @@ def test_interrupted_note_counts_this_runs_pairs(tmp_path: Path) -> None:
 def test_default_shape_check_sees_a_linear_made_for_another_size() -> None:
     import torch.nn as nn
 
-    from lodevem.worker.shapes import DefaultShapeCheck, recorded_input_shape
+    from lodevem.worker.load.shapes import DefaultShapeCheck, recorded_input_shape
 
     net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 48 * 48, 10))
     check = DefaultShapeCheck(net, [1, 3, 224, 224])

@@ -1,7 +1,7 @@
 """Accuracy beside latency and RAM (``--eval-data``): every row's model evaluated in the sandbox
 under the runtime the row is measured with (``evaluate``), its drop against the fp32 row, and
 whether a pruned variant was fine-tuned (``--finetune-data``). The record is ``results.Accuracy``;
-the data is read by ``accuracy.data``; the sandbox side is ``worker.evaluate``/``worker.finetune``.
+the data is read by ``accuracy.data``; the sandbox side is ``worker.evaluate.evaluate``/``worker.derive.finetune``.
 """
 
 from __future__ import annotations

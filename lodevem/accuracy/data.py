@@ -2,7 +2,7 @@
 one normalised ``.npz``.
 
 Why here: the data is the user's file, as hostile as a model. An ``.npz`` is read without pickle
-(``worker.samples``: the ``.npy`` headers parsed, object arrays refused, rows streamed one sample at
+(``worker.evaluate.samples``: the ``.npy`` headers parsed, object arrays refused, rows streamed one sample at
 a time, so host memory stays at one sample however large the file) through a descriptor
 ``regular_fd`` vouched for (no FIFO, no device, size-capped). Everything that can be known before
 any container starts is checked here and refused in one line naming the file (exit 2): missing
@@ -13,7 +13,7 @@ and lands in the row's accuracy cell.
 A ``.pt`` is a pickle: lodevem never unpickles on the host, so it is refused with the one line
 that says how to save the same tensors as an ``.npz``. An ImageFolder tree (a folder of class
 folders of PNG/JPEG images) is walked here and decoded in the sandbox (``accuracy.imagefolder``,
-``worker.images``) into the same normalised copy.
+``worker.evaluate.images``) into the same normalised copy.
 
 The normalised copy (float32 inputs, int64 labels, the first ``limit`` samples, uncompressed so the
 worker streams it) is kept in the artifact store (kind ``evaldata``) under the source's content
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import InputError, UnsafeInput
 from ..safe_io.files import Kind, _shown, open_regular, sha256_file
-from ..worker.images import Preprocessing
-from ..worker.samples import NpzSamples, NpzWriter, SampleFileError
+from ..worker.evaluate.images import Preprocessing
+from ..worker.evaluate.samples import NpzSamples, NpzWriter, SampleFileError
 
 if TYPE_CHECKING:
     from ..sandbox.client import WorkerClient

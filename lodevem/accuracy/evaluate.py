@@ -30,8 +30,8 @@ from ..safe_io.sniff import content_suffix
 from ..sandbox.artifacts import loading_sha256
 from ..sandbox.client import MeasureSettings
 from ..store import ArtifactStore, digest
-from ..worker.finetune import NOT_FINETUNED
-from ..worker.registry import measured_under
+from ..wire.registry import measured_under
+from ..worker.derive.finetune import NOT_FINETUNED
 from .data import IMAGEFOLDER, EvalData, check_model_shape
 
 KIND = "accuracy"
@@ -40,13 +40,13 @@ NOTE_FINETUNED = "pruned and fine-tuned (--finetune-data)"
 
 
 def finetuned(model: ModelFile) -> bool:
-    """A derived pruned variant whose derivation fine-tuned it (its notes say so: worker.finetune)."""
+    """A derived pruned variant whose derivation fine-tuned it (its notes say so: worker.derive.finetune)."""
     note = model.note or ""
     return "fine-tuned" in note and NOT_FINETUNED not in note
 
 
 def finetune_failure(model: ModelFile) -> Optional[str]:
-    """``not fine-tuned: <reason>`` of a pruned variant whose fine-tuning failed (worker.finetune),
+    """``not fine-tuned: <reason>`` of a pruned variant whose fine-tuning failed (worker.derive.finetune),
     else None: the row keeps its figures and its accuracy note says why it is not fine-tuned."""
     return next((part for part in (model.note or "").split("; ") if part.startswith(f"{NOT_FINETUNED}: ")), None)
 
@@ -80,7 +80,7 @@ def _file_label(model: ModelFile) -> str:
 @dataclass(frozen=True)
 class EvaluationJob:
     """One row's model to evaluate: under ``settings.runtime`` (the runtime that measures the row,
-    ``worker.registry.measured_under``) on ``data``, with the shape of its samples."""
+    ``wire.registry.measured_under``) on ``data``, with the shape of its samples."""
 
     model: ModelFile
     settings: MeasureSettings

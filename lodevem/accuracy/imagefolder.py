@@ -1,5 +1,5 @@
 """ImageFolder trees as data (``--eval-data DIR``, ``--finetune-data DIR``, ``--calib-data DIR``):
-walked on the host, decoded in the sandbox (``worker.images``), then the same normalised ``.npz``
+walked on the host, decoded in the sandbox (``worker.evaluate.images``), then the same normalised ``.npz``
 as an ``.npz`` the user gave.
 
 Why split so: an image is a file for a large C decoder, as hostile as a model file, so the host
@@ -20,7 +20,7 @@ The rules (docs/accuracy.md states them for users):
   truncated image, a non-image named ``.png``, a decompression bomb) is refused by the sandbox the
   same way, before any model runs.
 * **caps**: ``MAX_TREE_ENTRIES`` entries walked, ``MAX_DEPTH`` folders deep, the pack at most the
-  store's ``MAX_ARTIFACT_BYTES``, each image ``worker.images.MAX_IMAGE_PIXELS`` pixels; the host
+  store's ``MAX_ARTIFACT_BYTES``, each image ``worker.evaluate.images.MAX_IMAGE_PIXELS`` pixels; the host
   holds at most ``limit`` chosen paths and one image's bytes at a time, however large the tree.
 * **which images**: all of them when the tree holds at most ``limit``; else a deterministic sample
   of ``limit``: those whose relative path has the smallest sha256 (the same set whatever the walk
@@ -45,7 +45,7 @@ from ..errors import InputError, UnsafeInput
 from ..safe_io import Kind, folder_fd, read_bytes
 from ..safe_io.files import _shown
 from ..store import MAX_ARTIFACT_BYTES, bytes_digest, digest
-from ..worker.images import IMAGE_MEMBER, LISTING, MAX_IMAGE_BYTES, is_image_name
+from ..worker.evaluate.images import IMAGE_MEMBER, LISTING, MAX_IMAGE_BYTES, is_image_name
 
 MAX_TREE_ENTRIES = 2_000_000  # entries walked (ImageNet's training set is 1.3 million files)
 MAX_DEPTH = 16  # folders below the tree's root

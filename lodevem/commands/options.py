@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..latency.pool import MODES
 from ..profiles import TIERS
 from ..sandbox.image import image_targets
-from ..worker.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
+from ..wire.registry import DEFAULT_LATENCY_RUNTIME, RUNTIMES, latency_runtimes
 
 
 def parse_shape(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[tuple[int, ...]]:
@@ -33,7 +33,7 @@ def parse_shape(ctx: click.Context, param: click.Parameter, value: Optional[str]
         dims = ()
     if not dims or any(d <= 0 for d in dims):
         raise click.BadParameter(f"expected comma-separated positive integers like 1,3,224,224, got {value!r}")
-    from ..worker.shapes import input_shape_problem
+    from ..worker.load.shapes import input_shape_problem
 
     problem = input_shape_problem(dims)  # before any container: rank, batch, size
     if problem:
@@ -304,9 +304,9 @@ def eval_data_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _preprocessing(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Any:
-    """``--preprocess SPEC`` as the typed record (``worker.images.Preprocessing``); a bad one is
+    """``--preprocess SPEC`` as the typed record (``worker.evaluate.images.Preprocessing``); a bad one is
     the usual one-line usage error."""
-    from ..worker.images import Preprocessing
+    from ..worker.evaluate.images import Preprocessing
 
     try:
         return Preprocessing.parse(value) if value else Preprocessing()

@@ -8,7 +8,7 @@ from typing import Optional
 import click
 
 from ..sandbox.image import DEFAULT_DEBIAN_MIRROR
-from ..worker.registry import DEFAULT_LATENCY_RUNTIME
+from ..wire.registry import DEFAULT_LATENCY_RUNTIME
 from . import TERMINAL, finish
 from .options import nnmeter_data_option, profiles_dir_option, runtime_option, tier_choice
 

@@ -17,7 +17,7 @@ from ..latency.described import MEASURED
 from ..latency.records import LatencyPrediction
 from ..profiles import Profile
 from ..results import MemoryMeasurement, ModelFile, PairResult
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 from .bench import DeviceMeasurement
 
 __all__ = ["MEASURED_KIND", "device_latency", "device_row"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from ..runtimes import adapter
-from ..worker.precision import EXECUTED_ARITHMETIC, INT8_ARITHMETIC, LEVEL_ARITHMETIC, LEVEL_FILE_PRECISION
+from ..wire.precision import EXECUTED_ARITHMETIC, INT8_ARITHMETIC, LEVEL_ARITHMETIC, LEVEL_FILE_PRECISION
 from .armsim.isa import isa_for_core
 
 __all__ = ["EXECUTED", "band_arithmetic", "cell_arithmetic_executed", "declared", "executed", "file_level",

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..profiles import load_profiles
-from ..worker.precision import ARITHMETIC
-from ..worker.registry import on_device_runtimes
+from ..wire.precision import ARITHMETIC
+from ..wire.registry import on_device_runtimes
 from .arithmetic import cell_arithmetic_executed
 from .selection import Availability, CellKind, HeldOutError
 from .statement import figure_text, socs_of

@@ -65,4 +65,4 @@ def prediction_sources() -> list[Path]:
     vocabulary and registry it reads (an edited cost model must not be served from the cache)."""
     package = Path(__file__).resolve().parent.parent
     return [*sorted((package / "predict").glob("*.py")), *sorted((package / "latency").rglob("*.py")),
-            package / "worker" / "precision.py", package / "worker" / "registry.py"]
+            package / "wire" / "precision.py", package / "wire" / "registry.py"]

@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from ..errors import EstimatorError, InputError
-from ..worker.precision import INT8_ARITHMETIC
-from ..worker.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
+from ..wire.precision import INT8_ARITHMETIC
+from ..wire.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
 from .arithmetic import EXECUTED, band_arithmetic, executed, int8_group
 from .estimator_records import (
     CoreParams,

@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import InputError
 from ..store import bytes_digest
-from ..worker.precision import ARITHMETIC, FILE_PRECISIONS
+from ..wire.precision import ARITHMETIC, FILE_PRECISIONS
 
 __all__ = [
     "CATEGORIES",
@@ -60,7 +60,7 @@ _ELEMENTWISE_OPS = {
 }
 _MATMUL_TYPES = {"Gemm", "MatMul"}
 _COMPUTE_TYPES = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
-PRECISION_KEY = "lodevem.precision"  # written by lodevem.worker.quantized (JSON, see there)
+PRECISION_KEY = "lodevem.precision"  # written by lodevem.worker.export.quantized (JSON, see there)
 # nn-Meter logs one warning per shapeless node and one for the onnx version; not our user's concern.
 _QUIET_LOGGERS = ("nn-Meter",)
 # Initializers larger than this are emptied before shape inference: only their dims matter to the

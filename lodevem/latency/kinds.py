@@ -4,7 +4,7 @@ A **kind** is one way to get a latency cell: the offline estimator (this module)
 regressors carried to the profile's core (``latency.nnmeter.NnMeterKind``), the real runtime on
 an emulated Arm core (``latency.armsim.kind.ArmsimKind``). ``--predictor NAME`` picks one;
 ``--predictor auto`` chooses per cell among the kinds the runtime registry names for the runtime
-(``worker.registry``: ``RuntimeSpec.predictors``), by their own stored held-out errors
+(``wire.registry``: ``RuntimeSpec.predictors``), by their own stored held-out errors
 (``held_out``; see ``latency.pool.PredictorPool.kind_for``).
 
 Adding a kind = a class with the ``PredictorKind`` methods in its own module, a factory entry in
@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..errors import InputError
 from ..profiles import Profile
-from ..worker.precision import REDUCED_ARITHMETIC, cell_arithmetic, level_arithmetic
+from ..wire.precision import REDUCED_ARITHMETIC, cell_arithmetic, level_arithmetic
 from .arithmetic import declared, file_level
 from .estimator import Estimate, Estimator, work_vector
 from .kernels import DEFAULT_RULES, KernelGraph
@@ -74,7 +74,7 @@ class PredictionJob:
     file_arithmetic: Optional[Callable[[], str]] = None
 
     def arithmetic(self) -> str:
-        """The arithmetic the cell is stated in (``worker.precision``): the level's, else the
+        """The arithmetic the cell is stated in (``wire.precision``): the level's, else the
         file's own (read from its kernel graph; fp32 when the graph does not read)."""
         if self.level is not None:
             return level_arithmetic(self.level)

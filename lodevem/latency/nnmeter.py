@@ -81,7 +81,7 @@ class NnMeterKind:
 
     @staticmethod
     def _serves(runtime: str) -> bool:
-        from ..worker.registry import RUNTIMES
+        from ..wire.registry import RUNTIMES
 
         return runtime in RUNTIMES and "nn-meter" in RUNTIMES[runtime].predictors
 

@@ -7,19 +7,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from ..runtimes import ADAPTERS
 from .paper import KindPaper, KindUse, and_join
 
 __all__ = ["data_references", "estimator_paper", "export_pipeline", "nnmeter_paper", "unknown_paper"]
 
 # The estimator's data sources (estimator_params.json provenance.data_sources, matched by prefix)
 # -> the reference and the name the sentence gives them.
+# A runtime's sources are its adapter's facts (``runtimes``); Paddle Lite is a source, not a runtime.
 _DATA_REFS: tuple[tuple[str, str, str], ...] = (
-    ("Tencent/ncnn", "ncnn", "ncnn"),
+    *((r.data_source_prefix, r.kernels_cited.key, r.kernels_cited.name) for r in ADAPTERS.values()
+      if r.data_source_prefix and r.kernels_cited),
     ("PaddlePaddle/Paddle-Lite", "paddlelite", "Paddle Lite"),
-    ("google/XNNPACK", "xnnpack", "TFLite with XNNPACK"),
 )
 # The runtime a cell stands for -> the reference and name of what its latency models.
-_RUNTIME_REFS: Mapping[str, tuple[str, str]] = {"ncnn": ("ncnn", "ncnn"), "tflite": ("xnnpack", "TFLite with XNNPACK")}
+_RUNTIME_REFS: Mapping[str, tuple[str, str]] = {
+    name: (r.kernels_cited.key, r.kernels_cited.name) for name, r in ADAPTERS.items() if r.kernels_cited}
 
 
 def export_pipeline(use: KindUse) -> str:

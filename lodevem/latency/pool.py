@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..errors import InputError
 from ..profiles import Cluster, Profile
 from ..version import __version__
-from ..worker.precision import ARITHMETIC, LEVELS
+from ..wire.precision import ARITHMETIC, LEVELS
 from .arithmetic import cell_arithmetic_executed
 from .armsim.kind import ArmsimKind
 from .cache import JsonCache, digest, file_digest, prediction_sources
@@ -120,7 +120,7 @@ class PredictorPool:
     def _unavailable(self, kind: PredictorKind, profile: Profile, runtime: str) -> Optional[str]:
         """Why ``kind`` cannot predict ``profile`` for ``runtime`` now: its own reason, or that the
         runtime registry does not name it for the runtime (``RuntimeSpec.predictors``)."""
-        from ..worker.registry import RUNTIMES
+        from ..wire.registry import RUNTIMES
 
         why = kind.unavailable(profile, runtime)
         if why is None and (runtime not in RUNTIMES or kind.name not in RUNTIMES[runtime].predictors):
@@ -237,7 +237,7 @@ class PredictorPool:
     def predict(self, onnx_path: Path | str, profiles: Sequence[Profile], threads: int, level: Optional[str],
                 runtime: str, convert: Optional[Callable[[], ConvertedFile]] = None) -> dict[str, LatencyPrediction]:
         """Cells of one exported model on every profile, keyed by profile id. ``level``: the
-        compression variant the file is (``worker.precision.LEVELS``): predicted from the fp32
+        compression variant the file is (``wire.precision.LEVELS``): predicted from the fp32
         graph with each kernel at the level's arithmetic. ``convert``: the runtime's own file
         from the caller's conversion cache, for kinds that run it (made once, on first use)."""
         if threads < 1:

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from ..results import MemoryMeasurement
 from ..store import ArtifactStore, digest
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 
 __all__ = ["MeasureCache", "cache_key"]
 

@@ -39,7 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 
 __all__ = ["ABSOLUTE_MB", "RELATIVE", "LimitPlan", "floor_bracket", "inferred_note", "plan_limits",
            "safe_above"]

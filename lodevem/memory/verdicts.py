@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..results import MemoryMeasurement
 from ..sandbox.client import MeasureSettings, ModelSection, SandboxRun, WorkerClient
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 from .planning import inferred_note
 
 __all__ = ["classify", "failed_measurement", "inferred", "oom_phase", "to_measurement"]
@@ -56,8 +56,8 @@ def to_measurement(run: SandboxRun, *, identity: str, model_sha256: str, setting
     verdict, message, phase = classify(run)
     outcome, reply = run.outcome, run.reply
     mem = reply.memory if reply is not None else None
-    model = reply.model if reply is not None else ModelSection()
-    timings = reply.timings if reply is not None else None
+    model = (reply.model if reply is not None else None) or ModelSection()
+    timings = reply.latency if reply is not None else None
     cgroup_peak = outcome.observed.get("cgroup_peak_mb")
     if cgroup_peak is None and mem is not None and mem.cgroup_peak_bytes and outcome.backend == "docker":
         cgroup_peak = round(mem.cgroup_peak_bytes / 2**20, 1)

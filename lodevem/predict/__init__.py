@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable
 from ..latency.kinds import ConvertedFile, SandboxAccess
 from ..latency.pool import MODES
 from ..latency.records import KernelLatency, LatencyPrediction, ModelGraph, ModelLatency, format_clock
-from ..worker.precision import LEVEL_FILE_PRECISION
+from ..wire.precision import LEVEL_FILE_PRECISION
 from .predictor import Predictor
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from ..latency.records import ModelGraph
 from ..sandbox.session import Session
 from ..store import file_digest
 from ..version import __version__
-from ..worker.protocol import DEFAULT_INPUT_SHAPE
-from ..worker.shapes import SOURCE_DEFAULT, SOURCE_GIVEN, host_shape_source
+from ..wire.protocol import DEFAULT_INPUT_SHAPE
+from ..worker.load.shapes import SOURCE_DEFAULT, SOURCE_GIVEN, host_shape_source
 
 __all__ = ["Graphs", "is_module"]
 
@@ -162,8 +162,8 @@ def _export_in_process(module: Any, shape: Sequence[int], target: Path) -> None:
     """Export lodevem's own zoo code or the caller's own module object in this process."""
     import torch
 
-    from ..worker.onnx_export import export_module
-    from ..worker.protocol import WorkerError
+    from ..wire.protocol import WorkerError
+    from ..worker.export.onnx_export import export_module
 
     first = next(iter(module.parameters()), None)
     example = torch.zeros(tuple(shape), dtype=first.dtype if first is not None else torch.float32)

@@ -30,7 +30,7 @@ from ..latency.records import LatencyPrediction, ModelGraph, ModelLatency
 from ..profiles import Profile, load_profiles, select_profiles
 from ..sandbox.session import Session
 from ..store import ArtifactStore, user_cache_dir
-from ..worker.registry import canonical
+from ..wire.registry import canonical
 from .exports import Graphs
 
 if TYPE_CHECKING:

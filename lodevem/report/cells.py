@@ -19,7 +19,7 @@ from typing import Optional
 from ..latency.described import describe_kind
 from ..profiles import Profile, tier_rank
 from ..results import PairResult
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 from .legend import CALIBRATED_MARK
 
 # Verdicts for which the table shows a word instead of the predicted latency: the model did not run

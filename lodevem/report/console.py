@@ -25,8 +25,8 @@ from ..latency.statement import BAND_SHORT
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
 from ..results.failures import one_line
-from ..worker.registry import latency_runtimes
-from ..worker.verdict import Verdict
+from ..wire.registry import latency_runtimes
+from ..wire.verdict import Verdict
 from .cells import (
     accuracy_legend,
     accuracy_text,

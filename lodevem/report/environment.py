@@ -21,7 +21,7 @@ from typing import Any, Optional
 from ..profiles import Profile
 from ..sandbox.base import cgroup_version, host_memory_mb
 from ..version import __version__
-from ..worker.registry import RUNTIMES
+from ..wire.registry import RUNTIMES
 from .manifest import (
     BackendInfo,
     DataSetEntry,
@@ -36,9 +36,12 @@ from .manifest import (
 __all__ = ["PACKAGES", "collect_manifest", "docker_server_version", "host_info", "lodevem_source",
            "package_versions", "runtime_versions"]
 
-# Distributions whose versions change the numbers (or their provenance).
-PACKAGES = ("torch", "nn-meter", "onnx", "onnxsim", "onnxruntime", "docker", "pandas", "numpy",
-            "scikit-learn", "torch-pruning", "matplotlib", "ai-edge-litert", "ncnn", "pnnx", "litert-torch")
+# Distributions whose versions change the numbers (or their provenance): lodevem's own
+# dependencies, then each runtime's package and converter (the registry's).
+PACKAGES = tuple(dict.fromkeys((
+    "nn-meter", "onnx", "onnxsim", "docker", "pandas", "numpy", "scikit-learn", "torch-pruning", "matplotlib",
+    *(spec.package for spec in RUNTIMES.values()),
+    *(spec.converter.package for spec in RUNTIMES.values() if spec.converter))))
 _PROBE_TIMEOUT_S = 2.0
 
 

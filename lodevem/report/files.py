@@ -23,7 +23,7 @@ from ..results import RESULTS_SCHEMA_VERSION, PairResult
 from ..safe_io import RESULTS_FILE, printable, read_bytes
 from ..store.files import write_atomic, write_json_file
 from ..version import __version__
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 from .cells import (
     NOT_FINETUNED_MARK,
     accuracy_legend,

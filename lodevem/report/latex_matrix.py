@@ -17,7 +17,7 @@ from typing import Optional
 
 from ..profiles import Profile
 from ..results import PairResult
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 from .cells import (
     NOT_FINETUNED_MARK,
     accuracy_text,

@@ -23,7 +23,7 @@ from ..latency.described import describe_kind
 from ..latency.paper import CellFigure
 from ..latency.statement import BAND_DEFINITION, HELD_OUT, basis_text
 from ..results import PairResult
-from ..worker.precision import LEVEL_FILE_PRECISION, level_arithmetic
+from ..wire.precision import LEVEL_FILE_PRECISION, level_arithmetic
 
 if TYPE_CHECKING:
     from ..latency.records import ModelLatency
@@ -36,7 +36,7 @@ CALIBRATED_MARK = "\u00a7"
 CALIBRATED_NOTE = ("scaled by a calibration against a measurement on the device; its band is the calibration's "
                    "own held-out error (CSV column latency_calibrations)")
 # A file's own precision -> the arithmetic its cell's error figure is for: that of the level making
-# such a file (worker.precision's vocabulary, inverted; "mixed" stays itself)
+# such a file (wire.precision's vocabulary, inverted; "mixed" stays itself)
 _PRECISION_ARITHMETIC = MappingProxyType({precision: level_arithmetic(level)
                                           for level, precision in LEVEL_FILE_PRECISION.items()})
 

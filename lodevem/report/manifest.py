@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..safe_io import fields
-from ..worker.images import Preprocessing
+from ..worker.evaluate.images import Preprocessing
 
 if TYPE_CHECKING:
     from ..accuracy.data import EvalData

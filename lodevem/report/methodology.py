@@ -28,8 +28,9 @@ from ..latency.described import MEASURED
 from ..latency.paper import KindUse, and_join
 from ..latency.statement import DEFINITION, basis_text
 from ..memory.planning import ABSOLUTE_MB, RELATIVE
-from ..worker.registry import on_device_runtimes
-from ..worker.verdict import Verdict
+from ..runtimes import ADAPTERS
+from ..wire.registry import on_device_runtimes
+from ..wire.verdict import Verdict
 from .legend import HELD_OUT
 from .run_facts import KindFacts, RunFacts, run_facts
 
@@ -124,11 +125,15 @@ def _memory_paragraph(f: RunFacts) -> str:
         head = f" {version}" if version else ""
         return head + (f" (converted with {conv} {conv_version})" if conv else "")
 
-    names = {"torch": f"PyTorch{_version(f, 'torch')} {{cite:pytorch}}",
-             "onnxruntime": f"ONNX Runtime{_version(f, 'onnxruntime')} {{cite:onnxruntime}} (on the ONNX export)",
-             "tflite": f"LiteRT{converted('tflite')} {{cite:litert}}",
-             "ncnn": f"ncnn{converted('ncnn')} {{cite:ncnn}}"}
-    runtimes = _and([names.get(r, r) for r in f.runtimes])
+    def named(runtime: str) -> str:
+        found = ADAPTERS.get(runtime)
+        if found is None or not found.cited.name:
+            return runtime
+        version = converted(runtime) if found.converts else _version(f, found.spec.package)
+        return (f"{found.cited.name}{version} {{cite:{found.cited.key}}}"
+                + (" (on the ONNX export)" if found.runs_onnx_export else ""))
+
+    runtimes = _and([named(r) for r in f.runtimes])
     sandboxes = []
     for backend in f.backends:
         if backend == "docker":
@@ -243,7 +248,7 @@ def _accuracy_paragraph(f: RunFacts) -> Optional[str]:
                 "the share of samples whose label scores highest (among the five highest); ties count as errors. "
                 "Each variant's drop is the fp32 row's top-1 minus its own, in percentage points, same runtime.")
     if f.finetune:
-        from ..worker.finetune import RECIPE
+        from ..worker.derive.finetune import RECIPE
 
         text += (f" The pruned variants were fine-tuned after pruning, in the sandbox, for {f.finetune} "
                  f"({RECIPE}, seeded sample order).")

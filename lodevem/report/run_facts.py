@@ -18,9 +18,9 @@ from ..latency.paper import KindPaper, KindUse
 from ..results import PairResult
 from ..safe_io.markup import literal_value
 from ..version import __version__
-from ..worker.registry import on_device_runtimes
-from ..worker.shapes import SOURCE_WORDS
-from ..worker.verdict import Verdict
+from ..wire.registry import on_device_runtimes
+from ..wire.verdict import Verdict
+from ..worker.load.shapes import SOURCE_WORDS
 from .cells import RunCounts, run_counts
 from .legend import row_cell
 from .manifest import Manifest, ManifestLike, manifest_dict
@@ -84,7 +84,7 @@ class RunFacts:
     fallbacks: tuple[str, ...] = ()  # memory_runtime of rows measured under torch because a converter refused
     memory_notes: tuple[str, ...] = ()  # each distinct row note on how the measured file was made
     evaluation: Optional[str] = None  # --eval-data as the manifest describes it (lodevem.accuracy)
-    finetune: Optional[str] = None  # --finetune-data: "<epochs> epoch(s) on <data>" (worker.finetune)
+    finetune: Optional[str] = None  # --finetune-data: "<epochs> epoch(s) on <data>" (worker.derive.finetune)
     evaluated_rows: int = 0  # rows with a top-1 figure
     unevaluated_rows: int = 0  # rows of an evaluated run without one (accuracy_note says why)
 

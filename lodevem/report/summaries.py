@@ -15,8 +15,8 @@ from typing import Optional
 
 from ..profiles import TIERS, tier_rank
 from ..results import PairResult
-from ..worker.registry import on_device_runtimes
-from ..worker.verdict import VERDICTS, Verdict
+from ..wire.registry import on_device_runtimes
+from ..wire.verdict import VERDICTS, Verdict
 from .cells import cells, count_text, group_by_model, latency_mark, verdict_word
 
 __all__ = ["devices_text", "measured_file_text", "model_summaries", "size_text", "whole_words"]

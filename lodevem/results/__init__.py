@@ -11,7 +11,7 @@ the JSON and the LaTeX table carry the same fields.
 from __future__ import annotations
 
 from ..sandbox.artifacts import ConversionResult, ExportResult  # the sandbox's records, re-exported
-from ..worker.verdict import VERDICTS
+from ..wire.verdict import VERDICTS
 from .measurements import Accuracy, FloorResult, MemoryMeasurement
 from .model_file import ModelFile, label_models
 from .notes import quantization_note

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 
 
 class PairResult(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from ..worker.verdict import Verdict
+from ..wire.verdict import Verdict
 
 
 @dataclass(frozen=True)

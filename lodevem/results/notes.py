@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..worker.precision import PARTLY_QUANTIZED
+from ..wire.precision import PARTLY_QUANTIZED
 
 if TYPE_CHECKING:
     from ..sandbox.client import SparsitySection

@@ -24,8 +24,8 @@ from ..results import ModelFile
 from ..sandbox.client import MeasureSettings
 from ..sandbox.usercode import ModelLoading
 from ..store import digest, file_digest
-from ..worker.images import Preprocessing
-from ..worker.registry import RUNTIMES, canonical
+from ..wire.registry import RUNTIMES, canonical
+from ..worker.evaluate.images import Preprocessing
 
 __all__ = ["DataOptions", "InputOptions", "LatencyOptions", "MemoryOptions", "ResultsOptions", "RunConfig",
            "SandboxOptions"]
@@ -36,7 +36,7 @@ class InputOptions:
     """How every stage sees the models: their input shape, the levels derived, how they load."""
 
     input_shape: Optional[tuple[int, ...]] = None
-    # where input_shape came from when the user did not give it (worker.shapes: the evaluation or
+    # where input_shape came from when the user did not give it (worker.load.shapes: the evaluation or
     # fine-tuning data's sample shape); None: given, or none
     input_shape_source: Optional[str] = None
     levels: tuple[str, ...] = ()
@@ -91,7 +91,7 @@ class DataOptions:
     calibration_inputs: Optional[Path] = None
     finetune_data: Optional[Path] = None
     finetune_epochs: int = DEFAULT_FINETUNE_EPOCHS
-    # --preprocess: how the images of an ImageFolder tree given as data become inputs (worker.images)
+    # --preprocess: how the images of an ImageFolder tree given as data become inputs (worker.evaluate.images)
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
 
 

@@ -22,9 +22,9 @@ from ..runtimes import adapter
 from ..safe_io.sniff import content_suffix
 from ..sandbox.client import ModelSection
 from ..sandbox.usercode import with_code_hint
-from ..worker.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
-from ..worker.registry import measured_under, predicted_for
-from ..worker.shapes import SOURCE_REQUEST, host_shape_source
+from ..wire.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
+from ..wire.registry import measured_under, predicted_for
+from ..worker.load.shapes import SOURCE_REQUEST, host_shape_source
 from .run import Run
 
 __all__ = ["converted_level", "latency_runtime", "measured_runtime", "per_runtime", "prepare_models"]
@@ -48,7 +48,7 @@ def measured_runtime(run: Run, model: ModelFile) -> str:
 
 def latency_runtime(measurement_runtime: str, default: str) -> str:
     """The runtime a row measured under ``measurement_runtime`` has its latency predicted for:
-    the registry's rule (``worker.registry.predicted_for``): its own when it has a latency
+    the registry's rule (``wire.registry.predicted_for``): its own when it has a latency
     model, else ``--latency-runtime`` (``default``)."""
     return predicted_for(measurement_runtime, default)
 

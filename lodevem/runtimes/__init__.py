@@ -7,14 +7,16 @@ once, behind ``Runtime`` (``base``), and the host asks the adapter (``adapter(na
 images (``sandbox.image``), the converted file's name (``sandbox.artifacts``), the files a
 measurement or an evaluation runs (``measure.MeasurePlan.files``), the device logs
 (``latency.calibration``). The registry of what each runtime *is* (its pinned package, converter
-and the predictor kinds that serve it) stays ``worker.registry.RUNTIMES``, which the worker
+and the predictor kinds that serve it) stays ``wire.registry.RUNTIMES``, which the worker
 validates requests against (the worker imports nothing of the host); an adapter is found by that
 name. Adding a runtime: its ``RuntimeSpec`` there, a folder here, and its line in ``ADAPTERS``
 (``tests/test_runtime_plugin.py`` does it with a toy runtime).
 
-The worker-side code of a runtime (loading and measuring a ``.tflite``, the ncnn extract loop,
-the converted file's census) stays in the worker package the images bake (``worker.runtimes``,
-``worker.convert``, ``worker.artifact_info``); it is dispatched there by the request's runtime.
+Each folder also holds the runtime's container half (``guest.py``: load, measure, evaluate and,
+for a converting runtime, ``convert.py``), which the images bake (``wire.protocol.WORKER_SOURCES``)
+and the worker finds by the registry's name (``worker.guest.guest``). That half imports only the
+stdlib at module level, and this package's host modules are stdlib-only too, so both run in an
+image that has none of the host's dependencies.
 """
 
 from __future__ import annotations
@@ -22,16 +24,16 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..errors import InputError
-from .base import Runtime
+from .base import Citation, Runtime
 from .logs import LogEntry, ParsedLog
 from .ncnn import Ncnn
 from .onnxruntime import OnnxRuntime
 from .tflite import Tflite
 from .torch import Torch
 
-__all__ = ["ADAPTERS", "FALLBACK", "LogEntry", "ParsedLog", "Runtime", "adapter", "parse_device_log"]
+__all__ = ["ADAPTERS", "FALLBACK", "Citation", "LogEntry", "ParsedLog", "Runtime", "adapter", "parse_device_log"]
 
-# One line per runtime: its adapter (in worker.registry.RUNTIMES order).
+# One line per runtime: its adapter (in wire.registry.RUNTIMES order).
 ADAPTERS: dict[str, Runtime] = {r.name: r for r in (Torch(), OnnxRuntime(), Tflite(), Ncnn())}
 # What measures the memory when the default runtime cannot be (its image is not built): the file as is.
 FALLBACK = "torch"

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from ..worker.registry import RUNTIMES, RuntimeSpec
+from ..wire.registry import RUNTIMES, RuntimeSpec
 from .logs import BenchmarkRun, ParsedLog
 
-__all__ = ["LogReader", "RunReader", "Runtime"]
+__all__ = ["Citation", "LogReader", "RunReader", "Runtime"]
 
 LogReader = Callable[[Sequence[str], str], Optional[ParsedLog]]
 RunReader = Callable[[Sequence[str]], Optional[BenchmarkRun]]
+
+
+@dataclass(frozen=True)
+class Citation:
+    """How the methods text names a thing and the BibTeX key it cites (``report.bibliography``)."""
+
+    name: str
+    key: str
 
 
 class Runtime:
@@ -35,6 +44,11 @@ class Runtime:
     # every kernel) and what they then compute in (``latency.arithmetic``): torch's dynamic
     # quantization makes only its Linear layers int8.
     dynamic_int8: tuple[Optional[tuple[str, ...]], str] = (("fc",), "int8")
+    # The methods text's facts: how it names the runtime; what its latency model's kernels are
+    # (None: it has no latency model) and the prefix of the dev-data sources measured with them.
+    cited = Citation("", "")
+    kernels_cited: Optional[Citation] = None
+    data_source_prefix: Optional[str] = None
 
     def executes(self, arithmetic: str, fp16_core: bool) -> str:
         """What it computes a kernel holding ``arithmetic`` in, on a core with (``fp16_core``) or

@@ -1,6 +1,6 @@
 """A model file's format told on the host from its bytes; the extension only confirms.
 
-Why: the sandbox's worker already tells a file by its content (``worker.formats.sniff_format``),
+Why: the sandbox's worker already tells a file by its content (``worker.load.formats.sniff_format``),
 but the host chose the runtime and the requests by the name: the same ONNX bytes got a figure as
 ``m.onnx`` and an error row as ``m.pt``, and TorchScript bytes named ``.onnx`` were sent as an
 ONNX file and came back as an internal worker-request error. Here the host reads the first bytes

@@ -25,7 +25,7 @@ from typing import Any, Optional, Sequence
 
 from ..runtimes import adapter
 from ..store import ArtifactStore, digest
-from ..worker.protocol import artifact_files
+from ..wire.protocol import artifact_files
 from .client import ConvertedSection, ModelSection, WorkerClient
 
 __all__ = ["ConversionResult", "ConvertCache", "ExportCache", "ExportResult", "converted_name", "loading_sha256",
@@ -150,7 +150,7 @@ class ExportCache:
         with self.store.staging() as staged:
             run = self.client.export_onnx(path, staged / name, input_shape, self.timeout_s, twin=twin,
                                           channels_removed=staged / removed if removed else None)
-            model = run.reply.model if run.reply is not None else ModelSection()
+            model = (run.reply.model if run.reply is not None else None) or ModelSection()
             if not run.ok:
                 return ExportResult(None, run.failure_message("ONNX export failed"), model, run.unusable_file)
             artifact, error = self.store.publish(self.KIND, staged, [name], maker, {"model": asdict(model)},

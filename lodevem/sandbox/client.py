@@ -19,13 +19,13 @@ from typing import Any, Optional, Sequence, TypeVar
 from ..errors import SandboxError
 from ..runtimes import adapter
 from ..safe_io import printable
-from ..worker import requests as wire
-from ..worker.protocol import (
+from ..wire import requests as wire
+from ..wire.protocol import (
     SCHEMA_VERSION,
     UNUSABLE_FILE_KINDS,
     WORKER_VERSION,
 )
-from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported for the host's readers)
+from ..wire.replies import (  # noqa: F401  (the reply's records, re-exported for the host's readers)
     MAX_TEXT,
     AccuracySection,
     ConvertedSection,
@@ -40,15 +40,15 @@ from ..worker.replies import (  # noqa: F401  (the reply's records, re-exported 
     WorkerReply,
     reply_object,
 )
-from ..worker.requests import WorkerRequest
-from ..worker.verdict import Verdict
+from ..wire.requests import WorkerRequest
+from ..wire.verdict import Verdict
 from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
 
 R = TypeVar("R", bound=WorkerRequest)
 
 def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
-    """The worker's result line as a ``WorkerReply`` (``worker.replies``: the records the worker
+    """The worker's result line as a ``WorkerReply`` (``wire.replies``: the records the worker
     writes), None when it printed none. Host concerns added here: paths the worker saw inside the
     sandbox (``/input/x.pt``) are replaced by the host paths the user typed, so an error message
     names the user's own file; the message (the model's own words, maybe with terminal escapes)
@@ -57,12 +57,12 @@ def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Opt
     if data is None:
         return None
     reply = WorkerReply.parse(data)
-    failure = reply.failure
+    failure = reply.error
     if failure is not None:
         message = failure.message
         for inside, host in sorted((host_paths or {}).items(), key=lambda kv: -len(kv[0])):
             message = message.replace(inside, host)
-        reply = replace(reply, failure=WorkerFailure(failure.kind, printable(message, MAX_TEXT)))
+        reply = replace(reply, error=WorkerFailure(failure.kind, printable(message, MAX_TEXT)))
     return reply
 
 
@@ -80,7 +80,7 @@ class SandboxRun:
     @property
     def unusable_file(self) -> bool:
         """The worker refused the file itself (state_dict only, not a model, a bad shape...)."""
-        failure = self.reply.failure if self.reply is not None else None
+        failure = self.reply.error if self.reply is not None else None
         return failure is not None and failure.kind in UNUSABLE_FILE_KINDS
 
     def problem(self) -> Optional[tuple[Verdict, str]]:
@@ -101,8 +101,8 @@ class SandboxRun:
         if self.reply is None:
             last = printable((out.stderr_tail.strip().splitlines() or ["no output"])[-1], 200)
             return Verdict.ERROR, f"worker died with exit code {out.exit_code} and no result: {last}"
-        if self.reply.failure is not None:
-            return Verdict.ERROR, self.reply.failure.message
+        if self.reply.error is not None:
+            return Verdict.ERROR, self.reply.error.message
         return None
 
     def failure_message(self, default: str = "the worker failed without a message") -> str:
@@ -195,7 +195,7 @@ class WorkerClient:
     def decode_images(self, pack: Path, target: Path, preprocess: dict[str, Any], timeout_s: float) -> SandboxRun:
         """An ImageFolder tree's images (``pack``: the host's zip of their bytes) decoded with Pillow
         into the normalised samples ``target`` (an .npz), in the benchmark image under the work limit:
-        the host never decodes an image (``worker.images``)."""
+        the host never decodes an image (``worker.evaluate.images``)."""
         request = wire.DecodeImagesRequest(model_path=str(pack), derive_out=str(target), preprocess=dict(preprocess))
         return self.run(request, self.work_limit_mb, timeout_s)
 

@@ -23,7 +23,8 @@ from typing import Any, Optional
 
 from ..errors import BackendUnavailable, Cancelled, ModelFileError
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
-from ..worker import WorkerRequest, artifact_files
+from ..wire.protocol import artifact_files
+from ..wire.requests import WorkerRequest
 from . import image as image_mod
 from .base import PIDS_LIMIT, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
 from .containers import LABEL, LiveContainers, labels, owner_alive, sweep_stale_containers

@@ -19,16 +19,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import BackendUnavailable, LodevemError
+from ..wire.protocol import worker_source_files
 from .image_specs import BASE_IMAGE, BENCH, DEFAULT_DEBIAN_MIRROR, IMAGE_REQUIREMENTS, IMAGES, GuestWheels, ImageSpec
 
 Progress = Callable[[str], None]
 
 # The image's python is Debian bookworm's 3.11 on glibc 2.36: accept any manylinux up to that.
 _PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)] + ["manylinux2014_x86_64"]
-_WORKER_FILES = ("__init__.py", "version.py")  # plus the worker/ package (_WORKER_PACKAGE) and the zoo, copied whole
-_WORKER_PACKAGE = "worker"
-_WORKER_PACKAGES = (_WORKER_PACKAGE, "zoo")  # the zoo: `--arch zoo:NAME` builds one in the sandbox
-
 
 
 def say(progress: Optional[Progress], line: str) -> None:
@@ -147,14 +144,12 @@ def prepare_context(progress: Optional[Progress] = None, spec: Optional[ImageSpe
     shutil.rmtree(pkg, ignore_errors=True)
     pkg.mkdir()
     here = Path(__file__).resolve().parent.parent  # the lodevem package
-    worker = here / _WORKER_PACKAGE
-    if not (worker / "__main__.py").is_file():
-        raise LodevemError(f"{worker}: the worker package is missing")
-    for name in _WORKER_FILES:
-        if (here / name).is_file():
-            shutil.copy2(here / name, pkg / name)
-    for package in _WORKER_PACKAGES:
-        shutil.copytree(here / package, pkg / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if not (here / "worker" / "__main__.py").is_file():
+        raise LodevemError(f"{here / 'worker'}: the worker package is missing")
+    for file in worker_source_files(here):  # exactly what the worker version digests
+        target = pkg / file.relative_to(here)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, target)
     for source in spec.extra_sources:
         target = ctx / Path(source).name
         shutil.rmtree(target, ignore_errors=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
 
 from ..version import __version__
-from ..worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
+from ..wire.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
 
 IMAGE_REPO = "lodevem-bench"
 IMAGE_TAG = f"{IMAGE_REPO}:{__version__}"
@@ -38,7 +38,7 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "onnxsim==0.8.1",
     "torch-pruning==1.6.1",
     # decode-images: an ImageFolder tree's PNG/JPEG images are decoded here, never on the host
-    # (worker.images); the converter image, built on this one, shares it
+    # (worker.evaluate.images); the converter image, built on this one, shares it
     "pillow==13.0.0",
 )
 
@@ -50,7 +50,7 @@ NCNN_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, NCNN_PIN)
 # of the conversion cache key and of the manifest; pinned in the runtime registry.
 CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
                                           for name, spec in RUNTIMES.items() if spec.converter is not None}
-# ncnn too: lodevem's ncnn int8 writer (worker/ncnn_int8.py) calibrates by running the fp32 ncnn model.
+# ncnn too: lodevem's ncnn int8 writer (runtimes/ncnn/int8.py) calibrates by running the fp32 ncnn model.
 CONVERT_REQUIREMENTS: tuple[str, ...] = (TORCH_PIN, NUMPY_PIN, NCNN_PIN,
                                          *(f"{package}=={version}" for package, version in CONVERTERS.values()))
 

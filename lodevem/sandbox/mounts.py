@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import SandboxError
-from ..worker import RequestFiles, WorkerRequest, artifact_files
+from ..wire.protocol import artifact_files
+from ..wire.requests import RequestFiles, WorkerRequest
 
 PKG_IN_IMAGE = "/opt/lodevem/lodevem"
 

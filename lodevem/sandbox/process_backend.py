@@ -30,8 +30,8 @@ from typing import Optional
 
 from ..errors import BackendUnavailable
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
-from ..worker import WorkerRequest
-from ..worker.registry import RUNTIMES
+from ..wire.registry import RUNTIMES
+from ..wire.requests import WorkerRequest
 from . import image as image_mod
 from .base import Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
 from .watch import TailBuffer, drain, kill_group, wait_child, watch

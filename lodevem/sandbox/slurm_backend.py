@@ -50,8 +50,9 @@ from typing import Any, Callable, Optional
 from ..errors import BackendUnavailable, Cancelled, SandboxError
 from ..safe_io import read_tail
 from ..store import digest
-from ..worker import WorkerRequest, artifact_files
-from ..worker.registry import CONVERT_ACTIONS
+from ..wire.protocol import artifact_files
+from ..wire.registry import CONVERT_ACTIONS
+from ..wire.requests import WorkerRequest
 from . import slurm_job
 from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_mb
 from .scratch import MAX_OUTPUT_BYTES, take_output

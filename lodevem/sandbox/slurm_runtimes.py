@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import BackendUnavailable
-from ..worker.registry import RUNTIMES
+from ..wire.registry import RUNTIMES
 from . import image as image_mod
 
 _VERSION_OF = ("import importlib.metadata as m, sys\n"

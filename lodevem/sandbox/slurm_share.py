@@ -14,8 +14,9 @@ from pathlib import Path
 
 from ..errors import ModelFileError, SandboxError
 from ..store import atomic_path, file_digest
-from ..worker import RequestFiles, WorkerRequest, artifact_files
-from ..worker.registry import CONVERT_ACTIONS
+from ..wire.protocol import artifact_files
+from ..wire.registry import CONVERT_ACTIONS
+from ..wire.requests import RequestFiles, WorkerRequest
 
 
 class SharedFolder:

@@ -2,8 +2,9 @@
 
 Why a separate program: ``.pt`` files are pickles and unpickling runs arbitrary code, so the host
 never loads them; this package runs inside the memory-limited container (or a child process)
-and reports back one JSON line. It therefore imports nothing from other lodevem modules (the
-image has torch/onnx/onnxruntime but not click, pydantic, docker...) and every one of its modules
+and reports back one JSON line. It therefore imports only what the images bake
+(``protocol.WORKER_SOURCES``: the runtimes' container halves among them; the image has
+torch/onnx/onnxruntime but not click, pydantic, docker...) and every one of its modules
 imports only the stdlib at module top level, so the host can import the protocol constants
 without paying for ``import torch``.
 
@@ -23,54 +24,23 @@ of the request's shape; pruned is structured L1-norm channel pruning at 50 % wit
 dependency graph, channels physically removed, no fine-tuning. The ``model`` section then
 describes the variant and ``variant`` holds before/after figures.
 
-Modules: ``protocol`` (constants, WorkerResult/WorkerError, progress lines), ``requests`` (one
-request record per action), ``sections``/``file_sections``/``profile_section`` (the reply's records),
+The records it speaks are the ground floor's (``lodevem.wire``: the protocol's constants,
+``WorkerError`` and progress lines; one request record per action; ``WorkerReply``, the one reply
+class, and its sections). Modules:
 ``__main__`` (command line, ``main``), ``formats`` (sniffing and loading model files),
 ``memory`` (RSS phases, cgroup counters), ``timing`` (timed passes, latency stats),
 ``onnx_export`` (export, nn-Meter cleanup, reading .onnx), ``variants`` (compression levels),
-``runtimes`` (measurement under LiteRT and ncnn: no torch), ``convert`` (PyTorch to .tflite with
-litert-torch, to ncnn with pnnx), ``actions`` (the torch/onnxruntime actions), ``dispatch``
+``guest`` (what a runtime's container half does, and the one table that finds it:
+``lodevem/runtimes/<name>/guest.py`` measures, evaluates and converts), ``convert`` (what the
+conversions share), ``actions`` (the actions on a PyTorch or ONNX file), ``dispatch``
 (``run``: any request to its action). Their public names are
 re-exported here.
 """
 
 from __future__ import annotations
 
-from .actions import (  # noqa: F401
-    Late,
-    action_derive,
-    action_export,
-    action_inspect,
-    action_measure_ort,
-    action_measure_torch,
-)
-from .dispatch import run  # noqa: F401  (every action, the tflite/ncnn ones included)
-from .formats import (  # noqa: F401
-    CHECKPOINT_KEYS,
-    HOW_TO_SAVE,
-    file_sha256,
-    load_torch_model,
-    make_torch_input,
-    sniff_format,
-    torch_model_info,
-)
-from .memory import (  # noqa: F401
-    MemoryPhases,
-    cgroup_memory,
-    proc_status_kb,
-)
-from .onnx_export import (  # noqa: F401
-    ONNX_OPSET,
-    export_module,
-    load_onnx,
-    nn_meter_friendly,
-    onnx_model_info,
-    onnx_section,
-    resolve_static,
-)
-
 # The protocol and every public name of the modules, as ``lodevem.worker.X`` (host code, tests).
-from .protocol import (  # noqa: F401
+from ..wire.protocol import (  # noqa: F401
     ACTIONS,
     CONVERT_ACTIONS,
     DEFAULT_INPUT_SHAPE,
@@ -85,12 +55,12 @@ from .protocol import (  # noqa: F401
     WORKER_RELEASE,
     WORKER_VERSION,
     WorkerError,
-    WorkerResult,
     artifact_files,
     first_line,
     progress,
 )
-from .requests import (  # noqa: F401
+from ..wire.replies import WorkerReply  # noqa: F401
+from ..wire.requests import (  # noqa: F401
     REQUESTS,
     ArmsimProfileRequest,
     ConvertRequest,
@@ -103,12 +73,13 @@ from .requests import (  # noqa: F401
     RequestFiles,
     WorkerRequest,
 )
-from .timing import (  # noqa: F401
-    latency_stats,
-    percentile,
-    timed_passes,
+from .actions import (  # noqa: F401
+    Late,
+    action_derive,
+    action_export,
+    action_inspect,
 )
-from .variants import (  # noqa: F401
+from .derive.variants import (  # noqa: F401
     CALIBRATION_BATCHES,
     CALIBRATION_SEED,
     NOTE_DYNAMIC,
@@ -119,4 +90,33 @@ from .variants import (  # noqa: F401
     quantization_engine,
     serialized_size,
     write_variant,
+)
+from .dispatch import run  # noqa: F401  (every action, the tflite/ncnn ones included)
+from .export.onnx_export import (  # noqa: F401
+    ONNX_OPSET,
+    export_module,
+    load_onnx,
+    nn_meter_friendly,
+    onnx_model_info,
+    onnx_section,
+    resolve_static,
+)
+from .load.formats import (  # noqa: F401
+    CHECKPOINT_KEYS,
+    HOW_TO_SAVE,
+    file_sha256,
+    load_torch_model,
+    make_torch_input,
+    sniff_format,
+    torch_model_info,
+)
+from .memory import (  # noqa: F401
+    MemoryPhases,
+    cgroup_memory,
+    proc_status_kb,
+)
+from .timing import (  # noqa: F401
+    latency_stats,
+    percentile,
+    timed_passes,
 )

@@ -11,12 +11,12 @@ import sys
 import traceback
 from typing import Optional
 
+from ..wire.protocol import EXIT_ERROR, EXIT_OK, WorkerError, first_line, progress
+from ..wire.replies import WorkerFailure, WorkerReply
+from ..wire.requests import WorkerRequest
 from .actions import Late
 from .dispatch import run
 from .memory import MemoryPhases, proc_status_kb
-from .protocol import EXIT_ERROR, EXIT_OK, WorkerError, WorkerResult, first_line, progress
-from .replies import WorkerFailure
-from .requests import WorkerRequest
 
 
 class _ArgParser(argparse.ArgumentParser):
@@ -50,7 +50,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.dup2(2, 1)
     progress("start")
     mem = MemoryPhases(rss_start)
-    res = WorkerResult()
+    res = WorkerReply()
     code = EXIT_OK
     late: Late = None
     try:

@@ -9,7 +9,7 @@ import os
 import resource
 from typing import Any, Optional
 
-from .sections import CgroupCounters, MemorySection
+from ..wire.sections import CgroupCounters, MemorySection
 
 
 def proc_status_kb() -> dict[str, int]:

@@ -7,9 +7,9 @@ import statistics
 import time
 from typing import Any, Callable, Optional
 
-from .protocol import WorkerError, first_line, progress
-from .requests import MeasureRequest
-from .sections import HostTimings
+from ..wire.protocol import WorkerError, first_line, progress
+from ..wire.requests import MeasureRequest
+from ..wire.sections import HostTimings
 
 # What a forward pass that fails says when the input is the problem (as torch phrases it).
 _SHAPE_WORDS = re.compile(r"shape|size|dimension|channels|mat1|mat2|expected input|expected .*input", re.I)

@@ -1,5 +1,5 @@
 """lodevem's one MAC counter: multiply-accumulates of Conv and Linear layers, counted by forward
-hooks. The zoo's MFLOPs, the worker's pruning report (``worker.variants.probe_layers``) and the
+hooks. The zoo's MFLOPs, the worker's pruning report (``worker.derive.variants.probe_layers``) and the
 tests use it. Why in the zoo: it counts ``nn.Module``s, and the zoo is the package of modules the
 worker already imports (``--arch zoo:NAME``); the zoo imports nothing of the worker, so the two
 do not import each other. torch is imported inside the functions."""

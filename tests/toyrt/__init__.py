@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from lodevem.runtimes.base import Runtime
 from lodevem.runtimes.logs import LogEntry, ParsedLog
-from lodevem.worker.registry import Converter, RuntimeSpec
+from lodevem.wire.registry import Converter, RuntimeSpec
 
 # What the worker registry would hold for it (the worker validates requests by this name).
 SPEC = RuntimeSpec("toyrt", "toy runtime (plumbing test)", "bench", "toypkg",

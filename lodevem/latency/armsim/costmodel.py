@@ -27,8 +27,8 @@ cost model only has to say what an instruction of each class costs on a core:
 
 Block cost model (v2, ``block_model`` in the params): where the profile carries block cycles
 (``InstructionProfile.blocks``: every executed translation block priced by llvm-mca, see
-``worker/armsim_blocks.py``) and the fit has the core, the cycles are those of the llvm-mca model
-of the core (``worker.armsim_blocks.CORE_MODELS``: in-order cores by lodevem's in-order model on
+``worker/armsim/armsim_blocks.py``) and the fit has the core, the cycles are those of the llvm-mca model
+of the core (``worker.armsim.armsim_blocks.CORE_MODELS``: in-order cores by lodevem's in-order model on
 LLVM 19's figures for that core with cited overrides, out-of-order cores by llvm-mca's model),
 scaled by one constant per core:
 
@@ -96,7 +96,7 @@ class ProfileLike(Protocol):
 class BlockModel:
     """The fitted block cost model: a block-pricing model per core (by what the core is), a constant per core."""
 
-    models: dict[str, str]  # core -> block-pricing model (worker.armsim_blocks.CORE_MODELS)
+    models: dict[str, str]  # core -> block-pricing model (worker.armsim.armsim_blocks.CORE_MODELS)
     pipeline: dict[str, str]  # core -> family
     k: dict[str, float]
     q: dict[str, float]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...worker.protocol import ARMSIM_ISAS
+from ...wire.protocol import ARMSIM_ISAS
 
 ISAS: tuple[str, ...] = ARMSIM_ISAS  # the worker protocol's list: one home
 # profile core (lodevem.profiles.CORE_TYPES) -> (isa, uarch view)
@@ -37,16 +37,10 @@ QEMU_CPU = {"armv7": "cortex-a7", "armv8.0": "cortex-a53", "armv8.2": "cortex-a7
 
 
 def runtime_isas(runtime: str) -> tuple[str, ...]:
-    """The ISAs the armsim image has ``runtime``'s Arm build for: where its package (the runtime
-    registry's) is among that guest's wheels (LiteRT publishes no armv7 wheel)."""
-    from ...worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, RUNTIMES
+    """The ISAs the armsim image has ``runtime``'s Arm build for (the registry's ``armsim_isas``)."""
+    from ...wire.registry import armsim_isas
 
-    spec = RUNTIMES.get(runtime)
-    if spec is None or spec.converter is None:  # armsim profiles converted files only
-        return ()
-    wheels = {"armv7": ARMSIM_ARMV7L_REQUIREMENTS, "armv8.0": ARMSIM_AARCH64_REQUIREMENTS,
-              "armv8.2": ARMSIM_AARCH64_REQUIREMENTS}
-    return tuple(isa for isa in ISAS if any(r.partition("==")[0] == spec.package for r in wheels[isa]))
+    return armsim_isas(runtime)
 
 
 def isa_for_core(core: str) -> Optional[str]:

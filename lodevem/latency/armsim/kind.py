@@ -62,7 +62,7 @@ class ArmsimKind:
 
     @staticmethod
     def _serves(runtime: str) -> bool:
-        from ...worker.registry import RUNTIMES
+        from ...wire.registry import RUNTIMES
 
         return runtime in RUNTIMES and "armsim" in RUNTIMES[runtime].predictors
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ...runtimes import ADAPTERS
 from ..cache import digest
 from ..paper import KindPaper, KindUse, and_join
 from ..papers import data_references
@@ -55,7 +56,7 @@ def armsim_paper(use: KindUse) -> KindPaper:
     a = use.block("armsim")
     refs = data_references(a.get("data_sources"))
     data = and_join([f"{name} {{cite:{key}}}" for key, name in refs]) if refs else "ARM boards"
-    runtimes = and_join([{"tflite": "LiteRT {cite:litert}", "ncnn": "ncnn {cite:ncnn}"}.get(r, r)
+    runtimes = and_join([f"{ADAPTERS[r].cited.name} {{cite:{ADAPTERS[r].cited.key}}}" if r in ADAPTERS else r
                          for r in use.runtimes]) or "the runtime"
     sentence = (
         f"For {use.scope()}, armsim {a.get('version') or ''} gave the latency: the model was converted in the "

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ...worker.profile_section import InstructionProfile
-from ...worker.protocol import artifact_files
+from ...wire.profile_section import InstructionProfile
+from ...wire.protocol import artifact_files
 from ..cache import JsonCache, digest, file_digest
 from .isa import runtime_isas
 from .shipped import shipped_records
@@ -28,14 +28,14 @@ PROFILE_FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parent.parent.parent  # lodevem/
 # What decides the counts besides the model: our plugin and cpu views, the guest script and the
 # image recipe (the worker version covers the guest script too; listed for readers).
-_SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "worker/armsim_guest.py",
-            "worker/armsim_profile.py", "worker/armsim_blocks.py", "worker/armsim_inorder.py", "worker/armsim_cores.py",
-            "worker/armsim_arm32.py", "worker/armsim_symbols.py")
+_SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "worker/armsim/armsim_guest.py",
+            "worker/armsim/armsim_profile.py", "worker/armsim/armsim_blocks.py", "worker/armsim/armsim_inorder.py",
+            "worker/armsim/armsim_cores.py", "worker/armsim/armsim_arm32.py", "worker/armsim/armsim_symbols.py")
 
 
 def pinned_versions() -> dict[str, str]:
-    """The Arm guests' runtime pins (``worker.registry``: the armsim image installs them)."""
-    from ...worker.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
+    """The Arm guests' runtime pins (``wire.registry``: the armsim image installs them)."""
+    from ...wire.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS
 
     pins = {}
     for requirement in ARMSIM_AARCH64_REQUIREMENTS + tuple(f"{r}#armv7l" for r in ARMSIM_ARMV7L_REQUIREMENTS):

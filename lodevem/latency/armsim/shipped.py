@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ...store import bytes_digest
-from ...worker.profile_section import InstructionProfile
+from ...wire.profile_section import InstructionProfile
 
 SHIPPED_PROFILES: Path = Path(__file__).resolve().parents[2] / "data" / "armsim_zoo_profiles.json"
 _MAX_BYTES = 64 << 20

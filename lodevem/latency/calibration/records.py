@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ...errors import InputError
 from ...safe_io import clip, printable
 from ...store import digest
-from ...worker.registry import on_device_runtimes
+from ...wire.registry import on_device_runtimes
 
 __all__ = ["MAX_FACTOR", "MAX_MS", "MAX_THREADS", "MEASURED_RUNTIMES", "MIN_FACTOR", "MIN_MS", "SCOPES",
            "CalibrationRecord", "check_ms", "now_iso"]

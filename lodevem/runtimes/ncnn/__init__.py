@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...worker.precision import FLOAT_ARITHMETIC
-from ..base import Runtime
+from ...wire.precision import FLOAT_ARITHMETIC
+from ..base import Citation, Runtime
 from .log import parse_log
 
 __all__ = ["Ncnn"]
@@ -15,6 +15,8 @@ class Ncnn(Runtime):
     name = "ncnn"
     converted_suffix = ".ncnn.param"
     read_log = staticmethod(parse_log)
+    cited = kernels_cited = Citation("ncnn", "ncnn")
+    data_source_prefix = "Tencent/ncnn"
     dynamic_int8 = (None, "int8")  # ncnn's int8 is full-integer (lodevem's ncnn int8 conversion)
 
     def executes(self, arithmetic: str, fp16_core: bool) -> str:

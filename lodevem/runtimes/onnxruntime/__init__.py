@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Runtime
+from ..base import Citation, Runtime
 
 __all__ = ["OnnxRuntime"]
 
@@ -13,3 +13,4 @@ class OnnxRuntime(Runtime):
 
     name = "onnxruntime"
     runs_onnx_export = True
+    cited = Citation("ONNX Runtime", "onnxruntime")

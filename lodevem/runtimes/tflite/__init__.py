@@ -3,7 +3,7 @@ are predicted for unless ``--latency-runtime`` says otherwise."""
 
 from __future__ import annotations
 
-from ..base import Runtime
+from ..base import Citation, Runtime
 from .log import parse_log, parse_run
 
 __all__ = ["Tflite"]
@@ -21,6 +21,9 @@ class Tflite(Runtime):
                         "android_arm (ai.google.dev/edge/litert/models/measurement), or built from the TensorFlow/"
                         "LiteRT sources with bazel (//tensorflow/lite/tools/benchmark:benchmark_model, "
                         "--config=android_arm64)")
+    cited = Citation("LiteRT", "litert")
+    kernels_cited = Citation("TFLite with XNNPACK", "xnnpack")
+    data_source_prefix = "google/XNNPACK"
     # dynamic range: XNNPACK's QD8 kernels for Conv2D and Fully Connected (int8 compute, float
     # tensors between operators; TensorFlow Blog, "Faster Dynamically Quantized Inference with
     # XNNPack", 2024-04-09); the other kernels (depthwise included) stay fp32

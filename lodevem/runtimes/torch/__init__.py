@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Runtime
+from ..base import Citation, Runtime
 
 __all__ = ["Torch"]
 
@@ -11,3 +11,4 @@ class Torch(Runtime):
     """Runs the user's file itself: nothing to make first, no device log."""
 
     name = "torch"
+    cited = Citation("PyTorch", "pytorch")
