@@ -40,11 +40,17 @@ class BadRecord(InputError):
     file), ``field`` (the field, '' for the whole file) and ``problem``, on one line."""
 
     def __init__(self, where: str, field: str, problem: str) -> None:
-        from .safe_io.text import ENTRY_CHARS, clip, printable
-
-        shown = clip(printable(where, None, newlines=False), ENTRY_CHARS)
+        shown = _one_line(where)
         super().__init__(f"{shown}: " + (f"field '{field}': " if field else "") + problem)
         self.where, self.field, self.problem = shown, field, problem
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """A file name from a folder someone else wrote, safe on one terminal line: every character
+    that is not printable escaped, capped. (``safe_io.text.printable`` does this for everything
+    else; this ground-floor module imports nothing of lodevem's, and safe_io imports it.)"""
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return out if len(out) <= limit else f"{out[:limit]}… ({len(out) - limit} more characters)"
 
 
 class ProfileError(InputError):

@@ -185,7 +185,7 @@ HOST_READS_FROM_THE_WORKER = {
     "lodevem.accuracy.data -> lodevem.worker.evaluate.images", "lodevem.accuracy.data -> lodevem.worker.evaluate.samples",
     "lodevem.accuracy.evaluate -> lodevem.worker.derive.finetune", "lodevem.accuracy.imagefolder -> lodevem.worker.evaluate.images",
     "lodevem.commands.options -> lodevem.worker.evaluate.images", "lodevem.commands.options -> lodevem.worker.load.shapes",
-    "lodevem.predict.exports -> lodevem.worker.export.onnx_export", "lodevem.predict.exports -> lodevem.worker.load.shapes",
+    "lodevem.predict.exports -> lodevem.worker.export.onnx_export",
     "lodevem.report.manifest -> lodevem.worker.evaluate.images", "lodevem.report.methodology -> lodevem.worker.derive.finetune",
     "lodevem.runner.config -> lodevem.worker.evaluate.images",
 }
@@ -545,6 +545,7 @@ RUNTIME_NAMES_LEFT = {
     ("doctor.py", "torch"), ("predict/exports.py", "torch"), ("latency/papers.py", "torch"),
     ("sandbox/image_specs.py", "litert"), ("sandbox/image_specs.py", "ncnn"), ("sandbox/image_specs.py", "torch"),
     ("wire/sections.py", "onnxruntime"), ("worker/armsim/armsim_cores.py", "ncnn"),
+    ("safe_io/sniff.py", "tflite"),  # a file format's name (TFL3 flatbuffers), not the runtime
     # what a request runs under when it names nothing (the registry's comparison runtime)
     ("sandbox/base.py", "torch"), ("sandbox/client.py", "torch"), ("sandbox/docker_backend.py", "torch"),
     ("sandbox/process_backend.py", "torch"), ("sandbox/slurm_backend.py", "torch"), ("wire/requests.py", "torch"),

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from lodevem import zoo
 from lodevem.cli import cli
-from lodevem.worker.load.shapes import SOURCE_WORDS
+from lodevem.wire.shape_sources import SOURCE_WORDS
 
 pytestmark = pytest.mark.docker
 

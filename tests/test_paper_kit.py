@@ -252,7 +252,7 @@ def test_the_methods_say_what_the_user_did_in_their_words(profiles: list[Profile
     no option names, and the converter's internals (weight-tensor counts) left to the CSV/manifest."""
     from lodevem.results import MemoryMeasurement
     from lodevem.runner.state import in_user_words
-    from lodevem.worker.load.shapes import SOURCE_EVAL_DATA, SOURCE_REQUEST, host_shape_source
+    from lodevem.wire.shape_sources import SOURCE_EVAL_DATA, SOURCE_REQUEST, host_shape_source
 
     stored = "be78d08c8fa5" + "0" * 20 + "-256-calibration.npz"
     memory = MemoryMeasurement(peak_rss_mb=40.0, verdict="fits", limit_mb=512, runtime_baseline_mb=30.0,

@@ -150,7 +150,7 @@ def calibrate_adb(profile_id: str, device: Optional[str], benchmark_binary: Opti
             --benchmark-binary ./benchmark_model --profiles-dir phones/
     """
     from ..device import parse_device_option
-    from ..device.calibrate import calibrate_from_phone
+    from ..predict.phone import calibrate_from_phone
 
     serial = parse_device_option(device) if device else None
     outcome = calibrate_from_phone(serial, profile_id, benchmark_binary, models=models, threads=threads,

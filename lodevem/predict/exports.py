@@ -29,7 +29,7 @@ from ..sandbox.session import Session
 from ..store import file_digest
 from ..version import __version__
 from ..wire.protocol import DEFAULT_INPUT_SHAPE
-from ..worker.load.shapes import SOURCE_DEFAULT, SOURCE_GIVEN, host_shape_source
+from ..wire.shape_sources import SOURCE_DEFAULT, SOURCE_GIVEN, host_shape_source
 
 __all__ = ["Graphs", "is_module"]
 

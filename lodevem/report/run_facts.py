@@ -19,8 +19,8 @@ from ..results import PairResult
 from ..safe_io.markup import literal_value
 from ..version import __version__
 from ..wire.registry import on_device_runtimes
+from ..wire.shape_sources import SOURCE_WORDS
 from ..wire.verdict import Verdict
-from ..worker.load.shapes import SOURCE_WORDS
 from .cells import RunCounts, run_counts
 from .legend import row_cell
 from .manifest import Manifest, ManifestLike, manifest_dict

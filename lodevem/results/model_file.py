@@ -50,7 +50,7 @@ class ModelFile:
     precision: Optional[str] = None  # fp32 | fp16 | int8-dynamic | int8-static | mixed (the worker's twin)
     quantization: Optional[str] = None  # "scheme, backend", e.g. "static, onnxruntime QDQ"
     input_shape: Optional[tuple[int, ...]] = None  # what it is exported, measured and predicted with
-    # worker.load.shapes: "given" | "evaluation data" | "fine-tuning data" | "recorded in the file" | "default"
+    # wire.shape_sources: "given" | "evaluation data" | "fine-tuning data" | "recorded in the file" | "default"
     input_shape_source: Optional[str] = None
     precision_by_class: tuple[tuple[str, str, int], ...] = ()  # (kernel kind, precision, count), from the export
     # tflite/ncnn rows of fp16/int8/int8-static: the level the runtime's own converter makes from the

@@ -100,7 +100,7 @@ class PairResult:
     app_budget_mb: Optional[int] = None
     headroom_mb: Optional[float] = None
     # The input the model was exported, measured and predicted with ("1x3x224x224") and where
-    # that shape came from (worker.load.shapes: "given", "evaluation data", "recorded in the file", "default").
+    # that shape came from (wire.shape_sources: "given", "evaluation data", "recorded in the file", "default").
     input_shape: Optional[str] = None
     input_shape_source: Optional[str] = None
     # The band latency_uncertainty states, as numbers: latency_ms minus / plus the LODO error

@@ -36,7 +36,7 @@ class InputOptions:
     """How every stage sees the models: their input shape, the levels derived, how they load."""
 
     input_shape: Optional[tuple[int, ...]] = None
-    # where input_shape came from when the user did not give it (worker.load.shapes: the evaluation or
+    # where input_shape came from when the user did not give it (wire.shape_sources: the evaluation or
     # fine-tuning data's sample shape); None: given, or none
     input_shape_source: Optional[str] = None
     levels: tuple[str, ...] = ()

@@ -24,7 +24,7 @@ from ..sandbox.client import ModelSection
 from ..sandbox.usercode import with_code_hint
 from ..wire.precision import LEVEL_FILE_PRECISION, PARTLY_QUANTIZED
 from ..wire.registry import measured_under, predicted_for
-from ..worker.load.shapes import SOURCE_REQUEST, host_shape_source
+from ..wire.shape_sources import SOURCE_REQUEST, host_shape_source
 from .run import Run
 
 __all__ = ["converted_level", "latency_runtime", "measured_runtime", "per_runtime", "prepare_models"]

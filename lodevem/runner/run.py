@@ -36,7 +36,7 @@ from ..runtimes import FALLBACK
 from ..sandbox.base import Backend
 from ..sandbox.session import Session
 from ..store import ArtifactStore, cache_root, run_store
-from ..worker.load.shapes import SOURCE_EVAL_DATA, SOURCE_FINETUNE_DATA
+from ..wire.shape_sources import SOURCE_EVAL_DATA, SOURCE_FINETUNE_DATA
 from .config import RunConfig
 from .state import STATE_FILE, RunState, load_state
 

@@ -14,28 +14,16 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-SOURCE_REQUEST = "--input-shape"  # the worker's word: the request carried a shape
-SOURCE_RECORDED = "recorded in the file"
-SOURCE_DEFAULT = "default"
-# The host's words for a shape the request carried (rows, CSV, JSON): where the *user* gave it.
-# Not a CLI flag: a CSV cell starting with "-" is quoted against spreadsheet formulas ("'--input-shape")
-# and a methods paragraph must not name options.
-SOURCE_GIVEN = "given"
-SOURCE_EVAL_DATA = "evaluation data"
-SOURCE_FINETUNE_DATA = "fine-tuning data"
-# How the methods paragraph says each source.
-SOURCE_WORDS = {SOURCE_GIVEN: "as given", SOURCE_EVAL_DATA: "the evaluation data's sample shape",
-                SOURCE_FINETUNE_DATA: "the fine-tuning data's sample shape",
-                SOURCE_RECORDED: "recorded in the model file", SOURCE_DEFAULT: "lodevem's default"}
-
-
-def host_shape_source(reported: Optional[str], given_by: Optional[str]) -> Optional[str]:
-    """The source a row states: the worker's ``reported`` one, where a shape the request carried
-    is the user's (``given_by``: ``SOURCE_EVAL_DATA`` when the host took it from --eval-data, else
-    ``SOURCE_GIVEN``). An older cached export's ``--input-shape`` reads the same way."""
-    if reported == SOURCE_REQUEST:
-        return given_by or SOURCE_GIVEN
-    return reported
+from ...wire.shape_sources import (  # noqa: F401  (the worker's words, re-exported for its modules)
+    SOURCE_DEFAULT,
+    SOURCE_EVAL_DATA,
+    SOURCE_FINETUNE_DATA,
+    SOURCE_GIVEN,
+    SOURCE_RECORDED,
+    SOURCE_REQUEST,
+    SOURCE_WORDS,
+    host_shape_source,
+)
 
 # Attributes a module may carry to record the input it was made for (a list/tuple of ints, or
 # an example tensor): lodevem's zoo and common training scripts set one of these.

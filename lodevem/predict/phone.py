@@ -1,5 +1,6 @@
 """``lodevem calibrate adb PROFILE_ID``: a few zoo models measured on the phone, recorded as
-calibration records of the profile (and of every profile with its chipset).
+calibration records of the profile (and of every profile with its chipset). A face over the
+device wing (adb, the benchmark binary) and the predictor, so it lives beside the predictor.
 
 Why a fixed set: the few-shot fit (``latency.calibration.fit``) separates compute- and memory-bound
 factors only from models that differ in that balance; ``CALIBRATION_MODELS`` are three zoo models
@@ -18,18 +19,21 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional, Sequence
 
+from ..device.adb import AdbClient, check_serial
+from ..device.bench import PhoneBench, binary_for
+from ..device.info import parse_devices, read_device
+from ..device.predictions import runtime_file
 from ..errors import DeviceDisconnected, InputError
 from ..latency.calibration import CalibrationOutcome, Measurement
+from ..runtimes import ADAPTERS
 from ..safe_io import printable
-from .adb import AdbClient, check_serial
-from .bench import PhoneBench, binary_for
-from .info import parse_devices, read_device
-from .predictions import runtime_file
 
 __all__ = ["CALIBRATION_MODELS", "calibrate_from_phone"]
 
 CALIBRATION_MODELS = ("mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1")
-RUNTIME = "tflite"  # the runtime whose benchmark binary measures (LiteRT's benchmark_model)
+# the runtime whose own benchmark binary measures on a phone (LiteRT's benchmark_model): the one
+# adapter that names such a tool
+RUNTIME = next(name for name, spec in ADAPTERS.items() if spec.benchmark_tool)
 
 Busy = Callable[[str], ContextManager[Any]]
 
@@ -42,8 +46,8 @@ def calibrate_from_phone(serial: Optional[str], profile_id: str, binary: Optiona
     for ``profile_id`` with scope same-chipset. A disconnect records the models measured before
     it and says so in the outcome's warnings; the phone is left as found."""
     from .. import zoo
-    from ..predict import Predictor
-    from ..predict.calibrate import calibrate_profile
+    from . import Predictor
+    from .calibrate import calibrate_profile
 
     chosen = tuple(models) or CALIBRATION_MODELS
     unknown = [m for m in chosen if m not in zoo.ZOO]
