@@ -19,7 +19,7 @@ latency package itself imports no sandbox code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
@@ -27,12 +27,14 @@ from ..errors import InputError
 from ..profiles import Profile
 from ..worker.precision import REDUCED_ARITHMETIC, cell_arithmetic, level_arithmetic
 from .arithmetic import declared, file_level
-from .estimator import Estimate, Estimator, work_vector
+from .estimator import Estimate, Estimator
 from .kernels import DEFAULT_RULES, KernelGraph
+from .memory import resolve
 from .paper import KindPaper, KindUse
 from .papers import estimator_paper
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
 from .selection import Availability, HeldOutError, HeldOutRow
+from .work import graph_works
 
 __all__ = ["ArithmeticPlan", "Availability", "ConvertedFile", "EstimatorKind", "HeldOutError", "KindSetup",
            "PredictionJob", "graph_arithmetic", "PredictorKind", "SandboxAccess", "plan_arithmetic"]
@@ -203,8 +205,11 @@ def estimate_graph(estimator: Estimator, graph: KernelGraph, plan: ArithmeticPla
                    runtime: str) -> Estimate:
     """The cost model's ``Estimate`` of ``graph`` on the job's profile (fastest cluster)."""
     cluster = job.profile.fastest_cluster
-    return estimator.estimate([work_vector(k) for k in graph.kernels], plan.per_kernel, cluster.core,
-                              cluster.clock_ghz, runtime, job.threads, cluster.count, plan.noted)
+    memory = resolve(job.profile.soc_name, cluster.core)
+    est = estimator.estimate(graph_works(graph.kernels, memory), plan.per_kernel, cluster.core,
+                             cluster.clock_ghz, runtime, job.threads, cluster.count, plan.noted)
+    note = memory.note()
+    return replace(est, notes=est.notes + (note,)) if note and estimator.dram_inverse_efficiency > 0 else est
 
 
 def breakdown(graph: KernelGraph, per_kernel: Any, keep: bool) -> tuple[KernelLatency, ...]:
