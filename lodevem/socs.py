@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Optional
 import yaml
 
 from .errors import ProfileError
+from .safe_io import PROFILE, UnsafeInput, read_text
 from .safe_io.yaml_loader import ProfileYamlLoader
 
 __all__ = ["DEFAULT_TABLE", "ClusterCache", "Dram", "SocMemory", "SocTable", "load_table", "markdown",
@@ -188,9 +189,9 @@ class SocTable:
 
 def _read(path: Path) -> Any:
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=ProfileYamlLoader)  # noqa: S506 - strict SafeLoader
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read the SoC table ({exc.strerror})") from None
+        return yaml.load(read_text(path, PROFILE), Loader=ProfileYamlLoader)  # noqa: S506 - strict SafeLoader
+    except (OSError, UnsafeInput) as exc:
+        raise ProfileError(f"{path}: cannot read the SoC table ({getattr(exc, 'strerror', None) or exc})") from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not a valid SoC table ({type(exc).__name__})") from None
 

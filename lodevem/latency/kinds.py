@@ -212,11 +212,14 @@ def estimate_graph(estimator: Estimator, graph: KernelGraph, plan: ArithmeticPla
     return replace(est, notes=est.notes + (note,)) if note and estimator.dram_inverse_efficiency > 0 else est
 
 
-def breakdown(graph: KernelGraph, per_kernel: Any, keep: bool) -> tuple[KernelLatency, ...]:
-    """Per-kernel figures of a cell, when the run keeps them (``--breakdown``)."""
+def breakdown(graph: KernelGraph, per_kernel: Any, keep: bool, dram: Any = None) -> tuple[KernelLatency, ...]:
+    """Per-kernel figures of a cell, when the run keeps them (``--breakdown``, ``--layers``);
+    ``dram``: each kernel's DRAM ms where the estimator priced them."""
     if not keep:
         return ()
-    return tuple(KernelLatency(k.name, k.nnmeter_type, k.category, ms) for k, ms in zip(graph.kernels, per_kernel))
+    drams = list(dram) if dram is not None else [None] * len(graph.kernels)
+    return tuple(KernelLatency(k.name, k.nnmeter_type, k.category, ms, d)
+                 for k, ms, d in zip(graph.kernels, per_kernel, drams))
 
 
 class EstimatorKind:
@@ -273,7 +276,8 @@ class EstimatorKind:
         return LatencyPrediction(
             latency_ms=ms, latency_source=self.estimator.source_label(job.runtime, core, format_clock(clock)),
             threads=job.threads, core=core, clock_ghz=clock, runtime=job.runtime, uncertainty=est.uncertainty,
-            note=plan.note(est), kernels=breakdown(graph, [k.ms for k in est.kernels], self.setup.breakdown),
+            note=plan.note(est), kernels=breakdown(graph, [k.ms for k in est.kernels], self.setup.breakdown,
+                                                  [k.dram_ms for k in est.kernels]),
             latency_low_ms=low, latency_high_ms=high, compute_ms=est.compute_ms, memory_ms=est.memory_ms,
             graph_sha256=graph.sha256, uncertainty_pct=est.figure.mape_pct if est.figure else None)
 
