@@ -315,6 +315,9 @@ def default_selection(rows: list[fe.Row], args: argparse.Namespace) -> tuple["De
     order = tuple(n for n, k in pool.kinds.items() if k.availability is Availability.EVERY_INSTALL)
     held = {n: pool.kinds[n].held_out_rows() for n in order}
     how = "stored in each kind's parameters"
+    stored = json.loads(fe.DEFAULT_OUT.read_text()).get("uncertainty", {})
+    if args.quick and stored.get("nested") is False:
+        how += f"; NOT NESTED for the estimator: {stored.get('nested_note') or 'prior width fixed, not re-chosen per fold'}"
     if not args.quick:
         held["estimator"] = tuple(fe.held_out_rows(fe.lodo(rows, fe.dev_works(rows, args.onnx_cache), nested=True)))
         how = "estimator's nested leave-one-SoC-out recomputed here"
@@ -503,7 +506,9 @@ def run_default(rows: list[fe.Row], args: argparse.Namespace) -> tuple[str, str]
     fmt = {k: "na" if v is None else f"{v:.1f}" for k, v in {**cats, **got}.items()}
     score = (f"SCORE predictor=default default_1t_fp32={fmt['1t_fp32']} threads={fmt['threads']} fp16={fmt['fp16']} "
              f"int8={fmt['int8']} rows={len(nested)}")
-    lodo = (f"LODO folds=soc nested=yes predictor=default 1t_fp32={fmt['1t_fp32']} threads={fmt['threads']} "
+    nested_flag = "no" if args.quick and json.loads(fe.DEFAULT_OUT.read_text()).get("uncertainty", {}).get(
+        "nested") is False else "yes"
+    lodo = (f"LODO folds=soc nested={nested_flag} predictor=default 1t_fp32={fmt['1t_fp32']} threads={fmt['threads']} "
             f"fp16={fmt['fp16']} int8={fmt['int8']} a53_1t={fmt['1t:Cortex-A53']} a55_1t={fmt['1t:Cortex-A55']} "
             f"a7_1t={fmt['1t:Cortex-A7']}")
     return score, lodo

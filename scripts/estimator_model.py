@@ -166,7 +166,7 @@ class Fit:
             return f"fit on {rt} int8 rows per int8 ISA group (dot-product cores, ARMv8.0, ARMv7)"
 
         return {
-            "version": "v3",
+            "version": "v4",
             "reference_core": REFERENCE_CORE,
             "reference_runtime": REFERENCE_RUNTIME,
             "terms": {t: {"cycles_per_unit": float(v)} for t, v in zip(TERMS, self.theta)},

@@ -567,7 +567,8 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, scor
                                       "core at 2.42 GHz; its figures are carried to other cores with the tflite ratio")},
         "formula": ("C = compute_scale[core] * compute_factor[rt] * theta_c . map_rt(mac_work) / speedup_c[a, rt]; "
                     "M = memory_scale[core] * memory_factor[rt] * (theta_bytes * MB / speedup_m[a, rt] + "
-                    "theta_kernels * n_kernels); ms = (C * A(q_c, n) + M * A(q_m, n)) / clock_GHz, "
+                    "theta_kernels * n_kernels); D = dram.inverse_efficiency * DRAM_MB[soc] / peak_GBs[soc] / speedup_m[a, rt]; "
+                    "ms = (C * A(q_c, n) + M * A(q_m, n)) / clock_GHz + D * A(dram.parallel_fraction, n), "
                     "A(q, n) = (1 - q) + q / min(threads, cluster cores); a = the arithmetic the runtime executes "
                     "(lodevem.latency.arithmetic); MACs and bytes in millions"),
         "terms_note": ("effective MACs per cycle count a convolution's direct MACs, so Winograd 3x3 convs (ncnn) can "

@@ -48,7 +48,7 @@ QUICK = {q.script: q for q in (
           needs=()),
     Quick("latency_accuracy.py", (r"^LODO per core \(1-thread float, nested\): Cortex-A53=\d",
                                   r"^\s+Cortex-A55 1-thread\s+<= 15%: (MET|NOT MET) \(",
-                                  r"^LODO folds=soc nested=yes predictor=default 1t_fp32=\S+ threads=\S+ fp16=\S+ "
+                                  r"^LODO folds=soc nested=(yes|no) predictor=default 1t_fp32=\S+ threads=\S+ fp16=\S+ "
                                   r"int8=\S+ a53_1t=\S+ a55_1t=\S+ a7_1t=\S+$",
                                   r"^\s+90% band coverage on held-out SoCs in 85-95%: (MET|NOT MET) \(\d",
                                   r"^\s+one-shot calibration <= 8%: (MET|NOT MET) \(\d",

@@ -57,7 +57,7 @@ def test_params_file_has_provenance_and_every_core(est: Estimator) -> None:
     fp16 = params["precision"]["fp16"]
     assert 1.0 <= fp16["compute_speedup"] <= 2.0 and 1.0 <= fp16["depthwise_speedup"] <= 2.0  # the lane count
     assert unc["folds"] == "soc" and unc["nested"] is True and len(unc["held_out_rows"]) == prov["rows_used"]
-    assert est.version == "v3" and len(est.held_out_rows) == prov["rows_used"]
+    assert est.version == "v4" and len(est.held_out_rows) == prov["rows_used"]
 
 
 def latency_ms(est: Estimator, kernels: list[Kernel], core: str, clock_ghz: float, threads: int = 1,
