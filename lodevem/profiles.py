@@ -173,19 +173,6 @@ class Profile(BaseModel):
         return load_table().find(self.soc_name)
 
     @property
-    def memory_label(self) -> str:
-        """``L2 512 KiB, DRAM 12.8 GB/s`` for ``lodevem list`` (``?``: not published; the table's
-        sources say what was searched); ``not in the SoC table`` for an unknown SoC."""
-        soc = self.memory_system
-        if soc is None:
-            return "not in the SoC table"
-        cluster = soc.cluster(self.fastest_cluster.core)
-        l2 = cluster.l2_kib if cluster is not None else None
-        cache = "?" if l2 is None or soc.l3_kib is None else f"{l2 + soc.l3_kib:g} KiB"
-        bw = f"{soc.dram.peak_gbs:g} GB/s" if soc.dram.peak_gbs else "?"
-        return f"cache {cache}, DRAM {soc.dram.type or '?'} {bw}"
-
-    @property
     def cores_label(self) -> str:
         return " + ".join(f"{c.count}x {c.core.removeprefix('Cortex-')}" for c in self.cpu)
 

@@ -261,7 +261,6 @@ PROFILE_COLUMNS: tuple[Column[Profile], ...] = (
     Column("Device", lambda p: Text(p.label)),
     Column("Chipset", lambda p: Text(p.chipset), priority=4),
     Column("Cores", lambda p: Text(p.cores_label), priority=3),
-    Column("Memory (L2+L3, DRAM)", lambda p: Text(p.memory_label), priority=5),
     Column("Clock", lambda p: Text(p.clock_label), priority=2, justify="right"),
     Column("RAM", lambda p: Text(p.ram_label), justify="right"),
     Column("App budget", lambda p: Text(f"{p.app_budget_mb} MB" if p.app_budget_mb is not None else "\u2014"),
