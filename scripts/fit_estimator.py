@@ -259,7 +259,8 @@ class ModelWork:
         key = (soc, core)
         cache = self.__dict__.setdefault("_on", {})
         if key not in cache:
-            out = np.array(self.work, dtype=float)
+            out = np.zeros(len(TERMS) + 1)
+            out[:len(TERMS)] = np.asarray(self.work, dtype=float)[:len(TERMS)]
             out[len(TERMS)] = sum(dram_ms_at_peak(list(self.kernel_bytes), resolve(soc, core)))
             cache[key] = out
         return cache[key]
