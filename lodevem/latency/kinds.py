@@ -293,7 +293,8 @@ class EstimatorKind:
                 "baseline_lodo_mape_pct": unc.get("baseline_lodo_mape_pct"),
                 "data_sources": list(params.get("data_sources") or ()), "data_sha256": params.get("data_sha256"),
                 "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread"),
-                "oneshot_mape_pct": unc.get("oneshot_mape_pct")}}
+                "oneshot_mape_pct": unc.get("oneshot_mape_pct"), "nested": unc.get("nested", True),
+                "dram": bool(est.dram_inverse_efficiency)}}
 
 
 def _digest(value: Any) -> str:

@@ -52,11 +52,16 @@ def estimator_paper(use: KindUse) -> KindPaper:
         f"(fitted {e.get('fit_date') or 'on an unrecorded date'}) gave the latency: a kernel-level cost model that "
         "charges each kernel the multiply-accumulates of its kind (3x3 stride-1, GEMM-like and depthwise "
         "convolutions, fully connected layers), the bytes it moves and a fixed per-kernel overhead, with a compute "
-        "and a memory scale per core type, divided by the clock. "
+        "and a memory scale per core type, divided by the clock"
+        + (", plus the bytes it must stream from the SoC's DRAM at the SoC's published peak bandwidth. "
+           if e.get("dram") else ". ") +
         f"It was fitted on {e.get('rows_used') if e.get('rows_used') is not None else 'the'} published latencies of "
         f"common CNNs on ARM boards measured with {data}, with efficiencies of its own for each runtime{stands}. "
-        f"Scored by nested leave-one-SoC-out (the boards that share a SoC held out together, every choice of the "
-        f"fit made without the held-out SoC) over {e.get('lodo_rows')} "
+        + ("Scored by nested leave-one-SoC-out (the boards that share a SoC held out together, every choice of the "
+           "fit made without the held-out SoC)" if e.get("nested", True) else
+           "Scored by leave-one-SoC-out (the boards that share a SoC held out together; the width of its priors "
+           "fixed before the folds, not re-chosen without each held-out SoC)")
+        + f" over {e.get('lodo_rows')} "
         f"single-thread fp32 rows, its mean absolute percentage error is {_pct(e.get('lodo_mape_pct'))}"
         + (f" ({_pct(e.get('lodo_within_10_pct'))} of the predictions within 10 %, "
            f"{_pct(e.get('lodo_within_25_pct'))} within 25 %)"
