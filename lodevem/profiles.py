@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,6 +22,9 @@ from .errors import ProfileError, RefusedYaml
 from .safe_io import PROFILE, UnsafeInput, read_bytes
 from .safe_io.yaml_loader import ProfileYamlLoader, clip, escaped, quote, yaml_problem
 from .store import bytes_digest
+
+if TYPE_CHECKING:
+    from .socs import SocMemory
 
 TIERS: dict[str, str] = {
     "tier1": "Budget Android (2-4 GB)",
@@ -109,6 +112,9 @@ class Profile(BaseModel):
     tier: Literal["tier1", "tier2", "tier3"]
     os: Optional[str] = None
     chipset: str = Field(min_length=1)
+    # The SoC's name in lodevem/data/socs.yaml where ``chipset`` does not name it (its caches and
+    # DRAM, with sources, live there once: ``memory_system``); None: ``chipset`` is looked up.
+    soc: Optional[str] = Field(default=None, min_length=1)
     cpu: list[Cluster] = Field(min_length=1)
     ram_mb: int = Field(gt=0, le=65536)
     # What one foreground app can use before the OS's low-memory killer stops it: less than
@@ -153,6 +159,18 @@ class Profile(BaseModel):
         """The cluster a single-threaded app is scheduled on: highest clock, then most cores."""
         order = {core: i for i, core in enumerate(CORE_TYPES)}
         return max(self.cpu, key=lambda c: (order[c.core], c.clock_ghz, c.count))
+
+    @property
+    def soc_name(self) -> str:
+        """The name its memory system is looked up by (``soc`` if given, else ``chipset``)."""
+        return self.soc or self.chipset
+
+    @property
+    def memory_system(self) -> "Optional[SocMemory]":
+        """Its SoC's caches and DRAM with sources (``lodevem.socs``); None: the SoC is not in the table."""
+        from .socs import load_table
+
+        return load_table().find(self.soc_name)
 
     @property
     def cores_label(self) -> str:

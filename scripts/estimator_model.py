@@ -92,6 +92,10 @@ XNNPACK_INT8_ANCHOR = {
                "because the stored blog page carries its tables as images; threads and OS bitness are not stated "
                "there (4 threads assumed: 95.7 ms is 4-thread speed on that board)")}
 FP16_CORES = ("Cortex-A55", "Cortex-A75", "Cortex-A76")
+DRAM_SOURCE = ("lodevem/latency/memory.py with the SoC facts of lodevem/data/socs.yaml (sources there): a kernel's "
+               "weights stream from DRAM when the model's weights exceed the core's reachable cache (L2 + L3), "
+               "activations beyond it spill; time = MB / peak GB/s x inverse_efficiency (fitted, >= 1: never "
+               "faster than the SoC's peak), threads by an Amdahl fraction (fitted, one memory controller)")
 # Which MAC terms each runtime charges where: XNNPACK has no Winograd convolution.
 TERM_MAPS: dict[str, dict[str, str]] = {"ncnn": {}, "tflite": {"conv3x3s1_macs": "gemm_conv_macs", "winograd_io": ""}}
 XNNPACK_NO_WINOGRAD = ("XNNPACK has no Winograd convolution: dense 3x3 stride-1 convs run as indirect GEMM "
@@ -145,6 +149,7 @@ class Fit:
     precisions_per_runtime: dict[str, tuple[str, ...]]
     q_source: dict[str, str] = field(default_factory=dict)
     int8_measured: dict[str, bool] = field(default_factory=dict)
+    dram: tuple[float, float] = (0.0, 0.0)  # inverse efficiency (>= 1) of the SoC's peak bandwidth, parallel fraction
     rms_log: float = 0.0
     x: Optional[np.ndarray] = None  # the solver's vector: a warm start for the next fold
 
@@ -161,7 +166,7 @@ class Fit:
             return f"fit on {rt} int8 rows per int8 ISA group (dot-product cores, ARMv8.0, ARMv7)"
 
         return {
-            "version": "v3",
+            "version": "v4",
             "reference_core": REFERENCE_CORE,
             "reference_runtime": REFERENCE_RUNTIME,
             "terms": {t: {"cycles_per_unit": float(v)} for t, v in zip(TERMS, self.theta)},
@@ -182,6 +187,7 @@ class Fit:
                               "int8": {"compute_speedup": dict(self.int8[rt]), "memory_speedup": self.mu8[rt],
                                        "measured": bool(self.int8_measured.get(rt)), "source": int8_source(rt)}}
                          for rt, f in self.runtime_factors.items()},
+            "dram": {"inverse_efficiency": self.dram[0], "parallel_fraction": self.dram[1], "source": DRAM_SOURCE},
             "precision": {"fp16": {"compute_speedup": self.phi[0], "depthwise_speedup": self.phi[1],
                                    "memory_speedup": 2.0, "cores": list(FP16_CORES), "source": FP16_SOURCE}},
         }
@@ -193,12 +199,17 @@ class Fit:
         return Estimator(self.estimator_params())
 
     def predict_row(self, r: WorkRow, works: dict[str, Any]) -> float:
-        return self.estimator.latency_ms(works[r.graph_key].work, r.core, r.clock_ghz, r.runtime, r.precision,
-                                         r.threads)
+        return self.estimator.latency_ms(row_work(r, works), r.core, r.clock_ghz, r.runtime, r.precision, r.threads)
 
     def predict(self, work: np.ndarray, core: str, clock: float, threads: int = 1, precision: str = "fp32",
                 runtime: str = REFERENCE_RUNTIME) -> float:
         return self.estimator.latency_ms(work, core, clock, runtime, precision, threads)
+
+
+def row_work(r: WorkRow, works: dict[str, Any]) -> np.ndarray:
+    """The row's work vector on its SoC: the graph's summed terms plus its DRAM ms at the peak of
+    the row's SoC (``lodevem.latency.memory``; pooled where the SoC does not publish it)."""
+    return works[r.graph_key].on(getattr(r, "soc", "") or None, r.core)
 
 
 class _Layout:
@@ -250,6 +261,7 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
 
     n_t, n_c = len(TERMS), len(COMPUTE_TERMS)
     dw_col = COMPUTE_TERMS.index("depthwise_macs")
+    Wd = np.array([row_work(r, works)[n_t] for r in obs])  # DRAM ms at the SoC's peak
     Wc = np.zeros((len(obs), n_c))
     for i, r in enumerate(obs):
         w = works[r.graph_key].work
@@ -284,6 +296,8 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
     L.add("mu8", 1, -math.log(INT8_BYTES_MAX), math.log(INT8_BYTES_MAX), 0.5)
     L.add("kx80", 1, 0.0, math.log(2.0), 0.2)  # XNNPACK MLAL cores (A53, A7 and the ARMv8.0 big cores)
     L.add("uxdot", 1, 0.0, math.log(4.0), math.log(2.0))  # XNNPACK dot cores: kx80 + uxdot
+    L.add("dram", 1, 0.0, np.inf, 0.5)  # log inverse efficiency (>= 0: never faster than the SoC's peak)
+    L.add("qd", 1, 0.0, 1.0, 0.5)  # DRAM time's parallel fraction (threads share one memory controller)
     L.add("offsets", len(boards), -np.inf, np.inf, 0.0)
     board_idx = {b: i for i, b in enumerate(boards)}
     row_board = np.array([board_idx.get(r.board, -1) for r in obs])
@@ -311,7 +325,8 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
 
     def model(p: np.ndarray, cs: np.ndarray, ms: np.ndarray, wc: np.ndarray, wb: np.ndarray, wk: np.ndarray,
               on_fp16: np.ndarray, on_int8: np.ndarray, on_tflite: np.ndarray, cidx: np.ndarray, gidx: np.ndarray,
-              qc: np.ndarray, qm: np.ndarray, n: np.ndarray, int8_tensors: np.ndarray) -> np.ndarray:
+              qc: np.ndarray, qm: np.ndarray, n: np.ndarray, int8_tensors: np.ndarray, wd: np.ndarray,
+              clk: np.ndarray) -> np.ndarray:
         theta = p[L["theta"]]
         rtc, rtm = np.exp(np.where(on_tflite, p[L["rt"]][0], 0.0)), np.exp(np.where(on_tflite, p[L["rt"]][1], 0.0))
         s, m = np.exp(cs[cidx]) * rtc, np.exp(ms[cidx]) * rtm
@@ -319,15 +334,19 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
         dw = s * wc[:, dw_col] * theta[dw_col]
         B = m * theta[n_c] * wb
         K = m * theta[n_c + 1] * wk
+        D = math.exp(p[L["dram"]][0]) * wd * clk  # ms at the achieved bandwidth, in Mcycles
+        qd = p[L["qd"]][0]
         phi = np.exp(p[L["phi"]])
         dense, dw, B = (np.where(on_fp16, dense / phi[0], dense), np.where(on_fp16, dw / phi[1], dw),
                         np.where(on_fp16, B / 2.0, B))
+        D = np.where(on_fp16, D / 2.0, D)
         k_ncnn, k_x = int8_logs(p, cs)
         kappa = np.exp(np.where(on_tflite, k_x[gidx], k_ncnn[gidx]))
         mu = np.where(on_tflite, INT8_BYTES_MAX, math.exp(p[L["mu8"]][0]))
         dense, dw, B = (np.where(on_int8, dense / kappa, dense), np.where(on_int8, dw / kappa, dw),
                         np.where(int8_tensors, B / mu, B))
-        cycles = (dense + dw) * ((1 - qc) + qc / n) + (B + K) * ((1 - qm) + qm / n)
+        D = np.where(int8_tensors, D / mu, D)
+        cycles = (dense + dw) * ((1 - qc) + qc / n) + (B + K) * ((1 - qm) + qm / n) + D * ((1 - qd) + qd / n)
         return np.log(np.maximum(cycles, 1e-12))
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -337,7 +356,7 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
         qc = np.where(q_idx >= 0, qq[np.maximum(q_idx, 0), 0], mean_q[0])
         qm = np.where(q_idx >= 0, qq[np.maximum(q_idx, 0), 1], mean_q[1])
         pred = model(x, cs, ms, Wc, Wb, Wk, fp16, int8, tflite, core_idx, grp_idx, qc, qm, nthr,
-                     int8_bytes) - np.log(clock)
+                     int8_bytes, Wd, clock) - np.log(clock)
         extra: list[float] = []
         if boards:
             off = x[L["offsets"]]
@@ -353,7 +372,7 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
         # ARMv8.0 ratio, always (evidence like a row: XNNPACK int8 rows, where any, weigh in beside them)
         extra.append((x[L["uxdot"]][0] - math.log(2.0)) / math.log(2.0))
         if anchor_work is not None:
-            aw = anchor_work.work
+            aw = anchor_work.on(None, str(anchor["core"]))  # BCM2837B0 is not in the SoC table: pooled facts
             one = lambda v: np.array([v])  # noqa: E731
             a_core = np.array([ALL_CORES.index(str(anchor["core"]))])
             a_grp = np.array([INT8_GROUPS.index(int8_group(str(anchor["core"])))])
@@ -367,8 +386,9 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
                     wc_a[0, COMPUTE_TERMS.index(target)] += aw[j]
             args = (cs, ms, wc_a, one(aw[n_c]), one(aw[n_c + 1]), one(False))
             tail = (one(True), a_core, a_grp, one(aqc), one(aqm), one(float(anchor["threads"])))
-            fp32 = model(x, *args, one(False), *tail, one(False))
-            i8 = model(x, *args, one(True), *tail, one(True))
+            a_d = (one(float(aw[n_t]) if len(aw) > n_t else 0.0), one(float(anchor["clock_ghz"])))
+            fp32 = model(x, *args, one(False), *tail, one(False), *a_d)
+            i8 = model(x, *args, one(True), *tail, one(True), *a_d)
             extra.append(float(fp32[0] - i8[0]) - math.log(float(anchor["fp32_ms"]) / float(anchor["int8_ms"])))
         return np.concatenate([pred - y, extra])
 
@@ -401,5 +421,6 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
                                           if any(r.runtime == rt and r.precision == p for r in obs))
                                 for rt in RUNTIMES_KNOWN},
         q_source=q_source, rms_log=float(np.sqrt(np.mean(sol.fun[:len(obs)] ** 2))), x=x,
-        int8_measured={"ncnn": bool((int8 & ~tflite).any()), "tflite": bool((int8 & tflite).any())})
+        int8_measured={"ncnn": bool((int8 & ~tflite).any()), "tflite": bool((int8 & tflite).any())},
+        dram=(float(math.exp(x[L["dram"]][0])), float(x[L["qd"]][0])))
     return result

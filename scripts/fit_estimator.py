@@ -59,6 +59,7 @@ DEFAULT_DATA = REPO / "benchmarks" / "data" / "arm-cpu-latency-dev.csv"  # a cop
 DEFAULT_CACHE = REPO / ".lodevem-build" / "fit-onnx"
 DEFAULT_OUT = REPO / "lodevem" / "data" / "estimator_params.json"
 
+GRID: list[float] = list(SIGMA_GRID)  # the widths nested folds choose among (--sigma-grid narrows it)
 NNMETER_CORE, NNMETER_CLOCK = "Cortex-A76", 2.42  # nn-Meter's cortexA76cpu_tflite21: Pixel 4 big core
 
 
@@ -245,14 +246,30 @@ def export_zoo(cache: Path, reexport: bool = False, keys: Optional[Sequence[str]
 @dataclass(frozen=True)
 class ModelWork:
     name: str
-    work: np.ndarray  # per lodevem.latency.estimator.TERMS, ncnn-corrected MACs
+    work: np.ndarray  # per lodevem.latency.estimator.TERMS (+ DRAM 0), ncnn-corrected MACs
     zoo_mmacs: float
     mac_scale: float
+    kernel_bytes: tuple[Any, ...] = ()  # lodevem.latency.memory.KernelBytes per kernel
+
+    def on(self, soc: Optional[str], core: str) -> np.ndarray:
+        """The work on ``soc``'s memory system for ``core``: its DRAM ms at peak filled in."""
+        from lodevem.latency.estimator import TERMS
+        from lodevem.latency.memory import dram_ms_at_peak, resolve
+
+        key = (soc, core)
+        cache = self.__dict__.setdefault("_on", {})
+        if key not in cache:
+            out = np.zeros(len(TERMS) + 1)
+            out[:len(TERMS)] = np.asarray(self.work, dtype=float)[:len(TERMS)]
+            out[len(TERMS)] = sum(dram_ms_at_peak(list(self.kernel_bytes), resolve(soc, core)))
+            cache[key] = out
+        return cache[key]
 
 
 def model_work(onnx_paths: dict[str, Path]) -> dict[str, ModelWork]:
     from lodevem.latency.estimator import sum_work
     from lodevem.latency.kernels import extract_kernels
+    from lodevem.latency.work import kernel_bytes
 
     maps = graph_maps()
     out: dict[str, ModelWork] = {}
@@ -262,7 +279,8 @@ def model_work(onnx_paths: dict[str, Path]) -> dict[str, ModelWork]:
         zoo_mmacs = graph.macs / 1e6
         ncnn = maps[name].ncnn_mmacs
         scale = ncnn / zoo_mmacs if ncnn else 1.0
-        out[name] = ModelWork(name, np.array(sum_work(graph.kernels, scale)), zoo_mmacs, scale)
+        out[name] = ModelWork(name, np.array(sum_work(graph.kernels, scale)), zoo_mmacs, scale,
+                              tuple(kernel_bytes(k) for k in graph.kernels))
     return out
 
 
@@ -296,7 +314,7 @@ def baseline_constants(rows: Sequence[Row], works: dict[str, ModelWork], result:
     for r in rows:
         if r.graph_key not in works:
             continue
-        w = works[r.graph_key].work
+        w = works[r.graph_key].on(r.soc or None, r.core)
         one = result.predict(w, r.core, r.clock_ghz, 1, "fp32", r.runtime)
         ms = r.avg_ms * one / result.predict_row(r, works)
         macs = float(w[:n_c].sum())  # MMACs
@@ -348,7 +366,7 @@ def choose_sigma(rows: Sequence[Row], works: dict[str, ModelWork], warm: Optiona
     """The prior width with the lowest leave-one-SoC-out MAPE over ``rows`` (every row of every
     SoC of ``rows`` predicted by a fit without its SoC), and each width's MAPE."""
     mapes: dict[float, float] = {}
-    for sigma in SIGMA_GRID:
+    for sigma in GRID:
         errors = []
         for group in _folds(rows):
             train = [r for r in rows if r.fold != group]
@@ -550,7 +568,8 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, scor
                                       "core at 2.42 GHz; its figures are carried to other cores with the tflite ratio")},
         "formula": ("C = compute_scale[core] * compute_factor[rt] * theta_c . map_rt(mac_work) / speedup_c[a, rt]; "
                     "M = memory_scale[core] * memory_factor[rt] * (theta_bytes * MB / speedup_m[a, rt] + "
-                    "theta_kernels * n_kernels); ms = (C * A(q_c, n) + M * A(q_m, n)) / clock_GHz, "
+                    "theta_kernels * n_kernels); D = dram.inverse_efficiency * DRAM_MB[soc] / peak_GBs[soc] / speedup_m[a, rt]; "
+                    "ms = (C * A(q_c, n) + M * A(q_m, n)) / clock_GHz + D * A(dram.parallel_fraction, n), "
                     "A(q, n) = (1 - q) + q / min(threads, cluster cores); a = the arithmetic the runtime executes "
                     "(lodevem.latency.arithmetic); MACs and bytes in millions"),
         "terms_note": ("effective MACs per cycle count a convolution's direct MACs, so Winograd 3x3 convs (ncnn) can "
@@ -598,7 +617,7 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, scor
                 "board_offsets": ("one log offset per (board, core) where a (core, runtime) has several boards, zero mean "
                                   "per (core, runtime); predictions use 0"),
                 "reference_core": REFERENCE_CORE, "reference_runtime": REFERENCE_RUNTIME,
-                "sigma": result.sigma, "sigma_grid": list(SIGMA_GRID),
+                "sigma": result.sigma, "sigma_grid": list(GRID),
                 "sigma_choice": ("the width of the documented per-clock priors with the lowest leave-one-SoC-out MAPE "
                                  f"on all SoCs ({ {str(k): v for k, v in final_inner.items()} }); each held-out fold "
                                  "chose its own on the other SoCs only (uncertainty.fold_choices)"),
@@ -635,7 +654,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--date", default=_dt.date.today().isoformat(), help="fit date to record (ISO)")
     parser.add_argument("--sigma", type=float, default=None,
                         help="a fixed prior width, folds NOT nested (a draft for development: the params say so)")
+    parser.add_argument("--sigma-grid", default=None,
+                        help="comma-separated prior widths the nested folds choose among (default: the full grid); "
+                             "the params record the grid used")
     args = parser.parse_args(argv)
+    if args.sigma_grid:
+        GRID[:] = [float(v) for v in args.sigma_grid.split(",")]
 
     rows = load_rows(args.data)
     works = dev_works(rows, args.onnx_cache, args.reexport)

@@ -49,8 +49,13 @@ QUICK = {q.script: q for q in (
           needs=()),
     Quick("latency_accuracy.py", (r"^LODO per core \(1-thread float, nested\): Cortex-A53=\d",
                                   r"^\s+Cortex-A55 1-thread\s+<= 15%: (MET|NOT MET) \(",
-                                  r"^LODO folds=soc nested=yes predictor=default 1t_fp32=\S+ threads=\S+ fp16=\S+ "
-                                  r"int8=\S+ a53_1t=\S+ a55_1t=\S+ a7_1t=\S+$"), needs=()),
+                                  r"^LODO folds=soc nested=(yes|no) predictor=default 1t_fp32=\S+ threads=\S+ fp16=\S+ "
+                                  r"int8=\S+ a53_1t=\S+ a55_1t=\S+ a7_1t=\S+$",
+                                  r"^\s+90% band coverage on held-out SoCs in 85-95%: (MET|NOT MET) \(\d",
+                                  r"^\s+one-shot calibration <= 8%: (MET|NOT MET) \(\d",
+                                  r"^\s+per-model A55/A53 ratio error on board pairs <= 10%: (MET|NOT MET) \(\d",
+                                  r"^\s+API warm call <= 5 ms: (MET|NOT MET) \(\d+\.\d+ ms",
+                                  r"^ISSUE44 coverage=\S+ oneshot=\S+ ratio_a55_a53=\S+ warm_ms=\S+"), needs=()),
     Quick("predict_api.py", (r"^first call: median \d+\.\d+ s", r"^cached call: median \d+\.\d+ ms",
                              r"^nn\.Module \(mobilenet_v2\) passed directly"), needs=()),
     Quick("runtime_memory.py", (r"^conversions \(\d+ s\)", r"^tiny_cnn\s+ncnn\s+True\s+\d+\.\d+",

@@ -83,7 +83,7 @@ def test_whatever_determines_a_prediction_is_in_its_key(onnx_files: dict[str, Pa
     assert misses(kinds_only("estimator", cache_dir=cache), onnx=moved) == 1
     # refitted estimator parameters: same version string, other numbers
     params = json.loads(json.dumps(Estimator.load().params))
-    params["terms"]["bytes"]["cycles_per_unit"] *= 1.1
+    params["terms"]["kernels"]["cycles_per_unit"] *= 1.1
     refit = kinds_only("estimator", cache_dir=cache, estimator=Estimator(params))
     before = kinds_only("estimator", cache_dir=cache).cells(onnx_files["tiny_cnn"], profile)
     after = refit.cells(onnx_files["tiny_cnn"], profile)

@@ -122,3 +122,29 @@ def test_the_readme_names_every_soc_and_the_row_count(rows: list[dict[str, str]]
     for soc in sorted({r["soc"] for r in rows}):
         assert f"`{soc}`" in text, f"{README.name} does not list the SoC `{soc}` (Boards that share a SoC)"
     assert f"{len(rows)} published latencies" in text
+
+
+MEMORY = REPO / "benchmarks" / "data" / "soc-memory-new.csv"
+MEMORY_COLUMNS = ["soc", "cluster_core", "l1d_kib", "l2_kib", "l2_shared", "l3_kib", "dram_type", "dram_channels",
+                  "dram_bus_bits", "dram_mts", "peak_dram_gbs", "source"]
+
+
+def test_soc_memory_file_names_dev_socs_and_guesses_nothing(rows: list[dict[str, str]]) -> None:
+    """soc-memory-new.csv (data README, third pass): one sourced line per SoC it describes, each a SoC of the dev
+    data; a figure is a positive number or ``unknown`` (never a range or a guess written as text)."""
+    with open(MEMORY, newline="") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == MEMORY_COLUMNS
+        lines = list(reader)
+    assert lines
+    socs = {r["soc"] for r in rows}
+    cores = {(r["soc"], r["core"]) for r in rows}
+    for n, m in enumerate(lines, start=2):
+        where = f"{MEMORY.name}:{n}"
+        assert m["soc"] in socs and (m["soc"], m["cluster_core"]) in cores, where
+        assert len(m["source"].strip()) > 20, where
+        for col in ("l1d_kib", "l2_kib", "l3_kib", "dram_channels", "dram_bus_bits", "dram_mts", "peak_dram_gbs"):
+            assert m[col] == "unknown" or float(m[col]) >= 0, (where, col)
+        assert m["l2_shared"] in ("yes", "no", "unknown"), where
+        assert m["dram_type"].strip(), where
+    assert len({m["soc"] for m in lines}) == len(lines)

@@ -56,8 +56,10 @@ def test_params_file_has_provenance_and_every_core(est: Estimator) -> None:
                                                                            ("1", "int8"), ("multi", "fp16")}
     fp16 = params["precision"]["fp16"]
     assert 1.0 <= fp16["compute_speedup"] <= 2.0 and 1.0 <= fp16["depthwise_speedup"] <= 2.0  # the lane count
-    assert unc["folds"] == "soc" and unc["nested"] is True and len(unc["held_out_rows"]) == prov["rows_used"]
-    assert est.version == "v3" and len(est.held_out_rows) == prov["rows_used"]
+    # nested, or saying why not (v4: the prior width fixed at v3's nested choice, uncertainty.nested_note)
+    assert unc["folds"] == "soc" and (unc["nested"] is True or unc.get("nested_note"))
+    assert len(unc["held_out_rows"]) == prov["rows_used"]
+    assert est.version == "v4" and len(est.held_out_rows) == prov["rows_used"]
 
 
 def latency_ms(est: Estimator, kernels: list[Kernel], core: str, clock_ghz: float, threads: int = 1,
@@ -288,7 +290,9 @@ def test_score_line_from_a_small_synthetic_file(fit_module, tmp_path) -> None:
     lines = ["device,core,clock_ghz,threads,model,input,avg_ms,min_ms,runtime,precision,source"]
     for device, clock, threads, model in (("board A", 1.8, 1, "mobilenet"), ("board A", 1.8, 1, "mobilenet_v2"),
                                           ("board A", 1.8, 4, "mobilenet"), ("board B", 2.0, 1, "mobilenet")):
-        ms = 1.1 * est.latency_ms(works[f"std:{model}"].work, "Cortex-A53", clock, "tflite", "fp32", threads)
+        # a row without a SoC is priced on the pooled memory system (latency.memory), as the scorer does
+        ms = 1.1 * est.latency_ms(works[f"std:{model}"].on(None, "Cortex-A53"), "Cortex-A53", clock, "tflite", "fp32",
+                                  threads)
         lines.append(f"{device},Cortex-A53,{clock},{threads},{model},1x3x224x224,{ms:.4f},,tflite-xnnpack,fp32,synthetic")
     lines.append("bad,Cortex-A53,abc,1,mobilenet,1x3x224x224,5,,tflite,fp32,synthetic")
     path.write_text("\n".join(lines) + "\n")

@@ -86,3 +86,28 @@ def test_the_estimator_ships_its_nested_rows_and_states_from_them() -> None:
                                                                                              "ncnn")]
     assert fig.rows == len(mine) and fig.mape_pct == pytest.approx(100 * sum(abs(r.error) for r in mine) / len(mine),
                                                                    abs=0.05)
+
+
+def test_the_band_is_a_finite_sample_p90_pooled_to_twenty_rows_widened_and_checked_on_held_out_socs() -> None:
+    """Issue 44: per kind the MAPE and the 90 % band (p90 of |error|), each with rows and SoCs;
+    fewer than MIN_BAND_ROWS rows pool (said) and never narrower than the kind's own rows."""
+    from lodevem.latency.selection import MIN_BAND_ROWS, p90
+
+    assert p90([0.01 * i for i in range(1, 11)]) == pytest.approx(10.0)  # n = 10: the largest (k = 10)
+    assert p90([0.01 * i for i in range(1, 101)]) == pytest.approx(91.0)  # ceil(0.9 * 101) = 91
+    own = [HeldOutRow("b", f"s{i % 2}", "Cortex-A55", 1, "fp32", "ncnn", f"m{i}", 0.5) for i in range(8)]
+    family = [HeldOutRow("c", f"t{i % 4}", "Cortex-A53", 1, "fp32", "ncnn", f"m{i}", 0.1) for i in range(100)]
+    fig = held_out_error(own + family, CellKind("Cortex-A55", 1, "fp32", "ncnn"))
+    assert (fig.mape_pct, fig.rows, fig.socs, fig.scope) == (50.0, 8, 2, "Cortex-A55")
+    assert fig.p90_rows == 108 >= MIN_BAND_ROWS and fig.p90_socs == 6 and fig.p90_scope == "in-order ARMv8 cores"
+    assert fig.widened and fig.p90_pct == pytest.approx(50.0) == fig.band_pct  # the pool's p90 is 10 %
+    assert "90% band ±50.0% (108 rows, 6 SoCs, in-order ARMv8 cores, widened" in fig.text()
+    a53 = held_out_error(family, CellKind("Cortex-A53", 1, "fp32", "ncnn"))
+    assert a53.p90_pct == pytest.approx(10.0) and a53.coverage_pct == 100.0 and not a53.widened
+
+
+def test_coverage_counts_rows_outside_the_band_their_soc_never_shaped() -> None:
+    rows_ = [HeldOutRow("b", f"s{i}", "Cortex-A53", 1, "fp32", "ncnn", f"m{j}", 0.1 if i else 0.9)
+             for i in range(5) for j in range(6)]
+    fig = held_out_error(rows_, CellKind("Cortex-A53", 1, "fp32", "ncnn"))
+    assert fig.coverage_pct == pytest.approx(80.0)  # s0's 0.9 errors lie outside the others' 10 % band

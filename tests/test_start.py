@@ -58,7 +58,7 @@ def test_start_writes_every_output(first_run) -> None:
                    "limit_enforcement", "host_throughput_ips", "energy_mj", "fits"):
         assert column in rows[0]
     for row in rows:
-        assert row["latency_source"].startswith("estimator:v3 tflite (Cortex-A7@")
+        assert row["latency_source"].startswith("estimator:v4 tflite (Cortex-A7@")
         assert (row["latency_kind"], row["latency_runtime"]) == ("estimator", "tflite")
         assert float(row["latency_ms"]) > 0
         assert row["backend"] == "docker"

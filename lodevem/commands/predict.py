@@ -40,14 +40,19 @@ from .options import (
 @calibrations_option
 @uncalibrated_option
 @click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON instead of a table.")
+@click.option("--layers", is_flag=True, help="Also print where the time goes: a summary by node type per "
+              "(model, profile), shaped like LiteRT's benchmark_model --enable_op_profiling.")
+@click.option("--layers-csv", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the per-node-type summaries to this CSV (implies --layers).")
 @verbose_option
 @device_options
 @profiles_dir_option
 def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[str, ...], threads: int,
             latency_runtime: Optional[str], predictor: str, nnmeter_data: Optional[Path],
             input_shape: Optional[tuple[int, ...]], backend: str, timeout_s: float, calibrations: Optional[Path],
-            uncalibrated: bool, as_json: bool, verbose: bool, profiles_dirs: tuple[Path, ...], loading: Any,
-            device: Optional[str], benchmark_binary: Optional[Path]) -> None:
+            uncalibrated: bool, as_json: bool, layers: bool, layers_csv: Optional[Path], verbose: bool,
+            profiles_dirs: tuple[Path, ...], loading: Any, device: Optional[str],
+            benchmark_binary: Optional[Path]) -> None:
     """Predict latency only: no memory run, no results folder.
 
     MODEL is a model file (exported to ONNX in the sandbox, like start; the export is cached in
@@ -68,7 +73,8 @@ def predict(models: tuple[str, ...], profile_ids: tuple[str, ...], tiers: tuple[
                                 input_shape=input_shape, predictor=predictor, nnmeter_data=nnmeter_data,
                                 calibrations=calibrations, use_calibrations=not uncalibrated,
                                 profiles_dir=profiles_dirs, backend=backend, timeout_s=timeout_s, loading=loading,
-                                device=device, benchmark_binary=benchmark_binary)
+                                device=device, benchmark_binary=benchmark_binary,
+                                breakdown=layers or layers_csv is not None, layers_csv=layers_csv)
     TERMINAL.warn(report.warnings)
-    TERMINAL.predictions(report.items, as_json, verbose=verbose)
+    TERMINAL.predictions(report.items, as_json, verbose=verbose, layers=layers or layers_csv is not None)
     finish(report)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..errors import EstimatorError, InputError
 from ..wire.precision import INT8_ARITHMETIC
@@ -61,74 +61,19 @@ from .estimator_records import (
     RuntimeParams,
     held_out_rows,
 )
-from .kernels import Kernel
 from .selection import CellKind, HeldOutError, held_out_error
 from .statement import statement
+from .work import COMPUTE_TERMS, DRAM_TERM, MEMORY_TERMS, TERMS, cost_class, graph_works, sum_work, work_vector
 
 __all__ = [
-    "COMPUTE_TERMS", "DEFAULT_PARAMS", "DEFAULT_RUNTIME", "canonical_runtime", "MEMORY_TERMS", "TERMS", "CoreParams",
-    "Estimate", "FitAccuracy", "FitProvenance", "Estimator", "EstimatorError", "cost_class", "sum_work", "work_vector",
+    "COMPUTE_TERMS", "DEFAULT_PARAMS", "DEFAULT_RUNTIME", "DRAM_TERM", "canonical_runtime", "MEMORY_TERMS", "TERMS",
+    "CoreParams", "Estimate", "FitAccuracy", "FitProvenance", "Estimator", "EstimatorError", "cost_class",
+    "graph_works", "sum_work", "work_vector",
 ]
 
 DEFAULT_PARAMS: Path = Path(__file__).resolve().parent.parent / "data" / "estimator_params.json"
 
-# MAC terms (scaled by a core's compute scale) then memory-side terms (scaled by its memory scale).
-COMPUTE_TERMS: tuple[str, ...] = ("conv3x3s1_macs", "gemm_conv_macs", "depthwise_macs", "fc_macs", "winograd_io")
-MEMORY_TERMS: tuple[str, ...] = ("bytes", "kernels")
-TERMS: tuple[str, ...] = COMPUTE_TERMS + MEMORY_TERMS
 DEFAULT_RUNTIME = DEFAULT_LATENCY_RUNTIME  # the runtimes it names are the registry's with a latency model
-# Work units: MACs and bytes in millions so the fitted cycles-per-unit stay readable.
-_MEGA = 1e6
-
-
-def cost_class(kernel: Kernel) -> Optional[str]:
-    """The MAC term a kernel's multiply-accumulates are charged to (None: no MAC work).
-
-    3x3 stride-1 dense convolutions get their own term because optimised runtimes run them with
-    Winograd, several times fewer multiplies than MACs; that split explains most of the
-    ResNet-vs-MobileNet gap in the data. 1x1 convolutions are a GEMM, and other dense ones
-    (strided, 5x5, 7x7) run as im2col + GEMM, so they share one term: the data (a few stem convs)
-    could not tell them apart, and a separate term fitted to zero would make them free.
-    """
-    if kernel.category == "dense_conv":
-        return "conv3x3s1_macs" if kernel.kernel_size == 3 and kernel.stride == 1 else "gemm_conv_macs"
-    return {
-        "pointwise_conv": "gemm_conv_macs",
-        "depthwise_conv": "depthwise_macs",
-        "fc": "fc_macs",
-    }.get(kernel.category)
-
-
-def work_vector(kernel: Kernel, mac_scale: float = 1.0) -> tuple[float, ...]:
-    """Work of one kernel in the order of ``TERMS`` (MMACs..., MB, 1).
-
-    ``mac_scale`` lets the fit correct a zoo graph's MACs to the benchmarked graph's (ncnn's
-    mobilenet_v2 has an extra conv, ...); predictions always use 1.
-    """
-    work = dict.fromkeys(TERMS, 0.0)
-    term = cost_class(kernel)
-    if term is not None:
-        work[term] = kernel.macs * mac_scale / _MEGA
-    if term == "conv3x3s1_macs":
-        # Winograd's input / output tile transforms cost per activation, not per MAC: what makes
-        # 3x3 convs with few channels (SqueezeNet's expands) slower per MAC than ResNet's.
-        work["winograd_io"] = (kernel.input_elems + kernel.output_elems) / _MEGA
-    work["bytes"] = kernel.bytes_moved / _MEGA
-    work["kernels"] = 1.0
-    return tuple(work[t] for t in TERMS)
-
-
-def sum_work(kernels: Iterable[Kernel], mac_scale: float = 1.0) -> tuple[float, ...]:
-    """Model-level work: the per-kernel vectors summed (the cost model is linear in work)."""
-    total = [0.0] * len(TERMS)
-    for kernel in kernels:
-        for i, w in enumerate(work_vector(kernel, mac_scale)):
-            total[i] += w
-    return tuple(total)
-
-
-
-
 
 
 def canonical_runtime(name: str) -> str:
@@ -171,6 +116,9 @@ class Estimator:
             self.theta: tuple[float, ...] = tuple(float(params["terms"][t]["cycles_per_unit"]) for t in TERMS)
             self.cores: dict[str, CoreParams] = {n: _core_params(n, c) for n, c in params["cores"].items()}
             self.runtimes: dict[str, RuntimeParams] = {n: _runtime_params(n, r) for n, r in params["runtimes"].items()}
+            dram = params.get("dram") or {}  # a params file from before issue 44: no DRAM term
+            self.dram_inverse_efficiency = float(dram.get("inverse_efficiency", 0.0))
+            self.dram_parallel = float(dram.get("parallel_fraction", 0.0))
             fp16 = params["precision"]["fp16"]
             self.fp16 = Fp16Params(float(fp16["compute_speedup"]), float(fp16["depthwise_speedup"]),
                                    float(fp16["memory_speedup"]), str(fp16["source"]))
@@ -186,7 +134,8 @@ class Estimator:
             raise EstimatorError(f"{where}: malformed estimator parameters ({type(exc).__name__}: {exc})") from None
         bad_map = any(a not in COMPUTE_TERMS or b not in COMPUTE_TERMS + ("",)
                       for r in self.runtimes.values() for a, b in r.term_map.items())
-        if bad_map or any(t < 0 for t in self.theta) or any(
+        if bad_map or any(t < 0 for t in self.theta) or self.dram_inverse_efficiency < 0 or not (
+                0 <= self.dram_parallel <= 1) or any(
             c.compute_scale <= 0 or c.memory_scale <= 0 or not 0 <= c.parallel_compute <= 1
             or not 0 <= c.parallel_memory <= 1 for c in self.cores.values()
         ) or any(r.compute_factor <= 0 or r.memory_factor <= 0 or r.int8.memory_speedup <= 0
@@ -248,9 +197,11 @@ class Estimator:
         self._check_precision(precision)
         return executed(self.runtime(runtime).name, core, precision)
 
-    def _parts(self, work: Sequence[float], core: str, runtime: str, precision: str) -> tuple[float, float]:
-        """(compute, memory) Mcycles of ``work`` at one thread, for ``runtime`` and a kernel that
-        holds ``precision`` (priced at what the runtime executes it in)."""
+    def _parts(self, work: Sequence[float], core: str, runtime: str, precision: str) -> tuple[float, float, float]:
+        """(compute, memory) Mcycles and DRAM ms of ``work`` at one thread, for ``runtime`` and a
+        kernel that holds ``precision`` (priced at what the runtime executes it in). The DRAM part
+        is the SoC's: its ms at peak bandwidth (``work[DRAM_TERM]``) times the fitted inverse
+        efficiency, bytes divided like the cache-side bytes for fp16 / int8 tensors."""
         params, rt = self.core(core), self.runtime(runtime)
         arithmetic = self.executed(core, runtime, precision)
         n_c = len(COMPUTE_TERMS)
@@ -265,15 +216,16 @@ class Estimator:
         compute = sum(theta[t] * mapped[t] for t in COMPUTE_TERMS) * scale - depthwise
         bytes_ = theta["bytes"] * work[n_c] * params.memory_scale * rt.memory_factor
         overhead = theta["kernels"] * work[n_c + 1] * params.memory_scale * rt.memory_factor
+        dram = self.dram_inverse_efficiency * (work[len(TERMS)] if len(work) > len(TERMS) else 0.0)
         if arithmetic == "fp16":
             compute, depthwise = compute / self.fp16.compute_speedup, depthwise / self.fp16.depthwise_speedup
-            bytes_ = bytes_ / self.fp16.memory_speedup
+            bytes_, dram = bytes_ / self.fp16.memory_speedup, dram / self.fp16.memory_speedup
         elif arithmetic in INT8_ARITHMETIC:
             kappa = rt.int8.compute_speedup[int8_group(core)]
             compute, depthwise = compute / kappa, depthwise / kappa
             if arithmetic == "int8":  # dynamic range keeps float activations between operators
-                bytes_ = bytes_ / rt.int8.memory_speedup
-        return compute + depthwise, bytes_ + overhead
+                bytes_, dram = bytes_ / rt.int8.memory_speedup, dram / rt.int8.memory_speedup
+        return compute + depthwise, bytes_ + overhead, dram
 
     def latency_ms(self, work: Sequence[float], core: str, clock_ghz: float, runtime: str = DEFAULT_RUNTIME,
                    precision: str = "fp32", threads: int = 1, cluster_cores: Optional[int] = None) -> float:
@@ -281,9 +233,9 @@ class Estimator:
         self._check_clock(clock_ghz)
         n = self._threads(threads, cluster_cores)
         params = self.core(core)
-        compute, memory = self._parts(work, core, runtime, precision)
+        compute, memory, dram = self._parts(work, core, runtime, precision)
         cycles = compute * amdahl(params.parallel_compute, n) + memory * amdahl(params.parallel_memory, n)
-        return cycles / clock_ghz  # Mcycles / GHz = ms
+        return cycles / clock_ghz + dram * amdahl(self.dram_parallel, n)  # Mcycles / GHz = ms
 
     def estimate(self, works: Sequence[Sequence[float]], arithmetic: Sequence[str], core: str, clock_ghz: float,
                  runtime: str = DEFAULT_RUNTIME, threads: int = 1, cluster_cores: Optional[int] = None,
@@ -295,11 +247,12 @@ class Estimator:
         n = self._threads(threads, cluster_cores)
         params = self.core(core)
         a_c, a_m = amdahl(params.parallel_compute, n), amdahl(params.parallel_memory, n)
+        a_d = amdahl(self.dram_parallel, n)
         kernels = []
         for work, precision in zip(works, arithmetic, strict=True):
-            compute, memory = self._parts(work, core, runtime, precision)
+            compute, memory, dram = self._parts(work, core, runtime, precision)
             kernels.append(KernelEstimate(self.executed(core, runtime, precision), compute * a_c / clock_ghz,
-                                          memory * a_m / clock_ghz))
+                                          memory * a_m / clock_ghz + dram * a_d, dram * a_d))
         cell = band_arithmetic(k.arithmetic for k in kernels)
         notes = tuple(note for note in (self.precision_note(core, p, runtime) for p in noted) if note)
         return Estimate(core, clock_ghz, self.runtime(runtime).name, threads, cell, tuple(kernels), notes,
@@ -373,7 +326,11 @@ class Estimator:
         arithmetic x runtime) over the fit's nested held-out rows, pooled over the core's family,
         then all cores, then all runtimes where a kind has too few rows (``selection``)."""
         self.core(core)
-        return held_out_error(self.held_out_rows, CellKind(core, threads, precision, self.runtime(runtime).name))
+        cell = CellKind(core, threads, precision, self.runtime(runtime).name)
+        cache = self.__dict__.setdefault("_figures", {})  # the band's nested coverage costs ms: once per kind
+        if cell not in cache:
+            cache[cell] = held_out_error(self.held_out_rows, cell)
+        return cache[cell]
 
     def uncertainty(self, core: str, runtime: str = DEFAULT_RUNTIME, threads: int = 1, precision: str = "fp32") -> str:
         """One-line statement of how far a number may be off, for the report."""

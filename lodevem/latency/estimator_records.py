@@ -138,7 +138,8 @@ class KernelEstimate:
 
     arithmetic: str
     compute_ms: float
-    memory_ms: float
+    memory_ms: float  # cache-side and DRAM time together
+    dram_ms: float = 0.0  # the part of memory_ms spent streaming from DRAM (the SoC's bandwidth)
 
     @property
     def ms(self) -> float:

@@ -19,7 +19,7 @@ latency package itself imports no sandbox code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
@@ -27,13 +27,15 @@ from ..errors import InputError
 from ..profiles import Profile
 from ..wire.precision import REDUCED_ARITHMETIC, cell_arithmetic, level_arithmetic
 from .arithmetic import declared, file_level
-from .estimator import Estimate, Estimator, work_vector
+from .estimator import Estimate, Estimator
 from .kernels import DEFAULT_RULES, KernelGraph
+from .memory import resolve
 from .paper import KindPaper, KindUse
 from .papers import estimator_paper
 from .records import KernelLatency, LatencyPrediction, format_clock, join_notes, uncertainty_band
 from .selection import Availability, HeldOutError, HeldOutRow
 from .statement import socs_of
+from .work import graph_works
 
 __all__ = ["ArithmeticPlan", "Availability", "ConvertedFile", "EstimatorKind", "HeldOutError", "KindSetup",
            "PredictionJob", "graph_arithmetic", "PredictorKind", "SandboxAccess", "plan_arithmetic"]
@@ -204,15 +206,21 @@ def estimate_graph(estimator: Estimator, graph: KernelGraph, plan: ArithmeticPla
                    runtime: str) -> Estimate:
     """The cost model's ``Estimate`` of ``graph`` on the job's profile (fastest cluster)."""
     cluster = job.profile.fastest_cluster
-    return estimator.estimate([work_vector(k) for k in graph.kernels], plan.per_kernel, cluster.core,
-                              cluster.clock_ghz, runtime, job.threads, cluster.count, plan.noted)
+    memory = resolve(job.profile.soc_name, cluster.core)
+    est = estimator.estimate(graph_works(graph.kernels, memory), plan.per_kernel, cluster.core,
+                             cluster.clock_ghz, runtime, job.threads, cluster.count, plan.noted)
+    note = memory.note()
+    return replace(est, notes=est.notes + (note,)) if note and estimator.dram_inverse_efficiency > 0 else est
 
 
-def breakdown(graph: KernelGraph, per_kernel: Any, keep: bool) -> tuple[KernelLatency, ...]:
-    """Per-kernel figures of a cell, when the run keeps them (``--breakdown``)."""
+def breakdown(graph: KernelGraph, per_kernel: Any, keep: bool, dram: Any = None) -> tuple[KernelLatency, ...]:
+    """Per-kernel figures of a cell, when the run keeps them (``--breakdown``, ``--layers``);
+    ``dram``: each kernel's DRAM ms where the estimator priced them."""
     if not keep:
         return ()
-    return tuple(KernelLatency(k.name, k.nnmeter_type, k.category, ms) for k, ms in zip(graph.kernels, per_kernel))
+    drams = list(dram) if dram is not None else [None] * len(graph.kernels)
+    return tuple(KernelLatency(k.name, k.nnmeter_type, k.category, ms, d)
+                 for k, ms, d in zip(graph.kernels, per_kernel, drams))
 
 
 class EstimatorKind:
@@ -269,7 +277,8 @@ class EstimatorKind:
         return LatencyPrediction(
             latency_ms=ms, latency_source=self.estimator.source_label(job.runtime, core, format_clock(clock)),
             threads=job.threads, core=core, clock_ghz=clock, runtime=job.runtime, uncertainty=est.uncertainty,
-            note=plan.note(est), kernels=breakdown(graph, [k.ms for k in est.kernels], self.setup.breakdown),
+            note=plan.note(est), kernels=breakdown(graph, [k.ms for k in est.kernels], self.setup.breakdown,
+                                                  [k.dram_ms for k in est.kernels]),
             latency_low_ms=low, latency_high_ms=high, compute_ms=est.compute_ms, memory_ms=est.memory_ms,
             graph_sha256=graph.sha256, uncertainty_pct=est.figure.mape_pct if est.figure else None,
             held_out_rows=est.figure.rows if est.figure else None,
@@ -288,7 +297,8 @@ class EstimatorKind:
                 "baseline_lodo_mape_pct": unc.get("baseline_lodo_mape_pct"),
                 "data_sources": list(params.get("data_sources") or ()), "data_sha256": params.get("data_sha256"),
                 "rows_used": params.get("rows_used"), "same_core_spread": unc.get("same_core_spread"),
-                "oneshot_mape_pct": unc.get("oneshot_mape_pct")}}
+                "oneshot_mape_pct": unc.get("oneshot_mape_pct"), "nested": unc.get("nested", True),
+                "dram": bool(est.dram_inverse_efficiency)}}
 
 
 def _digest(value: Any) -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import InputError
-from .estimator import work_vector
 from .kinds import KindSetup, PredictionJob, breakdown, estimate_graph, plan_arithmetic, rules_digest
+from .memory import resolve
 from .nnmeter_data import (
     CPU_PREDICTORS,
     ENV_VAR,
@@ -30,6 +30,7 @@ from .paper import KindPaper, KindUse
 from .papers import nnmeter_paper
 from .records import LatencyPrediction, format_clock, join_notes, uncertainty_band
 from .selection import Availability, HeldOutError, HeldOutRow
+from .work import graph_works
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -149,8 +150,9 @@ class NnMeterKind:
         plan = plan_arithmetic(graph, job.level, runtime)
         target = estimate_graph(self.estimator, graph, plan, job, runtime)
         ref_core, ref_clock = CPU_PREDICTORS[name]
-        reference = self.estimator.estimate([work_vector(k) for k in graph.kernels], ["fp32"] * len(graph.kernels),
-                                            ref_core, ref_clock, runtime)
+        # nn-Meter's phone (a Pixel 4) is not in the SoC table: its memory system is the pooled one
+        reference = self.estimator.estimate(graph_works(graph.kernels, resolve(None, ref_core)),
+                                            ["fp32"] * len(graph.kernels), ref_core, ref_clock, runtime)
         key = (graph.sha256 + graph.rules, name)
         if key not in self._base:
             self._base[key] = pset.predict(graph.kernels)

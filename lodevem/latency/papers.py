@@ -55,11 +55,16 @@ def estimator_paper(use: KindUse) -> KindPaper:
         f"(fitted {e.get('fit_date') or 'on an unrecorded date'}) gave the latency: a kernel-level cost model that "
         "charges each kernel the multiply-accumulates of its kind (3x3 stride-1, GEMM-like and depthwise "
         "convolutions, fully connected layers), the bytes it moves and a fixed per-kernel overhead, with a compute "
-        "and a memory scale per core type, divided by the clock. "
+        "and a memory scale per core type, divided by the clock"
+        + (", plus the bytes it must stream from the SoC's DRAM at the SoC's published peak bandwidth. "
+           if e.get("dram") else ". ") +
         f"It was fitted on {e.get('rows_used') if e.get('rows_used') is not None else 'the'} published latencies of "
         f"common CNNs on ARM boards measured with {data}, with efficiencies of its own for each runtime{stands}. "
-        "It is scored by nested leave-one-SoC-out (the boards that share a SoC held out together, every choice of "
-        "the fit made without the held-out SoC); its error is stated once, per kind of cell, below.")
+        + ("It is scored by nested leave-one-SoC-out (the boards that share a SoC held out together, every choice "
+           "of the fit made without the held-out SoC)" if e.get("nested", True) else
+           "It is scored by leave-one-SoC-out (the boards that share a SoC held out together; the width of its "
+           "priors fixed before the folds, not re-chosen without each held-out SoC)")
+        + "; its error is stated once, per kind of cell, below.")
     sentence += _scaling(use)
     # one statement of uncertainty (latency.statement): the cells' figures, not the fit's overall MAPE
     spread = f"; {e['same_core_spread']}" if e.get("same_core_spread") else "; a single device can be further off"

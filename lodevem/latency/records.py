@@ -48,6 +48,7 @@ class KernelLatency:
     nnmeter_type: str
     category: str
     ms: Optional[float]
+    dram_ms: Optional[float] = None  # the part of ms the SoC's DRAM took (estimator cells; None: not priced)
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,17 @@ predictor pool (``latency.pool``), by each kind's band and by ``benchmarks/laten
 from __future__ import annotations
 
 import enum
+import math
 import statistics
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from .records import LatencyPrediction, uncertainty_band
 
 __all__ = ["Availability", "CellKind", "CoreFamily", "DefaultSelection", "HELD_OUT_NAME", "HeldOutError",
-           "HeldOutRow", "MIN_KIND_ROWS", "family_of", "held_out_error", "pick", "with_band"]
+           "HeldOutRow", "MIN_BAND_ROWS", "MIN_KIND_ROWS", "band_coverage", "family_of", "held_out_error", "p90",
+           "pick", "with_band"]
 
 # Fewest held-out rows whose MAPE is stated for a kind of cell: four rows of one board would state
 # that board's luck, not the predictor's error; a smaller kind states its pooled figure.
@@ -114,42 +116,124 @@ class CellKind:
 @dataclass(frozen=True)
 class HeldOutError:
     """A held-out (leave-one-SoC-out) MAPE over ``rows`` rows of a kind of cell, pooled over
-    ``scope`` ("Cortex-A55", "in-order ARMv8 cores", "all cores", "all cores and runtimes")."""
+    ``scope`` ("Cortex-A55", "in-order ARMv8 cores", "all cores", "all cores and runtimes"), and
+    its spread: the 90 % band.
+
+    ``socs``: the SoCs the MAPE rests on. ``p90_pct``: the 90 % band (a finite-sample 90th
+    percentile of |error|: the ceil(0.9 (n + 1))-th smallest, so n rows claim no more than they
+    can) over ``p90_rows`` rows of ``p90_socs`` SoCs pooled over ``p90_scope`` (the band needs
+    ``MIN_BAND_ROWS`` rows: a spread from fewer states one board's luck); where pooled it is
+    widened to at least the kind's own rows' figure (``widened``). ``coverage_pct``: share of
+    those rows inside the band computed WITHOUT their own SoC (what the band claims on a SoC it
+    never saw: about 90 %). None: no such figure."""
 
     mape_pct: float
     rows: int
     scope: str
     what: str = ""
+    socs: int = 0
+    p90_pct: Optional[float] = None
+    p90_rows: int = 0
+    p90_socs: int = 0
+    p90_scope: str = ""
+    widened: bool = False
+    coverage_pct: Optional[float] = None
 
     @property
     def pooled(self) -> bool:
         return not self.scope.startswith("Cortex-")
 
+    @property
+    def band_pct(self) -> Optional[float]:
+        """The 90 % band (±%): the p90 of |error| (None where no band is stated)."""
+        return self.p90_pct
+
     def text(self) -> str:
         what = f" {self.what}" if self.what else ""
-        return f"±{self.mape_pct:.1f}% {HELD_OUT_NAME} ({self.rows}{what} rows, {self.scope})"
+        head = f"±{self.mape_pct:.1f}% {HELD_OUT_NAME} ({self.rows}{what} rows, {self.scope})"
+        if self.socs:
+            head += f" from {self.socs} SoC{'s' if self.socs != 1 else ''}"
+        if self.p90_pct is None:
+            return head
+        basis = f"{self.p90_rows} rows, {self.p90_socs} SoCs, {self.p90_scope}" + (
+            ", widened to the kind's own rows" if self.widened else "")
+        cover = f"; {self.coverage_pct:.0f}% of held-out SoCs' rows inside it" if self.coverage_pct is not None else ""
+        return f"{head}; 90% band ±{self.p90_pct:.1f}% ({basis}{cover})"
+
+
+# Fewest held-out rows a 90 % band is stated from (issue 44): fewer are pooled, and widened.
+MIN_BAND_ROWS = 20
 
 
 def _mape(rows: Sequence[HeldOutRow]) -> float:
     return 100.0 * statistics.fmean(abs(r.error) for r in rows)
 
 
+def p90(errors: Sequence[float]) -> Optional[float]:
+    """Finite-sample 90th percentile of |error| in %: the ceil(0.9 (n + 1))-th smallest (the
+    largest when n < 9), so a band from n exchangeable rows covers a new one >= 90 % of the time."""
+    if not errors:
+        return None
+    ordered = sorted(abs(e) for e in errors)
+    k = min(len(ordered), math.ceil(0.9 * (len(ordered) + 1)))
+    return 100.0 * ordered[k - 1]
+
+
+def _scopes(cell: CellKind) -> tuple[tuple[str, Callable[[HeldOutRow], bool]], ...]:
+    family = family_of(cell.core)
+    return ((cell.core, lambda r: r.core == cell.core and r.runtime == cell.runtime),
+            (f"{family.value} cores" if family else "", lambda r: family is not None and r.family is family
+             and r.runtime == cell.runtime),
+            ("all cores", lambda r: r.runtime == cell.runtime),
+            ("all cores and runtimes", lambda r: True))
+
+
+def _pooled(same: Sequence[HeldOutRow], cell: CellKind, least: int) -> tuple[str, list[HeldOutRow]]:
+    for scope, keep in _scopes(cell):
+        chosen = [r for r in same if keep(r)]
+        if scope and len(chosen) >= least:
+            return scope, chosen
+    return "", []
+
+
+def _band(same: Sequence[HeldOutRow], cell: CellKind) -> tuple[Optional[float], str, list[HeldOutRow], bool]:
+    scope, chosen = _pooled(same, cell, MIN_BAND_ROWS)
+    if not scope and same:  # fewer than MIN_BAND_ROWS rows anywhere: every row of the kind, the widest pool
+        scope, chosen = "all cores and runtimes", list(same)
+    band = p90([r.error for r in chosen])
+    own = [r.error for r in same if r.core == cell.core and r.runtime == cell.runtime]
+    widened = False
+    if band is not None and scope != cell.core and own and (p90(own) or 0.0) > band:
+        band, widened = p90(own), True
+    return band, scope, chosen, widened
+
+
+def band_coverage(same: Sequence[HeldOutRow], cell: CellKind) -> Optional[float]:
+    """% of the band's rows inside the band made without their SoC (nested: the band each SoC
+    would have been told before it was measured)."""
+    _, _, chosen, _ = _band(same, cell)
+    if not chosen:
+        return None
+    inside = 0
+    for soc in {r.soc for r in chosen}:
+        band, _, _, _ = _band([r for r in same if r.soc != soc], cell)
+        inside += sum(band is not None and 100.0 * abs(r.error) <= band + 1e-9 for r in chosen if r.soc == soc)
+    return round(100.0 * inside / len(chosen), 1)
+
+
 def held_out_error(rows: Iterable[HeldOutRow], cell: CellKind) -> Optional[HeldOutError]:
     """The MAPE of ``rows`` for ``cell``'s kind: its own core, else pooled over the core's family,
-    then all cores of the runtime, then all runtimes (each needs ``MIN_KIND_ROWS`` rows)."""
+    then all cores of the runtime, then all runtimes (each needs ``MIN_KIND_ROWS`` rows); and its
+    90 % band, pooled the same way until ``MIN_BAND_ROWS`` rows, with its nested coverage."""
     same = [r for r in rows if (r.threads == 1) == (cell.threads == 1) and r.arithmetic == cell.arithmetic]
-    family = family_of(cell.core)
-    scopes = ((cell.core, lambda r: r.core == cell.core and r.runtime == cell.runtime),
-              (f"{family.value} cores" if family else "", lambda r: family is not None and r.family is family
-               and r.runtime == cell.runtime),
-              ("all cores", lambda r: r.runtime == cell.runtime),
-              ("all cores and runtimes", lambda r: True))
-    for scope, keep in scopes:
-        chosen = [r for r in same if keep(r)]
-        if scope and len(chosen) >= MIN_KIND_ROWS:
-            what = cell.what if scope != "all cores and runtimes" else cell.what.removesuffix(" " + cell.runtime)
-            return HeldOutError(round(_mape(chosen), 1), len(chosen), scope, what)
-    return None
+    scope, chosen = _pooled(same, cell, MIN_KIND_ROWS)
+    if not scope:
+        return None
+    what = cell.what if scope != "all cores and runtimes" else cell.what.removesuffix(" " + cell.runtime)
+    band, band_scope, basis, widened = _band(same, cell)
+    return HeldOutError(round(_mape(chosen), 1), len(chosen), scope, what, len({r.soc for r in chosen}),
+                        None if band is None else round(band, 1), len(basis), len({r.soc for r in basis}),
+                        band_scope, widened, band_coverage(same, cell) if band is not None else None)
 
 
 def family_error(rows: Iterable[HeldOutRow], family: Optional[CoreFamily], runtime: str) -> Optional[HeldOutError]:

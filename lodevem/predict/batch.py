@@ -48,6 +48,7 @@ def predict_models(models: Sequence[Any], profile_ids: Sequence[str] = (), tiers
     if start_only:
         takes = [m for m in modes() if not getattr(KINDS.get(m), "start_only", "")]
         raise InputError(f"--predictor {chosen}: {start_only}; predict takes {', '.join(takes[:-1])} or {takes[-1]}")
+    layers_csv = options.pop("layers_csv", None)
     with Predictor(**options) as predictor:
         profiles = predictor.profiles(ids=profile_ids, tiers=tiers)
         calibration_warnings = predictor.calibrations.check()
@@ -60,4 +61,8 @@ def predict_models(models: Sequence[Any], profile_ids: Sequence[str] = (), tiers
             cells, measured = measure_models(predictor, list(models), parse_device_option(device), benchmark_binary,
                                              predictor.threads, predictor.runtime)
             items = [*items, *cells]
+    if layers_csv is not None:  # where the time goes (report.layers), one line per node type per cell
+        from ..report.layers import write_layers_csv
+
+        write_layers_csv(layers_csv, [(i.model.label, i.profile.id, i.latency) for i in items])
     return PredictionReport(tuple(items), (*calibration_warnings, *predictor.warnings, *measured))

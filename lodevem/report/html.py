@@ -32,6 +32,7 @@ from ..results.failures import failures
 from ..store.files import write_atomic
 from ..version import __version__
 from .cells import ACCURACY, HEATMAP, MIN_RAM, SCATTER, accuracy_text, cells, verdict_word
+from .layers import layers_html
 from .legend import BAND_DEFINITION, mark_notes, row_cell
 from .manifest import Manifest, ManifestLike
 from .methodology import run_facts, sections
@@ -220,7 +221,8 @@ def report_html(rows: Sequence[PairResult], manifest: ManifestLike, out_dir: Pat
             "measured on it; peak RAM is measured in a container limited to the phone's RAM. Every row of "
             "<code>benchmark_results.csv</code> is one row here; click a column to sort it.</p>"
             f"<h2>Results</h2>{_table(rows)}<h2>What the latency figures are</h2>{_legend(rows)}"
-            f"<h2>Figures</h2>{_figures(out_dir)}<h2>Methods</h2>{_methods(rows, manifest)}"
+            f"<h2>Figures</h2>{_figures(out_dir)}<h2>Where the time goes</h2>{layers_html(out_dir)}"
+            f"<h2>Methods</h2>{_methods(rows, manifest)}"
             f"<h2>Manifest</h2>{_manifest(manifest)}<script>{_SCRIPT}</script></body></html>\n")
 
 

@@ -163,9 +163,9 @@ class Terminal:
         self.out.print(f"[green]✓[/] wrote {escape(str(path))}: {self._phone(info)}")
         self.out.print(f"use it with --profiles-dir {escape(str(path.parent))}")
 
-    def predictions(self, items: Sequence[Any], as_json: bool, verbose: bool = False) -> None:
+    def predictions(self, items: Sequence[Any], as_json: bool, verbose: bool = False, layers: bool = False) -> None:
         """``predict``: the latency table and its legend (``verbose``: with every note), or the cells
-        as JSON."""
+        as JSON; ``layers``: then each cell's summary by node type (``report.layers``)."""
         from .console import latency_legend, latency_table
 
         if as_json:
@@ -174,6 +174,11 @@ class Terminal:
         self.out.print(latency_table(items))
         for line in latency_legend(items, verbose=verbose):
             self.out.print(line, markup=False, style="dim")
+        if layers:
+            from .layers import layers_tables
+
+            for table in layers_tables(items):
+                self.out.print(table)
 
     def calibration(self, outcome: "CalibrationOutcome", same_chipset: bool) -> None:
         """``calibrate add`` / ``from-log``: the records written, the profile's fit, its siblings."""

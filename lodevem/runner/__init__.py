@@ -31,6 +31,7 @@ from ..errors import InputError, Interrupted
 from ..gates import Budget, check_budget, no_figures
 from ..progress import ProgressSink
 from ..report.combine import merged_manifest, previous_manifest
+from ..report.layers import LAYERS_NAME, write_layers_csv
 from ..report.manifest import Manifest
 from ..results import Accuracy, PairResult, label_models
 from ..results.model_file import with_levels
@@ -80,6 +81,8 @@ def run_benchmark(config: RunConfig, progress: Optional[ProgressSink] = None,
 
     models = prepare_models(run, sources)
     cells = {job.model.label: record for job, record in schedule(run, LatencyStage(models))}
+    write_layers_csv(config.results.output / LAYERS_NAME,  # where the time goes, per cell (report.layers)
+                     [(label, pid, lat) for label, c in cells.items() for pid, lat in c.latencies.items()])
     # without --eval-data a pruned row still says whether it was fine-tuned (accuracy_note)
     evaluated = {job.model.label: record for job, record in schedule(run, EvaluationStage(models))}
     accuracies = with_drops(models, {m.label: evaluated.get(m.label, Accuracy()) for m in models})

@@ -126,7 +126,8 @@ class Run:
                           loading=config.inputs.loading, timeout_s=config.memory.timeout_s, slurm=_slurm(config),
                           on_status=progress.working_on if progress is not None else None)
         predictor = Predictor(predictor=config.latency.predictor, nnmeter_data=config.latency.nnmeter_data,
-                              runtime=config.latency.latency_runtime, calibrations=calibrations, session=session)
+                              runtime=config.latency.latency_runtime, calibrations=calibrations, session=session,
+                              breakdown=True)  # per-kernel figures: layers.csv and report.html's breakdown
         # fail fast: --predictor nn-meter without data, unknown cores (regressors load on a cache miss)
         predictor.require(config.profiles, load=False)
         calibrations.check()  # and on a calibration record that does not read
