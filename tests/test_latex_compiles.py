@@ -22,24 +22,13 @@ from lodevem.report.paperkit import write_paper_kit
 from lodevem.wire.verdict import Verdict
 
 STORED = Path(__file__).parent / "data" / "report_run"
-DOCUMENT = r"""\documentclass{article}
-\usepackage[T1]{fontenc}
-\usepackage[utf8]{inputenc}
-\usepackage{booktabs}
-\usepackage{pifont}
-\usepackage{url}
-\begin{document}
-\begin{table}[t]
-\centering
-\input{benchmark_results.tex}
-\caption{Predicted latency and measured peak RAM.}
-\end{table}
-\section{Methods}
-\input{methodology.tex}
-\bibliographystyle{plain}
-\bibliography{references}
-\end{document}
-"""
+PREAMBLE = "\n".join([r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage[utf8]{inputenc}",
+                      r"\usepackage{booktabs}"]) + "\n"
+TABLE = "\n".join([r"\begin{table}[t]", r"\centering", r"\input{benchmark_results.tex}",
+                   r"\caption{Predicted latency and measured peak RAM.}", r"\end{table}"]) + "\n"
+DOCUMENT = (PREAMBLE + r"\usepackage{pifont}" + "\n" + r"\usepackage{url}" + "\n" + r"\begin{document}" + "\n" + TABLE
+            + "\n".join([r"\section{Methods}", r"\input{methodology.tex}", r"\bibliographystyle{plain}",
+                         r"\bibliography{references}", r"\end{document}"]) + "\n")
 
 pytestmark = pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("pdftoppm") is None,
                                 reason="TeX Live and poppler-utils are not installed "
@@ -83,18 +72,7 @@ def test_the_table_and_the_methods_compile_and_render(marks: str, tmp_path: Path
     assert pages and all(page.stat().st_size > 10_000 for page in pages)
 
 
-TABLE_ONLY = r"""\documentclass{article}
-\usepackage[T1]{fontenc}
-\usepackage[utf8]{inputenc}
-\usepackage{booktabs}
-\begin{document}
-\begin{table}[t]
-\centering
-\input{benchmark_results.tex}
-\caption{Predicted latency and measured peak RAM.}
-\end{table}
-\end{document}
-"""
+TABLE_ONLY = PREAMBLE + r"\begin{document}" + "\n" + TABLE + r"\end{document}" + "\n"
 
 
 def _compression_rows() -> list:
