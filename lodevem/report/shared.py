@@ -25,7 +25,7 @@ __all__ = ["Scrub", "shared_manifest", "shared_rows"]
 
 # An absolute path inside any text: a "/" not inside a word or a relative path, then path
 # characters (no blanks, quotes or the punctuation that ends a path in prose or code). A path after
-# a colon counts (the process backend identity "process:" + an interpreter path + ":3.11"'s identity); a URL's
+# a colon counts (the process backend's identity: "process:", an interpreter path, ":3.11"); a URL's
 # "//" never matches (a path's first character is not "/").
 _ABSOLUTE = re.compile(r"(?<![\w./~@-])/[^\s/'\"`;,()\[\]{}<>|]+(?:/[^\s/'\"`;,()\[\]{}<>|]*)*")
 
