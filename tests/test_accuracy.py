@@ -92,7 +92,11 @@ def test_int8_under_the_app_runtimes_stays_within_two_points(app_backend, digits
         assert abs(row.accuracy_top1_pct - plain) <= 2.0, (row.runtime, row.accuracy_top1_pct, plain)
 
 
-def test_a_label_outside_the_outputs_empties_the_cell_and_keeps_the_row(app_backend, digits, tmp_path: Path) -> None:
+def test_a_label_outside_the_outputs_is_refused_before_any_memory_run(app_backend, digits, tmp_path: Path) -> None:
+    """Issue 46: data that cannot work with the model (a label beyond its outputs) is refused in one
+    line naming the file, once the export knows the outputs, before anything is measured."""
+    from lodevem.errors import InputError
+
     model, data, _ = digits
     with np.load(data) as loaded:
         x, y = loaded["inputs"], loaded["labels"].copy()
@@ -100,10 +104,10 @@ def test_a_label_outside_the_outputs_empties_the_cell_and_keeps_the_row(app_back
     bad = tmp_path / "labels12.npz"
     np.savez(bad, inputs=x, labels=y)
     bad.chmod(0o644)
-    outcome = run_benchmark(_config(model, bad, tmp_path / "out", "torch", ()), backend=app_backend)
-    (row,) = outcome.rows
-    assert row.accuracy_top1_pct is None and "label 12 is outside the model's 10 outputs" in (row.accuracy_note or "")
-    assert row.ran and row.peak_rss_mb is not None and row.latency_ms is not None  # tight: torch on a 256 MB phone
+    with pytest.raises(InputError, match=r"labels12\.npz: label 12 is outside .*10 outputs") as refused:
+        run_benchmark(_config(model, bad, tmp_path / "out", "torch", ()), backend=app_backend)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "out" / "benchmark_results.csv").exists()  # nothing measured
 
 
 def test_fine_tuning_recovers_what_pruning_took(app_backend, digits, tmp_path: Path) -> None:
