@@ -672,6 +672,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     result = fit_model(rows, works, sigma)
     params = build_params(rows, works, result, scored, choices, inner, args.data, args.date)
     params["uncertainty"]["nested"] = args.sigma is None
+    if args.sigma is not None:  # the params say how their folds were made (latency_accuracy.py prints it)
+        params["uncertainty"]["method"] = (
+            "leave-one-SoC-out, NOT nested: every SoC of the dev data held out in turn (all its boards and clusters "
+            f"together), the estimator refitted without it with the prior width fixed at {args.sigma:g} (--sigma)")
+        params["uncertainty"]["nested_note"] = (
+            f"prior width fixed at {args.sigma:g} (--sigma; v3's nested fit of 2026-12-04 chose 0.03 in 23 of 26 "
+            "folds), not re-chosen per fold: a nested rerun (27 SoCs x the width grid x 26 inner fits) is hours on a "
+            "2-core machine; run scripts/fit_estimator.py without --sigma for it")
     args.out.write_text(json.dumps(params, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {args.out}: sigma {sigma:g}, fit rms(log) {result.rms_log:.3f}; {'nested ' if args.sigma is None else ''}LODO "
           f"{score_line(score_summary(scored))}")
