@@ -334,8 +334,9 @@ def test_start_predicts_quantized_and_half_files_as_what_they_are(docker_backend
         fp32 = float(got[("fp32.pt", pid)]["latency_ms"])
         static_level = next(r for (label, p), r in levels.items() if p == pid and label.endswith("@int8-static"))
         assert float(got[("static.pt", pid)]["latency_ms"]) == pytest.approx(float(static_level["latency_ms"]), rel=1e-3)
-        if core == "Cortex-A7":  # ncnn's int8 is well faster than fp32 there (on the A55 it is not)
-            assert float(got[("static.pt", pid)]["latency_ms"]) < 0.9 * fp32, core
+        if core == "Cortex-A7":  # int8 computes faster than fp32 there; on this small net the per-kernel
+            # overhead and the SoC's DRAM time (estimator v4) take a share int8 does not shrink as much
+            assert float(got[("static.pt", pid)]["latency_ms"]) < fp32, core
         fp16_level = next(r for (label, p), r in levels.items() if p == pid and label.endswith("@fp16"))
         assert fp16_level["precision"] == "fp16"
         assert float(got[("half.pt", pid)]["latency_ms"]) == pytest.approx(float(fp16_level["latency_ms"]), rel=1e-3)

@@ -214,7 +214,8 @@ def _missing_code(exc: BaseException, code: UserCode) -> str:
     """Say which class/module the pickle needs and how to provide it; ``__main__`` means the user's
     training script."""
     found = re.search(r"Can't get attribute '([^']+)' on <module '([^']+)'", str(exc))
-    if found and found.group(2) in ("__main__", __package__, f"{__package__}.__main__"):
+    worker = (__package__ or "").rpartition(".")[0]  # lodevem.worker: this module is its load/ job's
+    if found and found.group(2) in ("__main__", worker, f"{worker}.__main__"):
         given = (f" (not found in {', '.join(os.path.basename(s) for s in code.scripts)})" if code.scripts else "")
         return (f"class {found.group(1)!r} was defined in the script that saved it (__main__){given}; pass that "
                 f"script with --code")
