@@ -65,6 +65,11 @@ class Scrub:
         return value
 
 
+# Row fields that hold one path as a whole (a file name may hold "[", "(" or blanks, which end a
+# path inside prose): scrubbed as a path, not searched as text.
+PATH_FIELDS = frozenset({"model_path"})
+
+
 def shared_rows(rows: Sequence[PairResult], folder: Path) -> list[PairResult]:
     """The rows as a shared file may show them (``Scrub``)."""
     scrub = Scrub(folder)
@@ -72,6 +77,10 @@ def shared_rows(rows: Sequence[PairResult], folder: Path) -> list[PairResult]:
     for row in rows:
         changes = {f.name: scrub.value(getattr(row, f.name)) for f in dataclasses.fields(row)
                    if isinstance(getattr(row, f.name), (str, tuple)) and f.name != "verdict"}
+        for name in PATH_FIELDS:
+            value = getattr(row, name, None)
+            if isinstance(value, str) and os.path.isabs(value):
+                changes[name] = scrub.path(value)
         out.append(dataclasses.replace(row, **changes))
     return out
 
