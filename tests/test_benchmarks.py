@@ -47,7 +47,7 @@ QUICK = {q.script: q for q in (
                                 r"^a model printing \d+ MB \(process backend\): host peak RSS .* reply ok: True",
                                 r"^read-back cases: (\d+) of \1 held$"),
           needs=()),
-    Quick("latency_accuracy.py", (r"^LODO per core \(1-thread float, nested\): Cortex-A53=\d",
+    Quick("latency_accuracy.py", (r"^LODO per core \(1-thread float, (NOT )?nested\): Cortex-A53=\d",
                                   r"^\s+Cortex-A55 1-thread\s+<= 15%: (MET|NOT MET) \(",
                                   r"^LODO folds=soc nested=(yes|no) predictor=default 1t_fp32=\S+ threads=\S+ fp16=\S+ "
                                   r"int8=\S+ a53_1t=\S+ a55_1t=\S+ a7_1t=\S+$",
