@@ -50,11 +50,12 @@ def pooling() -> str:
 POOLING = pooling()
 # What the held-out error is: the methods say "That error is " + DEFINITION, every legend BAND_DEFINITION.
 DEFINITION = ("the predictor's mean absolute percentage error on held-out cells of the same kind (core, threads, "
-              "precision, runtime) for SoCs left out of its fit and of its choice (nested leave-one-SoC-out); "
+              "precision, runtime) for SoCs left out of its fit (leave-one-SoC-out; the methods say whether its "
+              "hyperparameters were also chosen without them, nested); "
               + POOLING + "; a typical error, not a confidence interval")
 BAND_DEFINITION = "(low\u2013high) = the prediction \u00b1 its held-out error: " + DEFINITION
 # The console's short form (``--verbose`` prints BAND_DEFINITION): the basis is on each mark's line.
-BAND_SHORT = ("(low\u2013high) = prediction \u00b1 held-out error (nested leave-one-SoC-out; its basis after each "
+BAND_SHORT = ("(low\u2013high) = prediction \u00b1 held-out error (leave-one-SoC-out; its basis after each "
               "figure below), not a confidence interval")
 
 
