@@ -152,8 +152,14 @@ def other_runtime(r: dict[str, str]) -> Optional[str]:
     """Why a row measured a runtime lodevem does not predict (None: it is one lodevem predicts).
     ``tflite`` means TFLite with XNNPACK; a row whose ``xnnpack`` column says ``no`` ran TFLite's
     own kernels (the dev CSV keeps them beside their XNNPACK twins, data README)."""
-    if (r.get("xnnpack") or "").strip() == "no":
+    xnnpack = (r.get("xnnpack") or "").strip()
+    if xnnpack == "no":
         return "TFLite without XNNPACK (its own kernels): not the runtime lodevem predicts"
+    if xnnpack == "unknown" and (r.get("precision") or "fp32").strip() in ("fp32", "fp16") and \
+            (r.get("runtime") or "").strip() == "tflite":
+        # a float row whose delegate the source does not state: its kernel mix says TFLite's own
+        # kernels as often as XNNPACK (data README, "fourth pass"), so it is kept for reading, not fitted
+        return "TFLite float with the delegate not stated (XNNPACK or its own kernels): not fitted"
     return None
 
 

@@ -66,9 +66,10 @@ def test_every_row_is_usable_by_the_fit_as_written(rows: list[dict[str, str]]) -
 
     loaded = fe.load_rows(DATA)  # the strict loader: soc named, positive clock/latency/threads
     # every line but those of a runtime lodevem does not predict (TFLite's own kernels, kept
-    # beside their XNNPACK twins) is loaded, in order
+    # beside their XNNPACK twins; TFLite float rows whose delegate the source leaves unstated) is
+    # loaded, in order; most of the data is fitted
     predicted = [(n, r) for n, r in enumerate(rows, start=2) if fe.other_runtime(r) is None]
-    assert 0 < len(rows) - len(predicted) < len(rows) / 10
+    assert 0 < len(rows) - len(predicted) < len(rows) / 4
     assert len(loaded) == len(predicted)
     graphs = fe.graph_maps()
     for (n, r), row in zip(predicted, loaded):
