@@ -99,8 +99,8 @@ def test_measurement_round_trip() -> None:
     value = measure.to_measurement(run_of(outcome(result=ok_result(300.0))), identity="i", model_sha256="s",
                                    settings=MeasureSettings(), worker_version="w")
     assert MemoryMeasurement.from_dict(value.to_dict()) == value
-    assert value.verdict == "fits" and value.peak_rss_mb == 300.0 and value.runtime_baseline_mb == 200.0
-    assert value.model_increment_mb == 100.0 and value.host_latency_mean_ms == 2.0
+    assert value.verdict == "fits" and value.peak.rss_mb == 300.0 and value.peak.runtime_baseline_mb == 200.0
+    assert value.peak.model_increment_mb == 100.0 and value.host.mean_ms == 2.0
 
 
 @pytest.mark.parametrize("kw, verdict, needle", [
