@@ -266,8 +266,23 @@ def _edited(edit) -> str:
      "Infinity"),
     (_edited(lambda p: p.update(environment=[1])), "field 'environment'"),
     (_edited(lambda p: p["results"][0].pop("model_label")), "results[0].model_label"),
+    # the manifest's run description (report.run_record): typed, a wrong type is named by its path
+    (_edited(lambda p: p["environment"]["extra"]["config"].update(runs="many")), "environment.extra.config.runs"),
+    (_edited(lambda p: p["environment"]["extra"]["config"].update(threads=0)), "environment.extra.config.threads"),
+    (_edited(lambda p: p["environment"]["extra"].update(settings=[1])), "environment.extra.settings"),
+    (_edited(lambda p: p["environment"]["extra"].update(settings={"warmup": True})),
+     "environment.extra.settings.warmup"),
+    (_edited(lambda p: p["environment"]["extra"].update(evaluation={"a": 1})), "environment.extra.evaluation"),
+    (_edited(lambda p: p["environment"]["extra"].update(predictor="auto")), "environment.extra.predictor"),
+    (_edited(lambda p: p["environment"]["extra"]["model_code"].update(code="mynet.py")),
+     "environment.extra.model_code.code"),
+    (_edited(lambda p: p["environment"]["extra"].update(combined=[{"command": 1, "created_utc": "", "models": []}])),
+     "environment.extra.combined.command"),
+    (_edited(lambda p: p["environment"].update(extra="settings")), "environment.extra"),
 ], ids=["non-json", "deep-100k", "deep-40", "a-list", "results-text", "latency-text", "peak-list", "top1-250",
-        "nan", "infinity", "environment-list", "missing-field"])
+        "nan", "infinity", "environment-list", "missing-field", "config-runs-text", "config-threads-0",
+        "settings-list", "settings-bool", "evaluation-object", "predictor-text", "code-text", "combined-command",
+        "extra-text"])
 def test_lodevem_report_on_a_crafted_results_file_is_one_line_exit_2(tmp_path: Path, content: str, said: str) -> None:
     folder = tmp_path / "run"
     folder.mkdir()
@@ -275,6 +290,7 @@ def test_lodevem_report_on_a_crafted_results_file_is_one_line_exit_2(tmp_path: P
     code, output = _report(folder)
     assert code == 2 and said in output and "Traceback" not in output, output
     assert len(output.strip().splitlines()) == 1 and not (folder / "report.html").exists()
+    assert "benchmark_results.json" in output  # the file is named
 
 
 @pytest.mark.parametrize("target", ["a run outside", "linked non-JSON"])

@@ -23,6 +23,7 @@ from lodevem.profiles import Profile, load_profiles
 from lodevem.report.environment import collect_manifest
 from lodevem.report.methodology import cited_keys, run_facts
 from lodevem.report.paperkit import REFERENCES, bibtex, methodology_latex, methodology_markdown, write_paper_kit
+from lodevem.report.run_record import RunDescription
 from lodevem.reporter import write_all
 from lodevem.results import PairResult
 
@@ -61,7 +62,8 @@ def manifest(profiles: list[Profile], backend: str = "docker", predictor: Predic
     settings = {"warmup": 5, "runs": 50, "threads": 1, **config}
     # the JSON form, as a results file holds it (run_facts reads it back into a Manifest)
     return collect_manifest(["lodevem", "start"], profiles, [], image_id="docker:sha256:" + "9" * 64,
-                            backend=backend, extra={"config": settings, "predictor": predictor.describe()}).to_dict()
+                            backend=backend, run=RunDescription.from_dict(
+                                {"config": settings, "predictor": predictor.describe()}, "a test's manifest")).to_dict()
 
 
 def kit(rows: list[PairResult], env: dict[str, Any]) -> tuple[str, str, str]:
