@@ -6,7 +6,8 @@ the models of a paper over two machines; the paper wants one table. Rows of runs
 one table only when everything that shapes a figure is the same: the device profiles, the passes,
 the runtimes, threads, the predictor, the input, the backend, the calibration records, the
 calibration and evaluation data (``RunConfig.comparable``, kept in the state file and in the
-manifest's ``extra.settings``, ``run_record.RunSettings``). When they differ, one line names each difference (exit 2).
+manifest's ``extra.settings``, ``run_record.RunSettings``). When they differ, one line names each
+difference (exit 2).
 """
 
 from __future__ import annotations
