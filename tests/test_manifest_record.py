@@ -99,3 +99,17 @@ def test_a_wrong_typed_field_is_refused_naming_the_file(extra: dict, field: str)
     assert message.startswith("run/benchmark_results.json: ") and f"field '{field}'" in message, message
     assert "\n" not in message
     assert RunDescription.from_dict(None, "x") == RunDescription()  # no block at all: an empty description
+
+
+def test_the_records_of_the_measurement_and_the_manifest_are_small() -> None:
+    """Issue 48: no record over 30 fields (the options of a run: four parts, not one of 32)."""
+    import inspect
+    from dataclasses import is_dataclass
+
+    from lodevem.report import manifest, run_record
+    from lodevem.results import measurements
+
+    records = [obj for module in (measurements, manifest, run_record) for _, obj in inspect.getmembers(module)
+               if inspect.isclass(obj) and is_dataclass(obj) and obj.__module__ == module.__name__]
+    assert len(records) >= 15
+    assert [(r.__name__, len(fields(r))) for r in records if len(fields(r)) > 30] == []
