@@ -62,7 +62,7 @@ def repeatability(client: WorkerClient, model: Path, limit: int, repeat: int, se
     peaks = []
     for _ in range(repeat):
         res = measure.measure_models([model], [limit], client=client, settings=settings, jobs=1, use_cache=False)
-        peaks.append(res[(str(model), limit)].peak_rss_mb)
+        peaks.append(res[(str(model), limit)].peak.rss_mb)
     mean = statistics.fmean(peaks) if peaks else 0.0
     return {"model": model.name, "limit_mb": limit, "peaks_mb": peaks,
             "cv_percent": 100 * statistics.pstdev(peaks) / mean if mean else None}
@@ -81,17 +81,17 @@ def compare(models: list[Path], profiles: list, design: dict, naive: dict) -> di
     difference next to the spread of the naive peaks at the limits above the margin."""
     disagree, worst, spread = [], 0.0, 0.0
     for model in models:
-        above = [naive[(model.name, p.id)].peak_rss_mb for p in profiles
-                 if naive[(model.name, p.id)].fits and naive[(model.name, p.id)].peak_rss_mb is not None
-                 and p.ram_mb >= safe_above(naive[(model.name, p.id)].peak_rss_mb)]
+        above = [naive[(model.name, p.id)].peak.rss_mb for p in profiles
+                 if naive[(model.name, p.id)].fits and naive[(model.name, p.id)].peak.rss_mb is not None
+                 and p.ram_mb >= safe_above(naive[(model.name, p.id)].peak.rss_mb)]
         if len(above) > 1:
             spread = max(spread, max(above) - min(above))
         for p in profiles:
             mine, theirs = design[(str(model), p.ram_mb)], naive[(model.name, p.id)]
             if mine.verdict != theirs.verdict:
                 disagree.append(f"{model.name}@{p.id}: {mine.verdict} vs {theirs.verdict}")
-            if mine.inferred_from_mb is not None and theirs.peak_rss_mb is not None and mine.peak_rss_mb is not None:
-                worst = max(worst, abs(mine.peak_rss_mb - theirs.peak_rss_mb))
+            if mine.inferred_from_mb is not None and theirs.peak.rss_mb is not None and mine.peak.rss_mb is not None:
+                worst = max(worst, abs(mine.peak.rss_mb - theirs.peak.rss_mb))
     inferred = sum(1 for model in models for p in profiles if design[(str(model), p.ram_mb)].inferred_from_mb)
     return {"verdicts_differ": disagree, "inferred_rows": inferred, "worst_inferred_peak_diff_mb": worst,
             "naive_spread_mb": spread}
@@ -166,11 +166,11 @@ def main() -> int:
               f"{'wall s':>6}  how")
         for limit in sorted(by_limit):
             m, o = design[(str(model), limit)], old[(str(model), limit)]
-            cells = [f"{v:8.1f}" if v is not None else f"{'-':>8}" for v in (m.peak_rss_mb, o.peak_rss_mb)]
-            cgroup = f"{o.cgroup_peak_mb:6.1f}" if o.cgroup_peak_mb is not None else f"{'-':>6}"
+            cells = [f"{v:8.1f}" if v is not None else f"{'-':>8}" for v in (m.peak.rss_mb, o.peak.rss_mb)]
+            cgroup = f"{o.peak.cgroup_mb:6.1f}" if o.peak.cgroup_mb is not None else f"{'-':>6}"
             how = f"inferred from {m.inferred_from_mb} MB" if m.inferred_from_mb else "measured"
             print(f"{limit:8d}  {len(by_limit[limit]):8d}  {m.verdict:9}  {cells[0]}  {cells[1]}  {cgroup}  "
-                  f"{o.wall_s:6.1f}  {how}")
+                  f"{o.sandbox.wall_s:6.1f}  {how}")
     if args.json:
         args.json.write_text(json.dumps({
             "design_s": design_s, "old_design_s": old_s, "naive_s": naive_s, "ratio": ratio, "old_ratio": old_ratio,

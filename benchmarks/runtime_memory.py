@@ -71,9 +71,9 @@ def memory(client: WorkerClient, models: list[Path], limit: int, warmup: int, ru
                                          timeout_s=900, cache_dir=cache / "measure", use_cache=False)
         for model in models:
             m, kaios = results[(str(model), limit)], results[(str(model), KAIOS_MB)]
-            rows.append({"model": model.stem, "runtime": runtime, "verdict": m.verdict, "peak_rss_mb": m.peak_rss_mb,
-                         "runtime_baseline_mb": m.runtime_baseline_mb, "model_increment_mb": m.model_increment_mb,
-                         "host_latency_mean_ms": m.host_latency_mean_ms, "at_256mb": kaios.verdict,
+            rows.append({"model": model.stem, "runtime": runtime, "verdict": m.verdict, "peak_rss_mb": m.peak.rss_mb,
+                         "runtime_baseline_mb": m.peak.runtime_baseline_mb, "model_increment_mb": m.peak.model_increment_mb,
+                         "host_latency_mean_ms": m.host.mean_ms, "at_256mb": kaios.verdict,
                          "error": m.error})
     return rows
 

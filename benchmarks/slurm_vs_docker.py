@@ -86,9 +86,9 @@ def compare(slurm: SlurmBackend, docker: DockerBackend, models: list[Path], limi
     # An error on both sides (a conversion that failed or timed out) is no agreement: counted apart.
     errors = [key for key in on_docker if "error" in (on_slurm[key].verdict, on_docker[key].verdict)]
     disagree = [key for key in on_docker if on_slurm[key].verdict != on_docker[key].verdict or key in errors]
-    gaps = [abs(on_slurm[k].peak_rss_mb - on_docker[k].peak_rss_mb) / on_docker[k].peak_rss_mb
+    gaps = [abs(on_slurm[k].peak.rss_mb - on_docker[k].peak.rss_mb) / on_docker[k].peak.rss_mb
             for k in on_docker if on_docker[k].fits and on_slurm[k].fits
-            and on_slurm[k].peak_rss_mb and on_docker[k].peak_rss_mb]
+            and on_slurm[k].peak.rss_mb and on_docker[k].peak.rss_mb]
     print(f"slurm  (one job per run):       {slurm_s:7.1f} s for {len(on_slurm)} runs")
     print(f"docker (one container per run): {docker_s:7.1f} s for {len(on_docker)} runs")
     print(f"slurm/docker = {slurm_s / docker_s:.2f}")
@@ -100,8 +100,8 @@ def compare(slurm: SlurmBackend, docker: DockerBackend, models: list[Path], limi
         print(f"VmHWM difference on runs that fit: max {100 * max(gaps):.1f} %, mean {100 * sum(gaps) / len(gaps):.1f} %")
     for (label, limit), value in sorted(on_slurm.items()):
         other = on_docker[(label, limit)]
-        print(f"  {label:24s} {limit:5d} MB  slurm {value.verdict:9s} {value.peak_rss_mb or 0:6.1f} MB {value.wall_s:5.1f} s"
-              f"   docker {other.verdict:9s} {other.peak_rss_mb or 0:6.1f} MB {other.wall_s:5.1f} s")
+        print(f"  {label:24s} {limit:5d} MB  slurm {value.verdict:9s} {value.peak.rss_mb or 0:6.1f} MB {value.sandbox.wall_s:5.1f} s"
+              f"   docker {other.verdict:9s} {other.peak.rss_mb or 0:6.1f} MB {other.sandbox.wall_s:5.1f} s")
     return len(disagree)
 
 

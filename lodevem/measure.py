@@ -52,13 +52,13 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, Optional, Union
 
 from .errors import InputError
 from .memory.cache import MeasureCache, cache_key
 from .memory.planning import floor_bracket, plan_limits
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
-from .results import ConversionResult, ExportResult, FloorResult, MemoryMeasurement, ModelFile
+from .results import ConversionResult, ConvertedFile, ExportResult, Fallback, FloorResult, MemoryMeasurement, ModelFile
 from .runtimes import FALLBACK, adapter
 from .safe_io.sniff import content_suffix
 from .sandbox.artifacts import ConvertCache, ExportCache, loading_sha256
@@ -158,10 +158,11 @@ class MeasurePlan:
             if model.runs_as_is:  # a file torch runs as it is: torch's figure, saying why
                 torch = replace(self.settings, runtime=measured_under(FALLBACK, content_suffix(model.measured_path)))
                 return replace(self._measured(model, limit, reference_s, torch),
-                               fallback=f"{error}; measured under {torch.runtime} instead")
+                               fallback=Fallback(error, torch.runtime))
             return failed_measurement(limit, error, self.client, self.settings, model.measured_sha256)
         value = self._measured(model, limit, reference_s, self.settings, conversion)
-        return replace(value, **conversion_figures(conversion, model.convert_level))
+        return replace(value, converted=converted_file(conversion),
+                       note=conversion_note(conversion, model.convert_level))
 
     def _measured(self, model: ModelFile, limit: int, reference_s: Optional[float], settings: MeasureSettings,
                   conversion: Optional[ConversionResult] = None) -> MemoryMeasurement:
@@ -188,15 +189,18 @@ class MeasurePlan:
         return value
 
 
-def conversion_figures(conversion: ConversionResult, level: Optional[str]) -> dict[str, Any]:
+def converted_file(conversion: ConversionResult) -> ConvertedFile:
     """The converted file's figures for its rows: its size (the published files' own), the
-    precision and scheme the worker read back from it, the conversion's seconds, and for an int8
-    file calibrated while converting, a note saying on what (synthetic inputs unless data was given)."""
-    note = None
+    precision and scheme the worker read back from it, and the conversion's seconds."""
+    return ConvertedFile(conversion.size_bytes, conversion.precision, conversion.scheme, conversion.seconds)
+
+
+def conversion_note(conversion: ConversionResult, level: Optional[str]) -> Optional[str]:
+    """For an int8 file calibrated while converting, a note saying on what (synthetic inputs
+    unless data was given); None for any other conversion."""
     if conversion.calibration or level == "int8-static":
-        note = calibration_note(conversion.calibration, level or conversion.precision or "int8")
-    return {"converted_size_bytes": conversion.size_bytes, "converted_precision": conversion.precision,
-            "converted_scheme": conversion.scheme, "conversion_s": conversion.seconds, "note": note}
+        return calibration_note(conversion.calibration, level or conversion.precision or "int8")
+    return None
 
 
 def calibration_note(calibration: Optional[str], level: str = "int8-static") -> str:
@@ -300,8 +304,8 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
                     value = future.result()
                     record(sha, limit, value)
                     if limit == limits[0]:
-                        reference = value.wall_s if value.verdict == Verdict.FITS else None
-                        plan_ = plan_limits(limits[1:], limit, value.verdict, value.peak_rss_mb, infer=infer)
+                        reference = value.sandbox.wall_s if value.verdict == Verdict.FITS else None
+                        plan_ = plan_limits(limits[1:], limit, value.verdict, value.peak.rss_mb, infer=infer)
                         for smaller in plan_.measured:
                             submit(sha, smaller, reference)
                         for smaller in plan_.inferred:
@@ -348,10 +352,10 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
             return result(None, None, None, top.error)
         if not top.fits:
             return result(None, hi_mb, None, f"does not fit even at {hi_mb} MB ({top.verdict})")
-        reference = top.wall_s
+        reference = top.sandbox.wall_s
         good, good_value, bad = hi_mb, top, None
-        if top.peak_rss_mb is not None:  # start from the measured peak: fits needs VmHWM <= limit
-            for limit in floor_bracket(top.peak_rss_mb, tolerance_mb, lo_mb, hi_mb):
+        if top.peak.rss_mb is not None:  # start from the measured peak: fits needs VmHWM <= limit
+            for limit in floor_bracket(top.peak.rss_mb, tolerance_mb, lo_mb, hi_mb):
                 if limit >= good:
                     continue
                 value = probe(limit, reference)

@@ -231,4 +231,4 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
     failed = rows["data_dependent.pt"]  # no .tflite to emulate: no armsim latency, RAM under torch (issue 38)
     assert failed.latency_ms is None and "tflite conversion failed" in (failed.latency_note or "")
     assert failed.memory_runtime == "torch (fallback)" and failed.peak_rss_mb is not None
-    assert outcome.manifest.extra["predictor"]["armsim"]["profiles_made"] == 1
+    assert (outcome.manifest.run.predictor or {})["armsim"]["profiles_made"] == 1

@@ -127,17 +127,21 @@ def test_an_edited_sidecar_is_set_aside_never_a_traceback(tmp_path: Path, edit) 
     ("accuracy", {"top1_pct": 80.0, "top5_pct": 70.0, "samples": 100}, "top5_pct"),
     ("accuracy", {"top1_pct": "82", "samples": 100}, "top1_pct"),
     ("accuracy", {"top1_pct": 82.0, "samples": 0}, "samples"),
-    ("measure", {"peak_rss_mb": "x"}, "peak_rss_mb"),
-    ("measure", {"peak_rss_mb": -5.0}, "peak_rss_mb"),
+    ("measure", {"peak": {"rss_mb": "x"}}, "peak.rss_mb"),
+    ("measure", {"peak": {"rss_mb": -5.0}}, "peak.rss_mb"),
+    ("measure", {"peak": [1]}, "peak"),
     ("measure", {"verdict": "great"}, "verdict"),
     ("measure", {"limit_mb": True}, "limit_mb"),
+    ("measure", {"phase": "somewhere"}, "phase"),
+    ("measure", {"converted": {"size_bytes": -1}}, "converted.size_bytes"),
+    ("measure", {"fallback": {"reason": 3, "measured_under": "torch"}}, "fallback.reason"),
 ])
 def test_an_impossible_figure_in_a_stored_record_is_set_aside_and_measured_again(
         tmp_path: Path, kind: str, value: dict, field: str) -> None:
-    good = {"verdict": "fits", "limit_mb": 512, "peak_rss_mb": 100.0, "runtime_baseline_mb": 50.0,
-            "model_increment_mb": 50.0, "cgroup_peak_mb": None, "error": None, "phase": None, "backend": "docker",
-            "limit_enforcement": "cgroup", "runtime": "tflite", "wall_s": 1.0, "image_id": "i", "worker_version": "w",
-            "model_sha256": "s", "threads": 1}
+    good = {"verdict": "fits", "limit_mb": 512, "runtime": "tflite", "threads": 1, "error": None, "phase": None,
+            "peak": {"rss_mb": 100.0, "runtime_baseline_mb": 50.0, "model_increment_mb": 50.0, "cgroup_mb": None},
+            "sandbox": {"backend": "docker", "limit_enforcement": "cgroup", "wall_s": 1.0, "image_id": "i",
+                        "worker_version": "w"}, "model": {"sha256": "s"}}
     parse = Accuracy.from_record if kind == "accuracy" else MemoryMeasurement.from_dict
     store = ArtifactStore(tmp_path / "store")
     store.put_record(kind, "k", value if kind == "accuracy" else {**good, **value})
@@ -219,11 +223,11 @@ def test_a_bad_measurement_record_is_measured_again_not_a_traceback(tmp_path: Pa
     measured = len(fake.calls)
     records = sorted((out / ".cache" / "measure").glob("*.json"))
     payload = json.loads(records[0].read_text())
-    payload["value"]["peak_rss_mb"] = "x"
+    payload["value"]["peak"]["rss_mb"] = "x"
     records[0].write_text(json.dumps(payload))
     again, fake = _planning_run(tmp_path, out, overwrite=True)
     assert len(fake.calls) == 1 and measured > 1  # only the edited one
-    said = [w for w in again.warnings if "peak_rss_mb" in w]
+    said = [w for w in again.warnings if "peak.rss_mb" in w]
     assert len(said) == 1 and "set it aside" in said[0]
 
 
@@ -262,8 +266,23 @@ def _edited(edit) -> str:
      "Infinity"),
     (_edited(lambda p: p.update(environment=[1])), "field 'environment'"),
     (_edited(lambda p: p["results"][0].pop("model_label")), "results[0].model_label"),
+    # the manifest's run description (report.run_record): typed, a wrong type is named by its path
+    (_edited(lambda p: p["environment"]["extra"]["config"].update(runs="many")), "environment.extra.config.runs"),
+    (_edited(lambda p: p["environment"]["extra"]["config"].update(threads=0)), "environment.extra.config.threads"),
+    (_edited(lambda p: p["environment"]["extra"].update(settings=[1])), "environment.extra.settings"),
+    (_edited(lambda p: p["environment"]["extra"].update(settings={"warmup": True})),
+     "environment.extra.settings.warmup"),
+    (_edited(lambda p: p["environment"]["extra"].update(evaluation={"a": 1})), "environment.extra.evaluation"),
+    (_edited(lambda p: p["environment"]["extra"].update(predictor="auto")), "environment.extra.predictor"),
+    (_edited(lambda p: p["environment"]["extra"]["model_code"].update(code="mynet.py")),
+     "environment.extra.model_code.code"),
+    (_edited(lambda p: p["environment"]["extra"].update(combined=[{"command": 1, "created_utc": "", "models": []}])),
+     "environment.extra.combined.command"),
+    (_edited(lambda p: p["environment"].update(extra="settings")), "environment.extra"),
 ], ids=["non-json", "deep-100k", "deep-40", "a-list", "results-text", "latency-text", "peak-list", "top1-250",
-        "nan", "infinity", "environment-list", "missing-field"])
+        "nan", "infinity", "environment-list", "missing-field", "config-runs-text", "config-threads-0",
+        "settings-list", "settings-bool", "evaluation-object", "predictor-text", "code-text", "combined-command",
+        "extra-text"])
 def test_lodevem_report_on_a_crafted_results_file_is_one_line_exit_2(tmp_path: Path, content: str, said: str) -> None:
     folder = tmp_path / "run"
     folder.mkdir()
@@ -271,6 +290,7 @@ def test_lodevem_report_on_a_crafted_results_file_is_one_line_exit_2(tmp_path: P
     code, output = _report(folder)
     assert code == 2 and said in output and "Traceback" not in output, output
     assert len(output.strip().splitlines()) == 1 and not (folder / "report.html").exists()
+    assert "benchmark_results.json" in output  # the file is named
 
 
 @pytest.mark.parametrize("target", ["a run outside", "linked non-JSON"])

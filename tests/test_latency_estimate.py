@@ -20,7 +20,7 @@ from lodevem.measure import MemoryMeasurement
 from lodevem.predict import LatencyPrediction
 from lodevem.profiles import Cluster, Profile, load_profiles
 from lodevem.report.files import write_csv
-from lodevem.results import ModelFile, pair_result
+from lodevem.results import MeasuredModel, ModelFile, PeakMemory, SandboxFacts, pair_result
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +73,10 @@ def test_every_cell_states_its_uncertainty_as_numbers(onnx: dict[str, Path]) -> 
 def test_the_row_and_csv_carry_the_band(onnx: dict[str, Path], tmp_path: Path) -> None:
     jiophone = next(p for p in load_profiles() if p.id == "jiophone2")
     cell = kinds_only("estimator").cells(onnx["mobilenet_v2"], [jiophone])["jiophone2"]
-    memory = MemoryMeasurement(verdict="error", limit_mb=512, peak_rss_mb=None, runtime_baseline_mb=None,
-                               model_increment_mb=None, cgroup_peak_mb=None, error="not measured in this test",
-                               phase=None, backend="process", limit_enforcement="", runtime="torch", wall_s=0.0,
-                               image_id="", worker_version="", model_sha256="0" * 64, threads=1)
+    memory = MemoryMeasurement(verdict="error", limit_mb=512, runtime="torch", threads=1, peak=PeakMemory(),
+                               error="not measured in this test", model=MeasuredModel("0" * 64),
+                               sandbox=SandboxFacts(backend="process", limit_enforcement="", image_id="",
+                                                    worker_version="", wall_s=0.0))
     model = ModelFile.from_path(onnx["mobilenet_v2"], "mobilenet_v2.onnx")
     row = pair_result(model, jiophone, cell, memory, threads=1)
     assert (row.latency_low_ms, row.latency_high_ms) == (cell.latency_low_ms, cell.latency_high_ms)

@@ -78,13 +78,13 @@ def _labelled(pid: Optional[int] = None) -> list[str]:
 def test_zoo_model_fits_at_1gb(docker_backend, tiny: Path) -> None:
     m = _one(tiny, 1024, docker_backend)
     assert m.verdict == "fits", m.error
-    assert m.backend == "docker" and "memory+swap=1024MB" in m.limit_enforcement
-    assert 150 < m.runtime_baseline_mb < 350  # python + torch, measured ~219 MiB
-    assert 0 < m.model_increment_mb < 100  # tiny_cnn ~20 MiB
-    assert m.peak_rss_mb == pytest.approx(m.runtime_baseline_mb + m.model_increment_mb, abs=1.0)
-    assert m.cgroup_peak_mb is not None and 0 < m.cgroup_peak_mb <= 1024
-    assert m.host_latency_mean_ms and m.host_latency_mean_ms > 0
-    assert m.image_id == docker_backend.identity and not m.cached
+    assert m.sandbox.backend == "docker" and "memory+swap=1024MB" in m.sandbox.limit_enforcement
+    assert 150 < m.peak.runtime_baseline_mb < 350  # python + torch, measured ~219 MiB
+    assert 0 < m.peak.model_increment_mb < 100  # tiny_cnn ~20 MiB
+    assert m.peak.rss_mb == pytest.approx(m.peak.runtime_baseline_mb + m.peak.model_increment_mb, abs=1.0)
+    assert m.peak.cgroup_mb is not None and 0 < m.peak.cgroup_mb <= 1024
+    assert m.host.mean_ms and m.host.mean_ms > 0
+    assert m.sandbox.image_id == docker_backend.identity and not m.cached
 
 
 def test_allocation_over_the_limit_is_oom(docker_backend, hog600: Path) -> None:
@@ -127,7 +127,7 @@ def test_second_call_is_served_from_cache(docker_backend, tiny: Path, tmp_path: 
     first = _one(tiny, 1024, counting, cache_dir=cache)
     second = _one(tiny, 1024, counting, cache_dir=cache)
     assert counting.runs == 1 and not first.cached and second.cached
-    assert second.peak_rss_mb == first.peak_rss_mb
+    assert second.peak.rss_mb == first.peak.rss_mb
 
 
 @pytest.mark.fresh_store  # it checks what its run's own .cache holds
@@ -135,7 +135,7 @@ def test_onnxruntime_runtime_has_a_leaner_baseline(docker_backend, tiny: Path, t
     torch_m = _one(tiny, 1024, docker_backend)
     ort_m = _one(tiny, 1024, docker_backend, runtime="onnxruntime", cache_dir=tmp_path / ".cache" / "measure")
     assert ort_m.verdict == "fits", ort_m.error
-    assert ort_m.runtime == "onnxruntime" and ort_m.runtime_baseline_mb < torch_m.runtime_baseline_mb
+    assert ort_m.runtime == "onnxruntime" and ort_m.peak.runtime_baseline_mb < torch_m.peak.runtime_baseline_mb
     assert list((tmp_path / ".cache" / "onnx").glob("*.onnx"))  # exported once, outside the limit
 
 
@@ -182,8 +182,8 @@ def test_process_backend_agrees_on_clear_cases(tiny: Path) -> None:
     fits = _one(tiny, 1024, backend)
     oom = _one(tiny, 64, backend)
     assert fits.verdict == "fits", fits.error
-    assert fits.backend == "process" and fits.limit_enforcement
-    assert 150 < fits.peak_rss_mb < 400
+    assert fits.sandbox.backend == "process" and fits.sandbox.limit_enforcement
+    assert 150 < fits.peak.rss_mb < 400
     assert oom.verdict == "oom", oom.error
 
 

@@ -3,7 +3,7 @@ classification, the thrashing monitor and the floor bisection, against a fake ba
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -47,6 +47,18 @@ def test_cache_key_depends_on_every_field() -> None:
                         ("identity", "docker:sha256:2"), ("worker_version", "2"), ("warmup", 1), ("runs", 5),
                         ("threads", 2), ("input_shape", (1, 3, 96, 96))):
         assert cache_key(**{**args, name: other}) != base, name
+
+
+def test_a_record_of_another_layout_is_a_miss_not_misread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record's layout is in its key: a flat record of layout 1 is never found, let alone read
+    as a measurement without a peak (its parts' fields have defaults)."""
+    from lodevem.memory import cache
+
+    args = dict(model_sha256="abc", limit_mb=512, runtime="torch", identity="i", worker_version="1", warmup=5,
+                runs=50, threads=1, input_shape=None)
+    now = cache_key(**args)
+    monkeypatch.setattr(cache, "MEASUREMENT_LAYOUT", cache.MEASUREMENT_LAYOUT - 1)
+    assert cache_key(**args) != now
 
 
 def test_distinct_limits_run_once_largest_first(models: list[Path]) -> None:
@@ -95,12 +107,32 @@ def test_timeouts_are_not_cached(tmp_path: Path) -> None:
     assert cache.get("k") is None
 
 
+def test_a_measurement_with_every_part_round_trips_through_the_store(tmp_path: Path) -> None:
+    from lodevem.results import ConvertedFile, Fallback, HostTimings, OomPhase
+
+    value = measure.to_measurement(run_of(outcome(result=ok_result(300.0))), identity="i", model_sha256="s",
+                                   settings=MeasureSettings(runtime="tflite"), worker_version="w")
+    value = replace(value, phase=OomPhase.RSS_OVER_LIMIT, host=HostTimings(2.0, 0.1, 2.0, 2.2, 500.0),
+                    converted=ConvertedFile(1234, "int8", "per-channel", 0.5), note="scales from synthetic inputs",
+                    fallback=Fallback("tflite conversion failed: no", "torch"))
+    cache = MeasureCache(ArtifactStore(tmp_path))
+    cache.put("k", value)
+    again = cache.get("k")
+    assert again is not None and again.cached and replace(again, cached=False) == value
+    assert again.phase is OomPhase.RSS_OVER_LIMIT and again.converted == ConvertedFile(1234, "int8", "per-channel", 0.5)
+    assert again.fallback is not None and again.fallback.text == ("tflite conversion failed: no; measured under "
+                                                                  "torch instead")
+    assert len(fields(MemoryMeasurement)) <= 15 and all(len(fields(type(getattr(value, f.name)))) <= 6
+                                                       for f in fields(MemoryMeasurement)
+                                                       if is_dataclass(getattr(value, f.name)))
+
+
 def test_measurement_round_trip() -> None:
     value = measure.to_measurement(run_of(outcome(result=ok_result(300.0))), identity="i", model_sha256="s",
                                    settings=MeasureSettings(), worker_version="w")
     assert MemoryMeasurement.from_dict(value.to_dict()) == value
-    assert value.verdict == "fits" and value.peak_rss_mb == 300.0 and value.runtime_baseline_mb == 200.0
-    assert value.model_increment_mb == 100.0 and value.host_latency_mean_ms == 2.0
+    assert value.verdict == "fits" and value.peak.rss_mb == 300.0 and value.peak.runtime_baseline_mb == 200.0
+    assert value.peak.model_increment_mb == 100.0 and value.host.mean_ms == 2.0
 
 
 @pytest.mark.parametrize("kw, verdict, needle", [

@@ -23,6 +23,7 @@ from lodevem.profiles import Profile, load_profiles
 from lodevem.report.environment import collect_manifest
 from lodevem.report.methodology import cited_keys, run_facts
 from lodevem.report.paperkit import REFERENCES, bibtex, methodology_latex, methodology_markdown, write_paper_kit
+from lodevem.report.run_record import RunDescription
 from lodevem.reporter import write_all
 from lodevem.results import PairResult
 
@@ -61,7 +62,8 @@ def manifest(profiles: list[Profile], backend: str = "docker", predictor: Predic
     settings = {"warmup": 5, "runs": 50, "threads": 1, **config}
     # the JSON form, as a results file holds it (run_facts reads it back into a Manifest)
     return collect_manifest(["lodevem", "start"], profiles, [], image_id="docker:sha256:" + "9" * 64,
-                            backend=backend, extra={"config": settings, "predictor": predictor.describe()}).to_dict()
+                            backend=backend, run=RunDescription.from_dict(
+                                {"config": settings, "predictor": predictor.describe()}, "a test's manifest")).to_dict()
 
 
 def kit(rows: list[PairResult], env: dict[str, Any]) -> tuple[str, str, str]:
@@ -250,21 +252,22 @@ def test_the_lodevem_entry_carries_version_and_commit(profiles: list[Profile]) -
 def test_the_methods_say_what_the_user_did_in_their_words(profiles: list[Profile]) -> None:
     """Issue 46: the user's file names (not the store's copy), the true source of the input shape,
     no option names, and the converter's internals (weight-tensor counts) left to the CSV/manifest."""
-    from lodevem.results import MemoryMeasurement
+    from lodevem.results import ConvertedFile, MeasuredModel, MemoryMeasurement, PeakMemory, SandboxFacts
     from lodevem.runner.state import in_user_words
     from lodevem.wire.shape_sources import SOURCE_EVAL_DATA, SOURCE_REQUEST, host_shape_source
 
     stored = "be78d08c8fa5" + "0" * 20 + "-256-calibration.npz"
-    memory = MemoryMeasurement(peak_rss_mb=40.0, verdict="fits", limit_mb=512, runtime_baseline_mb=30.0,
-                               model_increment_mb=10.0, cgroup_peak_mb=None, error=None, phase=None, backend="docker",
-                               limit_enforcement="docker", runtime="tflite", wall_s=1.0, image_id="", worker_version="",
-                               model_sha256="", threads=1,
-                               note=f"int8-static scales come from 128 inputs from {stored}",
-                               converted_scheme=("int8 per-channel symmetric weights, int8 activations (PT2E, "
-                                                 f"litert-torch's quantizer, calibrated on 128 inputs from {stored}); "
-                                                 "weight tensors: int8 6, int32 2, 6 per-channel"))
+    scheme = ("int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer, calibrated on "
+              f"128 inputs from {stored}); weight tensors: int8 6, int32 2, 6 per-channel")
+    memory = MemoryMeasurement(verdict="fits", limit_mb=512, runtime="tflite", threads=1,
+                               peak=PeakMemory(rss_mb=40.0, runtime_baseline_mb=30.0, model_increment_mb=10.0),
+                               sandbox=SandboxFacts(backend="docker", limit_enforcement="docker", image_id="",
+                                                    worker_version="", wall_s=1.0),
+                               model=MeasuredModel(""), converted=ConvertedFile(scheme=scheme),
+                               note=f"int8-static scales come from 128 inputs from {stored}")
     mine = in_user_words(memory, {stored: "calib.npz"})
-    assert stored not in (mine.note or "") + (mine.converted_scheme or "") and "calib.npz" in (mine.note or "")
+    assert mine.converted is not None and mine.converted.scheme
+    assert stored not in (mine.note or "") + mine.converted.scheme and "calib.npz" in (mine.note or "")
     # the worker's word for a shape the request carried is the user's: where they gave it
     assert host_shape_source(SOURCE_REQUEST, SOURCE_EVAL_DATA) == SOURCE_EVAL_DATA
     assert host_shape_source(SOURCE_REQUEST, None) == "given"
@@ -272,7 +275,7 @@ def test_the_methods_say_what_the_user_did_in_their_words(profiles: list[Profile
 
     rows = [make_row(p, runtime="tflite", level="int8-static", input_shape="1x3x32x32",
                      input_shape_source=SOURCE_EVAL_DATA, memory_note=mine.note, converted_mb=0.1,
-                     converted_precision="int8", converted_scheme=mine.converted_scheme) for p in profiles]
+                     converted_precision="int8", converted_scheme=mine.converted.scheme) for p in profiles]
     md, tex, _ = kit(rows, manifest(profiles, evaluation="testset/ (an ImageFolder tree)"))
     assert "128 inputs from calib.npz" in md and "calib.npz" in tex
     assert "Every model was run with input 1x3x32x32 (the evaluation data's sample shape)." in md

@@ -78,9 +78,9 @@ def test_the_scheduler_runs_the_reference_then_only_the_limits_that_can_bite(mod
     results = measure.measure_models([model], LIMITS, client=client, jobs=1)
     assert sorted(c[1] for c in fake.calls) == [256, 4096]
     row = results[(str(model), 1024)]
-    assert row.fits and row.inferred_from_mb == 4096 and row.limit_mb == 1024 and row.wall_s == 0.0
-    assert row.limit_enforcement.startswith("inferred from the 4096 MB run: peak ")
-    assert row.peak_rss_mb == results[(str(model), 4096)].peak_rss_mb
+    assert row.fits and row.inferred_from_mb == 4096 and row.limit_mb == 1024 and row.sandbox.wall_s == 0.0
+    assert row.sandbox.limit_enforcement.startswith("inferred from the 4096 MB run: peak ")
+    assert row.peak.rss_mb == results[(str(model), 4096)].peak.rss_mb
     assert results[(str(model), 256)].inferred_from_mb is None
 
 

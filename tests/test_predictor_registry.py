@@ -196,7 +196,7 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
     (row,) = outcome.rows
     assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
     assert row.latency_kind == "toy" and row.latency_runtime == "tflite" and row.latency_held_out_pct == 1.0
-    assert outcome.manifest.extra["predictor"]["toy"] == {"cells": 1}
+    assert (outcome.manifest.run.predictor or {})["toy"] == {"cells": 1}
     # the reports render the kind from its own words: mark and held-out figure, sentence, reference
     from rich.console import Console
 

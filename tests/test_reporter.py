@@ -23,6 +23,7 @@ from lodevem.profiles import Profile, load_profiles
 from lodevem.report.environment import collect_manifest
 from lodevem.report.manifest import Manifest
 from lodevem.report.plots import latency_heatmap, min_ram_bar
+from lodevem.report.run_record import RunDescription
 from lodevem.report.scatter import latency_vs_ram
 from lodevem.reporter import (
     csv_columns,
@@ -291,7 +292,7 @@ def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
     argv = ["lodevem", "start", "models/my model.pt", "--tier", "tier2"]
     models = [{"label": "my model.pt", "path": "models/my model.pt", "sha256": "cd" * 32}]
     typed = collect_manifest(argv, profiles, models, image_id="sha256:1234", backend="process",
-                             extra={"runs": 50, "warmup": 5})
+                             run=RunDescription.from_dict({"config": {"runs": 50, "warmup": 5}}, "a test's manifest"))
     assert typed.command_line == tuple(argv) and typed.lodevem.version == __version__
     assert typed.backend.name == "process" and typed.host.cgroup_version in ("v1", "v2", None)
     manifest = typed.to_dict()
@@ -307,7 +308,7 @@ def test_manifest_has_reproducibility_keys(profiles: list[Profile]) -> None:
                                    "docker_server_version": None}
     assert [p["sha256"] for p in manifest["profiles"]] == [p.sha256 for p in profiles]
     assert all(len(p["sha256"]) == 64 for p in manifest["profiles"])
-    assert manifest["models"] == models and manifest["extra"]["runs"] == 50
+    assert manifest["models"] == models and manifest["extra"]["config"]["runs"] == 50
     assert manifest["created_utc"].endswith("Z")
     json.dumps(manifest)  # storable as is
     assert Manifest.from_dict(json.loads(json.dumps(manifest))) == typed  # and read back whole

@@ -3,7 +3,8 @@ field on a record or on the row must fail here, not silently empty a column (iss
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+import typing
+from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,16 @@ from lodevem.results import (
     COMPUTED_ROW_FIELDS,
     DEVICE_ROW_FIELDS,
     ROW_SOURCES,
+    ConvertedFile,
+    HostTimings,
+    MeasuredModel,
     MemoryMeasurement,
     ModelFile,
     PairResult,
+    PeakMemory,
+    SandboxFacts,
 )
+from lodevem.results.pair import source_value
 
 RECORDS = {"ModelFile": ModelFile, "Profile": Profile, "LatencyPrediction": LatencyPrediction,
            "MemoryMeasurement": MemoryMeasurement}
@@ -27,6 +34,18 @@ def _names(cls: type) -> set[str]:
     return {f.name for f in fields(cls)} if hasattr(cls, "__dataclass_fields__") else set(cls.model_fields)
 
 
+def _is_field(cls: type, name: str) -> bool:
+    """Whether ``name`` (``part.field`` for a field of a record's part) is a field of ``cls``."""
+    head, _, rest = name.partition(".")
+    if head not in _names(cls):
+        return False
+    if not rest:
+        return True
+    hint = typing.get_type_hints(cls)[head]
+    part = next((a for a in typing.get_args(hint) if a is not type(None)), hint)  # Optional[Part]: the part
+    return is_dataclass(part) and _is_field(part, rest)
+
+
 def _covered(sources: dict[str, dict[str, str]]) -> list[str]:
     return ([row for mapping in sources.values() for row in mapping] + sorted(COMPUTED_ROW_FIELDS)
             + sorted(DEVICE_ROW_FIELDS))  # the phone's own figures (lodevem.device.rows)
@@ -34,7 +53,7 @@ def _covered(sources: dict[str, dict[str, str]]) -> list[str]:
 
 def _problems(sources: dict[str, dict[str, str]], row_fields: set[str]) -> list[str]:
     found = [f"{cls}.{name} (for {row}) is not a field" for cls, mapping in sources.items()
-             for row, name in mapping.items() if name not in _names(RECORDS[cls])]
+             for row, name in mapping.items() if not _is_field(RECORDS[cls], name)]
     covered = _covered(sources)
     found += [f"{row} is filled twice" for row in sorted({r for r in covered if covered.count(r) > 1})]
     found += [f"{row} is not a row field" for row in sorted(set(covered) - row_fields)]
@@ -53,6 +72,8 @@ def test_a_renamed_field_on_either_side_is_caught() -> None:
                                                        "latency_uncertainty": "uncertainty_text"}}
     assert _problems(renamed_record, _names(PairResult)) == [
         "LatencyPrediction.uncertainty_text (for latency_uncertainty) is not a field"]
+    renamed_part = {**sources, "MemoryMeasurement": {**sources["MemoryMeasurement"], "peak_rss_mb": "peak.hwm_mb"}}
+    assert _problems(renamed_part, _names(PairResult)) == ["MemoryMeasurement.peak.hwm_mb (for peak_rss_mb) is not a field"]
     row_fields = (_names(PairResult) - {"memory_error"}) | {"memory_message"}
     assert _problems(sources, row_fields) == ["memory_error is not a row field", "memory_message is filled by nothing"]
 
@@ -65,16 +86,21 @@ def test_a_row_carries_each_record_value_to_its_column(tmp_path: Path) -> None:
     latency = LatencyPrediction(latency_ms=12.5, latency_source="estimator:v1", threads=1,
                                 uncertainty="±20%", note="a note", core="Cortex-A53", clock_ghz=1.3,
                                 calibrations=("x1.1",), latency_low_ms=10.0, latency_high_ms=15.0)
-    memory = MemoryMeasurement(verdict="fits", limit_mb=512, peak_rss_mb=100.0, runtime_baseline_mb=60.0,
-                               model_increment_mb=40.0, cgroup_peak_mb=101.0, error="memory says", phase=None,
-                               backend="docker", limit_enforcement="cgroup", runtime="torch", wall_s=1.0,
-                               image_id="img", worker_version="w", model_sha256="0" * 64, threads=1, cached=True,
-                               host_latency_mean_ms=3.0, inferred_from_mb=1024)
+    memory = MemoryMeasurement(verdict="fits", limit_mb=512, runtime="torch", threads=1, error="memory says",
+                               peak=PeakMemory(100.0, 60.0, 40.0, cgroup_mb=101.0), host=HostTimings(mean_ms=3.0),
+                               sandbox=SandboxFacts(backend="docker", limit_enforcement="cgroup", image_id="img",
+                                                    worker_version="w", wall_s=1.0),
+                               model=MeasuredModel("0" * 64), converted=ConvertedFile(precision="int8", seconds=2.5),
+                               cached=True, inferred_from_mb=1024)
     row = PairResult.from_records(model, profile, latency, memory, threads=1)
     for record in (model, profile, latency, memory):
         for column, name in ROW_SOURCES[type(record).__name__].items():
-            assert getattr(row, column) == getattr(record, name), column
+            assert getattr(row, column) == source_value(record, name), column
     assert (row.latency_uncertainty, row.memory_error, row.memory_cached) == ("±20%", "memory says", True)
+    assert (row.peak_rss_mb, row.cgroup_peak_mb, row.host_latency_mean_ms, row.backend) == (100.0, 101.0, 3.0, "docker")
+    assert (row.converted_precision, row.conversion_s, row.converted_scheme) == ("int8", 2.5, None)
+    unconverted = PairResult.from_records(model, profile, latency, replace(memory, converted=None), threads=1)
+    assert (unconverted.converted_precision, unconverted.conversion_s, unconverted.converted_mb) == (None, None, None)
 
 
 @pytest.mark.parametrize("cls", list(RECORDS.values()))

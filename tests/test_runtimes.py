@@ -59,21 +59,21 @@ def test_each_runtime_is_measured(runtime_backend, models: Path, shared_cache: P
     m = _measure(models / "mobilenet_v2.pt", 1024, runtime_backend, runtime, shared_cache)
     assert m.verdict == "fits", m.error
     assert m.runtime == runtime
-    assert m.peak_rss_mb is not None and m.runtime_baseline_mb is not None and m.model_increment_mb is not None
+    assert m.peak.rss_mb is not None and m.peak.runtime_baseline_mb is not None and m.peak.model_increment_mb is not None
     # mobilenet_v2's fp32 weights are 13.5 MB: every runtime's increment holds at least those
-    assert m.model_increment_mb > 10 and m.peak_rss_mb > m.runtime_baseline_mb
-    assert m.host_latency_mean_ms is not None and m.host_latency_mean_ms > 0
+    assert m.peak.model_increment_mb > 10 and m.peak.rss_mb > m.peak.runtime_baseline_mb
+    assert m.host.mean_ms is not None and m.host.mean_ms > 0
     if runtime in ("tflite", "ncnn"):  # torch never imported: import torch alone is ~218 MB
-        assert m.runtime_baseline_mb < 100, m
+        assert m.peak.runtime_baseline_mb < 100, m
         converter = {"tflite": "litert-torch==0.10.0", "ncnn": "pnnx==20261020"}[runtime]
-        assert m.image_id == f"{runtime_backend.identity_for(runtime)}|{converter}"  # the lean image, not bench
+        assert m.sandbox.image_id == f"{runtime_backend.identity_for(runtime)}|{converter}"  # the lean image, not bench
         assert runtime_backend.identity_for(runtime) != runtime_backend.identity
     else:
-        assert m.image_id == runtime_backend.identity
+        assert m.sandbox.image_id == runtime_backend.identity
 
 
 def test_lean_runtimes_need_less_than_torch(runtime_backend, models: Path, shared_cache: Path) -> None:
-    peaks = {r: _measure(models / "mobilenet_v2.pt", 1024, runtime_backend, r, shared_cache).peak_rss_mb
+    peaks = {r: _measure(models / "mobilenet_v2.pt", 1024, runtime_backend, r, shared_cache).peak.rss_mb
              for r in RUNTIMES}
     assert all(p is not None for p in peaks.values()), peaks
     assert max(peaks["tflite"], peaks["ncnn"]) < peaks["onnxruntime"] < peaks["torch"], peaks
@@ -146,7 +146,7 @@ def test_second_run_hits_the_caches(runtime_backend, models: Path, tmp_path: Pat
 
     cached = Counting(runtime_backend)  # a new run: the conversion and measurement come from the store
     hit = _measure(models / "tiny_cnn.pt", 512, cached, runtime, cache, use_cache=True)
-    assert hit.cached and hit.peak_rss_mb == value.peak_rss_mb and cached.runs == 0
+    assert hit.cached and hit.peak.rss_mb == value.peak.rss_mb and cached.runs == 0
 
     again = Counting(runtime_backend)  # --no-cache: every cache is bypassed, the conversion too
     remeasured = _measure(models / "tiny_cnn.pt", 512, again, runtime, cache, use_cache=False)
@@ -179,11 +179,11 @@ def tiny_onnx(models: Path) -> Path:
 def test_onnx_file_converts_to_ncnn_and_says_why_not_to_tflite(runtime_backend, tiny_onnx: Path,
                                                                 shared_cache: Path) -> None:
     ncnn = _measure(tiny_onnx, 512, runtime_backend, "ncnn", shared_cache)
-    assert ncnn.verdict == "fits" and ncnn.runtime_baseline_mb is not None and ncnn.runtime_baseline_mb < 100, ncnn
+    assert ncnn.verdict == "fits" and ncnn.peak.runtime_baseline_mb is not None and ncnn.peak.runtime_baseline_mb < 100, ncnn
     # no .tflite can be made from an .onnx: onnxruntime measures it instead, and the figure says why
     tflite = _measure(tiny_onnx, 512, runtime_backend, "tflite", shared_cache)
     assert tflite.verdict == "fits" and tflite.runtime == "onnxruntime", tflite
-    assert tflite.fallback is not None and tflite.fallback.startswith(
+    assert tflite.fallback is not None and tflite.fallback.reason.startswith(
         "tflite conversion failed: an .onnx cannot be made into a .tflite here: litert-torch converts PyTorch "
         "programs only, and ONNX-to-TFLite converters go through TensorFlow")
 

@@ -125,15 +125,15 @@ def test_verdicts_and_peaks_equal_dockers(slurm_conf: str, docker_backend, model
     assert len(got_slurm) == len(got_docker) == 6
     for key, on_docker in got_docker.items():
         on_slurm = got_slurm[key]
-        assert on_slurm.backend == "slurm"
+        assert on_slurm.sandbox.backend == "slurm"
         assert on_slurm.verdict == on_docker.verdict, (key, on_slurm.error, on_docker.error)
         if on_docker.verdict == "fits":
-            assert on_slurm.peak_rss_mb is not None and on_docker.peak_rss_mb is not None
-            assert abs(on_slurm.peak_rss_mb - on_docker.peak_rss_mb) <= 0.05 * on_docker.peak_rss_mb, key
-            assert on_slurm.observed.get("job_cgroup_limit_mb") == key[1]  # Slurm really set --mem
+            assert on_slurm.peak.rss_mb is not None and on_docker.peak.rss_mb is not None
+            assert abs(on_slurm.peak.rss_mb - on_docker.peak.rss_mb) <= 0.05 * on_docker.peak.rss_mb, key
+            assert on_slurm.sandbox.observed.get("job_cgroup_limit_mb") == key[1]  # Slurm really set --mem
     by_limit = {limit: {m.verdict for (_, lim), m in got_slurm.items() if lim == limit} for limit in LIMITS}
     assert by_limit[150] == {"oom"} and by_limit[1024] == {"fits"}
-    assert all("--mem=150M" in m.limit_enforcement for (_, lim), m in got_slurm.items() if lim == 150)
+    assert all("--mem=150M" in m.sandbox.limit_enforcement for (_, lim), m in got_slurm.items() if lim == 150)
     assert not _queue_drains()
     # submitit's per-job folders (pickles, logs) are removed once collected
     assert [p.name for p in (tmp_path / "workdir" / "submitit").iterdir() if p.is_dir()] == []
@@ -170,17 +170,17 @@ def test_converted_runtime_verdicts_equal_dockers(slurm_conf: str, docker_backen
     assert len(converted) == 1, converted  # one conversion served both backends
     for key, on_docker in got_docker.items():
         on_slurm = got_slurm[key]
-        assert on_slurm.backend == "slurm" and on_slurm.runtime == runtime
+        assert on_slurm.sandbox.backend == "slurm" and on_slurm.runtime == runtime
         assert on_slurm.verdict == on_docker.verdict, (key, on_slurm.error, on_docker.error)
         # measured in a job under --mem (or the job was killed before its wrapper could report)
-        assert (on_slurm.observed.get("job_cgroup_limit_mb") == key[1]
-                or on_slurm.observed.get("slurm_state") == "OUT_OF_MEMORY"), on_slurm.observed
+        assert (on_slurm.sandbox.observed.get("job_cgroup_limit_mb") == key[1]
+                or on_slurm.sandbox.observed.get("slurm_state") == "OUT_OF_MEMORY"), on_slurm.sandbox.observed
     slurm_at = {limit: m for (_, limit), m in got_slurm.items()}
     fits_slurm, fits_docker = slurm_at[512], {limit: m for (_, limit), m in got_docker.items()}[512]
     assert fits_docker.verdict == "fits", fits_docker.error
-    assert fits_slurm.peak_rss_mb is not None and fits_docker.peak_rss_mb is not None
-    assert abs(fits_slurm.peak_rss_mb - fits_docker.peak_rss_mb) <= 0.10 * fits_docker.peak_rss_mb
-    assert fits_slurm.peak_rss_mb < 150  # the app runtime's peak, not torch's (~220 MB after import)
+    assert fits_slurm.peak.rss_mb is not None and fits_docker.peak.rss_mb is not None
+    assert abs(fits_slurm.peak.rss_mb - fits_docker.peak.rss_mb) <= 0.10 * fits_docker.peak.rss_mb
+    assert fits_slurm.peak.rss_mb < 150  # the app runtime's peak, not torch's (~220 MB after import)
     assert slurm_at[48].verdict == "oom"
     assert not _queue_drains()
 
@@ -324,6 +324,6 @@ def test_resume_reattaches_to_a_job_still_running(slurm_conf: str, models: list[
     assert second.returncode == 0, err
     cached = [json.loads(p.read_text())["value"] for p in (output / ".cache" / "measure").glob("*.json")]
     assert len(cached) == 3  # tier2's three RAM limits
-    assert int(job_id) in [c["observed"].get("slurm_job_id") for c in cached]
+    assert int(job_id) in [c["sandbox"]["observed"].get("slurm_job_id") for c in cached]
     assert {c["verdict"] for c in cached} == {"fits"}
     assert not _queue_drains()

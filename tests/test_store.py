@@ -136,7 +136,7 @@ def test_a_failed_conversion_leaves_nothing_to_copy_or_reuse(docker_backend, tmp
                                        timeout_s=300, cache_dir=cache / "measure")[(str(model), 512)]
         # the conversion failed: the row falls back to torch (issue 38), where the model fails again
         assert value.verdict == "error" and value.fallback is not None, value
-        assert value.fallback.startswith(f"{runtime} conversion failed") and "planting" in value.fallback
+        assert value.fallback.reason.startswith(f"{runtime} conversion failed") and "planting" in value.fallback.reason
         # the planted file was never measured: only torch's own run of the user's file followed
         assert backend.actions == [f"export-{runtime}", "measure"], (attempt, backend.actions)
         assert value.runtime == "torch", value.runtime

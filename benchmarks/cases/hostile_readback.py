@@ -105,7 +105,8 @@ def _peak(tmp: Path) -> bool:
     from lodevem.store import ArtifactStore
 
     store = ArtifactStore(tmp)
-    store.put_record("measure", "k", {"verdict": "fits", "peak_rss_mb": "x"})
+    store.put_record("measure", "k", {"verdict": "fits", "limit_mb": 512, "runtime": "torch", "threads": 1,
+                                        "peak": {"rss_mb": "x"}})
     return store.get_record("measure", "k", MemoryMeasurement.from_dict) is None and len(store.warnings) == 1
 
 

@@ -16,7 +16,7 @@ import dataclasses
 from ..latency.described import MEASURED
 from ..latency.records import LatencyPrediction
 from ..profiles import Profile
-from ..results import MemoryMeasurement, ModelFile, PairResult
+from ..results import MeasuredModel, MemoryMeasurement, ModelFile, PairResult, PeakMemory, SandboxFacts
 from ..wire.verdict import Verdict
 from .bench import DeviceMeasurement
 
@@ -43,11 +43,10 @@ def device_row(model: ModelFile, profile: Profile, found: DeviceMeasurement) -> 
     """One row: ``model`` measured on the phone ``profile`` describes (``device.profile``)."""
     run = found.run
     memory = MemoryMeasurement(
-        verdict=Verdict.FITS, limit_mb=profile.ram_mb, peak_rss_mb=run.peak_memory_mb, runtime_baseline_mb=None,
-        model_increment_mb=None, cgroup_peak_mb=None, error=None, phase=None, backend="adb",
-        limit_enforcement="none: the phone's own RAM (the benchmark binary ran to the end)",
-        runtime=found.runtime, wall_s=0.0, image_id="", worker_version="", model_sha256=model.sha256,
-        threads=found.threads,
+        verdict=Verdict.FITS, limit_mb=profile.ram_mb, runtime=found.runtime, threads=found.threads,
+        peak=PeakMemory(rss_mb=run.peak_memory_mb), model=MeasuredModel(model.sha256),
+        sandbox=SandboxFacts(backend="adb", image_id="", worker_version="", wall_s=0.0,
+                             limit_enforcement="none: the phone's own RAM (the benchmark binary ran to the end)"),
         note=("peak: the binary's own peak memory footprint (--report_peak_memory_footprint)"
               if run.peak_memory_mb is not None else "no peak: the binary printed no peak memory footprint"))
     row = PairResult.from_records(model, profile, device_latency(found, profile), memory, threads=found.threads)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Sequence
 
-from ..results import MemoryMeasurement
+from ..results import MEASUREMENT_LAYOUT, MemoryMeasurement
 from ..store import ArtifactStore, digest
 from ..wire.verdict import Verdict
 
@@ -20,8 +20,10 @@ def cache_key(model_sha256: str, limit_mb: int, runtime: str, identity: str, wor
               runs: int, threads: int, input_shape: Optional[Sequence[int]], *level: str) -> str:
     """Everything a measurement depends on; ``identity`` is the image id (or the host python),
     ``worker_version`` the version the worker reports (the client refuses any other), ``level``
-    the level a tflite/ncnn conversion makes from the file (none: the file as it is)."""
-    return digest([model_sha256, limit_mb, runtime, identity, worker_version, warmup, runs, threads,
+    the level a tflite/ncnn conversion makes from the file (none: the file as it is). The record's
+    layout (``MEASUREMENT_LAYOUT``) is part of it: a record of another layout is a miss, not misread."""
+    return digest([f"measurement-layout-{MEASUREMENT_LAYOUT}", model_sha256, limit_mb, runtime, identity,
+                   worker_version, warmup, runs, threads,
                    list(input_shape) if input_shape else None, *level])
 
 

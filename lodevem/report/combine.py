@@ -6,7 +6,8 @@ the models of a paper over two machines; the paper wants one table. Rows of runs
 one table only when everything that shapes a figure is the same: the device profiles, the passes,
 the runtimes, threads, the predictor, the input, the backend, the calibration records, the
 calibration and evaluation data (``RunConfig.comparable``, kept in the state file and in the
-manifest's ``extra.settings``). When they differ, one line names each difference (exit 2).
+manifest's ``extra.settings``, ``run_record.RunSettings``). When they differ, one line names each
+difference (exit 2).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..errors import InputError, LodevemError
 from ..results import PairResult
 from .files import JSON_NAME, read_json
 from .manifest import Manifest, ManifestLike
+from .run_record import CombinedRun
 
 __all__ = ["SETTING_NAMES", "combine_folders", "differences", "merged_manifest", "merged_rows", "previous_manifest",
            "settings_of"]
@@ -56,12 +58,10 @@ def settings_of(manifest: ManifestLike) -> dict[str, Any]:
     """The settings a results file's manifest records (``extra.settings``; for a file written
     before it kept them, what its ``extra.config`` and profile list say)."""
     env = Manifest.coerce(manifest)
-    kept = env.extra.get("settings")
-    if isinstance(kept, Mapping):
-        return dict(kept)
-    given = env.extra.get("config")
-    config: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-    found: dict[str, Any] = {key: config.get(name) for key, name in _FROM_CONFIG.items() if name in config}
+    if env.run.settings is not None:
+        return env.run.settings.to_dict()
+    config = env.run.config.to_dict() if env.run.config is not None else {}
+    found: dict[str, Any] = {key: config[name] for key, name in _FROM_CONFIG.items() if config.get(name) is not None}
     found["profiles"] = sorted(p.id for p in env.profiles)
     return found
 
@@ -89,17 +89,14 @@ def merged_manifest(manifests: Sequence[ManifestLike]) -> Manifest:
         for model in env.models:
             models[str(model.get("label"))] = model
     datasets = {(d.option, d.samples_sha256): d for env in envs for d in env.datasets}
-    runs: dict[str, Any] = {}  # by command and models: the same run again is its latest
+    runs: dict[tuple[str, tuple[str, ...]], CombinedRun] = {}  # the same run again is its latest
     for env in envs:
-        earlier = env.extra.get("combined")
-        for run in earlier if isinstance(earlier, list) else [{"command": env.command, "created_utc": env.created_utc,
-                                                               "models": [str(m.get("label")) for m in env.models]}]:
-            if isinstance(run, Mapping):
-                key = f"{run.get('command')}\0{run.get('models')}"
-                runs.pop(key, None)
-                runs[key] = dict(run)
+        for run in env.run.combined or (CombinedRun(env.command, env.created_utc,
+                                                    tuple(str(m.get("label")) for m in env.models)),):
+            runs.pop((run.command, run.models), None)
+            runs[(run.command, run.models)] = run
     return replace(last, models=tuple(models.values()), datasets=tuple(datasets.values()),
-                   extra={**last.extra, "combined": list(runs.values())})
+                   run=replace(last.run, combined=tuple(runs.values())))
 
 
 def combine_folders(folders: Sequence[Path]) -> tuple[list[PairResult], Manifest]:

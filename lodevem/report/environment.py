@@ -32,6 +32,7 @@ from .manifest import (
     PythonInfo,
     RuntimeEntry,
 )
+from .run_record import RunDescription
 
 __all__ = ["PACKAGES", "collect_manifest", "docker_server_version", "host_info", "lodevem_source",
            "package_versions", "runtime_versions"]
@@ -158,7 +159,7 @@ def runtime_versions(runtime: str) -> dict[str, Optional[str]]:
 
 def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
                      models: Sequence[Mapping[str, Any]], image_id: Optional[str], backend: str,
-                     extra: Optional[Mapping[str, Any]] = None,
+                     run: Optional[RunDescription] = None,
                      runtimes: Optional[Mapping[str, str]] = None,
                      images: Optional[Mapping[str, str]] = None,
                      datasets: Sequence[DataSetEntry] = ()) -> Manifest:
@@ -169,8 +170,8 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
     ``images``: tag -> id of every image the run used (measurement and converter images).
     ``datasets``: the data sets the run read (``DataSetEntry.of`` an ``accuracy.data.EvalData``).
 
-    ``models`` are dicts with at least ``label``, ``path`` and ``sha256``; ``extra`` holds the
-    run's settings (warm-up, runs, threads, predictor and its data, ...) and is stored as given.
+    ``models`` are dicts with at least ``label``, ``path`` and ``sha256``; ``run`` describes the
+    run itself (its options, settings, predictor and data; ``report.run_record``), the JSON's ``extra``.
     The Docker engine is asked for its version only for the docker backend.
     """
     now = datetime.now(timezone.utc).replace(microsecond=0)
@@ -189,6 +190,6 @@ def collect_manifest(command_line: Sequence[str], profiles: Sequence[Profile],
         models=tuple(dict(m) for m in models),
         runtimes={name: RuntimeEntry(**runtime_versions(name), measured_in=identity)
                   for name, identity in (runtimes or {}).items()},
-        extra=dict(extra or {}),
+        run=run if run is not None else RunDescription(),
         datasets=tuple(datasets),
     )

@@ -40,7 +40,7 @@ from .latex_text import latex_escape
 from .latex_text import latex_mark as _latex_mark
 from .latex_text import stacked as _stacked
 from .legend import BAND_DEFINITION, mark_notes, row_cell
-from .manifest import ManifestLike, manifest_dict
+from .manifest import Manifest, ManifestLike, manifest_dict
 from .shared import shared_manifest, shared_rows
 from .summaries import model_summaries
 
@@ -140,6 +140,7 @@ def read_json(path: Path) -> tuple[list[PairResult], dict[str, Any]]:
         raise BadRecord(where, "results", "expected a list of rows")
     if not isinstance(environment, dict):
         raise BadRecord(where, "environment", "expected an object")
+    Manifest.from_dict(environment, where, prefix="environment.")  # a mistyped run description: refused here
     return [PairResult.from_dict(r, where, prefix=f"results[{i}].") for i, r in enumerate(results)], environment
 
 

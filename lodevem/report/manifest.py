@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..safe_io import fields
 from ..worker.evaluate.images import Preprocessing
+from .run_record import RunDescription
 
 if TYPE_CHECKING:
     from ..accuracy.data import EvalData
@@ -193,8 +194,9 @@ class DataSetEntry:
 @dataclass(frozen=True)
 class Manifest:
     """The ``environment`` block of a results file, typed (see the module docstring for how to
-    reproduce a run from it). ``models`` and ``extra`` are stored as the runner gives them:
-    ``extra`` holds the run's settings and each component's own ``describe()``."""
+    reproduce a run from it). ``models`` are stored as the runner gives them; ``run`` is the
+    run's own description (its options, settings and components, ``report.run_record``), the
+    JSON's ``extra`` block."""
 
     created_utc: str
     command_line: tuple[str, ...]
@@ -207,7 +209,7 @@ class Manifest:
     profiles: tuple[ProfileEntry, ...]
     models: tuple[Mapping[str, Any], ...]
     runtimes: Mapping[str, RuntimeEntry]
-    extra: Mapping[str, Any]
+    run: RunDescription
     manifest_version: int = MANIFEST_VERSION
     datasets: tuple[DataSetEntry, ...] = ()  # the data sets read, by option (--eval-data first)
 
@@ -233,13 +235,17 @@ class Manifest:
             "models": [dict(m) for m in self.models],
             "runtimes": {name: asdict(entry) for name, entry in self.runtimes.items()},
             "datasets": [d.to_dict() for d in self.datasets],
-            "extra": dict(self.extra),
+            "extra": self.run.to_dict(),
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Manifest":
-        """A manifest read back from a results file; a missing or mistyped part reads as empty or
-        None (an older file, or one edited by hand), never as an error: it only describes."""
+    def from_dict(cls, data: Mapping[str, Any], where: str = "a results file's manifest",
+                  prefix: str = "") -> "Manifest":
+        """A manifest read back from a results file (``where``). The environment facts read
+        leniently: a missing or mistyped one reads as empty or None (an older file, or one edited
+        by hand; they only describe). The run's own description (``extra``), which the report
+        compares runs by and quotes, is typed: a mistyped field there is a ``BadRecord`` naming
+        ``where`` and the field (``prefix``: ``environment.``)."""
         argv = data.get("command_line")
         profiles = data.get("profiles")
         models = data.get("models")
@@ -259,7 +265,7 @@ class Manifest:
             models=tuple(dict(m) for m in models if isinstance(m, Mapping)) if isinstance(models, list) else (),
             runtimes={str(k): RuntimeEntry.from_dict(v) for k, v in _section(data, "runtimes").items()
                       if isinstance(v, Mapping)},
-            extra=dict(_section(data, "extra")),
+            run=RunDescription.from_dict(data.get("extra"), where, prefix=f"{prefix}extra."),
             manifest_version=version if isinstance(version, int) else MANIFEST_VERSION,
             datasets=tuple(DataSetEntry.from_dict(d) for d in datasets if isinstance(d, Mapping))
             if isinstance(datasets, list) else (),

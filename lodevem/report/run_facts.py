@@ -118,12 +118,11 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
     methods paragraph, never a ``{cite:}`` / ``{code:}`` token or a line break."""
     rows = [_inert_row(r) for r in rows]
     env = Manifest.from_dict(literal_value(manifest_dict(manifest)))
-    predictor = env.extra.get("predictor") or {}
-    kinds = _kind_facts(rows, predictor if isinstance(predictor, Mapping) else {}, env.packages)
+    kinds = _kind_facts(rows, env.run.predictor or {}, env.packages)
     derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty
                          and "not measured: derived" in r.latency_uncertainty])
     ran = [r.runtime_baseline_mb for r in rows if r.runtime_baseline_mb is not None]
-    config = env.extra.get("config") or {}
+    measured = env.run.config.measure if env.run.config is not None else None
     return RunFacts(
         lodevem_version=env.lodevem.version or __version__,
         git_commit=env.lodevem.git_commit,
@@ -144,8 +143,8 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
                                 if r.memory_inferred_from_mb is None]),
         inferred_rows=sum(1 for r in rows if r.memory_inferred_from_mb is not None),
         measured_rows=sum(1 for r in rows if r.memory_inferred_from_mb is None and r.limit_enforcement),
-        warmup=config.get("warmup") if isinstance(config, Mapping) else None,
-        runs=config.get("runs") if isinstance(config, Mapping) else None,
+        warmup=measured.warmup if measured is not None else None,
+        runs=measured.runs if measured is not None else None,
         verdicts=_distinct([r.verdict for r in rows]),
         runtime_baseline_mb=(min(ran), max(ran)) if ran else (),
         image_id=env.backend.image_id,
@@ -174,8 +173,8 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         fallbacks=_distinct([r.model_label for r in rows if (r.memory_runtime or "").endswith("(fallback)")]),
         memory_notes=_distinct([part for r in rows if r.memory_note and not (r.memory_runtime or "").endswith(
                                 "(fallback)") for part in r.memory_note.split("; ")]),
-        evaluation=env.extra.get("evaluation"),
-        finetune=env.extra.get("finetune"),
+        evaluation=env.run.evaluation,
+        finetune=env.run.finetune,
         evaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is not None),
         unevaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is None
                              and (r.accuracy_note or r.accuracy_samples is not None)),

@@ -12,13 +12,26 @@ from __future__ import annotations
 
 from ..sandbox.artifacts import ConversionResult, ExportResult  # the sandbox's records, re-exported
 from ..wire.verdict import VERDICTS
-from .measurements import Accuracy, FloorResult, MemoryMeasurement
+from .measurements import (
+    MEASUREMENT_LAYOUT,
+    Accuracy,
+    ConvertedFile,
+    Fallback,
+    FloorResult,
+    HostTimings,
+    MeasuredModel,
+    MemoryMeasurement,
+    OomPhase,
+    PeakMemory,
+    SandboxFacts,
+)
 from .model_file import ModelFile, label_models
 from .notes import quantization_note
 from .pair import COMPUTED_ROW_FIELDS, DEVICE_ROW_FIELDS, ROW_SOURCES, PairResult, budget_verdict, pair_result
 
 __all__ = ["Accuracy", "ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement",
            "FloorResult", "ExportResult", "ConversionResult", "VERDICTS", "COMPUTED_ROW_FIELDS", "DEVICE_ROW_FIELDS",
-           "ROW_SOURCES", "budget_verdict", "quantization_note", "RESULTS_SCHEMA_VERSION"]
+           "ROW_SOURCES", "budget_verdict", "quantization_note", "RESULTS_SCHEMA_VERSION", "MEASUREMENT_LAYOUT",
+           "ConvertedFile", "Fallback", "HostTimings", "MeasuredModel", "OomPhase", "PeakMemory", "SandboxFacts"]
 
 RESULTS_SCHEMA_VERSION = 1

@@ -163,7 +163,7 @@ class PairResult:
         """One row from the records it shows: each row field either copied from the record field
         ``ROW_SOURCES`` names, or computed here from several (``COMPUTED_ROW_FIELDS``; the accuracy
         cells from ``accuracy``, the --eval-data record of this file and runtime)."""
-        values: dict[str, Any] = {row: getattr(record, name)
+        values: dict[str, Any] = {row: source_value(record, name)
                                   for record, mapping in zip((model, profile, latency, memory), ROW_SOURCES.values())
                                   for row, name in mapping.items()}
         energy = (latency.latency_ms * profile.power_w
@@ -172,24 +172,24 @@ class PairResult:
         values.update(
             model_path=str(model.path), model_file_mb=round(model.size_bytes / 2**20, 3), threads=threads,
             # the measured file's own figures win (a variant's, not its original's)
-            model_format=memory.model_format or model.format,
-            params=memory.params if memory.params is not None else model.params,
+            model_format=memory.model.format or model.format,
+            params=memory.model.params if memory.model.params is not None else model.params,
             core=latency.core or profile.fastest_cluster.core,
             clock_ghz=latency.clock_ghz or profile.fastest_cluster.clock_ghz,
             latency_note=joined(latency.note, sparsity_note(found, model.channels_removed_graph is not None),
                                 quantization_note(model.precision, model.precision_by_class)),
             # the measurement is shared by every profile with this RAM; the budget is the profile's own
-            verdict=budget_verdict(memory.verdict, memory.peak_rss_mb, profile.app_budget_mb),
-            headroom_mb=(round(profile.app_budget_mb - memory.peak_rss_mb, 1)
-                         if profile.app_budget_mb is not None and memory.peak_rss_mb is not None
+            verdict=budget_verdict(memory.verdict, memory.peak.rss_mb, profile.app_budget_mb),
+            headroom_mb=(round(profile.app_budget_mb - memory.peak.rss_mb, 1)
+                         if profile.app_budget_mb is not None and memory.peak.rss_mb is not None
                          and memory.verdict == Verdict.FITS else None),
             input_shape="x".join(map(str, model.input_shape)) if model.input_shape else None,
-            host_latency_unstable=unstable(memory.host_latency_mean_ms, memory.host_latency_std_ms),
+            host_latency_unstable=unstable(memory.host.mean_ms, memory.host.std_ms),
             energy_mj=energy, min_ram_mb=floor_mb, model_class=model.class_name,
             memory_runtime=f"{memory.runtime} (fallback)" if memory.fallback else memory.runtime,
-            memory_note=joined(memory.fallback, memory.note) or None,
-            converted_mb=(round(memory.converted_size_bytes / 2**20, 3)
-                          if memory.converted_size_bytes is not None else None),
+            memory_note=joined(memory.fallback.text if memory.fallback else None, memory.note) or None,
+            converted_mb=(round(memory.converted.size_bytes / 2**20, 3)
+                          if memory.converted is not None and memory.converted.size_bytes is not None else None),
             sparsity=found.zero_fraction if found else None, zero_channels=found.zero_channels if found else None,
             latency_if_channels_removed_ms=channels_removed_ms)
         accuracy = accuracy if accuracy is not None else Accuracy()
@@ -275,16 +275,26 @@ ROW_SOURCES: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "latency_high_ms": "latency_high_ms", "latency_kind": "kind", "latency_runtime": "runtime",
         "latency_held_out_pct": "uncertainty_pct", "latency_held_out_rows": "held_out_rows",
         "latency_held_out_socs": "held_out_socs", "latency_held_out_pool": "held_out_pool"}),
-    "MemoryMeasurement": MappingProxyType({
-        "limit_mb": "limit_mb", "peak_rss_mb": "peak_rss_mb", "runtime_baseline_mb": "runtime_baseline_mb",
-        "model_increment_mb": "model_increment_mb", "cgroup_peak_mb": "cgroup_peak_mb", "memory_error": "error",
-        "backend": "backend", "limit_enforcement": "limit_enforcement", "runtime": "runtime",
-        "host_latency_mean_ms": "host_latency_mean_ms", "host_latency_std_ms": "host_latency_std_ms",
-        "host_latency_p50_ms": "host_latency_p50_ms", "host_latency_p95_ms": "host_latency_p95_ms",
-        "host_throughput_ips": "host_throughput_ips", "memory_cached": "cached",
-        "memory_inferred_from_mb": "inferred_from_mb", "converted_precision": "converted_precision",
-        "converted_scheme": "converted_scheme", "conversion_s": "conversion_s"}),
+    "MemoryMeasurement": MappingProxyType({  # a dotted name: a field of one of its parts (None if absent)
+        "limit_mb": "limit_mb", "peak_rss_mb": "peak.rss_mb", "runtime_baseline_mb": "peak.runtime_baseline_mb",
+        "model_increment_mb": "peak.model_increment_mb", "cgroup_peak_mb": "peak.cgroup_mb", "memory_error": "error",
+        "backend": "sandbox.backend", "limit_enforcement": "sandbox.limit_enforcement", "runtime": "runtime",
+        "host_latency_mean_ms": "host.mean_ms", "host_latency_std_ms": "host.std_ms",
+        "host_latency_p50_ms": "host.p50_ms", "host_latency_p95_ms": "host.p95_ms",
+        "host_throughput_ips": "host.throughput_ips", "memory_cached": "cached",
+        "memory_inferred_from_mb": "inferred_from_mb", "converted_precision": "converted.precision",
+        "converted_scheme": "converted.scheme", "conversion_s": "converted.seconds"}),
 })
+
+
+def source_value(record: Any, name: str) -> Any:
+    """The value ``ROW_SOURCES`` names on ``record``: a field, or ``part.field`` of one of its
+    parts (None when the part is: a measurement without a converted file has no precision)."""
+    for part in name.split("."):
+        record = getattr(record, part) if record is not None else None
+    return record
+
+
 # The row fields from_records computes from several records (every other field is in ROW_SOURCES).
 COMPUTED_ROW_FIELDS = frozenset({
     "model_path", "model_file_mb", "threads", "model_format", "params", "core", "clock_ghz", "latency_note",

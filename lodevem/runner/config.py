@@ -20,6 +20,7 @@ from ..accuracy.data import DEFAULT_EVAL_LIMIT, DEFAULT_FINETUNE_EPOCHS
 from ..errors import InputError
 from ..latency.estimator import DEFAULT_RUNTIME
 from ..profiles import Profile, choose_profiles
+from ..report.run_record import OPTION_ORDER
 from ..results import ModelFile
 from ..sandbox.client import MeasureSettings
 from ..sandbox.usercode import ModelLoading
@@ -125,12 +126,9 @@ class SandboxOptions:
 
 
 PARTS = ("inputs", "memory", "latency", "data", "results", "sandbox")
-# The flat options in the order the manifest's ``config`` has listed them since 0.1.
-FLAT_ORDER = ("warmup", "runs", "output", "backend", "runtimes", "jobs", "threads", "predictor", "latency_runtime",
-              "nnmeter_data", "input_shape", "timeout_s", "find_floor", "infer", "levels", "no_cache", "resume",
-              "overwrite", "calibrations", "uncalibrated", "calibration_inputs", "slurm_partition", "slurm_account",
-              "slurm_time", "slurm_workdir", "eval_data", "calib_data", "eval_limit", "finetune_data",
-              "finetune_epochs", "device", "benchmark_binary")
+# The flat options in the order the manifest's ``config`` has listed them since 0.1 (one home:
+# the typed record that writes and reads them, ``report.run_record``).
+FLAT_ORDER = OPTION_ORDER
 
 
 @dataclass(frozen=True)

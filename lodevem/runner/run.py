@@ -31,6 +31,7 @@ from ..progress import NullProgress, ProgressSink
 from ..report.environment import collect_manifest
 from ..report.files import CSV_NAME, JSON_NAME
 from ..report.manifest import DataSetEntry, Manifest
+from ..report.run_record import RunDescription
 from ..results import ModelFile
 from ..runtimes import FALLBACK
 from ..sandbox.base import Backend
@@ -221,7 +222,7 @@ class Run:
         """The run's environment and inputs, for the JSON and the paper kit."""
         config, backend = self.config, self.session.backend
         finetune = self.finetune
-        extra: dict[str, Any] = {
+        described = {  # the run's own parts, as they describe themselves: read into typed records
             "config": config.flat(), "settings": self.comparable(), "model_code": config.inputs.loading.describe(),
             "predictor": self.predictor.describe(), "calibrations": self.predictor.calibrations.describe(),
             "evaluation": self.eval_data.describe() if self.eval_data is not None else None,
@@ -229,12 +230,13 @@ class Run:
                                  else "32 seeded synthetic inputs (no --calib-data)"),
             "finetune": (f"{finetune.epochs} epoch(s) on {finetune.describe}" if finetune is not None
                          and "pruned" in config.inputs.levels else None)}
+        run = RunDescription.from_dict(described, "this run's manifest")
         return collect_manifest(
             list(config.results.command_line), config.profiles,
             [{"label": m.label, "path": str(m.path), "sha256": m.sha256, "level": m.level} for m in models],
             image_id=backend.identity, backend=backend.name,
             runtimes={r: backend.identity_for(r) for r in config.runtimes},
-            images=backend.image_ids() if hasattr(backend, "image_ids") else None, extra=extra,
+            images=backend.image_ids() if hasattr(backend, "image_ids") else None, run=run,
             datasets=[DataSetEntry.of(d) for d in (self.eval_data, self.finetune_data, self.calibration_data)
                       if d is not None])
 

@@ -172,14 +172,19 @@ def refuse_other_run(output: Path, key: str, pairs: set[tuple[str, str]], overwr
 
 def in_user_words(memory: MemoryMeasurement, names: dict[str, str]) -> MemoryMeasurement:
     """``memory`` with every store file name in its note and scheme replaced by the user's name."""
-    changes = {}
-    for field_name in ("note", "converted_scheme"):
-        text = getattr(memory, field_name)
+
+    def user_words(text: Optional[str]) -> Optional[str]:
         for stored, user in names.items():
             text = text.replace(stored, user) if text else text
-        if text != getattr(memory, field_name):
-            changes[field_name] = text
-    return dataclasses.replace(memory, **changes) if changes else memory
+        return text
+
+    converted = memory.converted
+    if converted is not None and user_words(converted.scheme) != converted.scheme:
+        converted = dataclasses.replace(converted, scheme=user_words(converted.scheme))
+    note = user_words(memory.note)
+    if converted is memory.converted and note == memory.note:
+        return memory
+    return dataclasses.replace(memory, converted=converted, note=note)
 
 
 class Recorder:

@@ -88,6 +88,8 @@ RANGES: Mapping[str, tuple[float, float, bool]] = types.MappingProxyType({
     "params": _NONNEGATIVE, "converted_size_bytes": _NONNEGATIVE, "converted_mb": _NONNEGATIVE,
     "app_budget_mb": _NONNEGATIVE, "min_ram_mb": _POSITIVE, "energy_mj": _NONNEGATIVE,
     "runtime_baseline_mb": _NONNEGATIVE, "power_w": _NONNEGATIVE, "zero_channels": _NONNEGATIVE,
+    # a measurement's parts (results.measurements): its peak, its converted file's size
+    "rss_mb": _POSITIVE, "cgroup_mb": _POSITIVE, "size_bytes": _NONNEGATIVE,
 })
 
 
@@ -143,10 +145,7 @@ def _check(name: str, hint: Any, value: Any) -> Any:
             raise ValueError(f"expected a list, got {_what(value)}")
         return tuple(_check(name, args[0], v) for v in value)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a nested record (a profile's OpTime)
-        try:
-            return typed(hint, value, "")
-        except BadRecord as exc:
-            raise ValueError((f"{exc.field}: " if exc.field else "") + exc.problem) from None
+        return typed(hint, value, "")  # its BadRecord names the field inside: ``typed`` prefixes ours
     if origin is dict or hint is dict:
         if not isinstance(value, dict):
             raise ValueError(f"expected an object, got {_what(value)}")
@@ -186,6 +185,8 @@ def typed(cls: type[T], data: Any, where: str, *, prefix: str = "", extra: Mappi
             values[f.name] = _check(f.name, hints[f.name], data[f.name])
         except ValueError as exc:
             raise BadRecord(where, prefix + f.name, str(exc)) from None
+        except BadRecord as exc:  # in a nested record (a measurement's peak): the field is part.field
+            raise BadRecord(where, f"{prefix}{f.name}.{exc.field}".rstrip("."), exc.problem) from None
     try:
         return cls(**values)
     except (TypeError, ValueError) as exc:
