@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import matplotlib
 import numpy as np
@@ -187,57 +187,79 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
         fig = Figure(figsize=(width, max(2.4, 0.42 * len(groups) + 2.3)), layout="constrained")
         ax = fig.add_subplot()
         image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
-        planned = {(i, col[r.profile_id]) for i, group in enumerate(groups.values()) for r in group}
-        for i, j in np.ndindex(values.shape):
-            if (i, j) not in planned:
-                ax.text(j, i, "\u2014", ha="center", va="center", fontsize=6.5, color="#aaaaaa")
-        for i, group in enumerate(groups.values()):
-            for row in group:
-                j, c = col[row.profile_id], cells(row)
-                if c.is_number and row.latency_ms is not None:
-                    rgba = cmap(norm(row.latency_ms))
-                    dark = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] < 0.5
-                    text = f"{row.latency_ms:,.0f}" if row.latency_ms >= 100 else f"{row.latency_ms:.1f}"
-                    ax.text(j, i, text + c.mark, ha="center", va="center", fontsize=6.5,
-                            color="white" if dark else "black")
-                    continue
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="#eeeeee",
-                                       hatch="///" if c.fits is False else None,
-                                       edgecolor="#999999", linewidth=0))
-                ax.text(j, i, c.latency, ha="center", va="center", fontsize=6.5 if len(c.latency) < 6 else 5.5,
-                        fontweight="bold",
-                        color="#b2182b" if c.fits is False else "#555555",
-                        bbox={"facecolor": "#eeeeee", "edgecolor": "none", "pad": 0.6})
+        _heatmap_cells(ax, list(groups.values()), col, values.shape, lambda ms: cmap(norm(ms)))
         ax.set_yticks(range(len(groups)), list(groups))
         ax.set_xticks(range(len(devices)), [f"{d.profile_label} \u00b7 {_ram_text(d.ram_mb)}" for d in devices],
                       rotation=40, ha="right", rotation_mode="anchor")
         ax.tick_params(length=0)
-        tiers = [d.tier for d in devices]
-        bounds = [j for j in range(1, len(tiers)) if tiers[j] != tiers[j - 1]]
-        for j in bounds:
-            ax.axvline(j - 0.5, color="black", linewidth=1.5)
-        top = ax.secondary_xaxis("top")
-        starts, ends = [0] + bounds, bounds + [len(tiers)]
-        top.set_xticks([(s + e - 1) / 2 for s, e in zip(starts, ends)],
-                       [tiers[s] if e - s < 3 else f"{tiers[s]}: {TIERS.get(tiers[s], '')}"
-                        for s, e in zip(starts, ends)])
-        top.tick_params(length=0)
+        _tier_bands(ax, [d.tier for d in devices])
         ax.set_title("Predicted latency per device (ms)", loc="left", pad=14)
-        notes = ["value = predicted latency; \u00b1 its held-out error (leave-one-SoC-out) per predictor:"]
-        notes += [f"  {n.text()}" for n in mark_notes(row_cell(r) for r in rows)]
-        if any(not cells(r).is_number and r.fits is False for r in rows):
-            notes.append("hatched: does not fit in the device's RAM")
-        wrapped = [line for note in notes for line in textwrap.wrap(note, width=int(19 * width))]
-        fig.supxlabel("\n".join(wrapped), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
+        fig.supxlabel(_heatmap_notes(rows, width), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
         if finite.size:
-            # the bar's name above it, short: a label along the bar was cut off on a one-model figure
-            bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.01)
-            bar.ax.set_title("ms\n(log)", fontsize=6.5, loc="left")
-            ticks, labels = colourbar_ticks(vmin, vmax)  # plain "1,000" reads faster than 10^3 for ms
-            bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
-            bar.ax.yaxis.set_major_formatter(FixedFormatter(labels))
-            bar.ax.yaxis.set_minor_locator(NullLocator())
+            _latency_colour_bar(fig, ax, image, vmin, vmax)
         return fig
+
+
+def _heatmap_cells(ax: Axes, groups: list[list[PairResult]], col: dict[str, int], shape: tuple[int, ...],
+                   colour: Callable[[float], Any]) -> None:
+    """Each cell's text: a dash where no row was planned, the latency with its predictor's mark
+    (white on dark colours), or, on grey, why there is none (hatched when it did not fit)."""
+    planned = {(i, col[r.profile_id]) for i, group in enumerate(groups) for r in group}
+    for i, j in np.ndindex(shape):
+        if (i, j) not in planned:
+            ax.text(j, i, "\u2014", ha="center", va="center", fontsize=6.5, color="#aaaaaa")
+    for i, group in enumerate(groups):
+        for row in group:
+            j, c = col[row.profile_id], cells(row)
+            if c.is_number and row.latency_ms is not None:
+                rgba = colour(row.latency_ms)
+                dark = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] < 0.5
+                text = f"{row.latency_ms:,.0f}" if row.latency_ms >= 100 else f"{row.latency_ms:.1f}"
+                ax.text(j, i, text + c.mark, ha="center", va="center", fontsize=6.5,
+                        color="white" if dark else "black")
+                continue
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="#eeeeee",
+                                   hatch="///" if c.fits is False else None,
+                                   edgecolor="#999999", linewidth=0))
+            ax.text(j, i, c.latency, ha="center", va="center", fontsize=6.5 if len(c.latency) < 6 else 5.5,
+                    fontweight="bold",
+                    color="#b2182b" if c.fits is False else "#555555",
+                    bbox={"facecolor": "#eeeeee", "edgecolor": "none", "pad": 0.6})
+
+
+def _tier_bands(ax: Axes, tiers: list[str]) -> None:
+    """A line between the columns of two tiers, and each tier's name (with its description
+    when it spans three columns or more) on a top axis over its columns."""
+    bounds = [j for j in range(1, len(tiers)) if tiers[j] != tiers[j - 1]]
+    for j in bounds:
+        ax.axvline(j - 0.5, color="black", linewidth=1.5)
+    top = ax.secondary_xaxis("top")
+    starts, ends = [0] + bounds, bounds + [len(tiers)]
+    top.set_xticks([(s + e - 1) / 2 for s, e in zip(starts, ends)],
+                   [tiers[s] if e - s < 3 else f"{tiers[s]}: {TIERS.get(tiers[s], '')}"
+                    for s, e in zip(starts, ends)])
+    top.tick_params(length=0)
+
+
+def _heatmap_notes(rows: Sequence[PairResult], width: float) -> str:
+    """The caption under the heatmap: what a value is, each predictor mark's held-out error, and
+    what hatching means when a cell is hatched; wrapped to the figure's width."""
+    notes = ["value = predicted latency; \u00b1 its held-out error (leave-one-SoC-out) per predictor:"]
+    notes += [f"  {n.text()}" for n in mark_notes(row_cell(r) for r in rows)]
+    if any(not cells(r).is_number and r.fits is False for r in rows):
+        notes.append("hatched: does not fit in the device's RAM")
+    return "\n".join(line for note in notes for line in textwrap.wrap(note, width=int(19 * width)))
+
+
+def _latency_colour_bar(fig: Figure, ax: Axes, image: Any, vmin: float, vmax: float) -> None:
+    """The colour bar, its name above it, short (a label along the bar was cut off on a
+    one-model figure), ticked in plain ms ("1,000" reads faster than 10^3)."""
+    bar = fig.colorbar(image, ax=ax, shrink=0.9, pad=0.01)
+    bar.ax.set_title("ms\n(log)", fontsize=6.5, loc="left")
+    ticks, labels = colourbar_ticks(vmin, vmax)
+    bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
+    bar.ax.yaxis.set_major_formatter(FixedFormatter(labels))
+    bar.ax.yaxis.set_minor_locator(NullLocator())
 
 
 def min_ram_bar(rows: Sequence[PairResult], out_dir: Path) -> list[Path]:
