@@ -127,7 +127,7 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
             for slot, i in enumerate(sorted(cluster, key=lambda i: (points[i].model, points[i].device))):
                 p = points[i]
                 colour = colours[p.model % len(colours)]
-                shift = ScaledTranslation((slot - (len(group) - 1) / 2) * 6.5 / 72, 0, fig.dpi_scale_trans)
+                shift = ScaledTranslation((slot - (len(cluster) - 1) / 2) * 6.5 / 72, 0, fig.dpi_scale_trans)
                 ax.scatter([p.x], [p.y], marker=DEVICE_MARKERS[p.device % len(DEVICE_MARKERS)], s=28,
                            facecolors=colour if p.ran else "none", edgecolors="black" if p.ran else colour,
                            linewidths=0.4 if p.ran else 1.1, zorder=3, transform=ax.transData + shift,
