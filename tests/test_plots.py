@@ -18,12 +18,8 @@ from matplotlib.figure import Figure
 from test_reporter import make_row
 
 from lodevem.profiles import Profile, load_profiles, select_profiles
-from lodevem.report.plots import (
-    colourbar_ticks,
-    heatmap_figure,
-    latency_heatmap,
-    min_ram_figure,
-)
+from lodevem.report.figure_kit import colourbar_ticks
+from lodevem.report.plots import heatmap_figure, latency_heatmap, min_ram_figure
 from lodevem.report.scatter import latency_vs_ram, scatter_figure
 from lodevem.results import PairResult
 

@@ -1,7 +1,9 @@
 """The latency vs peak RAM figure: every (model, device) a point, its latency band a bar, the app
 budgets the verdicts compare with, and the device RAM sizes within the data's range.
 
-Split from ``report.plots`` (its shared style, axes and limit lines are imported from there).
+Its style, files, RAM axis and device-RAM lines are ``report.figure_kit``'s, shared with the other
+figures; what is this figure's own is the points (side by side where they would hide each other),
+the app budgets and the sectioned legend.
 """
 
 from __future__ import annotations
@@ -22,15 +24,15 @@ from matplotlib.transforms import ScaledTranslation
 from ..profiles import Profile
 from ..results import PairResult
 from .cells import SCATTER, VERDICT_WORDS, group_by_model, ordered_devices
-from .plots import (
+from .figure_kit import (
     DEVICE_MARKERS,
-    _draw_limits,
-    _log2_ram_axis,
-    _paper_style,
-    _ram_text,
-    _save,
-    _tier_limits,
     colourbar_ticks,
+    draw_ram_limits,
+    log2_ram_axis,
+    paper_style,
+    ram_text,
+    save_figure,
+    tier_limits,
 )
 
 __all__ = ["latency_vs_ram", "scatter_figure"]
@@ -41,8 +43,8 @@ def latency_vs_ram(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     """Peak RAM against predicted latency per (model, device) (``scatter_figure``); PNG and PDF."""
     if not rows:
         return []
-    with _paper_style():
-        return _save(scatter_figure(rows, profiles), out_dir, SCATTER)
+    with paper_style():
+        return save_figure(scatter_figure(rows, profiles), out_dir, SCATTER)
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     each other (variants of one model often measure the same) are set side by side, a few points
     apart, and the caption says so: no model disappears under another.
     """
-    limits = _tier_limits(rows, profiles)
+    limits = tier_limits(rows, profiles)
     devices = ordered_devices(rows, profiles)
     groups = group_by_model(rows, profiles)
     points = _points(list(groups.values()), {d.profile_id: j for j, d in enumerate(devices)})
@@ -97,14 +99,14 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     spanned = [p.x for p in points] + [float(b) for b in budgets] or [float(m) for m in limits]
     limits = {ram: tiers for ram, tiers in limits.items() if ram <= max(spanned) * 1.35} or \
         ({} if budgets else limits)
-    with _paper_style():
+    with paper_style():
         fig = Figure(figsize=(7.2, 4.8), layout="constrained")
         ax = fig.add_subplot()
-        _log2_ram_axis(ax, spanned + [float(m) for m in limits])
+        log2_ram_axis(ax, spanned + [float(m) for m in limits])
         _latency_axis(ax, [v for p in points for v in (p.y, p.low, p.high) if v] or [1.0, 10.0])
         models = list(groups)
         spread = _draw_points(ax, fig, points, [f"{models[p.model]}|{devices[p.device].profile_id}" for p in points])
-        line_handles = _draw_limits(ax, limits) if limits else []
+        line_handles = draw_ram_limits(ax, limits) if limits else []
         line_handles += _draw_budgets(ax, budgets)
         if any(p.low is not None for p in points):
             line_handles.append(Line2D([], [], color="#777777", linewidth=0.8,
@@ -187,7 +189,7 @@ def _legend(fig: Figure, models: Sequence[str], devices: Sequence[PairResult], l
                      for k, label in enumerate(models)]
     device_handles = [Line2D([], [], color="#555555", marker=DEVICE_MARKERS[j % len(DEVICE_MARKERS)],
                              linestyle="", markerfacecolor="#bbbbbb",
-                             label=f"{d.profile_label} ({d.tier}, {_ram_text(d.ram_mb)})")
+                             label=f"{d.profile_label} ({d.tier}, {ram_text(d.ram_mb)})")
                       for j, d in enumerate(devices)]
     sections = (("model (colour)", model_handles), ("device (shape)", device_handles), ("lines", line_handles))
     handles = [h for title, group in sections if group
