@@ -3,9 +3,9 @@
 The worker runs in a container (or child process) limited to the profile's RAM, through
 ``sandbox.client``; this module caches measurements (``MeasureCache``, in the artifact store),
 schedules runs (``measure_models``: a reference run, then the limits ``memory.planning`` says can
-bite) and bisects the floor (``find_floor``). The records live in ``results``, the verdict rules
-in ``memory.verdicts``. All sizes are MiB, which is what Docker's ``m`` suffix and the profiles'
-``ram_mb`` mean.
+bite) and bisects the floor (``find_floor``), in the order ``memory.schedule`` keeps. The records
+live in ``results``, the verdict rules in ``memory.verdicts``. All sizes are MiB, which is what
+Docker's ``m`` suffix and the profiles' ``ram_mb`` mean.
 
 Page cache: why verdicts are decided on VmHWM, with the page cache warm
 -----------------------------------------------------------------------
@@ -49,14 +49,14 @@ and mobilenet_v2's at 276 MiB (8 MiB tolerance), just above their VmHWM.
 from __future__ import annotations
 
 import os
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Union
+from typing import Iterable, Optional, Union
 
 from .errors import InputError
 from .memory.cache import MeasureCache, cache_key
-from .memory.planning import floor_bracket, plan_limits
+from .memory.schedule import FloorSearch, LimitSchedule, ResultFn, by_content
 from .memory.verdicts import classify, failed_measurement, inferred, oom_phase, to_measurement
 from .results import ConversionResult, ConvertedFile, ExportResult, Fallback, FloorResult, MemoryMeasurement, ModelFile
 from .runtimes import FALLBACK, adapter
@@ -67,11 +67,6 @@ from .sandbox.session import Session
 from .store import ArtifactStore, file_digest, run_store
 from .wire.precision import INT8_LEVELS
 from .wire.registry import measured_under
-from .wire.verdict import Verdict
-
-# --- the scheduler -----------------------------------------------------------------------------
-
-ResultFn = Callable[[str, int, MemoryMeasurement], None]
 
 
 @dataclass(frozen=True)
@@ -273,49 +268,17 @@ def measure_models(models: Iterable[Union[ModelFile, Path, str]], limits_mb: Ite
     if jobs > 1:
         settings = replace(settings, threads=1)
     plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store, calibration)
-    groups: dict[str, list[ModelFile]] = {}  # by content: byte-identical files are measured once
-    for model in targets:
-        groups.setdefault(model.measured_key, []).append(model)
-    results: dict[tuple[str, int], MemoryMeasurement] = {}
     if not limits:
-        return results
+        return {}
     client.backend.reset()
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lodevem-measure") as pool:
-        running: dict[Future, tuple[str, int]] = {}
-
-        def submit(sha: str, limit: int, reference_s: Optional[float]) -> None:
-            running[pool.submit(plan.measure, groups[sha][0], limit, reference_s)] = (sha, limit)
-
-        def record(sha: str, limit: int, value: MemoryMeasurement) -> None:
-            for model in groups[sha]:
-                results[(model.label, limit)] = value
-                if on_result is not None:
-                    on_result(model.label, limit, value)
-
+        schedule = LimitSchedule(pool, plan.measure, by_content(targets), limits, infer, on_result)
         try:
-            for sha in groups:
-                submit(sha, limits[0], None)
-            while running:
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                # in submission order (a set's order is arbitrary): the same run records its pairs
-                # in the same order, so an interrupted run keeps the same rows every time
-                for future in [f for f in running if f in done]:
-                    sha, limit = running.pop(future)
-                    value = future.result()
-                    record(sha, limit, value)
-                    if limit == limits[0]:
-                        reference = value.sandbox.wall_s if value.verdict == Verdict.FITS else None
-                        plan_ = plan_limits(limits[1:], limit, value.verdict, value.peak.rss_mb, infer=infer)
-                        for smaller in plan_.measured:
-                            submit(sha, smaller, reference)
-                        for smaller in plan_.inferred:
-                            record(sha, smaller, inferred(value, smaller))
+            return schedule.run()
         except BaseException:
             client.backend.cancel()
-            for future in running:
-                future.cancel()
+            schedule.cancel()
             raise
-    return results
 
 
 def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, settings: MeasureSettings = MeasureSettings(
@@ -332,56 +295,9 @@ def find_floor(model: Union[ModelFile, Path, str], *, client: WorkerClient, sett
     """
     target = _as_model(model)
     plan = _plan(client, settings, timeout_s, cache_dir, use_cache, exports, converts, store, calibration)
-    probes: list[tuple[int, str]] = []
     client.backend.reset()
-
-    def probe(limit: int, reference_s: Optional[float]) -> MemoryMeasurement:
-        value = plan.measure(target, limit, reference_s)
-        probes.append((limit, value.verdict))
-        if on_probe is not None:
-            on_probe(target.label, limit, value)
-        return value
-
-    def result(floor: Optional[int], fails_at: Optional[int], at_floor: Optional[MemoryMeasurement],
-               error: Optional[str] = None) -> FloorResult:
-        return FloorResult(target.label, floor, fails_at, tolerance_mb, tuple(probes), at_floor, error)
-
     try:
-        top = probe(hi_mb, None)
-        if top.verdict == Verdict.ERROR:
-            return result(None, None, None, top.error)
-        if not top.fits:
-            return result(None, hi_mb, None, f"does not fit even at {hi_mb} MB ({top.verdict})")
-        reference = top.sandbox.wall_s
-        good, good_value, bad = hi_mb, top, None
-        if top.peak.rss_mb is not None:  # start from the measured peak: fits needs VmHWM <= limit
-            for limit in floor_bracket(top.peak.rss_mb, tolerance_mb, lo_mb, hi_mb):
-                if limit >= good:
-                    continue
-                value = probe(limit, reference)
-                if value.verdict == Verdict.ERROR:
-                    return result(None, None, None, value.error)
-                if not value.fits:
-                    bad = limit
-                    break
-                good, good_value = limit, value
-        if bad is None:
-            low = probe(lo_mb, reference)
-            if low.verdict == Verdict.ERROR:
-                return result(None, None, None, low.error)
-            if low.fits:
-                return result(lo_mb, None, low)
-            bad = lo_mb
-        while good - bad > tolerance_mb:
-            mid = (good + bad) // 2
-            value = probe(mid, reference)
-            if value.verdict == Verdict.ERROR:
-                return result(None, bad, None, value.error)
-            if value.fits:
-                good, good_value = mid, value
-            else:
-                bad = mid
-        return result(good, bad, good_value)
+        return FloorSearch(plan.measure, target, tolerance_mb, on_probe).search(lo_mb, hi_mb)
     except BaseException:
         client.backend.cancel()
         raise

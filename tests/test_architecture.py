@@ -626,26 +626,38 @@ def test_the_worker_is_split_by_job() -> None:
     assert {"load", "export", "actions", "derive", "evaluate", "armsim"} <= jobs
 
 
-def test_every_module_says_what_it_owns() -> None:
-    """Each module of the worker, the wire and the runtimes opens with a docstring whose first
-    line says what it owns (a newcomer reads the folder by those lines)."""
+def _modules_without_an_owner_line(package: Path = PACKAGE) -> list[str]:
+    """Every module whose docstring is missing or opens with a line of fewer than three words."""
     missing = []
-    for folder in ("worker", "wire", "runtimes"):
-        for path in sorted((PACKAGE / folder).rglob("*.py")):
-            doc = ast.get_docstring(ast.parse(path.read_text()))
-            if not doc or len(doc.splitlines()[0].split()) < 3:
-                missing.append(path.relative_to(PACKAGE).as_posix())
-    assert missing == []
+    for path in sorted(package.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        if not doc or len(doc.splitlines()[0].split()) < 3:
+            missing.append(path.relative_to(package).as_posix())
+    return missing
+
+
+def test_every_module_says_what_it_owns() -> None:
+    """Each module of the package (package faces included) opens with a docstring whose first
+    line says what it owns: a newcomer reads a folder by those lines (issue 48: modules split by
+    the 400-line cap said only where they were split from)."""
+    assert _modules_without_an_owner_line() == []
+
+
+def test_the_owner_line_rule_catches_a_module_without_one(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text("")
+    (tmp_path / "a.py").write_text('"""Helpers."""\n')
+    (tmp_path / "b.py").write_text('"""The one home of b\'s records.\n\nMore."""\n')
+    (tmp_path / "c.py").write_text("X = 1\n")
+    assert _modules_without_an_owner_line(tmp_path) == ["a.py", "c.py", "sub/__init__.py"]
 
 
 # Functions over 60 lines left for their owners' branches this round (report tables and plots,
 # the sandbox's hardening, the measurement's planning are being rewritten in parallel): split each
 # by meaning when its module is next touched, and take it off this list.
 LONG_FUNCTIONS_LEFT = {
-    "measure.py:measure_models", "measure.py:find_floor", "sandbox/mounts.py:container_mounts",
-    "sandbox/docker_backend.py:_run_container", "sandbox/process_backend.py:run", "report/summaries.py:model_summaries",
-    "report/plots.py:heatmap_figure", "report/methodology.py:_memory_paragraph", "report/run_facts.py:run_facts",
-    "report/scatter.py:scatter_figure",
+    "report/summaries.py:model_summaries",
+    "report/methodology.py:_memory_paragraph", "report/run_facts.py:run_facts",
 }
 
 

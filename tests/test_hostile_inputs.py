@@ -34,7 +34,7 @@ OWN_READS = {
     ("sandbox/process_backend.py", "_own_cgroup"), ("sandbox/process_backend.py", "find_cgroup_parent"),
     ("sandbox/slurm_job.py", "find"), ("sandbox/slurm_job.py", "read_int"), ("sandbox/slurm_job.py", "keyed"),
     ("sandbox/image_context.py", "download_wheels"), ("sandbox/image_context.py", "context_digest"), ("sandbox/image.py", "_sha256"),
-    ("sandbox/image_context.py", "_debootstrap_import"), ("latency/estimator.py", "load"),
+    ("sandbox/image_context.py", "_debootstrap_import"), ("latency/estimator_params.py", "read_params"),
     ("latency/nnmeter_data.py", "_nn_meter_configs"), ("latency/nnmeter_data.py", "default_data_dir"),
     ("latency/sklearn_compat.py", "load_predictor_file"), ("latency/sklearn_compat.py", "load_legacy_pickle"),
     ("latency/pool.py", "__init__"), ("latency/kinds.py", "_sha256"),

@@ -18,12 +18,8 @@ from matplotlib.figure import Figure
 from test_reporter import make_row
 
 from lodevem.profiles import Profile, load_profiles, select_profiles
-from lodevem.report.plots import (
-    colourbar_ticks,
-    heatmap_figure,
-    latency_heatmap,
-    min_ram_figure,
-)
+from lodevem.report.figure_kit import colourbar_ticks
+from lodevem.report.plots import heatmap_figure, latency_heatmap, min_ram_figure
 from lodevem.report.scatter import latency_vs_ram, scatter_figure
 from lodevem.results import PairResult
 
@@ -106,6 +102,12 @@ def test_scatter_names_every_point_and_hides_none(rows: list[PairResult], tier2:
     for a, b in itertools.combinations(where, 2):
         assert np.hypot(*(where[a] - where[b])) >= 5.0, (a, b)  # pixels at the canvas's dpi
     assert "side by side" in ax.get_xlabel()
+    # ... each group centred on its spot: the shifts (along x only) of a group add up to nothing,
+    # so those of the whole figure do (the slots were once centred by another model's count)
+    shifts = [where[f"{r.model_label}|{r.profile_id}"] - ax.transData.transform((r.peak_rss_mb or r.limit_mb,
+                                                                                r.latency_ms)) for r in rows]
+    assert max(abs(dx) for dx, _ in shifts) > 5 and sum(dx for dx, _ in shifts) == pytest.approx(0.0, abs=0.5)
+    assert all(dy == pytest.approx(0.0, abs=0.5) for _, dy in shifts)
     y_text = labels(ax.get_yticklabels())
     assert len(y_text) >= 3 and len(set(y_text)) == len(y_text)
     assert labels(ax.yaxis.get_minorticklabels()) == []

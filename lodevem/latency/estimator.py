@@ -36,12 +36,13 @@ and on another core at ``f`` GHz, for a named runtime ``rt``, executed arithmeti
 
 Terms are summed, not maxed: the model stays smooth, strictly monotone in clock and in work, and
 linear in ``theta`` for the fit. Every number comes from ``data/estimator_params.json``, written
-by ``scripts/fit_estimator.py``; this module holds no latencies and no fitted constants.
+by ``scripts/fit_estimator.py`` and read into typed records by ``latency.estimator_params``; this
+module (the formula and its answers, ``Estimate``) holds no latencies and no fitted constants.
 """
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -50,16 +51,13 @@ from ..errors import EstimatorError, InputError
 from ..wire.precision import INT8_ARITHMETIC
 from ..wire.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
 from .arithmetic import EXECUTED, band_arithmetic, executed, int8_group
-from .estimator_records import (
+from .estimator_params import (
     CoreParams,
-    Estimate,
+    EstimatorParams,
     FitAccuracy,
     FitProvenance,
-    Fp16Params,
-    Int8Params,
-    KernelEstimate,
     RuntimeParams,
-    held_out_rows,
+    read_params,
 )
 from .selection import CellKind, HeldOutError, held_out_error
 from .statement import statement
@@ -90,72 +88,74 @@ def amdahl(q: float, threads: float) -> float:
     return (1.0 - q) + q / threads
 
 
-def _core_params(name: str, c: dict[str, Any]) -> CoreParams:
-    return CoreParams(name, float(c["compute_scale"]), float(c["memory_scale"]), float(c["parallel_fraction_compute"]),
-                      float(c["parallel_fraction_memory"]), str(c["source"]), bool(c["derived"]),
-                      tuple(c["measured_runtimes"]))
+@dataclass(frozen=True)
+class KernelEstimate:
+    """One kernel's time at the arithmetic its runtime executes it in, split into its compute- and
+    memory-bound parts (threads and clock applied to each part, as ``latency_ms`` does)."""
+
+    arithmetic: str
+    compute_ms: float
+    memory_ms: float  # cache-side and DRAM time together
+    dram_ms: float = 0.0  # the part of memory_ms spent streaming from DRAM (the SoC's bandwidth)
+
+    @property
+    def ms(self) -> float:
+        return self.compute_ms + self.memory_ms
 
 
-def _runtime_params(name: str, r: dict[str, Any]) -> RuntimeParams:
-    i8 = r["int8"]
-    return RuntimeParams(name, float(r["compute_factor"]), float(r["memory_factor"]),
-                         {str(k): str(v) for k, v in r.get("term_map", {}).items()}, tuple(r["measured_precisions"]),
-                         str(r["source"]), Int8Params({str(g): float(v) for g, v in i8["compute_speedup"].items()},
-                                                      float(i8["memory_speedup"]), str(i8["source"]),
-                                                      bool(i8["measured"])))
+@dataclass(frozen=True)
+class Estimate:
+    """The cost model's whole answer for one graph on one core, clock, runtime and thread count.
+
+    Why one record: the predictor, the nn-Meter transfer and the calibration step all need the
+    same per-kernel figures; computing them once keeps them equal by construction. ``arithmetic``:
+    what the cell is stated in (the kind of its held-out error: what the runtime executes);
+    ``notes``: what was assumed where the data is silent; ``figure``: the held-out error of the
+    kind (None: no rows of it or of any pooled kind) and ``uncertainty`` its one-line statement.
+    """
+
+    core: str
+    clock_ghz: float
+    runtime: str
+    threads: int
+    arithmetic: str
+    kernels: tuple[KernelEstimate, ...]
+    notes: tuple[str, ...]
+    figure: Optional[HeldOutError]
+    uncertainty: str
+
+    @property
+    def ms(self) -> float:
+        return sum(k.ms for k in self.kernels)
+
+    @property
+    def compute_ms(self) -> float:
+        return sum(k.compute_ms for k in self.kernels)
+
+    @property
+    def memory_ms(self) -> float:
+        return sum(k.memory_ms for k in self.kernels)
 
 
 class Estimator:
     """The fitted cost model. Create once per run (``Estimator.load()``); it is immutable."""
 
     def __init__(self, params: dict[str, Any], path: Optional[Path] = None) -> None:
-        self.path = path
-        try:
-            self.version: str = str(params["version"])
-            self.reference_core: str = str(params["reference_core"])
-            self.theta: tuple[float, ...] = tuple(float(params["terms"][t]["cycles_per_unit"]) for t in TERMS)
-            self.cores: dict[str, CoreParams] = {n: _core_params(n, c) for n, c in params["cores"].items()}
-            self.runtimes: dict[str, RuntimeParams] = {n: _runtime_params(n, r) for n, r in params["runtimes"].items()}
-            dram = params.get("dram") or {}  # a params file from before issue 44: no DRAM term
-            self.dram_inverse_efficiency = float(dram.get("inverse_efficiency", 0.0))
-            self.dram_parallel = float(dram.get("parallel_fraction", 0.0))
-            fp16 = params["precision"]["fp16"]
-            self.fp16 = Fp16Params(float(fp16["compute_speedup"]), float(fp16["depthwise_speedup"]),
-                                   float(fp16["memory_speedup"]), str(fp16["source"]))
-            unc = params.get("uncertainty", {})
-            self.lodo_mape_pct: Optional[float] = (float(unc["lodo_mape_pct"]) if "lodo_mape_pct" in unc else None)
-            # a file fitted with folds by board states optimistic errors: no figures from it
-            self.held_out_rows = held_out_rows(unc) if unc.get("folds") == "soc" else ()
-            self.spread_note: str = str(unc.get("same_core_spread", ""))
-            self.accuracy = FitAccuracy.from_dict(unc)
-            self.provenance = FitProvenance.from_dict(params.get("provenance"))
-        except (KeyError, TypeError, ValueError) as exc:
-            where = path or "estimator parameters"
-            raise EstimatorError(f"{where}: malformed estimator parameters ({type(exc).__name__}: {exc})") from None
-        bad_map = any(a not in COMPUTE_TERMS or b not in COMPUTE_TERMS + ("",)
-                      for r in self.runtimes.values() for a, b in r.term_map.items())
-        if bad_map or any(t < 0 for t in self.theta) or self.dram_inverse_efficiency < 0 or not (
-                0 <= self.dram_parallel <= 1) or any(
-            c.compute_scale <= 0 or c.memory_scale <= 0 or not 0 <= c.parallel_compute <= 1
-            or not 0 <= c.parallel_memory <= 1 for c in self.cores.values()
-        ) or any(r.compute_factor <= 0 or r.memory_factor <= 0 or r.int8.memory_speedup <= 0
-                 or min(r.int8.compute_speedup.values(), default=0) <= 0 for r in self.runtimes.values()) or min(
-                self.fp16.compute_speedup, self.fp16.depthwise_speedup, self.fp16.memory_speedup) <= 0:
-            raise EstimatorError(f"{path or 'estimator parameters'}: negative or out-of-range parameters")
-        self.params = params
+        """``params``: a parameters file's JSON, read into records by ``estimator_params`` (an
+        ``EstimatorError`` naming ``path`` when it is malformed or out of range)."""
+        fit = EstimatorParams.parse(params, path)
+        self.path, self.params = path, params
+        self.version, self.reference_core, self.theta = fit.version, fit.reference_core, fit.theta
+        self.cores, self.runtimes, self.fp16 = fit.cores, fit.runtimes, fit.fp16
+        self.dram_inverse_efficiency, self.dram_parallel = fit.dram_inverse_efficiency, fit.dram_parallel
+        self.lodo_mape_pct, self.held_out_rows, self.spread_note = fit.lodo_mape_pct, fit.held_out_rows, fit.spread_note
+        self.accuracy, self.provenance = fit.accuracy, fit.provenance
 
     @classmethod
     def load(cls, path: Optional[Path] = None) -> "Estimator":
         """Read ``data/estimator_params.json`` (or ``path``)."""
         path = Path(path) if path is not None else DEFAULT_PARAMS
-        try:
-            params = json.loads(path.read_text())
-        except OSError as exc:
-            raise EstimatorError(f"{path}: cannot read estimator parameters ({exc.strerror}); "
-                                 "reinstall lodevem") from None
-        except json.JSONDecodeError as exc:
-            raise EstimatorError(f"{path}: estimator parameters are not valid JSON ({exc})") from None
-        return cls(params, path)
+        return cls(read_params(path), path)
 
     @cached_property
     def label(self) -> str:

@@ -32,8 +32,8 @@ EXTENSIONS = ("png", "pdf")
 _HERE = Path(__file__).resolve().parent
 # the code that draws a figure (profiles.py: TIERS' captions; legend.py: the marks' lines): a change to
 # it redraws the figures
-_DRAWING_CODE = (_HERE / "plots.py", _HERE / "scatter.py", _HERE / "cells.py", _HERE / "legend.py",
-                 _HERE / "tradeoff.py", _HERE.parent / "profiles.py")
+_DRAWING_CODE = (_HERE / "figure_kit.py", _HERE / "plots.py", _HERE / "scatter.py", _HERE / "cells.py",
+                 _HERE / "legend.py", _HERE / "tradeoff.py", _HERE.parent / "profiles.py")
 
 
 # Row fields that say how this run got a figure (from the cache, converted just now), not what

@@ -73,8 +73,8 @@ def accuracy_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Prof
 
 def accuracy_tradeoff(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]], out_dir: Path) -> list[Path]:
     """``accuracy_tradeoff.png`` / ``.pdf``; nothing when no row has an accuracy to draw."""
-    from .plots import _paper_style, _save
+    from .figure_kit import paper_style, save_figure
 
-    with _paper_style():
+    with paper_style():
         fig = accuracy_figure(rows, profiles)
-        return _save(fig, out_dir, ACCURACY) if fig is not None else []
+        return save_figure(fig, out_dir, ACCURACY) if fig is not None else []

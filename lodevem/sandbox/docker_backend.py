@@ -215,63 +215,22 @@ class DockerBackend(Cancellable):
     def _run_container(self, request: WorkerRequest, mounts: list[Any], limit_mb: Optional[int],
                        timeout_s: float, reference_s: Optional[float], on_progress: Optional[ProgressFn],
                        scratch: Optional[Path]) -> RunOutcome:
-        import docker.errors
-        from docker.types import LogConfig, Mount
+        """One container's life: created locked down, registered live, watched, and removed
+        whatever happens (with the request's folder)."""
+        from docker.types import Mount
 
-        threads = str(request.threads)
-        limits: dict[str, Any] = {}
-        if limit_mb is not None:
-            limits = {"mem_limit": f"{limit_mb}m", "memswap_limit": f"{limit_mb}m"}
         started = time.monotonic()
-        # The request in a read-only file, not on the command line (--arch-kwargs can be long);
-        # the container's log capped on the host's disk (json-file, one file of LOG_MAX_SIZE).
-        request_dir = tempfile.mkdtemp(prefix="lodevem-request-")
-        request_file = Path(request_dir) / "request.json"
-        request_file.write_text(request.to_json(), encoding="utf-8")
-        if os.geteuid() == 0:  # the container's user reads it; nobody else on the host
-            os.chown(request_dir, CONTAINER_UID, CONTAINER_UID)
-            os.chown(request_file, CONTAINER_UID, CONTAINER_UID)
-        else:  # a 0700 folder of ours is closed to uid 1000
-            os.chmod(request_dir, 0o755)
-            os.chmod(request_file, 0o644)
+        request_dir, request_file = _request_file(request)
         mounts = [*mounts, Mount(REQUEST_IN_IMAGE, str(request_file), type="bind", read_only=True)]
         try:
-            container = self.client.containers.create(
-                self._image_for(request), ["--request-file", REQUEST_IN_IMAGE], **limits,
-                network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
-                security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
-                log_config=LogConfig(type=LogConfig.types.JSON, config={"max-size": LOG_MAX_SIZE, "max-file": "1"}),
-                environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
-                labels=labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
-            )
+            container = self._create(request, mounts, limit_mb)
         except BaseException:
             shutil.rmtree(request_dir, ignore_errors=True)
             raise
         self.live.add(container)
         try:
             container.start()
-            monitor = ThrashMonitor(limit_mb * 2**20 if limit_mb else None, reference_s)
-            try:
-                ended = self._watch(container, monitor, started, timeout_s, on_progress, scratch)
-                exit_code, timed_out, evidence, breach = ended.exit_code, ended.timed_out, ended.evidence, ended.breach
-                stdout = log_tail(container, REPLY_TAIL_BYTES, stdout=True)
-                stderr = log_tail(container, OUTPUT_TAIL_BYTES, stdout=False)
-                container.reload()
-                state = container.attrs.get("State", {})
-            except docker.errors.APIError as exc:
-                if self.cancelled.is_set():
-                    raise Cancelled("measurement cancelled") from None
-                # Removed from outside (`docker rm -f`, a daemon restart): an error, not a crash.
-                exit_code, timed_out, evidence, breach, stdout, state = None, False, None, "", "", {}
-                stderr = f"container {container.short_id} vanished during the run: {exc.explanation or exc}"
-            return RunOutcome(
-                backend=self.name, exit_code=exit_code, oom_killed=bool(state.get("OOMKilled")),
-                timed_out=timed_out, thrashing=evidence is not None, thrash_evidence=evidence or "",
-                wall_s=round(time.monotonic() - started, 3), stdout=stdout,
-                stderr_tail=tail(stderr), limit_mb=limit_mb,
-                limit_enforcement=(f"docker cgroup v{self._cgroup_version()} memory+swap={limit_mb}MB"
-                                   if limit_mb else "none (unconstrained reference)"),
-                observed=monitor.summary(), limit_breach=breach)
+            return self._outcome(container, limit_mb, started, timeout_s, reference_s, on_progress, scratch)
         finally:
             try:
                 container.remove(force=True)
@@ -279,6 +238,55 @@ class DockerBackend(Cancellable):
                 pass
             self.live.discard(container)
             shutil.rmtree(request_dir, ignore_errors=True)
+
+    def _create(self, request: WorkerRequest, mounts: list[Any], limit_mb: Optional[int]) -> Any:
+        """The container, created (not started) with the module docstring's locks: no network,
+        read-only root, no capabilities, a pids limit, a non-root user, memory = memory+swap; its
+        log capped on the host's disk (json-file, one file of LOG_MAX_SIZE)."""
+        from docker.types import LogConfig
+
+        threads = str(request.threads)
+        limits: dict[str, Any] = {}
+        if limit_mb is not None:
+            limits = {"mem_limit": f"{limit_mb}m", "memswap_limit": f"{limit_mb}m"}
+        return self.client.containers.create(
+            self._image_for(request), ["--request-file", REQUEST_IN_IMAGE], **limits,
+            network_disabled=True, read_only=True, tmpfs={"/tmp": "size=64m"}, cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT, user=CONTAINER_USER, mounts=mounts,
+            log_config=LogConfig(type=LogConfig.types.JSON, config={"max-size": LOG_MAX_SIZE, "max-file": "1"}),
+            environment={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads},
+            labels=labels(**{"lodevem.limit_mb": str(limit_mb), "lodevem.model": Path(request.model_path).name}),
+        )
+
+    def _outcome(self, container: Any, limit_mb: Optional[int], started: float, timeout_s: float,
+                 reference_s: Optional[float], on_progress: Optional[ProgressFn],
+                 scratch: Optional[Path]) -> RunOutcome:
+        """Watch the started container to its end and read what it left: exit, OOM kill, the
+        tails of its output. A container removed from outside mid-run is an error, not a crash."""
+        import docker.errors
+
+        monitor = ThrashMonitor(limit_mb * 2**20 if limit_mb else None, reference_s)
+        try:
+            ended = self._watch(container, monitor, started, timeout_s, on_progress, scratch)
+            exit_code, timed_out, evidence, breach = ended.exit_code, ended.timed_out, ended.evidence, ended.breach
+            stdout = log_tail(container, REPLY_TAIL_BYTES, stdout=True)
+            stderr = log_tail(container, OUTPUT_TAIL_BYTES, stdout=False)
+            container.reload()
+            state = container.attrs.get("State", {})
+        except docker.errors.APIError as exc:
+            if self.cancelled.is_set():
+                raise Cancelled("measurement cancelled") from None
+            # Removed from outside (`docker rm -f`, a daemon restart): an error, not a crash.
+            exit_code, timed_out, evidence, breach, stdout, state = None, False, None, "", "", {}
+            stderr = f"container {container.short_id} vanished during the run: {exc.explanation or exc}"
+        return RunOutcome(
+            backend=self.name, exit_code=exit_code, oom_killed=bool(state.get("OOMKilled")),
+            timed_out=timed_out, thrashing=evidence is not None, thrash_evidence=evidence or "",
+            wall_s=round(time.monotonic() - started, 3), stdout=stdout,
+            stderr_tail=tail(stderr), limit_mb=limit_mb,
+            limit_enforcement=(f"docker cgroup v{self._cgroup_version()} memory+swap={limit_mb}MB"
+                               if limit_mb else "none (unconstrained reference)"),
+            observed=monitor.summary(), limit_breach=breach)
 
     def _watch(self, container: Any, monitor: ThrashMonitor, started: float, timeout_s: float,
                on_progress: Optional[ProgressFn], scratch: Optional[Path]) -> WatchResult:
@@ -336,3 +344,18 @@ class DockerBackend(Cancellable):
             except Exception:
                 self._cgv = "?"
         return self._cgv
+
+
+def _request_file(request: WorkerRequest) -> tuple[str, Path]:
+    """The request in a read-only file the container's user can read, in a folder of its own
+    (not on the command line: --arch-kwargs can be long); returns the folder and the file."""
+    request_dir = tempfile.mkdtemp(prefix="lodevem-request-")
+    request_file = Path(request_dir) / "request.json"
+    request_file.write_text(request.to_json(), encoding="utf-8")
+    if os.geteuid() == 0:  # the container's user reads it; nobody else on the host
+        os.chown(request_dir, CONTAINER_UID, CONTAINER_UID)
+        os.chown(request_file, CONTAINER_UID, CONTAINER_UID)
+    else:  # a 0700 folder of ours is closed to uid 1000
+        os.chmod(request_dir, 0o755)
+        os.chmod(request_file, 0o644)
+    return request_dir, request_file

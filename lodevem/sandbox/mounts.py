@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..errors import SandboxError
 from ..wire.protocol import artifact_files
@@ -22,76 +22,92 @@ PKG_IN_IMAGE = "/opt/lodevem/lodevem"
 def container_mounts(request: WorkerRequest, out_dir: Optional[str],
                      host_pkg: Optional[Path]) -> tuple[list[Any], WorkerRequest]:
     """Bind mounts (Mount objects: host paths may contain ':' or ',') and the rewritten request."""
-    from docker.types import Mount
-
     files = request.files()
     model = Path(request.model_path).resolve()
-    inside_model = f"/input/{model.name}"
-    mounts = [Mount(inside_model, str(model), type="bind", read_only=True)]
+    table = _MountTable(out_dir)
+    inside_model = table.read_only(f"/input/{model.name}", str(model))
     if host_pkg is not None:
-        mounts.append(Mount(PKG_IN_IMAGE, str(host_pkg), type="bind", read_only=True))
-    onnx_inside = None
-    if files.onnx_path:
-        onnx = Path(files.onnx_path)
+        table.read_only(PKG_IN_IMAGE, str(host_pkg))
+    onnx = table.onnx(files.onnx_path) if files.onnx_path else None
+    converted = table.converted(files.converted_path) if files.converted_path else None
+    calibration = (table.host_file(files.calibration_path, "calibration", "calibration data is not a regular file")
+                   if files.calibration_path else None)  # a conversion's int8 calibration inputs (.npz)
+    # derive_out (action derive) and the channels-removed graph (export-onnx): new files in /output
+    derive, removed = table.written(files.derive_out), table.written(files.channels_removed_path)
+    if derive or removed:
+        table.output()
+    # evaluate: the samples .npz the host wrote (store kind "evaldata")
+    data = table.host_file(files.data_path, "data", _NOT_OURS) if files.data_path else None
+    return table.mounts, request.moved(inside_model, table.code(request.code_paths), RequestFiles(
+        onnx_path=onnx, converted_path=converted, calibration_path=calibration, derive_out=derive,
+        channels_removed_path=removed, data_path=data))
+
+
+_NOT_OURS = "not a regular file; delete it (lodevem writes its cache itself)"
+
+
+class _MountTable:
+    """The mounts of one container, built file by file: each host file read-only at its own
+    place, and one writable scratch ``/output`` (``out_dir``) shared by every file the worker
+    writes, mounted once, only when something is written there.
+
+    Why every file the host wrote is checked to be a regular file: the cache folder is the
+    user's, and a symlink planted there would mount whatever it points at into the sandbox."""
+
+    def __init__(self, out_dir: Optional[str]) -> None:
+        from docker.types import Mount
+
+        self.mount_type = Mount
+        self.out_dir = out_dir
+        self.mounts: list[Any] = []
+
+    def read_only(self, inside: str, host: str) -> str:
+        self.mounts.append(self.mount_type(inside, host, type="bind", read_only=True))
+        return inside
+
+    def output(self) -> None:
+        """The scratch /output, once (a derivation and an export may both write there)."""
+        if self.out_dir is not None and not any(m["Target"] == "/output" for m in self.mounts):
+            self.mounts.append(self.mount_type("/output", self.out_dir, type="bind", read_only=False))
+
+    def written(self, host: Optional[str]) -> Optional[str]:
+        """Where the worker writes a new file the host takes back (None without a scratch folder)."""
+        return f"/output/{Path(host).name}" if host and self.out_dir is not None else None
+
+    def host_file(self, host: str, folder: str, refusal: str) -> str:
+        """A file the host wrote, read-only under ``/<folder>/``; refused unless a regular file."""
+        path = Path(host)
+        if path.is_symlink() or not path.is_file():
+            raise SandboxError(f"{path}: {refusal}")
+        # absolute: the engine refuses a relative bind source (a relative --output)
+        return self.read_only(f"/{folder}/{path.name}", os.path.abspath(path))
+
+    def onnx(self, host: str) -> Optional[str]:
+        """The ONNX export: mounted read-only when it exists (a measurement), else written into
+        the scratch /output (an export)."""
+        onnx = Path(host)
         if onnx.exists():
-            if onnx.is_symlink() or not onnx.is_file():  # lodevem writes regular files only
-                raise SandboxError(f"{onnx}: not a regular file; delete it (lodevem writes its cache itself)")
-            onnx_inside = f"/onnx/{onnx.name}"
-            # absolute: the engine refuses a relative bind source (a relative --output)
-            mounts.append(Mount(onnx_inside, os.path.abspath(onnx), type="bind", read_only=True))
-        elif out_dir is not None:
-            onnx_inside = f"/output/{onnx.name}"
-            mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-    # converted_path (a .tflite, or an ncnn .param with its .bin): mounted read-only when it
-    # exists (a measurement), else written into the scratch /output (a conversion).
-    converted_inside = None
-    if files.converted_path:
-        converted = Path(files.converted_path)
-        converted_files = [Path(f) for f in artifact_files(str(converted))]
+            return self.host_file(host, "onnx", _NOT_OURS)
+        if self.out_dir is None:
+            return None
+        self.output()
+        return self.written(host)
+
+    def converted(self, host: str) -> Optional[str]:
+        """A conversion (a .tflite, or an ncnn .param with its .bin): each of its files read-only
+        when it exists (a measurement), else written into the scratch /output (a conversion)."""
+        converted = Path(host)
         if converted.exists():
-            for file in converted_files:
-                if file.is_symlink() or not file.is_file():
-                    raise SandboxError(f"{file}: not a regular file; delete it (lodevem writes its cache itself)")
-                mounts.append(Mount(f"/converted/{file.name}", os.path.abspath(file), type="bind",
-                                    read_only=True))
-            converted_inside = f"/converted/{converted.name}"
-        elif out_dir is not None:
-            converted_inside = f"/output/{converted.name}"
-            if not any(m["Target"] == "/output" for m in mounts):
-                mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-    # calibration_path (a conversion's int8 calibration inputs, an .npz the host wrote): read-only.
-    calibration_inside = None
-    if files.calibration_path:
-        calibration = Path(files.calibration_path)
-        if calibration.is_symlink() or not calibration.is_file():
-            raise SandboxError(f"{calibration}: calibration data is not a regular file")
-        calibration_inside = f"/calibration/{calibration.name}"
-        mounts.append(Mount(calibration_inside, os.path.abspath(calibration), type="bind", read_only=True))
-    # derive_out (action derive) and the channels-removed graph (export-onnx): written into the
-    # same scratch /output as a new onnx_path.
-    derive_inside = removed_inside = None
-    if files.derive_out and out_dir is not None:
-        derive_inside = f"/output/{Path(files.derive_out).name}"
-    if files.channels_removed_path and out_dir is not None:
-        removed_inside = f"/output/{Path(files.channels_removed_path).name}"
-    if (derive_inside or removed_inside) and not any(m["Target"] == "/output" for m in mounts):
-        mounts.append(Mount("/output", out_dir, type="bind", read_only=False))
-    # evaluate: the samples .npz the host wrote (store kind "evaldata"), read-only
-    data_inside = None
-    if files.data_path:
-        data = Path(files.data_path)
-        if data.is_symlink() or not data.is_file():
-            raise SandboxError(f"{data}: not a regular file; delete it (lodevem writes its cache itself)")
-        data_inside = f"/data/{data.name}"
-        mounts.append(Mount(data_inside, os.path.abspath(data), type="bind", read_only=True))
-    # --code: each package folder or script read-only under its own /code/<n>/, whose folder the
-    # worker puts on sys.path (so `import cocoa` finds /code/0/cocoa).
-    code_inside = []
-    for index, host_code in enumerate(request.code_paths):
-        code = Path(host_code).resolve()
-        inside = f"/code/{index}/{code.name}"
-        mounts.append(Mount(inside, str(code), type="bind", read_only=True))
-        code_inside.append(inside)
-    return mounts, request.moved(inside_model, code_inside, RequestFiles(
-        onnx_path=onnx_inside, converted_path=converted_inside, calibration_path=calibration_inside,
-        derive_out=derive_inside, channels_removed_path=removed_inside, data_path=data_inside))
+            for file in artifact_files(str(converted)):
+                self.host_file(file, "converted", _NOT_OURS)
+            return f"/converted/{converted.name}"
+        if self.out_dir is None:
+            return None
+        self.output()
+        return self.written(host)
+
+    def code(self, code_paths: Sequence[str]) -> list[str]:
+        """--code: each package folder or script read-only under its own /code/<n>/, whose folder
+        the worker puts on sys.path (so `import cocoa` finds /code/0/cocoa)."""
+        return [self.read_only(f"/code/{index}/{Path(host).resolve().name}", str(Path(host).resolve()))
+                for index, host in enumerate(code_paths)]

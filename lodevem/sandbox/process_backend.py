@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..errors import BackendUnavailable
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
@@ -34,7 +34,7 @@ from ..wire.registry import RUNTIMES
 from ..wire.requests import WorkerRequest
 from . import image as image_mod
 from .base import Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
-from .watch import TailBuffer, drain, kill_group, wait_child, watch
+from .watch import TailBuffer, WatchResult, drain, kill_group, wait_child, watch
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _LAUNCHER = (
@@ -214,50 +214,25 @@ class ProcessBackend(Cancellable):
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
             reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> RunOutcome:
+        """One child run: in a memory cgroup of its own (or under RLIMIT_AS), watched to its end,
+        then read back: how it ended, its output's tails, the cgroup's counters."""
         limit_bytes = limit_mb * 2**20 if limit_mb else None
         cgroup: Optional[_Cgroup] = None
         if limit_bytes and self.cgroup_parent is not None:
             cgroup = _Cgroup(self.cgroup_parent[0], self.cgroup_parent[1], limit_bytes, next(self._serials))
-        rlimit = limit_bytes if limit_bytes and cgroup is None else 0
-        pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
-        threads = str(request.threads)
-        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-               "PYTHONPATH": os.pathsep.join([pkg_parent] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
-               # No current folder on sys.path: the user's code is importable only through --code,
-               # as in the container (else a run from the project folder would pass here and fail there).
-               "PYTHONSAFEPATH": "1"}
         started = time.monotonic()
-        # The request travels in a file (--arch-kwargs can be long; an argument list has a limit)
-        # and the output through pipes into tail buffers: the host never holds more than their tails.
+        # The output goes through pipes into tail buffers: the host never holds more than their tails.
         out, err = TailBuffer(REPLY_TAIL_BYTES), TailBuffer(OUTPUT_TAIL_BYTES)
-        with tempfile.NamedTemporaryFile("w", prefix="lodevem-request-", suffix=".json") as request_file:
-            request_file.write(request.to_json())
-            request_file.flush()
-            cmd = [self.python, "-c", _LAUNCHER, str(cgroup.path / "cgroup.procs") if cgroup else "", str(rlimit),
-                   "-m", "lodevem.worker", "--request-file", request_file.name]
-            try:
-                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                        env=env, start_new_session=True)
-                readers = [drain(proc.stdout, out), drain(proc.stderr, err)]  # type: ignore[arg-type]
-                monitor = ThrashMonitor(limit_bytes, reference_s)
-                try:
-                    sample = cgroup.usage_and_faults if cgroup else lambda: (None, None)
-                    ended = watch(lambda t: wait_child(proc, t), sample,
-                                  lambda: kill_group(proc), monitor, started, timeout_s, cancelled=self.cancelled)
-                finally:
-                    if proc.poll() is None:  # KeyboardInterrupt or an error in the watch loop
-                        kill_group(proc)
-                    for reader in readers:  # the pipes close when the group is gone
-                        reader.join(timeout=5)
-                timed_out, evidence = ended.timed_out, ended.evidence
-                oom_kills = cgroup.oom_kills() if cgroup else 0
-                observed = monitor.summary()
-                if cgroup is not None:
-                    peak = cgroup.peak_bytes()
-                    observed.update(cgroup_peak_mb=round(peak / 2**20, 1) if peak else None, oom_kills=oom_kills)
-            finally:
-                if cgroup is not None:
-                    cgroup.__exit__(None, None, None)
+        try:
+            proc, ended, observed = self._watched_child(request, cgroup, limit_bytes, started, timeout_s,
+                                                        reference_s, out, err)
+            oom_kills = cgroup.oom_kills() if cgroup else 0
+            if cgroup is not None:
+                peak = cgroup.peak_bytes()
+                observed.update(cgroup_peak_mb=round(peak / 2**20, 1) if peak else None, oom_kills=oom_kills)
+        finally:
+            if cgroup is not None:
+                cgroup.__exit__(None, None, None)
         stdout, stderr = out.text(), err.text()
         if err.dropped:
             observed["stderr_dropped_bytes"] = err.dropped
@@ -265,14 +240,61 @@ class ProcessBackend(Cancellable):
             for line in stderr.splitlines():
                 on_progress(line)
         code = proc.returncode
-        oom = oom_kills > 0 or (code == -signal.SIGKILL and not timed_out and evidence is None and cgroup is not None)
-        if not oom and cgroup is None and limit_bytes:  # RLIMIT_AS: allocation failures, not kills
-            # The worker's error message is in its stdout reply and its traceback in stderr.
-            text = (stdout[-2000:] + stderr[-2000:]).lower()
-            oom = code != 0 and any(word in text for word in _OOM_WORDS)
+        oom = _ran_out_of_memory(code, oom_kills, ended, cgroup is not None, bool(limit_bytes), stdout, stderr)
         return RunOutcome(
-            backend=self.name, exit_code=128 - code if code < 0 else code, oom_killed=oom, timed_out=timed_out,
-            thrashing=evidence is not None, thrash_evidence=evidence or "", wall_s=round(time.monotonic() - started, 3),
-            stdout=stdout, stderr_tail=tail(stderr), limit_mb=limit_mb, limit_enforcement=self.enforcement(limit_mb),
-            observed=observed)
+            backend=self.name, exit_code=128 - code if code < 0 else code, oom_killed=oom, timed_out=ended.timed_out,
+            thrashing=ended.evidence is not None, thrash_evidence=ended.evidence or "",
+            wall_s=round(time.monotonic() - started, 3), stdout=stdout, stderr_tail=tail(stderr), limit_mb=limit_mb,
+            limit_enforcement=self.enforcement(limit_mb), observed=observed)
 
+    def _watched_child(self, request: WorkerRequest, cgroup: Optional[_Cgroup], limit_bytes: Optional[int],
+                       started: float, timeout_s: float, reference_s: Optional[float], out: TailBuffer,
+                       err: TailBuffer) -> tuple[subprocess.Popen, WatchResult, dict[str, Any]]:
+        """Launch the worker (the launcher joins ``cgroup`` or sets the rlimit, then execs it) and
+        watch it to its end, killing its whole group on a timeout, thrashing or an interrupt; the
+        child, how it ended and what the monitor saw."""
+        rlimit = limit_bytes if limit_bytes and cgroup is None else 0
+        # The request travels in a file (--arch-kwargs can be long; an argument list has a limit).
+        with tempfile.NamedTemporaryFile("w", prefix="lodevem-request-", suffix=".json") as request_file:
+            request_file.write(request.to_json())
+            request_file.flush()
+            cmd = [self.python, "-c", _LAUNCHER, str(cgroup.path / "cgroup.procs") if cgroup else "", str(rlimit),
+                   "-m", "lodevem.worker", "--request-file", request_file.name]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    env=_child_env(request.threads), start_new_session=True)
+            readers = [drain(proc.stdout, out), drain(proc.stderr, err)]  # type: ignore[arg-type]
+            monitor = ThrashMonitor(limit_bytes, reference_s)
+            try:
+                sample = cgroup.usage_and_faults if cgroup else lambda: (None, None)
+                ended = watch(lambda t: wait_child(proc, t), sample,
+                              lambda: kill_group(proc), monitor, started, timeout_s, cancelled=self.cancelled)
+            finally:
+                if proc.poll() is None:  # KeyboardInterrupt or an error in the watch loop
+                    kill_group(proc)
+                for reader in readers:  # the pipes close when the group is gone
+                    reader.join(timeout=5)
+        return proc, ended, monitor.summary()
+
+
+def _child_env(threads: int) -> dict[str, str]:
+    """The worker's environment: the host's, its thread counts, and this lodevem first on the path."""
+    pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+    count = str(threads)
+    return {**os.environ, "OMP_NUM_THREADS": count, "MKL_NUM_THREADS": count, "OPENBLAS_NUM_THREADS": count,
+            "PYTHONPATH": os.pathsep.join([pkg_parent] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+            # No current folder on sys.path: the user's code is importable only through --code,
+            # as in the container (else a run from the project folder would pass here and fail there).
+            "PYTHONSAFEPATH": "1"}
+
+
+def _ran_out_of_memory(code: int, oom_kills: int, ended: WatchResult, in_cgroup: bool, limited: bool,
+                       stdout: str, stderr: str) -> bool:
+    """Whether the child died of the limit: the cgroup counted an OOM kill, or it was SIGKILLed
+    in a cgroup and not by the watch (timeout, thrashing); under RLIMIT_AS, where allocations fail
+    rather than the kernel killing, an error exit whose output names a failed allocation."""
+    oom = oom_kills > 0 or (code == -signal.SIGKILL and not ended.timed_out and ended.evidence is None and in_cgroup)
+    if not oom and not in_cgroup and limited:  # RLIMIT_AS: allocation failures, not kills
+        # The worker's error message is in its stdout reply and its traceback in stderr.
+        text = (stdout[-2000:] + stderr[-2000:]).lower()
+        oom = code != 0 and any(word in text for word in _OOM_WORDS)
+    return oom

@@ -1,5 +1,8 @@
-"""The reply sections about files (``model``, ``onnx``, ``variant``, ``derived``): one typed
-record each, built by the worker and written with ``to_dict``, read by the host with ``parse``.
+"""The reply sections that describe a file: the model as loaded, its ONNX export, a level's variant, derived files.
+
+One typed record each (``model``, ``onnx``, ``variant``, ``derived``), built by the worker and
+written with ``to_dict``, read by the host with ``parse``. What an action measured or did with
+the file (timings, memory, accuracy, a conversion) is ``sections``'.
 
 Why records on the worker side too: the ``model`` section is built up step by step (the file,
 then what loading found, the shape check, the export's precision, a level's variant), in several

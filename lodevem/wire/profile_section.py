@@ -1,5 +1,7 @@
-"""The instruction profile of one steady-state inference, as the armsim image counted it
-(the ``profile`` section of an armsim-profile reply).
+"""The armsim reply's ``profile`` section: the instruction counts of one steady-state inference.
+
+Apart from the other sections because it has its own action (armsim-profile), its own image and
+its own cache, and a size of its own (per-kernel and per-thread counts).
 
 One record on both sides: the worker builds it (``armsim_profile``) and writes it with
 ``to_dict``; the host reads it only through ``InstructionProfile.parse`` (bounded, type-checked:

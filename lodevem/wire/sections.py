@@ -1,6 +1,9 @@
-"""The reply sections the worker measures (``runtime``, ``latency``, ``memory``, ``converted``,
-``accuracy``) and its ``error``: one typed record each, written by the worker with ``to_dict``
-and read by the host with ``parse``.
+"""The reply sections of what an action did: what ran, its timings, memory and accuracy, a conversion, its error.
+
+One typed record each (``runtime``, ``latency``, ``memory``, ``converted``, ``accuracy``, ``error``),
+written by the worker with ``to_dict`` and read by the host with ``parse``. The sections that
+describe a file (the model as loaded, its export, a level's variant, a derivation's files) are
+``file_sections``'; armsim's instruction profile is ``profile_section``'s (its own action and cache).
 
 Why one class per section on both sides: a key renamed on one side used to read as empty on the
 other, silently; now the worker can only write what the record has, and the host reads the same

@@ -1,5 +1,10 @@
-"""Quantized and fp16 models: the float twin nn-Meter's kernel detector can read, and the
-precision of each of its nodes (torch, onnx and numpy imported lazily).
+"""Quantized and fp16 models for nn-Meter: the precision metadata, the torch side of the float twin.
+
+The twin is what nn-Meter's kernel detector can read, with the precision of each of its nodes
+beside it: this module owns that metadata (``lodevem.precision``), the torch side (loading
+quantized modules, their float twin before export) and ``finish_twin``, which puts the two
+together on an export; the rewrite of an ONNX graph itself is ``onnx_twin``'s, an algorithm
+over the graph alone (torch, onnx and numpy imported lazily).
 
 Why a twin: nn-Meter's converter and detector know float ONNX only (QuantizeLinear and
 QLinearConv nodes make it fail with ``KeyError: 'type'``), and the legacy exporter refuses
