@@ -500,10 +500,9 @@ def test_the_version_is_read_from_the_ground_floor() -> None:
 # -- runtimes: one folder and one adapter each; dispatch by adapter (issue 36) ---------------------
 
 # Comparisons with a runtime's name left where they are, each for a reason other than choosing a
-# runtime's behaviour: the summary line's hint about rows measured under torch (the comparison
-# runtime). (What a runtime executes is its adapter's: ``Runtime.executes``.)
-RUNTIME_NAME_CHECKS_LEFT = {("report/summaries.py", "r.runtime == 'torch'"),
-                            ("wire/requests.py", "self.runtime == 'torch'")}  # derive loads the .pt with torch
+# runtime's behaviour: none (the comparison runtime and the default latency runtime are the
+# registry's constants). (What a runtime executes is its adapter's: ``Runtime.executes``.)
+RUNTIME_NAME_CHECKS_LEFT: set[tuple[str, str]] = set()
 
 
 def _runtime_name_checks(package: Path = PACKAGE) -> list[tuple[str, str]]:
@@ -540,19 +539,10 @@ def test_the_runtime_rule_catches_a_name_check(tmp_path: Path) -> None:
 # Runtime names spelled outside runtimes/ and the registry, each for a reason other than choosing
 # or describing a runtime (issue 48). Everything else reads the registry or asks the adapter.
 RUNTIME_NAMES_LEFT = {
-    # the same spelling, another thing: a Python distribution or module, an image's name, a
-    # literature source's tag
+    # the same spelling, another thing: the torch distribution and module (the host's ONNX exporter,
+    # the converter image's prewarm import), a file format's name (TFL3 flatbuffers)
     ("doctor.py", "torch"), ("predict/exports.py", "torch"), ("latency/papers.py", "torch"),
-    ("sandbox/image_specs.py", "litert"), ("sandbox/image_specs.py", "ncnn"), ("sandbox/image_specs.py", "torch"),
-    ("wire/sections.py", "onnxruntime"), ("worker/armsim/armsim_cores.py", "ncnn"),
-    ("safe_io/sniff.py", "tflite"),  # a file format's name (TFL3 flatbuffers), not the runtime
-    # what a request runs under when it names nothing (the registry's comparison runtime)
-    ("sandbox/base.py", "torch"), ("sandbox/client.py", "torch"), ("sandbox/docker_backend.py", "torch"),
-    ("sandbox/process_backend.py", "torch"), ("sandbox/slurm_backend.py", "torch"), ("wire/requests.py", "torch"),
-    ("worker/actions/__init__.py", "torch"),  # the PyTorch loader every action on a .pt shares records itself
-    # the default latency runtime and nn-Meter's one runtime (left for the row-facts step)
-    ("latency/estimator.py", "tflite"), ("latency/kinds.py", "tflite"), ("results/pair.py", "tflite"),
-    ("report/summaries.py", "torch"),  # RUNTIME_NAME_CHECKS_LEFT's hint
+    ("sandbox/image_specs.py", "torch"), ("safe_io/sniff.py", "tflite"),
     # armsim's guest script runs under the emulated Arm Python with no package to import: it
     # chooses the runtime's Arm build by the name in its spec
     ("worker/armsim/armsim_guest.py", "ncnn"),

@@ -160,7 +160,7 @@ def test_each_action_has_one_request_record_on_both_sides() -> None:
 
     from lodevem.wire import requests
 
-    assert tuple(requests.REQUESTS) == protocol.ACTIONS
+    assert tuple(requests.REQUESTS) == tuple(protocol.ACTIONS)
     built = [requests.MeasureRequest(model_path="m.pt", runs=7, runtime="onnxruntime", onnx_path="m.onnx"),
              requests.ExportOnnxRequest(model_path="m.pt", onnx_path="m.onnx", twin=False),
              requests.InspectRequest(model_path="m.pt", input_shape=[1, 3, 8, 8]),

@@ -25,6 +25,7 @@ from ..wire.protocol import (
     UNUSABLE_FILE_KINDS,
     WORKER_VERSION,
 )
+from ..wire.registry import COMPARISON_RUNTIME
 from ..wire.replies import (  # noqa: F401  (the reply's records, re-exported for the host's readers)
     MAX_TEXT,
     AccuracySection,
@@ -114,7 +115,7 @@ class SandboxRun:
 class MeasureSettings:
     """How a measurement run loads and drives the model; part of every measurement's cache key."""
 
-    runtime: str = "torch"
+    runtime: str = COMPARISON_RUNTIME
     warmup: int = 5
     runs: int = 50
     threads: int = 1

@@ -42,7 +42,7 @@ class OnnxRuntimeGuest(Guest):
         import onnxruntime as ort
 
         mem.mark("after_import")
-        res.runtime = RuntimeSection.here(self.name, ort.__version__, onnxruntime=ort.__version__)
+        res.runtime = RuntimeSection.here(self.name, ort.__version__)
         progress(f"imported onnxruntime {ort.__version__}")
         session, first, dtype = _session(ort, np, onnx_path, req.threads, req.model_path, kind, sequential=True)
         shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
@@ -65,7 +65,7 @@ class OnnxRuntimeGuest(Guest):
         import onnxruntime as ort
 
         res.model = _file_info(req.model_path, _format_of(kind))
-        res.runtime = RuntimeSection.here(self.name, ort.__version__, onnxruntime=ort.__version__)
+        res.runtime = RuntimeSection.here(self.name, ort.__version__)
         session, first, dtype = _session(ort, np, onnx_path, req.threads, req.model_path, kind)
         res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
         return lambda sample: session.run(None, {first.name: sample.reshape(shape).astype(dtype)})[0]

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 from ...wire.file_sections import ModelSection, SparsitySection, quantization_text
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, progress
+from ...wire.registry import COMPARISON_RUNTIME
 from ...wire.replies import WorkerReply
 from ...wire.requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
 from ...wire.sections import RuntimeSection
@@ -59,7 +60,7 @@ def _import_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> An
     except RuntimeError:  # only settable once, before any parallel work
         pass
     mem.mark("after_import")
-    res.runtime = RuntimeSection.here("torch", torch.__version__)
+    res.runtime = RuntimeSection.here(COMPARISON_RUNTIME, torch.__version__)
     progress(f"imported torch {torch.__version__}")
     return torch
 
