@@ -543,9 +543,6 @@ RUNTIME_NAMES_LEFT = {
     # the converter image's prewarm import), a file format's name (TFL3 flatbuffers)
     ("doctor.py", "torch"), ("predict/exports.py", "torch"), ("latency/papers.py", "torch"),
     ("sandbox/image_specs.py", "torch"), ("safe_io/sniff.py", "tflite"),
-    # armsim's guest script runs under the emulated Arm Python with no package to import: it
-    # chooses the runtime's Arm build by the name in its spec
-    ("worker/armsim/armsim_guest.py", "ncnn"),
 }
 
 

@@ -19,8 +19,9 @@ from .registry import CONVERT_ACTIONS
 
 # The wire format's version, in every request and reply (as pyperf versions its records); the host
 # refuses a reply of another version ("rebuild the image"). 2: one request record per action;
-# 3: one reply class on both sides (``wire.replies.WorkerReply``), no ``timings_s``.
-SCHEMA_VERSION = 3
+# 3: one reply class on both sides (``wire.replies.WorkerReply``), no ``timings_s``; 4: one reply
+# record per action (``wire.replies.REPLIES``), the runtime section without its onnxruntime field.
+SCHEMA_VERSION = 4
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...wire.file_sections import ModelSection
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, artifact_files, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import ConvertReply, EvaluateReply, MeasureReply
 from ...wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _measure
@@ -25,7 +25,7 @@ from ...worker.memory import MemoryPhases
 class NcnnGuest(Guest):
     name = "ncnn"
 
-    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, kind: str) -> Late:
         """Run the converted ncnn model (``.param`` + ``.bin``) with ncnn's Python ``Net``, CPU only.
 
         ncnn has no batch dimension: the request's shape is ``[1, C, H, W]`` (or a shape without the
@@ -61,7 +61,7 @@ class NcnnGuest(Guest):
         _measure(req, res, mem, call)
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         param = converted_file(req)
         weights = artifact_files(param)[1]
@@ -82,7 +82,7 @@ class NcnnGuest(Guest):
 
         return predict
 
-    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str) -> None:
         from .convert import action_export_ncnn
 
         action_export_ncnn(req, res, mem, kind)
