@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
-from typing import Any, Mapping, Optional, TypeVar
+from typing import Any, Mapping, Optional, TypeVar, get_args, get_type_hints
 
 from . import fields
 from .file_sections import DerivedFile, LayerSparsity, ModelSection, OnnxSection, SparsitySection, VariantSection
@@ -114,8 +114,19 @@ class WorkerReply:
 
     @classmethod
     def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        """The action's own sections, read from ``data`` (none for the envelope alone)."""
-        return {}
+        """The action's own sections, each read from ``data`` under its field's name by its
+        record's ``parse`` (none for the envelope alone): a section is named once, as a field."""
+        hints = get_type_hints(cls)
+        return {f.name: _section_record(hints[f.name]).parse(data.get(f.name))
+                for f in dataclass_fields(cls) if f.name not in _ENVELOPE}
+
+
+def _section_record(hint: Any) -> Any:
+    """The record type of an ``Optional[Record]`` section."""
+    return next(a for a in get_args(hint) if a is not type(None))
+
+
+_ENVELOPE = frozenset(f.name for f in dataclass_fields(WorkerReply))
 
 
 @dataclass
@@ -124,20 +135,12 @@ class MeasureReply(WorkerReply):
 
     latency: Optional[HostTimings] = None
 
-    @classmethod
-    def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        return {"latency": HostTimings.parse(data.get("latency"))}
-
 
 @dataclass
 class ExportOnnxReply(WorkerReply):
     """``export-onnx``: the graph written or found."""
 
     onnx: Optional[OnnxSection] = None
-
-    @classmethod
-    def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        return {"onnx": OnnxSection.parse(data.get("onnx"))}
 
 
 @dataclass
@@ -152,10 +155,6 @@ class DeriveReply(WorkerReply):
     variant: Optional[VariantSection] = None
     derived: Optional[DerivedFile] = None
 
-    @classmethod
-    def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        return {"variant": VariantSection.parse(data.get("variant")), "derived": DerivedFile.parse(data.get("derived"))}
-
     def derived_variant(self) -> Optional[DerivedSection]:
         """A derive's file and what deriving it did, as the host keeps them (None: no file)."""
         return DerivedSection.of(self.derived, self.variant)
@@ -167,20 +166,12 @@ class ConvertReply(WorkerReply):
 
     converted: Optional[ConvertedSection] = None
 
-    @classmethod
-    def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        return {"converted": ConvertedSection.parse(data.get("converted"))}
-
 
 @dataclass
 class ArmsimProfileReply(WorkerReply):
     """``armsim-profile``: the instruction counts of one inference on an emulated Arm core."""
 
     profile: Optional[InstructionProfile] = None
-
-    @classmethod
-    def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        return {"profile": InstructionProfile.parse(data.get("profile"))}
 
 
 @dataclass
@@ -189,20 +180,12 @@ class EvaluateReply(WorkerReply):
 
     accuracy: Optional[AccuracySection] = None
 
-    @classmethod
-    def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        return {"accuracy": AccuracySection.parse(data.get("accuracy"))}
-
 
 @dataclass
 class DecodeImagesReply(WorkerReply):
     """``decode-images``: the samples file written."""
 
     derived: Optional[DerivedFile] = None
-
-    @classmethod
-    def sections(cls, data: dict[str, Any]) -> dict[str, Any]:
-        return {"derived": DerivedFile.parse(data.get("derived"))}
 
 
 # Every action's reply record, beside its request record (``wire.requests.REQUESTS``): the worker

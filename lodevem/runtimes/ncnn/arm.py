@@ -46,17 +46,24 @@ def load(spec: dict[str, Any]) -> tuple[Callable[[], None], str, str, dict[str, 
     if mat is None:
         raise RuntimeError(f"ncnn input shape {shape} is not 1-4 dimensional")
     mat.fill(0.5)
+    arithmetic = "int8" if int8_file(param) else "fp16" if fp16_arithmetic(ncnn, opt) else "fp32"
+    return one_inference(net, inputs[0], outputs, mat), DISTRIBUTION, arithmetic, options
+
+
+def one_inference(net: Any, first_input: str, outputs: list[str], mat: Any) -> Callable[[], None]:
+    """One inference of ``net``: ``mat`` fed to its first input, every output extracted (ncnn
+    computes lazily, so an output not extracted is not computed). The one inference of the
+    measurement (``guest``) and of the emulated Arm core's profile."""
 
     def infer() -> None:
         extractor = net.create_extractor()
-        extractor.input(inputs[0], mat)
+        extractor.input(first_input, mat)
         for name in outputs:
             code, _ = extractor.extract(name)
             if code != 0:
                 raise RuntimeError(f"ncnn extract({name}) returned {code}")
 
-    arithmetic = "fp16" if fp16_arithmetic(ncnn, opt) else "fp32"
-    return infer, DISTRIBUTION, "int8" if int8_file(param) else arithmetic, options
+    return infer
 
 
 def int8_file(param: str) -> bool:

@@ -20,6 +20,7 @@ from ...worker.actions import _file_info, _measure
 from ...worker.guest import Guest, Late, Predict, converted_file, imported, package_version, random_input
 from ...worker.load.formats import _format_of
 from ...worker.memory import MemoryPhases
+from .arm import one_inference
 
 
 class NcnnGuest(Guest):
@@ -49,16 +50,7 @@ class NcnnGuest(Guest):
                                     converted_bytes=sum(os.path.getsize(p) for p in artifact_files(param)))
         mem.mark("after_load")
         progress(f"loaded {param}, input {shape} float32, outputs {', '.join(outputs)}")
-
-        def call() -> None:
-            extractor = net.create_extractor()
-            extractor.input(inputs[0], mat)
-            for name in outputs:
-                code, _ = extractor.extract(name)
-                if code != 0:
-                    raise RuntimeError(f"ncnn extract({name}) returned {code}")
-
-        _measure(req, res, mem, call)
+        _measure(req, res, mem, one_inference(net, inputs[0], outputs, mat))
         return None
 
     def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
