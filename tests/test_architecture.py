@@ -581,6 +581,50 @@ def test_the_runtime_name_scan_catches_a_key(tmp_path: Path) -> None:
     assert _runtime_name_literals(tmp_path) == {("m.py", "tflite")}
 
 
+def _runtime_folder_imports(package: Path = PACKAGE) -> list[tuple[str, str]]:
+    """(module, imported name) of every import of ``runtimes.<name>`` (a registry runtime's
+    folder, by its name) outside that folder."""
+    from lodevem.wire.registry import RUNTIMES
+
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        here = list(path.relative_to(package).parent.parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                module = (node.module or "").split(".") if node.module else []
+                if not node.level:
+                    if module[:1] != ["lodevem"]:
+                        continue
+                    module = module[1:]
+                targets = [base + module + [a.name] for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "lodevem"]
+            else:
+                continue
+            for target in targets:
+                if target[:1] == ["runtimes"] and len(target) > 1 and target[1] in RUNTIMES \
+                        and not rel.startswith(f"runtimes/{target[1]}/"):
+                    found.append((rel, ".".join(target)))
+    return found
+
+
+def test_a_runtime_is_registered_by_its_registry_line_alone() -> None:
+    """No module imports a runtime's folder by its name (``runtimes.ADAPTERS`` and the worker's
+    table find each folder from the registry's names): a runtime is its folder and its one line."""
+    assert _runtime_folder_imports() == []
+
+
+def test_the_registration_rule_catches_an_import(tmp_path: Path) -> None:
+    (tmp_path / "runtimes" / "ncnn").mkdir(parents=True)
+    (tmp_path / "runtimes" / "__init__.py").write_text("from .tflite import Tflite\nimport torch\n")
+    (tmp_path / "runtimes" / "ncnn" / "guest.py").write_text("from .arm import load\nfrom ..ncnn import arm\n")
+    (tmp_path / "m.py").write_text("from .runtimes import ncnn\nimport lodevem.runtimes.torch.guest\n")
+    assert _runtime_folder_imports(tmp_path) == [("m.py", "runtimes.ncnn"), ("m.py", "runtimes.torch.guest"),
+                                                 ("runtimes/__init__.py", "runtimes.tflite.Tflite")]
+
+
 def test_every_runtime_has_a_folder_and_an_adapter() -> None:
     from lodevem.runtimes import ADAPTERS, Runtime
     from lodevem.wire.registry import RUNTIMES
