@@ -10,7 +10,7 @@ import hashlib
 import re
 import sys
 from pathlib import Path
-from typing import KeysView, Mapping
+from typing import Mapping
 
 from . import registry as _registry
 from .error_kinds import ERROR_KINDS, UNUSABLE_FILE_KINDS  # noqa: F401  (the protocol's vocabulary, re-exported)
@@ -68,7 +68,7 @@ EXIT_OK, EXIT_ERROR = 0, 3
 ACTIONS: Mapping[str, None] = _registry.Live(lambda: dict.fromkeys((
     "measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate",
     "decode-images")))
-RUNTIMES: KeysView[str] = _registry.RUNTIMES.keys()
+RUNTIMES: Mapping[str, None] = _registry.Live(lambda: dict.fromkeys(_registry.RUNTIMES))
 # state_dict: weights (a state_dict or a training checkpoint) loaded into the module --arch built.
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx", "state_dict")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]

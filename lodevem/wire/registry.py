@@ -99,7 +99,10 @@ class Live(Mapping[str, V]):
         self._make = make
 
     def __getitem__(self, key: str) -> V:
-        return self._make()[key]
+        try:
+            return self._make()[key]
+        except TypeError:  # an unhashable key (a request's field of the wrong type) is just not here
+            raise KeyError(key) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._make())
