@@ -17,7 +17,8 @@ def kinds_only(mode: str = "auto", **options: Any) -> Predictor:
 def runs_in_the_sandbox(rel: str) -> bool:
     """Whether the module at ``rel`` (a path under lodevem/) is code the sandbox runs, not the host:
     the worker, and each runtime's container half in its folder (``guest.py``, its converter, and
-    what only they import, ncnn's int8 writer)."""
+    what only they import, ncnn's int8 writer) and its Arm half (``arm.py``, which armsim's
+    emulated Arm python runs in the armsim container)."""
     parts = rel.split("/")
     return parts[0] == "worker" or (parts[0] == "runtimes" and len(parts) == 3
-                                    and parts[2] in ("guest.py", "convert.py", "int8.py"))
+                                    and parts[2] in ("guest.py", "convert.py", "int8.py", "arm.py"))

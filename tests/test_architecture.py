@@ -500,10 +500,9 @@ def test_the_version_is_read_from_the_ground_floor() -> None:
 # -- runtimes: one folder and one adapter each; dispatch by adapter (issue 36) ---------------------
 
 # Comparisons with a runtime's name left where they are, each for a reason other than choosing a
-# runtime's behaviour: the summary line's hint about rows measured under torch (the comparison
-# runtime). (What a runtime executes is its adapter's: ``Runtime.executes``.)
-RUNTIME_NAME_CHECKS_LEFT = {("report/summaries.py", "r.runtime == 'torch'"),
-                            ("wire/requests.py", "self.runtime == 'torch'")}  # derive loads the .pt with torch
+# runtime's behaviour: none (the comparison runtime and the default latency runtime are the
+# registry's constants). (What a runtime executes is its adapter's: ``Runtime.executes``.)
+RUNTIME_NAME_CHECKS_LEFT: set[tuple[str, str]] = set()
 
 
 def _runtime_name_checks(package: Path = PACKAGE) -> list[tuple[str, str]]:
@@ -540,22 +539,10 @@ def test_the_runtime_rule_catches_a_name_check(tmp_path: Path) -> None:
 # Runtime names spelled outside runtimes/ and the registry, each for a reason other than choosing
 # or describing a runtime (issue 48). Everything else reads the registry or asks the adapter.
 RUNTIME_NAMES_LEFT = {
-    # the same spelling, another thing: a Python distribution or module, an image's name, a
-    # literature source's tag
+    # the same spelling, another thing: the torch distribution and module (the host's ONNX exporter,
+    # the converter image's prewarm import), a file format's name (TFL3 flatbuffers)
     ("doctor.py", "torch"), ("predict/exports.py", "torch"), ("latency/papers.py", "torch"),
-    ("sandbox/image_specs.py", "litert"), ("sandbox/image_specs.py", "ncnn"), ("sandbox/image_specs.py", "torch"),
-    ("wire/sections.py", "onnxruntime"), ("worker/armsim/armsim_cores.py", "ncnn"),
-    ("safe_io/sniff.py", "tflite"),  # a file format's name (TFL3 flatbuffers), not the runtime
-    # what a request runs under when it names nothing (the registry's comparison runtime)
-    ("sandbox/base.py", "torch"), ("sandbox/client.py", "torch"), ("sandbox/docker_backend.py", "torch"),
-    ("sandbox/process_backend.py", "torch"), ("sandbox/slurm_backend.py", "torch"), ("wire/requests.py", "torch"),
-    ("worker/actions/__init__.py", "torch"),  # the PyTorch loader every action on a .pt shares records itself
-    # the default latency runtime and nn-Meter's one runtime (left for the row-facts step)
-    ("latency/estimator.py", "tflite"), ("latency/kinds.py", "tflite"), ("results/pair.py", "tflite"),
-    ("report/summaries.py", "torch"),  # RUNTIME_NAME_CHECKS_LEFT's hint
-    # armsim's guest script runs under the emulated Arm Python with no package to import: it
-    # chooses the runtime's Arm build by the name in its spec
-    ("worker/armsim/armsim_guest.py", "ncnn"),
+    ("sandbox/image_specs.py", "torch"), ("safe_io/sniff.py", "tflite"),
 }
 
 
@@ -592,6 +579,50 @@ def test_the_runtime_name_scan_catches_a_key(tmp_path: Path) -> None:
     (tmp_path / "runtimes").mkdir()
     (tmp_path / "runtimes" / "x.py").write_text('NAME = "ncnn"\n')
     assert _runtime_name_literals(tmp_path) == {("m.py", "tflite")}
+
+
+def _runtime_folder_imports(package: Path = PACKAGE) -> list[tuple[str, str]]:
+    """(module, imported name) of every import of ``runtimes.<name>`` (a registry runtime's
+    folder, by its name) outside that folder."""
+    from lodevem.wire.registry import RUNTIMES
+
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        here = list(path.relative_to(package).parent.parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = here[:len(here) - node.level + 1] if node.level else []
+                module = (node.module or "").split(".") if node.module else []
+                if not node.level:
+                    if module[:1] != ["lodevem"]:
+                        continue
+                    module = module[1:]
+                targets = [base + module + [a.name] for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "lodevem"]
+            else:
+                continue
+            for target in targets:
+                if target[:1] == ["runtimes"] and len(target) > 1 and target[1] in RUNTIMES \
+                        and not rel.startswith(f"runtimes/{target[1]}/"):
+                    found.append((rel, ".".join(target)))
+    return found
+
+
+def test_a_runtime_is_registered_by_its_registry_line_alone() -> None:
+    """No module imports a runtime's folder by its name (``runtimes.ADAPTERS`` and the worker's
+    table find each folder from the registry's names): a runtime is its folder and its one line."""
+    assert _runtime_folder_imports() == []
+
+
+def test_the_registration_rule_catches_an_import(tmp_path: Path) -> None:
+    (tmp_path / "runtimes" / "ncnn").mkdir(parents=True)
+    (tmp_path / "runtimes" / "__init__.py").write_text("from .tflite import Tflite\nimport torch\n")
+    (tmp_path / "runtimes" / "ncnn" / "guest.py").write_text("from .arm import load\nfrom ..ncnn import arm\n")
+    (tmp_path / "m.py").write_text("from .runtimes import ncnn\nimport lodevem.runtimes.torch.guest\n")
+    assert _runtime_folder_imports(tmp_path) == [("m.py", "runtimes.ncnn"), ("m.py", "runtimes.torch.guest"),
+                                                 ("runtimes/__init__.py", "runtimes.tflite.Tflite")]
 
 
 def test_every_runtime_has_a_folder_and_an_adapter() -> None:

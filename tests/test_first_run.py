@@ -35,7 +35,7 @@ def test_make_demo_builds_only_the_tflite_images_and_make_test_builds_all() -> N
     demo = BUILD.findall(script)  # the benchmark image alone, then the rest of DEMO_RUNTIMES'
     assert sorted(demo) == ['"$RUNTIMES"', "torch"] and 'RUNTIMES="${DEMO_RUNTIMES:-tflite}"' in script
     assert [s.tag for s in image.specs_for_runtimes(["tflite"])] == [
-        image.BENCH.tag, image.LITERT.tag, image.CONVERT.tag]  # bench first: convert is layered on it
+        image.BENCH.tag, image.IMAGES["litert"].tag, image.CONVERT.tag]  # bench first: convert is layered on it
     assert image.CONVERT.layered_on == "bench"
     full = BUILD.findall(dry_run("test"))
     assert full and set(full[0].split(",")) == {"torch", "onnxruntime", "tflite", "ncnn", "armsim"}
@@ -55,7 +55,7 @@ def test_a_build_leaves_no_dangling_stage_images(docker_backend) -> None:
 
     client = image.docker_client(timeout=600)
     log: list[str] = []
-    info = image.build_image(log.append, spec=image.LITERT, tag="lodevem-litert:dangling-test", nocache=True)
+    info = image.build_image(log.append, spec=image.IMAGES["litert"], tag="lodevem-litert:dangling-test", nocache=True)
     try:
         steps = list(dict.fromkeys(m for line in log for m in re.findall(r"^ ---> ([0-9a-f]{12})$", line)))
         assert len(steps) >= 5, log[-5:]

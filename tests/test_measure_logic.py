@@ -16,12 +16,12 @@ from lodevem.measure import MeasureCache, MemoryMeasurement, cache_key, classify
 from lodevem.results import ModelFile
 from lodevem.sandbox import open_backend
 from lodevem.sandbox.base import ThrashMonitor
-from lodevem.sandbox.client import MeasureSettings, SandboxRun, WorkerClient, parse_reply
+from lodevem.sandbox.client import MeasureReply, MeasureSettings, SandboxRun, WorkerClient, parse_reply
 from lodevem.store import ArtifactStore
 
 
 def run_of(o) -> SandboxRun:
-    return SandboxRun(o, parse_reply(o.stdout))
+    return SandboxRun(o, parse_reply(o.stdout, None, MeasureReply))
 
 
 def measure_models(models, limits, backend, **kw):

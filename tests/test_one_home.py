@@ -26,7 +26,7 @@ def test_an_unknown_error_kind_from_a_sandbox_is_internal() -> None:
 
 
 def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
-    """``WorkerReply``'s fields are the reply's one definition: a section renamed in the worker
+    """The reply records' fields are the reply's one definition: a section renamed in the worker
     and not in the host's parser (or the reverse) reads as empty, silently, without this."""
     import ast
     from dataclasses import fields
@@ -34,23 +34,28 @@ def test_every_reply_section_the_host_reads_is_one_the_worker_writes() -> None:
 
     from lodevem.wire import replies, sections
 
-    def parse_of(module: object, record: str) -> ast.AST:
+    def parse_of(module: object, record: str, method: str = "parse") -> list[ast.AST]:
         tree = ast.parse(Path(module.__file__).read_text())  # type: ignore[attr-defined]
-        return next(node for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) and cls.name == record
-                    for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == "parse")
+        return [node for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) and cls.name == record
+                for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == method]
 
-    trees = (parse_of(replies, "WorkerReply"), parse_of(sections, "WorkerFailure"),
+    records = {replies.WorkerReply, *replies.REPLIES.values()}
+    trees = (*parse_of(replies, "WorkerReply"), *parse_of(sections, "WorkerFailure"),
              ast.parse(Path(client.__file__).read_text()))
     calls = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    # the sections WorkerReply.parse reads (``_section(data, "x")`` or ``data.get("x")``), and the
-    # profile the client reads beside it
-    read = {node.args[1].value for node in calls if getattr(node.func, "id", "") == "_section"
-            and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)}
-    read |= {node.args[0].value for node in calls
-             if isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-             and getattr(node.func.value, "id", "") == "data" and node.args and isinstance(node.args[0], ast.Constant)}
-    written = {f.name for f in fields(replies.WorkerReply)}
-    assert {"model", "memory", "latency", "error", "ok"} <= read
+    # the envelope's fields WorkerReply.parse reads (``data.get("x")``) and the profile the client
+    # reads beside it; each action's own sections are read under their fields' names
+    # (``WorkerReply.sections``), so they are written and read under one name by construction
+    read = {node.args[0].value for node in calls
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and getattr(node.func.value, "id", "") == "data" and node.args and isinstance(node.args[0], ast.Constant)}
+    written = {f.name for record in records for f in fields(record)}
+    assert {"model", "memory", "runtime", "error", "ok"} <= read
+    own = written - {f.name for f in fields(replies.WorkerReply)}
+    assert {"latency", "accuracy", "converted", "profile", "onnx", "variant", "derived"} == own
+    data = {name: {} for name in own}
+    for record in records:  # each own section is read from its field's name
+        assert set(record.sections(data)) == {f.name for f in fields(record)} - {f.name for f in fields(replies.WorkerReply)}
     assert read <= written, sorted(read - written)
 
 
@@ -62,8 +67,9 @@ def test_the_reply_is_one_set_of_records_on_both_sides() -> None:
     assert client.WorkerReply is replies.WorkerReply and client.ModelSection is replies.ModelSection
     failure = replies.WorkerFailure("corrupt", "m.pt: truncated")
     accuracy = replies.AccuracySection(100, 71, 93, 1000, 1.5)
-    data = {"ok": False, "error": failure.to_dict(), "accuracy": accuracy.to_dict()}
+    data = {"action": "evaluate", "ok": False, "error": failure.to_dict(), "accuracy": accuracy.to_dict()}
     reply = replies.WorkerReply.parse(data)
+    assert isinstance(reply, replies.EvaluateReply)
     assert reply.error == failure and reply.accuracy == accuracy and not reply.ok
 
 
@@ -75,20 +81,23 @@ def test_the_measured_sections_are_written_and_read_as_the_same_records() -> Non
 
     memory = MemoryPhases(1000)
     memory.mark("after_import")
-    result = replies.WorkerReply(
+    result = replies.MeasureReply(
         action="measure", ok=True, runtime=sections.RuntimeSection.here("torch", "2.13.0"),
         latency=sections.HostTimings(samples_ms=(2.0, 3.0), mean_ms=2.5, std_ms=0.5, min_ms=2.0, max_ms=3.0,
                                      p50_ms=2.5, p90_ms=2.9, p95_ms=2.95, p99_ms=2.99, throughput_ips=400.0,
                                      warmup=1, runs=2, threads=1),
-        memory=memory.finish(),
-        converted=sections.ConvertedSection("tflite", "litert-torch", "0.10.0", 1.25, 4096, (1, 3, 8, 8), "int8",
-                                            "int8-dynamic", "int8-dynamic", "dynamic range", None, None))
-    reply = client.parse_reply(result.to_json())
+        memory=memory.finish())
+    reply = client.parse_reply(result.to_json(), None, replies.MeasureReply)
     assert reply is not None and reply.ok
     assert reply.runtime == result.runtime and reply.latency == result.latency
     assert reply.memory == result.memory and reply.memory is not None
     assert reply.memory.phases_kb["rss_start_kb"] == 1000 and reply.memory.hwm_kb
-    assert reply.converted == result.converted
+    made = replies.ConvertReply(
+        action="export-tflite", ok=True,
+        converted=sections.ConvertedSection("tflite", "litert-torch", "0.10.0", 1.25, 4096, (1, 3, 8, 8), "int8",
+                                            "int8-dynamic", "int8-dynamic", "dynamic range", None, None))
+    read = client.parse_reply(made.to_json(), None, replies.ConvertReply)
+    assert read is not None and read.converted == made.converted
 
 
 def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_records() -> None:
@@ -120,12 +129,14 @@ def test_the_file_sections_and_the_profile_are_written_and_read_as_the_same_reco
                                  counts, (ThreadCounts(0, counts),), 1, 12.5, "sha256:00", options={"xnnpack": True},
                                  phases={"load_s": 1.0}, blocks=BlockCycles(7, 80, "19.1.0", {"cortex-a55": (90.0, 90.0)}),
                                  identity={"CPU part": "0xd05"}, kernels=(KernelShare("xnn_f16_gemm", "libtf.so", 60, 0.75),))
-    result = replies.WorkerReply(action="derive", ok=True, model=model, onnx=onnx, variant=variant, derived=derived,
-                                   profile=profile)
-    reply = client.parse_reply(result.to_json())
+    result = replies.DeriveReply(action="derive", ok=True, model=model, variant=variant, derived=derived)
+    reply = client.parse_reply(result.to_json(), None, replies.DeriveReply)
     assert reply is not None and reply.ok
-    assert reply.model == model and reply.onnx == onnx and reply.profile == profile
-    assert reply.derived == derived and reply.variant == variant
+    assert reply.model == model and reply.derived == derived and reply.variant == variant
+    exported = client.parse_reply(replies.ExportOnnxReply(action="export-onnx", ok=True, onnx=onnx).to_json())
+    profiled = client.parse_reply(replies.ArmsimProfileReply(action="armsim-profile", ok=True, profile=profile).to_json())
+    assert isinstance(exported, replies.ExportOnnxReply) and exported.onnx == onnx
+    assert isinstance(profiled, replies.ArmsimProfileReply) and profiled.profile == profile
     assert reply.derived_variant() == client.DerivedSection("torchscript", 4704, ("pruned only", "torch.save fails"))
     wire = json.loads(result.to_json())
     assert wire["model"]["quantization"] == {"scheme": "dynamic", "backend": "torch.ao eager"}
@@ -141,13 +152,14 @@ def test_the_worker_writes_its_sections_only_as_records() -> None:
 
     from lodevem.wire import replies
 
-    hints = typing.get_type_hints(replies.WorkerReply)
     plain = {"action", "ok", "schema_version", "worker_version"}
-    for section in fields(replies.WorkerReply):
-        if section.name in plain:
-            continue
-        record = next(a for a in typing.get_args(hints[section.name]) if a is not type(None))
-        assert hasattr(record, "to_dict") and hasattr(record, "parse"), section.name
+    for reply in {replies.WorkerReply, *replies.REPLIES.values()}:
+        hints = typing.get_type_hints(reply)
+        for section in fields(reply):
+            if section.name in plain:
+                continue
+            record = next(a for a in typing.get_args(hints[section.name]) if a is not type(None))
+            assert hasattr(record, "to_dict") and hasattr(record, "parse"), (reply.__name__, section.name)
 
 
 def test_each_action_has_one_request_record_on_both_sides() -> None:
@@ -160,7 +172,7 @@ def test_each_action_has_one_request_record_on_both_sides() -> None:
 
     from lodevem.wire import requests
 
-    assert tuple(requests.REQUESTS) == protocol.ACTIONS
+    assert tuple(requests.REQUESTS) == tuple(protocol.ACTIONS)
     built = [requests.MeasureRequest(model_path="m.pt", runs=7, runtime="onnxruntime", onnx_path="m.onnx"),
              requests.ExportOnnxRequest(model_path="m.pt", onnx_path="m.onnx", twin=False),
              requests.InspectRequest(model_path="m.pt", input_shape=[1, 3, 8, 8]),
@@ -181,13 +193,57 @@ def test_each_action_has_one_request_record_on_both_sides() -> None:
 
 
 def test_the_envelope_is_one_class_on_both_sides() -> None:
-    """The worker writes and the host reads the same ``WorkerReply`` under the same field names
+    """The worker writes and the host reads the same envelope under the same field names
     (issue 48: ``WorkerResult`` wrote ``error``/``latency``, ``WorkerReply`` read ``failure``/``timings``)."""
     from lodevem.wire import replies
     from lodevem.worker import __main__ as worker_main
 
     assert client.WorkerReply is replies.WorkerReply and worker_main.WorkerReply is replies.WorkerReply
-    written = replies.WorkerReply(action="measure", ok=True, latency=replies.HostTimings(samples_ms=(1.5,), runs=1))
+    written = replies.MeasureReply(action="measure", ok=True, latency=replies.HostTimings(samples_ms=(1.5,), runs=1))
     read = replies.WorkerReply.parse(json.loads(written.to_json()))
+    assert isinstance(read, replies.MeasureReply)
     assert (read.action, read.ok, read.latency, read.error) == ("measure", True, written.latency, None)
     assert "timings_s" not in written.to_json()
+
+
+def test_each_action_has_one_reply_record_on_both_sides() -> None:
+    """One reply record per action (issue 48), beside its request record: the worker makes the
+    action's own (``reply_for``), a section another action owns is not one of its fields (so
+    mypy refuses a handler writing it), the host reads the reply as the record of the action it
+    asked for, and a reply of another schema version is refused."""
+    from dataclasses import fields
+
+    import pytest
+    from fakes import outcome
+
+    from lodevem.errors import SandboxError
+    from lodevem.sandbox.base import RunOutcome
+    from lodevem.wire import replies, requests
+
+    assert tuple(replies.REPLIES) == tuple(requests.REQUESTS) == tuple(protocol.ACTIONS)
+    for action, record in replies.REPLIES.items():
+        assert isinstance(replies.reply_for(action), record) and replies.reply_for(action).action == action
+    own = {record: {f.name for f in fields(record)} - {f.name for f in fields(replies.WorkerReply)}
+           for record in set(replies.REPLIES.values())}
+    assert own[replies.MeasureReply] == {"latency"} and own[replies.EvaluateReply] == {"accuracy"}
+    assert "latency" not in {f.name for f in fields(replies.ConvertReply)}
+    with pytest.raises(protocol.WorkerError, match="not a MeasureReply"):
+        replies.as_reply(replies.reply_for("evaluate"), replies.MeasureReply)
+    # what the worker printed is read as the record of the action asked for
+    line = replies.MeasureReply(action="measure", ok=True, latency=replies.HostTimings(samples_ms=(1.0,), runs=1))
+
+    class Printed:
+        name = "fake"
+
+        def __init__(self, stdout: str) -> None:
+            self.stdout = stdout
+
+        def run(self, *args: object, **kwargs: object) -> RunOutcome:
+            return outcome(None, None, stdout=self.stdout)
+
+    asked = requests.MeasureRequest(model_path="m.pt")
+    run = client.WorkerClient(Printed(line.to_json())).run(asked, None, 10)  # type: ignore[arg-type]
+    assert isinstance(run.reply, replies.MeasureReply) and run.reply.latency == line.latency and run.ok
+    old = json.loads(line.to_json()) | {"schema_version": protocol.SCHEMA_VERSION - 1}
+    with pytest.raises(SandboxError, match="rebuild the image"):
+        client.WorkerClient(Printed(json.dumps(old))).run(asked, None, 10)  # type: ignore[arg-type]

@@ -1,4 +1,5 @@
-"""Version pins are written once (lodevem/sandbox/image.py and the runtime registry); the files
+"""Version pins are written once (lodevem/sandbox/image.py, each runtime's folder and the runtime
+registry); the files
 that cannot import Python (pyproject.toml, the Makefile) must say the same, or a user's
 `pip install lodevem[runtimes]` and the images would measure different runtimes."""
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lodevem.sandbox.image import LITERT_PIN, NCNN_PIN, TORCH_PIN
+from lodevem.runtimes import ADAPTERS
+from lodevem.sandbox.image import TORCH_PIN
 from lodevem.wire.registry import RUNTIMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +25,10 @@ def test_the_runtimes_extra_pins_what_the_images_pin() -> None:
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["runtimes"]
     converters = {f"{spec.converter.package}=={spec.converter.version}" for spec in RUNTIMES.values()
                   if spec.converter is not None and spec.converter.package == "pnnx"}
-    assert set(extra) == {LITERT_PIN, NCNN_PIN} | converters
+    # each runtime with an image of its own: its package as its folder pins it (beside numpy)
+    own = {r for a in ADAPTERS.values() if a.own_image for r in a.own_image.requirements
+           if r.partition("==")[0] == a.spec.package}
+    assert len(own) == 2 and set(extra) == own | converters
 
 
 def test_the_makefile_installs_the_pinned_torch() -> None:

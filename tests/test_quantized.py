@@ -117,7 +117,7 @@ def _write_models(folder: Path) -> dict[str, Path]:
 def _export(model: Path, out: Path) -> dict[str, Any]:
     """The worker's export-onnx action, in-process; returns its ``model`` section as the wire has it."""
     req = worker.ExportOnnxRequest(model_path=str(model), onnx_path=str(out), input_shape=list(SHAPE))
-    res = replies.WorkerReply()
+    res = replies.ExportOnnxReply()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         actions.run(req, res, MemoryPhases(0))
@@ -350,7 +350,7 @@ def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[st
         runtime = tmp_path / f"{name}-runtime.onnx"
         req = worker.ExportOnnxRequest(model_path=str(models[name]), onnx_path=str(runtime), input_shape=list(SHAPE),
                                        twin=False)
-        res = replies.WorkerReply()
+        res = replies.ExportOnnxReply()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             actions.run(req, res, MemoryPhases(0))
@@ -363,7 +363,7 @@ def test_onnxruntime_measures_the_models_own_export_not_the_twin(models: dict[st
         for onnx_path, ok in ((runtime, True), (exported[name][0], False)):
             measure = worker.MeasureRequest(model_path=str(models[name]), runtime="onnxruntime",
                                             onnx_path=str(onnx_path), input_shape=list(SHAPE), warmup=0, runs=1)
-            res = replies.WorkerReply()
+            res = replies.MeasureReply()
             if ok:
                 actions.run(measure, res, MemoryPhases(0))
                 assert res.latency is not None
@@ -439,5 +439,5 @@ def _export_to(folder: Path, name: str) -> Path:
     req = worker.ExportOnnxRequest(model_path=str(folder / name), onnx_path=str(out))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        actions.run(req, replies.WorkerReply(), MemoryPhases(0))
+        actions.run(req, replies.ExportOnnxReply(), MemoryPhases(0))
     return out

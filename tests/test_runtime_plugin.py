@@ -1,43 +1,57 @@
-"""A runtime plugs in as one folder (its adapter, ``lodevem.runtimes.base.Runtime``) and one
-registry line (``lodevem.runtimes.ADAPTERS``, beside its ``RuntimeSpec`` in the worker registry):
-a toy runtime defined in ``tests/toyrt`` is then what every host stage asks, with no other edit to
-lodevem: the options and the run config take it, ``build-image`` plans its images, its converted
-file is named by it, a measurement or an evaluation of it runs its converted file, and its device
-tool's log calibrates it. Its container half (``tests/toyrt/guest.py``) lives in the same folder: copied
-into a copy of the package as ``runtimes/toyrt/`` with its registry line, it converts, measures and
-evaluates through the worker in real containers (Docker lane), chosen by the worker's one table.
+"""A runtime plugs in as one folder (``lodevem/runtimes/<name>/``: its adapter,
+``lodevem.runtimes.base.Runtime``, its container half and its image pins) and one registry line
+(its ``RuntimeSpec`` in ``wire.registry.RUNTIMES``): the toy runtime in ``tests/toyrt``, put at
+``lodevem.runtimes.toyrt`` with its line ``TOY`` and no other edit to lodevem, is then what every
+host stage asks: the options and the run config take it, ``build-image`` plans its images, its
+converted file is named by it, a measurement or an evaluation of it runs its converted file, and
+its device tool's log calibrates it. In a copy of the package with the same folder and line, it
+converts, measures and evaluates through the worker in real containers (Docker lane), chosen by
+the worker's one table.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pytest
-from toyrt import SPEC, ToyRuntime
 
 from lodevem import runtimes
 from lodevem.latency.calibration import parse_benchmark_log
 from lodevem.measure import MeasureCache, MeasurePlan
 from lodevem.results import ConversionResult, ModelFile
+from lodevem.runtimes.base import Runtime
 from lodevem.sandbox.artifacts import converted_name
 from lodevem.sandbox.client import MeasureSettings, WorkerClient
 from lodevem.sandbox.image import image_status, image_targets, specs_for_runtimes
-from lodevem.wire import registry, requests
+from lodevem.wire import registry
 from lodevem.wire.protocol import WORKER_RELEASE, source_digest
+from lodevem.wire.registry import Converter, RuntimeSpec
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lodevem"
 TOY_FOLDER = Path(__file__).resolve().parent / "toyrt"
+# The toy's one registry line (what ``wire.registry.RUNTIMES`` holds for it).
+TOY = RuntimeSpec("toyrt", "toy runtime (plumbing test)", "bench", "toypkg",
+                  Converter("toyconv", "1.0", "export-toyrt"), on_device=True)
+
+
+def _copy_folder(runtimes_dir: Path) -> None:
+    shutil.copytree(TOY_FOLDER, runtimes_dir / "toyrt", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 @pytest.fixture
-def toy(monkeypatch: pytest.MonkeyPatch) -> ToyRuntime:
-    monkeypatch.setitem(registry.RUNTIMES, "toyrt", SPEC)  # what the worker would validate against
-    adapter = ToyRuntime()
-    monkeypatch.setitem(runtimes.ADAPTERS, "toyrt", adapter)  # the one registry line
-    return adapter
+def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Runtime]:
+    """The toy's folder as ``lodevem/runtimes/toyrt/`` (beside the package's own folders) and its
+    registry line: nothing else is told about it."""
+    _copy_folder(tmp_path / "runtimes")
+    monkeypatch.setattr(runtimes, "__path__", [*runtimes.__path__, str(tmp_path / "runtimes")])
+    monkeypatch.setitem(registry.RUNTIMES, "toyrt", TOY)
+    yield runtimes.adapter("toyrt")
+    for name in [m for m in sys.modules if m.startswith("lodevem.runtimes.toyrt")]:
+        del sys.modules[name]
 
 
 def test_without_its_registry_line_there_is_no_such_runtime() -> None:
@@ -45,7 +59,7 @@ def test_without_its_registry_line_there_is_no_such_runtime() -> None:
         runtimes.adapter("toyrt")
 
 
-def test_the_run_and_build_image_take_it(toy: ToyRuntime) -> None:
+def test_the_run_and_build_image_take_it(toy: Runtime) -> None:
     from lodevem.runner import RunConfig
 
     assert runtimes.adapter("toyrt") is toy and toy.converts and toy.images == ("bench", "convert")
@@ -54,7 +68,7 @@ def test_the_run_and_build_image_take_it(toy: ToyRuntime) -> None:
     assert [s.name for s in specs_for_runtimes(["toyrt"])] == ["bench", "convert"]
 
 
-def test_its_converted_file_is_named_by_its_adapter(toy: ToyRuntime) -> None:
+def test_its_converted_file_is_named_by_its_adapter(toy: Runtime) -> None:
     name = converted_name("ab" * 32, "toyrt", (1, 3, 8, 8), quantize="fp16")
     assert name.endswith("-toyconv-1.0-fp16.toy")
 
@@ -73,7 +87,7 @@ class _Converts:
         return ConversionResult(made, "", tuple(input_shape))
 
 
-def test_a_measurement_runs_its_converted_file(toy: ToyRuntime, tmp_path: Path) -> None:
+def test_a_measurement_runs_its_converted_file(toy: Runtime, tmp_path: Path) -> None:
     model_path = tmp_path / "m.pt"
     model_path.write_bytes(b"not loaded here")
     model = ModelFile.from_path(model_path, "m.pt")
@@ -85,7 +99,7 @@ def test_a_measurement_runs_its_converted_file(toy: ToyRuntime, tmp_path: Path) 
     assert files.onnx_path is None and not files.error
 
 
-def test_its_device_log_calibrates_it(toy: ToyRuntime) -> None:
+def test_its_device_log_calibrates_it(toy: Runtime) -> None:
     log = parse_benchmark_log("boot\ntoybench: mobilenet_v2 avg_ms=12.5\n", "toy.log")
     assert (log.runtime, log.tool, log.entries[0].name, log.entries[0].ms) == ("toyrt", "toybench", "mobilenet_v2", 12.5)
 
@@ -95,22 +109,20 @@ def _package_with_the_toy(root: Path) -> Path:
     pkg = root / "lodevem"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(PACKAGE, pkg, ignore=ignore)
-    shutil.copytree(TOY_FOLDER, pkg / "runtimes" / "toyrt", ignore=ignore)
+    _copy_folder(pkg / "runtimes")
     registry_file = pkg / "wire" / "registry.py"
-    text, end = registry_file.read_text(), "\n)}\nDEFAULT_LATENCY_RUNTIME"
+    text, end = registry_file.read_text(), "\n)}\n"
     assert text.count(end) == 1
-    registry_file.write_text(text.replace(end, f"\n    {SPEC!r},{end}"))
+    registry_file.write_text(text.replace(end, f"\n    {TOY!r},{end}"))
     return pkg
 
 
 @pytest.mark.docker
-def test_it_converts_measures_and_evaluates_in_a_container(toy: ToyRuntime, docker_backend: Any, digits_files: Any,
+def test_it_converts_measures_and_evaluates_in_a_container(toy: Runtime, docker_backend: Any, digits_files: Any,
                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for spec in specs_for_runtimes(["toyrt"]):
         if not image_status(spec=spec).present:
             pytest.skip(f"image {spec.tag} is not built")
-    monkeypatch.setitem(registry.CONVERT_ACTIONS, "toyrt", SPEC.converter.action)  # type: ignore[union-attr]
-    monkeypatch.setitem(requests.REQUESTS, SPEC.converter.action, requests.ConvertRequest)  # type: ignore[union-attr]
     pkg = _package_with_the_toy(tmp_path / "pkg")
     monkeypatch.setattr(docker_backend, "host_pkg", pkg)  # mounted over the image's copy, as the host's is
     client = WorkerClient(docker_backend, expected_version=f"{WORKER_RELEASE}+{source_digest(pkg)}")

@@ -277,7 +277,7 @@ class Estimator:
         return self.latency_ms(work, core, 1.0, runtime) / self.latency_ms(work, core, 1.0, runtime, threads=n)
 
     def transfer_ratio(self, work: Sequence[float], core: str, clock_ghz: float, ref_core: str, ref_clock_ghz: float,
-                       runtime: str = "tflite", threads: int = 1, cluster_cores: Optional[int] = None) -> float:
+                       runtime: str = DEFAULT_RUNTIME, threads: int = 1, cluster_cores: Optional[int] = None) -> float:
         """time(work on core@clock, ``threads``) / time(work on ref_core@ref_clock, 1 thread) for
         one kernel's ``work_vector`` on ``runtime``: carries nn-Meter's A76 figure (TFLite 2.1, one
         thread) to another core kernel by kernel with the TFLite model's shape."""

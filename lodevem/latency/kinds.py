@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional, Protocol
 from ..errors import InputError
 from ..profiles import Profile
 from ..wire.precision import REDUCED_ARITHMETIC, cell_arithmetic, level_arithmetic
+from ..wire.registry import DEFAULT_LATENCY_RUNTIME
 from .arithmetic import declared, file_level
 from .estimator import Estimate, Estimator
 from .kernels import DEFAULT_RULES, KernelGraph
@@ -87,7 +88,8 @@ class PredictionJob:
 
 def graph_arithmetic(graph: "KernelGraph | InputError") -> str:
     """A file's own arithmetic from its kernel graph (fp32 when the graph does not read)."""
-    return "fp32" if isinstance(graph, InputError) else plan_arithmetic(graph, None, "tflite").cell
+    # (the cell's arithmetic is the file's, whatever the runtime: any runtime with a latency model reads it)
+    return "fp32" if isinstance(graph, InputError) else plan_arithmetic(graph, None, DEFAULT_LATENCY_RUNTIME).cell
 
 
 class PredictorKind(Protocol):

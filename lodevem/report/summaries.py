@@ -15,7 +15,7 @@ from typing import Optional
 
 from ..profiles import TIERS, tier_rank
 from ..results import PairResult
-from ..wire.registry import on_device_runtimes
+from ..wire.registry import COMPARISON_RUNTIME, on_device_runtimes
 from ..wire.verdict import VERDICTS, Verdict
 from .cells import cells, count_text, group_by_model, latency_mark, verdict_word
 
@@ -142,7 +142,8 @@ def _span(shown: Sequence[tuple[Optional[float], str]]) -> str:
 def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult]) -> Optional[str]:
     """For torch rows over the app budget or the RAM: most of the peak is PyTorch itself, which no
     phone app ships; name an on-device runtime, with its figure when this run measured it."""
-    over = [r for r in group if r.runtime == "torch" and r.verdict in (Verdict.TIGHT, Verdict.OOM, Verdict.THRASHING)]
+    over = [r for r in group if r.runtime == COMPARISON_RUNTIME
+            and r.verdict in (Verdict.TIGHT, Verdict.OOM, Verdict.THRASHING)]
     if not over:
         return None
     worst = over[0]

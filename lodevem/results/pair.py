@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from ..runtimes.logs import OpTime
+from ..wire.registry import only_runtime_predicted_by
 from ..wire.verdict import Verdict
 from .failures import failure_reason
 from .measurements import Accuracy, MemoryMeasurement
@@ -254,7 +255,7 @@ def _legacy_latency_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     words = rest.split()
     runtime = words[1] if kind in ("estimator", "armsim") and len(words) > 1 and not words[1].startswith("(") \
-        else "tflite" if kind == "nn-meter" else None
+        else only_runtime_predicted_by(kind)
     return {"latency_kind": kind, "latency_runtime": runtime}
 
 

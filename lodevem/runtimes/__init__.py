@@ -9,8 +9,9 @@ measurement or an evaluation runs (``measure.MeasurePlan.files``), the device lo
 (``latency.calibration``). The registry of what each runtime *is* (its pinned package, converter
 and the predictor kinds that serve it) stays ``wire.registry.RUNTIMES``, which the worker
 validates requests against (the worker imports nothing of the host); an adapter is found by that
-name. Adding a runtime: its ``RuntimeSpec`` there, a folder here, and its line in ``ADAPTERS``
-(``tests/test_runtime_plugin.py`` does it with a toy runtime).
+name, as the folder's ``ADAPTER``. Adding a runtime is a folder here (its adapter, its container
+half, its image pins) and its one ``RuntimeSpec`` line there: ``ADAPTERS`` is made from the
+registry's names (``tests/test_runtime_plugin.py`` does it with a toy runtime).
 
 Each folder also holds the runtime's container half (``guest.py``: load, measure, evaluate and,
 for a converting runtime, ``convert.py``), which the images bake (``wire.protocol.WORKER_SOURCES``)
@@ -21,22 +22,28 @@ image that has none of the host's dependencies.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import importlib
+from typing import Mapping, Optional, Sequence
 
 from ..errors import InputError
+from ..wire.registry import COMPARISON_RUNTIME, RUNTIMES, Live
 from .base import Citation, Runtime
 from .logs import LogEntry, ParsedLog
-from .ncnn import Ncnn
-from .onnxruntime import OnnxRuntime
-from .tflite import Tflite
-from .torch import Torch
 
 __all__ = ["ADAPTERS", "FALLBACK", "Citation", "LogEntry", "ParsedLog", "Runtime", "adapter", "parse_device_log"]
 
-# One line per runtime: its adapter (in wire.registry.RUNTIMES order).
-ADAPTERS: dict[str, Runtime] = {r.name: r for r in (Torch(), OnnxRuntime(), Tflite(), Ncnn())}
+
+def _folder_adapter(name: str) -> Runtime:
+    """The adapter in the folder ``runtimes/<name>/`` (its ``ADAPTER``)."""
+    found = importlib.import_module(f"{__name__}.{name}").ADAPTER
+    assert isinstance(found, Runtime) and found.name == name, name
+    return found
+
+
+# Each registry runtime's adapter, found in its folder (in wire.registry.RUNTIMES order).
+ADAPTERS: Mapping[str, Runtime] = Live(lambda: {name: _folder_adapter(name) for name in RUNTIMES})
 # What measures the memory when the default runtime cannot be (its image is not built): the file as is.
-FALLBACK = "torch"
+FALLBACK = COMPARISON_RUNTIME
 
 
 def adapter(name: str) -> Runtime:

@@ -8,7 +8,11 @@ from typing import Callable, Optional, Sequence
 from ..wire.registry import RUNTIMES, RuntimeSpec
 from .logs import BenchmarkRun, ParsedLog
 
-__all__ = ["Citation", "LogReader", "RunReader", "Runtime"]
+__all__ = ["NUMPY_PIN", "Citation", "LogReader", "OwnImage", "RunReader", "Runtime"]
+
+# The numpy of every image (the worker's passes feed numpy arrays to each runtime), pinned once:
+# the images a runtime's folder describes install it beside the runtime (``OwnImage``).
+NUMPY_PIN = "numpy==2.4.6"
 
 LogReader = Callable[[Sequence[str], str], Optional[ParsedLog]]
 RunReader = Callable[[Sequence[str]], Optional[BenchmarkRun]]
@@ -20,6 +24,20 @@ class Citation:
 
     name: str
     key: str
+
+
+@dataclass(frozen=True)
+class OwnImage:
+    """The image a runtime measures in when it has one of its own (its registry entry's ``image``
+    names it; ``sandbox.image`` builds it from the shared ``Dockerfile``): the repository of its
+    tag, its pinned requirements (the runtime alone beside numpy, as in an app that ships it, so
+    the measured baseline is that runtime's), what ``lodevem check`` says it holds and what its
+    build's prewarm imports."""
+
+    repo: str
+    requirements: tuple[str, ...]
+    description: str
+    warm_imports: str
 
 
 class Runtime:
@@ -49,6 +67,12 @@ class Runtime:
     cited = Citation("", "")
     kernels_cited: Optional[Citation] = None
     data_source_prefix: Optional[str] = None
+    # Its image pins: the image it measures in when it has its own (None: the shared bench image,
+    # torch + onnxruntime), and what its conversion needs in the converter image besides its
+    # converter (``sandbox.image_specs`` builds the catalogue from these; ``tests/test_pins.py``
+    # holds the ``runtimes`` extra to them).
+    own_image: Optional[OwnImage] = None
+    convert_requirements: tuple[str, ...] = ()
 
     def executes(self, arithmetic: str, fp16_core: bool) -> str:
         """What it computes a kernel holding ``arithmetic`` in, on a core with (``fp16_core``) or

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
+from ..wire.registry import COMPARISON_RUNTIME
+
 # A run is thrashing when, for SUSTAIN_S seconds in a row, the major-fault rate over the last
 # WINDOW_S seconds stays above FAULT_RATE/s while usage is within NEAR_LIMIT of the limit.
 # Calibrated on this machine (see measure.py's docstring): a healthy run makes < 5 major
@@ -117,7 +119,7 @@ class Backend(Protocol):
         images); raises ``BackendUnavailable`` when something that runtime needs is missing."""
         ...
 
-    def prewarm(self, runtime: str = "torch") -> None:
+    def prewarm(self, runtime: str = COMPARISON_RUNTIME) -> None:
         """Bring ``runtime``'s files into the page cache, charged outside any measured cgroup."""
         ...
 

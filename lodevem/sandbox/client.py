@@ -4,8 +4,8 @@ the worker's replies.
 Why one owner: the worker (``lodevem.worker``) runs the user's model file, which is code, so its
 stdout is untrusted text. Everything the host learns from a run passes through ``parse_reply``
 here, which keeps only fields of the expected types and sizes and turns them into typed records
-(``WorkerReply`` and its sections); the rest of lodevem never touches the raw JSON. The client
-also checks that the sandbox speaks this lodevem's protocol: a reply with another
+(each action's reply record, ``wire.replies.REPLIES``, and its sections); the rest of lodevem
+never touches the raw JSON. The client also checks that the sandbox speaks this lodevem's protocol: a reply with another
 ``schema_version`` or ``worker_version`` (an image built from other code) stops the run with a
 ``SandboxError`` that says to rebuild the image, instead of mixing results of two workers.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence, TypeVar
+from typing import Any, Generic, Optional, Sequence, TypeVar
 
 from ..errors import SandboxError
 from ..runtimes import adapter
@@ -25,13 +25,22 @@ from ..wire.protocol import (
     UNUSABLE_FILE_KINDS,
     WORKER_VERSION,
 )
+from ..wire.registry import COMPARISON_RUNTIME
 from ..wire.replies import (  # noqa: F401  (the reply's records, re-exported for the host's readers)
     MAX_TEXT,
+    REPLIES,
     AccuracySection,
+    ArmsimProfileReply,
     ConvertedSection,
+    ConvertReply,
+    DecodeImagesReply,
     DerivedSection,
+    DeriveReply,
+    EvaluateReply,
+    ExportOnnxReply,
     HostTimings,
     LayerSparsity,
+    MeasureReply,
     MemorySection,
     ModelSection,
     RuntimeSection,
@@ -46,17 +55,21 @@ from .base import Backend, ProgressFn, RunOutcome, work_limit_mb
 from .usercode import ModelLoading
 
 R = TypeVar("R", bound=WorkerRequest)
+Rep = TypeVar("Rep", bound=WorkerReply)
 
-def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Optional[WorkerReply]:
-    """The worker's result line as a ``WorkerReply`` (``wire.replies``: the records the worker
-    writes), None when it printed none. Host concerns added here: paths the worker saw inside the
-    sandbox (``/input/x.pt``) are replaced by the host paths the user typed, so an error message
-    names the user's own file; the message (the model's own words, maybe with terminal escapes)
-    is escaped where it enters the host."""
+def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None,
+                record: type[Rep] = WorkerReply) -> Optional[Rep]:  # type: ignore[assignment]
+    """The worker's result line as ``record``, the reply record of the action asked for
+    (``wire.replies``: the records the worker writes; the envelope by default, which reads a reply
+    as the record of the action it names), None when it printed none. Host concerns added here:
+    paths the worker saw inside the sandbox (``/input/x.pt``) are replaced by the host paths the
+    user typed, so an error message names the user's own file; the message (the model's own
+    words, maybe with terminal escapes) is escaped where it enters the host."""
     data = reply_object(stdout)
     if data is None:
         return None
-    reply = WorkerReply.parse(data)
+    reply = record.parse(data)
+    assert isinstance(reply, record), type(reply)
     failure = reply.error
     if failure is not None:
         message = failure.message
@@ -67,11 +80,12 @@ def parse_reply(stdout: str, host_paths: Optional[dict[str, str]] = None) -> Opt
 
 
 @dataclass(frozen=True)
-class SandboxRun:
-    """One worker run: what the backend saw and the worker's reply (None when it printed none)."""
+class SandboxRun(Generic[Rep]):
+    """One worker run: what the backend saw and the worker's reply, its action's record (None
+    when it printed none)."""
 
     outcome: RunOutcome
-    reply: Optional[WorkerReply]
+    reply: Optional[Rep]
 
     @property
     def ok(self) -> bool:
@@ -114,7 +128,7 @@ class SandboxRun:
 class MeasureSettings:
     """How a measurement run loads and drives the model; part of every measurement's cache key."""
 
-    runtime: str = "torch"
+    runtime: str = COMPARISON_RUNTIME
     warmup: int = 5
     runs: int = 50
     threads: int = 1
@@ -138,7 +152,8 @@ class WorkerClient:
         self.work_limit_mb = work_limit if work_limit is not None else work_limit_mb()
 
     def export_onnx(self, model: Path, target: Path, input_shape: Optional[Sequence[int]],
-                    timeout_s: float, twin: bool = True, channels_removed: Optional[Path] = None) -> SandboxRun:
+                    timeout_s: float, twin: bool = True,
+                    channels_removed: Optional[Path] = None) -> SandboxRun[ExportOnnxReply]:
         """Export ``model`` to ``target`` (nn-Meter-ready ONNX) under the work limit, not a device's;
         ``twin=False``: the export as torch writes it (an int8/fp16 model's own ops, for onnxruntime);
         a file with all-zero output channels also gets that graph without them at ``channels_removed``."""
@@ -148,7 +163,8 @@ class WorkerClient:
         return self.run(request, self.work_limit_mb, timeout_s)
 
     def convert(self, model: Path, runtime: str, target: Path, input_shape: Optional[Sequence[int]],
-                timeout_s: float, quantize: Optional[str] = None, calibration: Optional[Path] = None) -> SandboxRun:
+                timeout_s: float, quantize: Optional[str] = None,
+                calibration: Optional[Path] = None) -> SandboxRun[ConvertReply]:
         """Convert ``model`` for ``runtime`` (tflite, ncnn) to ``target`` under the work limit; an
         ncnn ``target`` is the ``.param``, its ``.bin`` is written beside it. ``quantize`` (a
         ``precision.CONVERT_QUANTIZE`` level): made by the runtime's own toolchain while converting;
@@ -161,7 +177,7 @@ class WorkerClient:
 
     def measure(self, model: Path, limit_mb: Optional[int], settings: MeasureSettings, timeout_s: float, *,
                 onnx_path: Optional[Path] = None, reference_s: Optional[float] = None,
-                converted_path: Optional[Path] = None) -> SandboxRun:
+                converted_path: Optional[Path] = None) -> SandboxRun[MeasureReply]:
         """Run the model ``settings.runs`` times under ``limit_mb`` (None: unconstrained);
         ``converted_path``: the conversion a tflite/ncnn measurement runs."""
         request = self._loaded(wire.MeasureRequest(
@@ -172,7 +188,7 @@ class WorkerClient:
         return self.run(request, limit_mb, timeout_s, reference_s=reference_s)
 
     def derive(self, model: Path, level: str, out: Path, input_shape: Optional[Sequence[int]],
-               timeout_s: float, finetune: Optional[tuple[Path, int]] = None) -> SandboxRun:
+               timeout_s: float, finetune: Optional[tuple[Path, int]] = None) -> SandboxRun[DeriveReply]:
         """Derive the ``level`` variant of ``model`` and write it to ``out``, under the work limit;
         ``finetune`` (pruned only): (normalised samples .npz, epochs) to fine-tune it on."""
         request = self._loaded(wire.DeriveRequest(
@@ -182,7 +198,7 @@ class WorkerClient:
 
     def evaluate(self, model: Path, data: Path, settings: MeasureSettings, timeout_s: float, *,
                  onnx_path: Optional[Path] = None, converted_path: Optional[Path] = None,
-                 on_progress: Optional[ProgressFn] = None) -> SandboxRun:
+                 on_progress: Optional[ProgressFn] = None) -> SandboxRun[EvaluateReply]:
         """Top-1/top-5 of ``model`` on the samples ``data`` (a normalised .npz) under
         ``settings.runtime``, in that runtime's image, under the work limit (no device is modelled)."""
         request = self._loaded(wire.EvaluateRequest(
@@ -192,7 +208,8 @@ class WorkerClient:
             input_shape=_shape(settings.input_shape)))
         return self.run(request, self.work_limit_mb, timeout_s, on_progress=on_progress)
 
-    def decode_images(self, pack: Path, target: Path, preprocess: dict[str, Any], timeout_s: float) -> SandboxRun:
+    def decode_images(self, pack: Path, target: Path, preprocess: dict[str, Any],
+                      timeout_s: float) -> SandboxRun[DecodeImagesReply]:
         """An ImageFolder tree's images (``pack``: the host's zip of their bytes) decoded with Pillow
         into the normalised samples ``target`` (an .npz), in the benchmark image under the work limit:
         the host never decodes an image (``worker.evaluate.images``)."""
@@ -201,7 +218,7 @@ class WorkerClient:
 
     def armsim_profile(self, converted: Path, runtime: str, isa: str, precision: str, threads: int,
                        input_shape: Optional[Sequence[int]], timeout_s: float, *, uarch: Optional[str] = None,
-                       warmup: int = 0, inferences: int = 1) -> SandboxRun:
+                       warmup: int = 0, inferences: int = 1) -> SandboxRun[ArmsimProfileReply]:
         """Count one steady-state inference of ``converted`` (a .tflite or ncnn .param) under
         ``runtime``'s Arm build on an emulated ``isa`` core (lodevem-armsim image), under the
         work limit. ``warmup`` inferences run uncounted first (weight packing)."""
@@ -222,9 +239,10 @@ class WorkerClient:
                        arch_kwargs=loading.arch_kwargs)
 
     def run(self, request: WorkerRequest, limit_mb: Optional[int], timeout_s: float, *,
-            reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> SandboxRun:
+            reference_s: Optional[float] = None, on_progress: Optional[ProgressFn] = None) -> SandboxRun[Any]:
         outcome = self.backend.run(request, limit_mb, timeout_s, reference_s=reference_s, on_progress=on_progress)
-        reply = parse_reply(outcome.stdout, outcome.host_paths)
+        # read as the record of the action asked for, whatever the reply says it is
+        reply = parse_reply(outcome.stdout, outcome.host_paths, REPLIES.get(request.action, WorkerReply))
         if reply is not None:
             self._check_version(reply)
         return SandboxRun(outcome, reply)

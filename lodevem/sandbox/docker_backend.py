@@ -24,6 +24,7 @@ from typing import Any, Optional
 from ..errors import BackendUnavailable, Cancelled, ModelFileError
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
 from ..wire.protocol import artifact_files
+from ..wire.registry import COMPARISON_RUNTIME
 from ..wire.requests import WorkerRequest
 from . import image as image_mod
 from .base import PIDS_LIMIT, Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail, work_limit_mb
@@ -148,7 +149,7 @@ class DockerBackend(Cancellable):
                 return 0
         return sweep_stale_containers(self.client, self.live.ids())
 
-    def prewarm(self, runtime: str = "torch") -> None:
+    def prewarm(self, runtime: str = COMPARISON_RUNTIME) -> None:
         """Read the shared libraries of ``runtime``'s image once in a throw-away, unlimited container.
 
         Their page-cache pages are then charged to that (removed) container's parent, not to the

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
 
+from ..runtimes import ADAPTERS
+from ..runtimes.base import NUMPY_PIN
 from ..version import __version__
 from ..wire.registry import ARMSIM_AARCH64_REQUIREMENTS, ARMSIM_ARMV7L_REQUIREMENTS, CONVERT_ACTIONS, RUNTIMES
 
@@ -21,15 +23,14 @@ BASE_IMAGE = "debian:bookworm"
 # (or $LODEVEM_DEBIAN_MIRROR, read by the CLI) passes another one down.
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
 # The pins written once: the images' requirements below, `lodevem doctor`'s advice, and
-# tests/test_pins.py, which holds pyproject.toml's `runtimes` extra and the Makefile's TORCH_SPEC
-# to them (neither can import Python).
+# tests/test_pins.py, which holds the Makefile's TORCH_SPEC to it (it cannot import Python). A
+# runtime's own pins are in its folder (``Runtime.own_image``, ``convert_requirements``).
 TORCH_PIN = "torch==2.13.0"
-NUMPY_PIN = "numpy==2.4.6"
-LITERT_PIN = "ai-edge-litert==2.3.0"
-NCNN_PIN = "ncnn==1.0.20261020"
 
-# Pinned to what lodevem is developed against, so the container's onnxruntime/onnx match the
-# host's exporter. TORCH_PIN resolves to the CPU wheel where pip's find-links has it.
+# The worker's image: what every action on a PyTorch file runs (inspect, the ONNX export, derive)
+# and what measures the runtimes without an image of their own. Pinned to what lodevem is
+# developed against, so the container's onnxruntime/onnx match the host's exporter. TORCH_PIN
+# resolves to the CPU wheel where pip's find-links has it.
 IMAGE_REQUIREMENTS: tuple[str, ...] = (
     TORCH_PIN,
     NUMPY_PIN,
@@ -42,17 +43,15 @@ IMAGE_REQUIREMENTS: tuple[str, ...] = (
     "pillow==13.0.0",
 )
 
-# The on-device runtimes and their converters, pinned (docs/runtimes.md says why
-# these: tflite-runtime 2.14 fails with numpy 2, litert-torch succeeds ai-edge-torch).
-LITERT_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, LITERT_PIN)
-NCNN_REQUIREMENTS: tuple[str, ...] = (NUMPY_PIN, NCNN_PIN)
 # (package, version) of the converter that makes each runtime's file from a PyTorch model: part
 # of the conversion cache key and of the manifest; pinned in the runtime registry.
 CONVERTERS: dict[str, tuple[str, str]] = {name: (spec.converter.package, spec.converter.version)
                                           for name, spec in RUNTIMES.items() if spec.converter is not None}
-# ncnn too: lodevem's ncnn int8 writer (runtimes/ncnn/int8.py) calibrates by running the fp32 ncnn model.
-CONVERT_REQUIREMENTS: tuple[str, ...] = (TORCH_PIN, NUMPY_PIN, NCNN_PIN,
-                                         *(f"{package}=={version}" for package, version in CONVERTERS.values()))
+# The converters image: torch, then what each runtime's conversion needs besides its converter
+# (its folder's ``convert_requirements``), then the converters.
+CONVERT_REQUIREMENTS: tuple[str, ...] = tuple(dict.fromkeys((
+    TORCH_PIN, NUMPY_PIN, *(pin for runtime in ADAPTERS.values() for pin in runtime.convert_requirements),
+    *(f"{package}=={version}" for package, version in CONVERTERS.values()))))
 
 
 @dataclass(frozen=True)
@@ -88,20 +87,20 @@ class ImageSpec:
 
 BENCH = ImageSpec("bench", IMAGE_REPO, IMAGE_REQUIREMENTS, "python3 + torch CPU + onnxruntime",
                   "torch, onnxruntime, numpy")
-LITERT = ImageSpec("litert", "lodevem-litert", LITERT_REQUIREMENTS, "python3 + numpy + LiteRT (ai-edge-litert)",
-                   "ai_edge_litert.interpreter, numpy")
-NCNN = ImageSpec("ncnn", "lodevem-ncnn", NCNN_REQUIREMENTS, "python3 + numpy + ncnn", "ncnn, numpy")
+# The images of the runtimes that have their own, as their folders describe them (``OwnImage``).
+RUNTIME_OWN_IMAGES: tuple[ImageSpec, ...] = tuple(
+    ImageSpec(runtime.spec.image, own.repo, own.requirements, own.description, own.warm_imports)
+    for runtime in ADAPTERS.values() if (own := runtime.own_image) is not None)
 CONVERT = ImageSpec("convert", "lodevem-convert", CONVERT_REQUIREMENTS,
-                    "converters: torch CPU + litert-torch (PyTorch to .tflite) + pnnx (PyTorch to ncnn) "
-                    "+ ncnn (lodevem's ncnn int8 writer calibrates with it)", "torch", dockerfile="Dockerfile.convert",
-                    layered_on="bench")
+                    "converters: torch CPU + " + " + ".join(pin.partition("==")[0] for pin in CONVERT_REQUIREMENTS[2:]),
+                    "torch", dockerfile="Dockerfile.convert", layered_on="bench")
 ARMSIM = ImageSpec(
     "armsim", "lodevem-armsim", (), "qemu-user + lodevem's instruction-count plugin + arm64/armhf LiteRT and ncnn",
     "json", dockerfile="Dockerfile.armsim", extra_sources=("sandbox/armsim",),
     guest_wheels=(GuestWheels("wheels-aarch64", ARMSIM_AARCH64_REQUIREMENTS,
                               ("manylinux_2_27_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")),
                   GuestWheels("wheels-armv7l", ARMSIM_ARMV7L_REQUIREMENTS, ("manylinux_2_31_armv7l",))))
-IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, LITERT, NCNN, CONVERT, ARMSIM)}
+IMAGES: dict[str, ImageSpec] = {spec.name: spec for spec in (BENCH, *RUNTIME_OWN_IMAGES, CONVERT, ARMSIM)}
 class _RuntimeImages(Mapping[str, tuple[str, ...]]):
     """What each ``--runtime`` needs, read from its adapter (``runtimes.adapter(name).images``: its
     measurement image, then its converter's) when asked, so a runtime plugged in later is seen.

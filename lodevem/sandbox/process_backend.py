@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 from ..errors import BackendUnavailable
 from ..safe_io import OUTPUT_TAIL_BYTES, REPLY_TAIL_BYTES
-from ..wire.registry import RUNTIMES
+from ..wire.registry import COMPARISON_RUNTIME, RUNTIMES
 from ..wire.requests import WorkerRequest
 from . import image as image_mod
 from .base import Cancellable, ProgressFn, RunOutcome, ThrashMonitor, tail
@@ -159,7 +159,7 @@ class ProcessBackend(Cancellable):
         # Nothing outlives a run (each child dies with its session, its cgroup is removed), so the
         # inherited sweep_stale has nothing to do.
 
-    def prewarm(self, runtime: str = "torch") -> None:
+    def prewarm(self, runtime: str = COMPARISON_RUNTIME) -> None:
         """Import the runtime once so its pages are cached and charged to lodevem's own cgroup.
 
         Locked: ``measure_models`` calls it from every job thread at once."""

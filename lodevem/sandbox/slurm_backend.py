@@ -51,7 +51,7 @@ from ..errors import BackendUnavailable, Cancelled, SandboxError
 from ..safe_io import read_tail
 from ..store import digest
 from ..wire.protocol import artifact_files
-from ..wire.registry import CONVERT_ACTIONS
+from ..wire.registry import COMPARISON_RUNTIME, CONVERT_ACTIONS
 from ..wire.requests import WorkerRequest
 from . import slurm_job
 from .base import POLL_S, Cancellable, ProgressFn, RunOutcome, tail, work_limit_mb
@@ -220,7 +220,7 @@ class SlurmBackend(Cancellable):
 
     # --- submitting and waiting ----------------------------------------------------------------
 
-    def prewarm(self, runtime: str = "torch") -> None:
+    def prewarm(self, runtime: str = COMPARISON_RUNTIME) -> None:
         """Nothing to do: on a cluster the page cache is each node's own, and every job reads the
         runtime's files from the same install; the first job on a node warms it."""
 

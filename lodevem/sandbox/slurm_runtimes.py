@@ -48,7 +48,7 @@ def installed_version(python: str, distribution: str) -> Optional[str]:
 
 def pinned(distribution: str) -> str:
     """``distribution==version`` as the images pin it (what to install on the nodes)."""
-    for requirement in (*image_mod.LITERT_REQUIREMENTS, *image_mod.NCNN_REQUIREMENTS,
+    for requirement in (*(r for own in image_mod.RUNTIME_OWN_IMAGES for r in own.requirements),
                         *image_mod.CONVERT_REQUIREMENTS):
         if requirement.split("==")[0].lower() == distribution.lower():
             return requirement

@@ -10,6 +10,7 @@ import hashlib
 import re
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from . import registry as _registry
 from .error_kinds import ERROR_KINDS, UNUSABLE_FILE_KINDS  # noqa: F401  (the protocol's vocabulary, re-exported)
@@ -18,8 +19,9 @@ from .registry import CONVERT_ACTIONS
 
 # The wire format's version, in every request and reply (as pyperf versions its records); the host
 # refuses a reply of another version ("rebuild the image"). 2: one request record per action;
-# 3: one reply class on both sides (``wire.replies.WorkerReply``), no ``timings_s``.
-SCHEMA_VERSION = 3
+# 3: one reply class on both sides (``wire.replies.WorkerReply``), no ``timings_s``; 4: one reply
+# record per action (``wire.replies.REPLIES``), the runtime section without its onnxruntime field.
+SCHEMA_VERSION = 4
 WORKER_RELEASE = "2"  # bump when measurement semantics change, for people reading cached results
 
 
@@ -60,12 +62,13 @@ def source_digest(package: Path) -> str:
 
 WORKER_VERSION = f"{WORKER_RELEASE}+{source_digest(Path(__file__).resolve().parent.parent)}"
 EXIT_OK, EXIT_ERROR = 0, 3
-ACTIONS = ("measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate",
-           "decode-images")
-# The runtimes (and the action that makes each converted runtime's file) and the compression
-# levels are the registry's and the precision vocabulary's: one home each (lodevem.levels reads
-# the same names).
-RUNTIMES: tuple[str, ...] = tuple(_registry.RUNTIMES)
+# The actions (a converted runtime's is its converter's, read from the registry at each use: a
+# runtime registered later is an action too), the runtimes and the compression levels are the
+# registry's and the precision vocabulary's: one home each (lodevem.levels reads the same names).
+ACTIONS: Mapping[str, None] = _registry.Live(lambda: dict.fromkeys((
+    "measure", "export-onnx", "inspect", "derive", *CONVERT_ACTIONS.values(), "armsim-profile", "evaluate",
+    "decode-images")))
+RUNTIMES: Mapping[str, None] = _registry.Live(lambda: dict.fromkeys(_registry.RUNTIMES))
 # state_dict: weights (a state_dict or a training checkpoint) loaded into the module --arch built.
 FORMATS = ("pickled_module", "torchscript", "exported_program", "onnx", "state_dict")
 DEFAULT_INPUT_SHAPE = [1, 3, 224, 224]

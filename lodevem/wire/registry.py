@@ -16,7 +16,9 @@ name to that runtime's ``predictors`` (and its factory to ``latency.pool.KINDS``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Iterator, Mapping, Optional, TypeVar
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,11 @@ RUNTIMES: dict[str, RuntimeSpec] = {spec.name: spec for spec in (
     RuntimeSpec("ncnn", "ncnn (Tencent)", "ncnn", "ncnn", Converter("pnnx", "20261020", "export-ncnn"),
                 predictors=("estimator", "armsim"), on_device=True),
 )}
+# The runtime latencies are predicted for unless --latency-runtime says otherwise (the one a phone
+# app ships by default), and the comparison runtime: the model file as it is, no phone app ships
+# it; what a request runs under when it names none, and what loads a PyTorch file for any action.
 DEFAULT_LATENCY_RUNTIME = "tflite"
+COMPARISON_RUNTIME = "torch"
 # The emulated Arm guests' runtimes (docs/armsim.md): the Arm builds of the same runtimes, at the
 # newest versions with aarch64 / armv7l wheels (ncnn's aarch64 wheels stop at 1.0.20250503).
 # Listed whole, installed --no-deps: ncnn's wheel metadata pulls opencv, which it never imports.
@@ -82,8 +88,35 @@ ARMSIM_ARMV7L_REQUIREMENTS: tuple[str, ...] = ("ncnn==1.0.20261020",)
 # The wheels of the emulated Arm guest of each armsim ISA (docs/armsim.md), in the protocol's ISA order.
 ARMSIM_GUEST_WHEELS: dict[str, tuple[str, ...]] = {
     "armv7": ARMSIM_ARMV7L_REQUIREMENTS, "armv8.0": ARMSIM_AARCH64_REQUIREMENTS, "armv8.2": ARMSIM_AARCH64_REQUIREMENTS}
+
+
+class Live(Mapping[str, V]):
+    """A table derived from ``RUNTIMES``, made again at each use: a runtime registered after this
+    module was imported (a plug-in's one line, ``tests/test_runtime_plugin.py``) is seen by every
+    table built from the registry, and no table is a second list to keep in step."""
+
+    def __init__(self, make: Callable[[], dict[str, V]]) -> None:
+        self._make = make
+
+    def __getitem__(self, key: str) -> V:
+        try:
+            return self._make()[key]
+        except TypeError:  # an unhashable key (a request's field of the wrong type) is just not here
+            raise KeyError(key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._make())
+
+    def __len__(self) -> int:
+        return len(self._make())
+
+    def __repr__(self) -> str:
+        return f"Live({self._make()!r})"
+
+
 # The worker action that makes each converted runtime's file.
-CONVERT_ACTIONS: dict[str, str] = {name: spec.converter.action for name, spec in RUNTIMES.items() if spec.converter}
+CONVERT_ACTIONS: Mapping[str, str] = Live(lambda: {name: spec.converter.action for name, spec in RUNTIMES.items()
+                                                    if spec.converter})
 
 
 def canonical(name: str) -> Optional[str]:
@@ -98,6 +131,13 @@ def canonical(name: str) -> Optional[str]:
 def latency_runtimes() -> tuple[str, ...]:
     """The runtimes with a latency model (the choices of ``--latency-runtime``)."""
     return tuple(name for name, spec in RUNTIMES.items() if spec.has_latency_model)
+
+
+def only_runtime_predicted_by(kind: str) -> Optional[str]:
+    """The one runtime the latency predictor ``kind`` predicts for, None when it predicts for
+    several or none (nn-Meter's CPU predictors are TFLite 2.1's: it serves tflite only)."""
+    serving = [name for name, spec in RUNTIMES.items() if kind in spec.predictors]
+    return serving[0] if len(serving) == 1 else None
 
 
 def on_device_runtimes() -> tuple[str, ...]:

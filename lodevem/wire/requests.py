@@ -18,7 +18,7 @@ import json
 import re
 import reprlib
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Optional, TypeVar
+from typing import Any, Mapping, Optional, TypeVar
 
 from .precision import CONVERT_QUANTIZE, INT8_LEVELS, LEVELS
 from .protocol import (
@@ -30,7 +30,7 @@ from .protocol import (
     WorkerError,
     first_line,
 )
-from .registry import CONVERT_ACTIONS
+from .registry import COMPARISON_RUNTIME, CONVERT_ACTIONS, Live
 
 __all__ = ["ArmsimProfileRequest", "ConvertRequest", "DecodeImagesRequest", "DeriveRequest", "EvaluateRequest",
            "ExportOnnxRequest", "InspectRequest", "MeasureRequest", "REQUESTS", "RequestFiles", "WorkerRequest"]
@@ -72,7 +72,7 @@ class WorkerRequest:
     schema_version: int = SCHEMA_VERSION
     input_shape: Optional[list[int]] = None
     threads: int = 1
-    runtime: str = "torch"
+    runtime: str = COMPARISON_RUNTIME
     code_paths: list[str] = field(default_factory=list)
     arch: Optional[str] = None
     arch_kwargs: Optional[dict[str, Any]] = None
@@ -231,7 +231,7 @@ class DeriveRequest(WorkerRequest):
                 (self.derive_out is not None, "derive needs derive_out (where to write)"),
                 (self.level not in (None, "fp32"),
                  "derive needs a level other than fp32 (fp32 is the file as given: nothing to derive)"),
-                (self.runtime == "torch", "derive runs with runtime torch"),
+                (self.runtime == COMPARISON_RUNTIME, f"derive runs with runtime {COMPARISON_RUNTIME}"),
                 (self.data_path is None or (self.level == "pruned" and _optional_path(self.data_path)),
                  "data_path must be null or a non-empty string, and only for level pruned"),
                 ((self.finetune_epochs is None) == (self.data_path is None)
@@ -326,11 +326,12 @@ class DecodeImagesRequest(WorkerRequest):
 
 
 # Every action's record: the one table the worker parses by and the host builds from.
-REQUESTS: dict[str, type[WorkerRequest]] = {
+# (Made at each use from the registry: a runtime registered later has its conversion's record.)
+REQUESTS: Mapping[str, type[WorkerRequest]] = Live(lambda: {
     "measure": MeasureRequest, "export-onnx": ExportOnnxRequest, "inspect": InspectRequest, "derive": DeriveRequest,
     **{action: ConvertRequest for action in CONVERT_ACTIONS.values()}, "armsim-profile": ArmsimProfileRequest,
-    "evaluate": EvaluateRequest, "decode-images": DecodeImagesRequest}
-assert tuple(REQUESTS) == ACTIONS, "every action has its request record"
+    "evaluate": EvaluateRequest, "decode-images": DecodeImagesRequest})
+assert tuple(REQUESTS) == tuple(ACTIONS), "every action has its request record"
 
 
 def _field_names(record: type[WorkerRequest]) -> frozenset[str]:

@@ -34,18 +34,16 @@ def _text(value: Any, limit: int) -> Optional[str]:
 
 @dataclass(frozen=True)
 class RuntimeSection:
-    """What ran the model: the runtime's name and version, the worker's python, and onnxruntime's
-    version when it was the runtime."""
+    """What ran the model: the runtime's name and version and the worker's python."""
 
     name: str
     version: str
     python: str
-    onnxruntime: Optional[str] = None
 
     @classmethod
-    def here(cls, name: str, version: str, onnxruntime: Optional[str] = None) -> "RuntimeSection":
+    def here(cls, name: str, version: str) -> "RuntimeSection":
         """The runtime ``name`` at ``version`` in this worker's own python."""
-        return cls(name, version, platform.python_version(), onnxruntime)
+        return cls(name, version, platform.python_version())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,7 +54,7 @@ class RuntimeSection:
         name, version = _text(data.get("name"), 40), _text(data.get("version"), 80)
         if name is None or version is None:
             return None
-        return cls(name, version, _text(data.get("python"), 40) or "", _text(data.get("onnxruntime"), 40))
+        return cls(name, version, _text(data.get("python"), 40) or "")
 
 
 @dataclass(frozen=True)

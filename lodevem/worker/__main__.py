@@ -12,7 +12,7 @@ import traceback
 from typing import Optional
 
 from ..wire.protocol import EXIT_ERROR, EXIT_OK, WorkerError, first_line, progress
-from ..wire.replies import WorkerFailure, WorkerReply
+from ..wire.replies import WorkerFailure, WorkerReply, reply_for
 from ..wire.requests import WorkerRequest
 from .actions import Late
 from .dispatch import run
@@ -50,12 +50,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.dup2(2, 1)
     progress("start")
     mem = MemoryPhases(rss_start)
-    res = WorkerReply()
+    res = WorkerReply()  # the envelope alone until the request is read
     code = EXIT_OK
     late: Late = None
     try:
         req = read_request(sys.argv[1:] if argv is None else argv)
-        res.action = req.action
+        res = reply_for(req.action)  # the action's own record
         late = run(req, res, mem)
         res.ok = True
     except WorkerError as exc:

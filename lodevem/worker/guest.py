@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from ..wire.protocol import CONVERT_ACTIONS, WorkerError, artifact_files, progress
 from ..wire.registry import RUNTIMES
-from ..wire.replies import WorkerReply
+from ..wire.replies import ConvertReply, EvaluateReply, MeasureReply, WorkerReply
 from ..wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ..wire.sections import RuntimeSection
 from .memory import MemoryPhases
@@ -32,16 +32,16 @@ class Guest:
 
     name = ""
 
-    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, kind: str) -> Late:
         """Load the request's file under this runtime and time it (``res.latency``, memory phases)."""
         raise WorkerError("bad_request", f"runtime {self.name} cannot measure here")
 
-    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         """The evaluation's one-sample inference under this runtime."""
         raise WorkerError("bad_request", f"runtime {self.name} cannot evaluate here")
 
-    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str) -> None:
         """Make this runtime's own file from the model (``res.converted``)."""
         raise WorkerError("bad_request", f"runtime {self.name} has no converter: it runs the model file as is")
 

@@ -1,7 +1,10 @@
-"""A toy runtime: the one folder a new runtime adds (its adapter and its device log reader).
+"""A toy runtime: the one folder a new runtime adds (its adapter, its device log reader and, in
+``guest.py``, its container half).
 
-Its figures are plumbing, never shown to a user: ``tests/test_runtime_plugin.py`` registers it
-with one line and checks that every host stage that asks a runtime something asks this adapter.
+Its figures are plumbing, never shown to a user: ``tests/test_runtime_plugin.py`` puts this folder
+at ``lodevem/runtimes/toyrt/``, adds its one registry line, and checks that every host stage that
+asks a runtime something asks this adapter, and that the worker converts, measures and evaluates
+with its container half.
 """
 
 from __future__ import annotations
@@ -11,11 +14,6 @@ from typing import Optional, Sequence
 
 from lodevem.runtimes.base import Runtime
 from lodevem.runtimes.logs import LogEntry, ParsedLog
-from lodevem.wire.registry import Converter, RuntimeSpec
-
-# What the worker registry would hold for it (the worker validates requests by this name).
-SPEC = RuntimeSpec("toyrt", "toy runtime (plumbing test)", "bench", "toypkg",
-                   Converter("toyconv", "1.0", "export-toyrt"), on_device=True)
 
 _LINE = re.compile(r"^toybench: (\S+) avg_ms=([0-9.]+)$")
 
@@ -32,3 +30,6 @@ class ToyRuntime(Runtime):
     name = "toyrt"
     converted_suffix = ".toy"
     read_log = staticmethod(read_log)
+
+
+ADAPTER = ToyRuntime()

@@ -16,7 +16,7 @@ from typing import Any
 
 from lodevem.wire.file_sections import ModelSection
 from lodevem.wire.protocol import WorkerError, first_line, progress
-from lodevem.wire.replies import WorkerReply
+from lodevem.wire.replies import ConvertReply, EvaluateReply, MeasureReply, WorkerReply
 from lodevem.wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from lodevem.worker.actions import _file_info, _measure
 from lodevem.worker.export.convert import _converted_section, _loaded_and_checked
@@ -28,7 +28,7 @@ from lodevem.worker.memory import MemoryPhases
 class ToyGuest(Guest):
     name = "toyrt"
 
-    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str) -> None:
         torch, module, x = _loaded_and_checked(req, res, mem, kind)
         out = req.converted_path or ""
         t0 = time.perf_counter()
@@ -52,7 +52,7 @@ class ToyGuest(Guest):
         imported(res, mem, self.name, f"torch {torch.__version__}")
         return torch, torch.jit.load(path).eval()
 
-    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, kind: str) -> Late:
         res.model = _file_info(req.model_path, _format_of(kind))
         torch, module = self._load(req, res, mem)
         shape = list(req.input_shape or [1, 3, 224, 224])
@@ -64,7 +64,7 @@ class ToyGuest(Guest):
             _measure(req, res, mem, lambda: module(x))
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         torch, module = self._load(req, res, mem)
         res.model = ModelSection(format=self.name, input_shape=tuple(shape), input_dtype="float32")

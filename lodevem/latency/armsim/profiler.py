@@ -31,6 +31,7 @@ _PACKAGE = Path(__file__).resolve().parent.parent.parent  # lodevem/
 _SOURCES = ("sandbox/armsim/lodevem_icount.c", "sandbox/armsim/make_views.py", "worker/armsim/armsim_guest.py",
             "worker/armsim/armsim_profile.py", "worker/armsim/armsim_blocks.py", "worker/armsim/armsim_inorder.py",
             "worker/armsim/armsim_cores.py", "worker/armsim/armsim_arm32.py", "worker/armsim/armsim_symbols.py")
+ARM_HALVES = "runtimes/*/arm.py"  # each runtime's Arm half, which the guest script runs
 
 
 def pinned_versions() -> dict[str, str]:
@@ -48,7 +49,7 @@ def sources_digest() -> str:
     """sha256 over the plugin, the cpu views, the guest script and Dockerfile.armsim (when the
     checkout has it): a change to any of them is another profile."""
     parts = []
-    for rel in _SOURCES:
+    for rel in (*_SOURCES, *sorted(p.relative_to(_PACKAGE).as_posix() for p in _PACKAGE.glob(ARM_HALVES))):
         path = _PACKAGE / rel
         parts.append([rel, path.read_text() if path.is_file() else None])
     dockerfile = _PACKAGE.parent / "Dockerfile.armsim"

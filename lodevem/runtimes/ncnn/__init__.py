@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from ...wire.precision import FLOAT_ARITHMETIC
-from ..base import Citation, Runtime
+from ..base import NUMPY_PIN, Citation, OwnImage, Runtime
 from .log import parse_log
 
-__all__ = ["Ncnn"]
+__all__ = ["ADAPTER", "Ncnn"]
+
+NCNN_PIN = "ncnn==1.0.20261020"
 
 
 class Ncnn(Runtime):
@@ -18,6 +20,9 @@ class Ncnn(Runtime):
     cited = kernels_cited = Citation("ncnn", "ncnn")
     data_source_prefix = "Tencent/ncnn"
     dynamic_int8 = (None, "int8")  # ncnn's int8 is full-integer (lodevem's ncnn int8 conversion)
+    own_image = OwnImage("lodevem-ncnn", (NUMPY_PIN, NCNN_PIN), "python3 + numpy + ncnn", "ncnn, numpy")
+    # lodevem's ncnn int8 writer (``int8.py``) calibrates by running the fp32 ncnn model
+    convert_requirements = (NCNN_PIN,)
 
     def executes(self, arithmetic: str, fp16_core: bool) -> str:
         """ncnn's ``Option`` enables fp16 storage and arithmetic by default and uses them where the
@@ -27,3 +32,6 @@ class Ncnn(Runtime):
         if arithmetic in FLOAT_ARITHMETIC:
             return "fp16" if fp16_core else "fp32"
         return "int8"
+
+
+ADAPTER = Ncnn()

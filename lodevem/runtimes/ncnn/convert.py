@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ...wire.file_sections import ModelSection
 from ...wire.precision import INT8_LEVELS
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, artifact_files, first_line, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import ConvertReply
 from ...wire.requests import ConvertRequest
 from ...worker.export.artifact_info import ArtifactUnreadable, describe, ncnn_census
 from ...worker.export.calibration import calibration_inputs
@@ -32,7 +32,7 @@ PNNX_TIMEOUT_S = 1800  # the host's --timeout kills the whole container sooner w
 
 
 
-def action_export_ncnn(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+def action_export_ncnn(req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str) -> None:
     """pnnx's converter binary on a TorchScript file (a pickled module or an ExportedProgram is
     traced first; a TorchScript file or an ``.onnx`` is given to pnnx as it is, copied into the
     work folder because pnnx writes beside its input), fp32 weights. The host passes the input
@@ -78,7 +78,7 @@ def action_export_ncnn(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases,
 
 
 
-def _pnnx_source(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+def _pnnx_source(req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str,
                  work: str) -> tuple[str, list[int]]:
     """(the file pnnx converts, inside ``work``, and the input shape): an ``.onnx`` or a TorchScript
     file copied as it is (pnnx writes beside its input, and the input folder is read-only in the

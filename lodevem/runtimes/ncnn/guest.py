@@ -13,19 +13,20 @@ from typing import Any
 
 from ...wire.file_sections import ModelSection
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, artifact_files, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import ConvertReply, EvaluateReply, MeasureReply
 from ...wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _measure
 from ...worker.guest import Guest, Late, Predict, converted_file, imported, package_version, random_input
 from ...worker.load.formats import _format_of
 from ...worker.memory import MemoryPhases
+from .arm import one_inference
 
 
 class NcnnGuest(Guest):
     name = "ncnn"
 
-    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, kind: str) -> Late:
         """Run the converted ncnn model (``.param`` + ``.bin``) with ncnn's Python ``Net``, CPU only.
 
         ncnn has no batch dimension: the request's shape is ``[1, C, H, W]`` (or a shape without the
@@ -49,19 +50,10 @@ class NcnnGuest(Guest):
                                     converted_bytes=sum(os.path.getsize(p) for p in artifact_files(param)))
         mem.mark("after_load")
         progress(f"loaded {param}, input {shape} float32, outputs {', '.join(outputs)}")
-
-        def call() -> None:
-            extractor = net.create_extractor()
-            extractor.input(inputs[0], mat)
-            for name in outputs:
-                code, _ = extractor.extract(name)
-                if code != 0:
-                    raise RuntimeError(f"ncnn extract({name}) returned {code}")
-
-        _measure(req, res, mem, call)
+        _measure(req, res, mem, one_inference(net, inputs[0], outputs, mat))
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         param = converted_file(req)
         weights = artifact_files(param)[1]
@@ -82,7 +74,7 @@ class NcnnGuest(Guest):
 
         return predict
 
-    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str) -> None:
         from .convert import action_export_ncnn
 
         action_export_ncnn(req, res, mem, kind)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base import Citation, Runtime
 
-__all__ = ["OnnxRuntime"]
+__all__ = ["ADAPTER", "OnnxRuntime"]
 
 
 class OnnxRuntime(Runtime):
@@ -14,3 +14,6 @@ class OnnxRuntime(Runtime):
     name = "onnxruntime"
     runs_onnx_export = True
     cited = Citation("ONNX Runtime", "onnxruntime")
+
+
+ADAPTER = OnnxRuntime()

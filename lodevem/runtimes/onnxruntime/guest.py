@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from ...wire.protocol import WorkerError, first_line, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import EvaluateReply, MeasureReply
 from ...wire.requests import EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _filled_from_onnx, _measure
@@ -26,7 +26,7 @@ from ...worker.memory import MemoryPhases
 class OnnxRuntimeGuest(Guest):
     name = "onnxruntime"
 
-    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, kind: str) -> Late:
         """Run an .onnx with onnxruntime; torch is never imported, so every RSS phase is ORT's.
 
         A PyTorch model must come with ``onnx_path`` of an existing export (action export-onnx, which
@@ -42,7 +42,7 @@ class OnnxRuntimeGuest(Guest):
         import onnxruntime as ort
 
         mem.mark("after_import")
-        res.runtime = RuntimeSection.here(self.name, ort.__version__, onnxruntime=ort.__version__)
+        res.runtime = RuntimeSection.here(self.name, ort.__version__)
         progress(f"imported onnxruntime {ort.__version__}")
         session, first, dtype = _session(ort, np, onnx_path, req.threads, req.model_path, kind, sequential=True)
         shape = req.input_shape or resolve_static([d if isinstance(d, int) and d > 0 else None for d in first.shape])
@@ -55,7 +55,7 @@ class OnnxRuntimeGuest(Guest):
         _measure(req, res, mem, lambda: session.run(None, feeds))
         return lambda: _late_onnx_info(res, onnx_path)
 
-    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         onnx_path = req.model_path if kind == "onnx" else req.onnx_path
         if onnx_path is None or not os.path.exists(onnx_path):
@@ -65,7 +65,7 @@ class OnnxRuntimeGuest(Guest):
         import onnxruntime as ort
 
         res.model = _file_info(req.model_path, _format_of(kind))
-        res.runtime = RuntimeSection.here(self.name, ort.__version__, onnxruntime=ort.__version__)
+        res.runtime = RuntimeSection.here(self.name, ort.__version__)
         session, first, dtype = _session(ort, np, onnx_path, req.threads, req.model_path, kind)
         res.model = res.model.with_(input_shape=tuple(shape), input_dtype=dtype.name)
         return lambda sample: session.run(None, {first.name: sample.reshape(shape).astype(dtype)})[0]
@@ -103,7 +103,7 @@ def _refuse_twin(session: Any, model_path: str, kind: str) -> None:
                                          f"with runtime 'torch', or give an .onnx quantized with onnxruntime")
 
 
-def _late_onnx_info(res: WorkerReply, path: str) -> None:
+def _late_onnx_info(res: MeasureReply, path: str) -> None:
     """Model info for an onnxruntime run, read only after memory was recorded: parsing the file
     with the onnx package would otherwise inflate the onnxruntime process's RSS figures."""
     try:

@@ -3,10 +3,10 @@ are predicted for unless ``--latency-runtime`` says otherwise."""
 
 from __future__ import annotations
 
-from ..base import Citation, Runtime
+from ..base import NUMPY_PIN, Citation, OwnImage, Runtime
 from .log import parse_log, parse_run
 
-__all__ = ["Tflite"]
+__all__ = ["ADAPTER", "Tflite"]
 
 
 class Tflite(Runtime):
@@ -28,6 +28,9 @@ class Tflite(Runtime):
     # tensors between operators; TensorFlow Blog, "Faster Dynamically Quantized Inference with
     # XNNPack", 2024-04-09); the other kernels (depthwise included) stay fp32
     dynamic_int8 = (("dense_conv", "pointwise_conv", "fc"), "int8-dynamic")
+    # docs/runtimes.md says why this one: tflite-runtime 2.14 fails with numpy 2
+    own_image = OwnImage("lodevem-litert", (NUMPY_PIN, "ai-edge-litert==2.3.0"),
+                         "python3 + numpy + LiteRT (ai-edge-litert)", "ai_edge_litert.interpreter, numpy")
 
     def executes(self, arithmetic: str, fp16_core: bool) -> str:
         """An fp16-weights file is dequantized to fp32 when LiteRT loads it and runs fp32 kernels:
@@ -35,3 +38,6 @@ class Tflite(Runtime):
         LiteRT does not set by default (TensorFlow Blog, "Half-precision Inference Doubles
         On-Device Inference Performance", 2023)."""
         return "fp32" if arithmetic == "fp16" else arithmetic
+
+
+ADAPTER = Tflite()

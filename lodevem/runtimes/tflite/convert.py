@@ -14,7 +14,7 @@ import time
 from typing import Any, Optional
 
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, first_line, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import ConvertReply
 from ...wire.requests import ConvertRequest
 from ...worker.export.artifact_info import ArtifactUnreadable, describe, tflite_census
 from ...worker.export.calibration import Calibration, calibration_inputs
@@ -117,7 +117,7 @@ def _program(module: Any, x: Any, path: str) -> Any:
 
 
 
-def action_export_tflite(req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+def action_export_tflite(req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str) -> None:
     """``litert_torch.convert(module, (x,)).export(converted_path)``: a float32 ``.tflite``;
     ``quantize="int8-static"``: the float model quantized to static int8 first (``_pt2e_int8``)."""
     out = req.converted_path or ""

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...wire.file_sections import ModelSection
 from ...wire.protocol import WorkerError, first_line, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import ConvertReply, EvaluateReply, MeasureReply
 from ...wire.requests import ConvertRequest, EvaluateRequest, MeasureRequest
 from ...wire.sections import RuntimeSection
 from ...worker.actions import _file_info, _measure
@@ -27,7 +27,7 @@ from ...worker.memory import MemoryPhases
 class TfliteGuest(Guest):
     name = "tflite"
 
-    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, kind: str) -> Late:
         """Run the converted ``.tflite`` with LiteRT's ``Interpreter`` (its default XNNPACK CPU path)."""
         path = converted_file(req)
         res.model = _file_info(req.model_path, _format_of(kind))
@@ -61,7 +61,7 @@ class TfliteGuest(Guest):
         _measure(req, res, mem, call)
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         """LiteRT's interpreter; a full-integer model's int8 input is quantized with the file's own
         scale and zero point, and its output dequantized, as an app does."""
@@ -97,7 +97,7 @@ class TfliteGuest(Guest):
 
         return predict
 
-    def convert(self, req: ConvertRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+    def convert(self, req: ConvertRequest, res: ConvertReply, mem: MemoryPhases, kind: str) -> None:
         from .convert import action_export_tflite
 
         action_export_tflite(req, res, mem, kind)

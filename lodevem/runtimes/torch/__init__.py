@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base import Citation, Runtime
 
-__all__ = ["Torch"]
+__all__ = ["ADAPTER", "Torch"]
 
 
 class Torch(Runtime):
@@ -12,3 +12,6 @@ class Torch(Runtime):
 
     name = "torch"
     cited = Citation("PyTorch", "pytorch")
+
+
+ADAPTER = Torch()

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...wire.protocol import WorkerError
 from ...wire.registry import RUNTIMES
-from ...wire.replies import WorkerReply
+from ...wire.replies import EvaluateReply, MeasureReply
 from ...wire.requests import EvaluateRequest, MeasureRequest
 from ...worker.actions import _import_torch, _load_torch, _measure
 from ...worker.guest import Guest, Late, Predict
@@ -23,7 +23,7 @@ def _no_onnx(model_path: str, verb: str) -> WorkerError:
 class TorchGuest(Guest):
     name = "torch"
 
-    def measure(self, req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> Late:
+    def measure(self, req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, kind: str) -> Late:
         """Measure the model file as given (a level's variant is a file ``derive`` wrote first)."""
         if kind == "onnx":
             raise _no_onnx(req.model_path, "measure")
@@ -33,7 +33,7 @@ class TorchGuest(Guest):
             _measure(req, res, mem, lambda: module(x))
         return None
 
-    def predictor(self, req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+    def predictor(self, req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                   shape: list[int]) -> Predict:
         if kind == "onnx":
             raise _no_onnx(req.model_path, "evaluate")

@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 
 from ...wire.file_sections import ModelSection, SparsitySection, quantization_text
 from ...wire.protocol import DEFAULT_INPUT_SHAPE, WorkerError, progress
-from ...wire.replies import WorkerReply
+from ...wire.registry import COMPARISON_RUNTIME
+from ...wire.replies import DeriveReply, ExportOnnxReply, MeasureReply, WorkerReply, as_reply
 from ...wire.requests import DeriveRequest, ExportOnnxRequest, InspectRequest, MeasureRequest, WorkerRequest
 from ...wire.sections import RuntimeSection
 from ..derive.sparsity import remove_zero_channels, sparsity_report
@@ -59,7 +60,7 @@ def _import_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> An
     except RuntimeError:  # only settable once, before any parallel work
         pass
     mem.mark("after_import")
-    res.runtime = RuntimeSection.here("torch", torch.__version__)
+    res.runtime = RuntimeSection.here(COMPARISON_RUNTIME, torch.__version__)
     progress(f"imported torch {torch.__version__}")
     return torch
 
@@ -81,7 +82,7 @@ def _load_torch(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases, kind: s
     return module, make_torch_input(shape, model.input_dtype)
 
 
-def _measure(req: MeasureRequest, res: WorkerReply, mem: MemoryPhases, call: Callable[[], Any]) -> None:
+def _measure(req: MeasureRequest, res: MeasureReply, mem: MemoryPhases, call: Callable[[], Any]) -> None:
     assert res.model is not None  # the load fills it
     shape, describe = res.model.shape, res.model.described_input()
     if req.warmup:
@@ -100,7 +101,7 @@ def action_inspect(req: InspectRequest, res: WorkerReply, mem: MemoryPhases, kin
     _load_torch(req, res, mem, kind)
 
 
-def action_derive(req: DeriveRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+def action_derive(req: DeriveRequest, res: DeriveReply, mem: MemoryPhases, kind: str) -> None:
     """Write the variant to ``derive_out`` (whole-module torch.save, or TorchScript), atomically."""
     if kind == "onnx":
         raise WorkerError("level_failed", f"{req.model_path} is an ONNX model: levels are derived from PyTorch models")
@@ -126,7 +127,7 @@ def action_derive(req: DeriveRequest, res: WorkerReply, mem: MemoryPhases, kind:
     progress(f"wrote {derived.format} {out} ({derived.size_bytes} bytes)")
 
 
-def action_export(req: ExportOnnxRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+def action_export(req: ExportOnnxRequest, res: ExportOnnxReply, mem: MemoryPhases, kind: str) -> None:
     """Export (or validate an .onnx) to onnx_path; an existing onnx_path is a cache hit: no torch."""
     if req.onnx_path is None and kind != "onnx":
         raise WorkerError("bad_request", "export-onnx needs onnx_path (where to write the .onnx)")
@@ -213,17 +214,17 @@ def run(req: WorkerRequest, res: WorkerReply, mem: MemoryPhases) -> Late:
     if isinstance(req, InspectRequest):
         action_inspect(req, res, mem, kind)
     elif isinstance(req, ExportOnnxRequest):
-        action_export(req, res, mem, kind)
+        action_export(req, as_reply(res, ExportOnnxReply), mem, kind)
     elif isinstance(req, DeriveRequest):
-        action_derive(req, res, mem, kind)
+        action_derive(req, as_reply(res, DeriveReply), mem, kind)
     elif isinstance(req, MeasureRequest):
-        return guest(req.runtime).measure(req, res, mem, kind)
+        return guest(req.runtime).measure(req, as_reply(res, MeasureReply), mem, kind)
     else:
         raise WorkerError("internal", f"action {req.action} has no handler here")
     return None
 
 
-def _export_onnx_file(req: ExportOnnxRequest, res: WorkerReply, out: str) -> None:
+def _export_onnx_file(req: ExportOnnxRequest, res: ExportOnnxReply, out: str) -> None:
     """An ``.onnx`` asked for: read it, and write its nn-Meter-ready copy (its float twin when it
     is quantized or fp16) to ``out`` unless it is the user's file itself."""
     model = load_onnx(req.model_path, user_file=True)
@@ -238,7 +239,7 @@ def _export_onnx_file(req: ExportOnnxRequest, res: WorkerReply, out: str) -> Non
     res.onnx = onnx_section(model, out, "as-is", cached=False)
 
 
-def _export_torch(req: ExportOnnxRequest, res: WorkerReply, mem: MemoryPhases, kind: str, out: str) -> float:
+def _export_torch(req: ExportOnnxRequest, res: ExportOnnxReply, mem: MemoryPhases, kind: str, out: str) -> float:
     """A PyTorch file: load it, check its input shape with one pass, and export it (its float twin
     for a quantized model); returns when the export began (after the load)."""
     torch = _import_torch(req, res, mem)

@@ -29,13 +29,13 @@ A53_SOURCES = {
     "bench": ("measured on a Cortex-A53 (Raspberry Pi 3): github.com/ocxtal/insn_bench_aarch64 "
               "results/raspberry-pi-3_cortex-a53.md (Arm publishes no Cortex-A53 optimization guide: "
               "ARM-software/ComputeLibrary issue 843)"),
-    "ncnn": ("ncnn's measured A53/A55 dual-issue rules: Tencent/ncnn docs/developer-guide/"
+    "ncnn-guide": ("ncnn's measured A53/A55 dual-issue rules: Tencent/ncnn docs/developer-guide/"
              "arm-a53-a55-dual-issue.md"),
 }
 A55_SOURCES = {
     "sog": ("Arm Cortex-A55 Software Optimization Guide (ARM-EPM-128372 v3.0), ASIMD FP multiply(-accumulate) "
             "by element: 1 per cycle (as cited by LLVM commits 38c92c1e, D158008, and ea045b99, D153207)"),
-    "ncnn": A53_SOURCES["ncnn"],
+    "ncnn-guide": A53_SOURCES["ncnn-guide"],
 }
 A53_OVERRIDES = (
     Override(_FMAC, A53_SOURCES["bench"] + ": FMLA/FMLS (vector, by element) latency 8, 4 through the "
@@ -47,7 +47,7 @@ A53_OVERRIDES = (
     Override(_INS_GPR, A53_SOURCES["bench"] + ": a general register into a vector lane and back takes 5 cycles, "
              "so INS takes at most 4 (LLVM 19: 6)", latency=4),
     Override(_VLOAD, A53_SOURCES["bench"] + ": vector loads bring 64 bits a cycle (ldr q and ld1 of one register "
-             "0.50 a cycle, ldp q and ld1 of two 0.25, of three 0.17, of four 0.12); " + A53_SOURCES["ncnn"]
+             "0.50 a cycle, ldp q and ld1 of two 0.25, of three 0.17, of four 0.12); " + A53_SOURCES["ncnn-guide"]
              + ": no vector load dual-issues with FMLA (a 64-bit one waits 1 cycle, a 128-bit one 2)",
              load=("A53UnitLdSt", 64, 0)),
     Override(_NEON_DP, A53_SOURCES["bench"] + ": one 128-bit ASIMD operation a cycle (fadd/fmul/fmla .4s: "
@@ -58,10 +58,10 @@ A55_OVERRIDES = (
              "FPMAC of two)", units=(("CortexA55UnitFPMAC", 2.0),)),
     Override(r"^fmulx?\s.*" + _Q + r".*\]$", A55_SOURCES["sog"] + ": Q-form FMUL by element 1 per cycle",
              units=(("CortexA55UnitFPMAC", 2.0),)),
-    Override(_VLOAD, A55_SOURCES["ncnn"] + ": 128 bits of vector load a cycle (two 64-bit loads dual-issue, a "
+    Override(_VLOAD, A55_SOURCES["ncnn-guide"] + ": 128 bits of vector load a cycle (two 64-bit loads dual-issue, a "
              "128-bit one issues alone) and a 128-bit load is not issued with FMLA (LLVM 19: ldp q 6 cycles, "
              "ld1 of two q registers 4)", load=("CortexA55UnitLd", 128, 128)),
-    Override(_FMAC + r".*" + _Q, A55_SOURCES["ncnn"] + " (the same port)", extra_units=(("neon", 1.0),)),
+    Override(_FMAC + r".*" + _Q, A55_SOURCES["ncnn-guide"] + " (the same port)", extra_units=(("neon", 1.0),)),
 )
 INORDER_MODELS: dict[str, InOrderModel] = {
     "inorder-a53": InOrderModel("inorder-a53", "cortex-a53", 2, "LLVM 19 cortex-a53 scheduling model "

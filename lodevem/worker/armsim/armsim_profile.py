@@ -24,7 +24,7 @@ from typing import Any, Optional
 from ...wire.profile_section import INSN_CLASSES, BlockCycles, InstructionProfile, ThreadCounts
 from ...wire.protocol import WorkerError, artifact_files, first_line, progress
 from ...wire.registry import RUNTIMES, armsim_isas
-from ...wire.replies import WorkerReply
+from ...wire.replies import ArmsimProfileReply
 from ...wire.requests import ArmsimProfileRequest
 from ...wire.sections import RuntimeSection
 from ..memory import MemoryPhases
@@ -124,7 +124,7 @@ def _thread_counts(counts_path: str, runs: int) -> tuple[list[dict[str, int]], d
     return threads, {name: sum(t[name] for t in threads) for name in columns}
 
 
-def action_armsim_profile(req: ArmsimProfileRequest, res: WorkerReply, mem: MemoryPhases) -> None:
+def action_armsim_profile(req: ArmsimProfileRequest, res: ArmsimProfileReply, mem: MemoryPhases) -> None:
     model = req.converted_path or ""
     isa = req.isa or ""
     qemu, cpu, view, sysno = _target(req, model, isa)

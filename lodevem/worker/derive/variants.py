@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ...wire.file_sections import DerivedFile, VariantSection
 from ...wire.protocol import WorkerError, first_line, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import DeriveReply
 from ...wire.requests import DeriveRequest, WorkerRequest
 from ..load.formats import file_sha256, load_options, load_torch_model, make_torch_input, torch_model_info
 from ..load.programs import exported_module, with_layers
@@ -204,7 +204,7 @@ def _prune(module: Any, example: Any) -> tuple[Any, list[str], dict[str, Any]]:
         "macs_before": before["macs"], "macs_after": after["macs"], "torch_pruning": tp_version}
 
 
-def _derive(req: DeriveRequest, res: WorkerReply, kind: str, module: Any, example: Any, keep_original: bool
+def _derive(req: DeriveRequest, res: DeriveReply, kind: str, module: Any, example: Any, keep_original: bool
             ) -> tuple[Any, Any]:
     """Derive ``req.level``, fill ``res.variant`` and make ``res.model`` describe the variant;
     returns (variant, its input). The caller drops the original and calls ``_released``."""

@@ -18,14 +18,14 @@ import os
 import time
 
 from ...wire.protocol import WorkerError, progress
-from ...wire.replies import AccuracySection, WorkerReply
+from ...wire.replies import AccuracySection, EvaluateReply
 from ...wire.requests import EvaluateRequest
 from ..guest import Predict, guest
 from ..memory import MemoryPhases
 from .samples import NpzSamples, SampleFileError
 
 
-def action_evaluate(req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str) -> None:
+def action_evaluate(req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str) -> None:
     if not req.data_path or not os.path.isfile(req.data_path):
         raise WorkerError("bad_request", f"evaluate needs data_path of an existing .npz; got {req.data_path!r}")
     import numpy as np
@@ -68,7 +68,7 @@ def action_evaluate(req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, k
                                    round(seconds, 3))
 
 
-def _predictor(req: EvaluateRequest, res: WorkerReply, mem: MemoryPhases, kind: str,
+def _predictor(req: EvaluateRequest, res: EvaluateReply, mem: MemoryPhases, kind: str,
                sample_shape: tuple[int, ...]) -> Predict:
     shape = [1, *sample_shape]
     if req.input_shape and list(req.input_shape) != shape:

@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 from ...wire.file_sections import DerivedFile
 from ...wire.protocol import WorkerError, first_line, progress
-from ...wire.replies import WorkerReply
+from ...wire.replies import DecodeImagesReply
 from ...wire.requests import DecodeImagesRequest
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -150,7 +150,7 @@ def is_image_name(name: str) -> bool:
 
 # -- the action ------------------------------------------------------------------------------------
 
-def action_decode_images(req: DecodeImagesRequest, res: WorkerReply) -> None:
+def action_decode_images(req: DecodeImagesRequest, res: DecodeImagesReply) -> None:
     """The pack (``model_path``) decoded into the normalised ``.npz`` at ``derive_out``."""
     import numpy as np
     from PIL import Image
