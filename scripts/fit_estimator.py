@@ -46,7 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-import numpy as np
+# BLAS on one thread, set before numpy and scipy load their OpenBLAS copies (each its own; a
+# threadpool limit set later misses the one scipy loads lazily): on a shared 2-core machine its
+# threads only spin against each other and the other users (module doc).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -715,6 +721,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"--inner-folds: expected an integer >= 2, got {args.inner_folds}")
     INNER_FOLDS = args.inner_folds  # what build_params records
 
+    import scipy.optimize  # noqa: F401  (loaded before the limit below, so it reaches scipy's BLAS too)
     from threadpoolctl import threadpool_limits  # a scikit-learn dependency
 
     started, cpu_started = time.monotonic(), time.process_time()
