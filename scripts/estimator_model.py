@@ -102,15 +102,6 @@ XNNPACK_NO_WINOGRAD = ("XNNPACK has no Winograd convolution: dense 3x3 stride-1 
                        "(google/XNNPACK src/operators/convolution-nhwc.c), so TFLite charges their MACs at the GEMM rate")
 
 
-def int8_kernels(runtime: str) -> dict[str, Any]:
-    """What the params say about a runtime's int8 kernels on dot-product cores, where they charge
-    MACs elsewhere than its ``term_map`` (``lodevem.latency.arithmetic.kernel_term_map``)."""
-    from lodevem.latency.arithmetic import NCNN_DOT_INT8_3X3, kernel_term_map
-
-    dot_map = kernel_term_map(runtime, "Cortex-A55", "int8")
-    return {"dot_product_term_map": dot_map, "dot_product_kernels": NCNN_DOT_INT8_3X3} if dot_map else {}
-
-
 class WorkRow(Protocol):
     """What the fit reads of a dev row (``fit_estimator.Row``)."""
 
@@ -133,12 +124,6 @@ def int8_group(core: str) -> str:
     from lodevem.latency.arithmetic import int8_group as group
 
     return group(core)
-
-
-def kernel_term_map(runtime: str, core: str, arithmetic: str) -> dict[str, str]:
-    from lodevem.latency.arithmetic import kernel_term_map as term_map
-
-    return term_map(runtime, core, arithmetic)
 
 
 def executed(runtime: str, core: str, precision: str) -> str:
@@ -200,8 +185,7 @@ class Fit:
                               "source": ("reference runtime" if rt == REFERENCE_RUNTIME else
                                          f"fit: {XNNPACK_NO_WINOGRAD}" if rt == "tflite" else "fit"),
                               "int8": {"compute_speedup": dict(self.int8[rt]), "memory_speedup": self.mu8[rt],
-                                       "measured": bool(self.int8_measured.get(rt)), "source": int8_source(rt),
-                                       **int8_kernels(rt)}}
+                                       "measured": bool(self.int8_measured.get(rt)), "source": int8_source(rt)}}
                          for rt, f in self.runtime_factors.items()},
             "dram": {"inverse_efficiency": self.dram[0], "parallel_fraction": self.dram[1], "source": DRAM_SOURCE},
             "precision": {"fp16": {"compute_speedup": self.phi[0], "depthwise_speedup": self.phi[1],
@@ -281,11 +265,8 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
     Wc = np.zeros((len(obs), n_c))
     for i, r in enumerate(obs):
         w = works[r.graph_key].work
-        # the kernels the runtime selects for the row's core and arithmetic (ncnn's int8 3x3 convs on
-        # dot-product cores are a GEMM: lodevem.latency.arithmetic.kernel_term_map, as the estimator)
-        row_map = {**TERM_MAPS[r.runtime], **kernel_term_map(r.runtime, r.core, executed(r.runtime, r.core, r.precision))}
         for j, term in enumerate(COMPUTE_TERMS):
-            target = row_map.get(term, term)
+            target = TERM_MAPS[r.runtime].get(term, term)
             if target:
                 Wc[i, COMPUTE_TERMS.index(target)] += w[j]
     Wb = np.array([works[r.graph_key].work[n_c] for r in obs])

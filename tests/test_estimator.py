@@ -405,25 +405,3 @@ def test_lodo_holds_out_every_board_of_a_soc_together(fit_module, monkeypatch) -
     per_fold = len(trained) // 3
     for i, (held, _) in enumerate(scored):
         assert all(held not in t for t in trained[i * per_fold:(i + 1) * per_fold])
-
-
-def test_ncnn_int8_3x3_convs_on_dot_product_cores_are_priced_as_the_gemm_it_runs(est: Estimator) -> None:
-    """ncnn's int8 3x3 stride-1 convs on a dot-product core run as im2col + SDOT GEMM, not Winograd
-    (``arithmetic.NCNN_DOT_INT8_3X3``): such a conv costs what a 1x1 conv (GEMM) of the same MACs
-    costs, transforms not charged; its fp16 twin on the same core and the A53's int8 keep Winograd."""
-    from lodevem.latency.arithmetic import kernel_term_map
-
-    assert kernel_term_map("ncnn", "Cortex-A55", "int8") == {"conv3x3s1_macs": "gemm_conv_macs", "winograd_io": ""}
-    assert kernel_term_map("ncnn", "Cortex-A53", "int8") == kernel_term_map("ncnn", "Cortex-A55", "fp16") == {}
-    assert kernel_term_map("tflite", "Cortex-A55", "int8") == {}  # XNNPACK has no Winograd anyway (its term_map)
-    macs = 50_000_000
-    winograd, gemm = conv(macs, 3, 1, "dense_conv"), conv(macs, 1, 1, "pointwise_conv")
-
-    def ms(kernel: Kernel, core: str, precision: str) -> float:
-        return est.latency_ms(work_vector(kernel), core, 1.8, "ncnn", precision)
-
-    assert ms(winograd, "Cortex-A55", "int8") == pytest.approx(ms(gemm, "Cortex-A55", "int8"), rel=0.05)
-    for core, precision in (("Cortex-A55", "fp32"), ("Cortex-A53", "int8")):  # Winograd: fewer multiplies
-        assert ms(winograd, core, precision) < ms(gemm, core, precision), (core, precision)
-    params = json.loads(DEFAULT_PARAMS.read_text())
-    assert params["runtimes"]["ncnn"]["int8"]["dot_product_term_map"] == kernel_term_map("ncnn", "Cortex-A55", "int8")

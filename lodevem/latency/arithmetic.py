@@ -27,8 +27,8 @@ from ..runtimes import adapter
 from ..wire.precision import EXECUTED_ARITHMETIC, INT8_ARITHMETIC, LEVEL_ARITHMETIC, LEVEL_FILE_PRECISION
 from .armsim.isa import isa_for_core
 
-__all__ = ["EXECUTED", "NCNN_DOT_INT8_3X3", "band_arithmetic", "cell_arithmetic_executed", "declared", "executed",
-           "file_level", "has_dot_product", "has_fp16_arithmetic", "int8_group", "kernel_term_map"]
+__all__ = ["EXECUTED", "band_arithmetic", "cell_arithmetic_executed", "declared", "executed", "file_level",
+           "has_dot_product", "has_fp16_arithmetic", "int8_group"]
 
 EXECUTED: tuple[str, ...] = EXECUTED_ARITHMETIC
 INT8_GROUP_SOURCE = ("Arm Cortex-A55/A75/A76 TRMs: ARMv8.2-A with the dot-product (SDOT/UDOT) and half-precision "
@@ -95,19 +95,3 @@ def cell_arithmetic_executed(runtime: str, core: str, declared_cell: str) -> str
     """The arithmetic whose held-out error a cell of ``declared_cell`` arithmetic (its level's, or
     its file's) states under ``runtime`` on ``core``."""
     return band_arithmetic([executed(runtime, core, declared_cell)])
-
-
-NCNN_DOT_INT8_3X3 = ("Tencent/ncnn src/layer/arm/convolution_arm.cpp, create_pipeline_int8_arm: on a core with the "
-                     "dot product (cpu_support_arm_asimddp) int8 3x3 stride-1 convolutions are not run with Winograd "
-                     "but as im2col + int8 GEMM (SDOT) (a4d2ea1d, 2026-07; from 878cb713d, 2021-12-12, to 80b3b9c6f, "
-                     "2023-10-22, Winograd was kept only for >= 256 input and output channels); fp32 / fp16 and "
-                     "the other cores' int8 keep Winograd")
-
-
-def kernel_term_map(runtime: str, core: str, arithmetic: str) -> dict[str, str]:
-    """Which MAC term a runtime's kernel for this core and executed arithmetic charges, where it
-    differs from the runtime's own map: ncnn's int8 3x3 stride-1 convolutions on dot-product cores
-    are a GEMM (their MACs at the GEMM rate, no Winograd transforms), ``NCNN_DOT_INT8_3X3``."""
-    if runtime == "ncnn" and arithmetic in INT8_ARITHMETIC and has_dot_product(core):
-        return {"conv3x3s1_macs": "gemm_conv_macs", "winograd_io": ""}
-    return {}

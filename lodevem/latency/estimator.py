@@ -49,7 +49,7 @@ from typing import Any, Optional, Sequence
 from ..errors import EstimatorError, InputError
 from ..wire.precision import INT8_ARITHMETIC
 from ..wire.registry import DEFAULT_LATENCY_RUNTIME, canonical, latency_runtimes
-from .arithmetic import EXECUTED, band_arithmetic, executed, int8_group, kernel_term_map
+from .arithmetic import EXECUTED, band_arithmetic, executed, int8_group
 from .estimator_records import (
     CoreParams,
     Estimate,
@@ -206,9 +206,8 @@ class Estimator:
         arithmetic = self.executed(core, runtime, precision)
         n_c = len(COMPUTE_TERMS)
         mapped = dict.fromkeys(COMPUTE_TERMS, 0.0)
-        term_map = {**rt.term_map, **kernel_term_map(rt.name, core, arithmetic)}  # the kernels it selects
         for term, w in zip(COMPUTE_TERMS, work[:n_c]):
-            target = term_map.get(term, term)
+            target = rt.term_map.get(term, term)
             if target:  # "" : the runtime does not do this work (no Winograd transforms in XNNPACK)
                 mapped[target] += w
         theta = dict(zip(TERMS, self.theta))
