@@ -349,47 +349,70 @@ def fit(rows: Sequence[WorkRow], works: dict[str, Any], sigma: float = 0.3, boar
         cycles = (dense + dw) * ((1 - qc) + qc / n) + (B + K) * ((1 - qm) + qm / n) + D * ((1 - qd) + qd / n)
         return np.log(np.maximum(cycles, 1e-12))
 
+    # The anchor's fp32 and int8 runs are two more rows of the one vectorised model call (their
+    # work does not depend on the parameters, so it is stacked once here): one call per residual
+    # instead of three, the fit's hot path (numerical Jacobian: ~80 residuals per step).
+    n_obs = len(obs)
+    a_rows = 0
+    m_args = [Wc, Wb, Wk, fp16, int8, tflite, core_idx, grp_idx, nthr, int8_bytes, Wd, clock]
+    a_q = -1
+    if anchor_work is not None:
+        aw = anchor_work.on(None, str(anchor["core"]))  # BCM2837B0 is not in the SoC table: pooled facts
+        a_core = ALL_CORES.index(str(anchor["core"]))
+        a_grp = INT8_GROUPS.index(int8_group(str(anchor["core"])))
+        a_qs = q_idx[core_idx == a_core]
+        a_q = int(a_qs[0]) if len(a_qs) else -1
+        wc_a = np.zeros((1, n_c))
+        for j, term in enumerate(COMPUTE_TERMS):
+            target = TERM_MAPS["tflite"].get(term, term)
+            if target:
+                wc_a[0, COMPUTE_TERMS.index(target)] += aw[j]
+        two = lambda v: np.array([v, v])  # noqa: E731
+        a_d = float(aw[n_t]) if len(aw) > n_t else 0.0
+        extra_rows = [np.vstack([wc_a, wc_a]), two(aw[n_c]), two(aw[n_c + 1]), np.array([False, False]),
+                      np.array([False, True]), np.array([True, True]), two(a_core), two(a_grp),
+                      two(float(anchor["threads"])), np.array([False, True]), two(a_d),
+                      two(float(anchor["clock_ghz"]))]
+        m_args = [np.concatenate([a, b]) for a, b in zip(m_args, extra_rows)]
+        a_rows = 2
+    (mWc, mWb, mWk, mfp16, mint8, mtfl, mcore, mgrp, mthr, mbytes, mWd, mclk) = m_args
+    anchor_log_ratio = math.log(float(anchor["fp32_ms"]) / float(anchor["int8_ms"]))
+    log_clock = np.log(clock)
+    # zero-mean constraint per offset group: the mean of each group's offsets, as one matrix product
+    group_mean = np.zeros((len(offset_groups), len(boards)))
+    for gi, g in enumerate(offset_groups):
+        group_mean[gi, [board_idx[b] for b in g]] = 1.0 / len(g)
+    on_board = row_board >= 0
+    board_col = np.maximum(row_board, 0)
+    prior_idx = [(ALL_CORES.index(a), ALL_CORES.index(b), math.log(ratio)) for a, b, ratio, _ in PRIORS]
+
     def residuals(x: np.ndarray) -> np.ndarray:
         cs, ms = log_scales(x, "c"), log_scales(x, "m")
         qq = x[L["q"]].reshape(-1, 2)
         mean_q = qq.mean(axis=0)
         qc = np.where(q_idx >= 0, qq[np.maximum(q_idx, 0), 0], mean_q[0])
         qm = np.where(q_idx >= 0, qq[np.maximum(q_idx, 0), 1], mean_q[1])
-        pred = model(x, cs, ms, Wc, Wb, Wk, fp16, int8, tflite, core_idx, grp_idx, qc, qm, nthr,
-                     int8_bytes, Wd, clock) - np.log(clock)
+        if a_rows:
+            aq = qq[a_q] if a_q >= 0 else mean_q
+            qc, qm = np.concatenate([qc, [aq[0], aq[0]]]), np.concatenate([qm, [aq[1], aq[1]]])
+        out = model(x, cs, ms, mWc, mWb, mWk, mfp16, mint8, mtfl, mcore, mgrp, qc, qm, mthr, mbytes, mWd, mclk)
+        pred = out[:n_obs] - log_clock
         extra: list[float] = []
         if boards:
             off = x[L["offsets"]]
-            pred = pred + np.where(row_board >= 0, off[np.maximum(row_board, 0)], 0.0)
-            extra += [10.0 * off[[board_idx[b] for b in g]].mean() for g in offset_groups]
-        for a, b, ratio, _ in PRIORS:  # documented per-clock ratios, soft
+            pred = pred + np.where(on_board, off[board_col], 0.0)
+            extra += list(10.0 * (group_mean @ off))
+        for a, b, log_ratio in prior_idx:  # documented per-clock ratios, soft
             for side in (cs, ms):
-                extra.append((side[ALL_CORES.index(a)] - side[ALL_CORES.index(b)] + math.log(ratio)) / sigma)
+                extra.append((side[a] - side[b] + log_ratio) / sigma)
         extra += list(np.concatenate([x[L["c"]], x[L["m"]], x[L["rt"]], x[L["k80"]], x[L["mu8"]]]) / RIDGE_SIGMA)
         k_ncnn, _ = int8_logs(x, cs)  # a group no int8 row sees keeps the ARMv8.0 divisor
         extra += [(k_ncnn[0] - k_ncnn[1]) / RIDGE_SIGMA, (k_ncnn[2] - k_ncnn[1]) / RIDGE_SIGMA]
         # XNNPACK's int8: the dot-product factor's prior (centre 2x, width log 2) and the published
         # ARMv8.0 ratio, always (evidence like a row: XNNPACK int8 rows, where any, weigh in beside them)
         extra.append((x[L["uxdot"]][0] - math.log(2.0)) / math.log(2.0))
-        if anchor_work is not None:
-            aw = anchor_work.on(None, str(anchor["core"]))  # BCM2837B0 is not in the SoC table: pooled facts
-            one = lambda v: np.array([v])  # noqa: E731
-            a_core = np.array([ALL_CORES.index(str(anchor["core"]))])
-            a_grp = np.array([INT8_GROUPS.index(int8_group(str(anchor["core"])))])
-            a_q = q_idx[core_idx == a_core[0]]
-            aqc = qq[a_q[0], 0] if len(a_q) and a_q[0] >= 0 else mean_q[0]
-            aqm = qq[a_q[0], 1] if len(a_q) and a_q[0] >= 0 else mean_q[1]
-            wc_a = np.zeros((1, n_c))
-            for j, term in enumerate(COMPUTE_TERMS):
-                target = TERM_MAPS["tflite"].get(term, term)
-                if target:
-                    wc_a[0, COMPUTE_TERMS.index(target)] += aw[j]
-            args = (cs, ms, wc_a, one(aw[n_c]), one(aw[n_c + 1]), one(False))
-            tail = (one(True), a_core, a_grp, one(aqc), one(aqm), one(float(anchor["threads"])))
-            a_d = (one(float(aw[n_t]) if len(aw) > n_t else 0.0), one(float(anchor["clock_ghz"])))
-            fp32 = model(x, *args, one(False), *tail, one(False), *a_d)
-            i8 = model(x, *args, one(True), *tail, one(True), *a_d)
-            extra.append(float(fp32[0] - i8[0]) - math.log(float(anchor["fp32_ms"]) / float(anchor["int8_ms"])))
+        if a_rows:  # the anchor's fp32 / int8 ratio (its two stacked rows)
+            extra.append(float(out[n_obs] - out[n_obs + 1]) - anchor_log_ratio)
         return np.concatenate([pred - y, extra])
 
     start = np.array(L.x0, dtype=float) if x0 is None or len(x0) != len(L.x0) else np.clip(x0, L.lower, L.upper)

@@ -16,11 +16,16 @@ What it does, in order (every step is recorded in the params file):
    source (``estimator_model``'s module doc). One log offset per board, zero mean per (core,
    runtime), so the boards of one core (which differ up to 1.8x, data README) pull equally.
 3. **Nested leave-one-SoC-out**: every SoC held out in turn; on the other SoCs the prior width
-   ``sigma`` is chosen by an inner leave-one-SoC-out (``choose_sigma``), the model refitted with
-   it and every row of the held-out SoC predicted. Those rows (``uncertainty.held_out_rows``) are
-   the held-out (leave-one-SoC-out) error every cell states, per kind of cell
+   ``sigma`` is chosen among ``--sigma-grid`` by SoC-grouped inner folds (``--inner-folds``, 5:
+   the other SoCs dealt into 5 groups, ``inner_groups``; ``choose_sigma``), the model refitted
+   with it and every row of the held-out SoC predicted. Those rows (``uncertainty.held_out_rows``)
+   are the held-out (leave-one-SoC-out) error every cell states, per kind of cell
    (``lodevem.latency.selection``), and the default predictor's pick; a one-shot calibration
-   simulation gives ``oneshot_mape_pct``. The shipped fit uses the sigma chosen on all SoCs.
+   simulation gives ``oneshot_mape_pct``. The shipped fit uses the sigma the same inner folds
+   choose on all SoCs. Every fit starts from one fixed point (no warm starts between folds).
+   Time: about 600 fits of ~0.5 s, ~5-10 minutes on one core of a 2-core machine (it prints its
+   wall time and records it); BLAS is held to one thread, since its threads only contend on a
+   shared machine (measured: 2.4x slower with OpenBLAS's default threads on 2 busy cores).
    ``benchmarks/latency_accuracy.py`` prints the same figures beside a FLOPs-proportional baseline.
 Needs numpy and scipy (scipy comes with scikit-learn, a lodevem dependency); runtime code does not.
 """
@@ -36,11 +41,18 @@ import math
 import os
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-import numpy as np
+# BLAS on one thread, set before numpy and scipy load their OpenBLAS copies (each its own; a
+# threadpool limit set later misses the one scipy loads lazily): on a shared 2-core machine its
+# threads only spin against each other and the other users (module doc).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -60,6 +72,10 @@ DEFAULT_CACHE = REPO / ".lodevem-build" / "fit-onnx"
 DEFAULT_OUT = REPO / "lodevem" / "data" / "estimator_params.json"
 
 GRID: list[float] = list(SIGMA_GRID)  # the widths nested folds choose among (--sigma-grid narrows it)
+# Inner folds of the nested fit: the outer fold's SoCs dealt into this many groups (``inner_groups``).
+# 5, not an inner leave-one-SoC-out: the latter is SoCs x widths x (SoCs - 1) fits (about 2,800 at
+# 27 SoCs, growing with the square of the SoCs); 5 groups is about 550 fits, minutes on 2 cores.
+INNER_FOLDS = 5
 NNMETER_CORE, NNMETER_CLOCK = "Cortex-A76", 2.42  # nn-Meter's cortexA76cpu_tflite21: Pixel 4 big core
 
 
@@ -367,18 +383,38 @@ def _folds(rows: Sequence[Row]) -> list[str]:
     return sorted({r.fold for r in rows})
 
 
-def choose_sigma(rows: Sequence[Row], works: dict[str, ModelWork], warm: Optional[np.ndarray] = None
+def inner_groups(rows: Sequence[Row], k: int) -> list[list[str]]:
+    """The SoCs of ``rows`` dealt into ``min(k, SoCs)`` groups, the inner folds of a nested fold.
+
+    SoCs are sorted by the cores they have rows of (then by name) and dealt round-robin, so SoCs of
+    one core family land in different groups: every inner fit keeps rows of each core family the
+    training SoCs have (a group of only A7 SoCs would leave its fits to place the A7 by priors
+    alone). Deterministic: the same rows give the same groups on every machine. ``k`` at least the
+    number of SoCs is an inner leave-one-SoC-out."""
+    cores: dict[str, set[str]] = {}
+    for r in rows:
+        cores.setdefault(r.fold, set()).add(r.core)
+    order = sorted(cores, key=lambda soc: (tuple(sorted(ALL_CORES.index(c) if c in ALL_CORES else len(ALL_CORES)
+                                                         for c in cores[soc])), soc))
+    n = max(1, min(k, len(order)))
+    return [sorted(order[i::n]) for i in range(n)]
+
+
+def choose_sigma(rows: Sequence[Row], works: dict[str, ModelWork], inner_folds: Optional[int] = None
                  ) -> tuple[float, dict[float, float]]:
-    """The prior width with the lowest leave-one-SoC-out MAPE over ``rows`` (every row of every
-    SoC of ``rows`` predicted by a fit without its SoC), and each width's MAPE."""
+    """The prior width with the lowest SoC-grouped cross-validated MAPE over ``rows`` (each row of
+    each inner group predicted by a fit on the other groups, ``inner_groups``), and each width's
+    MAPE. Every fit starts from the same fixed point (no warm start carried between folds), so a
+    choice depends on its rows only, never on the order or on a fit that saw another fold."""
+    groups = inner_groups(rows, INNER_FOLDS if inner_folds is None else inner_folds)
     mapes: dict[float, float] = {}
     for sigma in GRID:
         errors = []
-        for group in _folds(rows):
-            train = [r for r in rows if r.fold != group]
-            result = fit_model(train, works, sigma, x0=warm)
+        for group in groups:
+            held = set(group)
+            result = fit_model([r for r in rows if r.fold not in held], works, sigma)
             errors += [abs(result.predict_row(r, works) / r.avg_ms - 1) for r in rows
-                       if r.fold == group and r.graph_key in works]
+                       if r.fold in held and r.graph_key in works]
         mapes[sigma] = round(100 * float(np.mean(errors)), 2)
     return min(mapes, key=lambda k: (mapes[k], k)), mapes
 
@@ -393,26 +429,31 @@ class FoldChoice:
 
 
 def lodo(rows: Sequence[Row], works: dict[str, ModelWork], nested: bool = True, sigma: Optional[float] = None,
-         choices: Optional[list[FoldChoice]] = None, progress: bool = False) -> list[Scored]:
+         choices: Optional[list[FoldChoice]] = None, progress: bool = False,
+         inner_folds: Optional[int] = None) -> list[Scored]:
     """Every SoC held out in turn (all its boards and clusters together, ``Row.fold``): fit on the
-    others and score every row of the held-out SoC. ``nested``: the prior width is chosen by an
-    inner leave-one-SoC-out on the others (``choose_sigma``), so no choice sees the SoC it is
-    scored on; else ``sigma`` (None: the shipped one). ``choices``: filled with each fold's choice.
+    others and score every row of the held-out SoC. ``nested``: the prior width is chosen by SoC-
+    grouped inner folds on the others (``choose_sigma``, ``inner_folds`` groups, default
+    ``INNER_FOLDS``), so no choice sees the SoC it is scored on; else ``sigma`` (None: the shipped
+    one). ``choices``: filled with each fold's choice. Every fit starts cold (the same fixed start):
+    no fold's start carries a fit that saw its held-out SoC.
     Folds by board name would train on a board of the same SoC (data README)."""
+    import time
+
     out: list[Scored] = []
-    warm: Optional[np.ndarray] = None
-    for group in _folds(rows):
+    folds, start = _folds(rows), time.monotonic()
+    for i, group in enumerate(folds, start=1):
         train = [r for r in rows if r.fold != group]
         if nested:
-            chosen, inner = choose_sigma(train, works, warm)
+            chosen, inner = choose_sigma(train, works, inner_folds)
             if choices is not None:
                 choices.append(FoldChoice(group, chosen, inner))
             if progress:
-                print(f"  fold {group}: sigma {chosen:g} (inner MAPE {inner})", file=sys.stderr)
+                print(f"  fold {i}/{len(folds)} {group}: sigma {chosen:g} (inner MAPE {inner}; "
+                      f"{time.monotonic() - start:.0f} s)", file=sys.stderr)
         else:
             chosen = shipped_sigma() if sigma is None else sigma
-        result = fit_model(train, works, chosen, x0=warm)
-        warm = result.x
+        result = fit_model(train, works, chosen)
         consts = baseline_constants(train, works, result)
         out += score(result, consts, [r for r in rows if r.fold == group], works, {r.core for r in train})
     return out
@@ -583,10 +624,18 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, scor
         "uncertainty": {
             "method": ("nested leave-one-SoC-out: every SoC of the dev data held out in turn (all its boards and "
                        "clusters together: RK3399 = OrangePi4 LTS, both RK3588 clusters); on the other SoCs the prior "
-                       "width is chosen by an inner leave-one-SoC-out, the estimator refitted with it, every row of "
-                       "the held-out SoC predicted"),
+                       f"width is chosen among {list(GRID)} by {INNER_FOLDS} SoC-grouped inner folds (the other SoCs "
+                       "sorted by their cores and dealt round-robin into the groups, so each core family's SoCs "
+                       "spread over them; each group predicted by a fit on the rest), the estimator refitted with "
+                       "the chosen width, every row of the held-out SoC predicted; every fit starts from one fixed "
+                       "point, so no fit of a fold starts from one that saw its held-out SoC"),
             "folds": "soc",
             "nested": True,
+            "inner_folds": {"k": INNER_FOLDS, "grouped_by": "soc", "sigma_grid": list(GRID),
+                            "why_not_leave_one_out": (
+                                "an inner leave-one-SoC-out is SoCs x widths x (SoCs - 1) fits (~2,800 at 27 SoCs, "
+                                "growing with the square of the SoCs); grouped folds keep the rule (chosen without "
+                                "the held-out SoC, folds by SoC) in minutes")},
             "lodo_mape_pct": cats["1t_fp32"]["mape_pct"],
             "lodo_rows": cats["1t_fp32"]["rows"],
             "baseline_lodo_mape_pct": summary["baseline_1t_fp32"]["mape_pct"],
@@ -624,9 +673,10 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, scor
                                   "per (core, runtime); predictions use 0"),
                 "reference_core": REFERENCE_CORE, "reference_runtime": REFERENCE_RUNTIME,
                 "sigma": result.sigma, "sigma_grid": list(GRID),
-                "sigma_choice": ("the width of the documented per-clock priors with the lowest leave-one-SoC-out MAPE "
-                                 f"on all SoCs ({ {str(k): v for k, v in final_inner.items()} }); each held-out fold "
-                                 "chose its own on the other SoCs only (uncertainty.fold_choices)"),
+                "sigma_choice": (f"the width of the documented per-clock priors with the lowest {INNER_FOLDS}-fold "
+                                 "SoC-grouped MAPE on all SoCs "
+                                 f"({ {str(k): v for k, v in final_inner.items()} }); each held-out fold chose its "
+                                 "own on the other SoCs only (uncertainty.fold_choices)"),
                 "priors": [{"core": a, "other": b, "speed_ratio_per_clock": ratio, "source": cite}
                            for a, b, ratio, cite in PRIORS],
             },
@@ -652,6 +702,7 @@ def dev_works(rows: Sequence[Row], cache: Path, reexport: bool = False) -> dict[
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    global INNER_FOLDS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--onnx-cache", type=Path, default=DEFAULT_CACHE)
@@ -663,20 +714,39 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--sigma-grid", default=None,
                         help="comma-separated prior widths the nested folds choose among (default: the full grid); "
                              "the params record the grid used")
+    parser.add_argument("--inner-folds", type=int, default=INNER_FOLDS,
+                        help=f"SoC-grouped inner folds that choose the prior width (default {INNER_FOLDS}; at least "
+                             "the number of SoCs: an inner leave-one-SoC-out, hours); the params record it")
     args = parser.parse_args(argv)
     if args.sigma_grid:
-        GRID[:] = [float(v) for v in args.sigma_grid.split(",")]
+        try:
+            GRID[:] = [float(v) for v in args.sigma_grid.split(",")]
+        except ValueError:
+            parser.error(f"--sigma-grid: expected comma-separated numbers, got '{args.sigma_grid}'")
+    if args.inner_folds < 2:
+        parser.error(f"--inner-folds: expected an integer >= 2, got {args.inner_folds}")
+    INNER_FOLDS = args.inner_folds  # what build_params records
 
-    rows = load_rows(args.data)
-    works = dev_works(rows, args.onnx_cache, args.reexport)
-    choices: list[FoldChoice] = []
-    if args.sigma is None:
-        scored = lodo(rows, works, nested=True, choices=choices, progress=True)
-        sigma, inner = choose_sigma(rows, works)
-    else:
-        scored, sigma, inner = lodo(rows, works, nested=False, sigma=args.sigma), args.sigma, {}
-    result = fit_model(rows, works, sigma)
-    params = build_params(rows, works, result, scored, choices, inner, args.data, args.date)
+    import scipy.optimize  # noqa: F401  (loaded before the limit below, so it reaches scipy's BLAS too)
+    from threadpoolctl import threadpool_limits  # a scikit-learn dependency
+
+    started, cpu_started = time.monotonic(), time.process_time()
+    with threadpool_limits(limits=1):  # BLAS threads only contend on a shared machine (module doc)
+        rows = load_rows(args.data)
+        works = dev_works(rows, args.onnx_cache, args.reexport)
+        choices: list[FoldChoice] = []
+        if args.sigma is None:
+            scored = lodo(rows, works, nested=True, choices=choices, progress=True, inner_folds=args.inner_folds)
+            sigma, inner = choose_sigma(rows, works, args.inner_folds)
+        else:
+            scored, sigma, inner = lodo(rows, works, nested=False, sigma=args.sigma), args.sigma, {}
+        result = fit_model(rows, works, sigma)
+        params = build_params(rows, works, result, scored, choices, inner, args.data, args.date)
+    wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
+    params["provenance"]["fit_time"] = {
+        "wall_s": round(wall), "cpu_s": round(cpu), "machine_cpus": os.cpu_count(),
+        "note": ("this run's wall and CPU time (the ONNX export cache warm, BLAS on one thread); wall time grows "
+                 "with whatever else the machine runs, CPU time does not")}
     params["uncertainty"]["nested"] = args.sigma is None
     if args.sigma is not None:  # the params say how their folds were made (latency_accuracy.py prints it)
         params["uncertainty"]["method"] = (
@@ -688,7 +758,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "2-core machine; run scripts/fit_estimator.py without --sigma for it")
     args.out.write_text(json.dumps(params, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {args.out}: sigma {sigma:g}, fit rms(log) {result.rms_log:.3f}; {'nested ' if args.sigma is None else ''}LODO "
-          f"{score_line(score_summary(scored))}")
+          f"{score_line(score_summary(scored))}; wall time {wall / 60:.1f} min, CPU {cpu / 60:.1f} min")
     return 0
 
 

@@ -317,10 +317,10 @@ def test_the_default_predictors_nested_lodo_line_closes_the_benchmark() -> None:
     assert lines[-2].startswith("SCORE predictor=default default_1t_fp32=")
     fields = dict(item.split("=") for item in lines[-1].removeprefix("LODO ").split())
     assert (fields["folds"], fields["predictor"]) == ("soc", "default")
-    # nested unless the shipped fit says why not (estimator v4: its prior width fixed at v3's nested
-    # choice, not re-chosen per fold; the line and the params say so)
+    # nested: the shipped estimator's prior width re-chosen inside every outer fold (its params say
+    # how, uncertainty.inner_folds); a --sigma draft would print nested=no and say why
     estimator = json.loads(fe.DEFAULT_OUT.read_text())
-    assert fields["nested"] == "yes" or (fields["nested"] == "no" and estimator["uncertainty"].get("nested_note")), fields
+    assert fields["nested"] == "yes" and estimator["uncertainty"]["nested"] is True, fields
     eligible = next(line for line in lines if "eligible kinds" in line)
     assert "armsim" not in eligible
 

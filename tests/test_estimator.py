@@ -56,8 +56,16 @@ def test_params_file_has_provenance_and_every_core(est: Estimator) -> None:
                                                                            ("1", "int8"), ("multi", "fp16")}
     fp16 = params["precision"]["fp16"]
     assert 1.0 <= fp16["compute_speedup"] <= 2.0 and 1.0 <= fp16["depthwise_speedup"] <= 2.0  # the lane count
-    # nested, or saying why not (v4: the prior width fixed at v3's nested choice, uncertainty.nested_note)
-    assert unc["folds"] == "soc" and (unc["nested"] is True or unc.get("nested_note"))
+    # nested (scripts/fit_estimator.py without --sigma): every held-out SoC chose its prior width by
+    # SoC-grouped inner folds of the other SoCs, and the params say how many and among which widths
+    assert unc["folds"] == "soc" and unc["nested"] is True and "nested_note" not in unc
+    inner = unc["inner_folds"]
+    assert inner["grouped_by"] == "soc" and inner["k"] >= 2 and f"{inner['k']} SoC-grouped inner folds" in unc["method"]
+    socs = {row[1] for row in unc["held_out_rows"]}
+    assert sorted(c["soc"] for c in unc["fold_choices"]) == sorted(socs)  # one choice per outer fold
+    assert all(c["sigma"] in inner["sigma_grid"] and len(c["inner_mape_pct"]) == len(inner["sigma_grid"])
+               for c in unc["fold_choices"])
+    assert prov["fit_options"]["sigma"] in inner["sigma_grid"] and prov["fit_time"]["cpu_s"] > 0
     assert len(unc["held_out_rows"]) == prov["rows_used"]
     assert est.version == "v4" and len(est.held_out_rows) == prov["rows_used"]
 
@@ -346,6 +354,22 @@ def test_dev_rows_name_their_soc_and_boards_of_one_soc_share_a_fold(fit_module, 
     bad.write_text(lines[0] + "\n" + ",".join(f'"{c}"' for c in cells) + "\n")
     with pytest.raises(ValueError, match="no 'soc'"):
         fe.load_rows(bad)
+
+
+def test_inner_folds_deal_socs_of_each_core_family_into_different_groups(fit_module) -> None:
+    """The nested fit's inner folds: every SoC in exactly one group, by SoC (a SoC's boards and
+    clusters together), SoCs of one core spread over the groups, the same on every run; as many
+    groups as SoCs is an inner leave-one-SoC-out."""
+    fe = fit_module
+    socs = [(f"A53 soc {i}", "Cortex-A53") for i in range(6)] + [(f"A7 soc {i}", "Cortex-A7") for i in range(4)]
+    rows = [fe.Row(f"board of {soc}", core, 1.5, 1, "m", "fp32", 10.0, soc=soc) for soc, core in socs]
+    rows += [fe.Row("big cluster of A53 soc 0", "Cortex-A72", 1.8, 1, "m", "fp32", 5.0, soc="A53 soc 0")]
+    groups = fe.inner_groups(rows, 5)
+    assert len(groups) == 5 and sorted(s for g in groups for s in g) == sorted(s for s, _ in socs)
+    assert groups == fe.inner_groups(list(reversed(rows)), 5)  # deterministic, not order-dependent
+    for group in groups:  # no group holds two A7 SoCs (4 of them, 5 groups)
+        assert sum(s.startswith("A7") for s in group) <= 1
+    assert sorted(map(len, fe.inner_groups(rows, 100))) == [1] * len(socs)  # leave-one-SoC-out
 
 
 def test_lodo_holds_out_every_board_of_a_soc_together(fit_module, monkeypatch) -> None:
