@@ -41,9 +41,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import fit_estimator as fe  # noqa: E402
 
+from lodevem.runtimes.ncnn.int8 import float_weights  # noqa: E402
+
 DEFAULT_OUT = REPO / ".lodevem-build" / "armsim-dev"
 INT8_TAG = 0x000D4B38
-FP32_TAG = 0
 INT8_MODELS = ("squeezenet", "mobilenet", "resnet18", "resnet50")  # the dev data's *_int8 rows
 FIXED_INPUT_SCALE = 127.0 / 8.0
 
@@ -130,18 +131,11 @@ def quantize_ncnn_int8(param: Path, out_param: Path) -> int:
         head, fields = parts[:name_end], parts[name_end:]
         p = _params(fields)
         if ltype in WEIGHTED:
-            fc = ltype == "InnerProduct"  # InnerProduct: 1=bias_term 2=weight_data_size; convs: 5= and 6=
-            size = int(p[2 if fc else 6])
+            try:
+                w, bias, pos = float_weights(src, pos, ltype, p)  # the worker's own reader of the layout
+            except ValueError as exc:
+                raise ValueError(f"{param}: layer {parts[1]} {exc}") from None
             num_output = int(p.get(0, "0"))
-            tag = struct.unpack_from("<I", src, pos)[0]
-            if tag != FP32_TAG:
-                raise ValueError(f"{param}: layer {parts[1]} weights are not raw fp32 (tag {tag:#x})")
-            w = np.frombuffer(src, "<f4", size, pos + 4)
-            pos += 4 + 4 * size
-            bias = b""
-            if p.get(1 if fc else 5, "0") == "1":
-                bias = src[pos:pos + 4 * num_output]
-                pos += 4 * num_output
             groups = int(p.get(7, "1")) if ltype == "ConvolutionDepthWise" else num_output
             wg = w.reshape(groups, -1)
             absmax = np.maximum(np.abs(wg).max(axis=1), 1e-8)

@@ -120,6 +120,30 @@ def _sample_absmax(ncnn: Any, net: Any, input_blob: str, sample: Any, blobs: lis
     return out
 
 
+def float_weights(src: bytes, pos: int, kind: str, p: dict[int, str]) -> tuple[Any, bytes, int]:
+    """One weighted layer's raw float32 weights and its bias bytes at ``pos`` of a float ncnn
+    .bin, and the position after them. The one reader of ncnn's weight layout for the worker's
+    int8 writer and the armsim dev graphs' (scripts/armsim_dev_graphs.py), so both read a layer
+    alike. ValueError (the caller names the layer and the file) when the file ends inside the
+    layer or its weights are not stored raw float32."""
+    import numpy as np
+
+    fc = kind == "InnerProduct"  # fc: 1=bias_term 2=weight_data_size; convs: 5= and 6=
+    size, num_output = int(p.get(2 if fc else 6, "0")), int(p.get(0, "0"))
+    if pos + 4 + 4 * size > len(src):
+        raise ValueError("ends inside the layer's weights")
+    tag = struct.unpack_from("<I", src, pos)[0]
+    if tag != FP32_TAG:
+        raise ValueError(f"stores its weights with tag {tag:#x}, not raw float32")
+    w = np.frombuffer(src, "<f4", size, pos + 4)
+    pos += 4 + 4 * size
+    bias = b""
+    if p.get(1 if fc else 5, "0") == "1":
+        bias = src[pos:pos + 4 * num_output]
+        pos += 4 * num_output
+    return w, bias, pos
+
+
 def write_int8(param: str, weights: str, out: list[str], header: list[str], layers: list[list[str]],
                scales: dict[str, float], model_path: str) -> int:
     """Write the int8 twin of the float model (``out``: [.param, .bin]); returns how many
@@ -140,25 +164,17 @@ def write_int8(param: str, weights: str, out: list[str], header: list[str], laye
             continue
         bottoms, tops, fields = _io(tokens)
         p = _params(fields)
-        fc = kind == "InnerProduct"  # fc: 1=bias_term 2=weight_data_size; convs: 5= and 6=
-        size, num_output = int(p.get(2 if fc else 6, "0")), int(p.get(0, "0"))
-        if pos + 4 + 4 * size > len(src):
-            raise WorkerError("export_failed", f"the float ncnn .bin of {model_path} ends inside layer {tokens[1]}")
-        tag = struct.unpack_from("<I", src, pos)[0]
-        if tag != FP32_TAG:
-            raise WorkerError("export_failed", f"ncnn int8: layer {tokens[1]} of the ncnn model of {model_path} "
-                                               f"stores its weights with tag {tag:#x}, not raw float32")
-        w = np.frombuffer(src, "<f4", size, pos + 4)
-        pos += 4 + 4 * size
-        bias = b""
-        if p.get(1 if fc else 5, "0") == "1":
-            bias = src[pos:pos + 4 * num_output]
-            pos += 4 * num_output
+        try:
+            w, bias, pos = float_weights(src, pos, kind, p)
+        except ValueError as exc:
+            raise WorkerError("export_failed", f"ncnn int8: layer {tokens[1]} of the float ncnn model of "
+                                               f"{model_path} {exc}") from None
+        num_output = int(p.get(0, "0"))
         depthwise = kind == "ConvolutionDepthWise"
         channels = int(p.get(7, "1")) if depthwise else num_output
-        if channels <= 0 or size % channels:
+        if channels <= 0 or w.size % channels:
             raise WorkerError("export_failed", f"ncnn int8: layer {tokens[1]} of the ncnn model of {model_path} has "
-                                               f"{size} weights, not a multiple of {channels} channels")
+                                               f"{w.size} weights, not a multiple of {channels} channels")
         wc = w.reshape(channels, -1)
         absmax = np.abs(wc).max(axis=1)
         wscale = np.where(absmax > 0, 127.0 / np.maximum(absmax, 1e-30), 1.0).astype("<f4")
