@@ -685,7 +685,7 @@ def build_params(rows: list[Row], works: dict[str, ModelWork], result: Fit, scor
             "rows_by_runtime": {rt: sum(r.runtime == rt for r in rows) for rt in sorted({r.runtime for r in rows})},
             "rows_by_precision": {p: sum(r.precision == p for r in rows) for p in ("fp32", "fp16", "int8")},
             "rows_excluded": {"no graph": sum(r.graph_key not in works for r in rows),
-                              "tflite without XNNPACK": excluded_rows(data_path)},
+                              "tflite not fitted (XNNPACK off, or its delegate not stated)": excluded_rows(data_path)},
             "model_map": {key: {"zoo": b.zoo, "input": [1, 3, b.input_hw, b.input_hw], "ncnn_mmacs": b.ncnn_mmacs,
                                 "zoo_mmacs": round(works[key].zoo_mmacs, 1),
                                 "mac_scale": round(works[key].mac_scale, 4), "note": b.note}
