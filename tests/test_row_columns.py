@@ -15,7 +15,7 @@ from lodevem.latency.records import LatencyPrediction
 from lodevem.profiles import load_profiles
 from lodevem.report.files import csv_columns, read_json, write_csv, write_json
 from lodevem.report.shared import shared_rows
-from lodevem.results import Accuracy, MemoryMeasurement, ModelFile, PairResult
+from lodevem.results import Accuracy, MemoryMeasurement, ModelFile, PairResult, PhoneMeasurement
 from lodevem.runner.state import RunState
 from lodevem.runtimes.logs import OpTime
 
@@ -66,11 +66,10 @@ def _rows(tmp_path: Path) -> list[PairResult]:
     accuracy = Accuracy(top1_pct=70.0, top5_pct=90.0, samples=100, drop_pts=1.5, note="a; b")
     full = PairResult.from_records(model, profile, latency, memory, threads=1, floor_mb=300,
                                    channels_removed_ms=9.0, accuracy=accuracy)
-    full = dataclasses.replace(
-        full, measured_on="Pixel (Tensor)", device_runs=5, device_latency_min_ms=1.0, device_latency_max_ms=2.0,
-        device_latency_std_ms=0.1, device_latency_p50_ms=1.5, device_peak_mb=50.0,
-        device_op_profile=(OpTime("CONV_2D", 36, 20.42, 71.2),), device_runtime_version="2.3",
-        device_binary_sha256="a" * 64)
+    full = dataclasses.replace(full, phone=PhoneMeasurement(
+        measured_on="Pixel (Tensor)", runs=5, latency_min_ms=1.0, latency_max_ms=2.0, latency_std_ms=0.1,
+        latency_p50_ms=1.5, peak_mb=50.0, op_profile=(OpTime("CONV_2D", 36, 20.42, 71.2),), runtime_version="2.3",
+        binary_sha256="a" * 64))
     failed = PairResult.from_records(
         model, profile, LatencyPrediction(None, "none", 1, "Cortex-A53", 1.3, note="no graph"),
         dataclasses.replace(memory, fallback=None, note=None, verdict="error", error="boom", peak_rss_mb=None),

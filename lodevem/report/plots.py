@@ -67,7 +67,7 @@ def _ram_text(mb: float) -> str:
 
 def _tier_limits(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None) -> dict[int, list[str]]:
     """Each distinct device RAM limit with the tiers that have a device of that size."""
-    pairs = {(r.ram_mb, r.tier) for r in rows} | {(p.ram_mb, p.tier) for p in profiles or ()}
+    pairs = {(r.device.ram_mb, r.device.tier) for r in rows} | {(p.ram_mb, p.tier) for p in profiles or ()}
     limits: dict[int, list[str]] = {}
     for ram, tier in sorted(pairs):
         limits.setdefault(ram, []).append(tier)
@@ -171,12 +171,12 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     """
     devices = ordered_devices(rows, profiles)
     groups = group_by_model(rows, profiles)
-    col = {d.profile_id: j for j, d in enumerate(devices)}
+    col = {d.device.profile_id: j for j, d in enumerate(devices)}
     values = np.full((len(groups), len(devices)), np.nan)
     for i, group in enumerate(groups.values()):
         for row in group:
             if cells(row).is_number:
-                values[i, col[row.profile_id]] = row.latency_ms
+                values[i, col[row.device.profile_id]] = row.latency.ms
     finite = values[np.isfinite(values)]
     vmin, vmax = (finite.min(), finite.max()) if finite.size else (1.0, 10.0)
     if vmax <= vmin * 1.01:
@@ -187,17 +187,17 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
         fig = Figure(figsize=(width, max(2.4, 0.42 * len(groups) + 2.3)), layout="constrained")
         ax = fig.add_subplot()
         image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
-        planned = {(i, col[r.profile_id]) for i, group in enumerate(groups.values()) for r in group}
+        planned = {(i, col[r.device.profile_id]) for i, group in enumerate(groups.values()) for r in group}
         for i, j in np.ndindex(values.shape):
             if (i, j) not in planned:
                 ax.text(j, i, "\u2014", ha="center", va="center", fontsize=6.5, color="#aaaaaa")
         for i, group in enumerate(groups.values()):
             for row in group:
-                j, c = col[row.profile_id], cells(row)
-                if c.is_number and row.latency_ms is not None:
-                    rgba = cmap(norm(row.latency_ms))
+                j, c = col[row.device.profile_id], cells(row)
+                if c.is_number and row.latency.ms is not None:
+                    rgba = cmap(norm(row.latency.ms))
                     dark = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] < 0.5
-                    text = f"{row.latency_ms:,.0f}" if row.latency_ms >= 100 else f"{row.latency_ms:.1f}"
+                    text = f"{row.latency.ms:,.0f}" if row.latency.ms >= 100 else f"{row.latency.ms:.1f}"
                     ax.text(j, i, text + c.mark, ha="center", va="center", fontsize=6.5,
                             color="white" if dark else "black")
                     continue
@@ -209,10 +209,10 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                         color="#b2182b" if c.fits is False else "#555555",
                         bbox={"facecolor": "#eeeeee", "edgecolor": "none", "pad": 0.6})
         ax.set_yticks(range(len(groups)), list(groups))
-        ax.set_xticks(range(len(devices)), [f"{d.profile_label} \u00b7 {_ram_text(d.ram_mb)}" for d in devices],
+        ax.set_xticks(range(len(devices)), [f"{d.device.label} \u00b7 {_ram_text(d.device.ram_mb)}" for d in devices],
                       rotation=40, ha="right", rotation_mode="anchor")
         ax.tick_params(length=0)
-        tiers = [d.tier for d in devices]
+        tiers = [d.device.tier for d in devices]
         bounds = [j for j in range(1, len(tiers)) if tiers[j] != tiers[j - 1]]
         for j in bounds:
             ax.axvline(j - 0.5, color="black", linewidth=1.5)
@@ -247,8 +247,8 @@ def min_ram_bar(rows: Sequence[PairResult], out_dir: Path) -> list[Path]:
     """
     floors: dict[str, float] = {}
     for row in rows:
-        if row.min_ram_mb is not None:
-            floors[row.model_label] = max(floors.get(row.model_label, 0.0), row.min_ram_mb)
+        if row.memory.min_ram_mb is not None:
+            floors[row.model.label] = max(floors.get(row.model.label, 0.0), row.memory.min_ram_mb)
     if not floors:
         return []
     with _paper_style():

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
-from enum import Enum
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..latency.described import describe_kind
 from ..latency.paper import KindPaper, KindUse
 from ..results import PairResult
+from ..results.columns import map_text
 from ..safe_io.markup import literal_value
 from ..version import __version__
 from ..wire.registry import on_device_runtimes
@@ -106,9 +106,7 @@ def _get(mapping: Any, *path: str) -> Any:
 
 
 def _inert_row(row: PairResult) -> PairResult:
-    values = {f.name: getattr(row, f.name) for f in fields(row)}
-    return replace(row, **{name: literal_value(value) for name, value in values.items()
-                           if isinstance(value, (str, tuple)) and not isinstance(value, Enum)})
+    return map_text(row, literal_value)
 
 
 def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
@@ -120,30 +118,30 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
     env = Manifest.from_dict(literal_value(manifest_dict(manifest)))
     predictor = env.extra.get("predictor") or {}
     kinds = _kind_facts(rows, predictor if isinstance(predictor, Mapping) else {}, env.packages)
-    derived = _distinct([r.core for r in rows if r.latency_ms is not None and r.latency_uncertainty
-                         and "not measured: derived" in r.latency_uncertainty])
-    ran = [r.runtime_baseline_mb for r in rows if r.runtime_baseline_mb is not None]
+    derived = _distinct([r.device.core for r in rows if r.latency.ms is not None and r.latency.uncertainty
+                         and "not measured: derived" in r.latency.uncertainty])
+    ran = [r.memory.runtime_baseline_mb for r in rows if r.memory.runtime_baseline_mb is not None]
     config = env.extra.get("config") or {}
     return RunFacts(
         lodevem_version=env.lodevem.version or __version__,
         git_commit=env.lodevem.git_commit,
         git_dirty=env.lodevem.git_dirty,
-        models=_distinct([r.model_label for r in rows]),
-        profiles=_distinct([r.profile_id for r in rows]),
-        devices=_distinct([f"{r.profile_label} ({r.chipset}, {r.core} @ {r.clock_ghz:g} GHz, {r.ram_mb} MB)"
+        models=_distinct([r.model.label for r in rows]),
+        profiles=_distinct([r.device.profile_id for r in rows]),
+        devices=_distinct([f"{r.device.label} ({r.device.chipset}, {r.device.core} @ {r.device.clock_ghz:g} GHz, {r.device.ram_mb} MB)"
                            for r in rows]),
-        tiers=_distinct([r.tier for r in rows]),
+        tiers=_distinct([r.device.tier for r in rows]),
         kinds=kinds,
         derived_cores=derived,
-        threads=tuple(sorted(_distinct([r.threads for r in rows]))),
-        levels=_distinct([r.level for r in rows]),
-        calibrations=_distinct([c for r in rows for c in r.latency_calibrations]),
-        runtimes=_distinct([r.runtime for r in rows if r.verdict != Verdict.ERROR or r.limit_enforcement]),
-        backends=_distinct([r.backend for r in rows if r.limit_enforcement]),
-        enforcements=_distinct([re.sub(r"=\d+MB", "", r.limit_enforcement) for r in rows
-                                if r.memory_inferred_from_mb is None]),
-        inferred_rows=sum(1 for r in rows if r.memory_inferred_from_mb is not None),
-        measured_rows=sum(1 for r in rows if r.memory_inferred_from_mb is None and r.limit_enforcement),
+        threads=tuple(sorted(_distinct([r.device.threads for r in rows]))),
+        levels=_distinct([r.model.level for r in rows]),
+        calibrations=_distinct([c for r in rows for c in r.latency.calibrations]),
+        runtimes=_distinct([r.memory.runtime for r in rows if r.verdict != Verdict.ERROR or r.memory.limit_enforcement]),
+        backends=_distinct([r.memory.backend for r in rows if r.memory.limit_enforcement]),
+        enforcements=_distinct([re.sub(r"=\d+MB", "", r.memory.limit_enforcement) for r in rows
+                                if r.memory.inferred_from_mb is None]),
+        inferred_rows=sum(1 for r in rows if r.memory.inferred_from_mb is not None),
+        measured_rows=sum(1 for r in rows if r.memory.inferred_from_mb is None and r.memory.limit_enforcement),
         warmup=config.get("warmup") if isinstance(config, Mapping) else None,
         runs=config.get("runs") if isinstance(config, Mapping) else None,
         verdicts=_distinct([r.verdict for r in rows]),
@@ -155,47 +153,46 @@ def run_facts(rows: Sequence[PairResult], manifest: ManifestLike) -> RunFacts:
         cgroup_version=env.host.cgroup_version,
         packages=dict(env.packages),
         counts=run_counts(rows),
-        latency_for=_distinct([(r.runtime, r.latency_runtime) for r in rows
-                               if r.latency_ms is not None and r.latency_runtime]),
+        latency_for=_distinct([(r.memory.runtime, r.latency.runtime) for r in rows
+                               if r.latency.ms is not None and r.latency.runtime]),
         images=tuple(sorted(env.backend.images.items())),
         runtime_versions=tuple((name, info.version, info.converter, info.converter_version)
-                               for name, info in env.runtimes.items() if name in {r.runtime for r in rows}),
-        baselines=tuple((rt, min(v), max(v)) for rt in _distinct([r.runtime for r in rows])
-                        for v in [[r.runtime_baseline_mb for r in rows
-                                   if r.runtime == rt and r.runtime_baseline_mb is not None]] if v),
-        input_shapes=_distinct([f"{r.input_shape} ({SOURCE_WORDS.get(r.input_shape_source, r.input_shape_source)})"
-                                if r.input_shape_source else r.input_shape for r in rows if r.input_shape]),
-        budgets=_distinct([(r.profile_label, r.app_budget_mb) for r in rows if r.app_budget_mb is not None]),
-        user_precisions=_distinct([r.precision for r in rows if r.level is None and r.precision
-                                   and r.precision != "fp32"]),
-        converted_levels=_distinct([(r.runtime, r.level, r.converted_precision, r.converted_scheme) for r in rows
-                                    if r.level and r.runtime in on_device_runtimes() and r.converted_mb is not None
-                                    and not (r.memory_runtime or "").endswith("(fallback)")]),
-        fallbacks=_distinct([r.model_label for r in rows if (r.memory_runtime or "").endswith("(fallback)")]),
-        memory_notes=_distinct([part for r in rows if r.memory_note and not (r.memory_runtime or "").endswith(
-                                "(fallback)") for part in r.memory_note.split("; ")]),
+                               for name, info in env.runtimes.items() if name in {r.memory.runtime for r in rows}),
+        baselines=tuple((rt, min(v), max(v)) for rt in _distinct([r.memory.runtime for r in rows])
+                        for v in [[r.memory.runtime_baseline_mb for r in rows
+                                   if r.memory.runtime == rt and r.memory.runtime_baseline_mb is not None]] if v),
+        input_shapes=_distinct([f"{r.model.input_shape} ({SOURCE_WORDS.get(r.model.input_shape_source, r.model.input_shape_source)})"
+                                if r.model.input_shape_source else r.model.input_shape for r in rows if r.model.input_shape]),
+        budgets=_distinct([(r.device.label, r.device.app_budget_mb) for r in rows if r.device.app_budget_mb is not None]),
+        user_precisions=_distinct([r.model.precision for r in rows if r.model.level is None and r.model.precision
+                                   and r.model.precision != "fp32"]),
+        converted_levels=_distinct([(r.memory.runtime, r.model.level, r.memory.converted.precision, r.memory.converted.scheme) for r in rows
+                                    if r.model.level and r.memory.runtime in on_device_runtimes() and r.memory.converted.mb is not None
+                                    and not r.memory.fallback]),
+        fallbacks=_distinct([r.model.label for r in rows if r.memory.fallback]),
+        memory_notes=_distinct([note for r in rows if not r.memory.fallback for note in r.memory.notes]),
         evaluation=env.extra.get("evaluation"),
         finetune=env.extra.get("finetune"),
-        evaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is not None),
-        unevaluated_rows=sum(1 for r in rows if r.accuracy_top1_pct is None
-                             and (r.accuracy_note or r.accuracy_samples is not None)),
+        evaluated_rows=sum(1 for r in rows if r.accuracy.top1_pct is not None),
+        unevaluated_rows=sum(1 for r in rows if r.accuracy.top1_pct is None
+                             and (r.accuracy.note or r.accuracy.samples is not None)),
     )
 
 
 def _kind_facts(rows: Sequence[PairResult], predictor: Mapping[str, Any],
                 packages: Mapping[str, Optional[str]]) -> tuple[KindFacts, ...]:
     """Each kind the rows' latencies came from (``latency_kind``), with what it served and its words."""
-    served = [r for r in rows if r.latency_ms is not None]
-    profiles = _distinct([r.profile_id for r in rows])
+    served = [r for r in rows if r.latency.ms is not None]
+    profiles = _distinct([r.device.profile_id for r in rows])
     out = []
-    for name in sorted(_distinct([r.latency_kind or "" for r in served]), key=lambda k: (describe_kind(k).order, k)):
-        mine = [r for r in served if (r.latency_kind or "") == name]
+    for name in sorted(_distinct([r.latency.kind or "" for r in served]), key=lambda k: (describe_kind(k).order, k)):
+        mine = [r for r in served if (r.latency.kind or "") == name]
         figures = [c.figure for c in map(row_cell, mine) if c is not None and c.figure is not None]
-        own = _distinct([r.profile_id for r in mine])
+        own = _distinct([r.device.profile_id for r in mine])
         use = KindUse(name, own, len(profiles), cells=len(mine), total_cells=len(served),
-                      whole_profiles=all((r.latency_kind or "") == name for r in served if r.profile_id in own),
-                      runtimes=_distinct([r.latency_runtime for r in mine]), cores=_distinct([r.core for r in mine]),
-                      threads=tuple(sorted(_distinct([r.threads for r in mine]))), figures=_distinct(figures),
+                      whole_profiles=all((r.latency.kind or "") == name for r in served if r.device.profile_id in own),
+                      runtimes=_distinct([r.latency.runtime for r in mine]), cores=_distinct([r.device.core for r in mine]),
+                      threads=tuple(sorted(_distinct([r.device.threads for r in mine]))), figures=_distinct(figures),
                       described=predictor, packages=dict(packages))
         described = describe_kind(name)
         out.append(KindFacts(use, described.mark, described.paper(use)))

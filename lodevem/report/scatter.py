@@ -90,20 +90,21 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     limits = _tier_limits(rows, profiles)
     colours = matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # a ListedColormap
     devices = ordered_devices(rows, profiles)
-    device_index = {d.profile_id: j for j, d in enumerate(devices)}
+    device_index = {d.device.profile_id: j for j, d in enumerate(devices)}
     groups = group_by_model(rows, profiles)
     points = []
     for k, group in enumerate(groups.values()):
         for row in group:
-            if row.latency_ms is None or not math.isfinite(row.latency_ms):
+            if row.latency.ms is None or not math.isfinite(row.latency.ms):
                 continue
-            band = (row.latency_low_ms, row.latency_high_ms)
-            if row.peak_rss_mb is not None and row.verdict not in VERDICT_WORDS:
-                points.append(_Point(k, device_index[row.profile_id], row.peak_rss_mb, row.latency_ms, True, *band))
+            band = (row.latency.band.low_ms, row.latency.band.high_ms)
+            if row.memory.peak_rss_mb is not None and row.verdict not in VERDICT_WORDS:
+                points.append(_Point(k, device_index[row.device.profile_id], row.memory.peak_rss_mb, row.latency.ms,
+                                     True, *band))
             elif row.fits is False:
-                points.append(_Point(k, device_index[row.profile_id], float(row.limit_mb), row.latency_ms, False,
-                                     *band))
-    budgets = sorted({r.app_budget_mb for r in rows if r.app_budget_mb})
+                points.append(_Point(k, device_index[row.device.profile_id], float(row.memory.limit_mb),
+                                     row.latency.ms, False, *band))
+    budgets = sorted({r.device.app_budget_mb for r in rows if r.device.app_budget_mb})
     # the axis spans the points and the app budgets (what the verdicts compare with); a device RAM
     # size is drawn only where it falls inside (2 GB phones must not squeeze points into a corner)
     spanned = [p.x for p in points] + [float(b) for b in budgets] or [float(m) for m in limits]
@@ -131,11 +132,11 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                 ax.scatter([p.x], [p.y], marker=DEVICE_MARKERS[p.device % len(DEVICE_MARKERS)], s=28,
                            facecolors=colour if p.ran else "none", edgecolors="black" if p.ran else colour,
                            linewidths=0.4 if p.ran else 1.1, zorder=3, transform=ax.transData + shift,
-                           gid=f"{list(groups)[p.model]}|{devices[p.device].profile_id}")
+                           gid=f"{list(groups)[p.model]}|{devices[p.device].device.profile_id}")
                 if p.low is not None and p.high is not None:  # the band: prediction ± held-out error
                     ax.plot([p.x, p.x], [p.low, p.high], color=colour, linewidth=0.8, alpha=0.7, zorder=2,
                             transform=ax.transData + shift, gid=f"band|{list(groups)[p.model]}|"
-                                                                f"{devices[p.device].profile_id}")
+                                                                f"{devices[p.device].device.profile_id}")
         limit_handles = _draw_limits(ax, limits) if limits else []
         for budget in budgets:  # the verdicts' line: fits below it, tight above it
             ax.axvline(budget, color="#555555", linestyle=":", linewidth=0.9, zorder=1, gid=f"budget|{budget}")
@@ -158,7 +159,7 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
                          for k, label in enumerate(groups)]
         device_handles = [Line2D([], [], color="#555555", marker=DEVICE_MARKERS[j % len(DEVICE_MARKERS)],
                                  linestyle="", markerfacecolor="#bbbbbb",
-                                 label=f"{d.profile_label} ({d.tier}, {_ram_text(d.ram_mb)})")
+                                 label=f"{d.device.label} ({d.device.tier}, {_ram_text(d.device.ram_mb)})")
                           for j, d in enumerate(devices)]
         # one legend in the right column, a headed section each: legends placed side by side at the
         # bottom and the right overlapped once the lines' entries grew (budgets, bands)
