@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import kinds_only
+from helpers import kinds_only, row_of, with_columns
 
 from lodevem import __version__
 from lodevem.latency.estimator import Estimator
@@ -38,7 +38,7 @@ def profiles() -> list[Profile]:
 
 def make_row(profile: Profile, model: str = "mobilenet_v2.pt", **changes: Any) -> PairResult:
     cluster = profile.fastest_cluster
-    row = PairResult(
+    row = row_of(
         model_label=model, model_path=f"models/{model}", model_sha256="ab" * 32, level=None,
         model_format="pickled_module", model_file_mb=13.6, params=3_504_872,
         profile_id=profile.id, profile_label=profile.label, tier=profile.tier, chipset=profile.chipset,
@@ -52,7 +52,7 @@ def make_row(profile: Profile, model: str = "mobilenet_v2.pt", **changes: Any) -
     )
     if "latency_source" in changes and "latency_kind" not in changes:  # the kind the source names (shorthand)
         changes["latency_kind"] = changes["latency_source"].split(":")[0]
-    return replace(row, **changes)
+    return with_columns(row, **changes)
 
 
 def manifest(profiles: list[Profile], backend: str = "docker", predictor: Predictor | None = None,

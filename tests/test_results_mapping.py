@@ -18,6 +18,7 @@ from lodevem.results import (
     ModelFile,
     PairResult,
 )
+from lodevem.results.columns import COLUMNS
 
 RECORDS = {"ModelFile": ModelFile, "Profile": Profile, "LatencyPrediction": LatencyPrediction,
            "MemoryMeasurement": MemoryMeasurement}
@@ -44,16 +45,16 @@ def _problems(sources: dict[str, dict[str, str]], row_fields: set[str]) -> list[
 
 def test_every_row_field_has_exactly_one_source_and_every_source_exists() -> None:
     assert list(ROW_SOURCES) == list(RECORDS)  # from_records zips the records in this order
-    assert _problems({k: dict(v) for k, v in ROW_SOURCES.items()}, _names(PairResult)) == []
+    assert _problems({k: dict(v) for k, v in ROW_SOURCES.items()}, set(COLUMNS)) == []
 
 
 def test_a_renamed_field_on_either_side_is_caught() -> None:
     sources = {k: dict(v) for k, v in ROW_SOURCES.items()}
     renamed_record = {**sources, "LatencyPrediction": {**sources["LatencyPrediction"],
                                                        "latency_uncertainty": "uncertainty_text"}}
-    assert _problems(renamed_record, _names(PairResult)) == [
+    assert _problems(renamed_record, set(COLUMNS)) == [
         "LatencyPrediction.uncertainty_text (for latency_uncertainty) is not a field"]
-    row_fields = (_names(PairResult) - {"memory_error"}) | {"memory_message"}
+    row_fields = (set(COLUMNS) - {"memory_error"}) | {"memory_message"}
     assert _problems(sources, row_fields) == ["memory_error is not a row field", "memory_message is filled by nothing"]
 
 
@@ -73,8 +74,8 @@ def test_a_row_carries_each_record_value_to_its_column(tmp_path: Path) -> None:
     row = PairResult.from_records(model, profile, latency, memory, threads=1)
     for record in (model, profile, latency, memory):
         for column, name in ROW_SOURCES[type(record).__name__].items():
-            assert getattr(row, column) == getattr(record, name), column
-    assert (row.latency_uncertainty, row.memory_error, row.memory_cached) == ("±20%", "memory says", True)
+            assert row.to_dict()[column] == getattr(record, name), column
+    assert (row.latency.uncertainty, row.memory.error, row.memory.cached) == ("±20%", "memory says", True)
 
 
 @pytest.mark.parametrize("cls", list(RECORDS.values()))

@@ -152,6 +152,11 @@ class RowMemory:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     @property
+    def note(self) -> Optional[str]:
+        """The notes on one line, "; " between them (the CSV's ``memory_note``); None without."""
+        return "; ".join(self.notes) or None
+
+    @property
     def runtime_shown(self) -> str:
         """The runtime as the tables name it: ``torch (fallback)`` for a fallback (the CSV's
         ``memory_runtime``), else the runtime."""
