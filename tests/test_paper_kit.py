@@ -280,11 +280,11 @@ def test_the_methods_say_what_the_user_did_in_their_words(profiles: list[Profile
     assert "weight tensors" not in md and "weight tensors" not in tex
     assert not re.search(r"(?<![-\w])--[a-z]", md), re.findall(r"--[a-z-]+", md)  # no option names
     assert "-calibration.npz" not in md + tex
-    from lodevem.report.methodology import paper_scheme
+    from lodevem.results.row_parts import scheme_alone
 
     synthetic = ("int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer, calibrated on "
                  "32 synthetic inputs (standard normal, seed 0): scales not from real data); weight tensors: int8 53")
-    assert paper_scheme(synthetic) == "int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer)"
+    assert scheme_alone(synthetic) == "int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer)"
 
 
 def test_calibration_data_has_no_class_count() -> None:

@@ -10,7 +10,6 @@ module imports it without pulling in the others.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -171,7 +170,7 @@ def run_counts(rows: Sequence[PairResult]) -> RunCounts:
 
 def base_label(row: PairResult) -> str:
     """The row's model label without its `` [runtime]`` suffix (several --runtime values)."""
-    return re.sub(r" \[[a-z0-9]+\]$", "", row.model.label)
+    return row.model.base_label
 
 
 def input_shape_text(rows: Sequence[PairResult]) -> str:
@@ -203,13 +202,12 @@ ACCURACY = "accuracy_tradeoff"  # file stem of the accuracy vs latency / peak RA
 
 def has_accuracy(rows: Sequence[PairResult]) -> bool:
     """True when the run evaluated accuracy (--eval-data): every such row has a figure or a note."""
-    return any(r.accuracy.samples is not None or "not evaluated" in (r.accuracy.note or "") for r in rows)
+    return any(r.accuracy.samples is not None or r.accuracy.not_evaluated is not None for r in rows)
 
 
 def _pruned_untuned(row: PairResult) -> bool:
     """A pruned row derived without fine-tuning, or whose fine-tuning failed (lodevem.accuracy's note)."""
-    note = row.accuracy.note or ""
-    return "without fine-tuning" in note or "not fine-tuned: " in note
+    return row.accuracy.not_finetuned
 
 
 def not_finetuned(rows: Sequence[PairResult]) -> list[str]:

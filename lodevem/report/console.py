@@ -11,7 +11,6 @@ words for failures) come from ``cells``, shared with the LaTeX table and the plo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional
@@ -24,6 +23,7 @@ from ..latency.described import MEASURED
 from ..latency.statement import BAND_SHORT
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
+from ..results.columns import clauses
 from ..results.failures import one_line
 from ..wire.registry import latency_runtimes
 from ..wire.verdict import Verdict
@@ -197,12 +197,12 @@ def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> li
     missing: dict[tuple[str, str], list[str]] = {}  # a cell without a number says why, without --verbose
     for item in items:
         if item.latency.latency_ms is None:
-            why = one_line((item.latency.note or "").split("; ")[0])
+            why = one_line(next(iter(clauses(item.latency.note)), ""))
             missing.setdefault((item.model.label, why), []).append(item.profile.id)
     lines += [f"  n/a ({label} on {', '.join(ids)}): {why}" for (label, why), ids in missing.items()]
     notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
     for item in items:
-        for part in (item.latency.note or "").split("; "):
+        for part in clauses(item.latency.note):
             if part:
                 notes.setdefault(part, []).append(f"{item.model.label} on {item.profile.id}")
     if notes and not verbose:
@@ -226,7 +226,7 @@ def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:
              + f"; {_band_text(verbose)}."]
     lines += [f"  {note.text()}" for note in mark_notes(row_cell(r) for r in rows)]
     # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
-    backends = sorted({re.sub(r"=\d+\s*MB", "", r.memory.limit_enforcement) or r.memory.backend for r in rows
+    backends = sorted({r.memory.enforcement or r.memory.backend for r in rows
                        if r.memory.inferred_from_mb is None and r.memory.limit_enforcement})
     runtimes = list(dict.fromkeys(r.memory.runtime_shown for r in rows if r.memory.runtime))
     lines.append(f"Peak RAM (MB): peak RSS (VmHWM) under {', '.join(runtimes)} with the device's RAM as the limit"

@@ -182,7 +182,7 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
             peak = c.peak_ram or "--"
             if c.peak_ram and row.memory.runtime != main:  # a figure of another runtime than the header's names it
                 peak += " (" + latex_escape(row.memory.runtime) + ")"
-            cols = [r"\quad " + latex_escape(row.device.label), latex_escape(row.device.tier.removeprefix("tier")),
+            cols = [r"\quad " + latex_escape(row.device.label), latex_escape(row.device.tier_short),
                     _latex_latency(row), peak, _latex_fits(row, fits_text)]
             if accuracy:
                 cols.append(latex_escape(accuracy_text(row, dash="\u2013")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))

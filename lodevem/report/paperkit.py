@@ -135,7 +135,8 @@ def short_references(facts: RunFacts) -> list[tuple[str, str]]:
 
 
 def methodology_markdown(facts: RunFacts) -> str:
-    lines = [f"<!-- lodevem {facts.software.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
+    lines = [f"<!-- lodevem {facts.software.lodevem_version}: generated from this run's records; re-run, do not "
+             "edit. -->",
              "# Methods", ""]
     for section in sections(facts):
         lines += [f"## {section.title}", ""]

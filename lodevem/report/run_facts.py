@@ -7,7 +7,6 @@ quote a figure that is a field here.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -98,7 +97,7 @@ class MemoryFacts:
     verdicts: tuple[Verdict, ...]
     runtime_baseline_mb: tuple[float, ...]  # (min, max) over rows that ran, or ()
     baselines: tuple[tuple[str, float, float], ...] = ()  # (runtime, min, max) baseline MB over rows that ran
-    # (runtime, level, converted precision, scheme) of each level a runtime's own converter made
+    # (runtime, level, converted precision, scheme alone) of each level a runtime's own converter made
     converted_levels: tuple[tuple[str, str, Optional[str], Optional[str]], ...] = ()
     fallbacks: tuple[str, ...] = ()  # labels of the files measured under torch because a converter refused
     memory_notes: tuple[str, ...] = ()  # each distinct row note on how the measured file was made
@@ -198,8 +197,7 @@ def _scope_facts(rows: Sequence[PairResult]) -> ScopeFacts:
 
 
 def _latency_facts(rows: Sequence[PairResult], env: Manifest, predictor: Mapping[str, Any]) -> LatencyFacts:
-    derived = _distinct([r.device.core for r in rows if r.latency.ms is not None and r.latency.uncertainty
-                         and "not measured: derived" in r.latency.uncertainty])
+    derived = _distinct([r.device.core for r in rows if r.latency.for_derived_core])
     return LatencyFacts(
         kinds=_kind_facts(rows, predictor, env.packages), derived_cores=derived,
         calibrations=_distinct([c for r in rows for c in r.latency.calibrations]),
@@ -213,7 +211,7 @@ def _memory_facts(rows: Sequence[PairResult], config: Mapping[str, Any]) -> Memo
         runtimes=_distinct([r.memory.runtime for r in rows
                             if r.verdict != Verdict.ERROR or r.memory.limit_enforcement]),
         backends=_distinct([r.memory.backend for r in rows if r.memory.limit_enforcement]),
-        enforcements=_distinct([re.sub(r"=\d+MB", "", r.memory.limit_enforcement) for r in rows
+        enforcements=_distinct([r.memory.enforcement for r in rows
                                 if r.memory.inferred_from_mb is None]),
         inferred_rows=sum(1 for r in rows if r.memory.inferred_from_mb is not None),
         measured_rows=sum(1 for r in rows if r.memory.inferred_from_mb is None and r.memory.limit_enforcement),
@@ -224,7 +222,7 @@ def _memory_facts(rows: Sequence[PairResult], config: Mapping[str, Any]) -> Memo
                         for v in [[r.memory.runtime_baseline_mb for r in rows
                                    if r.memory.runtime == rt and r.memory.runtime_baseline_mb is not None]] if v),
         converted_levels=_distinct([(r.memory.runtime, r.model.level, r.memory.converted.precision,
-                                     r.memory.converted.scheme) for r in rows
+                                     r.memory.converted.scheme_alone) for r in rows
                                     if r.model.level and r.memory.runtime in on_device_runtimes()
                                     and r.memory.converted.mb is not None and not r.memory.fallback]),
         fallbacks=_distinct([r.model.label for r in rows if r.memory.fallback]),
@@ -243,7 +241,8 @@ def _kind_facts(rows: Sequence[PairResult], predictor: Mapping[str, Any],
         own = _distinct([r.device.profile_id for r in mine])
         use = KindUse(name, own, len(profiles), cells=len(mine), total_cells=len(served),
                       whole_profiles=all((r.latency.kind or "") == name for r in served if r.device.profile_id in own),
-                      runtimes=_distinct([r.latency.runtime for r in mine]), cores=_distinct([r.device.core for r in mine]),
+                      runtimes=_distinct([r.latency.runtime for r in mine]),
+                      cores=_distinct([r.device.core for r in mine]),
                       threads=tuple(sorted(_distinct([r.device.threads for r in mine]))), figures=_distinct(figures),
                       described=predictor, packages=dict(packages))
         described = describe_kind(name)

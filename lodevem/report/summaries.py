@@ -46,66 +46,87 @@ def model_summaries(rows: Sequence[PairResult], verbose: bool = False) -> list[s
     """
     lines = []
     for label, group in group_by_model(rows).items():
-        fitting = [r for r in group if r.fits]
-        failed = [r for r in group if r.fits is False]
-        undecided = [r for r in group if r.fits is None]
-        if not fitting and all(r.verdict == Verdict.ERROR for r in group):
-            text = f"{label}: memory not measured on {devices_text(len(group))}"
-            shown = [(r.latency.ms, latency_mark(r.latency.kind)) for r in group if cells(r).is_number]
-            if shown:
-                text += f"; predicted latency {_span(shown)} ms"
-        elif not fitting:
-            text = f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
-        else:
-            if len(fitting) < len(group):
-                head = f"fits on {len(fitting)} of {len(group)} devices"
-            else:
-                head = f"fits on {devices_text(len(group))}"
-            text = f"{label}: {head}; {_lowest_tier_text(group, fitting, verbose)}"
-            peaks = [r for r in fitting if r.memory.peak_rss_mb is not None]
-            if peaks:
-                top = max(peaks, key=lambda r: r.memory.peak_rss_mb or 0.0)
-                text += f"; peak RAM {top.memory.peak_rss_mb:,.0f} MB"
-                if top.memory.runtime_baseline_mb is not None:
-                    text += f", of which runtime {top.memory.runtime_baseline_mb:,.0f} MB ({top.memory.runtime})"
-            shown = [(r.latency.ms, latency_mark(r.latency.kind)) for r in fitting if cells(r).is_number]
-            if shown:
-                text += f"; predicted latency {_span(shown)} ms"
-            if failed:
-                text += f"; does not fit: {_verdict_counts(failed)}"
+        text = _fit_text(label, group, verbose)
         hint = _smaller_runtime_hint(group, rows)
         if hint:
             text += f"; {hint}"
+            undecided = [r for r in group if r.fits is None]
             if undecided:
                 text += f"; undecided: {_verdict_counts(undecided)}"
-        sparse = [r for r in group
-                  if r.model.sparsity is not None and (r.model.sparsity >= 0.01 or r.model.zero_channels)]
+        sparse = _sparsity_text(group)
         if sparse:
-            text += f"; {sparse[0].model.sparsity:.0%} of its weights are zero, run at the dense speed"
-            removed = [r.latency.if_channels_removed_ms for r in sparse if r.latency.if_channels_removed_ms is not None]
-            if removed:
-                text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
-                                                     else "") + " ms with its all-zero channels removed)")
+            text += f"; {sparse}"
         measured = measured_file_text(group) if verbose else None
         if measured:
             text += f"; {measured}"
-        floors = [r.memory.min_ram_mb for r in group if r.memory.min_ram_mb is not None]
-        if floors:
-            text += f"; minimum RAM {max(floors):,.0f} MB"
-        errors = [r.memory.error for r in group if r.verdict == Verdict.ERROR and r.memory.error]
-        if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
-            text += f"; no peak RAM: {errors[0] if verbose else whole_words(errors[0], 200)}"
-        missing = [r.latency.note for r in group if r.latency.ms is None and r.latency.note]
-        if missing:
-            why = missing[0] if verbose else whole_words(missing[0], 160)
-            text += f"; no latency on {count_text(len(missing), 'device')}: {why}"
-        lines.append(text)
+        lines.append(text + "".join(f"; {part}" for part in _floor_and_missing(group, verbose)))
     unstable = [r for r in rows if r.host.unstable]  # pyperf's rule, see runner.unstable
     if unstable and verbose:  # informational figures: not worth a line under a small table
         lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
                      f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
                      "device's latency")
     return lines
+
+
+def _fit_text(label: str, group: Sequence[PairResult], verbose: bool) -> str:
+    """The line's head: where the model fits (or why nowhere), its peak RAM and latency span."""
+    fitting = [r for r in group if r.fits]
+    failed = [r for r in group if r.fits is False]
+    if not fitting and all(r.verdict == Verdict.ERROR for r in group):
+        text = f"{label}: memory not measured on {devices_text(len(group))}"
+        shown = [(r.latency.ms, latency_mark(r.latency.kind)) for r in group if cells(r).is_number]
+        if shown:
+            text += f"; predicted latency {_span(shown)} ms"
+        return text
+    if not fitting:
+        return f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
+    if len(fitting) < len(group):
+        head = f"fits on {len(fitting)} of {len(group)} devices"
+    else:
+        head = f"fits on {devices_text(len(group))}"
+    text = f"{label}: {head}; {_lowest_tier_text(group, fitting, verbose)}"
+    peaks = [r for r in fitting if r.memory.peak_rss_mb is not None]
+    if peaks:
+        top = max(peaks, key=lambda r: r.memory.peak_rss_mb or 0.0)
+        text += f"; peak RAM {top.memory.peak_rss_mb:,.0f} MB"
+        if top.memory.runtime_baseline_mb is not None:
+            text += f", of which runtime {top.memory.runtime_baseline_mb:,.0f} MB ({top.memory.runtime})"
+    shown = [(r.latency.ms, latency_mark(r.latency.kind)) for r in fitting if cells(r).is_number]
+    if shown:
+        text += f"; predicted latency {_span(shown)} ms"
+    if failed:
+        text += f"; does not fit: {_verdict_counts(failed)}"
+    return text
+
+
+def _sparsity_text(group: Sequence[PairResult]) -> Optional[str]:
+    """What the zeros of a pruned file mean: the dense speed, and the channels-removed figure."""
+    sparse = [r for r in group
+              if r.model.sparsity is not None and (r.model.sparsity >= 0.01 or r.model.zero_channels)]
+    if not sparse:
+        return None
+    text = f"{sparse[0].model.sparsity:.0%} of its weights are zero, run at the dense speed"
+    removed = [r.latency.if_channels_removed_ms for r in sparse if r.latency.if_channels_removed_ms is not None]
+    if removed:
+        text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
+                                             else "") + " ms with its all-zero channels removed)")
+    return text
+
+
+def _floor_and_missing(group: Sequence[PairResult], verbose: bool) -> list[str]:
+    """The minimum RAM, and why a figure is missing (no peak RAM, no latency), one part each."""
+    parts = []
+    floors = [r.memory.min_ram_mb for r in group if r.memory.min_ram_mb is not None]
+    if floors:
+        parts.append(f"minimum RAM {max(floors):,.0f} MB")
+    errors = [r.memory.error for r in group if r.verdict == Verdict.ERROR and r.memory.error]
+    if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
+        parts.append(f"no peak RAM: {errors[0] if verbose else whole_words(errors[0], 200)}")
+    missing = [r.latency.note for r in group if r.latency.ms is None and r.latency.note]
+    if missing:
+        why = missing[0] if verbose else whole_words(missing[0], 160)
+        parts.append(f"no latency on {count_text(len(missing), 'device')}: {why}")
+    return parts
 
 
 def measured_file_text(group: Sequence[PairResult]) -> Optional[str]:

@@ -31,6 +31,7 @@ from .row_parts import (
 __all__ = ["Accuracy", "ModelFile", "PairResult", "pair_result", "label_models", "MemoryMeasurement",
            "FloorResult", "ExportResult", "ConversionResult", "VERDICTS", "COMPUTED_ROW_FIELDS", "DEVICE_ROW_FIELDS",
            "ROW_SOURCES", "budget_verdict", "RowModel", "RowDevice", "RowLatency", "LatencyBand", "RowMemory",
-           "ConvertedFile", "HostTimings", "RowAccuracy", "PhoneMeasurement", "quantization_note", "RESULTS_SCHEMA_VERSION"]
+           "ConvertedFile", "HostTimings", "RowAccuracy", "PhoneMeasurement", "quantization_note",
+           "RESULTS_SCHEMA_VERSION"]
 
 RESULTS_SCHEMA_VERSION = 1

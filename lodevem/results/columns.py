@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields, is_dataclass, replace
 from enum import Enum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 from ..errors import BadRecord
 from ..runtimes.logs import OpTime
@@ -31,8 +31,30 @@ from .row_parts import (
     RowModel,
 )
 
-if TYPE_CHECKING:
-    from .pair import PairResult
+
+class Row(Protocol):
+    """The parts a row is flattened from (``results.pair.PairResult``, which imports this module)."""
+
+    @property
+    def model(self) -> RowModel: ...
+
+    @property
+    def device(self) -> RowDevice: ...
+
+    @property
+    def latency(self) -> RowLatency: ...
+
+    @property
+    def memory(self) -> RowMemory: ...
+
+    @property
+    def host(self) -> HostTimings: ...
+
+    @property
+    def accuracy(self) -> RowAccuracy: ...
+
+    @property
+    def phone(self) -> Optional[PhoneMeasurement]: ...
 
 __all__ = ["COLUMNS", "FACT_COLUMNS", "NOTE_SEPARATOR", "PART_COLUMNS", "REQUIRED_COLUMNS", "clauses", "map_text",
            "op_profile_text", "row_columns", "row_parts"]
@@ -124,7 +146,7 @@ def clauses(*notes: Optional[str]) -> tuple[str, ...]:
     return tuple(part for part in text.split(NOTE_SEPARATOR) if part) if text else ()
 
 
-def row_columns(row: "PairResult") -> dict[str, Any]:
+def row_columns(row: Row) -> dict[str, Any]:
     """The row's columns in ``COLUMNS`` order: each part's attributes under their column names,
     the facts written as the text those columns have always held. ``device_op_profile`` holds one
     mapping per node type (the JSON's form; the CSV writes each as its text)."""

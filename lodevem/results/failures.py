@@ -45,7 +45,6 @@ class PairResult(Protocol):
 __all__ = ["CellFailure", "REASON_CHARS", "failure_lines", "failure_reason", "failures", "one_line"]
 
 REASON_CHARS = 220  # one line of a terminal or a table cell; the CSV notes keep the whole text
-_NOT_EVALUATED = "not evaluated: "
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,9 @@ def failures(row: PairResult) -> tuple[CellFailure, ...]:
     if row.verdict == Verdict.ERROR:
         found.append(CellFailure("peak RAM", one_line(row.memory.error or "")))
     if row.accuracy.top1_pct is None:
-        why = [part for part in (row.accuracy.note or "").split("; ") if part.startswith(_NOT_EVALUATED)]
-        if why:
-            found.append(CellFailure("top-1", one_line(why[0].removeprefix(_NOT_EVALUATED))))
+        why = row.accuracy.not_evaluated
+        if why is not None:
+            found.append(CellFailure("top-1", one_line(why)))
     return tuple(found)
 
 

@@ -10,6 +10,7 @@ flattening of these parts, owned by ``results.columns`` alone.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -17,9 +18,13 @@ from ..runtimes.logs import OpTime
 from ..wire.verdict import Verdict
 
 FALLBACK_MARK = " (fallback)"  # after the runtime of a row measured under torch because a converter refused
+NOT_EVALUATED = "not evaluated: "  # lodevem.accuracy's note for a row --eval-data could not evaluate
+DERIVED_CORE = "not measured: derived"  # latency.statement's words for a core derived from published figures
+_RUNTIME_SUFFIX = re.compile(r" \[[a-z0-9]+\]$")  # runner.models: "net.pt [tflite]"
+_LIMIT = re.compile(r"=\d+\s*MB")  # the sandbox's "<mechanism>=<limit>MB"
 
-__all__ = ["FALLBACK_MARK", "ConvertedFile", "HostTimings", "LatencyBand", "PhoneMeasurement", "RowAccuracy", "RowDevice",
-           "RowLatency", "RowMemory", "RowModel"]
+__all__ = ["FALLBACK_MARK", "ConvertedFile", "HostTimings", "LatencyBand", "PhoneMeasurement", "RowAccuracy",
+           "RowDevice", "RowLatency", "RowMemory", "RowModel"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,12 @@ class RowModel:
     sparsity: Optional[float] = None
     zero_channels: Optional[int] = None
 
+    @property
+    def base_label(self) -> str:
+        """The label without its `` [runtime]`` suffix (several --runtime values: one file, one row
+        per runtime; ``runner.models``)."""
+        return _RUNTIME_SUFFIX.sub("", self.label)
+
 
 @dataclass(frozen=True)
 class RowDevice:
@@ -65,6 +76,11 @@ class RowDevice:
     # the energy proxy's power figure (a published one) and its source, or why there is none
     power_w: Optional[float] = None
     power_source: Optional[str] = None
+
+    @property
+    def tier_short(self) -> str:
+        """"2" for tier2: the tier as a narrow table column shows it."""
+        return self.tier.removeprefix("tier")
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,12 @@ class RowLatency:
         """The notes on one line, "; " between them (the CSV's ``latency_note``); None without."""
         return "; ".join(self.notes) or None
 
+    @property
+    def for_derived_core(self) -> bool:
+        """A number for a core without data of its own, its speed derived from published per-clock
+        figures (``latency.statement`` says so in the uncertainty: the one place that text is read)."""
+        return self.ms is not None and DERIVED_CORE in (self.uncertainty or "")
+
 
 @dataclass(frozen=True)
 class ConvertedFile:
@@ -121,6 +143,21 @@ class ConvertedFile:
     precision: Optional[str] = None
     scheme: Optional[str] = None
     conversion_s: Optional[float] = None
+
+    @property
+    def scheme_alone(self) -> Optional[str]:
+        """The quantization scheme as a paper states it: without the converter's internals (its
+        weight-tensor counts by dtype, after "; ", stay in the CSV's ``converted_scheme``) nor the
+        calibration data (", calibrated on ..." inside the scheme's closing parenthesis: the memory
+        notes say that once). The runtimes' converters write that text; it is read here only."""
+        return scheme_alone(self.scheme) if self.scheme else None
+
+
+def scheme_alone(scheme: str) -> str:
+    """``ConvertedFile.scheme_alone`` of a converter's scheme text."""
+    head = scheme.split("; ")[0]
+    cut = head.find(", calibrated on ")  # inside the scheme's closing parenthesis, to its end
+    return head[:cut] + ")" if cut >= 0 and head.endswith(")") else head
 
 
 @dataclass(frozen=True)
@@ -157,6 +194,13 @@ class RowMemory:
         return "; ".join(self.notes) or None
 
     @property
+    def enforcement(self) -> str:
+        """How the limit was enforced, without the limit itself (``docker cgroup v2 memory+swap``):
+        the same for every RAM size, so a run names it once. Read from the sandbox's
+        ``limit_enforcement`` text (``<mechanism>=<limit>MB``) here only."""
+        return _LIMIT.sub("", self.limit_enforcement)
+
+    @property
     def runtime_shown(self) -> str:
         """The runtime as the tables name it: ``torch (fallback)`` for a fallback (the CSV's
         ``memory_runtime``), else the runtime."""
@@ -187,6 +231,20 @@ class RowAccuracy:
     drop_pts: Optional[float] = None
     samples: Optional[int] = None
     note: Optional[str] = None
+
+    @property
+    def not_evaluated(self) -> Optional[str]:
+        """Why --eval-data gave this row no figure (the note's ``not evaluated: <why>`` clause,
+        lodevem.accuracy's words), or None."""
+        why = [part for part in (self.note or "").split("; ") if part.startswith(NOT_EVALUATED)]
+        return why[0].removeprefix(NOT_EVALUATED) if why else None
+
+    @property
+    def not_finetuned(self) -> bool:
+        """A pruned variant derived without fine-tuning, or whose fine-tuning failed (the note says
+        ``pruned without fine-tuning`` / ``not fine-tuned: <why>``: lodevem.accuracy, worker.derive)."""
+        note = self.note or ""
+        return "without fine-tuning" in note or "not fine-tuned: " in note
 
 
 @dataclass(frozen=True)
