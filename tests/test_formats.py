@@ -82,7 +82,7 @@ def test_the_four_formats_of_one_network_get_the_same_predicted_latency(every_fo
     """Issue 35's invariant: the same kernels give the same figure, whatever file holds them."""
     rows, _ = every_format
     for runtime in RUNTIMES:
-        latencies = {name: rows[(name, "fp32", runtime)].latency_ms for name in
+        latencies = {name: rows[(name, "fp32", runtime)].latency.ms for name in
                      (p.name for p in digits_files.model_formats.values())}
         assert len(set(latencies.values())) == 1, (runtime, latencies)
 
