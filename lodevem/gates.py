@@ -32,23 +32,24 @@ def check_budget(rows: Sequence[PairResult], budget: Budget) -> list[str]:
     """
     broken = []
     for row in rows:
-        if budget.tiers and row.tier not in budget.tiers:
+        if budget.tiers and row.device.tier not in budget.tiers:
             continue
-        where = f"{row.model_label} on {row.profile_label} ({row.profile_id}, {row.tier})"
+        where = f"{row.model.label} on {row.device.label} ({row.device.profile_id}, {row.device.tier})"
         if budget.max_latency_ms is not None:
-            if row.latency_ms is None:
-                broken.append(f"{where}: no latency prediction ({(row.latency_note or 'unknown reason')[:300]})")
-            elif not (math.isfinite(row.latency_ms) and row.latency_ms > 0):
-                broken.append(f"{where}: latency {row.latency_ms} ms is not a usable figure (it must be finite "
+            if row.latency.ms is None:
+                broken.append(f"{where}: no latency prediction ({(row.latency.note or 'unknown reason')[:300]})")
+            elif not (math.isfinite(row.latency.ms) and row.latency.ms > 0):
+                broken.append(f"{where}: latency {row.latency.ms} ms is not a usable figure (it must be finite "
                               "and above 0)")
-            elif row.latency_ms > budget.max_latency_ms:
-                broken.append(f"{where}: latency {row.latency_ms:,.1f} ms > {budget.max_latency_ms:g} ms")
+            elif row.latency.ms > budget.max_latency_ms:
+                broken.append(f"{where}: latency {row.latency.ms:,.1f} ms > {budget.max_latency_ms:g} ms")
         if budget.fail_on_tight and row.verdict == Verdict.TIGHT:
-            broken.append(f"{where}: tight: peak {row.peak_rss_mb:,.0f} MB > app budget {row.app_budget_mb} MB "
-                          f"(fits the {row.limit_mb} MB RAM; a phone's low-memory killer would likely stop it)")
+            broken.append(f"{where}: tight: peak {row.memory.peak_rss_mb:,.0f} MB > app budget "
+                          f"{row.device.app_budget_mb} MB "
+                          f"(fits the {row.memory.limit_mb} MB RAM; a phone's low-memory killer would likely stop it)")
         elif (budget.fail_on_oom or budget.fail_on_tight) and not row.ran:
-            detail = f": {row.memory_error}" if row.memory_error else ""
-            broken.append(f"{where}: {row.verdict} under {row.limit_mb} MB{detail}")
+            detail = f": {row.memory.error}" if row.memory.error else ""
+            broken.append(f"{where}: {row.verdict} under {row.memory.limit_mb} MB{detail}")
     return broken
 
 
@@ -58,8 +59,8 @@ def no_figures(rows: Sequence[PairResult]) -> Optional[str]:
     it must not exit 0. The predicted latencies it has are in the files all the same."""
     if not rows or any(r.verdict != Verdict.ERROR for r in rows):
         return None
-    first = next((r.memory_error or r.latency_note or "" for r in rows if r.memory_error or r.latency_note), "")
-    latencies = sum(1 for r in rows if r.latency_ms is not None)
+    first = next((r.memory.error or r.latency.note or "" for r in rows if r.memory.error or r.latency.note), "")
+    latencies = sum(1 for r in rows if r.latency.ms is not None)
     plural = latencies > 1
     kept = (f"; {'its' if plural else 'the'} {latencies} predicted latenc{'ies are' if plural else 'y is'} "
             "in the CSV") if latencies else ""

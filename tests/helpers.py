@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lodevem.predict import Predictor
+
+if TYPE_CHECKING:
+    from lodevem.results import PairResult
 
 
 def kinds_only(mode: str = "auto", **options: Any) -> Predictor:
@@ -22,3 +25,16 @@ def runs_in_the_sandbox(rel: str) -> bool:
     parts = rel.split("/")
     return parts[0] == "worker" or (parts[0] == "runtimes" and len(parts) == 3
                                     and parts[2] in ("guest.py", "convert.py", "int8.py", "arm.py"))
+
+
+def row_of(**columns: Any) -> "PairResult":
+    """A results row from its CSV/JSON columns (``results.columns``: the one mapping to its parts),
+    as a results file read back gives it: a test states a row in the columns a user reads."""
+    from lodevem.results import PairResult
+
+    return PairResult.from_dict(dict(columns), "a test row")
+
+
+def with_columns(row: "PairResult", **columns: Any) -> "PairResult":
+    """``row`` with some columns changed (``row_of``)."""
+    return row_of(**{**row.to_dict(), **columns})

@@ -42,41 +42,41 @@ def test_accuracy_of_every_row_under_its_runtime_reaches_every_output(app_backen
     config = _config(model, data, out, "torch,tflite,ncnn", ("fp32", "pruned"))
     outcome = run_benchmark(config, backend=app_backend)
     written = write_all(outcome.rows, config.profiles, outcome.manifest, out)  # as `lodevem start` does
-    rows = {(r.level or "fp32", r.runtime): r for r in outcome.rows}
+    rows = {(r.model.level or "fp32", r.memory.runtime): r for r in outcome.rows}
     assert set(rows) == {(lvl, rt) for lvl in ("fp32", "pruned") for rt in ("torch", "tflite", "ncnn")}
     fp32 = rows[("fp32", "torch")]
-    assert fp32.accuracy_top1_pct == round(plain, 2) and fp32.accuracy_samples == 597  # exactly the plain figure
-    assert fp32.accuracy_drop_pts == 0.0 and fp32.accuracy_top5_pct is not None
+    assert fp32.accuracy.top1_pct == round(plain, 2) and fp32.accuracy.samples == 597  # exactly the plain figure
+    assert fp32.accuracy.drop_pts == 0.0 and fp32.accuracy.top5_pct is not None
     for runtime in ("tflite", "ncnn"):  # the .tflite under LiteRT, the ncnn model under ncnn
         row = rows[("fp32", runtime)]
-        assert row.accuracy_top1_pct is not None, row.accuracy_note
-        assert abs(row.accuracy_top1_pct - fp32.accuracy_top1_pct) <= 2.0
+        assert row.accuracy.top1_pct is not None, row.accuracy.note
+        assert abs(row.accuracy.top1_pct - fp32.accuracy.top1_pct) <= 2.0
     for runtime in ("torch", "tflite", "ncnn"):  # 50 % of the channels gone, no fine-tuning: worse
         pruned = rows[("pruned", runtime)]
-        assert pruned.accuracy_top1_pct is not None, pruned.accuracy_note
-        assert pruned.accuracy_top1_pct < rows[("fp32", runtime)].accuracy_top1_pct
-        assert pruned.accuracy_drop_pts == round(rows[("fp32", runtime)].accuracy_top1_pct
-                                                 - pruned.accuracy_top1_pct, 2)
-        assert "without fine-tuning" in (pruned.accuracy_note or "")
-        assert pruned.peak_rss_mb is not None and pruned.latency_ms is not None  # the trade-off's other half
+        assert pruned.accuracy.top1_pct is not None, pruned.accuracy.note
+        assert pruned.accuracy.top1_pct < rows[("fp32", runtime)].accuracy.top1_pct
+        assert pruned.accuracy.drop_pts == round(rows[("fp32", runtime)].accuracy.top1_pct
+                                                 - pruned.accuracy.top1_pct, 2)
+        assert "without fine-tuning" in (pruned.accuracy.note or "")
+        assert pruned.memory.peak_rss_mb is not None and pruned.latency.ms is not None  # the trade-off's other half
     # every output carries it
     with open(out / "benchmark_results.csv", newline="") as fh:
         table = list(csv.DictReader(fh))
-    assert {r["accuracy_top1_pct"] for r in table} == {str(r.accuracy_top1_pct) for r in outcome.rows}
+    assert {r["accuracy_top1_pct"] for r in table} == {str(r.accuracy.top1_pct) for r in outcome.rows}
     assert all(r["accuracy_drop_pts"] != "" for r in table)
     payload = json.loads((out / "benchmark_results.json").read_text())
     assert all(r["accuracy_top1_pct"] is not None for r in payload["results"])
     assert "digits.npz" in payload["environment"]["extra"]["evaluation"]
     tex = (out / "benchmark_results.tex").read_text()
-    assert "Top-1" in tex and f"{fp32.accuracy_top1_pct:.1f}" in tex
+    assert "Top-1" in tex and f"{fp32.accuracy.top1_pct:.1f}" in tex
     methods = (out / "methodology.md").read_text()
     assert "## Accuracy" in methods and "597 of 597 samples" in methods
     assert out / "accuracy_tradeoff.png" in written and out / "accuracy_tradeoff.pdf" in written
     # a rerun reads every figure from the store: the same numbers, no evaluation in the sandbox
     again = run_benchmark(_config(model, data, tmp_path / "again", "torch,tflite,ncnn", ("fp32", "pruned")),
                           backend=app_backend)
-    assert [r.accuracy_top1_pct for r in again.rows] != [] and all(
-        a.accuracy_top1_pct == b.accuracy_top1_pct for a, b in zip(again.rows, outcome.rows))
+    assert [r.accuracy.top1_pct for r in again.rows] != [] and all(
+        a.accuracy.top1_pct == b.accuracy.top1_pct for a, b in zip(again.rows, outcome.rows))
 
 
 def test_int8_under_the_app_runtimes_stays_within_two_points(app_backend, digits, tmp_path: Path) -> None:
@@ -85,11 +85,11 @@ def test_int8_under_the_app_runtimes_stays_within_two_points(app_backend, digits
     model, data, plain = digits
     outcome = run_benchmark(_config(model, data, tmp_path / "out", "tflite,ncnn", ("int8-static",)),
                             backend=app_backend)
-    assert {row.runtime for row in outcome.rows} == {"tflite", "ncnn"}
+    assert {row.memory.runtime for row in outcome.rows} == {"tflite", "ncnn"}
     for row in outcome.rows:
-        assert row.accuracy_top1_pct is not None, row.accuracy_note
-        assert row.converted_precision == "int8-static", (row.runtime, row.converted_precision)
-        assert abs(row.accuracy_top1_pct - plain) <= 2.0, (row.runtime, row.accuracy_top1_pct, plain)
+        assert row.accuracy.top1_pct is not None, row.accuracy.note
+        assert row.memory.converted.precision == "int8-static", (row.memory.runtime, row.memory.converted.precision)
+        assert abs(row.accuracy.top1_pct - plain) <= 2.0, (row.memory.runtime, row.accuracy.top1_pct, plain)
 
 
 def test_a_label_outside_the_outputs_is_refused_before_any_memory_run(app_backend, digits, tmp_path: Path) -> None:
@@ -121,11 +121,11 @@ def test_fine_tuning_recovers_what_pruning_took(app_backend, digits, tmp_path: P
                            finetune_epochs=3)
     tuned_run = run_benchmark(tuned_config, backend=app_backend)
     write_all(tuned_run.rows, tuned_config.profiles, tuned_run.manifest, tmp_path / "tuned", plots=False)
-    untuned = {r.level: r for r in plain_run.rows}["pruned"]
-    tuned = {r.level: r for r in tuned_run.rows}["pruned"]
-    assert untuned.accuracy_note == "pruned without fine-tuning" and tuned.accuracy_note.startswith("pruned and fine-tuned")
-    assert tuned.accuracy_top1_pct > untuned.accuracy_top1_pct, (tuned.accuracy_top1_pct, untuned.accuracy_top1_pct)
-    assert tuned.accuracy_drop_pts is not None and tuned.accuracy_drop_pts <= 3.0, tuned.accuracy_drop_pts
-    assert tuned.peak_rss_mb is not None and tuned.latency_ms is not None
+    untuned = {r.model.level: r for r in plain_run.rows}["pruned"]
+    tuned = {r.model.level: r for r in tuned_run.rows}["pruned"]
+    assert untuned.accuracy.note == "pruned without fine-tuning" and tuned.accuracy.note.startswith("pruned and fine-tuned")
+    assert tuned.accuracy.top1_pct > untuned.accuracy.top1_pct, (tuned.accuracy.top1_pct, untuned.accuracy.top1_pct)
+    assert tuned.accuracy.drop_pts is not None and tuned.accuracy.drop_pts <= 3.0, tuned.accuracy.drop_pts
+    assert tuned.memory.peak_rss_mb is not None and tuned.latency.ms is not None
     methods = (tmp_path / "tuned" / "methodology.md").read_text()
     assert "fine-tuned after pruning" in methods and "lr 0.01" in methods and "train.npz" in methods

@@ -85,15 +85,15 @@ def test_levels_are_made_by_the_runtimes_own_converter_from_the_fp32_source(mode
 
 def test_every_row_says_which_runtime_its_memory_figure_is_for(model: Path, tmp_path: Path) -> None:
     rows = run_benchmark(_config(model, tmp_path / "out", levels=("fp32", "fp16")), backend=Recording()).rows
-    by_level = {r.level: r for r in rows}
+    by_level = {r.model.level: r for r in rows}
     # the fake's conversion fails: the file as given is measured under torch instead, saying why (issue 38)
     fp32 = by_level[None]
-    assert fp32.memory_runtime == "torch (fallback)" and fp32.peak_rss_mb is not None
-    assert fp32.memory_note and fp32.memory_note.startswith("tflite conversion failed") and "\n" not in fp32.memory_note
+    assert fp32.memory.runtime_shown == "torch (fallback)" and fp32.memory.peak_rss_mb is not None
+    assert fp32.memory.note and fp32.memory.note.startswith("tflite conversion failed") and "\n" not in fp32.memory.note
     # the fp16 level is what the converter makes: no torch form, so its row names why, in one line
     fp16 = by_level["fp16"]
-    assert fp16.memory_runtime == "tflite" and fp16.verdict == "error" and fp16.memory_error
-    assert "tflite conversion failed" in fp16.memory_error and "\n" not in fp16.memory_error
+    assert fp16.memory.runtime_shown == "tflite" and fp16.verdict == "error" and fp16.memory.error
+    assert "tflite conversion failed" in fp16.memory.error and "\n" not in fp16.memory.error
     assert memory_runtime_line(rows).startswith("Peak RAM measured under torch (fallback), tflite (CSV column")
     assert "converter could not take the file" in memory_runtime_line(rows)
     from lodevem.report.files import latex_table
@@ -103,7 +103,7 @@ def test_every_row_says_which_runtime_its_memory_figure_is_for(model: Path, tmp_
     assert "Peak RAM\\\\(MB, tflite)" in latex_table([fp16])
     torch_rows = run_benchmark(_config(model, tmp_path / "torch", runtimes=("torch", "tflite")),
                                backend=Recording()).rows
-    mixed = [next(r for r in torch_rows if r.memory_runtime == "torch"), fp16]  # figures under two runtimes
+    mixed = [next(r for r in torch_rows if r.memory.runtime_shown == "torch"), fp16]  # figures under two runtimes
     assert "Peak RAM\\\\(MB)" in latex_table(mixed) and " (torch) &" in latex_table(mixed)
     outcome = run_benchmark(_config(model, tmp_path / "t2", runtimes=("torch",)), backend=Recording())
     assert "loaded and run with PyTorch" in methodology_markdown(run_facts(outcome.rows, outcome.manifest))
@@ -111,8 +111,8 @@ def test_every_row_says_which_runtime_its_memory_figure_is_for(model: Path, tmp_
 
 def test_without_the_default_runtime_the_run_measures_torch_and_says_why(model: Path, tmp_path: Path) -> None:
     outcome = run_benchmark(_config(model, tmp_path / "out"), backend=Recording(missing=("tflite",)))
-    assert {r.memory_runtime for r in outcome.rows} == {"torch"}
-    assert all(r.peak_rss_mb is not None for r in outcome.rows)  # figures, not error rows
+    assert {r.memory.runtime_shown for r in outcome.rows} == {"torch"}
+    assert all(r.memory.peak_rss_mb is not None for r in outcome.rows)  # figures, not error rows
     assert any("peak RAM measured under torch, not tflite" in w and "build-image --runtime tflite" in w
                for w in outcome.warnings)
 

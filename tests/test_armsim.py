@@ -225,10 +225,10 @@ def test_start_with_armsim_keeps_going_past_a_failed_conversion(armsim_backend, 
                        output=tmp_path / "out", backend="docker", runtime="tflite", jobs=2, predictor="armsim",
                        timeout_s=600)
     outcome = run_benchmark(config, backend=armsim_backend)
-    rows = {r.model_label: r for r in outcome.rows}
-    assert rows["tiny_cnn.pt"].latency_source.startswith(f"armsim:{COST_MODEL_VERSION} tflite armv8.0 (Cortex-A53@")
-    assert rows["tiny_cnn.pt"].latency_ms is not None and rows["tiny_cnn.pt"].verdict == "fits"
+    rows = {r.model.label: r for r in outcome.rows}
+    assert rows["tiny_cnn.pt"].latency.source.startswith(f"armsim:{COST_MODEL_VERSION} tflite armv8.0 (Cortex-A53@")
+    assert rows["tiny_cnn.pt"].latency.ms is not None and rows["tiny_cnn.pt"].verdict == "fits"
     failed = rows["data_dependent.pt"]  # no .tflite to emulate: no armsim latency, RAM under torch (issue 38)
-    assert failed.latency_ms is None and "tflite conversion failed" in (failed.latency_note or "")
-    assert failed.memory_runtime == "torch (fallback)" and failed.peak_rss_mb is not None
+    assert failed.latency.ms is None and "tflite conversion failed" in (failed.latency.note or "")
+    assert failed.memory.runtime_shown == "torch (fallback)" and failed.memory.peak_rss_mb is not None
     assert (outcome.manifest.run.predictor or {})["armsim"]["profiles_made"] == 1

@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import kinds_only
+from helpers import kinds_only, with_columns
 from test_paper_kit import make_row
 
 from lodevem import zoo
@@ -108,11 +107,11 @@ def test_figures_are_kept_until_their_inputs_change(two_profiles: list[Profile],
     assert [f.reused for f in drawn] == [False, False]
     stamps = {p: p.stat().st_mtime_ns for f in drawn for p in f.paths}
     # a rerun whose measurements all came from the cache: same figures
-    kept = write_figures([replace(r, memory_cached=True) for r in rows], two_profiles, tmp_path)
+    kept = write_figures([with_columns(r, memory_cached=True) for r in rows], two_profiles, tmp_path)
     assert [f.reused for f in kept] == [True, True]
     assert {p: p.stat().st_mtime_ns for f in kept for p in f.paths} == stamps
     # a changed latency redraws both; a changed profile (its label) too
-    changed = [replace(rows[0], latency_ms=99.0), rows[1]]
+    changed = [with_columns(rows[0], latency_ms=99.0), rows[1]]
     assert [f.reused for f in write_figures(changed, two_profiles, tmp_path)] == [False, False]
     relabelled = [two_profiles[0].model_copy(update={"label": "Renamed"}), two_profiles[1]]
     assert [f.reused for f in write_figures(changed, relabelled, tmp_path)] == [False, False]

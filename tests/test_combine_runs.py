@@ -46,9 +46,9 @@ def test_a_second_run_of_other_models_joins_the_table(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _run([_model(tmp_path, "net_fp32.pt")], out)
     second = _run([_model(tmp_path, "net_int8.pt")], out)
-    assert [r.model_label for r in second.rows] == ["net_fp32.pt"] * 2 + ["net_int8.pt"] * 2
+    assert [r.model.label for r in second.rows] == ["net_fp32.pt"] * 2 + ["net_int8.pt"] * 2
     assert any("join them in one table" in w for w in second.warnings)
-    assert [r["model_label"] for r in _csv(out / "benchmark_results.csv")] == [r.model_label for r in second.rows]
+    assert [r["model_label"] for r in _csv(out / "benchmark_results.csv")] == [r.model.label for r in second.rows]
     payload = json.loads((out / "benchmark_results.json").read_text())
     assert [m["label"] for m in payload["environment"]["models"]] == ["net_fp32.pt", "net_int8.pt"]
     assert [run["models"] for run in payload["environment"]["extra"]["combined"]] == [["net_fp32.pt"], ["net_int8.pt"]]
@@ -58,15 +58,15 @@ def test_a_second_run_of_other_models_joins_the_table(tmp_path: Path) -> None:
     assert "net_fp32.pt" in html and "net_int8.pt" in html
     # the first command again refreshes its own rows and keeps the other model's
     again = _run([_model(tmp_path, "net_fp32.pt")], out)
-    assert sorted({r.model_label for r in again.rows}) == ["net_fp32.pt", "net_int8.pt"]
+    assert sorted({r.model.label for r in again.rows}) == ["net_fp32.pt", "net_int8.pt"]
 
 
 def test_the_earlier_table_keeps_its_order(tmp_path: Path) -> None:
     out = tmp_path / "out"
     first = _run([_model(tmp_path, n) for n in ("b.pt", "a.pt", "c.pt")], out, levels=("fp32", "int8"))
-    order = list(dict.fromkeys(r.model_label for r in first.rows))
+    order = list(dict.fromkeys(r.model.label for r in first.rows))
     second = _run([_model(tmp_path, "d.pt")], out)
-    assert list(dict.fromkeys(r.model_label for r in second.rows)) == [*order, "d.pt"]
+    assert list(dict.fromkeys(r.model.label for r in second.rows)) == [*order, "d.pt"]
 
 
 def test_other_settings_are_refused_naming_each_difference(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_other_settings_are_refused_naming_each_difference(tmp_path: Path) -> No
     assert "device profiles nokia_c1 here, nokia_8110_4g,nokia_c1 there" in message and "--runs 7 here, 50 there" in message
     assert (out / "benchmark_results.csv").read_text() == before  # nothing lost
     replaced = _run([_model(tmp_path, "b.pt")], out, runs=7, overwrite=True)
-    assert {r.model_label for r in replaced.rows} == {"b.pt"}
+    assert {r.model.label for r in replaced.rows} == {"b.pt"}
 
 
 def test_report_combines_folders_with_the_same_settings(tmp_path: Path) -> None:

@@ -33,14 +33,14 @@ def table(docker_backend, tmp_path_factory: pytest.TempPathFactory) -> dict[tupl
                        levels=("fp32", "int8", "int8-static", "pruned"), warmup=1, runs=3, jobs=2,
                        predictor="estimator", input_shape=SHAPE)
     rows = run_benchmark(config, backend=docker_backend).rows
-    return {(r.level or "fp32", r.runtime): r for r in rows}
+    return {(r.model.level or "fp32", r.memory.runtime): r for r in rows}
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_every_level_has_a_peak(table: dict[tuple[str, str], PairResult], runtime: str) -> None:
-    missing = {level: row.memory_error for (level, rt), row in table.items() if rt == runtime and not row.ran}
+    missing = {level: row.memory.error for (level, rt), row in table.items() if rt == runtime and not row.ran}
     assert missing == {}
-    assert {row.memory_runtime for (_, rt), row in table.items() if rt == runtime} == {runtime}
+    assert {row.memory.runtime_shown for (_, rt), row in table.items() if rt == runtime} == {runtime}
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -48,18 +48,18 @@ def test_every_level_has_a_peak(table: dict[tuple[str, str], PairResult], runtim
 def test_int8_peaks_below_fp32_by_roughly_the_weights_saving(table: dict[tuple[str, str], PairResult],
                                                              runtime: str, level: str) -> None:
     fp32, quantized = table[("fp32", runtime)], table[(level, runtime)]
-    assert fp32.converted_mb and quantized.converted_mb and quantized.converted_mb < 0.5 * fp32.converted_mb
-    saving = fp32.converted_mb - quantized.converted_mb
-    assert fp32.peak_rss_mb - quantized.peak_rss_mb >= 0.5 * saving, (fp32.peak_rss_mb, quantized.peak_rss_mb,
+    assert fp32.memory.converted.mb and quantized.memory.converted.mb and quantized.memory.converted.mb < 0.5 * fp32.memory.converted.mb
+    saving = fp32.memory.converted.mb - quantized.memory.converted.mb
+    assert fp32.memory.peak_rss_mb - quantized.memory.peak_rss_mb >= 0.5 * saving, (fp32.memory.peak_rss_mb, quantized.memory.peak_rss_mb,
                                                                        saving)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_pruned_peaks_below_fp32(table: dict[tuple[str, str], PairResult], runtime: str) -> None:
-    assert table[("pruned", runtime)].peak_rss_mb < table[("fp32", runtime)].peak_rss_mb
+    assert table[("pruned", runtime)].memory.peak_rss_mb < table[("fp32", runtime)].memory.peak_rss_mb
 
 
 def test_int8_static_rows_say_where_their_scales_come_from(table: dict[tuple[str, str], PairResult]) -> None:
     for runtime in RUNTIMES:
-        assert "int8-static scales come from" in (table[("int8-static", runtime)].memory_note or "")
-        assert "scales" not in (table[("fp32", runtime)].memory_note or "")
+        assert "int8-static scales come from" in (table[("int8-static", runtime)].memory.note or "")
+        assert "scales" not in (table[("fp32", runtime)].memory.note or "")

@@ -6,12 +6,12 @@ real PNGs decoded in its sandbox run."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from helpers import with_columns
 from test_paper_kit import make_row, manifest
 
 from lodevem import zoo
@@ -65,5 +65,5 @@ def test_the_methods_text_claims_no_evaluation_that_did_not_happen() -> None:
     text = methodology_markdown(run_facts([row], env))
     assert "Accuracy was evaluated on" not in text
     assert "Accuracy was not evaluated: bad9/" in text
-    evaluated = dataclasses.replace(row, accuracy_top1_pct=50.0, accuracy_samples=18, accuracy_note=None)
+    evaluated = with_columns(row, accuracy_top1_pct=50.0, accuracy_samples=18, accuracy_note=None)
     assert "Accuracy was evaluated on bad9/" in methodology_markdown(run_facts([evaluated], env))

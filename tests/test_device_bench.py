@@ -160,15 +160,15 @@ def test_the_stage_gives_measured_rows_and_a_disconnect_keeps_what_was_measured(
         rows = [row for _, row in schedule(run, stage) if row is not None]
     finally:
         stage.finish()
-    assert [r.model_label for r in rows] == ["a.pt"]
+    assert [r.model.label for r in rows] == ["a.pt"]
     row = rows[0]
-    assert row.latency_kind == "measured" and row.latency_source.startswith("measured on Fake Go 1 (FK6739)")
-    assert row.latency_uncertainty is None and row.latency_low_ms is None and row.latency_calibrations == ()
-    assert row.measured_on == "Fake Go 1 (FK6739)" and row.device_runs == 5 and row.backend == "adb"
-    assert row.device_latency_min_ms <= row.latency_ms <= row.device_latency_max_ms
-    assert row.device_peak_mb == row.peak_rss_mb and row.device_peak_mb > 0
-    assert {op.node_type for op in row.device_op_profile} == {"FULLY_CONNECTED", "RELU", "ADD"}
-    assert row.device_binary_sha256 == phone.binary.sha256 and row.profile_id == "phone_fake_go_1"
+    assert row.latency.kind == "measured" and row.latency.source.startswith("measured on Fake Go 1 (FK6739)")
+    assert row.latency.uncertainty is None and row.latency.band.low_ms is None and row.latency.calibrations == ()
+    assert row.phone.measured_on == "Fake Go 1 (FK6739)" and row.phone.runs == 5 and row.memory.backend == "adb"
+    assert row.phone.latency_min_ms <= row.latency.ms <= row.phone.latency_max_ms
+    assert row.phone.peak_mb == row.memory.peak_rss_mb and row.phone.peak_mb > 0
+    assert {op.node_type for op in row.phone.op_profile} == {"FULLY_CONNECTED", "RELU", "ADD"}
+    assert row.phone.binary_sha256 == phone.binary.sha256 and row.device.profile_id == "phone_fake_go_1"
     assert len(run.warnings) == 1 and run.warnings[0].startswith("b.pt: the phone disconnected")
     assert "error: closed" in run.warnings[0]
     assert calls(state)[-1][:3] == ["-s", "FAKE123", "shell"]  # the stage still tried to clean up

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from fakes import FakeBackend
+from helpers import with_columns
 
 from lodevem import zoo
 from lodevem.cli import cli
@@ -40,7 +41,7 @@ def _run(tmp_path: Path):
 
 def test_each_failed_cell_has_its_reason_in_the_csv_the_console_and_the_page(tmp_path: Path, capsys) -> None:
     out, result = _run(tmp_path)
-    derived = [r for r in result.rows if r.level == "int8"]
+    derived = [r for r in result.rows if r.model.level == "int8"]
     assert derived and all({f.figure for f in failures(r)} == {"latency", "peak RAM"} for r in derived)
     with open(out / "benchmark_results.csv", newline="") as handle:
         rows = {(r["model_label"], r["profile_id"]): r for r in csv.DictReader(handle)}
@@ -84,10 +85,10 @@ def test_a_missing_figure_in_a_row_asked_for_exits_4(tmp_path: Path) -> None:
     failure = result.failure
     assert isinstance(failure, PartialFailure) and failure.exit_code == 4
     assert "missing in 4 of 4 row(s)" in str(failure)  # every latency is missing: the fake exports nothing
-    complete = [replace(r, latency_ms=1.0, latency_note=None) for r in result.rows if r.level is None]
+    complete = [with_columns(r, latency_ms=1.0, latency_note=None) for r in result.rows if r.model.level is None]
     assert replace(result, rows=complete).failure is None
     # rows of another model an earlier run left in the table are not this run's to answer for
-    assert replace(result, asked=frozenset({"net.pt@fp32"}), rows=complete + [r for r in result.rows if r.level]
+    assert replace(result, asked=frozenset({"net.pt@fp32"}), rows=complete + [r for r in result.rows if r.model.level]
                    ).failure is None
     # a broken gate (3) and a run with no memory figure at all (1) take precedence
     assert isinstance(replace(result, broken=["x"]).failure, BudgetBroken)

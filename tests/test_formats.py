@@ -29,7 +29,7 @@ def _run(models: tuple[Path, ...], data: Path, out: Path, runtimes: tuple[str, .
                           runtimes=runtimes, jobs=1, predictor=predictor, timeout_s=600, eval_data=data,
                           levels=levels, overwrite=True)
     outcome = run_benchmark(config)
-    return {(Path(r.model_path).name, r.level or "fp32", r.model_label.rsplit("[", 1)[-1].rstrip("]")): r
+    return {(Path(r.model.path).name, r.model.level or "fp32", r.model.label.rsplit("[", 1)[-1].rstrip("]")): r
             for r in outcome.rows}
 
 
@@ -52,13 +52,13 @@ def test_every_format_gives_the_same_top1_under_every_runtime_from_npz_and_tree(
     assert {key[0] for key in by_npz} == names and {key[2] for key in by_npz} == set(RUNTIMES)
     for rows, data in ((by_npz, "npz"), (by_tree, "tree")):
         for (name, _, runtime), row in rows.items():
-            where = (data, name, runtime, row.memory_runtime, row.accuracy_note)
-            assert row.accuracy_top1_pct is not None, where
-            assert abs(row.accuracy_top1_pct - digits_files.plain_top1) <= 0.3, (where, row.accuracy_top1_pct)
-            assert row.peak_rss_mb is not None and row.latency_ms is not None, where
-            assert row.accuracy_samples == 597, where
+            where = (data, name, runtime, row.memory.runtime_shown, row.accuracy.note)
+            assert row.accuracy.top1_pct is not None, where
+            assert abs(row.accuracy.top1_pct - digits_files.plain_top1) <= 0.3, (where, row.accuracy.top1_pct)
+            assert row.memory.peak_rss_mb is not None and row.latency.ms is not None, where
+            assert row.accuracy.samples == 597, where
     for key, row in by_tree.items():  # the tree is the same data: the same figure per row, +-0.3 pt
-        assert abs(row.accuracy_top1_pct - by_npz[key].accuracy_top1_pct) <= 0.3, key
+        assert abs(row.accuracy.top1_pct - by_npz[key].accuracy.top1_pct) <= 0.3, key
 
 
 def test_each_format_is_measured_by_what_runs_it(every_format, digits_files) -> None:
@@ -69,20 +69,20 @@ def test_each_format_is_measured_by_what_runs_it(every_format, digits_files) -> 
         for runtime in ("tflite", "ncnn"):
             row = rows[(path.name, "fp32", runtime)]
             if fmt == "onnx" and runtime == "tflite":
-                assert row.memory_runtime == "onnxruntime (fallback)", row.memory_runtime
-                assert "cannot be made into a .tflite" in (row.memory_note or "") and "TensorFlow" in row.memory_note
+                assert row.memory.runtime_shown == "onnxruntime (fallback)", row.memory.runtime_shown
+                assert "cannot be made into a .tflite" in (row.memory.note or "") and "TensorFlow" in row.memory.note
                 continue
-            assert row.memory_runtime == runtime and row.converted_precision == "fp32", (fmt, runtime, row.memory_note)
+            assert row.memory.runtime_shown == runtime and row.memory.converted.precision == "fp32", (fmt, runtime, row.memory.note)
         torch_row = rows[(path.name, "fp32", "torch")]
-        assert torch_row.memory_runtime == ("onnxruntime" if fmt == "onnx" else "torch")
-        assert torch_row.model_format == fmt, (torch_row.model_format, fmt)
+        assert torch_row.memory.runtime_shown == ("onnxruntime" if fmt == "onnx" else "torch")
+        assert torch_row.model.format == fmt, (torch_row.model.format, fmt)
 
 
 def test_the_four_formats_of_one_network_get_the_same_predicted_latency(every_format, digits_files) -> None:
     """Issue 35's invariant: the same kernels give the same figure, whatever file holds them."""
     rows, _ = every_format
     for runtime in RUNTIMES:
-        latencies = {name: rows[(name, "fp32", runtime)].latency_ms for name in
+        latencies = {name: rows[(name, "fp32", runtime)].latency.ms for name in
                      (p.name for p in digits_files.model_formats.values())}
         assert len(set(latencies.values())) == 1, (runtime, latencies)
 
@@ -97,13 +97,13 @@ def test_a_torchscript_file_has_every_level_under_the_app_runtimes_as_the_pickle
     assert len(scripted) == len(pickled) == 10
     for (_, level, runtime), row in scripted.items():
         twin = pickled[(digits_files.pickled.name, level, runtime)]
-        where = (level, runtime, row.memory_note, row.accuracy_note)
-        assert row.memory_runtime == runtime and row.peak_rss_mb is not None and row.latency_ms is not None, where
-        assert row.accuracy_top1_pct is not None and row.accuracy_top1_pct == twin.accuracy_top1_pct, (
-            where, row.accuracy_top1_pct, twin.accuracy_top1_pct)
-        assert row.converted_precision == twin.converted_precision, where
-        assert row.latency_ms == twin.latency_ms, (where, row.latency_ms, twin.latency_ms)
-        assert abs(row.peak_rss_mb - twin.peak_rss_mb) <= 3.0, (where, row.peak_rss_mb, twin.peak_rss_mb)
+        where = (level, runtime, row.memory.note, row.accuracy.note)
+        assert row.memory.runtime_shown == runtime and row.memory.peak_rss_mb is not None and row.latency.ms is not None, where
+        assert row.accuracy.top1_pct is not None and row.accuracy.top1_pct == twin.accuracy.top1_pct, (
+            where, row.accuracy.top1_pct, twin.accuracy.top1_pct)
+        assert row.memory.converted.precision == twin.memory.converted.precision, where
+        assert row.latency.ms == twin.latency.ms, (where, row.latency.ms, twin.latency.ms)
+        assert abs(row.memory.peak_rss_mb - twin.memory.peak_rss_mb) <= 3.0, (where, row.memory.peak_rss_mb, twin.memory.peak_rss_mb)
 
 
 _PT2E_SCRIPT = """
@@ -145,13 +145,13 @@ def test_a_pt2e_quantized_program_keeps_its_own_scales_under_tflite(app_backend,
     pt2e = _pt2e_file(digits_files, tmp_path / "user")
     rows = _run((pt2e,), digits_files.npz, shared_output)
     tflite, torch_row, ncnn = (rows[(pt2e.name, "fp32", r)] for r in ("tflite", "torch", "ncnn"))
-    assert tflite.memory_runtime == "tflite" and tflite.converted_precision == "int8-static", tflite.memory_note
-    assert "as the file was quantized" in (tflite.converted_scheme or "") and "PT2E static" in tflite.converted_scheme
-    assert torch_row.precision == "int8-static" and torch_row.latency_ms is not None  # predicted at int8
-    assert tflite.accuracy_top1_pct is not None and torch_row.accuracy_top1_pct is not None
-    assert abs(tflite.accuracy_top1_pct - torch_row.accuracy_top1_pct) <= 1.0
-    assert abs(tflite.accuracy_top1_pct - digits_files.plain_top1) <= 2.0
-    assert ncnn.memory_runtime == "torch (fallback)" and "PT2E-quantized program" in (ncnn.memory_note or "")
+    assert tflite.memory.runtime_shown == "tflite" and tflite.memory.converted.precision == "int8-static", tflite.memory.note
+    assert "as the file was quantized" in (tflite.memory.converted.scheme or "") and "PT2E static" in tflite.memory.converted.scheme
+    assert torch_row.model.precision == "int8-static" and torch_row.latency.ms is not None  # predicted at int8
+    assert tflite.accuracy.top1_pct is not None and torch_row.accuracy.top1_pct is not None
+    assert abs(tflite.accuracy.top1_pct - torch_row.accuracy.top1_pct) <= 1.0
+    assert abs(tflite.accuracy.top1_pct - digits_files.plain_top1) <= 2.0
+    assert ncnn.memory.runtime_shown == "torch (fallback)" and "PT2E-quantized program" in (ncnn.memory.note or "")
 
 
 def test_inspect_reports_each_format(docker_backend, digits_files) -> None:

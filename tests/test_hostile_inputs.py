@@ -201,8 +201,10 @@ def test_control_characters_never_reach_the_terminal() -> None:
 
 def test_a_gate_never_passes_on_a_latency_that_is_no_figure() -> None:
     def row(latency):
-        return SimpleNamespace(tier="tier3", model_label="m", profile_label="p", profile_id="p", latency_ms=latency,
-                               latency_note=None, verdict="fits", limit_mb=256, memory_error=None)
+        return SimpleNamespace(model=SimpleNamespace(label="m"),
+                               device=SimpleNamespace(tier="tier3", label="p", profile_id="p"),
+                               latency=SimpleNamespace(ms=latency, note=None), verdict="fits",
+                               memory=SimpleNamespace(limit_mb=256, error=None))
 
     budget = Budget(max_latency_ms=100.0)
     assert check_budget([row(50.0)], budget) == []

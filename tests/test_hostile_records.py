@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import with_columns
 
 from lodevem.results import Accuracy, MemoryMeasurement
 from lodevem.safe_io.records import BadRecord, parse_json
@@ -323,12 +324,11 @@ HOSTILE_NAMES = ["{cite:evil}", "{code:\\input{/etc/passwd}}", "<img src=x onerr
 
 
 def _named_run(name: str) -> tuple[list, dict]:
-    from dataclasses import replace
 
     from lodevem.report.files import read_json
 
     rows, environment = read_json(STORED)
-    rows = [replace(r, profile_label=f"{name} {r.profile_label}", model_label=f"{name}.pt",
+    rows = [with_columns(r, profile_label=f"{name} {r.device.label}", model_label=f"{name}.pt",
                     latency_calibrations=(f"{name} x0.9",)) for r in rows]
     environment = {**environment, "evaluation": f"{name}.npz (100 samples)"}
     return rows, environment
@@ -365,7 +365,7 @@ def test_every_tex_a_run_writes_compiles_without_shell_escape_for_any_accepted_n
     environment: dict = {}
     for i, name in enumerate(HOSTILE_NAMES):
         named, environment = _named_run(name)
-        rows += [__import__("dataclasses").replace(r, profile_id=f"{r.profile_id}-{i}") for r in named[:1]]
+        rows += [with_columns(r, profile_id=f"{r.device.profile_id}-{i}") for r in named[:1]]
     (tmp_path / "benchmark_results.tex").write_text(latex_table(rows))
     write_paper_kit(rows, environment, tmp_path)
     (tmp_path / "paper.tex").write_text("\\documentclass{article}\\usepackage[T1]{fontenc}\\usepackage[utf8]{inputenc}"

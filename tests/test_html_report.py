@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import with_columns
 
 from lodevem.cli import cli
 from lodevem.report.figure_cache import write_figures
@@ -108,12 +109,11 @@ def test_the_page_has_every_row_sorts_filters_and_stays_offline(report: Path, br
 
 def test_user_strings_are_text_never_markup(tmp_path: Path) -> None:
     """A model file named like markup is shown as typed: escaped, never run."""
-    from dataclasses import replace
 
     from lodevem.report.html import report_html
 
     rows, environment = read_json(STORED / "benchmark_results.json")
-    hostile = [replace(rows[0], model_label="<script>alert(1)</script>.pt", profile_label='"><img src=x>')]
+    hostile = [with_columns(rows[0], model_label="<script>alert(1)</script>.pt", profile_label='"><img src=x>')]
     page = report_html(hostile, environment, tmp_path)
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;.pt" in page
     assert '"><img src=x>' not in page

@@ -79,12 +79,12 @@ def test_the_row_and_csv_carry_the_band(onnx: dict[str, Path], tmp_path: Path) -
                                                     worker_version="", wall_s=0.0))
     model = ModelFile.from_path(onnx["mobilenet_v2"], "mobilenet_v2.onnx")
     row = pair_result(model, jiophone, cell, memory, threads=1)
-    assert (row.latency_low_ms, row.latency_high_ms) == (cell.latency_low_ms, cell.latency_high_ms)
-    assert row.latency_low_ms < row.latency_ms < row.latency_high_ms
+    assert (row.latency.band.low_ms, row.latency.band.high_ms) == (cell.latency_low_ms, cell.latency_high_ms)
+    assert row.latency.band.low_ms < row.latency.ms < row.latency.band.high_ms
     with open(write_csv([row], tmp_path / "results.csv"), newline="") as f:
         read = next(csv.DictReader(f))
-    assert float(read["latency_low_ms"]) == pytest.approx(row.latency_low_ms, rel=1e-3)
-    assert float(read["latency_high_ms"]) == pytest.approx(row.latency_high_ms, rel=1e-3)
+    assert float(read["latency_low_ms"]) == pytest.approx(row.latency.band.low_ms, rel=1e-3)
+    assert float(read["latency_high_ms"]) == pytest.approx(row.latency.band.high_ms, rel=1e-3)
 
 
 def test_calibration_scales_the_parts_of_the_estimate(onnx: dict[str, Path], tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import with_columns
 
 from lodevem.report.files import latex_table, read_json
 from lodevem.report.paperkit import write_paper_kit
@@ -47,10 +47,10 @@ def test_the_table_and_the_methods_compile_and_render(marks: str, tmp_path: Path
     first = rows[0]
     # every cell form the table writes: OOM, a memory run without a figure, a calibrated number,
     # a label with LaTeX's specials
-    rows += [replace(first, model_label="odd_#1&{x}%.pt", verdict=Verdict.OOM, peak_rss_mb=None),
-             replace(first, model_label="odd_#1&{x}%.pt", profile_id="p2", verdict=Verdict.ERROR, peak_rss_mb=None,
+    rows += [with_columns(first, model_label="odd_#1&{x}%.pt", verdict=Verdict.OOM, peak_rss_mb=None),
+             with_columns(first, model_label="odd_#1&{x}%.pt", profile_id="p2", verdict=Verdict.ERROR, peak_rss_mb=None,
                      memory_error="converter refused it"),
-             replace(first, model_label="odd_#1&{x}%.pt", profile_id="p3",
+             with_columns(first, model_label="odd_#1&{x}%.pt", profile_id="p3",
                      latency_calibrations=("x0.9 from 1 measurement",))]
     (tmp_path / "benchmark_results.tex").write_text(latex_table(rows, marks=marks))
     write_paper_kit(rows, environment, tmp_path)
@@ -79,12 +79,12 @@ def _compression_rows() -> list:
     """A compression paper's run: 10 variants (2 networks x 5 levels) x the stored run's 6 phones,
     with top-1 and drops against fp32."""
     rows, _ = read_json(STORED / "benchmark_results.json")
-    base = [r for r in rows if r.model_label == rows[0].model_label]
+    base = [r for r in rows if r.model.label == rows[0].model.label]
     out = []
     for net in ("net_a.pt", "net_b.pt"):
         for i, level in enumerate(("fp32", "fp16", "int8", "int8-static", "pruned")):
             for row in base:
-                out.append(replace(row, model_label=f"{net}@{level}" if level != "fp32" else net,
+                out.append(with_columns(row, model_label=f"{net}@{level}" if level != "fp32" else net,
                                    level=None if level == "fp32" else level, accuracy_top1_pct=91.2 - i,
                                    accuracy_drop_pts=None if level == "fp32" else float(i), accuracy_samples=450,
                                    verdict=Verdict.TIGHT if level == "fp16" else row.verdict))

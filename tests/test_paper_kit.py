@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import kinds_only
+from helpers import kinds_only, row_of, with_columns
 
 from lodevem import __version__
 from lodevem.latency.estimator import Estimator
@@ -39,7 +39,7 @@ def profiles() -> list[Profile]:
 
 def make_row(profile: Profile, model: str = "mobilenet_v2.pt", **changes: Any) -> PairResult:
     cluster = profile.fastest_cluster
-    row = PairResult(
+    row = row_of(
         model_label=model, model_path=f"models/{model}", model_sha256="ab" * 32, level=None,
         model_format="pickled_module", model_file_mb=13.6, params=3_504_872,
         profile_id=profile.id, profile_label=profile.label, tier=profile.tier, chipset=profile.chipset,
@@ -53,7 +53,7 @@ def make_row(profile: Profile, model: str = "mobilenet_v2.pt", **changes: Any) -
     )
     if "latency_source" in changes and "latency_kind" not in changes:  # the kind the source names (shorthand)
         changes["latency_kind"] = changes["latency_source"].split(":")[0]
-    return replace(row, **changes)
+    return with_columns(row, **changes)
 
 
 def manifest(profiles: list[Profile], backend: str = "docker", predictor: Predictor | None = None,
@@ -214,10 +214,10 @@ def test_every_kind_of_the_run_is_in_the_methods_and_the_bib(profiles: list[Prof
     env["extra"]["predictor"]["armsim"] = cost_model_facts()
     facts = run_facts(rows, env)
     md, tex, bib = methodology_markdown(facts), methodology_latex(facts), bibtex(facts)
-    assert [k.use.name for k in facts.kinds] == kinds  # in the registry's order
+    assert [k.use.name for k in facts.latency.kinds] == kinds  # in the registry's order
     keys = set(bib_keys(bib))
     for i, kind in enumerate(kinds):
-        paper = next(k.paper for k in facts.kinds if k.use.name == kind)
+        paper = next(k.paper for k in facts.latency.kinds if k.use.name == kind)
         rendered = re.sub(r"\{cite:([^{}]+)\}", r"[\1]", re.sub(r"\{code:([^{}]+)\}", r"`\1`", paper.sentence))
         assert rendered in md, kind
         assert paper.limitation and re.sub(r"\{cite:([^{}]+)\}", r"[\1]", paper.limitation) in md, kind
@@ -235,7 +235,7 @@ def test_a_kind_left_out_of_the_methods_fails_the_check(profiles: list[Profile])
     rows = [make_row(profiles[0], latency_kind="armsim")]
     facts = run_facts(rows, manifest(profiles))
     assert "qemu" in bib_keys(bibtex(facts))
-    stripped = replace(facts, kinds=())
+    stripped = replace(facts, latency=replace(facts.latency, kinds=()))
     assert "qemu" not in bib_keys(bibtex(stripped)) and "QEMU" not in methodology_markdown(stripped)
 
 
@@ -283,11 +283,11 @@ def test_the_methods_say_what_the_user_did_in_their_words(profiles: list[Profile
     assert "weight tensors" not in md and "weight tensors" not in tex
     assert not re.search(r"(?<![-\w])--[a-z]", md), re.findall(r"--[a-z-]+", md)  # no option names
     assert "-calibration.npz" not in md + tex
-    from lodevem.report.methodology import paper_scheme
+    from lodevem.results.row_parts import scheme_alone
 
     synthetic = ("int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer, calibrated on "
                  "32 synthetic inputs (standard normal, seed 0): scales not from real data); weight tensors: int8 53")
-    assert paper_scheme(synthetic) == "int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer)"
+    assert scheme_alone(synthetic) == "int8 per-channel symmetric weights, int8 activations (PT2E, litert-torch's quantizer)"
 
 
 def test_calibration_data_has_no_class_count() -> None:

@@ -9,11 +9,11 @@ span 14.0-14.4 ms, where the colour bar used to print "14, 14, 14". No Docker, n
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import with_columns
 from matplotlib.figure import Figure
 from test_reporter import make_row
 
@@ -60,8 +60,8 @@ def test_colourbar_ticks_are_distinct_and_inside(vmin: float, vmax: float) -> No
 
 
 def test_heatmap_colour_bar_has_unique_ticks(rows: list[PairResult], tier2: list[Profile]) -> None:
-    narrow = [replace(r, latency_ms=14.0 + 0.1 * i) for i, r in enumerate(r for r in rows
-                                                                           if r.model_label == "cocoa_fp32.pt")]
+    narrow = [with_columns(r, latency_ms=14.0 + 0.1 * i) for i, r in enumerate(r for r in rows
+                                                                           if r.model.label == "cocoa_fp32.pt")]
     for data in (rows, narrow[:5]):
         fig = drawn(heatmap_figure(data, tier2))
         main, bar = fig.axes[0], next(a for a in fig.axes if "(log)" in a.get_title(loc="left"))
@@ -70,9 +70,9 @@ def test_heatmap_colour_bar_has_unique_ticks(rows: list[PairResult], tier2: list
         assert labels(bar.yaxis.get_minorticklabels()) == []
         low, high = bar.get_ylim()
         assert all(low * (1 - 1e-9) <= t <= high * (1 + 1e-9) for t in bar.get_yticks())
-        models = list(dict.fromkeys(r.model_label for r in data))
+        models = list(dict.fromkeys(r.model.label for r in data))
         assert labels(main.get_yticklabels()) == models
-        devices = {r.profile_label for r in data}
+        devices = {r.device.label for r in data}
         assert {t.split(" \u00b7 ")[0] for t in labels(main.get_xticklabels())} == devices
     assert labels(fig.axes[0].get_yticklabels()) == ["cocoa_fp32.pt"]
     assert [float(t) for t in labels(bar.get_yticklabels())] == pytest.approx([14.0, 14.1, 14.3, 14.4])
@@ -82,7 +82,7 @@ def test_scatter_names_every_point_and_hides_none(rows: list[PairResult], tier2:
     fig = drawn(scatter_figure(rows, tier2))
     ax = fig.axes[0]
     legend_text = {t.get_text() for legend in fig.legends for t in legend.get_texts()}
-    models = list(dict.fromkeys(r.model_label for r in rows))
+    models = list(dict.fromkeys(r.model.label for r in rows))
     assert set(models) <= legend_text
     assert {f"{p.label} ({p.tier}, {'512 MB' if p.ram_mb == 512 else f'{p.ram_mb // 1024} GB'})"
             for p in tier2} <= legend_text

@@ -194,8 +194,8 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
     outcome = run_benchmark(RunConfig.of(models=(model,), profiles=chosen, warmup=0, runs=1, output=tmp_path / "out",
                                       backend="process", predictor="toy", timeout_s=600))
     (row,) = outcome.rows
-    assert row.latency_source == "toy:plumbing tflite" and row.latency_ms is not None
-    assert row.latency_kind == "toy" and row.latency_runtime == "tflite" and row.latency_held_out_pct == 1.0
+    assert row.latency.source == "toy:plumbing tflite" and row.latency.ms is not None
+    assert row.latency.kind == "toy" and row.latency.runtime == "tflite" and row.latency.band.held_out_pct == 1.0
     assert (outcome.manifest.run.predictor or {})["toy"] == {"cells": 1}
     # the reports render the kind from its own words: mark and held-out figure, sentence, reference
     from rich.console import Console
@@ -205,7 +205,7 @@ def test_start_uses_a_registered_kind(toy, tmp_path: Path) -> None:
     console = Console(record=True, width=160)
     console.print(results_table(outcome.rows, chosen))
     shown = console.export_text()
-    assert f"{row.latency_ms:.1f}\u00b6 (" in shown and "\u00b6 toy kind (plumbing test): \u00b11.0% (Cortex-A7, fp32)" in shown
+    assert f"{row.latency.ms:.1f}\u00b6 (" in shown and "\u00b6 toy kind (plumbing test): \u00b11.0% (Cortex-A7, fp32)" in shown
     write_all(outcome.rows, chosen, outcome.manifest, tmp_path / "out", plots=False)
     methods = (tmp_path / "out" / "methodology.md").read_text()
     assert "the toy kind counted kernels [toykind]" in methods and "not a latency" in methods

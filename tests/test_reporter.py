@@ -9,15 +9,16 @@ from __future__ import annotations
 import csv
 import json
 import re
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import row_of, with_columns
 from rich.console import Console
 
 from lodevem import __version__
-from lodevem.errors import InputError
+from lodevem.errors import BadRecord, InputError
 from lodevem.latency.statement import BAND_SHORT
 from lodevem.profiles import Profile, load_profiles
 from lodevem.report.environment import collect_manifest
@@ -38,6 +39,7 @@ from lodevem.reporter import (
     write_latex,
 )
 from lodevem.results import PairResult
+from lodevem.results.columns import COLUMNS
 from lodevem.wire.verdict import Verdict
 
 PROFILE_IDS = ("nokia_8110_4g", "tecno_spark8", "nokia_c1")  # deliberately not in tier order
@@ -52,7 +54,7 @@ def profiles() -> list[Profile]:
 def make_row(profile: Profile, model: str = "cocoa_fp32.pt", verdict: str = "fits",
              latency: float | None = 123.456, peak: float | None = 241.7, **changes: Any) -> PairResult:
     cluster = profile.fastest_cluster
-    row = PairResult(
+    row = row_of(
         model_label=model, model_path=f"models/{model}", model_sha256="ab" * 32, level="fp32",
         model_format="torchscript", model_file_mb=13.6, params=3_504_872,
         profile_id=profile.id, profile_label=profile.label, tier=profile.tier,
@@ -68,7 +70,7 @@ def make_row(profile: Profile, model: str = "cocoa_fp32.pt", verdict: str = "fit
     source = changes.get("latency_source")
     if source is not None and "latency_kind" not in changes:  # the kind the source names (a test's shorthand)
         changes["latency_kind"] = {"nn-meter": "nn-meter", "estimator": "estimator"}.get(source.split(":")[0], "")
-    return replace(row, **changes)
+    return with_columns(row, **changes)
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +196,10 @@ def test_a_verdict_is_one_enum_and_the_files_keep_its_text(rows: list[PairResult
     assert [r["verdict"] for r in json.loads(path.read_text())["results"]] == [r.verdict.value for r in rows]
     back, _ = read_json(path)
     assert [r.verdict for r in back] == [r.verdict for r in rows] and all(isinstance(r.verdict, Verdict) for r in back)
-    with pytest.raises(ValueError, match="'fit'"):  # a misspelt verdict fails where it is made
+    with pytest.raises(BadRecord, match="'fit'"):  # a misspelt verdict fails where it is made
         make_row(profiles[0], verdict="fit")
+    with pytest.raises(ValueError, match="'fit'"):
+        replace(rows[0].memory, verdict="fit")
 
 
 def test_summaries(rows: list[PairResult]) -> None:
@@ -207,7 +211,7 @@ def test_summaries(rows: list[PairResult]) -> None:
     assert tiny.startswith("tiny_cnn.pt: fits on 2 of 3 devices; lowest tier it runs on: tier3")
     assert note.startswith("note: host-CPU timings (CSV host_latency_*) were unstable for 1 of 9 pairs")
     assert big == "big_resnet.pt: fits nowhere (0 of 3 devices: OOM on 2, thrashing on 1)"
-    everywhere = [r for r in rows if r.model_label == "tiny_cnn.pt" and r.verdict == "fits"]
+    everywhere = [r for r in rows if r.model.label == "tiny_cnn.pt" and r.verdict == "fits"]
     assert "fits on both devices" in model_summaries(everywhere)[0]
 
 
@@ -215,7 +219,7 @@ def test_csv_has_every_field_one_row_per_pair(rows: list[PairResult], tmp_path: 
     path = write_csv(rows, tmp_path / "r.csv")
     with path.open(newline="") as handle:
         records = list(csv.DictReader(handle))
-    assert list(records[0]) == [f.name for f in fields(PairResult)] + ["fits", "failure_reason"] == csv_columns()
+    assert list(records[0]) == [*COLUMNS, "fits", "failure_reason"] == csv_columns()
     assert len(records) == len(rows)
     assert records[0]["verdict"] == "oom" and records[0]["latency_ms"] == "2480.0"  # predicted kept
     assert records[0]["fits"] == "False" and records[2]["latency_ms"] == ""
@@ -268,7 +272,7 @@ def test_latex_is_balanced_booktabs(rows: list[PairResult], profiles: list[Profi
 
 
 def test_plots_write_png_and_pdf(rows: list[PairResult], profiles: list[Profile], tmp_path: Path) -> None:
-    with_floor = [replace(r, min_ram_mb=300.0 if r.model_label == "cocoa_fp32.pt" else 40.0) for r in rows]
+    with_floor = [with_columns(r, min_ram_mb=300.0 if r.model.label == "cocoa_fp32.pt" else 40.0) for r in rows]
     paths = (latency_heatmap(with_floor, profiles, tmp_path) + latency_vs_ram(with_floor, profiles, tmp_path)
              + min_ram_bar(with_floor, tmp_path))
     assert sorted(p.name for p in paths) == sorted(

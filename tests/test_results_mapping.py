@@ -24,6 +24,7 @@ from lodevem.results import (
     PeakMemory,
     SandboxFacts,
 )
+from lodevem.results.columns import COLUMNS
 from lodevem.results.pair import source_value
 
 RECORDS = {"ModelFile": ModelFile, "Profile": Profile, "LatencyPrediction": LatencyPrediction,
@@ -63,18 +64,18 @@ def _problems(sources: dict[str, dict[str, str]], row_fields: set[str]) -> list[
 
 def test_every_row_field_has_exactly_one_source_and_every_source_exists() -> None:
     assert list(ROW_SOURCES) == list(RECORDS)  # from_records zips the records in this order
-    assert _problems({k: dict(v) for k, v in ROW_SOURCES.items()}, _names(PairResult)) == []
+    assert _problems({k: dict(v) for k, v in ROW_SOURCES.items()}, set(COLUMNS)) == []
 
 
 def test_a_renamed_field_on_either_side_is_caught() -> None:
     sources = {k: dict(v) for k, v in ROW_SOURCES.items()}
     renamed_record = {**sources, "LatencyPrediction": {**sources["LatencyPrediction"],
                                                        "latency_uncertainty": "uncertainty_text"}}
-    assert _problems(renamed_record, _names(PairResult)) == [
+    assert _problems(renamed_record, set(COLUMNS)) == [
         "LatencyPrediction.uncertainty_text (for latency_uncertainty) is not a field"]
     renamed_part = {**sources, "MemoryMeasurement": {**sources["MemoryMeasurement"], "peak_rss_mb": "peak.hwm_mb"}}
-    assert _problems(renamed_part, _names(PairResult)) == ["MemoryMeasurement.peak.hwm_mb (for peak_rss_mb) is not a field"]
-    row_fields = (_names(PairResult) - {"memory_error"}) | {"memory_message"}
+    assert _problems(renamed_part, set(COLUMNS)) == ["MemoryMeasurement.peak.hwm_mb (for peak_rss_mb) is not a field"]
+    row_fields = (set(COLUMNS) - {"memory_error"}) | {"memory_message"}
     assert _problems(sources, row_fields) == ["memory_error is not a row field", "memory_message is filled by nothing"]
 
 
@@ -95,12 +96,15 @@ def test_a_row_carries_each_record_value_to_its_column(tmp_path: Path) -> None:
     row = PairResult.from_records(model, profile, latency, memory, threads=1)
     for record in (model, profile, latency, memory):
         for column, name in ROW_SOURCES[type(record).__name__].items():
-            assert getattr(row, column) == source_value(record, name), column
-    assert (row.latency_uncertainty, row.memory_error, row.memory_cached) == ("±20%", "memory says", True)
-    assert (row.peak_rss_mb, row.cgroup_peak_mb, row.host_latency_mean_ms, row.backend) == (100.0, 101.0, 3.0, "docker")
-    assert (row.converted_precision, row.conversion_s, row.converted_scheme) == ("int8", 2.5, None)
-    unconverted = PairResult.from_records(model, profile, latency, replace(memory, converted=None), threads=1)
-    assert (unconverted.converted_precision, unconverted.conversion_s, unconverted.converted_mb) == (None, None, None)
+            assert row.to_dict()[column] == source_value(record, name), column
+    assert (row.latency.uncertainty, row.memory.error, row.memory.cached) == ("±20%", "memory says", True)
+    written = row.to_dict()
+    assert (written["peak_rss_mb"], written["cgroup_peak_mb"], written["host_latency_mean_ms"], written["backend"]) == (
+        100.0, 101.0, 3.0, "docker")
+    assert (written["converted_precision"], written["conversion_s"], written["converted_scheme"]) == ("int8", 2.5, None)
+    unconverted = PairResult.from_records(model, profile, latency, replace(memory, converted=None), threads=1).to_dict()
+    assert (unconverted["converted_precision"], unconverted["conversion_s"], unconverted["converted_mb"]) == (
+        None, None, None)
 
 
 @pytest.mark.parametrize("cls", list(RECORDS.values()))

@@ -47,12 +47,12 @@ def test_each_model_is_measured_once_per_distinct_limit(files: list[Path], tmp_p
     assert len(fake.calls) == 2 * 3
     assert sorted(c[1] for c in fake.calls if c[0] == "big.pt") == [256, 512, 1024]
     assert len(outcome.rows) == 2 * len(PROFILES)
-    verdicts = {(r.model_label, r.profile_id): r.verdict for r in outcome.rows}
+    verdicts = {(r.model.label, r.device.profile_id): r.verdict for r in outcome.rows}
     # 240 MB runs under the 256 MB limit but is above the phone's 103 MB app budget: tight
     assert verdicts[("small.pt", "nokia_8110_4g")] == "tight" and verdicts[("big.pt", "jiophone2")] == "oom"
     assert verdicts[("big.pt", "nokia_c1")] == "tight"  # 600 MB: within 1 GB, above its 415 MB budget
     # the fake exports nothing: each latency cell says why instead of a number
-    assert all(r.latency_ms is None and "no ONNX export" in (r.latency_note or "") for r in outcome.rows)
+    assert all(r.latency.ms is None and "no ONNX export" in (r.latency.note or "") for r in outcome.rows)
     # one export per distinct file, before any measurement
     assert fake.actions[:2] == ["export-onnx", "export-onnx"]
 
@@ -64,9 +64,9 @@ def test_limits_far_above_the_peak_are_inferred(files: list[Path], tmp_path: Pat
     assert sorted((c[0], c[1]) for c in fake.calls) == [("big.pt", 256), ("big.pt", 512), ("big.pt", 1024),
                                                          ("small.pt", 256), ("small.pt", 1024)]
     inferred = rows[("small.pt", "jiophone2")]
-    assert inferred.verdict == "tight" and inferred.memory_inferred_from_mb == 1024  # 240 MB > the 207 MB budget
-    assert inferred.limit_enforcement == "inferred from the 1024 MB run: peak 240.0 MB ≪ 512 MB"
-    assert rows[("big.pt", "jiophone2")].memory_inferred_from_mb is None
+    assert inferred.verdict == "tight" and inferred.memory.inferred_from_mb == 1024  # 240 MB > the 207 MB budget
+    assert inferred.memory.limit_enforcement == "inferred from the 1024 MB run: peak 240.0 MB ≪ 512 MB"
+    assert rows[("big.pt", "jiophone2")].memory.inferred_from_mb is None
     measured = {r.key: r for r in run_benchmark(config(files, tmp_path / "naive", infer=False),
                                                 backend=FakeBackend(NEED)).rows}
     assert {k: r.verdict for k, r in rows.items()} == {k: r.verdict for k, r in measured.items()}
@@ -78,13 +78,13 @@ def test_resume_keeps_and_completes_inferred_rows(files: list[Path], tmp_path: P
     with pytest.raises(KeyboardInterrupt):
         run_benchmark(config(files, out), InterruptAfter(3), backend=fake)
     kept = RunState.load(out / STATE_FILE)
-    assert kept is not None and any(r.memory_inferred_from_mb for r in kept.rows)
+    assert kept is not None and any(r.memory.inferred_from_mb for r in kept.rows)
     resumed = run_benchmark(config(files, out, resume=True), backend=fake)
     assert len(resumed.rows) == 2 * len(PROFILES)
     kept_rows = {r.key: r for r in kept.rows}
     assert all(row == kept_rows[row.key] for row in resumed.rows if row.key in kept_rows)
-    small_512 = {r.profile_id: r for r in resumed.rows if r.model_label == "small.pt"}["nokia_2720_flip"]
-    assert small_512.memory_inferred_from_mb == 1024
+    small_512 = {r.device.profile_id: r for r in resumed.rows if r.model.label == "small.pt"}["nokia_2720_flip"]
+    assert small_512.memory.inferred_from_mb == 1024
     assert len(fake.calls) == 5  # the reference run is served from the cache, never run twice
 
 
@@ -94,8 +94,8 @@ def test_second_run_is_served_from_the_cache(files: list[Path], tmp_path: Path) 
     calls = len(fake.calls)
     second = run_benchmark(config(files, tmp_path / "out"), backend=fake)
     assert len(fake.calls) == calls
-    assert all(r.memory_cached for r in second.rows) and not any(r.memory_cached for r in first.rows)
-    assert [r.peak_rss_mb for r in second.rows] == [r.peak_rss_mb for r in first.rows]
+    assert all(r.memory.cached for r in second.rows) and not any(r.memory.cached for r in first.rows)
+    assert [r.memory.peak_rss_mb for r in second.rows] == [r.memory.peak_rss_mb for r in first.rows]
     run_benchmark(config(files, tmp_path / "out", no_cache=True), backend=fake)
     assert len(fake.calls) == 2 * calls
 
@@ -152,10 +152,10 @@ def test_a_state_file_lodevem_cannot_read_is_set_aside(files: list[Path], tmp_pa
 def test_a_variant_that_cannot_be_derived_gets_error_rows(files: list[Path], tmp_path: Path) -> None:
     fake = FakeBackend(NEED)
     outcome = run_benchmark(config(files[:1], tmp_path / "out", levels=("fp32", "int8")), backend=fake)
-    rows = {(r.model_label, r.profile_id): r for r in outcome.rows}
+    rows = {(r.model.label, r.device.profile_id): r for r in outcome.rows}
     assert rows[("small.pt@fp32", "nokia_c1")].verdict == "fits"
     failed = rows[("small.pt@int8", "nokia_c1")]
-    assert failed.verdict == "error" and failed.memory_error.startswith("could not derive int8")
+    assert failed.verdict == "error" and failed.memory.error.startswith("could not derive int8")
     # the fp32 file at 1 GB (the reference) and 256 MB, 512 MB inferred; the failed variant is never run
     assert sorted(c[1] for c in fake.calls) == [256, 1024]
 

@@ -119,14 +119,14 @@ def test_conversion_failure_is_an_error_row_and_the_run_goes_on(runtime_backend,
     profiles = tuple(select_profiles(load_profiles(), ids=["nokia_8110_4g"]))
     config = RunConfig.of(models=(unconvertible,), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
                        backend="docker", runtime="torch,tflite", jobs=1, predictor="estimator", timeout_s=300)
-    rows = {r.model_label.rsplit("[", 1)[-1].rstrip("]"): r for r in run_benchmark(config, backend=runtime_backend).rows}
+    rows = {r.model.label.rsplit("[", 1)[-1].rstrip("]"): r for r in run_benchmark(config, backend=runtime_backend).rows}
     assert set(rows) == {"torch", "tflite"}
     # under torch the 256 MB phone's RAM holds it, its 103 MB app budget does not (PyTorch alone is ~220 MB)
-    assert rows["torch"].verdict == "tight" and rows["torch"].model_label == "data_dependent.pt [torch]"
+    assert rows["torch"].verdict == "tight" and rows["torch"].model.label == "data_dependent.pt [torch]"
     # the tflite row is not an error: torch runs the file the converter refused, and the row says so (issue 38)
     tflite = rows["tflite"]
-    assert tflite.verdict == "tight" and tflite.memory_runtime == "torch (fallback)"
-    note = tflite.memory_note or ""
+    assert tflite.verdict == "tight" and tflite.memory.runtime_shown == "torch (fallback)"
+    note = tflite.memory.note or ""
     assert note.startswith("tflite conversion failed: ") and "cannot convert" in note, note
     assert str(unconvertible) in note  # names the user's file, not the sandbox's path
     assert "\n" not in note and len(note) < 800 and "measured under torch instead" in note
@@ -194,7 +194,7 @@ def test_a_tflite_or_ncnn_row_shows_the_latency_predicted_for_its_runtime(runtim
     config = RunConfig.of(models=(models / "tiny_cnn.pt",), profiles=profiles, warmup=1, runs=2, output=tmp_path / "out",
                        backend="docker", runtime="torch,ncnn", jobs=1, predictor="estimator", timeout_s=300,
                        latency_runtime="tflite")
-    rows = {r.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
+    rows = {r.memory.runtime: r for r in run_benchmark(config, backend=runtime_backend).rows}
     assert rows["torch"].verdict == "tight" and rows["ncnn"].verdict == "fits"  # the 103 MB app budget
-    assert "tflite" in rows["torch"].latency_source and "ncnn" in rows["ncnn"].latency_source
-    assert rows["torch"].latency_ms and rows["ncnn"].latency_ms and rows["torch"].latency_ms != rows["ncnn"].latency_ms
+    assert "tflite" in rows["torch"].latency.source and "ncnn" in rows["ncnn"].latency.source
+    assert rows["torch"].latency.ms and rows["ncnn"].latency.ms and rows["torch"].latency.ms != rows["ncnn"].latency.ms

@@ -3,13 +3,12 @@ through ``latency.statement``, from the record ``latency.selection`` computes; n
 
 from __future__ import annotations
 
-from dataclasses import replace
+from helpers import row_of, with_columns
 
 from lodevem.latency.records import LatencyPrediction
 from lodevem.latency.selection import MIN_KIND_ROWS, CellKind, HeldOutError, HeldOutRow, held_out_error
 from lodevem.latency.statement import BAND_DEFINITION, OPT_IN_REASON, basis_text, not_default, statement, with_figure
 from lodevem.report.legend import mark_notes, row_cell
-from lodevem.results import PairResult
 
 
 def _rows(n: int, core: str, socs: int, error: float = 0.2) -> list[HeldOutRow]:
@@ -38,7 +37,7 @@ def test_a_cell_carries_the_figure_and_its_basis_into_the_row_and_the_legend() -
     assert (cell.uncertainty_pct, cell.held_out_rows, cell.held_out_pool) == (31.0, 8, "all cores")
     assert cell.latency_low_ms is not None and abs(cell.latency_low_ms - 6.9) < 1e-9
     assert cell.uncertainty == statement(err)
-    row = PairResult(model_label="m.pt", model_path="m.pt", model_sha256="0" * 64, level=None, model_format="x",
+    row = row_of(model_label="m.pt", model_path="m.pt", model_sha256="0" * 64, level=None, model_format="x",
                      model_file_mb=1.0, params=1, profile_id="p", profile_label="P", tier="tier2", chipset="c",
                      ram_mb=512, core="Cortex-A53", clock_ghz=1.8, threads=1, latency_ms=10.0, latency_source="e",
                      latency_uncertainty=cell.uncertainty, latency_note=None, verdict="fits", peak_rss_mb=40.0,
@@ -50,7 +49,7 @@ def test_a_cell_carries_the_figure_and_its_basis_into_the_row_and_the_legend() -
     assert note.text() == "* offline estimator: \u00b131.0% (Cortex-A53, fp32: 8 held-out rows, pooled over all cores)"
     assert row.to_dict()["latency_held_out_rows"] == 8  # the CSV/JSON carry the basis as facts
     # a row without a recorded basis (an older results file) keeps its figure, no invented basis
-    (old,) = mark_notes([row_cell(replace(row, latency_held_out_rows=None, latency_held_out_pool=None))])
+    (old,) = mark_notes([row_cell(with_columns(row, latency_held_out_rows=None, latency_held_out_pool=None))])
     assert old.text() == "* offline estimator: \u00b131.0% (Cortex-A53, fp32)"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import with_columns
 
 from lodevem import zoo
 from lodevem.cli import cli
@@ -78,7 +79,6 @@ def test_partial_quantization_note_names_the_float_layers() -> None:
 
 
 def test_lowest_tier_is_tested_not_claimed_when_the_tier_below_was_not_tried() -> None:
-    from dataclasses import replace
 
     from test_reporter import make_row
 
@@ -86,7 +86,7 @@ def test_lowest_tier_is_tested_not_claimed_when_the_tier_below_was_not_tried() -
     c1 = make_row(by_id["nokia_c1"], peak=100.0)  # tier2, fits
     assert _lowest_tier_text([c1], [c1]).startswith("lowest tier tested: tier2")
     assert "tier3 not tried" in _lowest_tier_text([c1], [c1])
-    kaios = replace(make_row(by_id["nokia_8110_4g"]), verdict="oom", peak_rss_mb=None)
+    kaios = with_columns(make_row(by_id["nokia_8110_4g"]), verdict="oom", peak_rss_mb=None)
     assert _lowest_tier_text([c1, kaios], [c1]).startswith("lowest tier it runs on: tier2")
 
 
@@ -227,7 +227,6 @@ def test_dynamic_int8_conv_net_row_says_its_convs_run_fp32(docker_backend, tmp_p
 
 
 def test_console_and_tex_state_range_marks_and_verdicts() -> None:
-    from dataclasses import replace
 
     from rich.console import Console
     from test_reporter import make_row
@@ -235,10 +234,10 @@ def test_console_and_tex_state_range_marks_and_verdicts() -> None:
     from lodevem.reporter import latex_table, results_table
 
     by_id = {p.id: p for p in load_profiles()}
-    rows = [replace(make_row(by_id["nokia_8110_4g"], peak=237.0, latency=49.7), verdict="tight", app_budget_mb=103,
+    rows = [with_columns(make_row(by_id["nokia_8110_4g"], peak=237.0, latency=49.7), verdict="tight", app_budget_mb=103,
                     headroom_mb=-134.0, latency_low_ms=39.7, latency_high_ms=59.7, input_shape="1x3x96x96",
                     input_shape_source="recorded in the file"),
-            replace(make_row(by_id["nokia_c1"], peak=237.0, latency=20.0), app_budget_mb=415, headroom_mb=178.0,
+            with_columns(make_row(by_id["nokia_c1"], peak=237.0, latency=20.0), app_budget_mb=415, headroom_mb=178.0,
                     latency_calibrations=("nokia_c1: x0.9 from 1 measurement",), input_shape="1x3x96x96",
                     input_shape_source="recorded in the file")]
     console = Console(record=True, width=200)

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import tempfile
 import traceback
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -198,9 +197,11 @@ def _kit(tmp: Path, name: str) -> tuple[str, str, str, str]:
     from lodevem.report.files import latex_table, read_json
     from lodevem.report.html import report_html
     from lodevem.report.paperkit import write_paper_kit
+    from lodevem.results import PairResult
 
     rows, env = read_json(STORED)
-    rows = [replace(r, profile_label=f"{name} {r.profile_label}", model_label=f"{name}.pt") for r in rows]
+    rows = [PairResult.from_dict({**r.to_dict(), "profile_label": f"{name} {r.device.label}",
+                                  "model_label": f"{name}.pt"}) for r in rows]
     env = {**env, "evaluation": f"{name}.npz"}
     write_paper_kit(rows, env, tmp)
     (tmp / "benchmark_results.tex").write_text(latex_table(rows))

@@ -16,7 +16,15 @@ import dataclasses
 from ..latency.described import MEASURED
 from ..latency.records import LatencyPrediction
 from ..profiles import Profile
-from ..results import MeasuredModel, MemoryMeasurement, ModelFile, PairResult, PeakMemory, SandboxFacts
+from ..results import (
+    MeasuredModel,
+    MemoryMeasurement,
+    ModelFile,
+    PairResult,
+    PeakMemory,
+    PhoneMeasurement,
+    SandboxFacts,
+)
 from ..wire.verdict import Verdict
 from .bench import DeviceMeasurement
 
@@ -51,8 +59,7 @@ def device_row(model: ModelFile, profile: Profile, found: DeviceMeasurement) -> 
               if run.peak_memory_mb is not None else "no peak: the binary printed no peak memory footprint"))
     row = PairResult.from_records(model, profile, device_latency(found, profile), memory, threads=found.threads)
     stats = run.stats
-    return dataclasses.replace(
-        row, measured_on=found.device.label, device_runs=stats.count, device_latency_min_ms=stats.min_ms,
-        device_latency_max_ms=stats.max_ms, device_latency_std_ms=stats.std_ms, device_latency_p50_ms=stats.p50_ms,
-        device_peak_mb=run.peak_memory_mb, device_op_profile=run.op_profile, device_runtime_version=run.version,
-        device_binary_sha256=found.binary_sha256)
+    return dataclasses.replace(row, phone=PhoneMeasurement(
+        measured_on=found.device.label, runs=stats.count, latency_min_ms=stats.min_ms, latency_max_ms=stats.max_ms,
+        latency_std_ms=stats.std_ms, latency_p50_ms=stats.p50_ms, peak_mb=run.peak_memory_mb,
+        op_profile=run.op_profile, runtime_version=run.version, binary_sha256=found.binary_sha256))

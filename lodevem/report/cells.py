@@ -10,7 +10,6 @@ module imports it without pulling in the others.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -61,22 +60,22 @@ def ordered_devices(rows: Sequence[PairResult],
     """
     first: dict[str, PairResult] = {}
     for row in rows:
-        first.setdefault(row.profile_id, row)
+        first.setdefault(row.device.profile_id, row)
     given = [p.id for p in profiles or () if p.id in first]
     ids = list(dict.fromkeys(given + list(first)))
-    ids.sort(key=lambda pid: tier_rank(first[pid].tier))  # stable: keeps given order
+    ids.sort(key=lambda pid: tier_rank(first[pid].device.tier))  # stable: keeps given order
     return [first[pid] for pid in ids]
 
 
 def group_by_model(rows: Sequence[PairResult],
                    profiles: Optional[Sequence[Profile]] = None) -> dict[str, list[PairResult]]:
     """Rows keyed by model label (first-seen order), each model's devices in ``ordered_devices`` order."""
-    position = {r.profile_id: i for i, r in enumerate(ordered_devices(rows, profiles))}
+    position = {r.device.profile_id: i for i, r in enumerate(ordered_devices(rows, profiles))}
     groups: dict[str, list[PairResult]] = {}
     for row in rows:
-        groups.setdefault(row.model_label, []).append(row)
+        groups.setdefault(row.model.label, []).append(row)
     for group in groups.values():
-        group.sort(key=lambda r: position[r.profile_id])
+        group.sort(key=lambda r: position[r.device.profile_id])
     return groups
 
 
@@ -108,18 +107,18 @@ def cells(row: PairResult) -> Cells:
     """Format one row the way the README shows it (``OOM | — | ✗`` for a model that cannot load;
     the predicted number, ``—`` and ``no peak`` for one whose memory run gave no figure)."""
     word = VERDICT_WORDS.get(row.verdict)
-    number = row.latency_ms is not None and math.isfinite(row.latency_ms)
+    number = row.latency.ms is not None and math.isfinite(row.latency.ms)
     if word is not None and not (row.verdict == Verdict.ERROR and number):
         latency, mark = word, ""
     elif not number:
         latency, mark = "n/a", ""
     else:  # a prediction, shown also where no memory figure exists (the Fits cell says why)
-        latency, mark = f"{row.latency_ms:,.1f}", latency_mark(row.latency_kind)
-        if row.latency_calibrations:
+        latency, mark = f"{row.latency.ms:,.1f}", latency_mark(row.latency.kind)
+        if row.latency.calibrations:
             mark += CALIBRATED_MARK
     ram = None
-    if row.ran and row.peak_rss_mb is not None:
-        ram = f"{row.peak_rss_mb:,.0f}"
+    if row.ran and row.memory.peak_rss_mb is not None:
+        ram = f"{row.memory.peak_rss_mb:,.0f}"
     return Cells(latency, mark, ram, row.fits)
 
 
@@ -160,18 +159,18 @@ class RunCounts:
 def run_counts(rows: Sequence[PairResult]) -> RunCounts:
     # a compressed file of the user's beside its float sibling is that network's variant, not a
     # model of its own, and its precision is no level lodevem derived
-    models = list(dict.fromkeys(r.model_path for r in rows if r.variant_of is None))
-    files = list(dict.fromkeys((r.model_path, r.level) for r in rows))
+    models = list(dict.fromkeys(r.model.path for r in rows if r.model.variant_of is None))
+    files = list(dict.fromkeys((r.model.path, r.model.level) for r in rows))
     # a row measured under torch because its runtime's converter refused the file is still that
     # run's runtime: the fallback is not a runtime the user asked for
-    asked = [r for r in rows if not (r.memory_runtime or "").endswith("(fallback)")] or list(rows)
-    return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.runtime for r in asked)),
-                     tuple(dict.fromkeys(r.level or "fp32" for r in rows if r.variant_of is None)))
+    asked = [r for r in rows if not r.memory.fallback] or list(rows)
+    return RunCounts(len(models), len(files), tuple(dict.fromkeys(r.memory.runtime for r in asked)),
+                     tuple(dict.fromkeys(r.model.level or "fp32" for r in rows if r.model.variant_of is None)))
 
 
 def base_label(row: PairResult) -> str:
     """The row's model label without its `` [runtime]`` suffix (several --runtime values)."""
-    return re.sub(r" \[[a-z0-9]+\]$", "", row.model_label)
+    return row.model.base_label
 
 
 def input_shape_text(rows: Sequence[PairResult]) -> str:
@@ -179,8 +178,9 @@ def input_shape_text(rows: Sequence[PairResult]) -> str:
     entry per model when they differ."""
     by_model: dict[str, str] = {}
     for row in rows:
-        shape = row.input_shape or "unknown"
-        by_model.setdefault(base_label(row), f"{shape} ({row.input_shape_source})" if row.input_shape_source else shape)
+        shape = row.model.input_shape or "unknown"
+        source = row.model.input_shape_source
+        by_model.setdefault(base_label(row), f"{shape} ({source})" if source else shape)
     shapes = list(dict.fromkeys(by_model.values()))
     if len(shapes) <= 1:
         return shapes[0] if shapes else "unknown"
@@ -189,7 +189,7 @@ def input_shape_text(rows: Sequence[PairResult]) -> str:
 
 def threads_text(rows: Sequence[PairResult]) -> str:
     """``1 thread`` or ``1/4 threads``: the thread counts the latencies were predicted for."""
-    threads = sorted({r.threads for r in rows})
+    threads = sorted({r.device.threads for r in rows})
     return "1 thread" if threads in ([], [1]) else f"{'/'.join(map(str, threads))} threads"
 
 
@@ -202,28 +202,27 @@ ACCURACY = "accuracy_tradeoff"  # file stem of the accuracy vs latency / peak RA
 
 def has_accuracy(rows: Sequence[PairResult]) -> bool:
     """True when the run evaluated accuracy (--eval-data): every such row has a figure or a note."""
-    return any(r.accuracy_samples is not None or "not evaluated" in (r.accuracy_note or "") for r in rows)
+    return any(r.accuracy.samples is not None or r.accuracy.not_evaluated is not None for r in rows)
 
 
 def _pruned_untuned(row: PairResult) -> bool:
     """A pruned row derived without fine-tuning, or whose fine-tuning failed (lodevem.accuracy's note)."""
-    note = row.accuracy_note or ""
-    return "without fine-tuning" in note or "not fine-tuned: " in note
+    return row.accuracy.not_finetuned
 
 
 def not_finetuned(rows: Sequence[PairResult]) -> list[str]:
     """Labels of the pruned rows derived without fine-tuning (lodevem.accuracy's note)."""
-    return list(dict.fromkeys(r.model_label for r in rows if _pruned_untuned(r)))
+    return list(dict.fromkeys(r.model.label for r in rows if _pruned_untuned(r)))
 
 
 def accuracy_text(row: PairResult, dash: str = "\u2014", minus: str = "\u2212") -> str:
     """``97.8`` for an fp32 row, ``82.4 (−15.4)°`` for a variant (drop vs fp32 in points; ° not
     fine-tuned), ``dash`` when the row has no figure (``accuracy_note`` says why)."""
-    if row.accuracy_top1_pct is None:
+    if row.accuracy.top1_pct is None:
         return dash
-    text = f"{row.accuracy_top1_pct:.1f}"
-    if (row.level is not None or row.variant_of is not None) and row.accuracy_drop_pts is not None:
-        drop = -row.accuracy_drop_pts
+    text = f"{row.accuracy.top1_pct:.1f}"
+    if (row.model.level is not None or row.model.variant_of is not None) and row.accuracy.drop_pts is not None:
+        drop = -row.accuracy.drop_pts
         text += f" ({minus if drop < 0 else '+'}{abs(drop):.1f})"
     if _pruned_untuned(row):
         text += NOT_FINETUNED_MARK
@@ -234,13 +233,13 @@ def accuracy_legend(rows: Sequence[PairResult]) -> Optional[str]:
     """What the accuracy column is, once for the console caption and the .tex footnote."""
     if not has_accuracy(rows):
         return None
-    samples = sorted({r.accuracy_samples for r in rows if r.accuracy_samples is not None})
+    samples = sorted({r.accuracy.samples for r in rows if r.accuracy.samples is not None})
     n = f"{samples[0]:,}" if len(samples) == 1 else "the"
     text = (f"Top-1: accuracy (%) on {n} evaluation samples, evaluated under the row's own runtime on the file "
             "it measures; (\u2212x) = drop vs the fp32 row in points")
     if any(_pruned_untuned(r) for r in rows):
         text += f"; {NOT_FINETUNED_MARK} pruned without fine-tuning"
-    missing = sum(1 for r in rows if r.accuracy_top1_pct is None)
+    missing = sum(1 for r in rows if r.accuracy.top1_pct is None)
     if missing:
         text += f"; {missing} row(s) not evaluated (CSV accuracy_note says why)"
     return text + "."

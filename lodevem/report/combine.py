@@ -74,8 +74,8 @@ def merged_rows(runs: Sequence[Sequence[PairResult]]) -> list[PairResult]:
         for row in rows:
             by_key.pop(row.key, None)
             by_key[row.key] = row
-    order = list(dict.fromkeys(row.model_label for rows in runs for row in rows))
-    return sorted(by_key.values(), key=lambda r: order.index(r.model_label))
+    order = list(dict.fromkeys(row.model.label for rows in runs for row in rows))
+    return sorted(by_key.values(), key=lambda r: order.index(r.model.label))
 
 
 def merged_manifest(manifests: Sequence[ManifestLike]) -> Manifest:

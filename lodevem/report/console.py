@@ -11,7 +11,6 @@ words for failures) come from ``cells``, shared with the LaTeX table and the plo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional
@@ -24,6 +23,7 @@ from ..latency.described import MEASURED
 from ..latency.statement import BAND_SHORT
 from ..profiles import TIERS, Profile, tier_rank
 from ..results import PairResult
+from ..results.columns import clauses
 from ..results.failures import one_line
 from ..wire.registry import latency_runtimes
 from ..wire.verdict import Verdict
@@ -71,7 +71,7 @@ def latency_text(value: Optional[float], mark: str, low: Optional[float], high: 
 def _latency_cell(row: PairResult) -> Text:
     c = cells(row)
     if c.is_number:
-        return latency_text(row.latency_ms, c.mark, row.latency_low_ms, row.latency_high_ms)
+        return latency_text(row.latency.ms, c.mark, row.latency.band.low_ms, row.latency.band.high_ms)
     failed = c.latency != "n/a"  # a word saying why there is no number (OOM, timeout...)
     return Text(c.latency, style=_VERDICT_STYLE.get(row.verdict, "yellow") if failed else "yellow")
 
@@ -91,13 +91,13 @@ def _verdict_cell(row: PairResult) -> Text:
 
 
 def _budget_cell(row: PairResult) -> Text:
-    return Text(f"{row.app_budget_mb:,}" if row.app_budget_mb is not None else "\u2014", style="dim")
+    return Text(f"{row.device.app_budget_mb:,}" if row.device.app_budget_mb is not None else "\u2014", style="dim")
 
 
 def _headroom_cell(row: PairResult) -> Text:
-    if row.headroom_mb is None:
+    if row.memory.headroom_mb is None:
         return Text("\u2014", style="dim")
-    return Text(f"{row.headroom_mb:+,.0f}", style=_VERDICT_STYLE.get(row.verdict, "yellow"))
+    return Text(f"{row.memory.headroom_mb:+,.0f}", style=_VERDICT_STYLE.get(row.verdict, "yellow"))
 
 
 # The results table of ``lodevem start``. The first five are the columns promised from the start
@@ -105,8 +105,8 @@ def _headroom_cell(row: PairResult) -> Text:
 # on a narrow terminal (the highest number first), and the footer then names it. A new column is
 # one more entry here.
 RESULT_COLUMNS: tuple[Column[PairResult], ...] = (
-    Column("Model File", lambda row: Text(row.model_label), model=True),
-    Column("Device Profile", lambda row: Text(row.profile_label)),
+    Column("Model File", lambda row: Text(row.model.label), model=True),
+    Column("Device Profile", lambda row: Text(row.device.label)),
     Column("Latency (ms)", _latency_cell, justify="right"),
     Column("Peak RAM (MB)", _ram_cell, justify="right"),
     Column("Fits in RAM", _verdict_cell),
@@ -115,7 +115,7 @@ RESULT_COLUMNS: tuple[Column[PairResult], ...] = (
 )
 # Shown when the run had --eval-data: top-1 (and its drop against fp32), kept longer than the budget
 ACCURACY_COLUMN: Column[PairResult] = Column(
-    "Top-1 (%)", lambda row: Text(accuracy_text(row), style="" if row.accuracy_top1_pct is not None else "dim"),
+    "Top-1 (%)", lambda row: Text(accuracy_text(row), style="" if row.accuracy.top1_pct is not None else "dim"),
     priority=1, justify="right")
 
 
@@ -197,12 +197,12 @@ def latency_legend(items: Sequence["ModelLatency"], verbose: bool = False) -> li
     missing: dict[tuple[str, str], list[str]] = {}  # a cell without a number says why, without --verbose
     for item in items:
         if item.latency.latency_ms is None:
-            why = one_line((item.latency.note or "").split("; ")[0])
+            why = one_line(next(iter(clauses(item.latency.note)), ""))
             missing.setdefault((item.model.label, why), []).append(item.profile.id)
     lines += [f"  n/a ({label} on {', '.join(ids)}): {why}" for (label, why), ids in missing.items()]
     notes: dict[str, list[str]] = {}  # each part of a note once, with the pairs it applies to
     for item in items:
-        for part in (item.latency.note or "").split("; "):
+        for part in clauses(item.latency.note):
             if part:
                 notes.setdefault(part, []).append(f"{item.model.label} on {item.profile.id}")
     if notes and not verbose:
@@ -220,18 +220,18 @@ def _band_text(verbose: bool) -> str:
 
 
 def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:
-    measured = any(r.latency_kind == MEASURED for r in rows)  # start --device's rows
+    measured = any(r.latency.kind == MEASURED for r in rows)  # start --device's rows
     lines = [f"Latency (ms): predicted for {threads_text(rows)} on the device's fastest core, not measured on the "
              "phone" + (" (except the rows marked m: measured on the phone itself)" if measured else "")
              + f"; {_band_text(verbose)}."]
     lines += [f"  {note.text()}" for note in mark_notes(row_cell(r) for r in rows)]
     # "docker cgroup v1 memory+swap=512MB" -> "docker cgroup v1 memory+swap": the limit is the row's RAM.
-    backends = sorted({re.sub(r"=\d+\s*MB", "", r.limit_enforcement) or r.backend for r in rows
-                       if r.memory_inferred_from_mb is None and r.limit_enforcement})
-    runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows if r.memory_runtime or r.runtime))
+    backends = sorted({r.memory.enforcement or r.memory.backend for r in rows
+                       if r.memory.inferred_from_mb is None and r.memory.limit_enforcement})
+    runtimes = list(dict.fromkeys(r.memory.runtime_shown for r in rows if r.memory.runtime))
     lines.append(f"Peak RAM (MB): peak RSS (VmHWM) under {', '.join(runtimes)} with the device's RAM as the limit"
                  + (f" ({'; '.join(backends)})" if backends else "") + ", including the runtime's own footprint.")
-    inferred = sum(1 for r in rows if r.memory_inferred_from_mb is not None)
+    inferred = sum(1 for r in rows if r.memory.inferred_from_mb is not None)
     if inferred:  # memory.planning: rows of limits far above the peak of the largest limit's run
         lines.append(f"  {inferred} of {len(rows)} peaks come from the model's run at its largest RAM limit"
                      + (", far above its peak (CSV limit_enforcement; --no-infer measures each)." if verbose
@@ -242,7 +242,7 @@ def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:
     else:
         lines.append("Fits: peak within the app budget; tight = above it; OOM = killed at the RAM limit"
                      + ("; torch (fallback): a converter refused the file" if any(
-                         r.endswith("(fallback)") for r in runtimes) else "")
+                         r.memory.fallback for r in rows) else "")
                      + ". --verbose explains more; the CSV has every field.")
     legend = accuracy_legend(rows)
     if legend:
@@ -256,9 +256,9 @@ def _results_caption(rows: Sequence[PairResult], verbose: bool = False) -> Text:
 def memory_runtime_line(rows: Sequence[PairResult]) -> str:
     """The footer line that says which runtime every peak RAM figure is for (and, with several,
     which runtime each latency stands for)."""
-    runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows if r.memory_runtime or r.runtime))
+    runtimes = list(dict.fromkeys(r.memory.runtime_shown for r in rows if r.memory.runtime))
     line = f"Peak RAM measured under {', '.join(runtimes)} (CSV column memory_runtime)."
-    if any(r.endswith("(fallback)") for r in runtimes):
+    if any(r.memory.fallback for r in rows):
         line += " torch (fallback): the runtime's converter could not take the file (CSV memory_note)."
     if len(runtimes) > 1 and any(r in latency_runtimes() for r in runtimes):  # runner.models.latency_runtime
         line += (" Rows measured under tflite or ncnn show the latency predicted for that runtime; "

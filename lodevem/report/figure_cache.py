@@ -104,9 +104,9 @@ def write_figures(rows: Sequence[PairResult], profiles: Optional[Sequence[Profil
     """Every figure the rows call for, each drawn only if its inputs changed (see the module)."""
     out_dir = Path(out_dir)
     wanted = [(HEATMAP, profiles), (SCATTER, profiles)]
-    if any(r.min_ram_mb is not None for r in rows):
+    if any(r.memory.min_ram_mb is not None for r in rows):
         wanted.append((MIN_RAM, None))
-    if any(r.accuracy_top1_pct is not None for r in rows):  # --eval-data
+    if any(r.accuracy.top1_pct is not None for r in rows):  # --eval-data
         wanted.append((ACCURACY, profiles))
     outcomes = []
     for stem, laid_out_by in wanted:

@@ -64,7 +64,7 @@ def ram_text(mb: float) -> str:
 
 def tier_limits(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None) -> dict[int, list[str]]:
     """Each distinct device RAM limit with the tiers that have a device of that size."""
-    pairs = {(r.ram_mb, r.tier) for r in rows} | {(p.ram_mb, p.tier) for p in profiles or ()}
+    pairs = {(r.device.ram_mb, r.device.tier) for r in rows} | {(p.ram_mb, p.tier) for p in profiles or ()}
     limits: dict[int, list[str]] = {}
     for ram, tier in sorted(pairs):
         limits.setdefault(ram, []).append(tier)

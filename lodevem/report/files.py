@@ -12,7 +12,6 @@ import csv
 import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Optional
@@ -20,6 +19,7 @@ from typing import Any, Optional
 from ..errors import InputError
 from ..profiles import Profile
 from ..results import RESULTS_SCHEMA_VERSION, PairResult
+from ..results.columns import COLUMNS, op_profile_text
 from ..safe_io import RESULTS_FILE, printable, read_bytes
 from ..store.files import write_atomic, write_json_file
 from ..version import __version__
@@ -54,9 +54,9 @@ _LATEX_FITS: Mapping[str, Mapping[Optional[bool], str]] = MappingProxyType({
 
 
 def csv_columns() -> list[str]:
-    """Every ``PairResult`` field in declaration order, then the derived ``fits`` and
+    """Every column of a row (``results.columns``: the flattened parts), then the derived ``fits`` and
     ``failure_reason`` (each missing figure with its reason: ``report.failures``)."""
-    return [f.name for f in fields(PairResult)] + ["fits", "failure_reason"]
+    return [*COLUMNS, "fits", "failure_reason"]
 
 
 def _cell(value: Any) -> Any:
@@ -82,7 +82,8 @@ def write_csv(rows: Sequence[PairResult], path: Path) -> Path:
     writer = csv.DictWriter(buffer, fieldnames=csv_columns(), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        values = {**row.to_dict(), "device_op_profile": tuple(map(str, row.device_op_profile))}  # "CONV_2D x36 ..."
+        # "CONV_2D x36 20.42 ms (71.2%)" per node type
+        values = {**row.to_dict(), "device_op_profile": op_profile_text(row.phone.op_profile if row.phone else ())}
         writer.writerow({k: _cell(v) for k, v in values.items()})
     write_atomic(Path(path), buffer.getvalue())
     return Path(path)
@@ -161,7 +162,7 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
            r"% requires \usepackage{booktabs}"]
     if marks == "ding":
         out.append(r"% requires \usepackage{pifont}  (\ding{51} = fits, \ding{55} = does not fit)")
-    runtimes = list(dict.fromkeys(r.memory_runtime or r.runtime for r in rows))
+    runtimes = list(dict.fromkeys(r.memory.runtime_shown for r in rows))
     main = _main_runtime(rows)
     out.append(f"% Latency: predicted for {threads_text(rows)} on the device's fastest core; "
                f"peak RAM: measured peak RSS under the device's RAM limit with {', '.join(runtimes)}; "
@@ -180,9 +181,9 @@ def latex_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]
         for row in group:
             c = cells(row)
             peak = c.peak_ram or "--"
-            if c.peak_ram and row.runtime != main:  # a figure of another runtime than the header's names it
-                peak += " (" + latex_escape(row.runtime) + ")"
-            cols = [r"\quad " + latex_escape(row.profile_label), latex_escape(row.tier.removeprefix("tier")),
+            if c.peak_ram and row.memory.runtime != main:  # a figure of another runtime than the header's names it
+                peak += " (" + latex_escape(row.memory.runtime) + ")"
+            cols = [r"\quad " + latex_escape(row.device.label), latex_escape(row.device.tier_short),
                     _latex_latency(row), peak, _latex_fits(row, fits_text)]
             if accuracy:
                 cols.append(latex_escape(accuracy_text(row, dash="\u2013")).replace(NOT_FINETUNED_MARK, r"$^\circ$"))
@@ -201,9 +202,10 @@ def _latex_notes(rows: Sequence[PairResult], legend: Sequence[Any]) -> list[str]
     lines = ["Latency (ms): " + latex_escape(BAND_DEFINITION.split(" = ", 1)[1]) + "."]
     lines += [_latex_mark(n.mark) + " " + latex_escape(n.text()[len(n.mark) + 1:]) + "." for n in legend]
     lines.append(latex_escape(verdict_legend(headroom=False)))
-    fallback = [r for r in rows if (r.memory_runtime or "").endswith("(fallback)")]
+    fallback = [r for r in rows if r.memory.fallback]
     if fallback:
-        lines.append(latex_escape(f"({fallback[0].runtime}): measured under {fallback[0].runtime} because the "
+        runtime = fallback[0].memory.runtime
+        lines.append(latex_escape(f"({runtime}): measured under {runtime} because the "
                                   "runtime's converter refused the file (CSV memory_runtime, memory_note)."))
     legend_text = accuracy_legend(rows)
     if legend_text:
@@ -215,13 +217,13 @@ def _latex_latency(row: PairResult) -> str:
     """``48.9 $\\pm$ 16.0\\textsuperscript{*}``: the number, its held-out error in ms, its marks; a
     band floored at 0 ms is written as its range; a word (OOM) as it is."""
     c = cells(row)
-    if not c.is_number or row.latency_ms is None:
+    if not c.is_number or row.latency.ms is None:
         return latex_escape(c.latency)
-    text = f"{row.latency_ms:,.1f}"
-    low, high = row.latency_low_ms, row.latency_high_ms
+    text = f"{row.latency.ms:,.1f}"
+    low, high = row.latency.band.low_ms, row.latency.band.high_ms
     if low is not None and high is not None:
-        spread = high - row.latency_ms
-        symmetric = abs((row.latency_ms - low) - spread) <= 0.05 + 1e-6 * row.latency_ms
+        spread = high - row.latency.ms
+        symmetric = abs((row.latency.ms - low) - spread) <= 0.05 + 1e-6 * row.latency.ms
         text += f" $\\pm$ {spread:,.1f}" if symmetric else f" ({low:,.1f}--{high:,.1f})"
     return text + _latex_mark(c.mark)
 
@@ -239,10 +241,10 @@ def _main_runtime(rows: Sequence[PairResult]) -> Optional[str]:
     """The runtime the Peak RAM header names: the only one the run measured under, or the one of
     most of its figures when a converter sent some files to another (``torch (fallback)``);
     None when the run asked for several (each figure then names its own)."""
-    asked = {r.runtime for r in rows if not (r.memory_runtime or "").endswith("(fallback)")}
+    asked = {r.memory.runtime for r in rows if not r.memory.fallback}
     if len(asked) == 1:
         return asked.pop()
-    return None if asked else (rows[0].runtime if rows else None)
+    return None if asked else (rows[0].memory.runtime if rows else None)
 
 
 def _peak_header(runtime: Optional[str]) -> str:

@@ -71,30 +71,30 @@ def _latency(row: PairResult) -> str:
     c = cells(row)
     if not c.is_number:
         return _e(c.latency) + _why(row, "latency")
-    band = (f' <span class="band">({_number(row.latency_low_ms)}\u2013{_number(row.latency_high_ms)})</span>'
-            if row.latency_low_ms is not None and row.latency_high_ms is not None else "")
+    band = (f' <span class="band">({_number(row.latency.band.low_ms)}\u2013{_number(row.latency.band.high_ms)})</span>'
+            if row.latency.band.low_ms is not None and row.latency.band.high_ms is not None else "")
     return f"{_e(c.latency)}<sup>{_e(c.mark)}</sup>{band}"
 
 
 COLUMNS: tuple[Column, ...] = (
-    ("Model", lambda r: _e(r.model_label), lambda r: None),
-    ("Device", lambda r: _e(r.profile_label), lambda r: None),
-    ("Tier", lambda r: _e(r.tier), lambda r: None),
-    ("Latency (ms)", _latency, lambda r: r.latency_ms if cells(r).is_number else None),
-    ("Held-out error (%)", lambda r: _number(r.latency_held_out_pct), lambda r: r.latency_held_out_pct),
-    ("Predictor", lambda r: _e(describe_kind(r.latency_kind).title if r.latency_kind else ""), lambda r: None),
+    ("Model", lambda r: _e(r.model.label), lambda r: None),
+    ("Device", lambda r: _e(r.device.label), lambda r: None),
+    ("Tier", lambda r: _e(r.device.tier), lambda r: None),
+    ("Latency (ms)", _latency, lambda r: r.latency.ms if cells(r).is_number else None),
+    ("Held-out error (%)", lambda r: _number(r.latency.band.held_out_pct), lambda r: r.latency.band.held_out_pct),
+    ("Predictor", lambda r: _e(describe_kind(r.latency.kind).title if r.latency.kind else ""), lambda r: None),
     ("Peak RAM (MB)", lambda r: _e(cells(r).peak_ram or "\u2014") + _why(r, "peak RAM"),
-     lambda r: r.peak_rss_mb if r.ran else None),
+     lambda r: r.memory.peak_rss_mb if r.ran else None),
     ("Fits", lambda r: _e(verdict_word(r)), lambda r: None),
-    ("App budget (MB)", lambda r: _e(r.app_budget_mb if r.app_budget_mb is not None else "\u2014"),
-     lambda r: r.app_budget_mb),
-    ("Runtime", lambda r: _e(r.memory_runtime or r.runtime), lambda r: None),
+    ("App budget (MB)", lambda r: _e(r.device.app_budget_mb if r.device.app_budget_mb is not None else "\u2014"),
+     lambda r: r.device.app_budget_mb),
+    ("Runtime", lambda r: _e(r.memory.runtime_shown), lambda r: None),
 )
-_TOP1: Column = ("Top-1 (%)", lambda r: _e(accuracy_text(r)) + _why(r, "top-1"), lambda r: r.accuracy_top1_pct)
+_TOP1: Column = ("Top-1 (%)", lambda r: _e(accuracy_text(r)) + _why(r, "top-1"), lambda r: r.accuracy.top1_pct)
 
 
 def _table(rows: Sequence[PairResult]) -> str:
-    columns = COLUMNS + ((_TOP1,) if any(r.accuracy_top1_pct is not None or _why(r, "top-1") for r in rows) else ())
+    columns = COLUMNS + ((_TOP1,) if any(r.accuracy.top1_pct is not None or _why(r, "top-1") for r in rows) else ())
     head = "".join(f'<th data-col="{i}" data-numeric="{int(any(key(r) is not None for r in rows))}" '
                    f'tabindex="0" aria-sort="none">{_e(name)}</th>' for i, (name, _, key) in enumerate(columns))
     body = []

@@ -44,7 +44,7 @@ def long_table_lines(rows: Sequence[PairResult], profiles: Optional[Sequence[Pro
 def matrix_fits_better(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]] = None) -> bool:
     """Whether ``latex_table``'s ``auto`` layout is the matrix: the long table would pass a page and
     there is more than one device to put side by side."""
-    devices = {r.profile_id for r in rows}
+    devices = {r.device.profile_id for r in rows}
     return len(devices) > 1 and long_table_lines(rows, profiles) > LONG_TABLE_PAGE_LINES
 
 
@@ -71,14 +71,14 @@ def _cell(row: Optional[PairResult]) -> str:
 
 def _network(label: str, row: PairResult) -> str:
     """The network a variant row belongs to: a derived level's label less its ``@level``."""
-    return label.rsplit("@", 1)[0] if row.level is not None and "@" in label else label
+    return label.rsplit("@", 1)[0] if row.model.level is not None and "@" in label else label
 
 
 def _variant_name(label: str, network: str, row: PairResult) -> str:
     """What the matrix calls a variant under its network's heading: its level, or ``fp32`` for the
     file as given (its own precision when the user's file is not float)."""
     if label == network:
-        return (row.precision or "fp32") if row.level is None else label
+        return (row.model.precision or "fp32") if row.model.level is None else label
     return label[len(network) + 1:] if label.startswith(network + "@") else label
 
 
@@ -100,22 +100,22 @@ def matrix_table(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile
            r"\footnotesize\setlength{\tabcolsep}{3pt}%",
            r"\begin{tabular}{l" + ("r" if accuracy else "") + "c" * len(devices) + "}", r"\toprule",
            " & ".join(["Variant"] + ([stacked("Top-1", r"(\%)")] if accuracy else [])
-                      + [_header(d.profile_label) for d in devices]) + r" \\", r"\midrule"]
+                      + [_header(d.device.label) for d in devices]) + r" \\", r"\midrule"]
     width = 1 + int(accuracy) + len(devices)
     for network, variants in _by_network(groups).items():
         heading = len(variants) > 1 or variants[0][0] != network  # a heading row names the network once
         if heading:
             out.append(rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textit{{{latex_escape(network)}}}}} \\")
         for label, group in variants:
-            by_device = {r.profile_id: r for r in group}
+            by_device = {r.device.profile_id: r for r in group}
             name = _variant_name(label, network, group[0]) if heading else label
             cols = [(r"\quad " if name != label else "") + latex_escape(name)]
             if accuracy:
-                evaluated = next((r for r in group if r.accuracy_top1_pct is not None), group[0])
+                evaluated = next((r for r in group if r.accuracy.top1_pct is not None), group[0])
                 top1, _, drop = accuracy_text(evaluated, dash="\u2013").partition(" ")
                 cols.append(stacked(*(latex_escape(t).replace(NOT_FINETUNED_MARK, r"$^\circ$") for t in (top1, drop)
                                       if t)))
-            cols += [_cell(by_device.get(device.profile_id)) for device in devices]
+            cols += [_cell(by_device.get(device.device.profile_id)) for device in devices]
             out.append(" & ".join(cols) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     if notes:

@@ -53,19 +53,20 @@ class LegendCell:
 
 def row_arithmetic(row: PairResult) -> str:
     """The arithmetic a row's latency is stated in: its level's, else its file's own."""
-    if row.level is not None:
-        return level_arithmetic(row.level)
-    return _PRECISION_ARITHMETIC.get(row.precision or "fp32", row.precision or "fp32")
+    if row.model.level is not None:
+        return level_arithmetic(row.model.level)
+    return _PRECISION_ARITHMETIC.get(row.model.precision or "fp32", row.model.precision or "fp32")
 
 
 def row_cell(row: PairResult) -> Optional[LegendCell]:
     """The legend's view of a row with a latency number (None without one)."""
-    if row.latency_ms is None:
+    if row.latency.ms is None:
         return None
-    figure = None if row.latency_held_out_pct is None else CellFigure(
-        float(row.latency_held_out_pct), row.core, row.threads, row_arithmetic(row), row.latency_runtime or "",
-        row.latency_held_out_rows, row.latency_held_out_socs, row.latency_held_out_pool)
-    return LegendCell(row.latency_kind or "", figure, bool(row.latency_calibrations))
+    figure = None if row.latency.band.held_out_pct is None else CellFigure(
+        float(row.latency.band.held_out_pct), row.device.core, row.device.threads, row_arithmetic(row),
+        row.latency.runtime or "",
+        row.latency.band.held_out_rows, row.latency.band.held_out_socs, row.latency.band.held_out_pool)
+    return LegendCell(row.latency.kind or "", figure, bool(row.latency.calibrations))
 
 
 def prediction_cell(item: "ModelLatency") -> Optional[LegendCell]:

@@ -78,7 +78,7 @@ def _code_span(value: str) -> str:
 def references(facts: RunFacts) -> dict[str, Reference]:
     """``references.json`` and the references the run's kinds bring of their own."""
     found = load_references(REFERENCES)
-    for kind in facts.kinds:
+    for kind in facts.latency.kinds:
         found.update({ref.key: ref for ref in kind.paper.references})
     return found
 
@@ -104,13 +104,13 @@ def _fill(value: str, facts: RunFacts) -> Optional[str]:
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
         if name == "version":
-            return facts.lodevem_version
+            return facts.software.lodevem_version
         if name == "commit":
-            return (facts.git_commit[:12] + (" with local changes" if facts.git_dirty else "")
-                    if facts.git_commit else "not recorded")
+            return (facts.software.git_commit[:12] + (" with local changes" if facts.software.git_dirty else "")
+                    if facts.software.git_commit else "not recorded")
         if name == "url":
             return repository_url() or ""
-        return str(facts.packages.get(name) or "unrecorded")
+        return str(facts.software.packages.get(name) or "unrecorded")
     if "{url}" in value and repository_url() is None:
         return None
     return re.sub(r"\{(version|commit|url|torch|onnxruntime|torch-pruning|nn-meter)\}", one, value)
@@ -135,7 +135,8 @@ def short_references(facts: RunFacts) -> list[tuple[str, str]]:
 
 
 def methodology_markdown(facts: RunFacts) -> str:
-    lines = [f"<!-- lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit. -->",
+    lines = [f"<!-- lodevem {facts.software.lodevem_version}: generated from this run's records; re-run, do not "
+             "edit. -->",
              "# Methods", ""]
     for section in sections(facts):
         lines += [f"## {section.title}", ""]
@@ -152,7 +153,7 @@ def methodology_markdown(facts: RunFacts) -> str:
 
 def methodology_latex(facts: RunFacts) -> str:
     """Paragraphs for ``\\input{}`` into a paper's methods section; cites ``references.bib``."""
-    lines = [f"% lodevem {facts.lodevem_version}: generated from this run's records; re-run, do not edit.",
+    lines = [f"% lodevem {facts.software.lodevem_version}: generated from this run's records; re-run, do not edit.",
              f"% \\input{{{TEX_NAME}}} inside your methods section; add \\bibliography{{references}} ({BIB_NAME}).",
              "% \\sloppy: image digests and file names are long unbreakable words", r"\begingroup\sloppy"]
     for section in sections(facts):
@@ -173,7 +174,7 @@ def methodology_latex(facts: RunFacts) -> str:
 def bibtex(facts: RunFacts) -> str:
     """The entries ``cited_keys`` names, fields as ``references.json`` gives them."""
     refs = references(facts)
-    out = [f"% lodevem {facts.lodevem_version}: the references of this run's methodology.tex. Generated."]
+    out = [f"% lodevem {facts.software.lodevem_version}: the references of this run's methodology.tex. Generated."]
     for key in cited_keys(facts):
         entry = refs[key]
         out.append(f"@{entry.entry_type}{{{key},")

@@ -43,12 +43,12 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     """
     devices = ordered_devices(rows, profiles)
     groups = group_by_model(rows, profiles)
-    col = {d.profile_id: j for j, d in enumerate(devices)}
+    col = {d.device.profile_id: j for j, d in enumerate(devices)}
     values = np.full((len(groups), len(devices)), np.nan)
     for i, group in enumerate(groups.values()):
         for row in group:
             if cells(row).is_number:
-                values[i, col[row.profile_id]] = row.latency_ms
+                values[i, col[row.device.profile_id]] = row.latency.ms
     finite = values[np.isfinite(values)]
     vmin, vmax = (finite.min(), finite.max()) if finite.size else (1.0, 10.0)
     if vmax <= vmin * 1.01:
@@ -61,10 +61,10 @@ def heatmap_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
         image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
         _heatmap_cells(ax, list(groups.values()), col, values.shape, lambda ms: cmap(norm(ms)))
         ax.set_yticks(range(len(groups)), list(groups))
-        ax.set_xticks(range(len(devices)), [f"{d.profile_label} \u00b7 {ram_text(d.ram_mb)}" for d in devices],
+        ax.set_xticks(range(len(devices)), [f"{d.device.label} \u00b7 {ram_text(d.device.ram_mb)}" for d in devices],
                       rotation=40, ha="right", rotation_mode="anchor")
         ax.tick_params(length=0)
-        _tier_bands(ax, [d.tier for d in devices])
+        _tier_bands(ax, [d.device.tier for d in devices])
         ax.set_title("Predicted latency per device (ms)", loc="left", pad=14)
         fig.supxlabel(_heatmap_notes(rows, width), x=0.01, ha="left", fontsize=6)  # laid out, never clipped
         if finite.size:
@@ -76,17 +76,17 @@ def _heatmap_cells(ax: Axes, groups: list[list[PairResult]], col: dict[str, int]
                    colour: Callable[[float], Any]) -> None:
     """Each cell's text: a dash where no row was planned, the latency with its predictor's mark
     (white on dark colours), or, on grey, why there is none (hatched when it did not fit)."""
-    planned = {(i, col[r.profile_id]) for i, group in enumerate(groups) for r in group}
+    planned = {(i, col[r.device.profile_id]) for i, group in enumerate(groups) for r in group}
     for i, j in np.ndindex(shape):
         if (i, j) not in planned:
             ax.text(j, i, "\u2014", ha="center", va="center", fontsize=6.5, color="#aaaaaa")
     for i, group in enumerate(groups):
         for row in group:
-            j, c = col[row.profile_id], cells(row)
-            if c.is_number and row.latency_ms is not None:
-                rgba = colour(row.latency_ms)
+            j, c = col[row.device.profile_id], cells(row)
+            if c.is_number and row.latency.ms is not None:
+                rgba = colour(row.latency.ms)
                 dark = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] < 0.5
-                text = f"{row.latency_ms:,.0f}" if row.latency_ms >= 100 else f"{row.latency_ms:.1f}"
+                text = f"{row.latency.ms:,.0f}" if row.latency.ms >= 100 else f"{row.latency.ms:.1f}"
                 ax.text(j, i, text + c.mark, ha="center", va="center", fontsize=6.5,
                         color="white" if dark else "black")
                 continue
@@ -141,8 +141,8 @@ def min_ram_bar(rows: Sequence[PairResult], out_dir: Path) -> list[Path]:
     """
     floors: dict[str, float] = {}
     for row in rows:
-        if row.min_ram_mb is not None:
-            floors[row.model_label] = max(floors.get(row.model_label, 0.0), row.min_ram_mb)
+        if row.memory.min_ram_mb is not None:
+            floors[row.model.label] = max(floors.get(row.model.label, 0.0), row.memory.min_ram_mb)
     if not floors:
         return []
     with paper_style():

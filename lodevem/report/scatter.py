@@ -92,8 +92,8 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
     limits = tier_limits(rows, profiles)
     devices = ordered_devices(rows, profiles)
     groups = group_by_model(rows, profiles)
-    points = _points(list(groups.values()), {d.profile_id: j for j, d in enumerate(devices)})
-    budgets = sorted({r.app_budget_mb for r in rows if r.app_budget_mb})
+    points = _points(list(groups.values()), {d.device.profile_id: j for j, d in enumerate(devices)})
+    budgets = sorted({r.device.app_budget_mb for r in rows if r.device.app_budget_mb})
     # the axis spans the points and the app budgets (what the verdicts compare with); a device RAM
     # size is drawn only where it falls inside (2 GB phones must not squeeze points into a corner)
     spanned = [p.x for p in points] + [float(b) for b in budgets] or [float(m) for m in limits]
@@ -105,7 +105,8 @@ def scatter_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profi
         log2_ram_axis(ax, spanned + [float(m) for m in limits])
         _latency_axis(ax, [v for p in points for v in (p.y, p.low, p.high) if v] or [1.0, 10.0])
         models = list(groups)
-        spread = _draw_points(ax, fig, points, [f"{models[p.model]}|{devices[p.device].profile_id}" for p in points])
+        spread = _draw_points(ax, fig, points,
+                              [f"{models[p.model]}|{devices[p.device].device.profile_id}" for p in points])
         line_handles = draw_ram_limits(ax, limits) if limits else []
         line_handles += _draw_budgets(ax, budgets)
         if any(p.low is not None for p in points):
@@ -128,14 +129,15 @@ def _points(groups: list[list[PairResult]], device_index: dict[str, int]) -> lis
     points = []
     for k, group in enumerate(groups):
         for row in group:
-            if row.latency_ms is None or not math.isfinite(row.latency_ms):
+            if row.latency.ms is None or not math.isfinite(row.latency.ms):
                 continue
-            band = (row.latency_low_ms, row.latency_high_ms)
-            if row.peak_rss_mb is not None and row.verdict not in VERDICT_WORDS:
-                points.append(_Point(k, device_index[row.profile_id], row.peak_rss_mb, row.latency_ms, True, *band))
+            band = (row.latency.band.low_ms, row.latency.band.high_ms)
+            if row.memory.peak_rss_mb is not None and row.verdict not in VERDICT_WORDS:
+                points.append(_Point(k, device_index[row.device.profile_id], row.memory.peak_rss_mb, row.latency.ms,
+                                     True, *band))
             elif row.fits is False:
-                points.append(_Point(k, device_index[row.profile_id], float(row.limit_mb), row.latency_ms, False,
-                                     *band))
+                points.append(_Point(k, device_index[row.device.profile_id], float(row.memory.limit_mb),
+                                     row.latency.ms, False, *band))
     return points
 
 
@@ -189,7 +191,7 @@ def _legend(fig: Figure, models: Sequence[str], devices: Sequence[PairResult], l
                      for k, label in enumerate(models)]
     device_handles = [Line2D([], [], color="#555555", marker=DEVICE_MARKERS[j % len(DEVICE_MARKERS)],
                              linestyle="", markerfacecolor="#bbbbbb",
-                             label=f"{d.profile_label} ({d.tier}, {ram_text(d.ram_mb)})")
+                             label=f"{d.device.label} ({d.device.tier}, {ram_text(d.device.ram_mb)})")
                       for j, d in enumerate(devices)]
     sections = (("model (colour)", model_handles), ("device (shape)", device_handles), ("lines", line_handles))
     handles = [h for title, group in sections if group

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import PairResult
+from ..results.columns import map_text
 from .manifest import Manifest, ManifestLike
 
 __all__ = ["Scrub", "shared_manifest", "shared_rows"]
@@ -65,23 +66,18 @@ class Scrub:
         return value
 
 
-# Row fields that hold one path as a whole (a file name may hold "[", "(" or blanks, which end a
-# path inside prose): scrubbed as a path, not searched as text.
-PATH_FIELDS = frozenset({"model_path"})
-
-
 def shared_rows(rows: Sequence[PairResult], folder: Path) -> list[PairResult]:
-    """The rows as a shared file may show them (``Scrub``)."""
+    """The rows as a shared file may show them (``Scrub``): every text of every part scrubbed; the
+    model's path, which holds one path as a whole (a file name may hold "[", "(" or blanks, which
+    end a path inside prose), scrubbed as a path, not searched as text."""
     scrub = Scrub(folder)
     out = []
     for row in rows:
-        changes = {f.name: scrub.value(getattr(row, f.name)) for f in dataclasses.fields(row)
-                   if isinstance(getattr(row, f.name), (str, tuple)) and f.name != "verdict"}
-        for name in PATH_FIELDS:
-            value = getattr(row, name, None)
-            if isinstance(value, str) and os.path.isabs(value):
-                changes[name] = scrub.path(value)
-        out.append(dataclasses.replace(row, **changes))
+        shared = map_text(row, scrub.value)
+        if os.path.isabs(row.model.path):
+            shared = dataclasses.replace(shared, model=dataclasses.replace(shared.model,
+                                                                           path=scrub.path(row.model.path)))
+        out.append(shared)
     return out
 
 

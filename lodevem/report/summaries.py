@@ -46,60 +46,21 @@ def model_summaries(rows: Sequence[PairResult], verbose: bool = False) -> list[s
     """
     lines = []
     for label, group in group_by_model(rows).items():
-        fitting = [r for r in group if r.fits]
-        failed = [r for r in group if r.fits is False]
-        undecided = [r for r in group if r.fits is None]
-        if not fitting and all(r.verdict == Verdict.ERROR for r in group):
-            text = f"{label}: memory not measured on {devices_text(len(group))}"
-            shown = [(r.latency_ms, latency_mark(r.latency_kind)) for r in group if cells(r).is_number]
-            if shown:
-                text += f"; predicted latency {_span(shown)} ms"
-        elif not fitting:
-            text = f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
-        else:
-            if len(fitting) < len(group):
-                head = f"fits on {len(fitting)} of {len(group)} devices"
-            else:
-                head = f"fits on {devices_text(len(group))}"
-            text = f"{label}: {head}; {_lowest_tier_text(group, fitting, verbose)}"
-            peaks = [r for r in fitting if r.peak_rss_mb is not None]
-            if peaks:
-                top = max(peaks, key=lambda r: r.peak_rss_mb or 0.0)
-                text += f"; peak RAM {top.peak_rss_mb:,.0f} MB"
-                if top.runtime_baseline_mb is not None:
-                    text += f", of which runtime {top.runtime_baseline_mb:,.0f} MB ({top.runtime})"
-            shown = [(r.latency_ms, latency_mark(r.latency_kind)) for r in fitting if cells(r).is_number]
-            if shown:
-                text += f"; predicted latency {_span(shown)} ms"
-            if failed:
-                text += f"; does not fit: {_verdict_counts(failed)}"
+        text = _fit_text(label, group, verbose)
         hint = _smaller_runtime_hint(group, rows)
         if hint:
             text += f"; {hint}"
+            undecided = [r for r in group if r.fits is None]
             if undecided:
                 text += f"; undecided: {_verdict_counts(undecided)}"
-        sparse = [r for r in group if r.sparsity is not None and (r.sparsity >= 0.01 or r.zero_channels)]
+        sparse = _sparsity_text(group)
         if sparse:
-            text += f"; {sparse[0].sparsity:.0%} of its weights are zero, run at the dense speed"
-            removed = [r.latency_if_channels_removed_ms for r in sparse if r.latency_if_channels_removed_ms is not None]
-            if removed:
-                text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
-                                                     else "") + " ms with its all-zero channels removed)")
+            text += f"; {sparse}"
         measured = measured_file_text(group) if verbose else None
         if measured:
             text += f"; {measured}"
-        floors = [r.min_ram_mb for r in group if r.min_ram_mb is not None]
-        if floors:
-            text += f"; minimum RAM {max(floors):,.0f} MB"
-        errors = [r.memory_error for r in group if r.verdict == Verdict.ERROR and r.memory_error]
-        if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
-            text += f"; no peak RAM: {errors[0] if verbose else whole_words(errors[0], 200)}"
-        missing = [r.latency_note for r in group if r.latency_ms is None and r.latency_note]
-        if missing:
-            why = missing[0] if verbose else whole_words(missing[0], 160)
-            text += f"; no latency on {count_text(len(missing), 'device')}: {why}"
-        lines.append(text)
-    unstable = [r for r in rows if r.host_latency_unstable]  # pyperf's rule, see runner.unstable
+        lines.append(text + "".join(f"; {part}" for part in _floor_and_missing(group, verbose)))
+    unstable = [r for r in rows if r.host.unstable]  # pyperf's rule, see runner.unstable
     if unstable and verbose:  # informational figures: not worth a line under a small table
         lines.append(f"note: host-CPU timings (CSV host_latency_*) were unstable for {len(unstable)} of "
                      f"{len(rows)} pairs (std >= 10 % of the mean); they are informational, not the "
@@ -107,16 +68,77 @@ def model_summaries(rows: Sequence[PairResult], verbose: bool = False) -> list[s
     return lines
 
 
+def _fit_text(label: str, group: Sequence[PairResult], verbose: bool) -> str:
+    """The line's head: where the model fits (or why nowhere), its peak RAM and latency span."""
+    fitting = [r for r in group if r.fits]
+    failed = [r for r in group if r.fits is False]
+    if not fitting and all(r.verdict == Verdict.ERROR for r in group):
+        text = f"{label}: memory not measured on {devices_text(len(group))}"
+        shown = [(r.latency.ms, latency_mark(r.latency.kind)) for r in group if cells(r).is_number]
+        if shown:
+            text += f"; predicted latency {_span(shown)} ms"
+        return text
+    if not fitting:
+        return f"{label}: fits nowhere (0 of {len(group)} devices: {_verdict_counts(group)})"
+    if len(fitting) < len(group):
+        head = f"fits on {len(fitting)} of {len(group)} devices"
+    else:
+        head = f"fits on {devices_text(len(group))}"
+    text = f"{label}: {head}; {_lowest_tier_text(group, fitting, verbose)}"
+    peaks = [r for r in fitting if r.memory.peak_rss_mb is not None]
+    if peaks:
+        top = max(peaks, key=lambda r: r.memory.peak_rss_mb or 0.0)
+        text += f"; peak RAM {top.memory.peak_rss_mb:,.0f} MB"
+        if top.memory.runtime_baseline_mb is not None:
+            text += f", of which runtime {top.memory.runtime_baseline_mb:,.0f} MB ({top.memory.runtime})"
+    shown = [(r.latency.ms, latency_mark(r.latency.kind)) for r in fitting if cells(r).is_number]
+    if shown:
+        text += f"; predicted latency {_span(shown)} ms"
+    if failed:
+        text += f"; does not fit: {_verdict_counts(failed)}"
+    return text
+
+
+def _sparsity_text(group: Sequence[PairResult]) -> Optional[str]:
+    """What the zeros of a pruned file mean: the dense speed, and the channels-removed figure."""
+    sparse = [r for r in group
+              if r.model.sparsity is not None and (r.model.sparsity >= 0.01 or r.model.zero_channels)]
+    if not sparse:
+        return None
+    text = f"{sparse[0].model.sparsity:.0%} of its weights are zero, run at the dense speed"
+    removed = [r.latency.if_channels_removed_ms for r in sparse if r.latency.if_channels_removed_ms is not None]
+    if removed:
+        text += (f" ({min(removed):,.1f}" + (f"\u2013{max(removed):,.1f}" if max(removed) != min(removed)
+                                             else "") + " ms with its all-zero channels removed)")
+    return text
+
+
+def _floor_and_missing(group: Sequence[PairResult], verbose: bool) -> list[str]:
+    """The minimum RAM, and why a figure is missing (no peak RAM, no latency), one part each."""
+    parts = []
+    floors = [r.memory.min_ram_mb for r in group if r.memory.min_ram_mb is not None]
+    if floors:
+        parts.append(f"minimum RAM {max(floors):,.0f} MB")
+    errors = [r.memory.error for r in group if r.verdict == Verdict.ERROR and r.memory.error]
+    if errors:  # why there is no figure, in one line (a converter's reason, a failed derivation)
+        parts.append(f"no peak RAM: {errors[0] if verbose else whole_words(errors[0], 200)}")
+    missing = [r.latency.note for r in group if r.latency.ms is None and r.latency.note]
+    if missing:
+        why = missing[0] if verbose else whole_words(missing[0], 160)
+        parts.append(f"no latency on {count_text(len(missing), 'device')}: {why}")
+    return parts
+
+
 def measured_file_text(group: Sequence[PairResult]) -> Optional[str]:
     """What a model's rows loaded when it was converted (tflite, ncnn): "measured 3.4 MB int8-static
     .tflite (scheme)", and each note on how it was made (a synthetic calibration, a fallback)."""
     parts = []
-    row = next((r for r in group if r.converted_mb is not None), None)
+    row = next((r for r in group if r.memory.converted.mb is not None), None)
     if row is not None:
-        what = " ".join(x for x in (size_text(row.converted_mb or 0.0), row.converted_precision) if x)
-        parts.append(f"measured {what} {row.memory_runtime or row.runtime} file"
-                     + (f" ({row.converted_scheme})" if row.converted_scheme else ""))
-    notes = dict.fromkeys(part for r in group if r.memory_note for part in r.memory_note.split("; "))
+        what = " ".join(x for x in (size_text(row.memory.converted.mb or 0.0), row.memory.converted.precision) if x)
+        parts.append(f"measured {what} {row.memory.runtime_shown} file"
+                     + (f" ({row.memory.converted.scheme})" if row.memory.converted.scheme else ""))
+    notes = dict.fromkeys(note for r in group for note in r.memory.notes)
     parts += list(notes)
     return "; ".join(parts) or None
 
@@ -124,8 +146,8 @@ def measured_file_text(group: Sequence[PairResult]) -> Optional[str]:
 def _lowest_tier_text(group: Sequence[PairResult], fitting: Sequence[PairResult], verbose: bool = True) -> str:
     """"lowest tier it runs on" only when the run tried the tier below it (or there is none);
     else "lowest tier tested", so an untried tier is never implied to fail or to fit."""
-    lowest = max({r.tier for r in fitting}, key=tier_rank)
-    tried = {r.tier for r in group}
+    lowest = max({r.device.tier for r in fitting}, key=tier_rank)
+    tried = {r.device.tier for r in group}
     below = [t for t in TIERS if tier_rank(t) > tier_rank(lowest)]
     name = f"{lowest} = {TIERS.get(lowest, lowest)}" if verbose else lowest
     if not below or any(t in tried for t in below):
@@ -142,20 +164,21 @@ def _span(shown: Sequence[tuple[Optional[float], str]]) -> str:
 def _smaller_runtime_hint(group: Sequence[PairResult], rows: Sequence[PairResult]) -> Optional[str]:
     """For torch rows over the app budget or the RAM: most of the peak is PyTorch itself, which no
     phone app ships; name an on-device runtime, with its figure when this run measured it."""
-    over = [r for r in group if r.runtime == COMPARISON_RUNTIME
+    over = [r for r in group if r.memory.runtime == COMPARISON_RUNTIME
             and r.verdict in (Verdict.TIGHT, Verdict.OOM, Verdict.THRASHING)]
     if not over:
         return None
     worst = over[0]
-    same = [r for r in rows if r.model_path == worst.model_path and r.level == worst.level
-            and r.profile_id == worst.profile_id and r.runtime in on_device_runtimes()]
-    base = (f"the PyTorch runtime alone takes {worst.runtime_baseline_mb:,.0f} MB"
-            if worst.runtime_baseline_mb is not None else "PyTorch's own footprint is part of the peak")
+    same = [r for r in rows if r.model.path == worst.model.path and r.model.level == worst.model.level
+            and r.device.profile_id == worst.device.profile_id and r.memory.runtime in on_device_runtimes()]
+    base = (f"the PyTorch runtime alone takes {worst.memory.runtime_baseline_mb:,.0f} MB"
+            if worst.memory.runtime_baseline_mb is not None else "PyTorch's own footprint is part of the peak")
     if same:
         other = same[0]
-        peak = f"peak {other.peak_rss_mb:,.0f} MB, {other.verdict}" if other.peak_rss_mb is not None else other.verdict
-        return f"{base}: on {worst.profile_label} under {other.runtime} ({peak}) in this run"
-    if (worst.memory_runtime or "").endswith("(fallback)"):  # the on-device converter was tried and refused it
+        peak = (f"peak {other.memory.peak_rss_mb:,.0f} MB, {other.verdict}" if other.memory.peak_rss_mb is not None
+                else other.verdict)
+        return f"{base}: on {worst.device.label} under {other.memory.runtime} ({peak}) in this run"
+    if worst.memory.fallback:  # the on-device converter was tried and refused it
         return f"{base}: an app would ship a smaller runtime, which needs a file its converter takes (an fp32 export)"
     return f"{base}: an app would ship a smaller runtime, try --runtime tflite"
 

@@ -33,39 +33,48 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: (points[i][0], -points[i][1]))
 
 
+def _latency(row: PairResult) -> Optional[float]:
+    return row.latency.ms
+
+
+def _peak(row: PairResult) -> Optional[float]:
+    return row.memory.peak_rss_mb
+
+
 def accuracy_figure(rows: Sequence[PairResult], profiles: Optional[Sequence[Profile]]) -> Optional[Figure]:
     """None when no row has both an accuracy and a figure to plot it against."""
-    drawable = [r for r in rows if r.accuracy_top1_pct is not None and r.ran]
+    drawable = [r for r in rows if r.accuracy.top1_pct is not None and r.ran]
     if not drawable:
         return None
-    devices = [d for d in ordered_devices(rows, profiles) if any(r.profile_id == d.profile_id for r in drawable)]
+    devices = [d for d in ordered_devices(rows, profiles)
+               if any(r.device.profile_id == d.device.profile_id for r in drawable)]
     devices = devices[:MAX_DEVICES]
     labels = list(group_by_model(rows, profiles))
     colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}
     fig = Figure(figsize=(7.0, 1.2 + 2.2 * len(devices)), layout="constrained")
     axes = fig.subplots(len(devices), 2, squeeze=False)
     for d, device in enumerate(devices):
-        mine = [r for r in drawable if r.profile_id == device.profile_id]
-        for c, (field, unit) in enumerate((("latency_ms", "predicted latency (ms)"), ("peak_rss_mb", "peak RAM (MB)"))):
+        mine = [r for r in drawable if r.device.profile_id == device.device.profile_id]
+        for c, (figure, unit) in enumerate(((_latency, "predicted latency (ms)"), (_peak, "peak RAM (MB)"))):
             ax = axes[d][c]
-            placed = [(r, getattr(r, field)) for r in mine if getattr(r, field) is not None]
-            points = [(float(v), float(r.accuracy_top1_pct)) for r, v in placed]  # type: ignore[arg-type]
+            placed = [(r, figure(r)) for r in mine if figure(r) is not None]
+            points = [(float(v), float(r.accuracy.top1_pct)) for r, v in placed]  # type: ignore[arg-type]
             front = pareto_front(points)
             for i, (row, _) in enumerate(placed):
-                ax.scatter(*points[i], s=28, color=colours[row.model_label], zorder=3,
+                ax.scatter(*points[i], s=28, color=colours[row.model.label], zorder=3,
                            edgecolors="black" if i in front else "none", linewidths=1.0)
             if len(front) > 1:
                 ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="0.4", lw=0.8, ls="--",
                         zorder=2, drawstyle="steps-post")
             ax.set_xlabel(unit)
             ax.set_ylabel("top-1 (%)")
-            ax.set_title(f"{device.profile_label} ({device.tier})", loc="left")
+            ax.set_title(f"{device.device.label} ({device.device.tier})", loc="left")
             ax.grid(True, lw=0.3, alpha=0.5)
     handles = [axes[0][0].scatter([], [], s=28, color=colours[label], label=label) for label in labels
-               if any(r.model_label == label for r in drawable)]
+               if any(r.model.label == label for r in drawable)]
     handles.append(axes[0][0].scatter([], [], s=28, color="white", edgecolors="black", label="on the Pareto front"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), frameon=False)
-    samples = sorted({r.accuracy_samples for r in drawable if r.accuracy_samples})
+    samples = sorted({r.accuracy.samples for r in drawable if r.accuracy.samples})
     fig.suptitle(f"Accuracy trade-off: top-1 on {', '.join(map(str, samples))} --eval-data samples under each "
                  "row's runtime", fontsize=9)
     return fig

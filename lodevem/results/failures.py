@@ -14,43 +14,37 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Protocol
 
 from ..wire.verdict import Verdict
+from .row_parts import RowAccuracy, RowDevice, RowLatency, RowMemory, RowModel
 
 
 class PairResult(Protocol):
-    """The row fields a reason is read from (``results.pair.PairResult``, which imports this module)."""
+    """The row parts a reason is read from (``results.pair.PairResult``, which imports this module)."""
 
     @property
-    def model_label(self) -> str: ...
+    def model(self) -> RowModel: ...
 
     @property
-    def profile_label(self) -> str: ...
+    def device(self) -> RowDevice: ...
 
     @property
     def verdict(self) -> Verdict: ...
 
     @property
-    def latency_ms(self) -> Optional[float]: ...
+    def latency(self) -> RowLatency: ...
 
     @property
-    def latency_note(self) -> Optional[str]: ...
+    def memory(self) -> RowMemory: ...
 
     @property
-    def memory_error(self) -> Optional[str]: ...
-
-    @property
-    def accuracy_top1_pct(self) -> Optional[float]: ...
-
-    @property
-    def accuracy_note(self) -> Optional[str]: ...
+    def accuracy(self) -> RowAccuracy: ...
 
 
 __all__ = ["CellFailure", "REASON_CHARS", "failure_lines", "failure_reason", "failures", "one_line"]
 
 REASON_CHARS = 220  # one line of a terminal or a table cell; the CSV notes keep the whole text
-_NOT_EVALUATED = "not evaluated: "
 
 
 @dataclass(frozen=True)
@@ -73,14 +67,14 @@ def failures(row: PairResult) -> tuple[CellFailure, ...]:
     note's first part), a memory run that gave no figure (``error``/``no peak``: its error), a
     top-1 that --eval-data could not give (its note's ``not evaluated`` part)."""
     found = []
-    if row.latency_ms is None or not math.isfinite(row.latency_ms):
-        found.append(CellFailure("latency", one_line((row.latency_note or "").split("; ")[0])))
+    if row.latency.ms is None or not math.isfinite(row.latency.ms):
+        found.append(CellFailure("latency", one_line(row.latency.notes[0] if row.latency.notes else "")))
     if row.verdict == Verdict.ERROR:
-        found.append(CellFailure("peak RAM", one_line(row.memory_error or "")))
-    if row.accuracy_top1_pct is None:
-        why = [part for part in (row.accuracy_note or "").split("; ") if part.startswith(_NOT_EVALUATED)]
-        if why:
-            found.append(CellFailure("top-1", one_line(why[0].removeprefix(_NOT_EVALUATED))))
+        found.append(CellFailure("peak RAM", one_line(row.memory.error or "")))
+    if row.accuracy.top1_pct is None:
+        why = row.accuracy.not_evaluated
+        if why is not None:
+            found.append(CellFailure("top-1", one_line(why)))
     return tuple(found)
 
 
@@ -95,5 +89,5 @@ def failure_lines(rows: Sequence[PairResult]) -> list[str]:
     grouped: dict[tuple[str, str], list[str]] = {}
     for row in rows:
         for failure in failures(row):
-            grouped.setdefault((row.model_label, failure.text()), []).append(row.profile_label)
+            grouped.setdefault((row.model.label, failure.text()), []).append(row.device.label)
     return [f"{label} on {', '.join(devices)}: {text}" for (label, text), devices in grouped.items()]

@@ -37,7 +37,7 @@ class StartResult:
     @property
     def partial(self) -> list[PairResult]:
         """The rows asked for that miss a figure (``results.failures``)."""
-        return [r for r in self.rows if (self.asked is None or r.model_label in self.asked) and failures(r)]
+        return [r for r in self.rows if (self.asked is None or r.model.label in self.asked) and failures(r)]
 
     @property
     def failure(self) -> Optional[LodevemError]:

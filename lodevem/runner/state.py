@@ -139,7 +139,7 @@ def _other_models(state: RunState, pairs: Optional[set[tuple[str, str]]]) -> lis
     """The rows of ``state`` of models this run does not have (its own are measured again, most
     from the cache)."""
     labels = {label for label, _ in pairs or ()}
-    return [r for r in state.rows if r.model_label not in labels]
+    return [r for r in state.rows if r.model.label not in labels]
 
 
 def refuse_other_run(output: Path, key: str, pairs: set[tuple[str, str]], overwrite: bool = False,
@@ -221,15 +221,16 @@ class Recorder:
         """The table: the rows of other models an earlier run with the same settings left (first,
         as they were), then this run's in (model, profile) order; rows of other profiles in the
         state are left out."""
-        kept = [r for r in self.state.rows if r.profile_id in self._order and r.model_label not in self._model_order]
+        kept = [r for r in self.state.rows
+                if r.device.profile_id in self._order and r.model.label not in self._model_order]
         return kept + sorted((r for r in self.state.rows
-                              if r.profile_id in self._order and r.model_label in self._model_order),
-                             key=lambda r: (self._model_order[r.model_label], self._order[r.profile_id]))
+                              if r.device.profile_id in self._order and r.model.label in self._model_order),
+                             key=lambda r: (self._model_order[r.model.label], self._order[r.device.profile_id]))
 
     @property
     def combined(self) -> bool:
         """Whether the table holds rows of an earlier run (``rows``)."""
-        return any(r.model_label not in self._model_order for r in self.state.rows)
+        return any(r.model.label not in self._model_order for r in self.state.rows)
 
     def __call__(self, label: str, limit_mb: int, memory: MemoryMeasurement) -> None:
         finished = [p for p in self.by_limit[limit_mb] if (label, p.id) not in self.done]
