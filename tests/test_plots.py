@@ -104,8 +104,8 @@ def test_scatter_names_every_point_and_hides_none(rows: list[PairResult], tier2:
     assert "side by side" in ax.get_xlabel()
     # ... each group centred on its spot: the shifts (along x only) of a group add up to nothing,
     # so those of the whole figure do (the slots were once centred by another model's count)
-    shifts = [where[f"{r.model_label}|{r.profile_id}"] - ax.transData.transform((r.peak_rss_mb or r.limit_mb,
-                                                                                r.latency_ms)) for r in rows]
+    shifts = [where[f"{r.model.label}|{r.device.profile_id}"]
+              - ax.transData.transform((r.memory.peak_rss_mb or r.memory.limit_mb, r.latency.ms)) for r in rows]
     assert max(abs(dx) for dx, _ in shifts) > 5 and sum(dx for dx, _ in shifts) == pytest.approx(0.0, abs=0.5)
     assert all(dy == pytest.approx(0.0, abs=0.5) for _, dy in shifts)
     y_text = labels(ax.get_yticklabels())

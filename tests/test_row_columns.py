@@ -15,7 +15,19 @@ from lodevem.latency.records import LatencyPrediction
 from lodevem.profiles import load_profiles
 from lodevem.report.files import csv_columns, read_json, write_csv, write_json
 from lodevem.report.shared import shared_rows
-from lodevem.results import Accuracy, MemoryMeasurement, ModelFile, PairResult, PhoneMeasurement
+from lodevem.results import (
+    Accuracy,
+    ConvertedFile,
+    Fallback,
+    HostTimings,
+    MeasuredModel,
+    MemoryMeasurement,
+    ModelFile,
+    PairResult,
+    PeakMemory,
+    PhoneMeasurement,
+    SandboxFacts,
+)
 from lodevem.runner.state import RunState
 from lodevem.runtimes.logs import OpTime
 
@@ -56,13 +68,15 @@ def _rows(tmp_path: Path) -> list[PairResult]:
         latency_low_ms=10.0, latency_high_ms=15.0, uncertainty_pct=20.0, held_out_rows=40, held_out_socs=9,
         held_out_pool="Cortex-A53", kind="estimator")
     memory = MemoryMeasurement(
-        verdict="fits", limit_mb=512, peak_rss_mb=100.0, runtime_baseline_mb=60.0, model_increment_mb=40.0,
-        cgroup_peak_mb=101.0, error=None, phase=None, backend="docker", limit_enforcement="docker cgroup v2 memory=512MB",
-        runtime="torch", wall_s=1.0, image_id="img", worker_version="w", model_sha256="0" * 64, threads=1, cached=True,
-        host_latency_mean_ms=3.0, host_latency_std_ms=0.5, host_latency_p50_ms=2.9, host_latency_p95_ms=3.6,
-        host_throughput_ips=330.0, inferred_from_mb=1024, converted_size_bytes=2**20, converted_precision="int8",
-        converted_scheme="per-channel; sym", conversion_s=4.5, fallback="tflite's converter refused the file",
-        note="synthetic calibration")
+        verdict="fits", limit_mb=512, runtime="torch", threads=1, error=None, phase=None, cached=True,
+        peak=PeakMemory(rss_mb=100.0, runtime_baseline_mb=60.0, model_increment_mb=40.0, cgroup_mb=101.0),
+        sandbox=SandboxFacts(backend="docker", limit_enforcement="docker cgroup v2 memory=512MB", image_id="img",
+                             worker_version="w", wall_s=1.0),
+        model=MeasuredModel(sha256="0" * 64),
+        host=HostTimings(mean_ms=3.0, std_ms=0.5, p50_ms=2.9, p95_ms=3.6, throughput_ips=330.0),
+        inferred_from_mb=1024,
+        converted=ConvertedFile(size_bytes=2**20, precision="int8", scheme="per-channel; sym", seconds=4.5),
+        fallback=Fallback("tflite's converter refused the file", "torch"), note="synthetic calibration")
     accuracy = Accuracy(top1_pct=70.0, top5_pct=90.0, samples=100, drop_pts=1.5, note="a; b")
     full = PairResult.from_records(model, profile, latency, memory, threads=1, floor_mb=300,
                                    channels_removed_ms=9.0, accuracy=accuracy)
@@ -72,7 +86,8 @@ def _rows(tmp_path: Path) -> list[PairResult]:
         binary_sha256="a" * 64))
     failed = PairResult.from_records(
         model, profile, LatencyPrediction(None, "none", 1, "Cortex-A53", 1.3, note="no graph"),
-        dataclasses.replace(memory, fallback=None, note=None, verdict="error", error="boom", peak_rss_mb=None),
+        dataclasses.replace(memory, fallback=None, note=None, verdict="error", error="boom",
+                            peak=dataclasses.replace(memory.peak, rss_mb=None)),
         threads=1)
     return [full, failed]
 
