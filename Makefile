@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TIER ?= tier2
 
-.PHONY: setup setup-demo docker image demo-image slurm lint test test-fast test-docker test-slurm demo docs clean
+.PHONY: setup setup-demo docker image demo-image slurm lint test test-fast test-docker test-slurm lane-slurm demo docs clean
 
 # Two stamps: the demo needs lodevem and torch only; the tests add the `test` extra (LiteRT, ncnn
 # and pnnx for the Slurm nodes' python, ruff, mypy, ...). --no-compile: python compiles what it
@@ -77,6 +77,11 @@ test-docker: setup image  ## the Docker lane: the real engine and every runtime'
 	$(PYTEST) -m "$(DOCKER_LANE)"
 
 test-slurm: setup image   ## the Slurm lane: a single-node cluster (root)
+	$(PYTEST) -m "$(SLURM_LANE)"
+
+# The Slurm lane alone, once setup and the images are made: .ci/run runs it beside the Docker lane,
+# whose own `image` step must not race a second build-image over the same build context.
+lane-slurm:
 	$(PYTEST) -m "$(SLURM_LANE)"
 
 test: setup lint image ## lint, then the three lanes: fast, Docker, Slurm (what .ci/run runs, timed)

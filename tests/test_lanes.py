@@ -31,7 +31,10 @@ def test_ci_runs_the_fast_lane_first_and_every_lane() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     # a lane runs as a phase or in the background beside one (`background NAME LOG make ...`)
     order = [m.group(1) for m in re.finditer(
-        r"^(?:phase \"[^\"]+\"|background [\w-]+ \S+) make --no-print-directory (test-\w+)", script, re.MULTILINE)]
-    assert sorted(order) == ["test-docker", "test-fast", "test-slurm"] and order[0] == "test-fast"
+        r"^(?:phase \"[^\"]+\"|background [\w-]+ \S+) make --no-print-directory ((?:test|lane)-\w+)", script,
+        re.MULTILINE)]
+    assert sorted(order) == ["lane-slurm", "test-docker", "test-fast"] and order[0] == "test-fast"
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^lane-slurm:\n\t\$\(PYTEST\) -m \"\$\(SLURM_LANE\)\"$", makefile, re.MULTILINE)
     assert "finish slurm-lane" in script  # the background lane's exit status is waited for and kept
     assert script.index("test-fast") < script.index("finish images")  # a failure stops CI before it waits
